@@ -1,0 +1,228 @@
+"""``SandboxedEnv``: a ``gymnasium.Env`` over an environment program running in the sandbox.
+
+The host sees an ordinary Gymnasium environment whose observations and actions are text
+(:class:`~spade_gym.spaces.UnicodeText`); the program runs in a locked-down worker process
+(:mod:`spade_gym.sandbox`). Whatever the program does, ``step`` never raises for a bad action, and
+``close`` always reaps the worker.
+"""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium as gym
+
+from spade_gym.errors import SandboxError
+from spade_gym.program import EnvProgram
+from spade_gym.sandbox import Budget, SandboxClient, SandboxConfig
+from spade_gym.spaces import UnicodeText
+
+__all__ = ["SandboxedEnv", "escape_text"]
+
+ErrorMode = Literal["truncate", "raise"]
+
+
+def escape_text(text: str, limit: int | None = None) -> str:
+    """Make program text safe to print to a terminal or a log.
+
+    Control and format characters (ANSI escapes, NUL, bidi overrides, ...) become ``\\xNN`` /
+    ``\\uNNNN`` escapes; newlines and tabs are kept.
+
+    Args:
+        text: untrusted text.
+        limit: keep at most this many characters (``None``: all), marking the cut.
+
+    Returns:
+        The escaped text.
+    """
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + f"... [{len(text) - limit} more characters]"
+    out = []
+    for ch in text:
+        if ch in "\n\t" or unicodedata.category(ch)[0] != "C":
+            out.append(ch)
+        else:
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
+
+
+def _as_program(program: EnvProgram | str | os.PathLike[str]) -> EnvProgram:
+    if isinstance(program, EnvProgram):
+        return program
+    if isinstance(program, os.PathLike) or ("\n" not in program and Path(program).is_file()):
+        return EnvProgram.from_file(program)
+    if "\n" not in program:
+        raise FileNotFoundError(f"no environment program file at {program!r} (pass a path or the source text)")
+    return EnvProgram(program)
+
+
+class SandboxedEnv(gym.Env[str, str]):
+    """A Gymnasium environment whose dynamics are an environment program run in the sandbox.
+
+    Args:
+        program: an :class:`EnvProgram`, a path to a program file, or program source text (a str
+            with a newline). JSON-able, so it works as a ``gymnasium.make`` keyword.
+        config: sandbox limits (:class:`SandboxConfig`).
+        on_error: what ``step`` does when the program fails mid-episode (exception, timeout,
+            contract violation, guard violation): ``"truncate"`` (default) ends the episode with
+            ``truncated=True``, reward 0, the previous observation and ``info["sandbox_error"]``
+            (``{"type", "category", "message", "traceback"}``); ``"raise"`` raises the
+            :class:`~spade_gym.errors.SandboxError`. ``reset``, ``hint`` and ``oracle`` always raise.
+        render_mode: ``None``, ``"ansi"`` (``render()`` returns the escaped observation) or
+            ``"human"`` (prints it).
+
+    Attributes:
+        name, setting, max_turns, tools, description: what the program declares.
+        episode_seed: the seed the program's ``reset`` received for the current episode.
+        episode_return: sum of rewards so far in the episode.
+
+    Raises:
+        ProgramError: the program fails the static check.
+        SandboxError: the program fails to load.
+
+    Observation and action spaces are :class:`UnicodeText` (any characters; observations up to
+    ``config.limits.max_text_bytes`` characters, actions up to ``config.max_action_chars``). Actions
+    that are not ``str`` are converted (``bytes`` decoded as UTF-8, ``None`` to ``""``, anything else
+    with ``str()``), invalid UTF-8 is replaced and over-long actions are cut. Episodes are truncated
+    by the host after ``max_turns`` actions even if the program forgets to.
+
+    Example:
+        >>> env = SandboxedEnv("examples/programs/arithmetic_chain.py")  # doctest: +SKIP
+        >>> obs, info = env.reset(seed=0)  # doctest: +SKIP
+        >>> obs, reward, terminated, truncated, info = env.step(env.oracle())  # doctest: +SKIP
+    """
+
+    metadata = {"render_modes": ["ansi", "human"]}
+
+    def __init__(
+        self,
+        program: EnvProgram | str | os.PathLike[str],
+        *,
+        config: SandboxConfig | None = None,
+        on_error: ErrorMode = "truncate",
+        render_mode: str | None = None,
+    ) -> None:
+        if on_error not in ("truncate", "raise"):
+            raise ValueError(f"on_error must be 'truncate' or 'raise', got {on_error!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self.program = _as_program(program).check()
+        self.config = config or SandboxConfig()
+        self.on_error: ErrorMode = on_error
+        self.render_mode = render_mode
+        self.client = SandboxClient(self.config)
+        spec = self.client.load(self.program.source)
+        self.name, self.setting, self.max_turns = spec.name, spec.setting, spec.max_turns
+        self.tools, self.description = spec.tools, spec.description
+        limit = self.config.limits.max_text_bytes
+        self.observation_space = UnicodeText(max_length=limit, max_bytes=limit)
+        self.action_space = UnicodeText(max_length=self.config.max_action_chars)
+        self.episode_seed: int | None = None
+        self.episode_return = 0.0
+        self._budget = Budget(self.config.episode_budget_s)
+        self._turn = 0
+        self._done = True
+        self._last_obs = ""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode: ``Env.reset(seed)`` in the program.
+
+        Args:
+            seed: the episode's seed; ``None`` draws one from the environment's generator (seeded
+                by the last explicit seed), so a seeded sequence of resets is reproducible.
+            options: unused (accepted for API compatibility).
+
+        Returns:
+            ``(observation, info)`` as the program returned them.
+
+        Raises:
+            SandboxError: the program failed in ``reset`` (a broken program cannot start an episode).
+        """
+        super().reset(seed=seed)
+        program_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
+        if not self.client.alive:  # the previous episode killed the worker: start a fresh one
+            self.client.load(self.program.source)
+        self._budget = Budget(self.config.episode_budget_s)
+        self._done = True
+        obs, info = self.client.reset(program_seed, self._budget)
+        self.episode_seed = program_seed
+        self.episode_return = 0.0
+        self._turn = 0
+        self._done = False
+        self._last_obs = obs
+        return obs, info
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Pass ``action`` to ``Env.step``; never raises for a bad action (see ``on_error``).
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)``.
+        """
+        if self._done:
+            return self._last_obs, 0.0, False, True, {
+                "sandbox_error": {"type": "EpisodeOver", "category": "PROTOCOL_ERROR",
+                                  "message": "the episode has ended; call reset()", "traceback": ""}
+            }
+        try:
+            obs, reward, terminated, truncated, info = self.client.step(self._coerce_action(action), self._budget)
+        except SandboxError as exc:
+            self._done = True
+            if self.on_error == "raise":
+                raise
+            return self._last_obs, 0.0, False, True, {"sandbox_error": exc.to_dict()}
+        self._turn += 1
+        if not terminated and self._turn >= self.max_turns:
+            truncated = True
+        self._done = terminated or truncated
+        self._last_obs = obs
+        self.episode_return += reward
+        if self.render_mode == "human":
+            self.render()
+        return obs, reward, terminated, truncated, info
+
+    def hint(self) -> str:
+        """The program's privileged hint for the current state of the episode.
+
+        Raises:
+            SandboxError: the program failed in ``hint``.
+        """
+        return self.client.hint(self._budget)
+
+    def oracle(self) -> str:
+        """The action a perfect agent takes now, according to the program.
+
+        Raises:
+            SandboxError: the program failed in ``oracle``.
+        """
+        return self.client.oracle(self._budget)
+
+    def render(self) -> str | None:  # type: ignore[override]
+        """``"ansi"``: return the current observation, escaped; ``"human"``: print it."""
+        if self.render_mode == "ansi":
+            return escape_text(self._last_obs)
+        if self.render_mode == "human":
+            print(escape_text(self._last_obs))
+        return None
+
+    def close(self) -> None:
+        """Kill the worker process; safe to call more than once."""
+        client = getattr(self, "client", None)
+        if client is not None:
+            client.kill()
+        super().close()
+
+    def _coerce_action(self, action: Any) -> str:
+        if isinstance(action, (bytes, bytearray)):
+            text = bytes(action).decode("utf-8", "replace")
+        elif action is None:
+            text = ""
+        else:
+            try:
+                text = str(action)
+            except Exception:  # noqa: BLE001 - a broken __str__ is still not a reason to raise
+                text = ""
+        text = text[: self.config.max_action_chars]
+        return text.encode("utf-8", "replace").decode("utf-8")

@@ -1,0 +1,165 @@
+"""Every error spade_gym raises, in one hierarchy rooted at :class:`SpadeError`.
+
+Catch :class:`SandboxError` for anything that went wrong while an environment program ran, or a
+precise class for one case. Each error carries a ``category``: the machine-readable outcome used by
+the validation gate and the test corpus (``COMPILE_REJECTED``, ``SANDBOX_DENIED``, ``TIMEOUT``,
+``MEMORY_LIMIT``, ``OUTPUT_LIMIT``, ``PROTOCOL_ERROR``, ``INVALID_REWARD``, ``ENV_EXCEPTION``,
+``WORKER_CRASH``).
+
+Messages are written for two readers: a person at a terminal and the Environment Designer, which
+is shown them in repair rounds. They say what was wrong and what was expected.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SpadeError",
+    "ProgramError",
+    "SandboxError",
+    "SandboxViolation",
+    "SandboxTimeout",
+    "ResourceLimitExceeded",
+    "ContractError",
+    "EnvRuntimeError",
+    "WorkerCrash",
+    "SandboxSetupError",
+    "CATEGORIES",
+    "error_from_payload",
+]
+
+#: Every outcome category an error can carry (see ``shared/sandbox_cases/INDEX.md``).
+CATEGORIES = (
+    "COMPILE_REJECTED",
+    "SANDBOX_DENIED",
+    "TIMEOUT",
+    "MEMORY_LIMIT",
+    "OUTPUT_LIMIT",
+    "PROTOCOL_ERROR",
+    "INVALID_REWARD",
+    "ENV_EXCEPTION",
+    "WORKER_CRASH",
+)
+
+
+class SpadeError(Exception):
+    """Base class of every spade_gym error.
+
+    Args:
+        message: what was wrong and what was expected, in plain words.
+        category: one of :data:`CATEGORIES`; defaults to the class's own category.
+        traceback: the program's traceback as text (program frames only), when there is one.
+    """
+
+    default_category = "ENV_EXCEPTION"
+
+    def __init__(self, message: str, *, category: str | None = None, traceback: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.category = category or self.default_category
+        self.traceback = traceback
+
+    def to_dict(self) -> dict[str, str]:
+        """Return ``{"type", "category", "message", "traceback"}`` (JSON-serialisable)."""
+        return {
+            "type": type(self).__name__,
+            "category": self.category,
+            "message": self.message,
+            "traceback": self.traceback,
+        }
+
+
+class ProgramError(SpadeError):
+    """Raised when a program fails the static check: size, syntax, the restricted compiler, the
+    import allow-list, or the ``Env`` interface. Nothing of the program has run."""
+
+    default_category = "COMPILE_REJECTED"
+
+
+class SandboxError(SpadeError):
+    """Base class of errors raised while a program runs in the sandbox."""
+
+
+class SandboxViolation(SandboxError):
+    """Raised when a runtime guard refused something: a denied import, attribute, builtin or
+    write. Reported even when the program caught the guard's exception."""
+
+    default_category = "SANDBOX_DENIED"
+
+
+class SandboxTimeout(SandboxError):
+    """Raised when a call ran past its wall-clock deadline, or an episode or validation run
+    exhausted its time budget. The worker was killed from outside (SIGKILL)."""
+
+    default_category = "TIMEOUT"
+
+
+class ResourceLimitExceeded(SandboxError):
+    """Raised when the program ran out of memory (``MEMORY_LIMIT``) or produced too much output:
+    an observation, ``info`` or ``print`` output over its size cap (``OUTPUT_LIMIT``)."""
+
+    default_category = "MEMORY_LIMIT"
+
+
+class ContractError(SandboxError):
+    """Raised when a return value breaks the environment program contract: wrong tuple shape or
+    types, non-JSON ``info``, non-UTF-8 text (``PROTOCOL_ERROR``), or a reward that is not a finite
+    int/float within bounds (``INVALID_REWARD``)."""
+
+    default_category = "PROTOCOL_ERROR"
+
+
+class EnvRuntimeError(SandboxError):
+    """Raised when the program itself raised (any ``BaseException``, ``SystemExit`` included);
+    ``traceback`` holds the program's frames as text."""
+
+    default_category = "ENV_EXCEPTION"
+
+
+class WorkerCrash(SandboxError):
+    """Raised when the worker process died, closed its pipe, or broke the wire protocol."""
+
+    default_category = "WORKER_CRASH"
+
+
+class SandboxSetupError(SpadeError):
+    """Raised when a worker could not be started, or a protection layer the caller required
+    (``SandboxConfig.require_layers``) is not active on this machine."""
+
+    default_category = "WORKER_CRASH"
+
+
+_BY_NAME: dict[str, type[SpadeError]] = {
+    cls.__name__: cls
+    for cls in (
+        ProgramError,
+        SandboxViolation,
+        SandboxTimeout,
+        ResourceLimitExceeded,
+        ContractError,
+        EnvRuntimeError,
+        WorkerCrash,
+    )
+}
+
+
+def error_from_payload(payload: object) -> SpadeError:
+    """Rebuild an error from the worker's ``{"type", "category", "message", "traceback"}`` dict.
+
+    The payload comes from an untrusted process: only names in a fixed table are honoured, the
+    text fields are truncated, and anything malformed becomes a :class:`WorkerCrash`.
+
+    Args:
+        payload: the decoded JSON value of the response's ``error`` field.
+
+    Returns:
+        The error instance (not raised).
+    """
+    if not isinstance(payload, dict):
+        return WorkerCrash(f"worker sent a malformed error record: {type(payload).__name__}")
+    cls = _BY_NAME.get(str(payload.get("type")), WorkerCrash)
+    category = payload.get("category")
+    if category not in CATEGORIES:
+        category = None
+    message = str(payload.get("message", ""))[:4000]
+    traceback = str(payload.get("traceback", ""))[:8000]
+    return cls(message, category=category, traceback=traceback)

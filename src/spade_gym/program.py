@@ -1,0 +1,199 @@
+"""Environment programs: source text, a stable identity, and the static check.
+
+An environment program is one Python module defining one class ``Env`` (DESIGN.md, "The
+environment program contract"). :class:`EnvProgram` holds its source and answers, without running
+any of it, whether it is well formed: size, syntax, the restricted compiler, the import allow-list
+and the ``Env`` interface.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from spade_gym.errors import ProgramError
+from spade_gym.sandbox.policy import ALLOWED_MODULES, compile_program
+
+__all__ = ["EnvProgram", "REQUIRED_METHODS", "SETTINGS", "MAX_SOURCE_BYTES"]
+
+#: Largest program accepted, in bytes of UTF-8 source.
+MAX_SOURCE_BYTES = 100_000
+#: The three settings of DESIGN.md.
+SETTINGS = ("reasoning", "tool_use", "game")
+#: Methods ``Env`` must define, with their positional parameters after ``self``.
+REQUIRED_METHODS: dict[str, int] = {"reset": 1, "step": 1, "hint": 0, "oracle": 0}
+#: Class attributes ``Env`` must define.
+REQUIRED_ATTRIBUTES = ("name", "setting", "max_turns")
+
+
+@dataclass(frozen=True)
+class EnvProgram:
+    """The source of one environment program.
+
+    Args:
+        source: Python source text (``str``; at most :data:`MAX_SOURCE_BYTES` bytes of UTF-8).
+        origin: where it came from (a path, ``"designer"``, ...), for messages only.
+
+    Attributes:
+        id: stable identity, the SHA-256 hex digest of the normalised source (comments and
+            formatting removed by an AST round trip; docstrings kept). Two programs that differ
+            only in layout have the same id.
+
+    Example:
+        >>> program = EnvProgram.from_file("examples/programs/arithmetic_chain.py")  # doctest: +SKIP
+        >>> program.check()  # raises ProgramError naming every problem  # doctest: +SKIP
+    """
+
+    source: str
+    origin: str = field(default="<string>", compare=False)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> EnvProgram:
+        """Read a program from a UTF-8 file.
+
+        Raises:
+            FileNotFoundError: if ``path`` does not exist.
+            ProgramError: if the file is not valid UTF-8 text.
+        """
+        data = Path(path).read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProgramError(f"{path}: the program is not UTF-8 text ({exc})") from None
+        return cls(text, origin=str(path))
+
+    @cached_property
+    def normalized_source(self) -> str:
+        """The source after an AST round trip (``ast.unparse``); the raw source if it does not parse."""
+        try:
+            return ast.unparse(ast.parse(self.source))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return self.source
+
+    @cached_property
+    def id(self) -> str:
+        """SHA-256 hex digest (64 characters) of :attr:`normalized_source`."""
+        return hashlib.sha256(self.normalized_source.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def problems(self) -> list[str]:
+        """Run the static check and return every problem found (empty when the program passes).
+
+        Nothing of the program runs. The messages name the line and say what is expected, so that
+        a language model can repair the program from them.
+        """
+        size = len(self.source.encode("utf-8", "surrogatepass"))
+        if size > MAX_SOURCE_BYTES:
+            return [f"the program is {size} bytes; the limit is {MAX_SOURCE_BYTES} bytes"]
+        try:
+            tree = ast.parse(self.source)
+        except SyntaxError as exc:
+            return [f"line {exc.lineno}: syntax error: {exc.msg}"]
+        except (ValueError, RecursionError, MemoryError) as exc:
+            return [f"the program could not be parsed: {type(exc).__name__}: {exc}"[:500]]
+        problems = _check_imports(tree) + _check_interface(tree)
+        _code, errors = compile_program(self.source)
+        problems += [f"restricted compiler: {e}" for e in errors]
+        return problems
+
+    def check(self) -> EnvProgram:
+        """Raise :class:`ProgramError` listing every problem, or return ``self`` when there is none."""
+        problems = self.problems()
+        if problems:
+            raise ProgramError(
+                f"{self.origin}: the program fails the static check:\n" + "\n".join(f"- {p}" for p in problems)
+            )
+        return self
+
+
+def _check_imports(tree: ast.Module) -> list[str]:
+    problems = []
+    allowed = ", ".join(ALLOWED_MODULES)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name not in ALLOWED_MODULES:
+                    problems.append(f"line {node.lineno}: import of {alias.name!r} is not allowed; allowed: {allowed}")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                problems.append(f"line {node.lineno}: relative imports are not allowed")
+            elif node.module not in ALLOWED_MODULES:
+                problems.append(
+                    f"line {node.lineno}: import from {node.module!r} is not allowed; allowed: {allowed}"
+                )
+            else:
+                for alias in node.names:
+                    if alias.name == "*":
+                        problems.append(f"line {node.lineno}: 'from {node.module} import *' is not allowed")
+    return problems
+
+
+def _check_interface(tree: ast.Module) -> list[str]:
+    envs = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Env"]
+    if not envs:
+        hint = ""
+        if any(isinstance(n, (ast.FunctionDef, ast.Assign)) and _defines_name(n, "Env") for n in tree.body):
+            hint = " (Env must be a class statement, not a function or an alias)"
+        return [f"the module must define exactly one top-level 'class Env'; found none{hint}"]
+    if len(envs) > 1:
+        return [f"the module defines 'class Env' {len(envs)} times; define it exactly once"]
+    if any(_defines_name(n, "Env") for n in tree.body if not isinstance(n, ast.ClassDef)):
+        return ["the name 'Env' is rebound at module level; define it only as the class"]
+    env = envs[0]
+    problems = []
+    if not ast.get_docstring(env):
+        problems.append(f"line {env.lineno}: class Env needs a docstring saying what the environment is about")
+    methods = {n.name: n for n in env.body if isinstance(n, ast.FunctionDef)}
+    assigned: dict[str, ast.expr | None] = {}
+    for node in env.body:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    assigned[target.id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            assigned[node.target.id] = node.value
+    for name, n_args in REQUIRED_METHODS.items():
+        method = methods.get(name)
+        if method is None:
+            problems.append(f"class Env must define the method {name}(self{', x' * n_args})")
+            continue
+        positional = method.args.posonlyargs + method.args.args
+        if len(positional) < 1 + n_args and method.args.vararg is None:
+            problems.append(
+                f"line {method.lineno}: Env.{name} takes {len(positional)} positional parameter(s); "
+                f"it must accept self{' and one argument' if n_args else ''}"
+            )
+    for name in REQUIRED_ATTRIBUTES:
+        if name not in assigned:
+            problems.append(f"class Env must set the class attribute {name!r}")
+    problems += _check_literal(assigned, "name", str, lambda v: v.isidentifier() and v[:1].isupper(),
+                               "a CamelCase identifier such as 'MazeWalk'")
+    problems += _check_literal(assigned, "setting", str, lambda v: v in SETTINGS, f"one of {SETTINGS}")
+    problems += _check_literal(assigned, "max_turns", int, lambda v: 1 <= v <= 100_000, "an int from 1 to 100000")
+    setting = assigned.get("setting")
+    if isinstance(setting, ast.Constant) and setting.value == "tool_use" and "tools" not in assigned:
+        problems.append("a tool_use environment must set the class attribute 'tools' (OpenAI-style function schemas)")
+    return problems
+
+
+def _check_literal(assigned: dict[str, ast.expr | None], name: str, kind: type, ok, expected: str) -> list[str]:  # type: ignore[no-untyped-def]
+    value = assigned.get(name)
+    if not isinstance(value, ast.Constant):
+        return []  # computed values are checked when the program loads
+    if type(value.value) is not kind or not ok(value.value):
+        return [f"line {value.lineno}: Env.{name} = {value.value!r}; expected {expected}"]
+    return []
+
+
+def _defines_name(node: ast.stmt, name: str) -> bool:
+    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        return node.name == name
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        return isinstance(node.target, ast.Name) and node.target.id == name
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return any((a.asname or a.name) == name for a in node.names)
+    return False

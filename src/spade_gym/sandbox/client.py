@@ -1,0 +1,571 @@
+"""Host side of the sandbox: start workers, call them with deadlines, turn failures into errors.
+
+:class:`SandboxClient` owns one worker process running one program instance. Every call has a
+wall-clock deadline enforced from outside: when it passes, the worker's process group is killed
+with SIGKILL (an in-process alarm does not stop ``sum(range(10**9))``). Calls can also draw on a
+shared :class:`Budget` (an episode's or a validation run's total time). Responses are read as
+length-prefixed frames with a size cap before decoding, and checked again against the output
+contract on this side.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spade_gym.errors import (
+    ContractError,
+    SandboxError,
+    SandboxSetupError,
+    SandboxTimeout,
+    SpadeError,
+    WorkerCrash,
+    error_from_payload,
+)
+from spade_gym.sandbox.lockdown import LAYERS
+from spade_gym.sandbox.protocol import (
+    Limits,
+    check_reset_result,
+    check_spec,
+    check_step_result,
+    check_text,
+    decode_body,
+    encode_frame,
+    write_frame,
+)
+
+__all__ = ["SandboxConfig", "Budget", "ProgramSpec", "SandboxClient", "Zygote", "call_many"]
+
+_HEADER_BYTES = 4
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Limits and requirements of sandboxed workers. Every field has a documented default.
+
+    Attributes:
+        call_timeout_s: wall-clock deadline of one call (load, reset, step, hint, oracle), seconds.
+        start_timeout_s: deadline for a worker to fork and lock down (and, the first time, for the
+            zygote to start), seconds.
+        episode_budget_s: total wall time of the calls of one episode, seconds (used by
+            :class:`~spade_gym.env.SandboxedEnv`).
+        memory_bytes: address-space limit of a worker (``RLIMIT_AS``), bytes.
+        cpu_seconds: CPU-time limit of a worker over its whole life (``RLIMIT_CPU``), seconds.
+        max_print_bytes: ``print`` output kept per call, bytes; more is an ``OUTPUT_LIMIT``.
+        max_action_chars: longest action passed to ``step``, characters; longer ones are cut.
+        recursion_limit: Python recursion limit in the worker.
+        limits: sizes of observations, ``info`` and rewards (:class:`Limits`).
+        hash_seed: ``PYTHONHASHSEED`` of the workers; ``None`` for a random one per zygote.
+        require_layers: protection layers that must be active (names from
+            :data:`spade_gym.sandbox.lockdown.LAYERS`); a worker lacking one is refused with
+            :class:`SandboxSetupError`. ``drop_root`` counts as active when not running as root.
+        cpu_affinity: CPUs the workers are pinned to (``sched_setaffinity``); ``None`` leaves them
+            to the scheduler.
+    """
+
+    call_timeout_s: float = 2.0
+    start_timeout_s: float = 20.0
+    episode_budget_s: float = 60.0
+    memory_bytes: int = 1 << 30
+    cpu_seconds: int = 600
+    max_print_bytes: int = 64 << 10
+    max_action_chars: int = 1 << 16
+    recursion_limit: int = 1000
+    limits: Limits = field(default_factory=Limits)
+    hash_seed: int | None = None
+    require_layers: tuple[str, ...] = ()
+    cpu_affinity: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        unknown = [name for name in self.require_layers if name not in LAYERS]
+        if unknown:
+            raise ValueError(f"unknown sandbox layer(s) {unknown}; known layers: {', '.join(LAYERS)}")
+        if self.call_timeout_s <= 0 or self.episode_budget_s <= 0:
+            raise ValueError("call_timeout_s and episode_budget_s must be positive seconds")
+
+    def worker_config(self) -> dict[str, Any]:
+        """The JSON settings sent to a worker."""
+        return {
+            "memory_bytes": self.memory_bytes,
+            "cpu_seconds": self.cpu_seconds,
+            "max_print_bytes": self.max_print_bytes,
+            "max_request_bytes": 4 * self.max_action_chars + self.limits.max_text_bytes + (1 << 20),
+            "recursion_limit": self.recursion_limit,
+            "limits": asdict(self.limits),
+            "cpu_affinity": list(self.cpu_affinity) if self.cpu_affinity is not None else None,
+        }
+
+    @property
+    def max_frame_bytes(self) -> int:
+        """Largest response frame accepted, bytes (JSON escaping can expand text up to 6x)."""
+        payload = 2 * self.limits.max_text_bytes + self.limits.max_info_bytes + self.max_print_bytes
+        return 6 * payload + (1 << 16)
+
+
+class Budget:
+    """A total of wall-clock seconds that several calls draw on (an episode, a validation run).
+
+    Args:
+        seconds: the budget, seconds.
+        what: what it is the budget of, for messages ("episode", "validation").
+    """
+
+    def __init__(self, seconds: float, what: str = "episode") -> None:
+        self.seconds = seconds
+        self.what = what
+        self.used = 0.0
+
+    @property
+    def remaining(self) -> float:
+        """Seconds left (may be negative once exhausted)."""
+        return self.seconds - self.used
+
+    def charge(self, seconds: float) -> None:
+        """Record ``seconds`` of use."""
+        self.used += seconds
+
+
+@dataclass(frozen=True)
+class ProgramSpec:
+    """What a loaded program declares about itself.
+
+    Attributes:
+        name: CamelCase name; the gymnasium id becomes ``spade/<name>-v<k>``.
+        setting: ``"reasoning"``, ``"tool_use"`` or ``"game"``.
+        max_turns: episodes are truncated after this many actions.
+        tools: OpenAI-style function schemas (tool use; empty otherwise).
+        description: the ``Env`` docstring, whitespace folded.
+    """
+
+    name: str
+    setting: str
+    max_turns: int
+    tools: list[dict[str, Any]]
+    description: str
+
+
+class Zygote:
+    """A clean interpreter that forks workers (see :mod:`spade_gym.sandbox.zygote`).
+
+    One zygote is kept per ``PYTHONHASHSEED`` value and per host process (a forked host starts
+    its own). Use :meth:`get`; the constructor starts a new process.
+
+    Raises:
+        SandboxSetupError: if the zygote does not start within ``start_timeout_s``.
+    """
+
+    _instances: dict[int | None, Zygote] = {}
+    _class_lock = threading.Lock()
+
+    def __init__(self, hash_seed: int | None, start_timeout_s: float = 20.0) -> None:
+        self.owner_pid = os.getpid()
+        self.lock = threading.Lock()
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        package_dir = str(Path(__file__).resolve().parent.parent)
+        config = {
+            "sys_path": [p for p in sys.path if p and os.path.isdir(p)],
+            "package_dir": package_dir,
+            "control_fd": child.fileno(),
+        }
+        env = {
+            "PATH": os.defpath,
+            "LC_ALL": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": str(hash_seed if hash_seed is not None else int.from_bytes(os.urandom(4), "big")),
+        }
+        self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and script
+            [sys.executable, "-s", "-P", str(Path(__file__).with_name("zygote.py")), json.dumps(config)],
+            env=env,
+            pass_fds=(child.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            cwd="/",
+            close_fds=True,
+        )
+        child.close()
+        self.socket = parent
+        self.socket.settimeout(start_timeout_s)
+        try:
+            ready = self.socket.recv(1 << 12)
+        except (TimeoutError, OSError) as exc:
+            self.close()
+            raise SandboxSetupError(f"the sandbox zygote did not start within {start_timeout_s} s: {exc}") from None
+        if not ready:
+            code = self.process.wait(timeout=5)
+            raise SandboxSetupError(f"the sandbox zygote exited during start-up (exit code {code})")
+
+    @classmethod
+    def get(cls, hash_seed: int | None, start_timeout_s: float = 20.0) -> Zygote:
+        """Return the live zygote for ``hash_seed`` in this process, starting one if needed."""
+        with cls._class_lock:
+            zygote = cls._instances.get(hash_seed)
+            if zygote is None or zygote.owner_pid != os.getpid() or zygote.process.poll() is not None:
+                if zygote is not None and zygote.owner_pid == os.getpid():
+                    zygote.close()
+                zygote = cls(hash_seed, start_timeout_s)
+                cls._instances[hash_seed] = zygote
+            return zygote
+
+    def fork(self, read_fd: int, write_fd: int, config: dict[str, Any], timeout_s: float) -> int:
+        """Fork a worker that serves on ``read_fd``/``write_fd``; return its pid.
+
+        Raises:
+            SandboxSetupError: if the zygote does not answer within ``timeout_s``.
+        """
+        with self.lock:
+            self.socket.settimeout(timeout_s)
+            try:
+                socket.send_fds(self.socket, [json.dumps({"config": config}).encode()], [read_fd, write_fd])
+                reply = self.socket.recv(1 << 12)
+            except (TimeoutError, OSError) as exc:
+                raise SandboxSetupError(f"the sandbox zygote did not fork a worker: {exc}") from None
+        try:
+            return int(json.loads(reply)["pid"])
+        except (ValueError, KeyError, TypeError):
+            raise SandboxSetupError(f"the sandbox zygote sent a malformed reply: {reply[:200]!r}") from None
+
+    def close(self) -> None:
+        """Stop the zygote (its workers receive SIGKILL through their parent-death signal)."""
+        try:
+            self.socket.close()
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                pass
+
+    @classmethod
+    def close_all(cls) -> None:
+        """Stop every zygote this process started."""
+        with cls._class_lock:
+            for zygote in cls._instances.values():
+                if zygote.owner_pid == os.getpid():
+                    zygote.close()
+            cls._instances.clear()
+
+
+def _forget_zygotes_in_child() -> None:
+    """After a fork of the host, the child must not share the parent's zygote control socket."""
+    for zygote in Zygote._instances.values():
+        zygote.socket.close()  # the child's copy only; the parent's stays open
+        zygote.process.returncode = 0  # owned by the parent: never wait for it here
+    Zygote._instances.clear()
+    Zygote._class_lock = threading.Lock()
+
+
+atexit.register(Zygote.close_all)
+os.register_at_fork(after_in_child=_forget_zygotes_in_child)
+
+
+class SandboxClient:
+    """One worker process running one environment program instance.
+
+    Args:
+        config: limits and requirements (:class:`SandboxConfig`); defaults apply when ``None``.
+
+    Attributes:
+        layers: the worker's protection layers, ``{name: True | False | None}``.
+        spec: the loaded program's :class:`ProgramSpec` (after :meth:`load`).
+        last_printed: what the program printed during the last call (at most
+            ``max_print_bytes``), as text; show it escaped, it is untrusted.
+        last_cpu_s: CPU seconds the worker spent on the last call.
+
+    Every call raises a :class:`~spade_gym.errors.SandboxError` subclass for a fault of the
+    program, and leaves the client usable or not as :attr:`alive` says; after a timeout, crash,
+    violation or memory error the worker is gone and :meth:`load` must run again.
+
+    Example:
+        >>> with SandboxClient() as client:  # doctest: +SKIP
+        ...     spec = client.load(source)
+        ...     obs, info = client.reset(0)
+    """
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self.config = config or SandboxConfig()
+        self.layers: dict[str, bool | None] = {}
+        self.spec: ProgramSpec | None = None
+        self.last_printed = ""
+        self.last_cpu_s = 0.0
+        self.pid: int | None = None
+        self._read_fd: int | None = None
+        self._write_fd: int | None = None
+        self._pending: tuple[str, float, Budget | None] | None = None
+
+    # -- life cycle ---------------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        """Whether a worker is running and ready for calls."""
+        return self.pid is not None
+
+    def start(self) -> dict[str, bool | None]:
+        """Fork and lock down a fresh worker (killing any previous one); return its layers.
+
+        Raises:
+            SandboxSetupError: if no worker could be started, or a required layer is inactive.
+        """
+        self.kill()
+        zygote = Zygote.get(self.config.hash_seed, self.config.start_timeout_s)
+        request_r, request_w = os.pipe()
+        response_r, response_w = os.pipe()
+        try:
+            self.pid = zygote.fork(request_r, response_w, self.config.worker_config(), self.config.start_timeout_s)
+        except SandboxSetupError:
+            for fd in (request_r, request_w, response_r, response_w):
+                os.close(fd)
+            raise
+        finally:
+            if self.pid is not None:
+                os.close(request_r)
+                os.close(response_w)
+        self._read_fd, self._write_fd = response_r, request_w
+        try:
+            hello = self._read_response(time.monotonic() + self.config.start_timeout_s, "start")
+        except SandboxError as exc:
+            self.kill()
+            raise SandboxSetupError(f"the sandbox worker failed to start: {exc.message}") from None
+        layers = hello.get("layers") if isinstance(hello, dict) else None
+        if not isinstance(layers, dict):
+            self.kill()
+            raise SandboxSetupError("the sandbox worker sent a malformed greeting")
+        self.layers = {name: layers.get(name) for name in LAYERS}
+        missing = [
+            name
+            for name in self.config.require_layers
+            if not (self.layers.get(name) is True or (name == "drop_root" and self.layers.get(name) is None))
+        ]
+        if missing:
+            self.kill()
+            raise SandboxSetupError(
+                f"required sandbox layer(s) not active on this machine: {', '.join(missing)} "
+                f"(active: {', '.join(n for n, v in self.layers.items() if v) or 'none'})"
+            )
+        return self.layers
+
+    def kill(self) -> None:
+        """SIGKILL the worker's process group and close the pipes; safe to call any time."""
+        if self.pid is not None:
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(self.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        for fd in (self._read_fd, self._write_fd):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.pid = self._read_fd = self._write_fd = None
+        self._pending = None
+
+    close = kill
+
+    def __enter__(self) -> SandboxClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+    def __del__(self) -> None:
+        try:
+            self.kill()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    # -- calls ----------------------------------------------------------------------------------
+    def load(self, source: str) -> ProgramSpec:
+        """Start a fresh worker and load ``source`` in it (compile, run the module body, ``Env()``).
+
+        Args:
+            source: program source text (run :meth:`EnvProgram.check` first for precise messages).
+
+        Returns:
+            The program's :class:`ProgramSpec`.
+        """
+        self.start()
+        value = self.call("load", {"source": source})
+        spec = check_spec(value, self.config.limits)
+        self.spec = ProgramSpec(
+            name=spec["name"], setting=spec["setting"], max_turns=spec["max_turns"],
+            tools=spec["tools"], description=spec["description"],
+        )
+        return self.spec
+
+    def reset(self, seed: int, budget: Budget | None = None) -> tuple[str, dict[str, Any]]:
+        """Call ``Env.reset(seed)``; return ``(observation, info)``."""
+        return self.call("reset", {"seed": int(seed)}, budget)  # type: ignore[no-any-return]
+
+    def step(self, action: str, budget: Budget | None = None) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Call ``Env.step(action)``; return ``(observation, reward, terminated, truncated, info)``."""
+        return self.call("step", {"action": action}, budget)  # type: ignore[no-any-return]
+
+    def hint(self, budget: Budget | None = None) -> str:
+        """Call ``Env.hint()``; return the privileged hint text."""
+        return self.call("hint", None, budget)  # type: ignore[no-any-return]
+
+    def oracle(self, budget: Budget | None = None) -> str:
+        """Call ``Env.oracle()``; return the action a perfect agent takes now."""
+        return self.call("oracle", None, budget)  # type: ignore[no-any-return]
+
+    def call(self, op: str, args: dict[str, Any] | None = None, budget: Budget | None = None) -> Any:
+        """Send one request and wait for its answer (see :meth:`send` and :meth:`receive`)."""
+        self.send(op, args, budget)
+        return self.receive()
+
+    def _check_value(self, op: str, value: Any) -> Any:
+        """The output contract, checked again on this side of the pipe."""
+        limits = self.config.limits
+        try:
+            if op == "reset":
+                return check_reset_result(value, limits, seq=list)
+            if op == "step":
+                return check_step_result(value, limits, seq=list)
+            if op in ("hint", "oracle"):
+                return check_text(value, f"{op}()", limits)
+            return value
+        except SandboxError:
+            self.kill()
+            raise
+
+    def send(self, op: str, args: dict[str, Any] | None = None, budget: Budget | None = None) -> None:
+        """Send a request without waiting (pair with :meth:`receive`; see :func:`call_many`).
+
+        Raises:
+            WorkerCrash: if no worker is running or the pipe is broken.
+            SandboxTimeout: if ``budget`` is already exhausted.
+        """
+        if self._write_fd is None:
+            raise WorkerCrash("the sandbox worker is not running; load the program again")
+        if budget is not None and budget.remaining <= 0:
+            raise SandboxTimeout(f"the {budget.what} time budget of {budget.seconds:g} s is exhausted")
+        try:
+            write_frame(self._write_fd, encode_frame({"op": op, "args": args or {}}))
+        except (BrokenPipeError, OSError) as exc:
+            self.kill()
+            raise WorkerCrash(f"the sandbox worker is gone ({exc.strerror or exc})") from None
+        self._pending = (op, time.monotonic(), budget)
+
+    def receive(self) -> Any:
+        """Wait for the answer to the last :meth:`send`, within the call's deadline and budget.
+
+        Returns:
+            The decoded value.
+
+        Raises:
+            SandboxTimeout: the deadline or budget passed; the worker was killed.
+            WorkerCrash: the worker died or broke the protocol.
+            SandboxError: any fault the worker reported (a subclass naming it).
+        """
+        if self._pending is None:
+            raise WorkerCrash("receive() without a request in flight")
+        op, sent, budget = self._pending
+        timeout = self.config.call_timeout_s
+        limit_what = f"the {timeout:g} s deadline of {op}()"
+        if budget is not None and budget.remaining < timeout:
+            timeout = max(budget.remaining, 0.0)
+            limit_what = f"the {budget.what} time budget of {budget.seconds:g} s during {op}()"
+        try:
+            response = self._read_response(sent + timeout, limit_what)
+        finally:
+            self._pending = None
+            if budget is not None:
+                budget.charge(time.monotonic() - sent)
+        if not isinstance(response, dict) or not isinstance(response.get("ok"), bool):
+            self.kill()
+            raise WorkerCrash("the sandbox worker sent a malformed response")
+        printed = response.get("printed")
+        self.last_printed = printed[: self.config.max_print_bytes] if isinstance(printed, str) else ""
+        cpu = response.get("cpu_s")
+        self.last_cpu_s = float(cpu) if type(cpu) in (int, float) else 0.0
+        if response["ok"]:
+            return self._check_value(op, response.get("value"))
+        error = error_from_payload(response.get("error"))
+        if error.category in ("SANDBOX_DENIED", "MEMORY_LIMIT", "WORKER_CRASH") or op == "load":
+            self.kill()  # the program's state can no longer be trusted
+        raise error
+
+    def _read_response(self, deadline: float, limit_what: str) -> Any:
+        assert self._read_fd is not None
+        header = self._read_exact(_HEADER_BYTES, deadline, limit_what)
+        length = int.from_bytes(header, "big")
+        if length > self.config.max_frame_bytes:
+            self.kill()
+            raise ContractError(
+                f"the sandbox worker sent a {length}-byte frame; the cap is {self.config.max_frame_bytes}",
+                category="OUTPUT_LIMIT",
+            )
+        return decode_body(self._read_exact(length, deadline, limit_what))
+
+    def _read_exact(self, n: int, deadline: float, limit_what: str) -> bytes:
+        fd = self._read_fd
+        assert fd is not None
+        chunks: list[bytes] = []
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        while n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not poller.poll(remaining * 1000):
+                self.kill()
+                raise SandboxTimeout(f"the program ran past {limit_what}; the worker was killed")
+            try:
+                chunk = os.read(fd, min(n, 1 << 20))
+            except OSError as exc:
+                chunk = b""
+                reason = exc.strerror
+            else:
+                reason = "it exited or was killed (e.g. out of memory or CPU time)"
+            if not chunk:
+                self.kill()
+                raise WorkerCrash(f"the sandbox worker died: {reason}")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+
+def call_many(
+    clients: list[SandboxClient], op: str, args: list[dict[str, Any] | None], budgets: list[Budget | None] | None = None
+) -> list[Any | SpadeError]:
+    """Run one call on many workers at once: send every request, then collect every answer.
+
+    Workers compute concurrently, so the wall time is about the slowest call, not the sum.
+
+    Args:
+        clients: the workers (each with no request in flight).
+        op: the operation (``"reset"``, ``"step"``, ``"hint"``, ``"oracle"``).
+        args: one argument dict per client.
+        budgets: optional :class:`Budget` per client.
+
+    Returns:
+        One entry per client: the decoded value, or the :class:`SpadeError` it raised (not raised).
+    """
+    if len(args) != len(clients) or (budgets is not None and len(budgets) != len(clients)):
+        raise ValueError("call_many needs one args entry (and one budget, if given) per client")
+    budgets = budgets or [None] * len(clients)
+    results: list[Any | SpadeError] = [None] * len(clients)
+    sent = [False] * len(clients)
+    for i, client in enumerate(clients):
+        try:
+            client.send(op, args[i], budgets[i])
+            sent[i] = True
+        except SpadeError as exc:
+            results[i] = exc
+    for i, client in enumerate(clients):
+        if sent[i]:
+            try:
+                results[i] = client.receive()
+            except SpadeError as exc:
+                results[i] = exc
+    return results

@@ -1,0 +1,619 @@
+"""The RestrictedPython policy: what an environment program may say, and what it may touch.
+
+RestrictedPython is a compiler, not a sandbox: its stock transformer is both leaky (the modules an
+environment needs reach ``sys`` and ``open`` through public attributes, ``str.format`` walks
+attributes in C) and unusable (it rejects ``self.t += 1``, ``self._x`` and ``super()``). This module
+builds our own policy on top of it, in two halves:
+
+* compile time, :class:`ProgramTransformer`: allows augmented assignment of attributes and items
+  (lowered to the guarded hooks ``_inplace_attr_`` / ``_inplace_item_``), single-underscore names
+  and attributes, a wider set of magic-method definitions, and ``super().__init__``; it still
+  refuses dunder names, frame/generator/traceback attributes, ``exec``/``eval``, ``except*``,
+  ``async``, ``nonlocal`` and metaclasses, and every name of the form ``_x_`` that the guards live
+  under;
+* run time, :class:`ProgramRuntime`: the guard functions and the builtins a program's module
+  globals are made of, read-only module proxies with no module-valued attributes, a per-program
+  ``random``, a capped ``print``, and a record of the first violation, which is reported even when
+  the program catches the guard's exception.
+
+This module runs inside the worker process (and on the host for the compile-only static check);
+it imports nothing heavier than RestrictedPython.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import builtins
+import collections
+import fractions
+import heapq
+import itertools
+import json
+import math
+import operator
+import os
+import random
+import re
+import string
+import types
+from collections.abc import Callable
+from typing import Any
+
+from RestrictedPython import compile_restricted_exec
+from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
+from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
+
+__all__ = [
+    "ALLOWED_MODULES",
+    "PROGRAM_FILENAME",
+    "GuardViolation",
+    "ProgramTransformer",
+    "compile_program",
+    "ProgramRuntime",
+]
+
+#: Modules an environment program may import (DESIGN.md, "The environment program contract").
+ALLOWED_MODULES: tuple[str, ...] = (
+    "math",
+    "random",
+    "re",
+    "string",
+    "itertools",
+    "collections",
+    "heapq",
+    "bisect",
+    "fractions",
+    "json",
+)
+
+#: The file name program code is compiled under; tracebacks keep only frames from it.
+PROGRAM_FILENAME = "<env_program>"
+
+#: Magic methods a program class may define (RestrictedPython allows only eight).
+ALLOWED_MAGIC_METHODS = frozenset(
+    """__init__ __repr__ __str__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__ __hash__ __len__
+    __contains__ __iter__ __next__ __getitem__ __setitem__ __delitem__ __bool__ __call__
+    __add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __truediv__ __rtruediv__ __floordiv__
+    __rfloordiv__ __mod__ __rmod__ __neg__ __pos__ __abs__ __enter__ __exit__""".split()
+)
+
+#: Attribute names denied at run time whatever the object (frames, code, generators, ...).
+DENIED_ATTRIBUTES = frozenset(INSPECT_ATTRIBUTES) | {"mro", "gi_frame", "cr_frame", "ag_frame"}
+
+#: Public single-underscore API of ``collections.namedtuple`` classes.
+NAMEDTUPLE_API = frozenset({"_asdict", "_replace", "_fields", "_make", "_field_defaults"})
+
+#: Builtins whose use is a violation (called, they raise a classified ``SANDBOX_DENIED``).
+DENIED_BUILTINS = (
+    "type",
+    "id",
+    "open",
+    "eval",
+    "exec",
+    "compile",
+    "globals",
+    "locals",
+    "vars",
+    "dir",
+    "input",
+    "breakpoint",
+    "memoryview",
+    "help",
+    "exit",
+    "quit",
+)
+
+SAFE_BUILTIN_NAMES = (
+    "abs all any ascii bin bool bytearray bytes callable chr classmethod complex dict divmod "
+    "enumerate filter float format frozenset hash hex int isinstance issubclass iter len list map "
+    "max min next object oct ord pow property range repr reversed round set slice sorted "
+    "staticmethod str sum super tuple zip None True False Ellipsis NotImplemented"
+).split()
+
+_INPLACE_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "+=": operator.iadd,
+    "-=": operator.isub,
+    "*=": operator.imul,
+    "/=": operator.itruediv,
+    "//=": operator.ifloordiv,
+    "%=": operator.imod,
+    "**=": operator.ipow,
+    "<<=": operator.ilshift,
+    ">>=": operator.irshift,
+    "|=": operator.ior,
+    "^=": operator.ixor,
+    "&=": operator.iand,
+    "@=": operator.imatmul,
+}
+_AST_OP_TO_STR = {
+    ast.Add: "+=",
+    ast.Sub: "-=",
+    ast.Mult: "*=",
+    ast.Div: "/=",
+    ast.FloorDiv: "//=",
+    ast.Mod: "%=",
+    ast.Pow: "**=",
+    ast.LShift: "<<=",
+    ast.RShift: ">>=",
+    ast.BitOr: "|=",
+    ast.BitXor: "^=",
+    ast.BitAnd: "&=",
+    ast.MatMult: "@=",
+}
+
+
+def _is_private_name(name: str) -> bool:
+    """A single-underscore name a program may use: ``_x`` but not ``__x`` nor a guard ``_x_``."""
+    return (
+        name.startswith("_")
+        and not name.startswith("__")
+        and not (name.endswith("_") and len(name) > 1)
+        and name != "_print"
+    )
+
+
+class ProgramTransformer(RestrictingNodeTransformer):
+    """RestrictedPython's transformer, widened to the ordinary Python that models write.
+
+    Differences from the stock policy: single-underscore variable, function and attribute names
+    are allowed (attribute access stays guarded at run time); the magic methods in
+    :data:`ALLOWED_MAGIC_METHODS` may be defined inside classes; ``obj.attr op= v`` and
+    ``obj[k] op= v`` are lowered to ``_inplace_attr_(obj, "attr", "op=", v)`` and
+    ``_inplace_item_(obj, k, "op=", v)``; ``super().__init__`` is allowed.
+    """
+
+    def check_name(self, node: Any, name: str | None, allow_magic_methods: bool = False) -> None:
+        if name is not None and _is_private_name(name):
+            return
+        if (
+            name is not None
+            and allow_magic_methods
+            and name in ALLOWED_MAGIC_METHODS
+            and getattr(node, "col_offset", 0) != 0
+        ):
+            return
+        super().check_name(node, name, allow_magic_methods=allow_magic_methods)
+
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
+        if _is_private_name(node.attr) or (node.attr == "__init__" and _is_super_call(node.value)):
+            # Let the stock visitor lower it, without its underscore test.
+            original = node.attr
+            node.attr = "x"
+            new = super().visit_Attribute(node)
+            if isinstance(new, ast.Call):  # load: _getattr_(value, "x")
+                new.args[1] = ast.copy_location(ast.Constant(original), new.args[1])
+            else:  # store / del: _write_(value).x
+                new.attr = original
+            return new
+        return super().visit_Attribute(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> Any:
+        target = node.target
+        op = _AST_OP_TO_STR.get(type(node.op))
+        if op is None:  # pragma: no cover - every operator is listed
+            self.error(node, "unsupported augmented assignment operator")
+            return node
+        if isinstance(target, ast.Attribute):
+            self._check_attribute_name(target)
+            call = ast.Call(
+                func=ast.Name("_inplace_attr_", ast.Load()),
+                args=[self.visit(target.value), ast.Constant(target.attr), ast.Constant(op), self.visit(node.value)],
+                keywords=[],
+            )
+        elif isinstance(target, ast.Subscript):
+            if isinstance(target.slice, ast.Slice):
+                self.error(
+                    node,
+                    "Augmented assignment to a slice is not supported; write x[a:b] = x[a:b] + y.",
+                )
+                return node
+            call = ast.Call(
+                func=ast.Name("_inplace_item_", ast.Load()),
+                args=[self.visit(target.value), self.visit(target.slice), ast.Constant(op), self.visit(node.value)],
+                keywords=[],
+            )
+        else:
+            return super().visit_AugAssign(node)
+        new_node = ast.Expr(value=call)
+        ast.copy_location(new_node, node)
+        ast.fix_missing_locations(new_node)
+        return new_node
+
+    def _check_attribute_name(self, node: ast.Attribute) -> None:
+        attr = node.attr
+        if attr.startswith("_") and not _is_private_name(attr):
+            self.error(node, f'"{attr}" is an invalid attribute name because it starts with "__".')
+        if attr in INSPECT_ATTRIBUTES:
+            self.error(node, f'"{attr}" is a restricted name, that is forbidden to access in RestrictedPython.')
+
+
+def _is_super_call(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "super"
+        and not node.keywords
+    )
+
+
+def compile_program(source: str, filename: str = PROGRAM_FILENAME) -> tuple[types.CodeType | None, list[str]]:
+    """Compile ``source`` under :class:`ProgramTransformer`.
+
+    Args:
+        source: the program's Python source text.
+        filename: the code object's file name.
+
+    Returns:
+        ``(code, errors)``: the code object, or ``None`` with the compiler's messages (each naming a
+        line) when the program is refused.
+    """
+    try:
+        result = compile_restricted_exec(source, filename=filename, policy=ProgramTransformer)
+    except (RecursionError, MemoryError, ValueError, SyntaxError) as exc:
+        return None, [f"the program could not be compiled: {type(exc).__name__}: {exc}"[:500]]
+    if result.errors or result.code is None:
+        return None, list(result.errors) or ["the restricted compiler produced no code"]
+    return result.code, []
+
+
+class GuardViolation(BaseException):  # noqa: N818 - it is a signal, not an ordinary error
+    """Raised inside program code when a guard refuses something.
+
+    It derives from ``BaseException`` so that ``except Exception`` in a program does not swallow
+    it; a bare ``except`` still can, which is why :class:`ProgramRuntime` also records the first
+    violation of each call and the worker reports it regardless.
+    """
+
+    def __init__(self, message: str, category: str = "SANDBOX_DENIED") -> None:
+        super().__init__(message)
+        self.message = message
+        self.category = category
+
+
+class ModuleProxy:
+    """A read-only view of one allow-listed module, exposing an explicit set of attributes.
+
+    No attribute of the proxy is a module, so ``json.codecs.sys`` and the like do not exist; the
+    underlying module is held in a name-mangled slot that the attribute guard never lets a program
+    reach (every name starting with ``_`` is refused on objects the program did not define).
+    """
+
+    __slots__ = ("__name", "__attrs", "__deny")
+
+    def __init__(self, name: str, attrs: dict[str, Any], deny: Callable[[str], GuardViolation]) -> None:
+        object.__setattr__(self, "_ModuleProxy__name", name)
+        object.__setattr__(self, "_ModuleProxy__attrs", attrs)
+        object.__setattr__(self, "_ModuleProxy__deny", deny)
+
+    def __getattr__(self, attr: str) -> Any:
+        attrs = object.__getattribute__(self, "_ModuleProxy__attrs")
+        if attr in attrs:
+            return attrs[attr]
+        name = object.__getattribute__(self, "_ModuleProxy__name")
+        raise object.__getattribute__(self, "_ModuleProxy__deny")(
+            f"module {name!r} exposes no attribute {attr!r} to environment programs"
+        )
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        name = object.__getattribute__(self, "_ModuleProxy__name")
+        raise object.__getattribute__(self, "_ModuleProxy__deny")(f"module {name!r} is read-only")
+
+    __delattr__ = __setattr__  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<module {object.__getattribute__(self, '_ModuleProxy__name')!r} (read-only)>"
+
+
+_MODULES = {
+    "math": math,
+    "random": random,
+    "re": re,
+    "string": string,
+    "itertools": itertools,
+    "collections": collections,
+    "heapq": heapq,
+    "bisect": bisect,
+    "fractions": fractions,
+    "json": json,
+}
+#: Public attributes withheld from programs, per module.
+_WITHHELD = {
+    "string": {"Formatter"},
+    "random": {"SystemRandom"},
+}
+_RANDOM_FUNCTIONS = (
+    "seed random uniform triangular randint choice randrange sample shuffle choices normalvariate "
+    "lognormvariate expovariate vonmisesvariate gammavariate gauss betavariate paretovariate "
+    "weibullvariate getstate setstate getrandbits randbytes binomialvariate"
+).split()
+
+# Containers and classes a program class may derive from (besides object, exceptions and its own).
+_ALLOWED_BASES: frozenset[type] = frozenset(
+    {
+        object,
+        dict,
+        list,
+        set,
+        tuple,
+        collections.OrderedDict,
+        collections.Counter,
+        collections.defaultdict,
+        collections.deque,
+        random.Random,
+    }
+)
+_WRITABLE_BUILTIN_TYPES = (
+    dict,
+    list,
+    set,
+    bytearray,
+    collections.deque,
+    collections.OrderedDict,
+    collections.Counter,
+    collections.defaultdict,
+)
+
+
+def _check_format_string(fmt: str, deny: Callable[[str], GuardViolation], depth: int = 0) -> None:
+    """Refuse ``str.format`` fields that traverse attributes or items (``{0.x}``, ``{0[k]}``)."""
+    if depth > 2:
+        raise deny("format specifications nested too deeply")
+    try:
+        parsed = list(string.Formatter().parse(fmt))
+    except ValueError:
+        return  # str.format itself will raise the same ValueError
+    for _literal, field, spec, _conversion in parsed:
+        if field and ("." in field or "[" in field):
+            raise deny(
+                f"str.format field {{{field}}} reaches into attributes or items; "
+                "format plain values (f-strings or concatenation) instead"
+            )
+        if spec:
+            _check_format_string(spec, deny, depth + 1)
+
+
+class ProgramRuntime:
+    """The execution environment of one program instance inside a worker.
+
+    It owns the program's module globals (guards, builtins, module proxies), the set of classes
+    the program defined, the capped ``print`` buffer and the violation record.
+
+    Args:
+        max_print_bytes: cap on ``print`` output per call, in bytes of UTF-8.
+        rng_seed: seed of the program's module-level ``random`` functions; ``None`` draws one from
+            ``os.urandom`` so that a program relying on them is visibly nondeterministic.
+    """
+
+    def __init__(self, max_print_bytes: int = 64 * 1024, rng_seed: int | None = None) -> None:
+        self.max_print_bytes = max_print_bytes
+        self.program_classes: set[type] = set()
+        self.violation: GuardViolation | None = None
+        self._printed: list[str] = []
+        self._printed_bytes = 0
+        seed = rng_seed if rng_seed is not None else int.from_bytes(os.urandom(8), "big")
+        self.rng = random.Random(seed)
+        self.modules = {name: self._make_proxy(name) for name in ALLOWED_MODULES}
+        self.globals: dict[str, Any] = self._make_globals()
+
+    # -- violations and output -------------------------------------------------------------------
+    def deny(self, message: str, category: str = "SANDBOX_DENIED") -> GuardViolation:
+        """Record a violation (the first of the call is kept) and return the signal to raise."""
+        exc = GuardViolation(message, category)
+        if self.violation is None:
+            self.violation = exc
+        return exc
+
+    def begin_call(self) -> None:
+        """Reset the per-call print buffer and violation record."""
+        self.violation = None
+        self._printed = []
+        self._printed_bytes = 0
+
+    def printed(self) -> str:
+        """Text the program printed during the current call (at most ``max_print_bytes``)."""
+        return "".join(self._printed)
+
+    def _print(self, *objects: Any, sep: Any = " ", end: Any = "\n", file: Any = None, flush: bool = False) -> None:
+        if file is not None:
+            raise self.deny("print(file=...) is not allowed; programs cannot write to files")
+        sep = " " if sep is None else sep
+        end = "\n" if end is None else end
+        if not isinstance(sep, str) or not isinstance(end, str):
+            raise TypeError("print() sep and end must be str")
+        text = sep.join(str(obj) for obj in objects) + end
+        size = len(text.encode("utf-8", "replace"))
+        if self._printed_bytes + size > self.max_print_bytes:
+            raise self.deny(
+                f"print output exceeded {self.max_print_bytes} bytes in one call", category="OUTPUT_LIMIT"
+            )
+        self._printed.append(text)
+        self._printed_bytes += size
+
+    # -- module proxies ---------------------------------------------------------------------------
+    def _make_proxy(self, name: str) -> ModuleProxy:
+        module = _MODULES[name]
+        withheld = _WITHHELD.get(name, set())
+        attrs = {
+            key: value
+            for key, value in vars(module).items()
+            if not key.startswith("_") and not isinstance(value, types.ModuleType) and key not in withheld
+        }
+        if name == "random":
+            for fn in _RANDOM_FUNCTIONS:
+                if hasattr(self.rng, fn):
+                    attrs[fn] = getattr(self.rng, fn)
+        return ModuleProxy(name, attrs, self.deny)
+
+    def _import(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+        if level != 0:
+            raise self.deny("relative imports are not allowed")
+        if name not in self.modules:
+            raise self.deny(
+                f"import of {name!r} is not allowed; environment programs may import only "
+                + ", ".join(ALLOWED_MODULES)
+            )
+        return self.modules[name]
+
+    # -- classes ----------------------------------------------------------------------------------
+    def _build_class(self, name: str, bases: tuple[type, ...], namespace: dict[str, Any]) -> type:
+        for base in bases:
+            if not isinstance(base, type):
+                raise self.deny(f"class {name} derives from {base!r}, which is not a class")
+            if not (
+                base in self.program_classes
+                or base in _ALLOWED_BASES
+                or (issubclass(base, BaseException) and base.__module__ == "builtins")
+            ):
+                raise self.deny(
+                    f"class {name} may not derive from {base.__name__}; use object, a builtin "
+                    "exception, a plain container or one of the program's own classes"
+                )
+        cls = type(name, bases, namespace)
+        self.program_classes.add(cls)
+        return cls
+
+    def _is_program_object(self, obj: Any) -> bool:
+        if isinstance(obj, type):
+            return obj in self.program_classes
+        if isinstance(obj, super):
+            return getattr(obj, "__thisclass__", None) in self.program_classes
+        return type(obj) in self.program_classes or any(
+            cls in self.program_classes for cls in type(obj).__mro__[1:]
+        )
+
+    # -- guards -----------------------------------------------------------------------------------
+    def _check_attr(self, obj: Any, name: Any) -> None:
+        if type(name) is not str:
+            raise self.deny("attribute names must be str")
+        if name in DENIED_ATTRIBUTES:
+            raise self.deny(f"attribute {name!r} is not accessible to environment programs")
+        if name.startswith("_"):
+            if name == "__init__" and isinstance(obj, super) and self._is_program_object(obj):
+                return
+            if name.startswith("__"):
+                raise self.deny(f"dunder attribute {name!r} is not accessible to environment programs")
+            if self._is_program_object(obj):
+                return
+            if name in NAMEDTUPLE_API and isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
+                return
+            if isinstance(obj, type) and issubclass(obj, tuple) and name in NAMEDTUPLE_API and hasattr(obj, "_fields"):
+                return
+            raise self.deny(
+                f"attribute {name!r} of a {type(obj).__name__} is private; only the program's own "
+                "classes may use single-underscore attributes"
+            )
+
+    def _getattr(self, obj: Any, name: Any, *default: Any) -> Any:
+        self._check_attr(obj, name)
+        if name in ("format", "format_map") and (obj is str or isinstance(obj, str)):
+            return self._safe_format(obj, name)
+        if default:
+            return getattr(obj, name, *default)
+        return getattr(obj, name)
+
+    def _hasattr(self, obj: Any, name: Any) -> bool:
+        self._check_attr(obj, name)
+        return hasattr(obj, name)
+
+    def _setattr(self, obj: Any, name: Any, value: Any) -> None:
+        self._check_attr(obj, name)
+        setattr(self._write(obj), name, value)
+
+    def _delattr(self, obj: Any, name: Any) -> None:
+        self._check_attr(obj, name)
+        delattr(self._write(obj), name)
+
+    def _safe_format(self, obj: Any, name: str) -> Callable[..., str]:
+        deny = self.deny
+        if obj is str:  # unbound: str.format(fmt, *args)
+
+            def unbound(fmt: Any, *args: Any, **kwargs: Any) -> str:
+                if not isinstance(fmt, str):
+                    raise TypeError(f"str.{name} needs a str")
+                _check_format_string(fmt, deny)
+                return getattr(str, name)(fmt, *args, **kwargs)
+
+            return unbound
+
+        def bound(*args: Any, **kwargs: Any) -> str:
+            _check_format_string(obj, deny)
+            return getattr(obj, name)(*args, **kwargs)
+
+        return bound
+
+    def _write(self, obj: Any) -> Any:
+        if isinstance(obj, ModuleProxy):
+            raise self.deny("modules are read-only")
+        if self._is_program_object(obj) and not isinstance(obj, super):
+            return obj
+        if isinstance(obj, types.FunctionType) and obj.__globals__ is self.globals:
+            return obj
+        if type(obj) in _WRITABLE_BUILTIN_TYPES:
+            return obj
+        raise self.deny(f"writing to a {type(obj).__name__} object is not allowed")
+
+    def _inplace_attr(self, obj: Any, name: str, op: str, value: Any) -> None:
+        target = self._write(obj)
+        current = self._getattr(obj, name)
+        setattr(target, name, _INPLACE_OPS[op](current, value))
+
+    def _inplace_item(self, obj: Any, key: Any, op: str, value: Any) -> None:
+        target = self._write(obj)
+        target[key] = _INPLACE_OPS[op](obj[key], value)
+
+    def _inplacevar(self, op: str, x: Any, y: Any) -> Any:
+        return _INPLACE_OPS[op](x, y)
+
+    def _denied_builtin(self, name: str) -> Callable[..., Any]:
+        def denied(*args: Any, **kwargs: Any) -> Any:
+            raise self.deny(f"builtin {name}() is not available to environment programs")
+
+        denied.__name__ = name
+        return denied
+
+    def _make_globals(self) -> dict[str, Any]:
+        runtime = self
+
+        class PrintCollector:
+            """Target of RestrictedPython's ``print`` rewrite: ``_print._call_print(...)``."""
+
+            def __init__(self, _getattr_: Any = None) -> None:
+                pass
+
+            def _call_print(self, *objects: Any, **kwargs: Any) -> None:
+                runtime._print(*objects, **kwargs)
+
+            def __call__(self) -> str:
+                return runtime.printed()
+
+        safe: dict[str, Any] = {name: getattr(builtins, name) for name in SAFE_BUILTIN_NAMES}
+        for name in dir(builtins):
+            value = getattr(builtins, name)
+            if isinstance(value, type) and issubclass(value, BaseException):
+                safe[name] = value
+        for name in DENIED_BUILTINS:
+            safe[name] = self._denied_builtin(name)
+        safe["getattr"] = self._getattr
+        safe["hasattr"] = self._hasattr
+        safe["setattr"] = self._setattr
+        safe["delattr"] = self._delattr
+        safe["__import__"] = self._import
+        safe["print"] = self._print
+        safe["__build_class__"] = builtins.__build_class__
+        return {
+            "__builtins__": safe,
+            "__name__": "env_program",
+            "__metaclass__": self._build_class,
+            "_getattr_": self._getattr,
+            "_getitem_": operator.getitem,
+            "_getiter_": iter,
+            "_write_": self._write,
+            "_inplacevar_": self._inplacevar,
+            "_inplace_attr_": self._inplace_attr,
+            "_inplace_item_": self._inplace_item,
+            "_iter_unpack_sequence_": guarded_iter_unpack_sequence,
+            "_unpack_sequence_": guarded_unpack_sequence,
+            "_apply_": lambda f, *a, **kw: f(*a, **kw),
+            "_print_": PrintCollector,
+        }

@@ -1,0 +1,300 @@
+"""The wire protocol between host and worker, and the output contract checks.
+
+Frames are a 4-byte big-endian length followed by that many bytes of strict UTF-8 JSON. Nothing is
+ever unpickled. The same contract checks run twice: inside the worker on the program's real return
+values (exact types, before anything is serialised) and on the host on the decoded JSON.
+
+Everything here raises :class:`ContractError` or :class:`ResourceLimitExceeded` with a message
+that names the offending value and the expected type or size.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from spade_gym.errors import ContractError, ResourceLimitExceeded, WorkerCrash
+
+__all__ = [
+    "Limits",
+    "encode_frame",
+    "write_frame",
+    "read_frame_blocking",
+    "check_text",
+    "check_json",
+    "check_reward",
+    "check_flag",
+    "check_reset_result",
+    "check_step_result",
+    "check_spec",
+]
+
+_HEADER = struct.Struct(">I")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Sizes of what may cross from a program to the host.
+
+    Attributes:
+        max_text_bytes: observation, hint and oracle text, bytes of UTF-8 (default 1 MiB).
+        max_info_bytes: serialised ``info``, bytes (default 64 KiB).
+        max_info_depth: nesting depth of ``info`` (default 32).
+        max_info_nodes: number of JSON values in ``info`` (default 10,000).
+        max_abs_reward: largest ``|reward|`` of one step (default 1e6).
+    """
+
+    max_text_bytes: int = 1 << 20
+    max_info_bytes: int = 64 << 10
+    max_info_depth: int = 32
+    max_info_nodes: int = 10_000
+    max_abs_reward: float = 1e6
+
+
+def encode_frame(message: Any) -> bytes:
+    """Serialise ``message`` as one frame (strict JSON: no NaN or infinity).
+
+    Raises:
+        ValueError: if ``message`` is not serialisable as strict JSON.
+    """
+    body = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    return _HEADER.pack(len(body)) + body
+
+
+def write_frame(fd: int, frame: bytes) -> None:
+    """Write a whole frame to a blocking file descriptor."""
+    view = memoryview(frame)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = os.read(fd, min(n, 1 << 20))
+        if not chunk:
+            raise EOFError("pipe closed")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame_blocking(fd: int, max_bytes: int) -> Any:
+    """Read one frame from a blocking descriptor (used by the worker, which trusts the host).
+
+    Raises:
+        EOFError: if the pipe closed.
+        ValueError: if the frame is larger than ``max_bytes`` or not valid JSON.
+    """
+    (length,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
+    if length > max_bytes:
+        raise ValueError(f"frame of {length} bytes exceeds {max_bytes}")
+    return decode_body(_read_exact(fd, length))
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name} in a frame")
+
+
+def decode_body(body: bytes) -> Any:
+    """Decode a frame body: strict UTF-8, strict JSON.
+
+    Raises:
+        WorkerCrash: if the body is not valid UTF-8 JSON (the worker broke the protocol).
+    """
+    try:
+        return json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise WorkerCrash(f"the worker sent a malformed frame: {type(exc).__name__}: {exc}"[:300]) from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Contract checks. ``seq`` is tuple inside the worker (real return values) and list on the host.
+# --------------------------------------------------------------------------------------------------
+
+
+def _describe(value: Any) -> str:
+    return type(value).__name__
+
+
+def check_text(value: Any, what: str, limits: Limits) -> str:
+    """Check that ``value`` is exactly ``str``, valid UTF-8 and at most ``max_text_bytes`` bytes.
+
+    Raises:
+        ContractError: wrong type or unencodable text (``PROTOCOL_ERROR``).
+        ResourceLimitExceeded: too long (``OUTPUT_LIMIT``).
+    """
+    if type(value) is not str:
+        raise ContractError(f"{what} must be a str, got {_describe(value)}")
+    if len(value) > limits.max_text_bytes:
+        raise ResourceLimitExceeded(
+            f"{what} has {len(value)} characters; the limit is {limits.max_text_bytes} bytes of UTF-8",
+            category="OUTPUT_LIMIT",
+        )
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ContractError(f"{what} is not valid UTF-8 text ({exc.reason} at position {exc.start})") from None
+    if size > limits.max_text_bytes:
+        raise ResourceLimitExceeded(
+            f"{what} is {size} bytes of UTF-8; the limit is {limits.max_text_bytes}", category="OUTPUT_LIMIT"
+        )
+    return value
+
+
+def check_json(value: Any, what: str, limits: Limits) -> Any:
+    """Check that ``value`` is a JSON value of exact types, iteratively (no recursion).
+
+    Allowed: ``dict`` with ``str`` keys, ``list``, ``str``, ``int``, finite ``float``, ``bool``,
+    ``None``; depth at most ``max_info_depth``, at most ``max_info_nodes`` values and at most
+    ``max_info_bytes`` serialised.
+
+    Raises:
+        ContractError: a value of another type, a non-str key, non-finite float, too deep, too many
+            values (``PROTOCOL_ERROR``).
+        ResourceLimitExceeded: serialised size over the cap (``OUTPUT_LIMIT``).
+    """
+    stack: list[tuple[Any, str, int]] = [(value, what, 1)]
+    nodes = 0
+    while stack:
+        item, path, depth = stack.pop()
+        nodes += 1
+        if nodes > limits.max_info_nodes:
+            raise ContractError(f"{what} holds more than {limits.max_info_nodes} values")
+        if depth > limits.max_info_depth:
+            raise ContractError(f"{what} is nested deeper than {limits.max_info_depth} levels (at {path[:200]})")
+        kind = type(item)
+        if kind is dict:
+            for key, sub in item.items():
+                if type(key) is not str:
+                    raise ContractError(f"{path[:200]} has a key of type {_describe(key)}; JSON keys must be str")
+                stack.append((sub, f"{path}[{key[:40]!r}]", depth + 1))
+        elif kind is list:
+            for i, sub in enumerate(item):
+                stack.append((sub, f"{path}[{i}]", depth + 1))
+        elif kind is float:
+            if not math.isfinite(item):
+                raise ContractError(f"{path[:200]} is {item!r}; JSON numbers must be finite")
+        elif kind is str:
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ContractError(f"{path[:200]} is not valid UTF-8 text") from None
+        elif item is None or kind is int or kind is bool:
+            pass
+        else:
+            hint = " (use a list)" if kind is tuple else ""
+            raise ContractError(f"{path[:200]} is a {_describe(item)}; {what} may hold only JSON values{hint}")
+    try:
+        size = len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+    except ValueError as exc:  # e.g. an int with more digits than Python converts
+        raise ContractError(f"{what} cannot be serialised as JSON: {exc}"[:300]) from None
+    if size > limits.max_info_bytes:
+        raise ResourceLimitExceeded(
+            f"{what} is {size} bytes as JSON; the limit is {limits.max_info_bytes}", category="OUTPUT_LIMIT"
+        )
+    return value
+
+
+def check_reward(value: Any, limits: Limits) -> float:
+    """Check a step reward: exactly ``int`` or ``float`` (not ``bool``), finite, within bounds.
+
+    Returns:
+        The reward as ``float``.
+
+    Raises:
+        ContractError: with category ``INVALID_REWARD``.
+    """
+    if type(value) is not int and type(value) is not float:
+        raise ContractError(f"reward must be an int or float, got {_describe(value)}", category="INVALID_REWARD")
+    if type(value) is float and not math.isfinite(value):
+        raise ContractError(f"reward must be finite, got {value!r}", category="INVALID_REWARD")
+    if abs(value) > limits.max_abs_reward:
+        raise ContractError(
+            f"reward {float(value):.6g} is outside [-{limits.max_abs_reward:g}, {limits.max_abs_reward:g}]",
+            category="INVALID_REWARD",
+        )
+    return float(value)
+
+
+def check_flag(value: Any, what: str) -> bool:
+    """Check that ``value`` is exactly ``bool``.
+
+    Raises:
+        ContractError: ``PROTOCOL_ERROR``.
+    """
+    if type(value) is not bool:
+        raise ContractError(f"{what} must be a bool, got {_describe(value)} {str(value)[:40]!r}")
+    return value
+
+
+def check_reset_result(value: Any, limits: Limits, seq: type = tuple) -> tuple[str, dict[str, Any]]:
+    """Check ``reset``'s return value: ``(observation: str, info: dict)``.
+
+    Raises:
+        ContractError, ResourceLimitExceeded: as the individual checks.
+    """
+    if type(value) is not seq or len(value) != 2:
+        got = f"a {seq.__name__} of {len(value)}" if type(value) is seq else f"a {_describe(value)}"
+        raise ContractError(f"reset(seed) must return (observation, info); got {got}")
+    obs, info = value
+    check_text(obs, "the observation returned by reset()", limits)
+    if type(info) is not dict:
+        raise ContractError(f"the info returned by reset() must be a dict, got {_describe(info)}")
+    check_json(info, "info", limits)
+    return obs, info
+
+
+def check_step_result(value: Any, limits: Limits, seq: type = tuple) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    """Check ``step``'s return value: ``(observation, reward, terminated, truncated, info)``.
+
+    Raises:
+        ContractError, ResourceLimitExceeded: as the individual checks.
+    """
+    if type(value) is not seq or len(value) != 5:
+        if type(value) is seq:
+            got = f"a {seq.__name__} of {len(value)}" + (" (the old gym API?)" if len(value) == 4 else "")
+        else:
+            got = f"a {_describe(value)}"
+        raise ContractError(
+            f"step(action) must return (observation, reward, terminated, truncated, info); got {got}"
+        )
+    obs, reward, terminated, truncated, info = value
+    check_text(obs, "the observation returned by step()", limits)
+    reward = check_reward(reward, limits)
+    check_flag(terminated, "terminated")
+    check_flag(truncated, "truncated")
+    if type(info) is not dict:
+        raise ContractError(f"the info returned by step() must be a dict, got {_describe(info)}")
+    check_json(info, "info", limits)
+    return obs, reward, terminated, truncated, info
+
+
+def check_spec(value: Any, limits: Limits) -> dict[str, Any]:
+    """Check the program's description ``{"name", "setting", "max_turns", "tools", "description"}``.
+
+    Raises:
+        ContractError: naming the first bad member (``PROTOCOL_ERROR``).
+    """
+    if type(value) is not dict:
+        raise ContractError("the program's Env description is malformed")
+    name, setting, max_turns = value.get("name"), value.get("setting"), value.get("max_turns")
+    if type(name) is not str or not name.isidentifier() or not name[:1].isupper() or len(name) > 64:
+        raise ContractError(f"Env.name must be a CamelCase identifier of at most 64 characters, got {str(name)[:80]!r}")
+    if setting not in ("reasoning", "tool_use", "game"):
+        raise ContractError(f"Env.setting must be 'reasoning', 'tool_use' or 'game', got {str(setting)[:40]!r}")
+    if type(max_turns) is not int or not 1 <= max_turns <= 100_000:
+        raise ContractError(f"Env.max_turns must be an int from 1 to 100000, got {str(max_turns)[:40]!r}")
+    tools = value.get("tools")
+    if type(tools) is not list or not all(type(t) is dict for t in tools):
+        raise ContractError("Env.tools must be a list of dicts (OpenAI-style function schemas)")
+    if setting == "tool_use" and not tools:
+        raise ContractError("a tool_use environment must declare at least one tool in Env.tools")
+    check_json(tools, "Env.tools", limits)
+    check_text(value.get("description"), "the Env docstring", limits)
+    return value

@@ -1,0 +1,232 @@
+"""The worker: runs one environment program instance behind the wire protocol.
+
+A worker is forked from the zygote (a clean interpreter that imported this module and nothing of
+the host), locks itself down (:mod:`spade_gym.sandbox.lockdown`), sends a ``hello`` frame naming
+its active layers, then answers requests until its pipe closes:
+
+``load {source}`` -> the program's description; ``reset {seed}`` -> ``[observation, info]``;
+``step {action}`` -> ``[observation, reward, terminated, truncated, info]``; ``hint`` / ``oracle``
+-> text.
+
+Every response is ``{"ok": true, "value": ..., "printed": str, "cpu_s": float}`` or
+``{"ok": false, "error": {"type", "category", "message", "traceback"}, ...}``. Return values are
+checked by exact type before anything is serialised; exceptions become text here and are never
+shipped as objects.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+from spade_gym.sandbox import lockdown
+from spade_gym.sandbox.policy import PROGRAM_FILENAME, GuardViolation, ProgramRuntime, compile_program
+from spade_gym.sandbox.protocol import (
+    Limits,
+    check_reset_result,
+    check_spec,
+    check_step_result,
+    check_text,
+    encode_frame,
+    read_frame_blocking,
+    write_frame,
+)
+
+__all__ = ["serve", "ProgramHost", "WorkerConfig"]
+
+_MAX_MESSAGE = 4000
+_MAX_TRACEBACK = 6000
+
+
+class _ContractFailure(Exception):
+    def __init__(self, error: dict[str, str]) -> None:
+        super().__init__(error["message"])
+        self.error = error
+
+
+def _error(type_name: str, category: str, message: str, tb: str = "") -> dict[str, str]:
+    return {"type": type_name, "category": category, "message": message[:_MAX_MESSAGE], "traceback": tb[-_MAX_TRACEBACK:]}
+
+
+def _safe_text(fn: Any, fallback: str) -> str:
+    try:
+        text = fn()
+        return text if type(text) is str else fallback
+    except BaseException:  # noqa: BLE001 - a program's __str__ may raise anything
+        return fallback
+
+
+def _program_traceback(exc: BaseException) -> str:
+    """The traceback of ``exc`` restricted to frames of the program, as text."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == PROGRAM_FILENAME]
+    lines = traceback.format_list(frames) if frames else []
+    head = _safe_text(lambda: f"{type(exc).__name__}: {exc}", type(exc).__name__)
+    return "".join(lines) + head[:_MAX_MESSAGE]
+
+
+def _program_line(exc: BaseException) -> int | None:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == PROGRAM_FILENAME]
+    return frames[-1].lineno if frames else None
+
+
+class WorkerConfig:
+    """Plain settings a worker receives from the host (a JSON object)."""
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.memory_bytes = int(raw.get("memory_bytes", 1 << 30))
+        self.cpu_seconds = int(raw.get("cpu_seconds", 600))
+        self.max_print_bytes = int(raw.get("max_print_bytes", 64 << 10))
+        self.max_request_bytes = int(raw.get("max_request_bytes", 8 << 20))
+        self.recursion_limit = int(raw.get("recursion_limit", 1000))
+        self.limits = Limits(**raw.get("limits", {}))
+        self.cpu_affinity = raw.get("cpu_affinity")
+
+
+class ProgramHost:
+    """One program instance and the calls on it; usable in-process (tests, benchmarks) too.
+
+    Args:
+        max_print_bytes: cap on ``print`` output per call, bytes.
+        limits: output contract limits.
+    """
+
+    def __init__(self, max_print_bytes: int = 64 << 10, limits: Limits | None = None) -> None:
+        self.runtime = ProgramRuntime(max_print_bytes=max_print_bytes)
+        self.limits = limits or Limits()
+        self.env: Any = None
+
+    def handle(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Run one request and return the response dict (never raises for program faults)."""
+        runtime = self.runtime
+        runtime.begin_call()
+        start = time.process_time()
+        try:
+            value = self._dispatch(op, args)
+            error = None
+        except _ContractFailure as failure:
+            value, error = None, failure.error
+        except GuardViolation as exc:
+            value, error = None, None
+            if runtime.violation is None:  # pragma: no cover - deny() always records
+                runtime.violation = exc
+        except MemoryError:
+            value, error = None, _error("ResourceLimitExceeded", "MEMORY_LIMIT", "the program ran out of memory")
+        except RecursionError as exc:
+            value, error = None, _error(
+                "EnvRuntimeError", "ENV_EXCEPTION",
+                f"RecursionError: maximum recursion depth exceeded (line {_program_line(exc)})",
+                _program_traceback(exc),
+            )
+        except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt included
+            message = _safe_text(lambda: str(exc), "")[:_MAX_MESSAGE]
+            line = _program_line(exc)
+            where = f" at line {line}" if line else ""
+            value, error = None, _error(
+                "EnvRuntimeError", "ENV_EXCEPTION",
+                f"{type(exc).__name__}{where}: {message}" if message else f"{type(exc).__name__}{where}",
+                _program_traceback(exc),
+            )
+        violation = runtime.violation
+        if violation is not None:  # reported even when the program swallowed it
+            type_name = "ResourceLimitExceeded" if violation.category == "OUTPUT_LIMIT" else "SandboxViolation"
+            line = _program_line(violation)
+            where = f"line {line}: " if line else ""
+            value, error = None, _error(type_name, violation.category, where + violation.message)
+        response: dict[str, Any] = {
+            "printed": runtime.printed(),
+            "cpu_s": round(time.process_time() - start, 6),
+        }
+        if error is None:
+            response["ok"] = True
+            response["value"] = value
+        else:
+            response["ok"] = False
+            response["error"] = error
+        return response
+
+    def _dispatch(self, op: str, args: dict[str, Any]) -> Any:
+        if op == "load":
+            return self._load(args["source"])
+        if self.env is None:
+            raise _ContractFailure(_error("WorkerCrash", "WORKER_CRASH", f"{op} before load"))
+        if op == "reset":
+            seed = args["seed"]
+            return list(self._checked(lambda: check_reset_result(self.env.reset(seed), self.limits)))
+        if op == "step":
+            action = args["action"]
+            return list(self._checked(lambda: check_step_result(self.env.step(action), self.limits)))
+        if op == "hint":
+            return self._checked(lambda: check_text(self.env.hint(), "hint()", self.limits))
+        if op == "oracle":
+            return self._checked(lambda: check_text(self.env.oracle(), "oracle()", self.limits))
+        raise _ContractFailure(_error("WorkerCrash", "WORKER_CRASH", f"unknown request {op!r}"))
+
+    def _checked(self, call: Any) -> Any:
+        from spade_gym.errors import SandboxError
+
+        try:
+            return call()
+        except SandboxError as exc:  # raised by the contract checks, not by the program
+            raise _ContractFailure(_error(type(exc).__name__, exc.category, exc.message)) from None
+
+    def _load(self, source: str) -> dict[str, Any]:
+        code, errors = compile_program(source)
+        if code is None:
+            raise _ContractFailure(_error("ProgramError", "COMPILE_REJECTED", "\n".join(errors)))
+        linecache.cache[PROGRAM_FILENAME] = (len(source), None, source.splitlines(True), PROGRAM_FILENAME)
+        namespace = self.runtime.globals
+        exec(code, namespace)  # noqa: S102 - restricted code, guarded globals
+        cls = namespace.get("Env")
+        if not isinstance(cls, type) or cls not in self.runtime.program_classes:
+            raise _ContractFailure(
+                _error("ProgramError", "COMPILE_REJECTED", "the module must define 'class Env' (a class statement)")
+            )
+        self.env = cls()
+        spec = {
+            "name": getattr(cls, "name", None),
+            "setting": getattr(cls, "setting", None),
+            "max_turns": getattr(cls, "max_turns", None),
+            "tools": getattr(cls, "tools", []),
+            "description": " ".join((cls.__doc__ or "").split()),
+        }
+        return self._checked(lambda: check_spec(spec, self.limits))
+
+
+def serve(read_fd: int, write_fd: int, raw_config: dict[str, Any]) -> None:
+    """Lock this process down and answer requests until the host closes the pipe.
+
+    Called in the child right after the zygote forks. Never returns normally: the process exits.
+    """
+    config = WorkerConfig(raw_config)
+    lockdown.set_parent_death_signal()
+    if config.cpu_affinity:
+        try:
+            os.sched_setaffinity(0, config.cpu_affinity)
+        except OSError:
+            pass
+    read_fd, write_fd = lockdown.move_protocol_fds(read_fd, write_fd)
+    layers = lockdown.lock_down(config.memory_bytes, config.cpu_seconds, write_fd)
+    sys.setrecursionlimit(config.recursion_limit)
+    host = ProgramHost(config.max_print_bytes, config.limits)
+    write_frame(write_fd, encode_frame({"hello": True, "layers": layers}))
+    while True:
+        try:
+            request = read_frame_blocking(read_fd, config.max_request_bytes)
+        except (EOFError, OSError, ValueError):
+            break
+        if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+            break
+        response = host.handle(request["op"], request.get("args") or {})
+        try:
+            frame = encode_frame(response)
+        except (ValueError, MemoryError) as exc:
+            frame = encode_frame(
+                {"ok": False, "printed": "", "cpu_s": 0.0,
+                 "error": _error("ContractError", "PROTOCOL_ERROR", f"response not serialisable: {exc}"[:300])}
+            )
+        write_frame(write_fd, frame)
+    os._exit(0)
