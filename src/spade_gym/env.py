@@ -162,10 +162,20 @@ class SandboxedEnv(gym.Env[str, str]):
             ``(observation, reward, terminated, truncated, info)``.
         """
         if self._done:
-            return self._last_obs, 0.0, False, True, {
-                "sandbox_error": {"type": "EpisodeOver", "category": "PROTOCOL_ERROR",
-                                  "message": "the episode has ended; call reset()", "traceback": ""}
-            }
+            return (
+                self._last_obs,
+                0.0,
+                False,
+                True,
+                {
+                    "sandbox_error": {
+                        "type": "EpisodeOver",
+                        "category": "PROTOCOL_ERROR",
+                        "message": "the episode has ended; call reset()",
+                        "traceback": "",
+                    }
+                },
+            )
         try:
             obs, reward, terminated, truncated, info = self.client.step(self._coerce_action(action), self._budget)
         except SandboxError as exc:
@@ -199,7 +209,7 @@ class SandboxedEnv(gym.Env[str, str]):
         """
         return self.client.oracle(self._budget)
 
-    def render(self) -> str | None:  # type: ignore[override]
+    def render(self) -> str | None:
         """``"ansi"``: return the current observation, escaped; ``"human"``: print it."""
         if self.render_mode == "ansi":
             return escape_text(self._last_obs)

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from spade_gym.errors import ProgramError
 from spade_gym.sandbox.policy import ALLOWED_MODULES, compile_program
@@ -51,7 +54,7 @@ class EnvProgram:
     origin: str = field(default="<string>", compare=False)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> EnvProgram:
+    def from_file(cls, path: str | os.PathLike[str]) -> EnvProgram:
         """Read a program from a UTF-8 file.
 
         Raises:
@@ -120,9 +123,7 @@ def _check_imports(tree: ast.Module) -> list[str]:
             if node.level:
                 problems.append(f"line {node.lineno}: relative imports are not allowed")
             elif node.module not in ALLOWED_MODULES:
-                problems.append(
-                    f"line {node.lineno}: import from {node.module!r} is not allowed; allowed: {allowed}"
-                )
+                problems.append(f"line {node.lineno}: import from {node.module!r} is not allowed; allowed: {allowed}")
             else:
                 for alias in node.names:
                     if alias.name == "*":
@@ -168,8 +169,13 @@ def _check_interface(tree: ast.Module) -> list[str]:
     for name in REQUIRED_ATTRIBUTES:
         if name not in assigned:
             problems.append(f"class Env must set the class attribute {name!r}")
-    problems += _check_literal(assigned, "name", str, lambda v: v.isidentifier() and v[:1].isupper(),
-                               "a CamelCase identifier such as 'MazeWalk'")
+    problems += _check_literal(
+        assigned,
+        "name",
+        str,
+        lambda v: v.isidentifier() and v[:1].isupper(),
+        "a CamelCase identifier such as 'MazeWalk'",
+    )
     problems += _check_literal(assigned, "setting", str, lambda v: v in SETTINGS, f"one of {SETTINGS}")
     problems += _check_literal(assigned, "max_turns", int, lambda v: 1 <= v <= 100_000, "an int from 1 to 100000")
     setting = assigned.get("setting")
@@ -178,7 +184,9 @@ def _check_interface(tree: ast.Module) -> list[str]:
     return problems
 
 
-def _check_literal(assigned: dict[str, ast.expr | None], name: str, kind: type, ok, expected: str) -> list[str]:  # type: ignore[no-untyped-def]
+def _check_literal(
+    assigned: dict[str, ast.expr | None], name: str, kind: type, ok: Callable[[Any], bool], expected: str
+) -> list[str]:
     value = assigned.get(name)
     if not isinstance(value, ast.Constant):
         return []  # computed values are checked when the program loads

@@ -399,26 +399,29 @@ class SandboxClient:
         value = self.call("load", {"source": source})
         spec = check_spec(value, self.config.limits)
         self.spec = ProgramSpec(
-            name=spec["name"], setting=spec["setting"], max_turns=spec["max_turns"],
-            tools=spec["tools"], description=spec["description"],
+            name=spec["name"],
+            setting=spec["setting"],
+            max_turns=spec["max_turns"],
+            tools=spec["tools"],
+            description=spec["description"],
         )
         return self.spec
 
     def reset(self, seed: int, budget: Budget | None = None) -> tuple[str, dict[str, Any]]:
         """Call ``Env.reset(seed)``; return ``(observation, info)``."""
-        return self.call("reset", {"seed": int(seed)}, budget)  # type: ignore[no-any-return]
+        return self.call("reset", {"seed": int(seed)}, budget)
 
     def step(self, action: str, budget: Budget | None = None) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Call ``Env.step(action)``; return ``(observation, reward, terminated, truncated, info)``."""
-        return self.call("step", {"action": action}, budget)  # type: ignore[no-any-return]
+        return self.call("step", {"action": action}, budget)
 
     def hint(self, budget: Budget | None = None) -> str:
         """Call ``Env.hint()``; return the privileged hint text."""
-        return self.call("hint", None, budget)  # type: ignore[no-any-return]
+        return self.call("hint", None, budget)
 
     def oracle(self, budget: Budget | None = None) -> str:
         """Call ``Env.oracle()``; return the action a perfect agent takes now."""
-        return self.call("oracle", None, budget)  # type: ignore[no-any-return]
+        return self.call("oracle", None, budget)
 
     def call(self, op: str, args: dict[str, Any] | None = None, budget: Budget | None = None) -> Any:
         """Send one request and wait for its answer (see :meth:`send` and :meth:`receive`)."""
@@ -489,7 +492,7 @@ class SandboxClient:
         printed = response.get("printed")
         self.last_printed = printed[: self.config.max_print_bytes] if isinstance(printed, str) else ""
         cpu = response.get("cpu_s")
-        self.last_cpu_s = float(cpu) if type(cpu) in (int, float) else 0.0
+        self.last_cpu_s = float(cpu) if isinstance(cpu, (int, float)) else 0.0
         if response["ok"]:
             return self._check_value(op, response.get("value"))
         error = error_from_payload(response.get("error"))
@@ -536,7 +539,10 @@ class SandboxClient:
 
 
 def call_many(
-    clients: list[SandboxClient], op: str, args: list[dict[str, Any] | None], budgets: list[Budget | None] | None = None
+    clients: list[SandboxClient],
+    op: str,
+    args: list[dict[str, Any] | None],
+    budgets: list[Budget | None] | None = None,
 ) -> list[Any | SpadeError]:
     """Run one call on many workers at once: send every request, then collect every answer.
 

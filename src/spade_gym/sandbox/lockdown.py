@@ -184,11 +184,19 @@ def lock_down(memory_bytes: int, cpu_seconds: int, protocol_write_fd: int) -> di
         layers["drop_root"] = _drop_root()
     except OSError:
         layers["drop_root"] = False
+    # A change of credentials clears the parent-death signal: set it (again) after them.
+    parent = os.getppid()
+    set_parent_death_signal()
+    if os.getppid() != parent:  # pragma: no cover - the zygote died in between
+        os._exit(1)
     if _unshare(_CLONE_NEWUSER | _CLONE_NEWNET):
         layers["user_namespace"] = layers["network_namespace"] = True
     else:
         layers["user_namespace"] = False
         layers["network_namespace"] = _unshare(_CLONE_NEWNET)
+    set_parent_death_signal()
+    if os.getppid() != parent:  # pragma: no cover
+        os._exit(1)
     layers["no_new_privs"] = _prctl(_PR_SET_NO_NEW_PRIVS, 1)
     try:
         layers["seccomp"] = _load_seccomp(protocol_write_fd)

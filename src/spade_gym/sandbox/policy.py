@@ -173,6 +173,9 @@ class ProgramTransformer(RestrictingNodeTransformer):
             and getattr(node, "col_offset", 0) != 0
         ):
             return
+        if name is not None and name.startswith("__"):
+            self.error(node, f'"{name}" is an invalid name: names starting with "__" are reserved for the sandbox.')
+            return
         super().check_name(node, name, allow_magic_methods=allow_magic_methods)
 
     def visit_Attribute(self, node: ast.Attribute) -> Any:
@@ -183,9 +186,16 @@ class ProgramTransformer(RestrictingNodeTransformer):
             new = super().visit_Attribute(node)
             if isinstance(new, ast.Call):  # load: _getattr_(value, "x")
                 new.args[1] = ast.copy_location(ast.Constant(original), new.args[1])
-            else:  # store / del: _write_(value).x
+            elif isinstance(new, ast.Attribute):  # store / del: _write_(value).x
                 new.attr = original
             return new
+        if node.attr.startswith("__"):
+            self.error(
+                node,
+                f'"{node.attr}" is an invalid attribute name: attributes starting with "__" are not '
+                "accessible to environment programs.",
+            )
+            return node
         return super().visit_Attribute(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> Any:
@@ -198,7 +208,12 @@ class ProgramTransformer(RestrictingNodeTransformer):
             self._check_attribute_name(target)
             call = ast.Call(
                 func=ast.Name("_inplace_attr_", ast.Load()),
-                args=[self.visit(target.value), ast.Constant(target.attr), ast.Constant(op), self.visit(node.value)],
+                args=[
+                    self.visit(target.value),
+                    ast.Constant(target.attr),
+                    ast.Constant(op),
+                    self.visit(node.value),
+                ],
                 keywords=[],
             )
         elif isinstance(target, ast.Subscript):
@@ -210,7 +225,12 @@ class ProgramTransformer(RestrictingNodeTransformer):
                 return node
             call = ast.Call(
                 func=ast.Name("_inplace_item_", ast.Load()),
-                args=[self.visit(target.value), self.visit(target.slice), ast.Constant(op), self.visit(node.value)],
+                args=[
+                    self.visit(target.value),
+                    self.visit(target.slice),
+                    ast.Constant(op),
+                    self.visit(node.value),
+                ],
                 keywords=[],
             )
         else:
@@ -223,17 +243,18 @@ class ProgramTransformer(RestrictingNodeTransformer):
     def _check_attribute_name(self, node: ast.Attribute) -> None:
         attr = node.attr
         if attr.startswith("_") and not _is_private_name(attr):
-            self.error(node, f'"{attr}" is an invalid attribute name because it starts with "__".')
+            self.error(
+                node,
+                f'"{attr}" is an invalid attribute name: attributes starting with "__" are not '
+                "accessible to environment programs.",
+            )
         if attr in INSPECT_ATTRIBUTES:
             self.error(node, f'"{attr}" is a restricted name, that is forbidden to access in RestrictedPython.')
 
 
 def _is_super_call(node: ast.AST) -> bool:
     return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "super"
-        and not node.keywords
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super" and not node.keywords
     )
 
 
@@ -319,8 +340,9 @@ _MODULES = {
 }
 #: Public attributes withheld from programs, per module.
 _WITHHELD = {
-    "string": {"Formatter"},
-    "random": {"SystemRandom"},
+    "string": {"Formatter"},  # get_field() walks attributes with the real getattr
+    "random": {"SystemRandom"},  # os.urandom: nondeterministic by design
+    "collections": {"UserString"},  # its format() calls the real str.format on its data
 }
 _RANDOM_FUNCTIONS = (
     "seed random uniform triangular randint choice randrange sample shuffle choices normalvariate "
@@ -424,9 +446,7 @@ class ProgramRuntime:
         text = sep.join(str(obj) for obj in objects) + end
         size = len(text.encode("utf-8", "replace"))
         if self._printed_bytes + size > self.max_print_bytes:
-            raise self.deny(
-                f"print output exceeded {self.max_print_bytes} bytes in one call", category="OUTPUT_LIMIT"
-            )
+            raise self.deny(f"print output exceeded {self.max_print_bytes} bytes in one call", category="OUTPUT_LIMIT")
         self._printed.append(text)
         self._printed_bytes += size
 
@@ -450,8 +470,7 @@ class ProgramRuntime:
             raise self.deny("relative imports are not allowed")
         if name not in self.modules:
             raise self.deny(
-                f"import of {name!r} is not allowed; environment programs may import only "
-                + ", ".join(ALLOWED_MODULES)
+                f"import of {name!r} is not allowed; environment programs may import only " + ", ".join(ALLOWED_MODULES)
             )
         return self.modules[name]
 
@@ -478,9 +497,7 @@ class ProgramRuntime:
             return obj in self.program_classes
         if isinstance(obj, super):
             return getattr(obj, "__thisclass__", None) in self.program_classes
-        return type(obj) in self.program_classes or any(
-            cls in self.program_classes for cls in type(obj).__mro__[1:]
-        )
+        return type(obj) in self.program_classes or any(cls in self.program_classes for cls in type(obj).__mro__[1:])
 
     # -- guards -----------------------------------------------------------------------------------
     def _check_attr(self, obj: Any, name: Any) -> None:
@@ -544,7 +561,7 @@ class ProgramRuntime:
 
     def _write(self, obj: Any) -> Any:
         if isinstance(obj, ModuleProxy):
-            raise self.deny("modules are read-only")
+            raise self.deny(f"module {object.__getattribute__(obj, '_ModuleProxy__name')!r} is read-only")
         if self._is_program_object(obj) and not isinstance(obj, super):
             return obj
         if isinstance(obj, types.FunctionType) and obj.__globals__ is self.globals:

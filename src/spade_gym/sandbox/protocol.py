@@ -215,8 +215,9 @@ def check_reward(value: Any, limits: Limits) -> float:
     if type(value) is float and not math.isfinite(value):
         raise ContractError(f"reward must be finite, got {value!r}", category="INVALID_REWARD")
     if abs(value) > limits.max_abs_reward:
+        shown = f"{value:.6g}" if isinstance(value, float) else f"an int of {int(value).bit_length()} bits"
         raise ContractError(
-            f"reward {float(value):.6g} is outside [-{limits.max_abs_reward:g}, {limits.max_abs_reward:g}]",
+            f"reward {shown} is outside [-{limits.max_abs_reward:g}, {limits.max_abs_reward:g}]",
             category="INVALID_REWARD",
         )
     return float(value)
@@ -233,16 +234,23 @@ def check_flag(value: Any, what: str) -> bool:
     return value
 
 
-def check_reset_result(value: Any, limits: Limits, seq: type = tuple) -> tuple[str, dict[str, Any]]:
+def _length_if(value: Any, seq: type) -> int | None:
+    """``len(value)`` if ``value`` is exactly of type ``seq`` (no subclass), else ``None``."""
+    sized: Any = value
+    return len(sized) if type(value) is seq else None
+
+
+def check_reset_result(result: Any, limits: Limits, seq: type = tuple) -> tuple[str, dict[str, Any]]:
     """Check ``reset``'s return value: ``(observation: str, info: dict)``.
 
     Raises:
         ContractError, ResourceLimitExceeded: as the individual checks.
     """
-    if type(value) is not seq or len(value) != 2:
-        got = f"a {seq.__name__} of {len(value)}" if type(value) is seq else f"a {_describe(value)}"
+    length = _length_if(result, seq)
+    if length != 2:
+        got = f"a {seq.__name__} of {length}" if length is not None else f"a {_describe(result)}"
         raise ContractError(f"reset(seed) must return (observation, info); got {got}")
-    obs, info = value
+    obs, info = result
     check_text(obs, "the observation returned by reset()", limits)
     if type(info) is not dict:
         raise ContractError(f"the info returned by reset() must be a dict, got {_describe(info)}")
@@ -250,21 +258,20 @@ def check_reset_result(value: Any, limits: Limits, seq: type = tuple) -> tuple[s
     return obs, info
 
 
-def check_step_result(value: Any, limits: Limits, seq: type = tuple) -> tuple[str, float, bool, bool, dict[str, Any]]:
+def check_step_result(result: Any, limits: Limits, seq: type = tuple) -> tuple[str, float, bool, bool, dict[str, Any]]:
     """Check ``step``'s return value: ``(observation, reward, terminated, truncated, info)``.
 
     Raises:
         ContractError, ResourceLimitExceeded: as the individual checks.
     """
-    if type(value) is not seq or len(value) != 5:
-        if type(value) is seq:
-            got = f"a {seq.__name__} of {len(value)}" + (" (the old gym API?)" if len(value) == 4 else "")
+    length = _length_if(result, seq)
+    if length != 5:
+        if length is not None:
+            got = f"a {seq.__name__} of {length}" + (" (the old gym API?)" if length == 4 else "")
         else:
-            got = f"a {_describe(value)}"
-        raise ContractError(
-            f"step(action) must return (observation, reward, terminated, truncated, info); got {got}"
-        )
-    obs, reward, terminated, truncated, info = value
+            got = f"a {_describe(result)}"
+        raise ContractError(f"step(action) must return (observation, reward, terminated, truncated, info); got {got}")
+    obs, reward, terminated, truncated, info = result
     check_text(obs, "the observation returned by step()", limits)
     reward = check_reward(reward, limits)
     check_flag(terminated, "terminated")

@@ -49,7 +49,12 @@ class _ContractFailure(Exception):
 
 
 def _error(type_name: str, category: str, message: str, tb: str = "") -> dict[str, str]:
-    return {"type": type_name, "category": category, "message": message[:_MAX_MESSAGE], "traceback": tb[-_MAX_TRACEBACK:]}
+    return {
+        "type": type_name,
+        "category": category,
+        "message": message[:_MAX_MESSAGE],
+        "traceback": tb[-_MAX_TRACEBACK:],
+    }
 
 
 def _safe_text(fn: Any, fallback: str) -> str:
@@ -114,21 +119,33 @@ class ProgramHost:
             if runtime.violation is None:  # pragma: no cover - deny() always records
                 runtime.violation = exc
         except MemoryError:
-            value, error = None, _error("ResourceLimitExceeded", "MEMORY_LIMIT", "the program ran out of memory")
+            value, error = (
+                None,
+                _error("ResourceLimitExceeded", "MEMORY_LIMIT", "the program ran out of memory"),
+            )
         except RecursionError as exc:
-            value, error = None, _error(
-                "EnvRuntimeError", "ENV_EXCEPTION",
-                f"RecursionError: maximum recursion depth exceeded (line {_program_line(exc)})",
-                _program_traceback(exc),
+            value, error = (
+                None,
+                _error(
+                    "EnvRuntimeError",
+                    "ENV_EXCEPTION",
+                    f"RecursionError: maximum recursion depth exceeded (line {_program_line(exc)})",
+                    _program_traceback(exc),
+                ),
             )
         except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt included
-            message = _safe_text(lambda: str(exc), "")[:_MAX_MESSAGE]
+            raised = exc
+            message = _safe_text(lambda: str(raised), "")[:_MAX_MESSAGE]
             line = _program_line(exc)
             where = f" at line {line}" if line else ""
-            value, error = None, _error(
-                "EnvRuntimeError", "ENV_EXCEPTION",
-                f"{type(exc).__name__}{where}: {message}" if message else f"{type(exc).__name__}{where}",
-                _program_traceback(exc),
+            value, error = (
+                None,
+                _error(
+                    "EnvRuntimeError",
+                    "ENV_EXCEPTION",
+                    f"{type(exc).__name__}{where}: {message}" if message else f"{type(exc).__name__}{where}",
+                    _program_traceback(exc),
+                ),
             )
         violation = runtime.violation
         if violation is not None:  # reported even when the program swallowed it
@@ -151,6 +168,8 @@ class ProgramHost:
     def _dispatch(self, op: str, args: dict[str, Any]) -> Any:
         if op == "load":
             return self._load(args["source"])
+        if op == "probe":
+            return probe_layers()
         if self.env is None:
             raise _ContractFailure(_error("WorkerCrash", "WORKER_CRASH", f"{op} before load"))
         if op == "reset":
@@ -183,7 +202,11 @@ class ProgramHost:
         cls = namespace.get("Env")
         if not isinstance(cls, type) or cls not in self.runtime.program_classes:
             raise _ContractFailure(
-                _error("ProgramError", "COMPILE_REJECTED", "the module must define 'class Env' (a class statement)")
+                _error(
+                    "ProgramError",
+                    "COMPILE_REJECTED",
+                    "the module must define 'class Env' (a class statement)",
+                )
             )
         self.env = cls()
         spec = {
@@ -194,6 +217,43 @@ class ProgramHost:
             "description": " ".join((cls.__doc__ or "").split()),
         }
         return self._checked(lambda: check_spec(spec, self.limits))
+
+
+def probe_layers() -> dict[str, str]:
+    """Try, from worker code (not program code), what the OS layers must stop; report each result.
+
+    Used by the host's tests and by ``spade demo`` to show that the layers hold, not merely that
+    they were requested. Returns ``{attempt: "denied: <error>" | "ALLOWED"}``.
+    """
+    import socket
+
+    results: dict[str, str] = {}
+
+    def attempt(name: str, fn: Any) -> None:
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001
+            results[name] = f"denied: {type(exc).__name__}: {exc}"[:200]
+        else:
+            results[name] = "ALLOWED"
+
+    def fork() -> None:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+
+    def write_file() -> None:
+        fd = os.open("/tmp/spade-probe-write", os.O_WRONLY | os.O_CREAT, 0o600)
+        os.close(fd)
+        os.unlink("/tmp/spade-probe-write")
+
+    attempt("socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close())
+    attempt("fork", fork)
+    attempt("exec", lambda: os.execv("/bin/true", ["/bin/true"]))
+    attempt("write_file", write_file)
+    attempt("write_stdout", lambda: os.write(1, b"x"))
+    attempt("kill_parent", lambda: os.kill(os.getppid(), 0))
+    return results
 
 
 def serve(read_fd: int, write_fd: int, raw_config: dict[str, Any]) -> None:
@@ -225,8 +285,12 @@ def serve(read_fd: int, write_fd: int, raw_config: dict[str, Any]) -> None:
             frame = encode_frame(response)
         except (ValueError, MemoryError) as exc:
             frame = encode_frame(
-                {"ok": False, "printed": "", "cpu_s": 0.0,
-                 "error": _error("ContractError", "PROTOCOL_ERROR", f"response not serialisable: {exc}"[:300])}
+                {
+                    "ok": False,
+                    "printed": "",
+                    "cpu_s": 0.0,
+                    "error": _error("ContractError", "PROTOCOL_ERROR", f"response not serialisable: {exc}"[:300]),
+                }
             )
         write_frame(write_fd, frame)
     os._exit(0)
