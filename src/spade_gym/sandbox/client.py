@@ -283,6 +283,7 @@ class SandboxClient:
             ``max_print_bytes``), as text; show it escaped, it is untrusted.
         last_cpu_s: CPU seconds the worker spent on the last call.
 
+    A client is not thread-safe: use one per thread, or :func:`call_many` to overlap workers.
     Every call raises a :class:`~spade_gym.errors.SandboxError` subclass for a fault of the
     program, and leaves the client usable or not as :attr:`alive` says; after a timeout, crash,
     violation or memory error the worker is gone and :meth:`load` must run again.
@@ -300,6 +301,7 @@ class SandboxClient:
         self.last_printed = ""
         self.last_cpu_s = 0.0
         self.pid: int | None = None
+        self._owner_pid = os.getpid()
         self._read_fd: int | None = None
         self._write_fd: int | None = None
         self._pending: tuple[str, float, Budget | None] | None = None
@@ -355,8 +357,12 @@ class SandboxClient:
         return self.layers
 
     def kill(self) -> None:
-        """SIGKILL the worker's process group and close the pipes; safe to call any time."""
-        if self.pid is not None:
+        """SIGKILL the worker's process group and close the pipes; safe to call any time.
+
+        In a forked copy of the host (a multiprocessing child) only the pipes are closed: the
+        worker belongs to the parent.
+        """
+        if self.pid is not None and os.getpid() == self._owner_pid:
             for kill in (os.killpg, os.kill):
                 try:
                     kill(self.pid, signal.SIGKILL)
