@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 import time
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -49,10 +50,10 @@ def _default_programs() -> list[Path]:
 
 @app.command()
 def demo(
-    programs: list[Path] = typer.Argument(  # noqa: B008 - typer's declaration style
-        None, help="Environment program files (default: examples/programs/*.py)."
-    ),
-    seeds: int = typer.Option(5, min=1, help="Episodes per program, seeds 0..N-1."),
+    programs: Annotated[
+        list[Path] | None, typer.Argument(help="Environment program files (default: examples/programs/*.py).")
+    ] = None,
+    seeds: Annotated[int, typer.Option(min=1, help="Episodes per program, seeds 0..N-1.")] = 5,
 ) -> None:
     """Check, load and play environment programs in the sandbox.
 
@@ -105,7 +106,9 @@ def demo(
             console.print(Panel(escape_text(first_obs, 600), title=f"{env.name}: first observation, seed 0"))
         except SpadeError as exc:
             failures += 1
-            table.add_row(path.name, "-", "-", "-", "-", "-", f"[red]{exc.category}: {escape_text(exc.message, 200)}[/red]")
+            table.add_row(
+                path.name, "-", "-", "-", "-", "-", f"[red]{exc.category}: {escape_text(exc.message, 200)}[/red]"
+            )
         finally:
             env.close()
     console.print(table)
@@ -117,9 +120,10 @@ def demo(
 
 @app.command()
 def doctor(
-    require: list[str] = typer.Option(  # noqa: B008
-        [], "--require", help=f"Exit non-zero unless this layer is active (repeatable): {', '.join(LAYERS)}."
-    ),
+    require: Annotated[
+        list[str] | None,
+        typer.Option("--require", help=f"Exit non-zero unless this layer is active (repeatable): {', '.join(LAYERS)}."),
+    ] = None,
 ) -> None:
     """Show the sandbox's protection layers on this machine, and prove them with a probe.
 
@@ -127,6 +131,7 @@ def doctor(
     tries from inside what those layers must stop (a socket, fork, exec, a file write, a write to
     stdout, a signal to its parent) and reports each result.
     """
+    require = require or []
     unknown = [name for name in require if name not in LAYERS]
     if unknown:
         console.print(f"[red]Unknown layer(s): {', '.join(unknown)}. Known: {', '.join(LAYERS)}[/red]")
@@ -140,7 +145,9 @@ def doctor(
     table.add_column("what it does")
     for name in LAYERS:
         value = layers.get(name)
-        state = "[green]active[/green]" if value else ("[yellow]n/a[/yellow]" if value is None else "[red]inactive[/red]")
+        state = (
+            "[green]active[/green]" if value else ("[yellow]n/a[/yellow]" if value is None else "[red]inactive[/red]")
+        )
         table.add_row(name, state, _LAYER_DOC[name])
     console.print(table)
     probe_table = Table(title="Probe: attempts from inside a worker")
