@@ -79,7 +79,9 @@ def demo(
             continue
         try:
             layers = env.client.layers
-            oracle_returns, empty_returns, step_times = [], [], []
+            oracle_returns: list[float] = []
+            empty_returns: list[float] = []
+            step_times: list[float] = []
             first_obs = env.reset(seed=0)[0]
             for seed in range(seeds):
                 for policy, returns in (("oracle", oracle_returns), ("empty", empty_returns)):
