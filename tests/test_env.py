@@ -201,3 +201,17 @@ def test_render_escapes_program_text() -> None:
     finally:
         env.close()
     assert escape_text("a\u202eb", limit=10) == "a\\u202eb"
+
+
+def test_worker_is_recycled_before_its_cpu_limit() -> None:
+    burn = program(step="n = 0\nfor i in range(400000):\n    n += i\nreturn 'o', 0.0, False, False, {}", max_turns=100)
+    env = SandboxedEnv(burn, config=SandboxConfig(cpu_seconds=1))
+    try:
+        env.reset(seed=0)
+        first_pid = env.client.pid
+        while env.client.cpu_used_s <= 0.5:
+            env.step("x")
+        env.reset(seed=1)
+        assert env.client.pid != first_pid and env.client.cpu_used_s == 0.0
+    finally:
+        env.close()

@@ -42,10 +42,11 @@ def test_worker_reports_every_layer_and_the_layers_hold() -> None:
         probe = client.call("probe")
     # What the probe attempted must be denied wherever the layer behind it is active.
     if layers["seccomp"]:
-        for attempt in ("socket", "fork", "exec", "write_file", "write_stdout", "kill_parent"):
-            assert probe[attempt].startswith("denied"), (attempt, probe[attempt])
-    if layers["rlimits"]:  # RLIMIT_FSIZE=0 and RLIMIT_NPROC=0 stop these even without seccomp
-        assert probe["write_file"].startswith("denied") and probe["fork"].startswith("denied")
+        assert set(probe) >= {"socket", "fork", "exec", "write_file", "read_file", "read_proc", "kill_parent"}
+        for attempt, result in probe.items():
+            assert result.startswith("denied"), (attempt, result)
+    if layers["rlimits"]:  # RLIMIT_NPROC=0 stops fork even without seccomp
+        assert probe["fork"].startswith("denied")
     assert not os.path.exists("/tmp/spade-probe-write")
 
 
@@ -183,3 +184,25 @@ def test_worker_dies_with_its_zygote() -> None:
     finally:
         client.kill()
         Zygote._instances.pop(12345, None)
+
+
+def test_send_has_a_deadline_when_the_worker_stops_reading(fast_config: SandboxConfig) -> None:
+    with SandboxClient(fast_config) as client:
+        client.load(program(step="while True:\n    pass"))
+        client.reset(0)
+        client.send("step", {"action": "x"})  # the worker is now stuck in step and reads nothing
+        started = time.monotonic()
+        with pytest.raises(SandboxTimeout, match="did not accept"):
+            client.send("step", {"action": "y" * 500_000})  # larger than the pipe's buffer
+        assert time.monotonic() - started < fast_config.call_timeout_s + 1.0
+        assert not client.alive
+
+
+def test_drop_root_can_be_required_only_where_it_applies() -> None:
+    config = SandboxConfig(require_layers=("drop_root",))
+    with SandboxClient(config) as client:
+        if os.geteuid() == 0:
+            assert client.start()["drop_root"] is True
+        else:
+            with pytest.raises(SandboxSetupError, match="drop_root"):
+                client.start()

@@ -31,12 +31,12 @@ console = Console()
 
 _LAYER_DOC = {
     "private_fds": "protocol on private descriptors; stdin/stdout/stderr are /dev/null",
-    "rlimits": "address space, CPU seconds, no file writes, no core files, few open files, no processes",
+    "rlimits": "address space, CPU seconds, file size 0, no core files, few open files, no processes",
     "drop_root": "runs as nobody instead of root (n/a when not started as root)",
     "user_namespace": "unshared user namespace",
     "network_namespace": "unshared network namespace: no interfaces but loopback, down",
     "no_new_privs": "no privilege gain through exec (PR_SET_NO_NEW_PRIVS)",
-    "seccomp": "seccomp filter: no sockets, fork, exec, file writes or signals to others",
+    "seccomp": "default-deny seccomp filter: no files, sockets, processes, exec or signals to others",
 }
 
 
@@ -130,8 +130,9 @@ def doctor(
     """Show the sandbox's protection layers on this machine, and prove them with a probe.
 
     A worker is started exactly as for an environment; it reports which layers it could apply, then
-    tries from inside what those layers must stop (a socket, fork, exec, a file write, a write to
-    stdout, a signal to its parent) and reports each result.
+    tries from inside what those layers must stop (a socket, fork, exec, reading and writing files,
+    a write to stdout, signalling, renicing or reading the limits of its parent) and reports each
+    result.
     """
     require = require or []
     unknown = [name for name in require if name not in LAYERS]
@@ -159,7 +160,7 @@ def doctor(
         colour = "green" if str(result).startswith("denied") else "red"
         probe_table.add_row(attempt, f"[{colour}]{escape_text(str(result), 120)}[/{colour}]")
     console.print(probe_table)
-    missing = [name for name in require if not (layers.get(name) or (name == "drop_root" and layers.get(name) is None))]
+    missing = [name for name in require if layers.get(name) is not True]
     if missing:
         console.print(f"[red]Required layer(s) not active: {', '.join(missing)}[/red]")
         raise typer.Exit(1)

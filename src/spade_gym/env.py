@@ -143,7 +143,9 @@ class SandboxedEnv(gym.Env[str, str]):
         """
         super().reset(seed=seed)
         program_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
-        if not self.client.alive:  # the previous episode killed the worker: start a fresh one
+        if not self.client.alive or self.client.cpu_used_s > self.config.cpu_seconds / 2:
+            # The previous episode killed the worker, or it has used half of its lifetime CPU limit
+            # (RLIMIT_CPU): start a fresh one between episodes rather than lose one mid-episode.
             self.client.load(self.program.source)
         self._budget = Budget(self.config.episode_budget_s)
         self._done = True

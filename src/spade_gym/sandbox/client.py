@@ -42,7 +42,6 @@ from spade_gym.sandbox.protocol import (
     check_text,
     decode_body,
     encode_frame,
-    write_frame,
 )
 
 __all__ = ["SandboxConfig", "Budget", "ProgramSpec", "SandboxClient", "Zygote", "call_many"]
@@ -69,7 +68,8 @@ class SandboxConfig:
         hash_seed: ``PYTHONHASHSEED`` of the workers; ``None`` for a random one per zygote.
         require_layers: protection layers that must be active (names from
             :data:`spade_gym.sandbox.lockdown.LAYERS`); a worker lacking one is refused with
-            :class:`SandboxSetupError`. ``drop_root`` counts as active when not running as root.
+            :class:`SandboxSetupError`. ``drop_root`` is active only when the host runs as root
+            (the worker then runs as ``nobody``): requiring it elsewhere always fails.
         cpu_affinity: CPUs the workers are pinned to (``sched_setaffinity``); ``None`` leaves them
             to the scheduler.
     """
@@ -282,6 +282,7 @@ class SandboxClient:
         last_printed: what the program printed during the last call (at most
             ``max_print_bytes``), as text; show it escaped, it is untrusted.
         last_cpu_s: CPU seconds the worker spent on the last call.
+        cpu_used_s: CPU seconds the current worker has spent in calls (its ``RLIMIT_CPU`` counts them).
 
     A client is not thread-safe: use one per thread, or :func:`call_many` to overlap workers.
     Every call raises a :class:`~spade_gym.errors.SandboxError` subclass for a fault of the
@@ -300,7 +301,9 @@ class SandboxClient:
         self.spec: ProgramSpec | None = None
         self.last_printed = ""
         self.last_cpu_s = 0.0
+        self.cpu_used_s = 0.0
         self.pid: int | None = None
+        self._pidfd: int | None = None
         self._owner_pid = os.getpid()
         self._read_fd: int | None = None
         self._write_fd: int | None = None
@@ -333,6 +336,12 @@ class SandboxClient:
                 os.close(request_r)
                 os.close(response_w)
         self._read_fd, self._write_fd = response_r, request_w
+        os.set_blocking(request_w, False)  # writes wait with a deadline, never forever
+        self.cpu_used_s = 0.0
+        try:
+            self._pidfd = os.pidfd_open(self.pid)  # kill by pidfd: immune to pid reuse
+        except (OSError, AttributeError):
+            self._pidfd = None
         try:
             hello = self._read_response(time.monotonic() + self.config.start_timeout_s, "start")
         except SandboxError as exc:
@@ -343,11 +352,7 @@ class SandboxClient:
             self.kill()
             raise SandboxSetupError("the sandbox worker sent a malformed greeting")
         self.layers = {name: layers.get(name) for name in LAYERS}
-        missing = [
-            name
-            for name in self.config.require_layers
-            if not (self.layers.get(name) is True or (name == "drop_root" and self.layers.get(name) is None))
-        ]
+        missing = [name for name in self.config.require_layers if self.layers.get(name) is not True]
         if missing:
             self.kill()
             raise SandboxSetupError(
@@ -363,18 +368,20 @@ class SandboxClient:
         worker belongs to the parent.
         """
         if self.pid is not None and os.getpid() == self._owner_pid:
-            for kill in (os.killpg, os.kill):
-                try:
-                    kill(self.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-        for fd in (self._read_fd, self._write_fd):
+            try:
+                if self._pidfd is not None:
+                    signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+                else:
+                    os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
+        for fd in (self._read_fd, self._write_fd, self._pidfd):
             if fd is not None:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
-        self.pid = self._read_fd = self._write_fd = None
+        self.pid = self._read_fd = self._write_fd = self._pidfd = None
         self._pending = None
 
     close = kill
@@ -460,12 +467,29 @@ class SandboxClient:
             raise WorkerCrash("the sandbox worker is not running; load the program again")
         if budget is not None and budget.remaining <= 0:
             raise SandboxTimeout(f"the {budget.what} time budget of {budget.seconds:g} s is exhausted")
-        try:
-            write_frame(self._write_fd, encode_frame({"op": op, "args": args or {}}))
-        except (BrokenPipeError, OSError) as exc:
-            self.kill()
-            raise WorkerCrash(f"the sandbox worker is gone ({exc.strerror or exc})") from None
-        self._pending = (op, time.monotonic(), budget)
+        sent = time.monotonic()
+        timeout = self.config.call_timeout_s if budget is None else min(self.config.call_timeout_s, budget.remaining)
+        self._write_with_deadline(encode_frame({"op": op, "args": args or {}}), sent + timeout, op)
+        self._pending = (op, sent, budget)
+
+    def _write_with_deadline(self, frame: bytes, deadline: float, op: str) -> None:
+        fd = self._write_fd
+        assert fd is not None
+        view = memoryview(frame)
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not poller.poll(remaining * 1000):
+                self.kill()
+                raise SandboxTimeout(f"the sandbox worker did not accept the {op}() request in time; it was killed")
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                self.kill()
+                raise WorkerCrash(f"the sandbox worker is gone ({exc.strerror or exc})") from None
 
     def receive(self) -> Any:
         """Wait for the answer to the last :meth:`send`, within the call's deadline and budget.
@@ -499,6 +523,7 @@ class SandboxClient:
         self.last_printed = printed[: self.config.max_print_bytes] if isinstance(printed, str) else ""
         cpu = response.get("cpu_s")
         self.last_cpu_s = float(cpu) if isinstance(cpu, (int, float)) else 0.0
+        self.cpu_used_s += self.last_cpu_s
         if response["ok"]:
             return self._check_value(op, response.get("value"))
         error = error_from_payload(response.get("error"))
@@ -516,7 +541,12 @@ class SandboxClient:
                 f"the sandbox worker sent a {length}-byte frame; the cap is {self.config.max_frame_bytes}",
                 category="OUTPUT_LIMIT",
             )
-        return decode_body(self._read_exact(length, deadline, limit_what))
+        body = self._read_exact(length, deadline, limit_what)
+        try:
+            return decode_body(body)
+        except WorkerCrash:
+            self.kill()
+            raise
 
     def _read_exact(self, n: int, deadline: float, limit_what: str) -> bytes:
         fd = self._read_fd

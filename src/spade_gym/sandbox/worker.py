@@ -65,16 +65,26 @@ def _safe_text(fn: Any, fallback: str) -> str:
         return fallback
 
 
+def _program_frames(exc: BaseException) -> traceback.StackSummary:
+    """The frames of ``exc``'s traceback that belong to the program (their source is cached, so no
+    file is read: the locked-down worker may not open files)."""
+    frames = (
+        (frame, line)
+        for frame, line in traceback.walk_tb(exc.__traceback__)
+        if frame.f_code.co_filename == PROGRAM_FILENAME
+    )
+    return traceback.StackSummary.extract(frames)
+
+
 def _program_traceback(exc: BaseException) -> str:
     """The traceback of ``exc`` restricted to frames of the program, as text."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == PROGRAM_FILENAME]
-    lines = traceback.format_list(frames) if frames else []
+    lines = traceback.format_list(_program_frames(exc))
     head = _safe_text(lambda: f"{type(exc).__name__}: {exc}", type(exc).__name__)
     return "".join(lines) + head[:_MAX_MESSAGE]
 
 
 def _program_line(exc: BaseException) -> int | None:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == PROGRAM_FILENAME]
+    frames = _program_frames(exc)
     return frames[-1].lineno if frames else None
 
 
@@ -222,9 +232,10 @@ class ProgramHost:
 def probe_layers() -> dict[str, str]:
     """Try, from worker code (not program code), what the OS layers must stop; report each result.
 
-    Used by the host's tests and by ``spade demo`` to show that the layers hold, not merely that
+    Used by the host's tests and by ``spade doctor`` to show that the layers hold, not merely that
     they were requested. Returns ``{attempt: "denied: <error>" | "ALLOWED"}``.
     """
+    import resource
     import socket
 
     results: dict[str, str] = {}
@@ -253,6 +264,10 @@ def probe_layers() -> dict[str, str]:
     attempt("write_file", write_file)
     attempt("write_stdout", lambda: os.write(1, b"x"))
     attempt("kill_parent", lambda: os.kill(os.getppid(), 0))
+    attempt("read_file", lambda: os.close(os.open("/etc/hostname", os.O_RDONLY)))
+    attempt("read_proc", lambda: os.close(os.open(f"/proc/{os.getppid()}/environ", os.O_RDONLY)))
+    attempt("renice_parent", lambda: os.setpriority(os.PRIO_PROCESS, os.getppid(), 19))
+    attempt("prlimit_parent", lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE))
     return results
 
 
@@ -269,7 +284,7 @@ def serve(read_fd: int, write_fd: int, raw_config: dict[str, Any]) -> None:
         except OSError:
             pass
     read_fd, write_fd = lockdown.move_protocol_fds(read_fd, write_fd)
-    layers = lockdown.lock_down(config.memory_bytes, config.cpu_seconds, write_fd)
+    layers = lockdown.lock_down(config.memory_bytes, config.cpu_seconds, read_fd, write_fd)
     sys.setrecursionlimit(config.recursion_limit)
     host = ProgramHost(config.max_print_bytes, config.limits)
     write_frame(write_fd, encode_frame({"hello": True, "layers": layers}))
