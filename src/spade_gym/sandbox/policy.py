@@ -443,12 +443,19 @@ class ProgramRuntime:
         end = "\n" if end is None else end
         if not isinstance(sep, str) or not isinstance(end, str):
             raise TypeError("print() sep and end must be str")
-        text = sep.join(str(obj) for obj in objects) + end
-        size = len(text.encode("utf-8", "replace"))
-        if self._printed_bytes + size > self.max_print_bytes:
+        parts, chars = [], self._printed_bytes
+        for i, obj in enumerate(objects):  # stop at the cap before building one huge string
+            part = (sep if i else "") + str(obj)
+            chars += len(part)
+            if chars > self.max_print_bytes:
+                break
+            parts.append(part)
+        text = "".join(parts) + end
+        size = self._printed_bytes + len(text.encode("utf-8", "replace"))
+        if chars > self.max_print_bytes or size > self.max_print_bytes:
             raise self.deny(f"print output exceeded {self.max_print_bytes} bytes in one call", category="OUTPUT_LIMIT")
         self._printed.append(text)
-        self._printed_bytes += size
+        self._printed_bytes = size
 
     # -- module proxies ---------------------------------------------------------------------------
     def _make_proxy(self, name: str) -> ModuleProxy:
