@@ -51,6 +51,7 @@ WORK_STEP = ["obs 1999000", 0.0, False, False, {}]
 
 STEP_ROUNDS = 3000
 STEP_WARMUP = 200
+STEP_BLOCK = 300  # step rounds between blocks of baseline calls, and calls per block
 FLEET = 64
 
 CORES = sorted(os.sched_getaffinity(0))
@@ -103,16 +104,18 @@ class Timing:
         return self.median * 1e3
 
 
+def timed(fn: Callable[[], Any]) -> float:
+    """Seconds one call of ``fn`` takes."""
+    start = time.perf_counter_ns()
+    fn()
+    return (time.perf_counter_ns() - start) / 1e9
+
+
 def sample(fn: Callable[[], Any], rounds: int, warmup: int = 0) -> Timing:
     """Time ``rounds`` calls of ``fn`` one by one (after ``warmup`` untimed ones)."""
     for _ in range(warmup):
         fn()
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter_ns()
-        fn()
-        samples.append((time.perf_counter_ns() - start) / 1e9)
-    return Timing.of_samples(samples)
+    return Timing.of_samples([timed(fn) for _ in range(rounds)])
 
 
 def measured(benchmark: Any) -> Timing | None:
@@ -121,6 +124,53 @@ def measured(benchmark: Any) -> Timing | None:
         return None
     stats = benchmark.stats.stats
     return Timing(stats.median, stats.mean, stats.min, stats.rounds)
+
+
+class Interleaved:
+    """Baselines timed from ``pedantic``'s setup (which is not timed), between the benchmark's rounds.
+
+    Measured along with the benchmarked call, a baseline drifts with it (clock speed, neighbours on
+    a shared host), so the ratio of the two holds where separate runs would not. Calls of a few
+    microseconds are interleaved in blocks (``every`` rounds, ``block`` timed calls after ``settle``
+    untimed ones), so that neither side runs on caches the other has just evicted; slow calls once
+    per round.
+
+    Args:
+        skip: leave out what runs in the first ``skip`` rounds (``pedantic``'s warm-up rounds).
+        every: run the baselines every this many rounds.
+        block: timed calls of each baseline each time.
+        settle: untimed calls of each baseline before its timed ones.
+        baselines: name -> a call to time.
+    """
+
+    def __init__(
+        self, skip: int, every: int = 1, block: int = 1, settle: int = 0, **baselines: Callable[[], Any]
+    ) -> None:
+        self.skip, self.every, self.block, self.settle = skip, every, block, settle
+        self.baselines = baselines
+        self.samples: dict[str, list[float]] = {name: [] for name in baselines}
+        self.rounds = 0
+
+    def setup(self, then: Callable[[], Any] | None = None) -> Callable[[], Any]:
+        """A ``pedantic`` setup: time the baselines when due, then return ``then()`` (the round's arguments)."""
+
+        def setup() -> Any:
+            self.rounds += 1
+            if (self.rounds - 1) % self.every == 0:
+                for name, fn in self.baselines.items():
+                    for _ in range(self.settle):
+                        fn()
+                    elapsed = [timed(fn) for _ in range(self.block)]
+                    if self.rounds > self.skip:
+                        self.samples[name] += elapsed
+            return then() if then is not None else None
+
+        return setup
+
+    def __getitem__(self, name: str) -> Timing | None:
+        """The baseline's figures; ``None`` when nothing was kept (``--benchmark-disable``)."""
+        samples = self.samples[name]
+        return Timing.of_samples(samples) if samples else None
 
 
 @contextmanager
@@ -137,10 +187,10 @@ def pinned_host(cpu: int | None) -> Iterator[None]:
         os.sched_setaffinity(0, before)
 
 
-def cpus_of(pid: int) -> set[int] | None:
+def cpus_of(pid: int | None) -> list[int] | None:
     """The CPUs process ``pid`` may run on, or ``None`` if that cannot be read."""
     try:
-        return os.sched_getaffinity(pid)
+        return sorted(os.sched_getaffinity(pid)) if pid is not None else None
     except OSError:
         return None
 
@@ -169,6 +219,15 @@ class EchoChild:
         os.close(self.response_r)
 
 
+@contextmanager
+def echo_child(cpu: int | None) -> Iterator[EchoChild]:
+    echo = EchoChild(cpu)
+    try:
+        yield echo
+    finally:
+        echo.close()
+
+
 def pipe_modes() -> list[tuple[str, int | None, int | None]]:
     """``(name, host core, child core)`` of the pipe references on this machine."""
     last = CORES[-1]
@@ -178,45 +237,28 @@ def pipe_modes() -> list[tuple[str, int | None, int | None]]:
     return modes
 
 
-@cache
-def pipe_reference(host_cpu: int | None, child_cpu: int | None) -> Timing:
-    """The bare pipe round trip, measured once per run for each placement."""
-    with pinned_host(host_cpu):
-        echo = EchoChild(child_cpu)
-        try:
-            return sample(echo.round_trip, STEP_ROUNDS, STEP_WARMUP)
-        finally:
-            echo.close()
-
-
-@cache
-def inprocess_step(source: str, rounds: int = STEP_ROUNDS, warmup: int = STEP_WARMUP) -> Timing:
-    """``ProgramHost.handle("step")`` in this process: the same policy with no process boundary."""
+def loaded_host(source: str) -> ProgramHost:
+    """A ``ProgramHost`` in this process with ``source`` loaded and reset: the in-process baseline."""
     host = ProgramHost()
     assert host.handle("load", {"source": source})["ok"]
     assert host.handle("reset", {"seed": 0})["ok"]
-    return sample(lambda: host.handle("step", {"action": "x"}), rounds, warmup)
+    return host
 
 
-@cache
-def unpinned_sandbox_step() -> Timing:
-    client = SandboxClient()
-    try:
-        client.load(CHEAP)
-        client.reset(0)
-        return sample(lambda: client.step("x"), STEP_ROUNDS, STEP_WARMUP)
-    finally:
-        client.kill()
+def loaded_client(source: str, config: SandboxConfig | None = None) -> SandboxClient:
+    client = SandboxClient(config)
+    client.load(source)
+    client.reset(0)
+    return client
 
 
-@cache
-def interpreter_spawn() -> Timing:
-    return sample(lambda: subprocess.run(INTERPRETER, check=True), rounds=5, warmup=1)
+def spawn_interpreter() -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(INTERPRETER, check=True)
 
 
 @dataclass(frozen=True)
 class ColdStart:
-    """Mean seconds of each phase of a cold start (one-by-one rounds, phases timed in each)."""
+    """Seconds of each phase of a cold start: b and c means over the same rounds, a a median of 3."""
 
     zygote: float  # (a) a fresh zygote: once per host process and hash seed
     start: float  # (b) fork from the warm zygote, lock down, hello
@@ -229,6 +271,7 @@ class ColdStart:
 
 @cache
 def cold_start_phases(rounds: int = 15) -> ColdStart:
+    """Where a cold start's time goes, measured once per run (a: 3 rounds; b, c: ``rounds``)."""
     zygotes = []
     for _ in range(3):
         begin = time.perf_counter()
@@ -267,6 +310,10 @@ def figures(prefix: str, t: Timing | None, scale: float, unit: str) -> dict[str,
     }
 
 
+def met(flag: bool) -> str:
+    return "met" if flag else "NOT met"
+
+
 # ------------------------------------------------------------------------------------------------
 # 1. Round trip of one step
 # ------------------------------------------------------------------------------------------------
@@ -274,9 +321,7 @@ def figures(prefix: str, t: Timing | None, scale: float, unit: str) -> dict[str,
 
 def test_step_inprocess_baseline(benchmark: Any, report: Callable[..., None]) -> None:
     """The baseline: the program's step through ``ProgramHost`` in this process."""
-    host = ProgramHost()
-    assert host.handle("load", {"source": CHEAP})["ok"]
-    assert host.handle("reset", {"seed": 0})["ok"]
+    host = loaded_host(CHEAP)
     response = benchmark.pedantic(
         host.handle, args=("step", {"action": "x"}), rounds=STEP_ROUNDS, warmup_rounds=STEP_WARMUP
     )
@@ -290,12 +335,8 @@ def test_pipe_round_trip_reference(
     benchmark: Any, report: Callable[..., None], mode: str, host_cpu: int | None, child_cpu: int | None
 ) -> None:
     """The floor: a bare os.pipe round trip to an echo child, 48 bytes each way."""
-    with pinned_host(host_cpu):
-        echo = EchoChild(child_cpu)
-        try:
-            echoed = benchmark.pedantic(echo.round_trip, rounds=STEP_ROUNDS, warmup_rounds=STEP_WARMUP)
-        finally:
-            echo.close()
+    with pinned_host(host_cpu), echo_child(child_cpu) as echo:
+        echoed = benchmark.pedantic(echo.round_trip, rounds=STEP_ROUNDS, warmup_rounds=STEP_WARMUP)
     assert echoed == _PING
     t = measured(benchmark)
     report(
@@ -307,72 +348,94 @@ def test_pipe_round_trip_reference(
     )
 
 
-def _step_report(t: Timing | None, *, pinned_to: int | None) -> tuple[str, dict[str, Any]]:
-    base = inprocess_step(CHEAP)
-    placement = (CORES[-1], CORES[-1]) if pinned_to is None else (pinned_to, pinned_to)
-    pipe_same = pipe_reference(*placement)
-    pipe_free = pipe_reference(None, None)
+def _benchmark_step(benchmark: Any, client: SandboxClient, echo: EchoChild) -> tuple[Timing | None, Interleaved]:
+    """Benchmark ``client.step``; the in-process step and the pipe round trip in blocks between its rounds."""
+    host = loaded_host(CHEAP)
+    base = Interleaved(
+        skip=STEP_WARMUP,
+        every=STEP_BLOCK,
+        block=STEP_BLOCK,
+        settle=20,
+        inprocess=lambda: host.handle("step", {"action": "x"}),
+        pipe=echo.round_trip,
+    )
+    result = benchmark.pedantic(
+        client.step, args=("x",), setup=base.setup(), rounds=STEP_ROUNDS, warmup_rounds=STEP_WARMUP
+    )
+    assert list(result) == CHEAP_STEP
+    return measured(benchmark), base
+
+
+def _step_figures(t: Timing | None, base: Interleaved, pipe_what: str) -> tuple[str, dict[str, Any]]:
+    inprocess, pipe = base["inprocess"], base["pipe"]
     figs: dict[str, Any] = {
         **figures("sandbox", t, 1e6, "us"),
-        **figures("inprocess", base, 1e6, "us"),
-        "pipe_same_core_p50_us": pipe_same.us,
-        "pipe_unpinned_p50_us": pipe_free.us,
+        **figures("inprocess", inprocess, 1e6, "us"),
+        **figures(f"pipe_{pipe_what}", pipe, 1e6, "us"),
         "target_p50_us": 150.0,
     }
-    if t is None:
+    if t is None or inprocess is None or pipe is None:
         return "n/a (benchmark disabled)", figs
     figs.update(
-        ratio_vs_inprocess=t.median / base.median,
-        overhead_vs_inprocess_us=(t.median - base.median) * 1e6,
-        ratio_vs_pipe_same_core=t.median / pipe_same.median,
-        ratio_vs_pipe_unpinned=t.median / pipe_free.median,
+        ratio_vs_inprocess=t.median / inprocess.median,
+        overhead_vs_inprocess_us=(t.median - inprocess.median) * 1e6,
+        ratio_vs_pipe=t.median / pipe.median,
         meets_target=t.us < 150.0,
     )
     summary = (
-        f"sandbox step {us(t)} = {figs['ratio_vs_inprocess']:.1f}x in-process ({base.us:.1f} us); "
-        f"bare pipe {pipe_same.us:.1f} us same-core / {pipe_free.us:.1f} us unpinned; "
-        f"target p50 < 150 us: {'met' if figs['meets_target'] else 'NOT met'}"
+        f"sandbox step {us(t)} = {figs['ratio_vs_inprocess']:.1f}x in-process ({inprocess.us:.1f} us), "
+        f"{figs['ratio_vs_pipe']:.1f}x a bare pipe round trip {pipe_what.replace('_', '-')} ({pipe.us:.1f} us); "
+        f"target p50 < 150 us: {met(figs['meets_target'])}"
     )
     return summary, figs
 
 
 def test_step_sandbox_unpinned(benchmark: Any, report: Callable[..., None]) -> None:
     """One ``client.step`` round trip, host and worker left to the scheduler."""
-    client = SandboxClient()
+    client = loaded_client(CHEAP)
     try:
-        client.load(CHEAP)
-        client.reset(0)
-        worker_cpus = cpus_of(client.pid)  # type: ignore[arg-type]
-        result = benchmark.pedantic(client.step, args=("x",), rounds=STEP_ROUNDS, warmup_rounds=STEP_WARMUP)
+        with echo_child(None) as echo:
+            t, base = _benchmark_step(benchmark, client, echo)
+        worker_cpus = cpus_of(client.pid)
     finally:
         client.kill()
-    assert list(result) == CHEAP_STEP
-    summary, figs = _step_report(measured(benchmark), pinned_to=None)
-    report(summary, worker_cpus=sorted(worker_cpus) if worker_cpus is not None else None, **figs)
+    summary, figs = _step_figures(t, base, "unpinned")
+    report(summary, worker_cpus=worker_cpus, **figs)
+
+
+def _alternate(pinned: SandboxClient, unpinned: SandboxClient, cpu: int, blocks: int = 6, calls: int = 300) -> float:
+    """p50 of pinned / p50 of unpinned steps, from alternating blocks of each (the host pinned or not)."""
+    samples: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(blocks):
+        for is_pinned in (True, False):
+            client = pinned if is_pinned else unpinned
+            with pinned_host(cpu if is_pinned else None):
+                for _ in range(20):  # settle after the migration
+                    client.step("x")
+                samples[is_pinned] += [timed(lambda c=client: c.step("x")) for _ in range(calls)]
+    return median(samples[True]) / median(samples[False])
 
 
 @pytest.mark.parametrize("cpu", PIN_CORES, ids=[f"cpu{c}" for c in PIN_CORES])
 def test_step_sandbox_pinned(benchmark: Any, report: Callable[..., None], cpu: int) -> None:
     """One ``client.step`` round trip with host and worker pinned to the same core."""
-    unpinned = unpinned_sandbox_step()  # measured before pinning (a fresh worker, unpinned)
-    client = SandboxClient(SandboxConfig(cpu_affinity=(cpu,)))
-    with pinned_host(cpu):
+    unpinned = loaded_client(CHEAP)  # started before pinning: its worker is free to move
+    try:
+        with pinned_host(cpu):
+            pinned = loaded_client(CHEAP, SandboxConfig(cpu_affinity=(cpu,)))
         try:
-            client.load(CHEAP)
-            client.reset(0)
-            worker_cpus = cpus_of(client.pid)  # type: ignore[arg-type]
-            result = benchmark.pedantic(client.step, args=("x",), rounds=STEP_ROUNDS, warmup_rounds=STEP_WARMUP)
+            assert cpus_of(pinned.pid) in ([cpu], None), f"the worker may run on {cpus_of(pinned.pid)}, not on {cpu}"
+            with pinned_host(cpu), echo_child(cpu) as echo:
+                t, base = _benchmark_step(benchmark, pinned, echo)
+            ratio = _alternate(pinned, unpinned, cpu) if t is not None else None
         finally:
-            client.kill()
-    assert list(result) == CHEAP_STEP
-    if worker_cpus is not None:
-        assert worker_cpus == {cpu}, f"the worker runs on {worker_cpus}, not on cpu {cpu}"
-    t = measured(benchmark)
-    summary, figs = _step_report(t, pinned_to=cpu)
-    figs["unpinned_p50_us"] = unpinned.us
-    if t is not None:
-        figs["ratio_pinned_vs_unpinned"] = t.median / unpinned.median
-        summary += f"; pinned/unpinned {figs['ratio_pinned_vs_unpinned']:.2f} (unpinned {unpinned.us:.1f} us)"
+            pinned.kill()
+    finally:
+        unpinned.kill()
+    summary, figs = _step_figures(t, base, "same_core")
+    if ratio is not None:
+        figs["ratio_pinned_vs_unpinned"] = ratio
+        summary += f"; pinned/unpinned p50 {ratio:.2f} (alternating blocks)"
     report(f"[cpu {cpu}] {summary}", cpu=cpu, **figs)
 
 
@@ -383,10 +446,27 @@ def test_step_sandbox_pinned(benchmark: Any, report: Callable[..., None], cpu: i
 
 def test_cold_start_interpreter_baseline(benchmark: Any, report: Callable[..., None]) -> None:
     """The baseline: a fresh interpreter importing RestrictedPython and pyseccomp (no zygote)."""
-    done = benchmark.pedantic(subprocess.run, args=(INTERPRETER,), kwargs={"check": True}, rounds=5, warmup_rounds=1)
+    done = benchmark.pedantic(spawn_interpreter, rounds=10, warmup_rounds=1)
     assert done.returncode == 0
     t = measured(benchmark)
     report(f"fresh interpreter + imports {ms(t)}", **figures("interpreter", t, 1e3, "ms"))
+
+
+def _vs_interpreter(t: Timing | None, base: Interleaved, what: str, target_ms: float | None) -> tuple[str, dict]:
+    interpreter = base["interpreter"]
+    figs: dict[str, Any] = figures("interpreter", interpreter, 1e3, "ms")
+    if target_ms is not None:
+        figs["target_ms"] = target_ms
+    if t is None or interpreter is None:
+        return f"{what} n/a (benchmark disabled)", figs
+    figs["ratio_vs_interpreter"] = t.median / interpreter.median
+    summary = (
+        f"{what} {ms(t)} = {figs['ratio_vs_interpreter']:.2f}x a fresh interpreter + imports ({interpreter.ms:.1f} ms)"
+    )
+    if target_ms is not None:
+        figs["meets_target"] = t.ms < target_ms
+        summary += f"; target < {target_ms:g} ms: {met(figs['meets_target'])}"
+    return summary, figs
 
 
 def test_cold_start_zygote(benchmark: Any, report: Callable[..., None]) -> None:
@@ -402,17 +482,15 @@ def test_cold_start_zygote(benchmark: Any, report: Callable[..., None]) -> None:
         assert zygote.process.poll() is None  # it started and is serving
         zygote.close()
 
+    base = Interleaved(skip=1, interpreter=spawn_interpreter)
     try:
-        benchmark.pedantic(make, teardown=close, rounds=5, warmup_rounds=1)
+        benchmark.pedantic(make, setup=base.setup(), teardown=close, rounds=8, warmup_rounds=1)
     finally:
         for zygote in zygotes:  # left over when the benchmark is disabled (no teardown) or fails
             zygote.close()
     t = measured(benchmark)
-    base = interpreter_spawn()
-    figs = figures("zygote", t, 1e3, "ms") | {"interpreter_p50_ms": base.ms}
-    if t is not None:
-        figs["ratio_vs_interpreter"] = t.median / base.median
-    report(f"zygote start {ms(t)}; a bare interpreter + imports: {base.ms:.1f} ms", **figs)
+    summary, figs = _vs_interpreter(t, base, "zygote start", None)
+    report(summary, **figures("zygote", t, 1e3, "ms"), **figs)
 
 
 @pytest.fixture()
@@ -428,22 +506,22 @@ def _kill(client: SandboxClient) -> None:
     client.kill()
 
 
-def _setup(spawned: list[SandboxClient], *, started: bool) -> Callable[[], tuple[tuple[SandboxClient], dict[str, Any]]]:
-    """A pedantic ``setup``: a new client (started if asked), outside the timed part."""
+def _new_client(spawned: list[SandboxClient], *, started: bool) -> Callable[[], tuple[tuple[SandboxClient], dict]]:
+    """The arguments of one round: a new client (started if asked), made outside the timed part."""
 
-    def setup() -> tuple[tuple[SandboxClient], dict[str, Any]]:
+    def make() -> tuple[tuple[SandboxClient], dict[str, Any]]:
         spawned.append(SandboxClient())
         if started:
             spawned[-1].start()
         return (spawned[-1],), {}
 
-    return setup
+    return make
 
 
 def test_cold_start_fork(benchmark: Any, report: Callable[..., None], spawned: list[SandboxClient]) -> None:
     """(b) ``client.start()``: fork from the warm zygote, lock down, hello."""
     layers = benchmark.pedantic(
-        lambda c: c.start(), setup=_setup(spawned, started=False), teardown=_kill, rounds=20, warmup_rounds=2
+        lambda c: c.start(), setup=_new_client(spawned, started=False), teardown=_kill, rounds=20, warmup_rounds=2
     )
     assert set(layers) == set(LAYERS)
     t = measured(benchmark)
@@ -456,7 +534,7 @@ def test_cold_start_load_call(benchmark: Any, report: Callable[..., None], spawn
     """(c) ``client.call("load")`` on a started worker: compile, module body, ``Env()``."""
     spec = benchmark.pedantic(
         lambda c: c.call("load", {"source": CHEAP}),
-        setup=_setup(spawned, started=True),
+        setup=_new_client(spawned, started=True),
         teardown=_kill,
         rounds=20,
         warmup_rounds=2,
@@ -470,16 +548,19 @@ def test_cold_start_load_call(benchmark: Any, report: Callable[..., None], spawn
 
 def test_cold_start_load(benchmark: Any, report: Callable[..., None], spawned: list[SandboxClient]) -> None:
     """(d) ``SandboxClient().load(src)`` with a warm zygote, and where its time goes."""
+    base = Interleaved(skip=2, interpreter=spawn_interpreter)
     spec = benchmark.pedantic(
-        lambda c: c.load(CHEAP), setup=_setup(spawned, started=False), teardown=_kill, rounds=20, warmup_rounds=2
+        lambda c: c.load(CHEAP),
+        setup=base.setup(_new_client(spawned, started=False)),
+        teardown=_kill,
+        rounds=20,
+        warmup_rounds=2,
     )
     assert spec.name == "TestEnv"
     t = measured(benchmark)
     phases = cold_start_phases()
-    base = interpreter_spawn()
-    figs: dict[str, Any] = figures("load", t, 1e3, "ms") | {
-        "target_ms": 100.0,
-        "interpreter_p50_ms": base.ms,
+    summary, figs = _vs_interpreter(t, base, "warm load", 100.0)
+    figs |= {
         "phase_zygote_ms": phases.zygote * 1e3,
         "phase_start_ms": phases.start * 1e3,
         "phase_load_call_ms": phases.load_call * 1e3,
@@ -488,22 +569,17 @@ def test_cold_start_load(benchmark: Any, report: Callable[..., None], spawned: l
         "zygote_vs_warm_load": phases.zygote / phases.total,
         "first_load_in_process_ms": (phases.zygote + phases.total) * 1e3,
     }
-    if t is None:
-        report("n/a (benchmark disabled)", **figs)
-        return
-    figs.update(ratio_vs_interpreter=t.median / base.median, meets_target=t.ms < 100.0)
-    report(
-        f"warm load {ms(t)} = {figs['ratio_vs_interpreter']:.2f}x a fresh interpreter + imports ({base.ms:.1f} ms); "
-        f"start {figs['fraction_start']:.0%} + load call {figs['fraction_load_call']:.0%}; "
-        f"the one-off zygote start is {figs['zygote_vs_warm_load']:.1f}x a warm load; "
-        f"target < 100 ms: {'met' if figs['meets_target'] else 'NOT met'}",
-        **figs,
+    summary += (
+        f"; start {figs['fraction_start']:.0%} + load call {figs['fraction_load_call']:.0%}; "
+        f"the one-off zygote start is {figs['zygote_vs_warm_load']:.1f}x a warm load"
     )
+    report(summary, **figures("load", t, 1e3, "ms"), **figs)
 
 
 def test_cold_start_sandboxed_env(benchmark: Any, report: Callable[..., None], spawned: list[SandboxClient]) -> None:
     """``SandboxedEnv(path)`` for examples/programs/arithmetic_chain.py: static check + load."""
     envs: list[SandboxedEnv] = []
+    source = ARITHMETIC.read_text(encoding="utf-8")
 
     def make() -> SandboxedEnv:
         envs.append(SandboxedEnv(ARITHMETIC))
@@ -514,43 +590,32 @@ def test_cold_start_sandboxed_env(benchmark: Any, report: Callable[..., None], s
         assert env.name == "ArithmeticChain" and env.client.alive
         env.close()
 
+    def load_in_sandbox() -> None:  # the second part alone: the sandbox load of the same source
+        spawned.append(SandboxClient())
+        spawned[-1].load(source)
+
+    base = Interleaved(
+        skip=1,
+        interpreter=spawn_interpreter,
+        static_check=lambda: EnvProgram.from_file(ARITHMETIC).check(),
+        sandbox_load=load_in_sandbox,
+    )
     try:
-        benchmark.pedantic(make, teardown=close, rounds=10, warmup_rounds=1)
+        benchmark.pedantic(make, setup=base.setup(), teardown=close, rounds=10, warmup_rounds=1)
     finally:
         for env in envs:  # left over when the benchmark is disabled (no teardown) or fails
             env.close()
     t = measured(benchmark)
-    base = interpreter_spawn()
-    # Where the time goes: the static check on the host, then the sandbox load of the same source.
-    check = sample(lambda: EnvProgram.from_file(ARITHMETIC).check(), rounds=10, warmup=1)
-    source = ARITHMETIC.read_text(encoding="utf-8")
-
-    def load_in_sandbox() -> None:
-        spawned.append(SandboxClient())
-        spawned[-1].load(source)
-
-    load = sample(load_in_sandbox, rounds=10, warmup=1)
-    figs: dict[str, Any] = figures("sandboxed_env", t, 1e3, "ms") | {
-        "target_ms": 100.0,
-        "interpreter_p50_ms": base.ms,
-        "static_check_p50_ms": check.ms,
-        "sandbox_load_p50_ms": load.ms,
-    }
-    summary = "n/a (benchmark disabled)"
-    if t is not None:
-        figs.update(
-            ratio_vs_interpreter=t.median / base.median,
-            meets_target=t.ms < 100.0,
-            fraction_static_check=check.median / t.median,
-            fraction_sandbox_load=load.median / t.median,
+    summary, figs = _vs_interpreter(t, base, "SandboxedEnv(arithmetic_chain.py)", 100.0)
+    check, load = base["static_check"], base["sandbox_load"]
+    figs |= figures("static_check", check, 1e3, "ms") | figures("sandbox_load", load, 1e3, "ms")
+    if t is not None and check is not None and load is not None:
+        figs.update(fraction_static_check=check.median / t.median, fraction_sandbox_load=load.median / t.median)
+        summary += (
+            f"; static check {check.ms:.1f} ms ({figs['fraction_static_check']:.0%}), "
+            f"sandbox load {load.ms:.1f} ms ({figs['fraction_sandbox_load']:.0%})"
         )
-        summary = (
-            f"SandboxedEnv(arithmetic_chain.py) {ms(t)} = {figs['ratio_vs_interpreter']:.2f}x a fresh interpreter "
-            f"+ imports ({base.ms:.1f} ms); static check {check.ms:.1f} ms ({figs['fraction_static_check']:.0%}), "
-            f"sandbox load {load.ms:.1f} ms ({figs['fraction_sandbox_load']:.0%}); "
-            f"target < 100 ms: {'met' if figs['meets_target'] else 'NOT met'}"
-        )
-    report(summary, **figs)
+    report(summary, **figures("sandboxed_env", t, 1e3, "ms"), **figs)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -560,14 +625,14 @@ def test_cold_start_sandboxed_env(benchmark: Any, report: Callable[..., None], s
 
 @pytest.fixture(scope="module")
 def fleet() -> Iterator[list[SandboxClient]]:
+    """64 workers with the WORK program loaded and reset (started one by one, loaded at once)."""
     clients = [SandboxClient() for _ in range(FLEET)]
     try:
         for client in clients:
             client.start()
-        loaded = call_many(clients, "load", [{"source": WORK}] * FLEET)
-        assert not [r for r in loaded if isinstance(r, SpadeError)], loaded
-        reset = call_many(clients, "reset", [{"seed": 0}] * FLEET)
-        assert not [r for r in reset if isinstance(r, SpadeError)], reset
+        for op, args in (("load", {"source": WORK}), ("reset", {"seed": 0})):
+            answers = call_many(clients, op, [args] * FLEET)
+            assert not [a for a in answers if isinstance(a, SpadeError)], answers
         yield clients
     finally:
         for client in clients:
@@ -582,35 +647,30 @@ def _concurrent(clients: list[SandboxClient]) -> list[Any]:
     return call_many(clients, "step", [{"action": "x"}] * len(clients))
 
 
-def _sequential_baseline(clients: list[SandboxClient]) -> Timing:
-    return sample(lambda: _sequential(clients), rounds=30, warmup=2)
+def _check_round(results: list[Any]) -> None:
+    errors = [r for r in results if isinstance(r, SpadeError)]
+    assert not errors, errors[:3]
+    assert [list(r) for r in results] == [WORK_STEP] * FLEET
 
 
-def _fleet_figures(t: Timing | None, clients: list[SandboxClient]) -> dict[str, Any]:
-    work = inprocess_step(WORK, rounds=300, warmup=20)
-    ideal = work.median * len(clients) / len(CORES)  # pure compute, spread over every core
-    figs: dict[str, Any] = {
-        "clients": len(clients),
-        "cores": len(CORES),
-        "inprocess_work_step_us": work.us,
-        "ideal_round_ms": ideal * 1e3,
-    }
+def _fleet_figures(t: Timing | None, work: Timing | None) -> dict[str, Any]:
+    figs: dict[str, Any] = {"clients": FLEET, "cores": len(CORES)}
     if t is not None:
-        figs.update(
-            round_p50_ms=t.ms,
-            round_mean_ms=t.mean * 1e3,
-            steps_per_s=len(clients) / t.median,
-            ideal_steps_per_s=len(clients) / ideal,
-        )
+        figs.update(round_p50_ms=t.ms, round_mean_ms=t.mean * 1e3, steps_per_s=FLEET / t.median)
+    if work is not None:
+        ideal = work.median * FLEET / len(CORES)  # the in-process compute, spread over every core
+        figs.update(inprocess_work_step_us=work.us, ideal_round_ms=ideal * 1e3, ideal_steps_per_s=FLEET / ideal)
     return figs
 
 
 def test_step_64_sequential(benchmark: Any, report: Callable[..., None], fleet: list[SandboxClient]) -> None:
     """The baseline: 64 ``client.step`` calls one after another."""
-    results = benchmark.pedantic(_sequential, args=(fleet,), rounds=30, warmup_rounds=2)
-    assert [list(r) for r in results] == [WORK_STEP] * FLEET
+    host = loaded_host(WORK)
+    base = Interleaved(skip=2, work=lambda: host.handle("step", {"action": "x"}))
+    results = benchmark.pedantic(_sequential, args=(fleet,), setup=base.setup(), rounds=30, warmup_rounds=2)
+    _check_round(results)
     t = measured(benchmark)
-    figs = _fleet_figures(t, fleet)
+    figs = _fleet_figures(t, base["work"])
     summary = "n/a (benchmark disabled)"
     if t is not None:
         summary = f"64 sequential steps: round {ms(t)}, {figs['steps_per_s']:,.0f} steps/s"
@@ -619,23 +679,23 @@ def test_step_64_sequential(benchmark: Any, report: Callable[..., None], fleet: 
 
 def test_step_64_call_many(benchmark: Any, report: Callable[..., None], fleet: list[SandboxClient]) -> None:
     """``call_many`` over 64 workers: every request sent, then every answer collected."""
-    sequential = _sequential_baseline(fleet)
-    results = benchmark.pedantic(_concurrent, args=(fleet,), rounds=30, warmup_rounds=2)
-    errors = [r for r in results if isinstance(r, SpadeError)]
-    assert not errors, errors[:3]
-    assert [list(r) for r in results] == [WORK_STEP] * FLEET
-    t = measured(benchmark)
-    figs = _fleet_figures(t, fleet) | {
-        "sequential_round_p50_ms": sequential.ms,
-        "sequential_steps_per_s": FLEET / sequential.median,
-    }
+    host = loaded_host(WORK)
+    base = Interleaved(skip=2, sequential=lambda: _sequential(fleet), work=lambda: host.handle("step", {"action": "x"}))
+    results = benchmark.pedantic(_concurrent, args=(fleet,), setup=base.setup(), rounds=30, warmup_rounds=2)
+    _check_round(results)
+    t, sequential = measured(benchmark), base["sequential"]
+    figs = _fleet_figures(t, base["work"])
     summary = "n/a (benchmark disabled)"
-    if t is not None:
-        figs["speedup_vs_sequential"] = sequential.median / t.median
-        figs["efficiency_vs_ideal"] = figs["steps_per_s"] / figs["ideal_steps_per_s"]
+    if t is not None and sequential is not None:
+        figs.update(
+            sequential_round_p50_ms=sequential.ms,
+            sequential_steps_per_s=FLEET / sequential.median,
+            speedup_vs_sequential=sequential.median / t.median,
+            efficiency_vs_ideal=figs["steps_per_s"] / figs["ideal_steps_per_s"],
+        )
         summary = (
             f"call_many over 64: round {ms(t)}, {figs['steps_per_s']:,.0f} steps/s vs sequential "
-            f"{figs['sequential_steps_per_s']:,.0f} steps/s: {figs['speedup_vs_sequential']:.2f}x on {len(CORES)} cores "
-            f"({figs['efficiency_vs_ideal']:.0%} of the compute-bound ideal)"
+            f"{figs['sequential_steps_per_s']:,.0f} steps/s: {figs['speedup_vs_sequential']:.2f}x on {len(CORES)} "
+            f"cores ({figs['efficiency_vs_ideal']:.0%} of the in-process compute spread over every core)"
         )
     report(summary, **figs)

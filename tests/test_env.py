@@ -212,6 +212,6 @@ def test_worker_is_recycled_before_its_cpu_limit() -> None:
         while env.client.cpu_used_s <= 0.5:
             env.step("x")
         env.reset(seed=1)
-        assert env.client.pid != first_pid and env.client.cpu_used_s == 0.0
+        assert env.client.pid != first_pid and env.client.cpu_used_s < 0.5
     finally:
         env.close()

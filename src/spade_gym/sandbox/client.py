@@ -282,7 +282,7 @@ class SandboxClient:
         last_printed: what the program printed during the last call (at most
             ``max_print_bytes``), as text; show it escaped, it is untrusted.
         last_cpu_s: CPU seconds the worker spent on the last call.
-        cpu_used_s: CPU seconds the current worker has spent in calls (its ``RLIMIT_CPU`` counts them).
+        cpu_used_s: CPU seconds the current worker has used in all (what its ``RLIMIT_CPU`` counts).
 
     A client is not thread-safe: use one per thread, or :func:`call_many` to overlap workers.
     Every call raises a :class:`~spade_gym.errors.SandboxError` subclass for a fault of the
@@ -308,6 +308,8 @@ class SandboxClient:
         self._read_fd: int | None = None
         self._write_fd: int | None = None
         self._pending: tuple[str, float, Budget | None] | None = None
+        self._inbuf = bytearray()
+        self._poller: Any = None
 
     # -- life cycle ---------------------------------------------------------------------------------
     @property
@@ -337,6 +339,9 @@ class SandboxClient:
                 os.close(response_w)
         self._read_fd, self._write_fd = response_r, request_w
         os.set_blocking(request_w, False)  # writes wait with a deadline, never forever
+        self._inbuf = bytearray()
+        self._poller = select.poll()
+        self._poller.register(response_r, select.POLLIN | select.POLLHUP | select.POLLERR)
         self.cpu_used_s = 0.0
         try:
             self._pidfd = os.pidfd_open(self.pid)  # kill by pidfd: immune to pid reuse
@@ -476,20 +481,24 @@ class SandboxClient:
         fd = self._write_fd
         assert fd is not None
         view = memoryview(frame)
-        poller = select.poll()
-        poller.register(fd, select.POLLOUT)
-        while view:
+        poller = None
+        while True:
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                self.kill()
+                raise WorkerCrash(f"the sandbox worker is gone ({exc.strerror or exc})") from None
+            if not view:
+                return
+            if poller is None:  # the pipe is full: wait for room, within the deadline
+                poller = select.poll()
+                poller.register(fd, select.POLLOUT)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not poller.poll(remaining * 1000):
                 self.kill()
                 raise SandboxTimeout(f"the sandbox worker did not accept the {op}() request in time; it was killed")
-            try:
-                view = view[os.write(fd, view) :]
-            except BlockingIOError:
-                continue
-            except OSError as exc:
-                self.kill()
-                raise WorkerCrash(f"the sandbox worker is gone ({exc.strerror or exc})") from None
 
     def receive(self) -> Any:
         """Wait for the answer to the last :meth:`send`, within the call's deadline and budget.
@@ -523,7 +532,8 @@ class SandboxClient:
         self.last_printed = printed[: self.config.max_print_bytes] if isinstance(printed, str) else ""
         cpu = response.get("cpu_s")
         self.last_cpu_s = float(cpu) if isinstance(cpu, (int, float)) else 0.0
-        self.cpu_used_s += self.last_cpu_s
+        total = response.get("cpu_total_s")
+        self.cpu_used_s = float(total) if isinstance(total, (int, float)) else self.cpu_used_s + self.last_cpu_s
         if response["ok"]:
             return self._check_value(op, response.get("value"))
         error = error_from_payload(response.get("error"))
@@ -542,6 +552,9 @@ class SandboxClient:
                 category="OUTPUT_LIMIT",
             )
         body = self._read_exact(length, deadline, limit_what)
+        if self._inbuf:  # one request, one frame: anything more breaks the protocol
+            self.kill()
+            raise WorkerCrash("the sandbox worker sent more than one frame for one request")
         try:
             return decode_body(body)
         except WorkerCrash:
@@ -549,29 +562,27 @@ class SandboxClient:
             raise
 
     def _read_exact(self, n: int, deadline: float, limit_what: str) -> bytes:
-        fd = self._read_fd
-        assert fd is not None
-        chunks: list[bytes] = []
-        poller = select.poll()
-        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-        while n:
+        """``n`` bytes from the response pipe, waiting at most until ``deadline``."""
+        fd, buffer, poller = self._read_fd, self._inbuf, self._poller
+        assert fd is not None and poller is not None
+        while len(buffer) < n:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not poller.poll(remaining * 1000):
                 self.kill()
                 raise SandboxTimeout(f"the program ran past {limit_what}; the worker was killed")
             try:
-                chunk = os.read(fd, min(n, 1 << 20))
+                chunk = os.read(fd, min(max(n - len(buffer), 1 << 16), 1 << 20))
             except OSError as exc:
-                chunk = b""
-                reason = exc.strerror
+                chunk, reason = b"", exc.strerror
             else:
                 reason = "it exited or was killed (e.g. out of memory or CPU time)"
             if not chunk:
                 self.kill()
                 raise WorkerCrash(f"the sandbox worker died: {reason}")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
+            buffer += chunk
+        data = bytes(buffer[:n])
+        del buffer[:n]
+        return data
 
 
 def call_many(

@@ -87,14 +87,24 @@ def _read_exact(fd: int, n: int) -> bytes:
 def read_frame_blocking(fd: int, max_bytes: int) -> Any:
     """Read one frame from a blocking descriptor (used by the worker, which trusts the host).
 
+    Header and body usually arrive together: one ``read`` of up to 64 KiB takes both.
+
     Raises:
         EOFError: if the pipe closed.
         ValueError: if the frame is larger than ``max_bytes`` or not valid JSON.
     """
-    (length,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
+    data = os.read(fd, 1 << 16)
+    if not data:
+        raise EOFError("pipe closed")
+    if len(data) < _HEADER.size:
+        data += _read_exact(fd, _HEADER.size - len(data))
+    (length,) = _HEADER.unpack_from(data)
     if length > max_bytes:
         raise ValueError(f"frame of {length} bytes exceeds {max_bytes}")
-    return decode_body(_read_exact(fd, length))
+    body = data[_HEADER.size :]
+    if len(body) < length:
+        body += _read_exact(fd, length - len(body))
+    return decode_body(body[:length])
 
 
 def _reject_constant(name: str) -> Any:

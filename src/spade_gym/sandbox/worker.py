@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import resource
 import sys
 import time
 import traceback
@@ -88,6 +89,12 @@ def _program_line(exc: BaseException) -> int | None:
     return frames[-1].lineno if frames else None
 
 
+def _process_cpu_seconds() -> float:
+    """CPU seconds this process has used so far (what ``RLIMIT_CPU`` counts)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 class WorkerConfig:
     """Plain settings a worker receives from the host (a JSON object)."""
 
@@ -118,7 +125,7 @@ class ProgramHost:
         """Run one request and return the response dict (never raises for program faults)."""
         runtime = self.runtime
         runtime.begin_call()
-        start = time.process_time()
+        start = time.thread_time()  # precise; process_time() reads 0 for short calls under RLIMIT_CPU
         try:
             value = self._dispatch(op, args)
             error = None
@@ -165,7 +172,8 @@ class ProgramHost:
             value, error = None, _error(type_name, violation.category, where + violation.message)
         response: dict[str, Any] = {
             "printed": runtime.printed(),
-            "cpu_s": round(time.process_time() - start, 6),
+            "cpu_s": round(time.thread_time() - start, 6),
+            "cpu_total_s": round(_process_cpu_seconds(), 6),
         }
         if error is None:
             response["ok"] = True
@@ -278,11 +286,10 @@ def serve(read_fd: int, write_fd: int, raw_config: dict[str, Any]) -> None:
     """
     config = WorkerConfig(raw_config)
     lockdown.set_parent_death_signal()
-    if config.cpu_affinity:
-        try:
-            os.sched_setaffinity(0, config.cpu_affinity)
-        except OSError:
-            pass
+    try:  # the zygote may have inherited a pinned host's affinity: unpinned means every CPU
+        os.sched_setaffinity(0, config.cpu_affinity or range(os.cpu_count() or 1))
+    except OSError:
+        pass
     read_fd, write_fd = lockdown.move_protocol_fds(read_fd, write_fd)
     layers = lockdown.lock_down(config.memory_bytes, config.cpu_seconds, read_fd, write_fd)
     sys.setrecursionlimit(config.recursion_limit)
