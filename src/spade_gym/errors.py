@@ -23,6 +23,9 @@ __all__ = [
     "EnvRuntimeError",
     "WorkerCrash",
     "SandboxSetupError",
+    "RegistryError",
+    "EnvNotFound",
+    "DuplicateEnvironment",
     "CATEGORIES",
     "error_from_payload",
 ]
@@ -38,6 +41,7 @@ CATEGORIES = (
     "INVALID_REWARD",
     "ENV_EXCEPTION",
     "WORKER_CRASH",
+    "DUPLICATE",
 )
 
 
@@ -126,6 +130,30 @@ class SandboxSetupError(SpadeError):
     (``SandboxConfig.require_layers``) is not active on this machine."""
 
     default_category = "WORKER_CRASH"
+
+
+class RegistryError(SpadeError):
+    """Raised when an environment registry cannot be opened, read or written (a missing or
+    unreadable folder, a corrupt ``meta.json`` or index, a failed write)."""
+
+    default_category = "REGISTRY"
+
+
+class EnvNotFound(RegistryError):
+    """Raised when a registry has no environment with the requested id; the message suggests the
+    closest ids."""
+
+
+class DuplicateEnvironment(RegistryError):
+    """Raised when a program is an exact or near duplicate of a registered environment;
+    ``existing`` is that environment's id and ``similarity`` the estimated Jaccard similarity."""
+
+    default_category = "DUPLICATE"
+
+    def __init__(self, message: str, *, existing: str = "", similarity: float = 1.0) -> None:
+        super().__init__(message)
+        self.existing = existing
+        self.similarity = similarity
 
 
 _BY_NAME: dict[str, type[SpadeError]] = {
