@@ -114,26 +114,35 @@ class SandboxConfig:
 
 
 class Budget:
-    """A total of wall-clock seconds that several calls draw on (an episode, a validation run).
+    """A total of seconds that several calls draw on (an episode, a validation run).
 
     Args:
         seconds: the budget, seconds.
         what: what it is the budget of, for messages ("episode", "validation").
+        wall: ``False`` (default): only the time spent in calls counts, so an agent's thinking
+            between steps is free; ``True``: wall-clock time since the budget was created counts,
+            whatever runs concurrently (a validation run over several workers).
     """
 
-    def __init__(self, seconds: float, what: str = "episode") -> None:
+    def __init__(self, seconds: float, what: str = "episode", *, wall: bool = False) -> None:
         self.seconds = seconds
         self.what = what
+        self.wall = wall
         self.used = 0.0
+        self._started = time.monotonic()
+        self._lock = threading.Lock()
 
     @property
     def remaining(self) -> float:
         """Seconds left (may be negative once exhausted)."""
+        if self.wall:
+            return self.seconds - (time.monotonic() - self._started)
         return self.seconds - self.used
 
     def charge(self, seconds: float) -> None:
-        """Record ``seconds`` of use."""
-        self.used += seconds
+        """Record ``seconds`` spent in a call (thread-safe; ignored by a wall-clock budget)."""
+        with self._lock:
+            self.used += seconds
 
 
 @dataclass(frozen=True)

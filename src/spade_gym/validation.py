@@ -1,0 +1,612 @@
+"""The validation gate: a program becomes a training environment only if every check passes.
+
+The checks of DESIGN.md ("The validation gate"), run on the real sandbox:
+
+1. ``static``: size, syntax, the restricted compiler, the import allow-list, the ``Env`` interface;
+2. ``load``: the module and ``Env()`` run within the time and memory limits;
+3. ``contract``: types and sizes of every return value, finite rewards, JSON ``info``, and episode
+   returns within [0, 1];
+4. ``determinism``: the same seeds and actions give the same transitions in two fresh workers with
+   different ``PYTHONHASHSEED`` (the second replays the seeds in reverse order, so per-instance state
+   that leaks across episodes shows), and on a reused instance;
+5. ``termination``: every episode ends (terminated or truncated) by ``max_turns``;
+6. ``feasibility``: following ``oracle()`` succeeds (return >= 0.99) on every validation seed;
+7. ``non_triviality``: fixed trivial policies (the empty string, constants, random letters, echoing
+   the observation, the most common oracle answer, submitting the hint itself) do not succeed, and
+   the hint is not the answer;
+8. ``variety``: different seeds give different first observations;
+9. ``novelty``: the program is not an exact or near duplicate of a registered environment.
+
+:func:`validate` returns a :class:`ValidationReport`; its :meth:`~ValidationReport.feedback` is
+written for the Environment Designer's repair rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from spade_gym.errors import ContractError, ResourceLimitExceeded, SpadeError
+from spade_gym.program import EnvProgram
+from spade_gym.sandbox import Budget, SandboxClient, SandboxConfig
+
+if TYPE_CHECKING:
+    from spade_gym.registry import Registry
+
+__all__ = ["CHECKS", "CheckResult", "ValidationConfig", "ValidationReport", "validate"]
+
+#: The checks, in the order they are reported; the first failing one names the report's category.
+CHECKS = (
+    "static",
+    "load",
+    "contract",
+    "determinism",
+    "termination",
+    "feasibility",
+    "non_triviality",
+    "variety",
+    "novelty",
+)
+
+#: How to repair each kind of failure, appended to the feedback for the Designer.
+_REPAIR = {
+    "COMPILE_REJECTED": "Fix the listed problems; use only the allowed imports and ordinary Python.",
+    "SANDBOX_DENIED": "Do not touch dunder attributes, files, modules' internals or builtins such as type(), "
+    "id(), open() or eval(); use plain values and f-strings.",
+    "TIMEOUT": "Make every call (reset, step, hint, oracle) finish in well under the deadline and keep "
+    "episodes short; avoid unbounded loops and expensive searches.",
+    "MEMORY_LIMIT": "Keep data structures small; do not build huge strings or lists.",
+    "OUTPUT_LIMIT": "Keep observations, info and print output small.",
+    "PROTOCOL_ERROR": "reset(seed) must return (str, dict) and step(action) must return "
+    "(str, float, bool, bool, dict) with JSON values only in info (no tuples or sets).",
+    "INVALID_REWARD": "Rewards must be finite ints or floats and the episode return (sum of rewards) must lie in "
+    "[0, 1]: give the success reward once.",
+    "ENV_EXCEPTION": "Handle every action, including empty, malformed or repeated ones, by returning an "
+    "observation that says what was wrong; never raise.",
+    "NONDETERMINISM": "Draw all randomness from random.Random(seed) created in reset(seed), reset every "
+    "attribute in reset, and never depend on hash(), id() or set iteration order.",
+    "EPISODE_LIMIT": "Set truncated=True when the turn counter reaches max_turns (or end the episode earlier).",
+    "ORACLE_FAILED": "oracle() must return the action a perfect agent takes in the current state; following it "
+    "from reset must reach a return of at least 0.99.",
+    "TRIVIAL": "Check the answer exactly (not with 'in' or a prefix test) and do not reward empty, constant or "
+    "echoed actions.",
+    "HINT_LEAK": "hint() must help without giving the answer away: submitting the hint text must not succeed.",
+    "SEED_INVARIANT": "Different seeds must give different tasks: generate the task from random.Random(seed).",
+    "DUPLICATE": "Write a substantially different environment, not a copy of an existing one.",
+    "WORKER_CRASH": "The program crashed its worker process; simplify it.",
+}
+
+
+@dataclass(frozen=True)
+class ValidationConfig:
+    """Every limit of the validation gate. All fields have documented defaults.
+
+    Attributes:
+        seeds: validation seeds; every check runs on each of them (default: 10 seeds, 1000-1009).
+        trivial_seeds: how many of ``seeds`` (the first ones) the trivial policies play (default 10).
+        trivial_max_turns: turns a trivial-policy episode is played at most (default 64).
+        answer_seeds: extra seeds (default 5000-5009) whose first oracle actions decide the "most
+            common answer" policy, so that it is measured out of sample.
+        success_threshold: an episode succeeds when its return is at least this (default 0.99).
+        max_trivial_success_rate: a trivial policy (or a hint equal to the oracle's action) may
+            succeed on at most this fraction of the trivial seeds (default 0.5: an answer space small
+            enough to guess sometimes is weak, not trivial; one guessed every time is trivial).
+        min_distinct_first_observations: fraction of seeds that must give distinct first
+            observations (default 0.5).
+        return_tolerance: slack on the [0, 1] bounds of an episode return (default 1e-6).
+        budget_s: wall-clock seconds for the whole validation run, worker start-up included
+            (default 20 s).
+        hash_seeds: ``PYTHONHASHSEED`` of the two workers compared by the determinism check.
+        constant_answers: constant actions tried as trivial policies (default ``("0", "yes")``).
+        random_text_seed: seed of the random-letters trivial policy.
+        near_duplicate_threshold: estimated Jaccard similarity above which a program is a near
+            duplicate of a registered one (default 0.9).
+        sandbox: the sandbox limits (per-call deadline 2 s, memory, ...); its ``hash_seed`` is
+            replaced by ``hash_seeds``.
+    """
+
+    seeds: tuple[int, ...] = tuple(range(1000, 1010))
+    trivial_seeds: int = 10
+    trivial_max_turns: int = 64
+    answer_seeds: tuple[int, ...] = tuple(range(5000, 5010))
+    success_threshold: float = 0.99
+    max_trivial_success_rate: float = 0.5
+    min_distinct_first_observations: float = 0.5
+    return_tolerance: float = 1e-6
+    budget_s: float = 20.0
+    hash_seeds: tuple[int, int] = (11, 12)
+    constant_answers: tuple[str, ...] = ("0", "yes")
+    random_text_seed: int = 0
+    near_duplicate_threshold: float = 0.9
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+
+    def __post_init__(self) -> None:
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError("ValidationConfig.seeds must be a non-empty tuple of distinct ints")
+        if self.hash_seeds[0] == self.hash_seeds[1]:
+            raise ValueError("ValidationConfig.hash_seeds must differ, or the determinism check proves nothing")
+        if not 0 <= self.max_trivial_success_rate < 1:
+            raise ValueError("max_trivial_success_rate must be in [0, 1)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The configuration as JSON values (tuples become lists)."""
+        normalised: dict[str, Any] = json.loads(json.dumps(asdict(self)))
+        return normalised
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one check.
+
+    Attributes:
+        name: one of :data:`CHECKS`.
+        passed: ``True``, ``False``, or ``None`` when it was not run (an earlier failure made it
+            impossible, e.g. the program did not load).
+        category: the outcome category when it failed (``"ORACLE_FAILED"``, ``"TIMEOUT"``, ...).
+        message: what was found, naming seeds and turns; empty when passed.
+        seconds: wall time spent on it, seconds.
+    """
+
+    name: str
+    passed: bool | None = None
+    category: str | None = None
+    message: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class ValidationReport:
+    """Everything the gate found about one program; JSON round-trips with :meth:`to_json`.
+
+    Attributes:
+        program_id: :attr:`EnvProgram.id`.
+        name, setting, max_turns: what the program declares (``None`` if it did not load).
+        accepted: whether every check passed.
+        category: ``"ACCEPT"`` or the category of the first failing check.
+        checks: one :class:`CheckResult` per name in :data:`CHECKS`, in that order.
+        seeds: the validation seeds.
+        oracle_returns: return of the oracle's episode per seed (in ``seeds`` order).
+        trivial_success_rates: fraction of trivial seeds each trivial policy succeeded on.
+        seconds: wall time of the whole validation, seconds.
+        startup_seconds: of which starting and loading the two workers, seconds.
+        config: the :class:`ValidationConfig` used, as a dict.
+    """
+
+    program_id: str
+    name: str | None = None
+    setting: str | None = None
+    max_turns: int | None = None
+    accepted: bool = False
+    category: str = "COMPILE_REJECTED"
+    checks: list[CheckResult] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    oracle_returns: list[float] = field(default_factory=list)
+    trivial_success_rates: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+    startup_seconds: float = 0.0
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def check(self, name: str) -> CheckResult:
+        """The result of the check ``name``."""
+        for result in self.checks:
+            if result.name == name:
+                return result
+        raise KeyError(f"no check named {name!r}; checks are {', '.join(CHECKS)}")
+
+    @property
+    def failures(self) -> list[CheckResult]:
+        """The checks that failed, in report order."""
+        return [c for c in self.checks if c.passed is False]
+
+    def feedback(self) -> str:
+        """A text for the Environment Designer: what failed, where, and how to repair it."""
+        if self.accepted:
+            return f"The environment {self.name} passed every validation check."
+        lines = [f"The environment{' ' + self.name if self.name else ''} failed validation:"]
+        for failure in self.failures:
+            lines.append(f"- {failure.name} ({failure.category}): {failure.message}")
+            advice = _REPAIR.get(failure.category or "")
+            if advice:
+                lines.append(f"  How to fix: {advice}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON values."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ValidationReport:
+        """Rebuild a report from :meth:`to_dict` output.
+
+        Raises:
+            ValueError: if ``data`` is not a report.
+        """
+        try:
+            fields = dict(data)
+            fields["checks"] = [CheckResult(**c) for c in data.get("checks", [])]
+            return cls(**fields)
+        except TypeError as exc:
+            raise ValueError(f"not a validation report: {exc}") from None
+
+    def to_json(self) -> str:
+        """The report as a JSON string."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> ValidationReport:
+        """Rebuild a report from :meth:`to_json` output."""
+        return cls.from_dict(json.loads(text))
+
+
+class _Failed(Exception):
+    """A check failed in a way that ends validation (the workers can no longer be trusted)."""
+
+    def __init__(self, check: str, category: str, message: str) -> None:
+        super().__init__(message)
+        self.check, self.category, self.message = check, category, message
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _error_check(error: SpadeError, default: str) -> str:
+    if isinstance(error, ContractError) or (
+        isinstance(error, ResourceLimitExceeded) and error.category == "OUTPUT_LIMIT"
+    ):
+        return "contract"
+    return default
+
+
+@dataclass
+class _Episode:
+    """One played episode: the first observation and info, then every transition."""
+
+    seed: int
+    first: tuple[str, dict[str, Any]]
+    actions: list[str] = field(default_factory=list)
+    transitions: list[tuple[str, float, bool, bool, dict[str, Any]]] = field(default_factory=list)
+
+    @property
+    def total(self) -> float:
+        return sum(t[1] for t in self.transitions)
+
+    @property
+    def ended(self) -> bool:
+        return bool(self.transitions) and (self.transitions[-1][2] or self.transitions[-1][3])
+
+
+class _Validator:
+    def __init__(self, program: EnvProgram, config: ValidationConfig, registry: Registry | None) -> None:
+        self.program = program
+        self.config = config
+        self.registry = registry
+        self.results = {name: CheckResult(name) for name in CHECKS}
+        self.report = ValidationReport(program_id=program.id, seeds=list(config.seeds), config=config.to_dict())
+        self.budget = Budget(config.budget_s, what="validation", wall=True)
+        self.clients: list[SandboxClient] = []
+
+    # -- bookkeeping --------------------------------------------------------------------------
+    def fail(self, check: str, category: str, message: str) -> None:
+        result = self.results[check]
+        if result.passed is not False:  # keep the first failure of each check
+            result.passed, result.category, result.message = False, category, message
+
+    def passed(self, *checks: str) -> None:
+        for check in checks:
+            if self.results[check].passed is None:
+                self.results[check].passed = True
+
+    def call(self, client: SandboxClient, op: str, args: dict[str, Any] | None, check: str, where: str) -> Any:
+        try:
+            return client.call(op, args, self.budget)
+        except SpadeError as exc:
+            raise _Failed(_error_check(exc, check), exc.category, f"{where}: {exc.message}") from None
+
+    # -- the run ------------------------------------------------------------------------------
+    def run(self) -> ValidationReport:
+        started = time.perf_counter()
+        try:
+            self._run()
+        except _Failed as failure:
+            self.fail(failure.check, failure.category, failure.message)
+        finally:
+            for client in self.clients:
+                client.kill()
+        report = self.report
+        report.checks = [self.results[name] for name in CHECKS]
+        first = next((c for c in report.checks if c.passed is False), None)
+        report.accepted = first is None and all(c.passed for c in report.checks)
+        report.category = "ACCEPT" if report.accepted else (first.category if first and first.category else "ERROR")
+        report.seconds = round(time.perf_counter() - started, 6)
+        return report
+
+    def _timed(self, check: str, fn: Any, *args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.results[check].seconds += round(time.perf_counter() - started, 6)
+
+    def _run(self) -> None:
+        problems = self._timed("static", self.program.problems)
+        if problems:
+            self.fail("static", "COMPILE_REJECTED", "; ".join(problems))
+            return
+        self.passed("static")
+        a, b = self._timed("load", self._load)
+        oracle_episodes = self._timed("feasibility", self._oracle_episodes, a)
+        self.passed("termination", "feasibility")
+        self._timed("variety", self._variety, oracle_episodes)
+        self.passed("variety")
+        # Worker B replays the oracle's episodes (determinism) while worker A replays one on the same
+        # instance; then both share the trivial-policy episodes. Two workers, two cores.
+        self._timed("determinism", self._replay_same_instance, a, oracle_episodes)
+        common = self._timed("non_triviality", self._most_common_answer, a)
+        jobs = self._trivial_jobs(common)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            on_b = pool.submit(self._replays_then_trivial, b, oracle_episodes, jobs[1::2])
+            self._timed("non_triviality", self._run_trivial, a, jobs[::2])
+            on_b.result()
+        self.passed("determinism")
+        self._judge_trivial()
+        self.passed("non_triviality", "contract")  # every call has now been checked
+        self._timed("novelty", self._novelty)
+
+    def _load(self) -> tuple[SandboxClient, SandboxClient]:
+        started = time.perf_counter()
+        sandbox = replace(
+            self.config.sandbox, call_timeout_s=min(self.config.sandbox.call_timeout_s, self.config.budget_s)
+        )
+        a = SandboxClient(replace(sandbox, hash_seed=self.config.hash_seeds[0]))
+        b = SandboxClient(replace(sandbox, hash_seed=self.config.hash_seeds[1]))
+        self.clients += [a, b]
+        for client in (a, b):
+            try:
+                spec = client.load(self.program.source)
+            except SpadeError as exc:
+                raise _Failed(_error_check(exc, "load"), exc.category, f"loading the program: {exc.message}") from None
+        self.report.name, self.report.setting, self.report.max_turns = spec.name, spec.setting, spec.max_turns
+        self.report.startup_seconds = round(time.perf_counter() - started, 6)
+        self.passed("load")
+        return a, b
+
+    def _play(self, client: SandboxClient, seed: int, policy: Any, max_turns: int, check: str, label: str) -> _Episode:
+        """Play one episode; ``policy(client, episode) -> action``."""
+        obs, info = self.call(client, "reset", {"seed": seed}, check, f"reset({seed}) in the {label} episode")
+        episode = _Episode(seed, (obs, info))
+        for turn in range(1, max_turns + 1):
+            action = policy(client, episode)
+            episode.actions.append(action)
+            where = f"step() on turn {turn} of the {label} episode for seed {seed}"
+            transition = tuple(self.call(client, "step", {"action": action}, check, where))
+            episode.transitions.append(transition)
+            if episode.ended:
+                break
+        return episode
+
+    def _oracle_episodes(self, a: SandboxClient) -> list[_Episode]:
+        max_turns = self.report.max_turns or 1
+        tolerance = self.config.return_tolerance
+        leaks: list[int] = []
+
+        def oracle_policy(client: SandboxClient, episode: _Episode) -> str:
+            turn = len(episode.actions) + 1
+            where = f"on turn {turn} of the oracle episode for seed {episode.seed}"
+            action: str = self.call(client, "oracle", None, "feasibility", f"oracle() {where}")
+            if turn == 1:  # the hint is checked for leaks (and its contract) at the start
+                hint = self.call(client, "hint", None, "contract", f"hint() {where}")
+                if hint.strip() and hint.strip() == action.strip():
+                    leaks.append(episode.seed)
+            return action
+
+        episodes = []
+        for seed in self.config.seeds:
+            episode = self._play(a, seed, oracle_policy, max_turns, "feasibility", "oracle")
+            episodes.append(episode)
+            total = episode.total
+            self.report.oracle_returns.append(round(total, 6))
+            partial = 0.0
+            for turn, transition in enumerate(episode.transitions, 1):
+                partial += transition[1]
+                if not -tolerance <= partial <= 1 + tolerance:
+                    self.fail(
+                        "contract",
+                        "INVALID_REWARD",
+                        f"seed {seed}: the return reached {partial:g} on turn {turn} of the oracle episode; "
+                        "the sum of rewards must stay within [0, 1]",
+                    )
+                    break
+            if not episode.ended:
+                self.fail(
+                    "termination",
+                    "EPISODE_LIMIT",
+                    f"seed {seed}: after max_turns={max_turns} actions the episode had neither terminated nor "
+                    "truncated",
+                )
+            elif total < self.config.success_threshold:
+                self.fail(
+                    "feasibility",
+                    "ORACLE_FAILED",
+                    f"seed {seed}: following oracle() for {len(episode.actions)} turn(s) returned {total:g}; "
+                    f"it must reach {self.config.success_threshold:g} (last observation: "
+                    f"{_clip(episode.transitions[-1][0])!r})",
+                )
+        rate = len(leaks) / len(self.config.seeds)
+        if leaks and rate > self.config.max_trivial_success_rate:
+            self.fail(
+                "non_triviality",
+                "HINT_LEAK",
+                f"hint() equals oracle() at the start of {len(leaks)} of {len(self.config.seeds)} episodes "
+                f"(seeds {leaks[:5]}); the hint gives the answer away",
+            )
+        return episodes
+
+    def _replays_then_trivial(self, b: SandboxClient, episodes: list[_Episode], jobs: list[tuple[str, int]]) -> None:
+        self._timed("determinism", self._replay_other_worker, b, episodes)
+        self._timed("non_triviality", self._run_trivial, b, jobs)
+
+    def _replay(self, client: SandboxClient, recorded: _Episode) -> _Episode:
+        def policy(client: SandboxClient, episode: _Episode) -> str:
+            return recorded.actions[len(episode.actions)]
+
+        return self._play(client, recorded.seed, policy, len(recorded.actions), "determinism", "replayed")
+
+    def _replay_other_worker(self, b: SandboxClient, episodes: list[_Episode]) -> None:
+        h1, h2 = self.config.hash_seeds
+        for recorded in reversed(episodes):
+            difference = _first_difference(recorded, self._replay(b, recorded))
+            if difference:
+                self.fail(
+                    "determinism",
+                    "NONDETERMINISM",
+                    f"seed {recorded.seed}: {difference} between two fresh workers (PYTHONHASHSEED {h1} and {h2}, "
+                    "the second playing the seeds in reverse order)",
+                )
+                return
+
+    def _replay_same_instance(self, a: SandboxClient, episodes: list[_Episode]) -> None:
+        recorded = episodes[0]
+        difference = _first_difference(recorded, self._replay(a, recorded))
+        if difference:
+            self.fail(
+                "determinism",
+                "NONDETERMINISM",
+                f"seed {recorded.seed}: {difference} when the same instance is reset with the same seed again",
+            )
+
+    def _variety(self, episodes: list[_Episode]) -> None:
+        firsts = [e.first[0] for e in episodes]
+        distinct = len(set(firsts))
+        needed = max(2, round(self.config.min_distinct_first_observations * len(firsts))) if len(firsts) > 1 else 1
+        if distinct < needed:
+            self.fail(
+                "variety",
+                "SEED_INVARIANT",
+                f"{len(firsts)} seeds gave only {distinct} distinct first observation(s); at least {needed} are "
+                f"required (first observation: {_clip(firsts[0])!r})",
+            )
+
+    def _most_common_answer(self, a: SandboxClient) -> str | None:
+        """The most common first oracle action over :attr:`ValidationConfig.answer_seeds`."""
+        answers: Counter[str] = Counter()
+        for seed in self.config.answer_seeds:
+            self.call(a, "reset", {"seed": seed}, "non_triviality", f"reset({seed})")
+            answers[self.call(a, "oracle", None, "feasibility", f"oracle() after reset({seed})")] += 1
+        return answers.most_common(1)[0][0] if answers else None
+
+    def _trivial_jobs(self, common: str | None) -> list[tuple[str, int]]:
+        self._policies: dict[str, Any] = {
+            "empty": _constant(""),
+            "random_text": _random_text(self.config.random_text_seed),
+            "echo": _echo,
+            "hint": self._hint_policy,
+        }
+        for answer in self.config.constant_answers:
+            self._policies[f"constant {answer!r}"] = _constant(answer)
+        if common is not None:
+            self._policies[f"most common answer {_clip(common, 40)!r}"] = _constant(common)
+        self._wins: Counter[str] = Counter()
+        seeds = self.config.seeds[: max(1, self.config.trivial_seeds)]
+        return [(label, seed) for label in self._policies for seed in seeds]
+
+    def _hint_policy(self, client: SandboxClient, episode: _Episode) -> str:
+        where = f"on turn {len(episode.actions) + 1} of the hint-submitting episode for seed {episode.seed}"
+        text: str = self.call(client, "hint", None, "contract", f"hint() {where}")
+        return text
+
+    def _run_trivial(self, client: SandboxClient, jobs: list[tuple[str, int]]) -> None:
+        max_turns = min(self.report.max_turns or 1, self.config.trivial_max_turns)
+        for label, seed in jobs:
+            episode = self._play(client, seed, self._policies[label], max_turns, "non_triviality", f"{label}-policy")
+            if episode.total >= self.config.success_threshold:
+                self._wins[label] += 1
+
+    def _judge_trivial(self) -> None:
+        n = len(self.config.seeds[: max(1, self.config.trivial_seeds)])
+        for label in self._policies:
+            rate = self._wins[label] / n
+            self.report.trivial_success_rates[label] = round(rate, 6)
+            if rate > self.config.max_trivial_success_rate:
+                category = "HINT_LEAK" if label == "hint" else "TRIVIAL"
+                what = "submitting the hint text" if label == "hint" else f"the trivial policy {label}"
+                self.fail(
+                    "non_triviality",
+                    category,
+                    f"{what} succeeded on {self._wins[label]} of {n} seeds; a trivial policy must not succeed",
+                )
+
+    def _novelty(self) -> None:
+        if self.registry is None:
+            self.passed("novelty")
+            return
+        found = self.registry.find_duplicate(self.program, threshold=self.config.near_duplicate_threshold)
+        if found is None:
+            self.passed("novelty")
+            return
+        record, similarity = found
+        kind = "an exact" if similarity >= 1.0 else f"a near (similarity {similarity:.2f})"
+        self.fail("novelty", "DUPLICATE", f"the program is {kind} duplicate of the registered {record.env_id}")
+
+
+def _constant(text: str) -> Any:
+    return lambda client, episode: text
+
+
+def _random_text(seed: int) -> Any:
+    def policy(client: SandboxClient, episode: _Episode) -> str:
+        rng = random.Random(f"{seed}-{episode.seed}-{len(episode.actions)}")  # the same whichever worker
+        return "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 12)))
+
+    return policy
+
+
+def _echo(client: SandboxClient, episode: _Episode) -> str:
+    return episode.transitions[-1][0] if episode.transitions else episode.first[0]
+
+
+def _first_difference(a: _Episode, b: _Episode) -> str | None:
+    if a.first[0] != b.first[0]:
+        return f"the first observation differs ({_clip(a.first[0], 80)!r} vs {_clip(b.first[0], 80)!r})"
+    if a.first[1] != b.first[1]:
+        return "the info returned by reset() differs"
+    for turn, (x, y) in enumerate(zip(a.transitions, b.transitions, strict=False), 1):
+        if x[0] != y[0]:
+            return f"the observation on turn {turn} differs ({_clip(x[0], 80)!r} vs {_clip(y[0], 80)!r})"
+        if x[1:4] != y[1:4]:
+            return f"reward or flags on turn {turn} differ ({x[1:4]} vs {y[1:4]})"
+        if x[4] != y[4]:
+            return f"the info on turn {turn} differs"
+    if len(a.transitions) != len(b.transitions):
+        return "the episode length differs"
+    return None
+
+
+def validate(
+    program: EnvProgram | str, config: ValidationConfig | None = None, registry: Registry | None = None
+) -> ValidationReport:
+    """Run the validation gate on ``program``.
+
+    Args:
+        program: an :class:`EnvProgram` or its source text.
+        config: the gate's limits (:class:`ValidationConfig`); defaults apply when ``None``.
+        registry: when given, the novelty check compares against its environments.
+
+    Returns:
+        The :class:`ValidationReport`; ``report.accepted`` says whether every check passed. The
+        program's faults are reported, never raised.
+
+    Raises:
+        SandboxSetupError: if no sandbox worker can be started on this machine (not the program's
+            fault).
+    """
+    if isinstance(program, str):
+        program = EnvProgram(program)
+    return _Validator(program, config or ValidationConfig(), registry).run()

@@ -1,0 +1,83 @@
+"""The validation gate on the real sandbox: both corpora, the examples, reports and feedback."""
+
+from __future__ import annotations
+
+import pytest
+from cases import EXAMPLES, EXTRA_CASES, SHARED_CASES, Case, load_cases
+from programs import program
+
+from spade_gym import EnvProgram
+from spade_gym.validation import CHECKS, ValidationConfig, ValidationReport, validate
+
+# A short validation budget so that the slow-episode case (a51) stops after 8 s, not 20.
+CONFIG = ValidationConfig(budget_s=8.0)
+CASES = load_cases(SHARED_CASES) + load_cases(EXTRA_CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_every_corpus_case_gets_its_category(case: Case) -> None:
+    report = validate(EnvProgram.from_file(case.path), CONFIG)
+    assert report.category in case.outcomes, report.feedback()
+    assert report.accepted == (report.category == "ACCEPT")
+    assert [c.name for c in report.checks] == list(CHECKS)
+    if not report.accepted:
+        failure = report.failures[0]
+        assert failure.category == report.category and failure.message
+        assert "How to fix:" in report.feedback()
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.py")), ids=lambda p: p.stem)
+def test_examples_pass_every_check(path) -> None:  # type: ignore[no-untyped-def]
+    report = validate(EnvProgram.from_file(path))
+    assert report.accepted, report.feedback()
+    assert all(c.passed for c in report.checks)
+    assert report.oracle_returns and min(report.oracle_returns) >= 0.99
+    assert set(report.trivial_success_rates) >= {"empty", "random_text", "echo", "hint", "constant '0'"}
+    assert report.seconds > report.startup_seconds > 0
+    assert report.name and report.setting and report.max_turns
+
+
+def test_report_round_trips_through_json(arithmetic_path) -> None:  # type: ignore[no-untyped-def]
+    report = validate(EnvProgram.from_file(arithmetic_path), ValidationConfig(seeds=(1, 2, 3)))
+    again = ValidationReport.from_json(report.to_json())
+    assert again == report
+    assert again.check("feasibility").passed is True
+    with pytest.raises(KeyError, match="no check named"):
+        again.check("speed")
+    with pytest.raises(ValueError, match="not a validation report"):
+        ValidationReport.from_dict({"bogus": 1})
+
+
+def test_a_program_failing_one_check_gets_a_precise_message() -> None:
+    # Everything is fine except that reset ignores part of the contract: step never ends the episode.
+    source = program(
+        reset="self.target = random.Random(seed).randint(10, 99)\nreturn 'Guess ' + str(seed), {}",
+        step="ok = action.strip() == str(self.target)\nreturn ('yes' if ok else 'no'), (1.0 if ok else 0.0), ok, False, {}",
+        oracle="return str(self.target)",
+        hint="return 'two digits'",
+        max_turns=3,
+    )
+    report = validate(source, ValidationConfig(seeds=(1, 2, 3, 4)))
+    failed = [c.name for c in report.failures]
+    assert failed == ["termination"], report.feedback()
+    assert report.category == "EPISODE_LIMIT"
+    assert "after max_turns=3 actions the episode had neither terminated nor truncated" in report.feedback()
+    assert "Set truncated=True when the turn counter reaches max_turns" in report.feedback()
+
+
+def test_a_program_that_crashes_on_garbage_actions_is_refused() -> None:
+    source = program(
+        reset="self.n = random.Random(seed).randint(10, 99)\nreturn 'Say ' + str(self.n), {}",
+        step="v = int(action)\nok = v == self.n\nreturn 'ok', (1.0 if ok else 0.0), True, False, {}",
+        oracle="return str(self.n)",
+    )
+    report = validate(source, ValidationConfig(seeds=(1, 2, 3)))
+    assert report.category == "ENV_EXCEPTION"
+    assert "policy episode" in report.failures[0].message and "ValueError" in report.failures[0].message
+
+
+def test_config_is_checked() -> None:
+    with pytest.raises(ValueError, match="distinct"):
+        ValidationConfig(seeds=(1, 1))
+    with pytest.raises(ValueError, match="hash_seeds must differ"):
+        ValidationConfig(hash_seeds=(3, 3))
