@@ -67,7 +67,7 @@ def play(source: str, config: SandboxConfig | None = None, seeds: tuple[int, ...
     ends or ``max_steps``. Returns ``"ACCEPT"`` when nothing failed, else the error's category.
     """
     try:
-        EnvProgram(source).check()
+        EnvProgram(source).check(restricted_compile=False)
     except ProgramError as exc:
         return exc.category
     config = config or SandboxConfig()

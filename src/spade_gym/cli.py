@@ -6,20 +6,32 @@ which protection layers the sandbox has on this machine and proves them with a p
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape as escape_markup
 from rich.panel import Panel
 from rich.progress import track
 from rich.table import Table
 
 from spade_gym.env import SandboxedEnv, escape_text
-from spade_gym.errors import SpadeError
+from spade_gym.errors import RegistryError, SpadeError
 from spade_gym.sandbox import LAYERS, SandboxClient, SandboxConfig
+
+if TYPE_CHECKING:
+    from spade_gym.registry import EnvRecord, Registry
+    from spade_gym.validation import ValidationReport
+
+
+def _safe(text: str, limit: int | None = None) -> str:
+    """Untrusted text made inert for the terminal: control characters escaped, Rich markup too."""
+    return escape_markup(escape_text(text, limit))
+
 
 app = typer.Typer(
     help="spade_gym: SPADE self-play as Gymnasium environments. Environment programs written by a "
@@ -28,6 +40,21 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
+envs_app = typer.Typer(
+    help="Environment registries: list, show, validate, add, play and re-index environments.",
+    no_args_is_help=True,
+)
+app.add_typer(envs_app, name="envs")
+
+RegistryOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--registry",
+        "-r",
+        help="Registry folder (default: $SPADE_REGISTRY, else the bundled registry).",
+        envvar="SPADE_REGISTRY",
+    ),
+]
 
 _LAYER_DOC = {
     "private_fds": "protocol on private descriptors; stdin/stdout/stderr are /dev/null",
@@ -65,8 +92,8 @@ def demo(
     if not paths:
         console.print("[red]No programs given and no examples/programs folder found.[/red]")
         raise typer.Exit(2)
-    table = Table(title="Environment programs in the sandbox")
-    for column in ("program", "setting", "turns", "oracle return", "empty-action return", "µs/step", "verdict"):
+    table = Table(title="Environment programs in the sandbox (mean return of the oracle and of an empty action)")
+    for column in ("program", "setting", "turns", "oracle", "empty", "µs/step", "verdict"):
         table.add_column(column)
     failures = 0
     layers: dict[str, bool | None] = {}
@@ -75,7 +102,7 @@ def demo(
             env = SandboxedEnv(path, on_error="raise")
         except (SpadeError, OSError) as exc:
             failures += 1
-            table.add_row(path.name, "-", "-", "-", "-", "-", f"[red]{escape_text(str(exc), 200)}[/red]")
+            table.add_row(path.name, "-", "-", "-", "-", "-", f"[red]{_safe(str(exc), 200)}[/red]")
             continue
         try:
             layers = env.client.layers
@@ -100,17 +127,18 @@ def demo(
                 f"{env.name}\n[dim]{path.name}[/dim]",
                 env.setting,
                 str(env.max_turns),
-                f"{statistics.mean(oracle_returns):.2f} (min {min(oracle_returns):.2f})",
+                f"{statistics.mean(oracle_returns):.2f}"
+                + (
+                    f" (min {min(oracle_returns):.2f})" if min(oracle_returns) < statistics.mean(oracle_returns) else ""
+                ),
                 f"{max(empty_returns):.2f}",
                 f"{statistics.median(step_times) * 1e6:.0f}",
                 "[green]ok[/green]" if ok else "[red]fails[/red]",
             )
-            console.print(Panel(escape_text(first_obs, 600), title=f"{env.name}: first observation, seed 0"))
+            console.print(Panel(_safe(first_obs, 600), title=f"{env.name}: first observation, seed 0"))
         except SpadeError as exc:
             failures += 1
-            table.add_row(
-                path.name, "-", "-", "-", "-", "-", f"[red]{exc.category}: {escape_text(exc.message, 200)}[/red]"
-            )
+            table.add_row(path.name, "-", "-", "-", "-", "-", f"[red]{exc.category}: {_safe(exc.message, 200)}[/red]")
         finally:
             env.close()
     console.print(table)
@@ -158,12 +186,220 @@ def doctor(
     probe_table.add_column("result")
     for attempt, result in probe.items():
         colour = "green" if str(result).startswith("denied") else "red"
-        probe_table.add_row(attempt, f"[{colour}]{escape_text(str(result), 120)}[/{colour}]")
+        probe_table.add_row(attempt, f"[{colour}]{_safe(str(result), 120)}[/{colour}]")
     console.print(probe_table)
     missing = [name for name in require if layers.get(name) is not True]
     if missing:
         console.print(f"[red]Required layer(s) not active: {', '.join(missing)}[/red]")
         raise typer.Exit(1)
+
+
+def _open_registry(path: Path | None, *, create: bool = False) -> Registry:
+    from spade_gym.registry import Registry
+    from spade_gym.registry.gymnasium import bundled_registry_path
+
+    try:
+        return Registry(path or bundled_registry_path(), create=create)
+    except RegistryError as exc:
+        console.print(f"[red]{_safe(exc.message)}[/red]")
+        raise typer.Exit(2) from None
+
+
+def _get_record(registry: Registry, env_id: str) -> EnvRecord:
+    try:
+        return registry.get(env_id)
+    except RegistryError as exc:
+        console.print(f"[red]{_safe(exc.message)}[/red]")
+        raise typer.Exit(2) from None
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+@envs_app.command("list")
+def envs_list(
+    registry: RegistryOption = None,
+    setting: Annotated[str | None, typer.Option(help="Only this setting: reasoning, tool_use or game.")] = None,
+) -> None:
+    """List the environments of a registry, with their measured returns and regret."""
+    reg = _open_registry(registry)
+    table = Table(title=f"Environments in {reg.root}")
+    for column in ("id", "setting", "turns", "return hint", "return no hint", "regret", "episodes", "tags", "about"):
+        table.add_column(column, overflow="fold")
+    records = reg.records(setting=setting)
+    for record in records:
+        stats = record.stats
+        table.add_row(
+            record.env_id,
+            record.setting,
+            str(record.max_turns),
+            _fmt(stats.mean_return_hint),
+            _fmt(stats.mean_return_nohint),
+            _fmt(stats.regret),
+            str(stats.episodes),
+            ", ".join(record.tags),
+            _safe(record.description, 90),
+        )
+    console.print(table)
+    console.print(f"{len(records)} environment(s); Gymnasium ids are spade/<id>.")
+    for directory, message in reg.problems():
+        console.print(f"[yellow]skipped {_safe(directory)}: {_safe(message)}[/yellow]")
+
+
+@envs_app.command("show")
+def envs_show(
+    env_id: Annotated[str, typer.Argument(help="Environment id, e.g. ArithmeticChain-v0.")],
+    registry: RegistryOption = None,
+    source: Annotated[bool, typer.Option(help="Print the program's source.")] = True,
+) -> None:
+    """Show one environment: its metadata, validation summary and source."""
+    from rich.syntax import Syntax
+
+    record = _get_record(_open_registry(registry), env_id)
+    meta = Table(show_header=False, title=record.gym_id)
+    meta.add_column("field")
+    meta.add_column("value", overflow="fold")
+    rows = {
+        "name": record.name,
+        "version": str(record.version),
+        "setting": record.setting,
+        "max_turns": str(record.max_turns),
+        "program id": record.program_id,
+        "tags": ", ".join(record.tags),
+        "parents": ", ".join(record.parents) or "-",
+        "document": _safe(str(record.document), 200) if record.document else "-",
+        "episodes": str(record.stats.episodes),
+        "return with / without hint": f"{_fmt(record.stats.mean_return_hint)} / {_fmt(record.stats.mean_return_nohint)}",
+        "regret": _fmt(record.stats.regret),
+        "validation": (record.validation or {}).get("category", "-"),
+        "description": _safe(record.description),
+        "path": str(record.path),
+    }
+    for key, value in rows.items():
+        meta.add_row(key, value)
+    console.print(meta)
+    if source:
+        console.print(Syntax(record.source_path.read_text(), "python", line_numbers=True))
+
+
+def _report_table(path: str, report: ValidationReport) -> Table:
+    verdict = "[green]accepted[/green]" if report.accepted else f"[red]refused: {report.category}[/red]"
+    table = Table(title=f"{_safe(path)}: {verdict} in {report.seconds:.2f} s")
+    for column in ("check", "result", "category", "seconds", "details"):
+        table.add_column(column, overflow="fold")
+    for check in report.checks:
+        result = {True: "[green]pass[/green]", False: "[red]FAIL[/red]", None: "[dim]not run[/dim]"}[check.passed]
+        table.add_row(check.name, result, check.category or "", f"{check.seconds:.3f}", _safe(check.message, 400))
+    return table
+
+
+@envs_app.command("validate")
+def envs_validate(
+    files: Annotated[list[Path], typer.Argument(help="Environment program files.")],
+    registry: Annotated[
+        Path | None, typer.Option("--registry", "-r", help="Check novelty against this registry.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print each report as JSON instead of a table.")] = False,
+) -> None:
+    """Run the validation gate on program files; exit status 1 if any is refused.
+
+    Each report lists every check (static, load, contract, determinism, termination, feasibility,
+    non_triviality, variety, novelty) with its result, and the feedback a model would get to repair
+    the program.
+    """
+    from spade_gym.program import EnvProgram
+    from spade_gym.validation import validate
+
+    reg = _open_registry(registry) if registry else None
+    refused = 0
+    for path in track(files, description="Validating", console=console, transient=True, disable=as_json):
+        try:
+            program = EnvProgram.from_file(path)
+        except (OSError, SpadeError) as exc:
+            console.print(f"[red]{_safe(str(path))}: {_safe(str(exc))}[/red]")
+            refused += 1
+            continue
+        report = validate(program, registry=reg)
+        refused += not report.accepted
+        if as_json:
+            print(report.to_json())
+            continue
+        console.print(_report_table(str(path), report))
+        if not report.accepted:
+            console.print(Panel(_safe(report.feedback()), title="feedback for the Designer"))
+    if refused:
+        raise typer.Exit(1)
+
+
+@envs_app.command("add")
+def envs_add(
+    files: Annotated[list[Path], typer.Argument(help="Environment program files.")],
+    registry: Annotated[Path, typer.Option("--registry", "-r", help="Registry folder (created if missing).")],
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="Tag to store with each environment (repeatable).")
+    ] = None,
+) -> None:
+    """Validate program files and add the accepted ones to a registry; exit status 1 if any is refused."""
+    from spade_gym.program import EnvProgram
+    from spade_gym.registry.gymnasium import register_program
+
+    reg = _open_registry(registry, create=True)
+    refused = 0
+    for path in track(files, description="Adding", console=console, transient=True):
+        report, record = register_program(EnvProgram.from_file(path), reg, tags=tuple(tag or ()))
+        if record is None:
+            refused += 1
+            console.print(_report_table(str(path), report))
+        else:
+            console.print(f"[green]added[/green] {_safe(str(path))} as {record.gym_id}")
+    if refused:
+        raise typer.Exit(1)
+
+
+@envs_app.command("play")
+def envs_play(
+    env_id: Annotated[str, typer.Argument(help="Environment id (or a program file).")],
+    registry: RegistryOption = None,
+    seed: Annotated[int, typer.Option(help="Episode seed.")] = 0,
+    hint: Annotated[bool, typer.Option("--hint", help="Show the privileged hint before each action.")] = False,
+) -> None:
+    """Play an environment in the terminal: type an action per turn (end of input quits)."""
+    path = Path(env_id)
+    if not path.is_file():
+        path = _get_record(_open_registry(registry), env_id).source_path
+    env = SandboxedEnv(path)
+    try:
+        obs, _ = env.reset(seed=seed)
+        console.print(Panel(_safe(obs), title=f"{env.name} (seed {seed}, up to {env.max_turns} turns)"))
+        if env.tools:
+            console.print(f"tools: {_safe(json.dumps(env.tools), 2000)}")
+        done = False
+        while not done:
+            if hint:
+                console.print(f"[cyan]hint:[/cyan] {_safe(env.hint())}")
+            try:
+                action = input("action> ")
+            except EOFError:
+                break
+            obs, reward, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+            console.print(Panel(_safe(obs), title=f"reward {reward:g}" + (" · episode over" if done else "")))
+            if "sandbox_error" in info:
+                console.print(f"[red]{_safe(info['sandbox_error']['message'])}[/red]")
+        console.print(f"return: {env.episode_return:g}")
+    finally:
+        env.close()
+
+
+@envs_app.command("rebuild-index")
+def envs_rebuild_index(registry: RegistryOption = None) -> None:
+    """Rebuild a registry's index.sqlite from its folders (after corruption or manual edits)."""
+    reg = _open_registry(registry)
+    count = reg.rebuild_index()
+    console.print(f"re-indexed {count} environment(s) in {reg.root}")
+    for directory, message in reg.problems():
+        console.print(f"[yellow]skipped {_safe(directory)}: {_safe(message)}[/yellow]")
 
 
 if __name__ == "__main__":  # pragma: no cover

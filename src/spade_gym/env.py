@@ -109,7 +109,8 @@ class SandboxedEnv(gym.Env[str, str]):
             raise ValueError(f"on_error must be 'truncate' or 'raise', got {on_error!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
-        self.program = _as_program(program).check()
+        # The restricted compile runs in the worker, under the load deadline (see EnvProgram.problems).
+        self.program = _as_program(program).check(restricted_compile=False)
         self.config = config or SandboxConfig()
         self.on_error: ErrorMode = on_error
         self.render_mode = render_mode
@@ -126,6 +127,7 @@ class SandboxedEnv(gym.Env[str, str]):
         self._turn = 0
         self._done = True
         self._last_obs = ""
+        self._sent_action: str | None = None  # a step sent by send_step() and not yet received
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Start an episode: ``Env.reset(seed)`` in the program.
@@ -141,8 +143,11 @@ class SandboxedEnv(gym.Env[str, str]):
         Raises:
             SandboxError: the program failed in ``reset`` (a broken program cannot start an episode).
         """
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
+            raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r:.40}")
         super().reset(seed=seed)
         program_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
+        self._drain()
         if not self.client.alive or self.client.cpu_used_s > self.config.cpu_seconds / 2:
             # The previous episode killed the worker, or it has used half of its lifetime CPU limit
             # (RLIMIT_CPU): start a fresh one between episodes rather than lose one mid-episode.
@@ -178,8 +183,14 @@ class SandboxedEnv(gym.Env[str, str]):
                     }
                 },
             )
+        action = self._coerce_action(action)
         try:
-            obs, reward, terminated, truncated, info = self.client.step(self._coerce_action(action), self._budget)
+            if self._sent_action is not None and self._sent_action == action:
+                self._sent_action = None
+                obs, reward, terminated, truncated, info = self.client.receive()
+            else:
+                self._drain()
+                obs, reward, terminated, truncated, info = self.client.step(action, self._budget)
         except SandboxError as exc:
             self._done = True
             if self.on_error == "raise":
@@ -195,12 +206,35 @@ class SandboxedEnv(gym.Env[str, str]):
             self.render()
         return obs, reward, terminated, truncated, info
 
+    def send_step(self, action: Any) -> None:
+        """Start ``step(action)`` in the worker without waiting for it; the next ``step`` with the same
+        action collects the answer. Lets a vector environment run many workers at once. Never
+        raises: a failure surfaces in that ``step``."""
+        if self._done or self._sent_action is not None:
+            return
+        action = self._coerce_action(action)
+        try:
+            self.client.send("step", {"action": action}, self._budget)
+        except SandboxError:
+            return  # the worker is gone; step() will report it
+        self._sent_action = action
+
+    def _drain(self) -> None:
+        """Collect (and drop) a step sent with :meth:`send_step` but never collected."""
+        if self._sent_action is not None:
+            self._sent_action = None
+            try:
+                self.client.receive()
+            except SandboxError:
+                pass
+
     def hint(self) -> str:
         """The program's privileged hint for the current state of the episode.
 
         Raises:
             SandboxError: the program failed in ``hint``.
         """
+        self._drain()
         return self.client.hint(self._budget)
 
     def oracle(self) -> str:
@@ -209,6 +243,7 @@ class SandboxedEnv(gym.Env[str, str]):
         Raises:
             SandboxError: the program failed in ``oracle``.
         """
+        self._drain()
         return self.client.oracle(self._budget)
 
     def render(self) -> str | None:
@@ -234,7 +269,9 @@ class SandboxedEnv(gym.Env[str, str]):
         else:
             try:
                 text = str(action)
-            except Exception:  # noqa: BLE001 - a broken __str__ is still not a reason to raise
+            except (KeyboardInterrupt, GeneratorExit):
+                raise
+            except BaseException:  # noqa: BLE001 - a broken __str__ (even SystemExit) is not a reason to raise
                 text = ""
         text = text[: self.config.max_action_chars]
         return text.encode("utf-8", "replace").decode("utf-8")

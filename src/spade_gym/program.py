@@ -24,6 +24,9 @@ __all__ = ["EnvProgram", "REQUIRED_METHODS", "SETTINGS", "MAX_SOURCE_BYTES"]
 
 #: Largest program accepted, in bytes of UTF-8 source.
 MAX_SOURCE_BYTES = 100_000
+#: Deepest nesting of syntax-tree nodes accepted (real programs stay far below; the restricted
+#: compiler's time grows with depth times size).
+MAX_AST_DEPTH = 64
 #: The three settings of DESIGN.md.
 SETTINGS = ("reasoning", "tool_use", "game")
 #: Methods ``Env`` must define, with their positional parameters after ``self``.
@@ -53,6 +56,12 @@ class EnvProgram:
     source: str
     origin: str = field(default="<string>", compare=False)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, str):
+            raise TypeError(f"EnvProgram source must be str, got {type(self.source).__name__}")
+        if self.source.startswith("\ufeff"):  # a UTF-8 byte-order mark, as some editors write
+            object.__setattr__(self, "source", self.source[1:])
+
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> EnvProgram:
         """Read a program from a UTF-8 file.
@@ -81,29 +90,45 @@ class EnvProgram:
         """SHA-256 hex digest (64 characters) of :attr:`normalized_source`."""
         return hashlib.sha256(self.normalized_source.encode("utf-8", "surrogatepass")).hexdigest()
 
-    def problems(self) -> list[str]:
+    def problems(self, *, restricted_compile: bool = True) -> list[str]:
         """Run the static check and return every problem found (empty when the program passes).
 
         Nothing of the program runs. The messages name the line and say what is expected, so that
         a language model can repair the program from them.
+
+        Args:
+            restricted_compile: also compile under the restricted policy here. Its cost grows with
+                nesting depth times size (seconds for a hostile 100 KB program), so the sandbox passes
+                ``False`` and compiles in the worker instead, under the load deadline.
         """
         size = len(self.source.encode("utf-8", "surrogatepass"))
         if size > MAX_SOURCE_BYTES:
             return [f"the program is {size} bytes; the limit is {MAX_SOURCE_BYTES} bytes"]
+        if "\x00" in self.source:
+            return ["the program contains a NUL character; it must be plain text"]
         try:
             tree = ast.parse(self.source)
         except SyntaxError as exc:
-            return [f"line {exc.lineno}: syntax error: {exc.msg}"]
+            where = f"line {exc.lineno}: " if exc.lineno else ""
+            return [f"{where}syntax error: {exc.msg}"]
         except (ValueError, RecursionError, MemoryError) as exc:
-            return [f"the program could not be parsed: {type(exc).__name__}: {exc}"[:500]]
+            return [f"the program could not be parsed ({type(exc).__name__}); is it nested too deeply?"]
+        depth = _max_depth(tree)
+        if depth > MAX_AST_DEPTH:
+            return [f"the program nests expressions and statements {depth} levels deep; the limit is {MAX_AST_DEPTH}"]
         problems = _check_imports(tree) + _check_interface(tree)
-        _code, errors = compile_program(self.source)
-        problems += [f"restricted compiler: {e}" for e in errors]
+        if restricted_compile:
+            _code, errors = compile_program(self.source)
+            problems += [f"restricted compiler: {e}" for e in errors]
         return problems
 
-    def check(self) -> EnvProgram:
-        """Raise :class:`ProgramError` listing every problem, or return ``self`` when there is none."""
-        problems = self.problems()
+    def check(self, *, restricted_compile: bool = True) -> EnvProgram:
+        """Raise :class:`ProgramError` listing every problem, or return ``self`` when there is none.
+
+        Args:
+            restricted_compile: see :meth:`problems`.
+        """
+        problems = self.problems(restricted_compile=restricted_compile)
         if problems:
             raise ProgramError(
                 f"{self.origin}: the program fails the static check:\n" + "\n".join(f"- {p}" for p in problems)
@@ -128,6 +153,8 @@ def _check_imports(tree: ast.Module) -> list[str]:
                 for alias in node.names:
                     if alias.name == "*":
                         problems.append(f"line {node.lineno}: 'from {node.module} import *' is not allowed")
+                    elif alias.name.startswith("_"):
+                        problems.append(f"line {node.lineno}: importing the private name {alias.name!r} is not allowed")
     return problems
 
 
@@ -173,7 +200,7 @@ def _check_interface(tree: ast.Module) -> list[str]:
         assigned,
         "name",
         str,
-        lambda v: v.isidentifier() and v[:1].isupper(),
+        lambda v: v.isascii() and v.isidentifier() and v[:1].isupper(),
         "a CamelCase identifier such as 'MazeWalk'",
     )
     problems += _check_literal(assigned, "setting", str, lambda v: v in SETTINGS, f"one of {SETTINGS}")
@@ -193,6 +220,16 @@ def _check_literal(
     if type(value.value) is not kind or not ok(value.value):
         return [f"line {value.lineno}: Env.{name} = {value.value!r}; expected {expected}"]
     return []
+
+
+def _max_depth(tree: ast.AST) -> int:
+    """Deepest nesting of nodes in ``tree`` (iterative: a deep tree cannot exhaust the stack)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def _defines_name(node: ast.stmt, name: str) -> bool:

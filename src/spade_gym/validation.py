@@ -166,7 +166,8 @@ class ValidationReport:
 
     Attributes:
         program_id: :attr:`EnvProgram.id`.
-        name, setting, max_turns: what the program declares (``None`` if it did not load).
+        name, setting, max_turns, description: what the program declares (``None`` if it did
+            not load); ``description`` is the ``Env`` docstring.
         accepted: whether every check passed.
         category: ``"ACCEPT"`` or the category of the first failing check.
         checks: one :class:`CheckResult` per name in :data:`CHECKS`, in that order.
@@ -182,6 +183,7 @@ class ValidationReport:
     name: str | None = None
     setting: str | None = None
     max_turns: int | None = None
+    description: str | None = None
     accepted: bool = False
     category: str = "COMPILE_REJECTED"
     checks: list[CheckResult] = field(default_factory=list)
@@ -328,20 +330,22 @@ class _Validator:
         report.seconds = round(time.perf_counter() - started, 6)
         return report
 
-    def _timed(self, check: str, fn: Any, *args: Any) -> Any:
+    def _timed(self, check: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
         try:
-            return fn(*args)
+            return fn(*args, **kwargs)
         finally:
             self.results[check].seconds += round(time.perf_counter() - started, 6)
 
     def _run(self) -> None:
-        problems = self._timed("static", self.program.problems)
+        # The restricted compile happens in the workers (bounded by the load deadline); its errors
+        # come back from load() as COMPILE_REJECTED and count as the static check.
+        problems = self._timed("static", self.program.problems, restricted_compile=False)
         if problems:
             self.fail("static", "COMPILE_REJECTED", "; ".join(problems))
             return
-        self.passed("static")
         a, b = self._timed("load", self._load)
+        self.passed("static")
         oracle_episodes = self._timed("feasibility", self._oracle_episodes, a)
         self.passed("termination", "feasibility")
         self._timed("variety", self._variety, oracle_episodes)
@@ -372,8 +376,10 @@ class _Validator:
             try:
                 spec = client.load(self.program.source)
             except SpadeError as exc:
-                raise _Failed(_error_check(exc, "load"), exc.category, f"loading the program: {exc.message}") from None
+                check = "static" if exc.category == "COMPILE_REJECTED" else _error_check(exc, "load")
+                raise _Failed(check, exc.category, f"loading the program: {exc.message}") from None
         self.report.name, self.report.setting, self.report.max_turns = spec.name, spec.setting, spec.max_turns
+        self.report.description = spec.description
         self.report.startup_seconds = round(time.perf_counter() - started, 6)
         self.passed("load")
         return a, b
@@ -523,11 +529,19 @@ class _Validator:
         return text
 
     def _run_trivial(self, client: SandboxClient, jobs: list[tuple[str, int]]) -> None:
-        max_turns = min(self.report.max_turns or 1, self.config.trivial_max_turns)
+        declared = self.report.max_turns or 1
+        max_turns = min(declared, self.config.trivial_max_turns)
         for label, seed in jobs:
             episode = self._play(client, seed, self._policies[label], max_turns, "non_triviality", f"{label}-policy")
             if episode.total >= self.config.success_threshold:
                 self._wins[label] += 1
+            if max_turns == declared and not episode.ended:
+                self.fail(
+                    "termination",
+                    "EPISODE_LIMIT",
+                    f"seed {seed}: playing the {label} policy, after max_turns={declared} actions the episode had "
+                    "neither terminated nor truncated",
+                )
 
     def _judge_trivial(self) -> None:
         n = len(self.config.seeds[: max(1, self.config.trivial_seeds)])

@@ -88,11 +88,25 @@ class SandboxConfig:
     cpu_affinity: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.require_layers, str) or not isinstance(self.require_layers, (tuple, list)):
+            raise TypeError(
+                f"require_layers must be a tuple of layer names, e.g. ('seccomp',), not {self.require_layers!r}"
+            )
         unknown = [name for name in self.require_layers if name not in LAYERS]
         if unknown:
             raise ValueError(f"unknown sandbox layer(s) {unknown}; known layers: {', '.join(LAYERS)}")
-        if self.call_timeout_s <= 0 or self.episode_budget_s <= 0:
-            raise ValueError("call_timeout_s and episode_budget_s must be positive seconds")
+        for name in ("call_timeout_s", "start_timeout_s", "episode_budget_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0 < value < 1e6):
+                raise ValueError(f"{name} must be a positive number of seconds below 1e6, got {value!r}")
+        for name in ("memory_bytes", "cpu_seconds", "max_print_bytes", "max_action_chars", "recursion_limit"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value > 0):
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if self.hash_seed is not None and not 0 <= self.hash_seed <= 4294967295:
+            raise ValueError(
+                f"hash_seed must be None or an int in [0, 4294967295] (PYTHONHASHSEED), got {self.hash_seed!r}"
+            )
 
     def worker_config(self) -> dict[str, Any]:
         """The JSON settings sent to a worker."""
@@ -435,7 +449,15 @@ class SandboxClient:
         return self.spec
 
     def reset(self, seed: int, budget: Budget | None = None) -> tuple[str, dict[str, Any]]:
-        """Call ``Env.reset(seed)``; return ``(observation, info)``."""
+        """Call ``Env.reset(seed)``; return ``(observation, info)``.
+
+        Raises:
+            ValueError: ``seed`` is not an int in [-2**63, 2**63).
+        """
+        if isinstance(seed, bool) or not isinstance(seed, int) or not -(2**63) <= seed < 2**63:
+            raise ValueError(
+                f"seed must be an int in [-2**63, 2**63), got {seed if isinstance(seed, int) else type(seed).__name__}"
+            )
         return self.call("reset", {"seed": int(seed)}, budget)
 
     def step(self, action: str, budget: Budget | None = None) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -483,7 +505,11 @@ class SandboxClient:
             raise SandboxTimeout(f"the {budget.what} time budget of {budget.seconds:g} s is exhausted")
         sent = time.monotonic()
         timeout = self.config.call_timeout_s if budget is None else min(self.config.call_timeout_s, budget.remaining)
-        self._write_with_deadline(encode_frame({"op": op, "args": args or {}}), sent + timeout, op)
+        try:
+            self._write_with_deadline(encode_frame({"op": op, "args": args or {}}), sent + timeout, op)
+        except BaseException:  # interrupted half-way (KeyboardInterrupt, a signal): the stream is unusable
+            self.kill()
+            raise
         self._pending = (op, sent, budget)
 
     def _write_with_deadline(self, frame: bytes, deadline: float, op: str) -> None:
@@ -530,6 +556,11 @@ class SandboxClient:
             limit_what = f"the {budget.what} time budget of {budget.seconds:g} s during {op}()"
         try:
             response = self._read_response(sent + timeout, limit_what)
+        except SpadeError:
+            raise
+        except BaseException:  # interrupted (KeyboardInterrupt, a signal): a late answer would desync
+            self.kill()
+            raise
         finally:
             self._pending = None
             if budget is not None:

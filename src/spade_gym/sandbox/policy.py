@@ -307,7 +307,9 @@ class ModuleProxy:
         object.__setattr__(self, "_ModuleProxy__attrs", attrs)
         object.__setattr__(self, "_ModuleProxy__deny", deny)
 
-    def __getattr__(self, attr: str) -> Any:
+    def __getattribute__(self, attr: str) -> Any:
+        # Every lookup lands here (``from json import _ModuleProxy__attrs`` uses the real getattr):
+        # only the allowed attributes exist.
         attrs = object.__getattribute__(self, "_ModuleProxy__attrs")
         if attr in attrs:
             return attrs[attr]

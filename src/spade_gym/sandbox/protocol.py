@@ -132,6 +132,16 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
+def _show(value: Any, limit: int = 40) -> str:
+    """A short display of ``value`` that never runs program code (builtin scalars only)."""
+    if type(value) in (str, int, float, bool) or value is None:
+        text = (
+            repr(value) if type(value) is not int or value.bit_length() < 128 else f"<int of {value.bit_length()} bits>"
+        )
+        return text[:limit]
+    return f"a {_describe(value)}"
+
+
 def check_text(value: Any, what: str, limits: Limits) -> str:
     """Check that ``value`` is exactly ``str``, valid UTF-8 and at most ``max_text_bytes`` bytes.
 
@@ -240,7 +250,7 @@ def check_flag(value: Any, what: str) -> bool:
         ContractError: ``PROTOCOL_ERROR``.
     """
     if type(value) is not bool:
-        raise ContractError(f"{what} must be a bool, got {_describe(value)} {str(value)[:40]!r}")
+        raise ContractError(f"{what} must be a bool, got {_show(value)}")
     return value
 
 
@@ -301,12 +311,18 @@ def check_spec(value: Any, limits: Limits) -> dict[str, Any]:
     if type(value) is not dict:
         raise ContractError("the program's Env description is malformed")
     name, setting, max_turns = value.get("name"), value.get("setting"), value.get("max_turns")
-    if type(name) is not str or not name.isidentifier() or not name[:1].isupper() or len(name) > 64:
-        raise ContractError(f"Env.name must be a CamelCase identifier of at most 64 characters, got {str(name)[:80]!r}")
+    if (
+        type(name) is not str
+        or not name.isascii()
+        or not name.isidentifier()
+        or not name[:1].isupper()
+        or len(name) > 64
+    ):
+        raise ContractError(f"Env.name must be a CamelCase identifier of at most 64 characters, got {_show(name, 80)}")
     if setting not in ("reasoning", "tool_use", "game"):
-        raise ContractError(f"Env.setting must be 'reasoning', 'tool_use' or 'game', got {str(setting)[:40]!r}")
+        raise ContractError(f"Env.setting must be 'reasoning', 'tool_use' or 'game', got {_show(setting)}")
     if type(max_turns) is not int or not 1 <= max_turns <= 100_000:
-        raise ContractError(f"Env.max_turns must be an int from 1 to 100000, got {str(max_turns)[:40]!r}")
+        raise ContractError(f"Env.max_turns must be an int from 1 to 100000, got {_show(max_turns)}")
     tools = value.get("tools")
     if type(tools) is not list or not all(type(t) is dict for t in tools):
         raise ContractError("Env.tools must be a list of dicts (OpenAI-style function schemas)")

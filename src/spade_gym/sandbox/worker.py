@@ -22,6 +22,7 @@ import resource
 import sys
 import time
 import traceback
+import unicodedata  # noqa: F401 - the parser imports it for non-ASCII names; no imports after lock-down
 from typing import Any
 
 from spade_gym.sandbox import lockdown
@@ -49,7 +50,13 @@ class _ContractFailure(Exception):
         self.error = error
 
 
+def _clean(text: str) -> str:
+    """``text`` as valid UTF-8 (lone surrogates replaced), so a response always serialises."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def _error(type_name: str, category: str, message: str, tb: str = "") -> dict[str, str]:
+    message, tb = _clean(message), _clean(tb)
     return {
         "type": type_name,
         "category": category,
@@ -133,8 +140,15 @@ class ProgramHost:
             value, error = None, failure.error
         except GuardViolation as exc:
             value, error = None, None
-            if runtime.violation is None:  # pragma: no cover - deny() always records
-                runtime.violation = exc
+            if runtime.violation is None:  # raised by program code, not by a guard: a forgery
+                value, error = (
+                    None,
+                    _error(
+                        "EnvRuntimeError",
+                        "ENV_EXCEPTION",
+                        f"the program raised a sandbox signal itself at line {_program_line(exc)}",
+                    ),
+                )
         except MemoryError:
             value, error = (
                 None,
@@ -171,7 +185,7 @@ class ProgramHost:
             where = f"line {line}: " if line else ""
             value, error = None, _error(type_name, violation.category, where + violation.message)
         response: dict[str, Any] = {
-            "printed": runtime.printed(),
+            "printed": _clean(runtime.printed()),
             "cpu_s": round(time.thread_time() - start, 6),
             "cpu_total_s": round(_process_cpu_seconds(), 6),
         }
@@ -213,7 +227,9 @@ class ProgramHost:
     def _load(self, source: str) -> dict[str, Any]:
         code, errors = compile_program(source)
         if code is None:
-            raise _ContractFailure(_error("ProgramError", "COMPILE_REJECTED", "\n".join(errors)))
+            raise _ContractFailure(
+                _error("ProgramError", "COMPILE_REJECTED", "\n".join(f"restricted compiler: {e}" for e in errors))
+            )
         linecache.cache[PROGRAM_FILENAME] = (len(source), None, source.splitlines(True), PROGRAM_FILENAME)
         namespace = self.runtime.globals
         exec(code, namespace)  # noqa: S102 - restricted code, guarded globals
