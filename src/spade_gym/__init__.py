@@ -2,8 +2,11 @@
 
 from spade_gym.errors import (
     ContractError,
+    DuplicateEnvironment,
+    EnvNotFound,
     EnvRuntimeError,
     ProgramError,
+    RegistryError,
     ResourceLimitExceeded,
     SandboxError,
     SandboxSetupError,
@@ -20,6 +23,9 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "Budget",
     "ContractError",
+    "DuplicateEnvironment",
+    "EnvNotFound",
+    "RegistryError",
     "EnvProgram",
     "EnvRuntimeError",
     "Limits",
@@ -38,16 +44,21 @@ __all__ = [
 ]
 
 from spade_gym.env import SandboxedEnv, escape_text  # noqa: E402
+from spade_gym.registry import EnvRecord, Registry  # noqa: E402
+from spade_gym.registry.gymnasium import register_builtin_ids, register_program, register_registry  # noqa: E402
 from spade_gym.spaces import UnicodeText  # noqa: E402
+from spade_gym.validation import ValidationConfig, ValidationReport, validate  # noqa: E402
 
-
-def _register_gymnasium_ids() -> None:
-    """Register the ``spade/`` ids with gymnasium (string entry points, JSON-able kwargs)."""
-    import gymnasium
-
-    if "spade/Program-v0" not in gymnasium.registry:
-        gymnasium.register(id="spade/Program-v0", entry_point="spade_gym.env:SandboxedEnv")
-
-
-_register_gymnasium_ids()
-__all__ += ["SandboxedEnv", "UnicodeText", "escape_text"]
+register_builtin_ids()
+__all__ += [
+    "EnvRecord",
+    "Registry",
+    "SandboxedEnv",
+    "UnicodeText",
+    "ValidationConfig",
+    "ValidationReport",
+    "escape_text",
+    "register_program",
+    "register_registry",
+    "validate",
+]

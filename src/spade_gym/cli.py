@@ -225,7 +225,7 @@ def envs_list(
     """List the environments of a registry, with their measured returns and regret."""
     reg = _open_registry(registry)
     table = Table(title=f"Environments in {reg.root}")
-    for column in ("id", "setting", "turns", "return hint", "return no hint", "regret", "episodes", "tags", "about"):
+    for column in ("id", "setting", "turns", "return hint / no hint", "regret", "episodes", "tags"):
         table.add_column(column, overflow="fold")
     records = reg.records(setting=setting)
     for record in records:
@@ -234,12 +234,10 @@ def envs_list(
             record.env_id,
             record.setting,
             str(record.max_turns),
-            _fmt(stats.mean_return_hint),
-            _fmt(stats.mean_return_nohint),
+            f"{_fmt(stats.mean_return_hint)} / {_fmt(stats.mean_return_nohint)}",
             _fmt(stats.regret),
             str(stats.episodes),
             ", ".join(record.tags),
-            _safe(record.description, 90),
         )
     console.print(table)
     console.print(f"{len(records)} environment(s); Gymnasium ids are spade/<id>.")

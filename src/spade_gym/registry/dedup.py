@@ -10,9 +10,10 @@ Two signatures are computed from a program's source, neither of which runs any o
    to comments, layout, docstrings and a consistent renaming of their own names: an exact duplicate.
 2. :func:`minhash`, a MinHash sketch (Broder, "On the resemblance and containment of documents",
    1997) of the set of :data:`SHINGLE_SIZE`-token shingles of the source after the same docstring
-   removal, with comments and layout dropped by the tokenizer and every identifier that is not a
-   keyword or builtin replaced by one placeholder token (``$``), as in "type-2" code-clone
-   detection. ``datasketch.MinHash`` with :data:`NUM_PERM` permutations estimates the Jaccard
+   removal, with comments and layout dropped (an ``ast.unparse`` round trip) and every identifier
+   that is not a keyword or builtin replaced by one placeholder token (``$``), as in "type-2"
+   code-clone detection: renaming and reformatting change nothing, edited constants, strings and
+   statements change the shingles they fall in. ``datasketch.MinHash`` with :data:`NUM_PERM` permutations estimates the Jaccard
    similarity of two programs' shingle sets; :class:`NearDuplicateIndex` wraps
    ``datasketch.MinHashLSH`` to find the candidates above a threshold without comparing against
    every registered program.
@@ -27,10 +28,10 @@ import ast
 import builtins
 import hashlib
 import inspect
-import io
 import keyword
-import tokenize
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from datasketch import MinHash, MinHashLSH
@@ -40,12 +41,14 @@ __all__ = [
     "SHINGLE_SIZE",
     "SIGNATURE_VERSION",
     "NearDuplicateIndex",
+    "Signatures",
     "ast_hash",
     "jaccard",
     "minhash",
     "minhash_from_bytes",
     "minhash_to_bytes",
     "shingles",
+    "signatures",
     "tokens",
 ]
 
@@ -66,27 +69,26 @@ _SCHEME = "affine32" if _HAS_SCHEME else "legacy"
 SIGNATURE_VERSION = f"minhash-{_SCHEME}-p{NUM_PERM}-seed{MINHASH_SEED}-k{SHINGLE_SIZE}-v1"
 
 _BUILTINS = frozenset(dir(builtins))
-_SKIPPED_TOKENS = frozenset(
-    {
-        tokenize.COMMENT,
-        tokenize.NL,
-        tokenize.NEWLINE,
-        tokenize.INDENT,
-        tokenize.DEDENT,
-        tokenize.ENCODING,
-        tokenize.ENDMARKER,
-    }
+# A lexer for ``ast.unparse`` output (well-formed, no comments): identifiers, numbers, string
+# literals, multi-character operators, then any other single character. The stdlib tokenizer
+# gives the same stream for this purpose at about eight times the cost.
+_LEXEME = re.compile(
+    r"""[^\W\d]\w*|\d[\w.]*|'''(?:[^\\]|\\.)*?'''|\"\"\"(?:[^\\]|\\.)*?\"\"\"|'(?:[^'\\\n]|\\.)*'"""
+    r"""|"(?:[^"\\\n]|\\.)*"|\*\*=?|//=?|>>=?|<<=?|->|:=|[-+*/%&|^@<>=!]=|\S""",
+    re.DOTALL,
 )
 _PROTOTYPE: MinHash | None = None
 
 
-def _parse_without_docstrings(source: str) -> ast.Module | None:
-    """The module's tree with every docstring removed, or ``None`` if it does not parse."""
+def _parse_without_docstrings(source: str) -> tuple[ast.Module, list[ast.AST]] | None:
+    """The module's tree with every docstring removed and its nodes in breadth-first order (those
+    of the removed docstrings included: they hold no names), or ``None`` if it does not parse."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    for node in ast.walk(tree):
+    nodes = list(ast.walk(tree))
+    for node in nodes:
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
@@ -94,66 +96,122 @@ def _parse_without_docstrings(source: str) -> ast.Module | None:
                     del body[0]
                     if not body and not isinstance(node, ast.Module):
                         body.append(ast.Pass())
-    return tree
+    return tree, nodes
 
 
-def _bound_names(tree: ast.AST) -> set[str]:
+def _bound_names(nodes: list[ast.AST]) -> set[str]:
     """Names the program binds itself (and so may rename freely), builtins excluded."""
     bound: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
+    for node in nodes:
+        if isinstance(node, ast.Name):
+            if not isinstance(node.ctx, ast.Load):
+                bound.add(node.id)
         elif isinstance(node, ast.arg):
             bound.add(node.arg)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            bound.add(node.id)
-        elif isinstance(node, ast.alias) and node.asname:
-            bound.add(node.asname)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.alias):
+            if node.asname:
+                bound.add(node.asname)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             bound.update(node.names)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-            bound.add(node.name)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+            if node.name:
+                bound.add(node.name)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             bound.add(node.rest)
     return bound - _BUILTINS
 
 
-class _Renamer(ast.NodeTransformer):
-    """Renames the given names to ``_0``, ``_1``, ... in order of first appearance (depth first)."""
+def _rename(nodes: list[ast.AST], bound: set[str]) -> None:
+    """Rename the ``bound`` names to ``_0``, ``_1``, ... in order of first appearance in ``nodes``."""
+    mapping: dict[str, str] = {}
 
-    def __init__(self, names: set[str]) -> None:
-        self.names = names
-        self.mapping: dict[str, str] = {}
-
-    def _new(self, name: str) -> str:
-        if name not in self.names:
+    def new(name: str) -> str:
+        if name not in bound:
             return name
-        if name not in self.mapping:
-            self.mapping[name] = f"_{len(self.mapping)}"
-        return self.mapping[name]
+        if name not in mapping:
+            mapping[name] = f"_{len(mapping)}"
+        return mapping[name]
 
-    def generic_visit(self, node: ast.AST) -> ast.AST:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            node.name = self._new(node.name)
-        elif isinstance(node, ast.Name):
-            node.id = self._new(node.id)
+    for node in nodes:
+        if isinstance(node, ast.Name):
+            node.id = new(node.id)
         elif isinstance(node, ast.arg):
-            node.arg = self._new(node.arg)
-        elif isinstance(node, ast.keyword) and node.arg is not None:
-            node.arg = self._new(node.arg)
-        elif isinstance(node, ast.alias) and node.asname:
-            node.asname = self._new(node.asname)
+            node.arg = new(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            node.name = new(node.name)
+        elif isinstance(node, ast.keyword):
+            if node.arg is not None:
+                node.arg = new(node.arg)
+        elif isinstance(node, ast.alias):
+            if node.asname:
+                node.asname = new(node.asname)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            node.names = [self._new(n) for n in node.names]
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            node.name = self._new(node.name)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-            node.name = self._new(node.name)
+            node.names = [new(n) for n in node.names]
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+            if node.name:
+                node.name = new(node.name)
         elif isinstance(node, ast.MatchMapping) and node.rest:
-            node.rest = self._new(node.rest)
-        return super().generic_visit(node)
+            node.rest = new(node.rest)
+
+
+def _source_hash(source: str) -> str:
+    return "src:" + hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _lex(text: str) -> list[str]:
+    out = []
+    for tok in _LEXEME.findall(text):
+        if tok[0].isalpha() or tok[0] == "_":
+            if not keyword.iskeyword(tok) and tok not in _BUILTINS:
+                tok = IDENTIFIER_TOKEN
+        out.append(tok)
+    return out
+
+
+@dataclass(frozen=True)
+class Signatures:
+    """Both signatures of one program.
+
+    Attributes:
+        ast_hash: see :func:`ast_hash`.
+        tokens: see :func:`tokens`.
+    """
+
+    ast_hash: str
+    tokens: tuple[str, ...]
+
+    def minhash(self) -> MinHash:
+        """MinHash sketch of the token shingles; see :func:`minhash`."""
+        _prototype()
+        sketch = _new_minhash()
+        items = _shingles_of(self.tokens, SHINGLE_SIZE)
+        if items:
+            sketch.update_batch(list(items))
+        return sketch
+
+
+def signatures(source: str) -> Signatures:
+    """Compute :func:`ast_hash` and :func:`tokens` with one parse of the source.
+
+    Args:
+        source: Python source text (need not parse).
+
+    Returns:
+        The :class:`Signatures`; never raises for any text.
+    """
+    parsed = _parse_without_docstrings(source)
+    if parsed is None:
+        return Signatures(_source_hash(source), tuple(source.split()))
+    tree, nodes = parsed
+    try:
+        toks = tuple(_lex(ast.unparse(tree)))  # before renaming: the tokens keep no names anyway
+        _rename(nodes, _bound_names(nodes))
+        dump = ast.dump(tree)
+    except (RecursionError, ValueError):
+        return Signatures(_source_hash(source), tuple(source.split()))
+    return Signatures("ast:" + hashlib.sha256(dump.encode("utf-8", "surrogatepass")).hexdigest(), toks)
 
 
 def ast_hash(source: str) -> str:
@@ -164,19 +222,11 @@ def ast_hash(source: str) -> str:
         source: Python source text.
 
     Returns:
-        ``"ast:"`` followed by the SHA-256 hex digest of ``ast.dump`` of the normalised tree; for
-        source that does not parse, ``"src:"`` followed by the SHA-256 of the raw text (so only
-        identical text matches).
+        ``"ast:"`` followed by the SHA-256 hex digest (64 characters) of ``ast.dump`` of the
+        normalised tree; for source that does not parse, ``"src:"`` followed by the SHA-256 of the
+        raw text (so that only identical text matches).
     """
-    tree = _parse_without_docstrings(source)
-    if tree is None:
-        return "src:" + hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
-    try:
-        renamed = _Renamer(_bound_names(tree)).visit(tree)
-        dump = ast.dump(renamed)
-    except RecursionError:
-        return "src:" + hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
-    return "ast:" + hashlib.sha256(dump.encode("utf-8", "surrogatepass")).hexdigest()
+    return signatures(source).ast_hash
 
 
 def tokens(source: str) -> list[str]:
@@ -184,8 +234,8 @@ def tokens(source: str) -> list[str]:
 
     Docstrings, comments, blank lines and indentation are dropped; every identifier that is not a
     keyword or builtin becomes :data:`IDENTIFIER_TOKEN`; operators, keywords, builtins, numbers and
-    strings are kept as written (after an ``ast.unparse`` round trip that fixes their spelling).
-    Source that does not parse is split on whitespace instead.
+    strings are kept as written after an ``ast.unparse`` round trip (which fixes their spelling:
+    quotes, spacing, parentheses). Source that does not parse is split on whitespace instead.
 
     Args:
         source: Python source text.
@@ -193,22 +243,7 @@ def tokens(source: str) -> list[str]:
     Returns:
         The tokens, in order.
     """
-    tree = _parse_without_docstrings(source)
-    if tree is None:
-        return source.split()
-    try:
-        text = ast.unparse(tree)
-        out = []
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type in _SKIPPED_TOKENS:
-                continue
-            if tok.type == tokenize.NAME and not keyword.iskeyword(tok.string) and tok.string not in _BUILTINS:
-                out.append(IDENTIFIER_TOKEN)
-            else:
-                out.append(tok.string)
-        return out
-    except (tokenize.TokenError, SyntaxError, ValueError, RecursionError):
-        return source.split()
+    return list(signatures(source).tokens)
 
 
 def shingles(source: str, k: int = SHINGLE_SIZE) -> set[bytes]:
@@ -227,7 +262,10 @@ def shingles(source: str, k: int = SHINGLE_SIZE) -> set[bytes]:
     """
     if k < 1:
         raise ValueError(f"shingle size k={k}; expected an int >= 1")
-    toks = tokens(source)
+    return _shingles_of(tokens(source), k)
+
+
+def _shingles_of(toks: Sequence[str], k: int) -> set[bytes]:
     if not toks:
         return set()
     if len(toks) <= k:
@@ -250,7 +288,7 @@ def _new_minhash(hashvalues: np.ndarray | None = None) -> MinHash:
         kwargs["hashvalues"] = hashvalues
     if _HAS_SCHEME:
         kwargs["scheme"] = _SCHEME
-    return MinHash(**kwargs)  # type: ignore[arg-type]
+    return MinHash(**kwargs)
 
 
 def minhash(source: str) -> MinHash:
@@ -263,12 +301,7 @@ def minhash(source: str) -> MinHash:
         A ``datasketch.MinHash``; ``a.jaccard(b)`` estimates the Jaccard similarity of two programs'
         shingle sets with standard error about ``sqrt(J (1 - J) / 128)``.
     """
-    _prototype()
-    sketch = _new_minhash()
-    items = shingles(source)
-    if items:
-        sketch.update_batch(list(items))
-    return sketch
+    return signatures(source).minhash()
 
 
 def minhash_to_bytes(sketch: MinHash) -> bytes:
@@ -295,15 +328,31 @@ def jaccard(a: MinHash | bytes, b: MinHash | bytes) -> float:
     return float(first.jaccard(second))
 
 
-def lsh_threshold(threshold: float) -> float:
-    """The threshold the LSH is built for when candidates at ``threshold`` are wanted.
+#: Probability with which :class:`NearDuplicateIndex` finds a pair exactly at its threshold.
+LSH_RECALL = 0.999
 
-    ``MinHashLSH`` tunes its bands so that pairs near its threshold are found about as often as
-    they are missed; built 0.15 lower, it returns pairs at ``threshold`` as candidates with
-    probability above 99.9% (for ``threshold`` >= 0.5), and :class:`NearDuplicateIndex` then checks
-    every candidate with the full sketch.
+
+def lsh_params(threshold: float, recall: float = LSH_RECALL) -> tuple[int, int]:
+    """Bands ``b`` and rows per band ``r`` of the LSH for pairs at Jaccard similarity ``threshold``.
+
+    A pair of similarity ``s`` becomes a candidate with probability ``1 - (1 - s**r)**b``
+    (Leskovec, Rajaraman & Ullman, "Mining of Massive Datasets", Sec. 3.4). This picks the largest
+    ``r`` (fewest false candidates) with ``b = NUM_PERM // r`` for which a pair at ``threshold`` is
+    found with probability at least ``recall``; candidates are then checked with the full sketch.
+
+    Args:
+        threshold: Jaccard similarity in (0, 1].
+        recall: wanted probability in (0, 1) of finding a pair at ``threshold``.
+
+    Returns:
+        ``(b, r)`` with ``b >= 2`` and ``b * r <= NUM_PERM``.
     """
-    return min(max(threshold - 0.15, 0.05), 0.95)
+    best = (NUM_PERM, 1)
+    for r in range(1, NUM_PERM // 2 + 1):  # MinHashLSH needs at least two bands
+        b = NUM_PERM // r
+        if 1.0 - (1.0 - threshold**r) ** b >= recall:
+            best = (b, r)
+    return best
 
 
 class NearDuplicateIndex:
@@ -311,7 +360,7 @@ class NearDuplicateIndex:
 
     Args:
         threshold: the Jaccard similarity (0 < threshold <= 1) whose pairs should be found; the
-            LSH is built for :func:`lsh_threshold` of it, and :meth:`query` returns only keys whose
+            LSH bands are chosen by :func:`lsh_params`, and :meth:`query` returns only keys whose
             full estimated similarity is at least ``threshold``.
 
     Raises:
@@ -322,7 +371,7 @@ class NearDuplicateIndex:
         if not 0.0 < threshold <= 1.0:
             raise ValueError(f"near-duplicate threshold {threshold!r}; expected a number in (0, 1]")
         self.threshold = float(threshold)
-        self._lsh = MinHashLSH(threshold=lsh_threshold(threshold), num_perm=NUM_PERM)
+        self._lsh = MinHashLSH(num_perm=NUM_PERM, params=lsh_params(self.threshold))
         self._sketches: dict[str, bytes] = {}
 
     def __len__(self) -> int:

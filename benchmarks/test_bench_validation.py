@@ -1,0 +1,56 @@
+"""Speed of the validation gate on a typical program (issue target: below 1 s wall on 2 cores).
+
+Reported, not asserted: the wall time of :func:`spade_gym.validate` with 10 and 20 seeds, the share
+spent starting and loading the two workers, and the ratio to a baseline measured in the same run
+(one warm ``SandboxClient().load`` of the same program).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from spade_gym import EnvProgram, SandboxClient, validate
+from spade_gym.validation import ValidationConfig
+
+PROGRAM = EnvProgram.from_file(Path(__file__).resolve().parents[1] / "examples" / "programs" / "arithmetic_chain.py")
+
+
+def _load_once() -> float:
+    started = time.perf_counter()
+    with SandboxClient() as client:
+        client.load(PROGRAM.source)
+    return time.perf_counter() - started
+
+
+@pytest.mark.parametrize("n_seeds", [10, 20])
+def test_validation_of_a_typical_program(benchmark, n_seeds: int) -> None:  # type: ignore[no-untyped-def]
+    config = ValidationConfig(seeds=tuple(range(1000, 1000 + n_seeds)), trivial_seeds=n_seeds)
+    validate(PROGRAM, config)  # warm the zygotes of both hash seeds
+    reports = []
+
+    def run() -> None:
+        reports.append(validate(PROGRAM, config))
+
+    benchmark.pedantic(run, rounds=5, iterations=1)
+    assert all(r.accepted for r in reports)
+    wall = sorted(r.seconds for r in reports)[len(reports) // 2]
+    startup = sorted(r.startup_seconds for r in reports)[len(reports) // 2]
+    load = sorted(_load_once() for _ in range(5))[2]
+    benchmark.extra_info.update(
+        {
+            "seeds": n_seeds,
+            "wall_s_p50": wall,
+            "startup_s_p50": startup,
+            "startup_share": startup / wall,
+            "baseline_load_s": load,
+            "ratio_to_one_load": wall / load,
+        }
+    )
+    print(
+        f"\n[bench] validation of arithmetic_chain.py with {n_seeds} seeds: p50 {wall * 1000:.0f} ms "
+        f"(target < 1000 ms: {'met' if wall < 1 else 'MISSED'}); start-up of the two workers {startup * 1000:.0f} ms "
+        f"({startup / wall:.0%}); {wall / load:.1f}x one warm SandboxClient().load ({load * 1000:.1f} ms)"
+    )

@@ -1,0 +1,153 @@
+"""``spade/Generated-v0``: a Gymnasium environment that draws a registered environment at every reset.
+
+Plug it into any RL code that expects one environment id and get the whole registry: every
+``reset`` samples an environment (uniformly, or by prioritised replay on regret) and a program seed
+from the environment's own generator, so a seeded sequence of resets is reproducible. ``info``
+says which environment was drawn, under the key ``"spade"``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium as gym
+
+from spade_gym.env import SandboxedEnv, escape_text
+from spade_gym.registry import EnvRecord, Registry
+from spade_gym.registry.gymnasium import bundled_registry_path
+from spade_gym.sandbox import SandboxConfig
+from spade_gym.spaces import UnicodeText
+
+__all__ = ["GeneratedEnv"]
+
+Sampling = Literal["uniform", "replay"]
+
+
+class GeneratedEnv(gym.Env[str, str]):
+    """Draw a registered environment at every reset and play it.
+
+    Args:
+        registry: path of an environment registry; default: the ``SPADE_REGISTRY`` environment
+            variable, else the bundled registry.
+        setting: draw only environments of this setting (``"reasoning"``, ``"tool_use"``, ``"game"``).
+        sampling: ``"uniform"`` or ``"replay"`` (rank-based prioritised replay on regret with a
+            staleness term, Jiang et al. 2021; see :mod:`spade_gym.registry.sampler`).
+        config: sandbox limits of the environments.
+        cache_size: environments kept loaded (each holds one worker process) between resets.
+        render_mode: ``None``, ``"ansi"`` or ``"human"``.
+
+    Raises:
+        RegistryError: the registry cannot be opened.
+        ValueError: bad ``sampling`` or ``setting``, or no environment matches.
+
+    ``info["spade"]`` after ``reset`` holds ``{"env_id", "gym_id", "setting", "seed"}``.
+    """
+
+    metadata = {"render_modes": ["ansi", "human"]}
+
+    def __init__(
+        self,
+        registry: str | os.PathLike[str] | None = None,
+        setting: str | None = None,
+        sampling: Sampling = "uniform",
+        config: SandboxConfig | None = None,
+        cache_size: int = 4,
+        render_mode: str | None = None,
+    ) -> None:
+        if sampling not in ("uniform", "replay"):
+            raise ValueError(f"sampling must be 'uniform' or 'replay', got {sampling!r}")
+        if setting not in (None, "reasoning", "tool_use", "game"):
+            raise ValueError(f"setting must be 'reasoning', 'tool_use', 'game' or None, got {setting!r}")
+        path = Path(registry or os.environ.get("SPADE_REGISTRY") or bundled_registry_path())
+        self.registry = Registry(path)
+        if not self.registry.records(setting=setting):
+            raise ValueError(
+                f"the registry at {path} has no environment{f' of setting {setting!r}' if setting else ''}"
+            )
+        self.setting_filter, self.sampling = setting, sampling
+        self.config = config or SandboxConfig()
+        self.cache_size = max(1, cache_size)
+        self.render_mode = render_mode
+        limit = self.config.limits.max_text_bytes
+        self.observation_space = UnicodeText(max_length=limit, max_bytes=limit)
+        self.action_space = UnicodeText(max_length=self.config.max_action_chars)
+        self._envs: OrderedDict[str, SandboxedEnv] = OrderedDict()
+        self._writable = os.access(path, os.W_OK)
+        self.current: SandboxedEnv | None = None
+        self.record: EnvRecord | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Draw an environment and a program seed from this environment's generator; reset it.
+
+        Returns:
+            ``(observation, info)``; ``info["spade"]`` names the environment drawn.
+        """
+        super().reset(seed=seed)
+        record = self.registry.sample(
+            1, strategy=self.sampling, setting=self.setting_filter, rng=self.np_random, mark=self._writable
+        )[0]
+        env = self._load(record)
+        program_seed = int(self.np_random.integers(0, 2**31 - 1))
+        obs, info = env.reset(seed=program_seed)
+        self.current, self.record = env, record
+        info = dict(info)
+        info["spade"] = {
+            "env_id": record.env_id,
+            "gym_id": record.gym_id,
+            "setting": record.setting,
+            "seed": program_seed,
+        }
+        return obs, info
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Step the environment drawn at the last reset (see :meth:`SandboxedEnv.step`)."""
+        return self._active().step(action)
+
+    def send_step(self, action: Any) -> None:
+        """Start a step without waiting (see :meth:`SandboxedEnv.send_step`)."""
+        if self.current is not None:
+            self.current.send_step(action)
+
+    def hint(self) -> str:
+        """The current environment's privileged hint."""
+        return self._active().hint()
+
+    def oracle(self) -> str:
+        """The current environment's perfect action."""
+        return self._active().oracle()
+
+    def render(self) -> str | None:
+        """``"ansi"``: the current observation, escaped; ``"human"``: print it."""
+        if self.current is None:
+            return None
+        text = escape_text(self.current._last_obs)
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text if self.render_mode == "ansi" else None
+
+    def close(self) -> None:
+        """Close every loaded environment (their workers are killed)."""
+        for env in self._envs.values():
+            env.close()
+        self._envs.clear()
+        self.current = None
+        super().close()
+
+    def _active(self) -> SandboxedEnv:
+        if self.current is None:
+            raise gym.error.ResetNeeded("call reset() before step(), hint() or oracle()")
+        return self.current
+
+    def _load(self, record: EnvRecord) -> SandboxedEnv:
+        env = self._envs.pop(record.env_id, None)
+        if env is None:
+            env = SandboxedEnv(record.source_path, config=self.config)
+        self._envs[record.env_id] = env
+        while len(self._envs) > self.cache_size:
+            _, evicted = self._envs.popitem(last=False)
+            evicted.close()
+        return env

@@ -1,0 +1,143 @@
+"""Gymnasium registration of registered environments, and admission of new programs.
+
+Every environment of a registry becomes the Gymnasium id ``spade/<Name>-v<k>`` with a string entry
+point and JSON-able keyword arguments (the path of its ``env.py``), so ``spec.to_json()`` round-trips
+and specs reach subprocesses. ``spade/Generated-v0`` draws from a registry at every reset.
+:func:`register_program` is the path of a newly written program: validate, add, register at once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gymnasium
+
+from spade_gym.program import EnvProgram
+
+if TYPE_CHECKING:
+    from spade_gym.registry.store import EnvRecord, Registry
+    from spade_gym.validation import ValidationConfig, ValidationReport
+
+__all__ = [
+    "ENTRY_POINT",
+    "VECTOR_ENTRY_POINT",
+    "bundled_registry_path",
+    "register_record",
+    "register_registry",
+    "register_program",
+    "register_builtin_ids",
+]
+
+ENTRY_POINT = "spade_gym.env:SandboxedEnv"
+VECTOR_ENTRY_POINT = "spade_gym.vector:make_vector_env"
+
+
+def bundled_registry_path() -> Path:
+    """The registry shipped inside the package (``spade_gym/envs_registry``)."""
+    return Path(__file__).resolve().parent.parent / "envs_registry"
+
+
+def register_record(record: EnvRecord) -> str:
+    """Register one environment with Gymnasium as ``spade/<env_id>``; return the id.
+
+    Registering the same program again is a no-op; a different program under an id that is already
+    taken (two registries with the same ``<Name>-v<k>``) replaces it, with Gymnasium's warning.
+    """
+    gym_id = record.gym_id
+    kwargs = {"program": str(record.source_path)}
+    existing = gymnasium.registry.get(gym_id)
+    if existing is not None and existing.kwargs == kwargs:
+        return gym_id
+    gymnasium.register(
+        id=gym_id,
+        entry_point=ENTRY_POINT,
+        vector_entry_point=VECTOR_ENTRY_POINT,
+        kwargs=kwargs,
+    )
+    return gym_id
+
+
+def register_registry(path: str | os.PathLike[str] | None = None) -> list[str]:
+    """Register every environment of the registry at ``path`` with Gymnasium.
+
+    Args:
+        path: the registry's folder; default: ``SPADE_REGISTRY``, else the bundled registry.
+
+    Returns:
+        The Gymnasium ids registered (``spade/<Name>-v<k>``), in creation order.
+
+    Raises:
+        RegistryError: the registry cannot be opened (e.g. the folder does not exist).
+    """
+    from spade_gym.registry.store import Registry
+
+    registry = Registry(Path(path or os.environ.get("SPADE_REGISTRY") or bundled_registry_path()))
+    return [register_record(record) for record in registry]
+
+
+def register_program(
+    program: EnvProgram | str,
+    registry: Registry,
+    *,
+    config: ValidationConfig | None = None,
+    tags: Sequence[str] = (),
+    document: dict[str, Any] | None = None,
+    parents: Sequence[str] = (),
+) -> tuple[ValidationReport, EnvRecord | None]:
+    """Validate ``program``; if it passes, add it to ``registry`` and register it with Gymnasium.
+
+    Args:
+        program: the program or its source.
+        registry: where accepted programs go; also the reference of the novelty check.
+        config: the validation gate's limits.
+        tags, document, parents: provenance stored in the environment's ``meta.json``.
+
+    Returns:
+        ``(report, record)``: ``record`` is ``None`` when the program was refused (``report`` says why).
+    """
+    from spade_gym.errors import DuplicateEnvironment
+    from spade_gym.validation import validate
+
+    if isinstance(program, str):
+        program = EnvProgram(program)
+    report = validate(program, config, registry=registry)
+    if not report.accepted:
+        return report, None
+    assert report.name and report.setting and report.max_turns
+    try:
+        record = registry.add(
+            program,
+            name=report.name,
+            setting=report.setting,
+            max_turns=report.max_turns,
+            description=report.description or "",
+            tags=tuple(tags),
+            document=document,
+            parents=tuple(parents),
+            validation=report.to_dict(),
+        )
+    except DuplicateEnvironment as exc:  # added by another process since the novelty check
+        novelty = report.check("novelty")
+        novelty.passed, novelty.category, novelty.message = False, "DUPLICATE", exc.message
+        report.accepted, report.category = False, "DUPLICATE"
+        return report, None
+    register_record(record)
+    return report, record
+
+
+def register_builtin_ids() -> None:
+    """Register ``spade/Program-v0``, ``spade/Generated-v0`` and the bundled registry's environments."""
+    if "spade/Program-v0" not in gymnasium.registry:
+        gymnasium.register(id="spade/Program-v0", entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT)
+    if "spade/Generated-v0" not in gymnasium.registry:
+        gymnasium.register(
+            id="spade/Generated-v0",
+            entry_point="spade_gym.generated:GeneratedEnv",
+            vector_entry_point="spade_gym.vector:make_generated_vector_env",
+            kwargs={"registry": None, "setting": None, "sampling": "uniform"},
+        )
+    if bundled_registry_path().is_dir():
+        register_registry(bundled_registry_path())

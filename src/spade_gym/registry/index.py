@@ -1,0 +1,535 @@
+"""The registry's SQLite index: a rebuildable copy of the folders for queries, statistics and sampling.
+
+``index.sqlite`` (WAL mode, ``synchronous=NORMAL``: a committed transaction survives the death of
+the process that wrote it) holds, per readable environment folder, everything ``meta.json`` says
+(table ``envs``: fixed after registration), its statistics (``stats``: narrow rows, rewritten by
+every sample, scanned whole when a sampler loads), and its MinHash signature (``signatures``: 1 KiB
+each, read only for deduplication; see :mod:`spade_gym.registry.dedup`) -- three tables sharing the
+key ``seq`` (creation order), so that neither sampling nor listing reads the others' bytes; the
+view ``records`` joins the first two. It also holds one row per folder, readable or not
+(``entries``), with the fingerprint of its files, so that a registry opened later sees which
+folders changed.
+
+It also holds what sampling needs to be cheap: the global sample counter, a generation number
+bumped by every change, an epoch bumped when rows are renumbered, and a log of the changes that
+matter to samplers (``changes``) so that a process holding a sampler cache applies another
+process's changes instead of reloading 100,000 rows.
+
+Nothing here knows about folders or records: :mod:`spade_gym.registry.store` turns rows into
+records and decides what to write.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import astuple, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SCHEMA_VERSION", "APPLICATION_ID", "Index", "IndexRow", "IndexState", "Change", "ROW_COLUMNS"]
+
+#: ``PRAGMA user_version`` of the index layout; an index with another version is rebuilt.
+SCHEMA_VERSION = 1
+#: ``PRAGMA application_id`` marking the file as a spade_gym index ("SPAD").
+APPLICATION_ID = 0x53504144
+#: Keep this many entries of the change log; a sampler cache further behind reloads.
+CHANGE_LOG_KEEP = 100_000
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """One environment as the index holds it: the columns of ``envs`` (up to ``validation``), then
+    of ``stats`` (``episodes`` to ``last_sampled``), then the signature (``seq`` aside).
+
+    JSON-valued fields (``tags``, ``document``, ``parents``, ``validation``) are JSON text;
+    ``document`` and ``validation`` are ``None`` when absent. ``minhash`` is the signature from
+    :func:`spade_gym.registry.dedup.minhash_to_bytes`.
+    """
+
+    env_id: str
+    name: str
+    version: int
+    program_id: str
+    ast_hash: str
+    setting: str
+    max_turns: int
+    description: str
+    tags: str
+    created: float
+    document: str | None
+    parents: str
+    validation: str | None
+    episodes: int
+    mean_return_hint: float | None
+    mean_return_nohint: float | None
+    regret: float | None
+    times_sampled: int
+    last_sampled: int | None
+    minhash: bytes
+
+
+#: Columns of :class:`IndexRow`, in order.
+ROW_COLUMNS = tuple(f.name for f in fields(IndexRow))
+_STATIC_COLUMNS = ROW_COLUMNS[: ROW_COLUMNS.index("episodes")]
+_STATS_COLUMNS = ROW_COLUMNS[ROW_COLUMNS.index("episodes") : ROW_COLUMNS.index("minhash")]
+#: Columns of the ``records`` view a record is built from (``seq`` first, no signature).
+RECORD_COLUMNS = ("seq",) + _STATIC_COLUMNS + _STATS_COLUMNS
+_RECORD_SELECT = ", ".join(RECORD_COLUMNS)
+
+_SCHEMA = f"""
+CREATE TABLE state (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+CREATE TABLE envs (
+    seq INTEGER PRIMARY KEY,
+    env_id TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    program_id TEXT NOT NULL,
+    ast_hash TEXT NOT NULL,
+    setting TEXT NOT NULL,
+    max_turns INTEGER NOT NULL,
+    description TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    created REAL NOT NULL,
+    document TEXT,
+    parents TEXT NOT NULL,
+    validation TEXT
+);
+CREATE INDEX envs_program_id ON envs (program_id);
+CREATE INDEX envs_ast_hash ON envs (ast_hash);
+CREATE INDEX envs_name ON envs (name, version);
+CREATE INDEX envs_setting ON envs (setting, seq);
+CREATE TABLE stats (
+    seq INTEGER PRIMARY KEY,
+    setting TEXT NOT NULL,
+    episodes INTEGER NOT NULL,
+    mean_return_hint REAL,
+    mean_return_nohint REAL,
+    regret REAL,
+    times_sampled INTEGER NOT NULL,
+    last_sampled INTEGER
+);
+CREATE TABLE signatures (seq INTEGER PRIMARY KEY, minhash BLOB NOT NULL);
+CREATE VIEW records AS SELECT envs.seq AS seq, {", ".join("envs." + c for c in _STATIC_COLUMNS)},
+    {", ".join("stats." + c for c in _STATS_COLUMNS)} FROM envs JOIN stats ON stats.seq = envs.seq;
+CREATE TABLE entries (dir TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, problem TEXT) WITHOUT ROWID;
+CREATE TABLE changes (
+    gen INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    setting TEXT NOT NULL,
+    regret REAL,
+    last_sampled INTEGER
+);
+PRAGMA user_version = {SCHEMA_VERSION};
+PRAGMA application_id = {APPLICATION_ID};
+"""
+_INSERT_ENV = f"INSERT INTO envs ({', '.join(_STATIC_COLUMNS)}) VALUES ({', '.join('?' for _ in _STATIC_COLUMNS)})"
+_UPDATE_ENV = f"UPDATE envs SET {', '.join(c + ' = ?' for c in _STATIC_COLUMNS)} WHERE seq = ?"
+_INSERT_STATS = f"INSERT INTO stats (seq, setting, {', '.join(_STATS_COLUMNS)}) VALUES (?, ?, {', '.join('?' for _ in _STATS_COLUMNS)})"
+_TABLES = ("state", "envs", "stats", "signatures", "entries", "changes")
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """The index's counters.
+
+    Attributes:
+        epoch: bumped whenever rows may have been renumbered or replaced (a rebuild, a re-sync).
+        gen: bumped by every change (an add, new statistics, a sample).
+        counter: the global sample counter ``c`` of Prioritized Level Replay.
+    """
+
+    epoch: int
+    gen: int
+    counter: int
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry of the change log: ``kind`` is ``"add"``, ``"stats"`` or ``"mark"``; ``regret``
+    and ``last_sampled`` are the environment's values after the change."""
+
+    gen: int
+    kind: str
+    seq: int
+    setting: str
+    regret: float | None
+    last_sampled: int | None
+
+
+class Index:
+    """A connection to ``index.sqlite`` and the queries the registry makes.
+
+    Writes go through :meth:`write` (``BEGIN IMMEDIATE``); several reads that must agree go through
+    :meth:`read`. Safe to use after ``fork``: a child process opens its own connection.
+
+    Args:
+        path: the database file (created by :meth:`create`).
+        timeout_s: how long a statement waits for another process's write lock, in seconds.
+        signature: the signature format the registry computes (stored, and compared by
+            :meth:`problem`).
+        read_only: open the file as immutable (``?mode=ro&immutable=1``), for a registry in a
+            folder nobody writes to (an installed package); every write then fails.
+    """
+
+    def __init__(self, path: Path, *, signature: str, timeout_s: float = 60.0, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.signature = signature
+        self.timeout_s = timeout_s
+        self.read_only = read_only
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+
+    # -- connection -------------------------------------------------------------------------------
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The open connection (opened on first use, and again in a forked child)."""
+        if self._conn is None or self._pid != os.getpid():
+            if self.read_only:
+                uri = f"{self.path.absolute().as_uri()}?mode=ro&immutable=1"
+                self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            else:
+                self._conn = sqlite3.connect(
+                    self.path, timeout=self.timeout_s, isolation_level=None, check_same_thread=False
+                )
+                self._conn.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._pid = os.getpid()
+        return self._conn
+
+    def close(self) -> None:
+        """Close the connection (a later call reopens it)."""
+        if self._conn is not None and self._pid == os.getpid():
+            self._conn.close()
+        self._conn = None
+
+    def create(self) -> None:
+        """Create the tables in a new, empty database file."""
+        conn = self.conn
+        conn.executescript(_SCHEMA)
+        with self.write():
+            conn.executemany(
+                "INSERT INTO state (key, value) VALUES (?, ?)",
+                [("epoch", 0), ("gen", 0), ("counter", 0), ("signature", self.signature)],
+            )
+
+    def problem(self, *, thorough: bool = True) -> str | None:
+        """Why this index cannot be used, or ``None`` when it can.
+
+        Checks that the file exists, is a SQLite database of this layout (application id, schema
+        version, tables) holding signatures of the current format, and (``thorough``) passes
+        ``PRAGMA quick_check``, which reads every page: a truncated or overwritten file fails it.
+        """
+        if not self.path.exists():
+            return f"{self.path.name} is missing"
+        try:
+            conn = self.conn
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if app_id != APPLICATION_ID:
+                return f"{self.path.name} is not a spade_gym index (application_id {app_id:#x})"
+            if version != SCHEMA_VERSION:
+                return f"{self.path.name} has schema version {version}; this spade_gym reads version {SCHEMA_VERSION}"
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            missing = [t for t in _TABLES if t not in tables]
+            if missing:
+                return f"{self.path.name} lacks the table(s) {', '.join(missing)}"
+            signature = self._get("signature")
+            if signature != self.signature:
+                return f"{self.path.name} holds {signature} signatures; this spade_gym computes {self.signature}"
+            if thorough:
+                result = conn.execute("PRAGMA quick_check").fetchall()
+                if result != [("ok",)]:
+                    detail = "; ".join(str(r[0]) for r in result[:3])
+                    return f"{self.path.name} is damaged (quick_check: {detail})"
+            conn.execute("SELECT count(*) FROM records").fetchone()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            return f"{self.path.name} is not a readable SQLite database ({exc})"
+        return None
+
+    # -- transactions -----------------------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``), committed on success, rolled back on error."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every query inside sees the same snapshot."""
+        conn = self.conn
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    # -- state ------------------------------------------------------------------------------------
+
+    def _get(self, key: str) -> Any:
+        row = self.conn.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def state(self) -> IndexState:
+        """The current epoch, generation and sample counter."""
+        values = dict(self.conn.execute("SELECT key, value FROM state WHERE key IN ('epoch', 'gen', 'counter')"))
+        return IndexState(int(values["epoch"]), int(values["gen"]), int(values["counter"]))
+
+    def raise_counter(self, value: int | None) -> None:
+        """Raise the sample counter to ``value`` if it is lower (inside a write transaction)."""
+        if value is not None:
+            self.conn.execute("UPDATE state SET value = max(value, ?) WHERE key = 'counter'", (int(value),))
+
+    def bump_epoch(self) -> None:
+        """Mark every cached view of the rows as stale (inside a write transaction)."""
+        self.conn.execute("UPDATE state SET value = value + 1 WHERE key IN ('epoch', 'gen')")
+
+    def _log(self, kind: str, seq: int, setting: str, regret: float | None, last_sampled: int | None) -> int:
+        conn = self.conn
+        conn.execute("UPDATE state SET value = value + 1 WHERE key = 'gen'")
+        gen = int(self._get("gen"))
+        conn.execute(
+            "INSERT INTO changes (gen, kind, seq, setting, regret, last_sampled) VALUES (?, ?, ?, ?, ?, ?)",
+            (gen, kind, seq, setting, regret, last_sampled),
+        )
+        return gen
+
+    def changes_since(self, gen: int, limit: int) -> list[Change] | None:
+        """The change log after generation ``gen``, oldest first; ``None`` if part of it was pruned
+        or more than ``limit`` entries follow (reload instead)."""
+        rows = self.conn.execute(
+            "SELECT gen, kind, seq, setting, regret, last_sampled FROM changes WHERE gen > ? ORDER BY gen LIMIT ?",
+            (gen, limit + 1),
+        ).fetchall()
+        if len(rows) > limit or (rows and rows[0][0] != gen + 1):
+            return None
+        return [Change(*row) for row in rows]
+
+    # -- rows -------------------------------------------------------------------------------------
+
+    def _insert(self, row: IndexRow) -> int:
+        conn = self.conn
+        values = astuple(row)
+        seq = int(conn.execute(_INSERT_ENV, values[: len(_STATIC_COLUMNS)]).lastrowid or 0)
+        conn.execute(_INSERT_STATS, (seq, row.setting) + values[len(_STATIC_COLUMNS) : -1])
+        conn.execute("INSERT INTO signatures (seq, minhash) VALUES (?, ?)", (seq, row.minhash))
+        return seq
+
+    def _seq_of(self, env_id: str) -> int | None:
+        found = self.conn.execute("SELECT seq FROM envs WHERE env_id = ?", (env_id,)).fetchone()
+        return None if found is None else int(found[0])
+
+    def _delete(self, env_id: str) -> None:
+        seq = self._seq_of(env_id)
+        if seq is not None:
+            for table in ("signatures", "stats", "envs"):
+                self.conn.execute(f"DELETE FROM {table} WHERE seq = ?", (seq,))
+
+    def _set_entry(self, directory: str, fingerprint: str, problem: str | None) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO entries (dir, fingerprint, problem) VALUES (?, ?, ?)",
+            (directory, fingerprint, problem),
+        )
+
+    def insert_rows(self, rows: Sequence[IndexRow], fingerprints: Sequence[str]) -> list[int]:
+        """Insert environments (inside a write transaction); return their ``seq`` numbers.
+
+        Each insert is logged as an ``"add"`` change and raises the counter to the row's
+        ``last_sampled``. The benchmarks use this directly to fill an index with synthetic rows.
+
+        Raises:
+            sqlite3.IntegrityError: if an ``env_id`` is already present.
+        """
+        seqs = []
+        top = None
+        for row, fingerprint in zip(rows, fingerprints, strict=True):
+            seq = self._insert(row)
+            self._set_entry(row.env_id, fingerprint, None)
+            self._log("add", seq, row.setting, row.regret, row.last_sampled)
+            if row.last_sampled is not None:
+                top = max(top or 0, row.last_sampled)
+            seqs.append(seq)
+        self.raise_counter(top)
+        return seqs
+
+    def upsert_rows(self, rows: Sequence[IndexRow], fingerprints: Sequence[str]) -> None:
+        """Insert environments, or replace those already present keeping their ``seq`` and the
+        larger of the two ``times_sampled`` / ``last_sampled`` (inside a write transaction)."""
+        conn = self.conn
+        for row, fingerprint in zip(rows, fingerprints, strict=True):
+            seq = self._seq_of(row.env_id)
+            if seq is None:
+                self._insert(row)
+            else:
+                conn.execute(_UPDATE_ENV, astuple(row)[: len(_STATIC_COLUMNS)] + (seq,))
+                conn.execute(
+                    "UPDATE stats SET setting = :setting, episodes = :episodes, mean_return_hint = :hint, "
+                    "mean_return_nohint = :nohint, regret = :regret, times_sampled = max(times_sampled, :times), "
+                    "last_sampled = CASE WHEN last_sampled IS NULL THEN :last WHEN :last IS NULL THEN last_sampled "
+                    "ELSE max(last_sampled, :last) END WHERE seq = :seq",
+                    {
+                        "setting": row.setting,
+                        "episodes": row.episodes,
+                        "hint": row.mean_return_hint,
+                        "nohint": row.mean_return_nohint,
+                        "regret": row.regret,
+                        "times": row.times_sampled,
+                        "last": row.last_sampled,
+                        "seq": seq,
+                    },
+                )
+                conn.execute("UPDATE signatures SET minhash = ? WHERE seq = ?", (row.minhash, seq))
+            self._set_entry(row.env_id, fingerprint, None)
+            self.raise_counter(row.last_sampled)
+
+    def set_problems(self, problems: Iterable[tuple[str, str, str]]) -> None:
+        """Record folders that cannot be read: ``(dir, fingerprint, message)`` (inside a write
+        transaction); any rows of theirs are removed."""
+        for directory, fingerprint, message in problems:
+            self._delete(directory)
+            self._set_entry(directory, fingerprint, message)
+
+    def remove_dirs(self, dirs: Iterable[str]) -> None:
+        """Forget folders that no longer exist (inside a write transaction)."""
+        for directory in dirs:
+            self._delete(directory)
+            self.conn.execute("DELETE FROM entries WHERE dir = ?", (directory,))
+
+    def clear(self) -> None:
+        """Delete every row (inside a write transaction), keeping the counter."""
+        for table in ("signatures", "stats", "envs", "entries", "changes"):
+            self.conn.execute(f"DELETE FROM {table}")
+
+    def set_fingerprint(self, directory: str, fingerprint: str) -> None:
+        """Record the new fingerprint of a folder's files (inside a write transaction)."""
+        self.conn.execute("UPDATE entries SET fingerprint = ? WHERE dir = ?", (fingerprint, directory))
+
+    def update_stats(
+        self,
+        seq: int,
+        setting: str,
+        episodes: int,
+        mean_return_hint: float | None,
+        mean_return_nohint: float | None,
+        regret: float | None,
+        times_sampled: int,
+        last_sampled: int | None,
+    ) -> None:
+        """Replace one environment's statistics and log a ``"stats"`` change (inside a write
+        transaction)."""
+        self.conn.execute(
+            "UPDATE stats SET episodes = ?, mean_return_hint = ?, mean_return_nohint = ?, regret = ?, "
+            "times_sampled = ?, last_sampled = ? WHERE seq = ?",
+            (episodes, mean_return_hint, mean_return_nohint, regret, times_sampled, last_sampled, seq),
+        )
+        self._log("stats", seq, setting, regret, last_sampled)
+        self.raise_counter(last_sampled)
+
+    def mark(self, draws: Sequence[tuple[int, int]], setting: str) -> None:
+        """Record samples ``(seq, counter after the draw)`` (inside a write transaction): each adds
+        one to ``times_sampled``, sets ``last_sampled``, logs a ``"mark"`` change, and the counter
+        becomes the last draw's."""
+        conn = self.conn
+        for seq, counter in draws:
+            conn.execute(
+                "UPDATE stats SET times_sampled = times_sampled + 1, last_sampled = ? WHERE seq = ?", (counter, seq)
+            )
+            gen = self._log("mark", seq, setting, None, counter)
+        if draws:
+            self.raise_counter(draws[-1][1])
+            if gen % 4096 == 0:
+                conn.execute("DELETE FROM changes WHERE gen <= ?", (gen - CHANGE_LOG_KEEP,))
+
+    # -- queries ----------------------------------------------------------------------------------
+
+    def entries(self) -> dict[str, tuple[str, str | None]]:
+        """Every folder the index knows: ``{dir: (fingerprint, problem or None)}``."""
+        return {d: (f, p) for d, f, p in self.conn.execute("SELECT dir, fingerprint, problem FROM entries")}
+
+    def problems(self) -> list[tuple[str, str]]:
+        """``(dir, message)`` of the folders that could not be read, sorted by folder."""
+        return list(self.conn.execute("SELECT dir, problem FROM entries WHERE problem IS NOT NULL ORDER BY dir"))
+
+    def count(self, setting: str | None = None) -> int:
+        """How many environments (of ``setting``, or all)."""
+        if setting is None:
+            return int(self.conn.execute("SELECT count(*) FROM envs").fetchone()[0])
+        return int(self.conn.execute("SELECT count(*) FROM envs WHERE setting = ?", (setting,)).fetchone()[0])
+
+    def record_rows(self, where: str = "", params: Sequence[object] = (), order: str = "seq") -> list[tuple]:
+        """Rows of :data:`RECORD_COLUMNS` matching an SQL ``where`` clause (``""``: all)."""
+        clause = f" WHERE {where}" if where else ""
+        return self.conn.execute(f"SELECT {_RECORD_SELECT} FROM records{clause} ORDER BY {order}", params).fetchall()
+
+    def record_row(self, column: str, value: object) -> tuple | None:
+        """The first row (by ``seq``) whose ``column`` equals ``value``, or ``None``."""
+        return self.conn.execute(
+            f"SELECT {_RECORD_SELECT} FROM records WHERE {column} = ? ORDER BY seq LIMIT 1", (value,)
+        ).fetchone()
+
+    def max_version(self, name: str) -> int | None:
+        """The highest version registered under ``name``, or ``None``."""
+        value = self.conn.execute("SELECT max(version) FROM envs WHERE name = ?", (name,)).fetchone()[0]
+        return None if value is None else int(value)
+
+    def versions(self, name: str) -> list[int]:
+        """Every version registered under ``name``, ascending."""
+        return [r[0] for r in self.conn.execute("SELECT version FROM envs WHERE name = ? ORDER BY version", (name,))]
+
+    def column(self, column: str, distinct: bool = False) -> list:
+        """Every value of one column (``distinct``: without repeats), in ``seq`` order."""
+        if distinct:
+            return [r[0] for r in self.conn.execute(f"SELECT DISTINCT {column} FROM envs")]
+        return [r[0] for r in self.conn.execute(f"SELECT {column} FROM envs ORDER BY seq")]
+
+    def signatures_after(self, seq: int) -> list[tuple[int, str, bytes]]:
+        """``(seq, env_id, minhash)`` of the environments with ``seq`` above the given one."""
+        return self.conn.execute(
+            "SELECT envs.seq, envs.env_id, signatures.minhash FROM envs JOIN signatures ON signatures.seq = envs.seq "
+            "WHERE envs.seq > ? ORDER BY envs.seq",
+            (seq,),
+        ).fetchall()
+
+    def signature_of(self, env_id: str) -> bytes | None:
+        """The MinHash signature of one environment."""
+        row = self.conn.execute(
+            "SELECT minhash FROM signatures WHERE seq = (SELECT seq FROM envs WHERE env_id = ?)", (env_id,)
+        ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def sampling_stats(self) -> dict[str, tuple[int, int | None]]:
+        """``{env_id: (times_sampled, last_sampled)}`` of every environment."""
+        return {e: (t, s) for e, t, s in self.conn.execute("SELECT env_id, times_sampled, last_sampled FROM records")}
+
+    def population(self, setting: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What a sampler needs, in ``seq`` order: ``seq`` (int64), ``regret`` (float64, ``NaN`` for
+        none) and ``last_sampled`` (int64, 0 for never), of ``setting`` or of all environments."""
+        # NULLs become numbers in SQL (regret is never negative), so numpy converts the rows in one go.
+        columns = "seq, ifnull(regret, -1.0), ifnull(last_sampled, 0)"
+        if setting is None:
+            rows = self.conn.execute(f"SELECT {columns} FROM stats ORDER BY seq").fetchall()
+        else:
+            rows = self.conn.execute(
+                f"SELECT {columns} FROM stats WHERE setting = ? ORDER BY seq", (setting,)
+            ).fetchall()
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64)
+        table = np.array(rows, dtype=np.float64)
+        regret = table[:, 1]
+        regret[regret < 0] = np.nan
+        return table[:, 0].astype(np.int64), regret.copy(), table[:, 2].astype(np.int64)

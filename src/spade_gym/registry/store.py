@@ -1,0 +1,1377 @@
+"""The environment registry: a folder of accepted environments, indexed for queries and replay.
+
+Layout of a registry rooted at ``root`` (DESIGN.md, "Registry")::
+
+    root/envs/<env_id>/env.py      the program, byte for byte as registered
+    root/envs/<env_id>/meta.json   EnvRecord.to_meta(): provenance, validation report, statistics
+    root/index.sqlite              rebuildable index (WAL): queries, statistics, sampling, dedup signatures
+    root/.lock                     fcntl.flock'ed by every writer
+    root/.tmp/                     files being written; anything left there is a dead writer's, and removed
+
+The folders are the source of truth. A new environment is written into ``.tmp/<uuid>/`` (files
+and folder fsync'ed) and renamed onto ``envs/<env_id>/`` in one ``os.rename``, so a reader sees the
+whole entry or none of it; a writer killed at any point leaves at most a leftover in ``.tmp``
+and, if it died between the rename and the index insert, a folder the index does not list yet,
+which the next open indexes. Version allocation, the rename and the index insert happen under an
+exclusive ``flock`` on ``.lock``, so concurrent writers in several processes get distinct versions.
+
+Opening a registry checks the index against the folders: an index that is missing, unreadable,
+of another schema or signature format is rebuilt from the folders; folders added, removed or
+changed behind its back are re-read; either way with a ``RuntimeWarning`` saying what happened.
+An entry whose ``meta.json`` or ``env.py`` cannot be read is skipped and listed by
+:meth:`Registry.problems`; the rest of the registry works.
+
+Sampling bookkeeping (the global counter, ``times_sampled``, ``last_sampled``) changes on every
+sample, so it is kept in the index, where recording a sample is one small transaction; each entry's
+``meta.json`` receives it whenever that entry is rewritten (:meth:`Registry.update_stats`), and
+:meth:`Registry.rebuild_index` keeps it from the old index when that is still readable. Only if the
+index itself is lost do these counts fall back to what ``meta.json`` last recorded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import fcntl
+import json
+import math
+import os
+import re
+import shutil
+import sqlite3
+import tempfile
+import threading
+import time
+import uuid
+import warnings
+import weakref
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from datasketch import MinHash
+
+from spade_gym.errors import DuplicateEnvironment, EnvNotFound, ProgramError, RegistryError
+from spade_gym.program import SETTINGS, EnvProgram
+from spade_gym.registry.dedup import (
+    SIGNATURE_VERSION,
+    NearDuplicateIndex,
+    minhash_to_bytes,
+    signatures,
+)
+from spade_gym.registry.index import Index, IndexRow, IndexState
+from spade_gym.registry.sampler import STRATEGIES, ReplayConfig, ReplaySampler
+
+__all__ = ["EnvStats", "EnvRecord", "Registry", "META_SCHEMA_VERSION"]
+
+#: ``schema_version`` written into every ``meta.json``.
+META_SCHEMA_VERSION = 1
+ENVS_DIR = "envs"
+SOURCE_FILE = "env.py"
+META_FILE = "meta.json"
+INDEX_FILE = "index.sqlite"
+LOCK_FILE = ".lock"
+TMP_DIR = ".tmp"
+#: Default Jaccard similarity from which a program counts as a near duplicate.
+NEAR_DUPLICATE_THRESHOLD = 0.9
+
+_NAME = re.compile(r"[A-Z][A-Za-z0-9_]{0,99}")
+_ENV_ID = re.compile(r"(?P<name>[A-Z][A-Za-z0-9_]{0,99})-v(?P<version>0|[1-9][0-9]{0,8})")
+_PROGRAM_ID = re.compile(r"[0-9a-f]{64}")
+_GYM_PREFIX = "spade/"
+_CHUNK = 1000
+#: Written to ``root/.gitignore``: the index, lock and temporary files are derived, not content.
+_GITIGNORE = "# written by spade_gym: derived files\nindex.sqlite*\n.lock\n.tmp/\n"
+
+
+# ------------------------------------------------------------------------------------------------
+# Records
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class EnvStats:
+    """What has been measured about one environment, and how often replay has drawn it.
+
+    Attributes:
+        episodes: episodes measured (int >= 0).
+        mean_return_hint: mean episode return with the privileged hint, in [0, 1]; ``None``: not
+            measured.
+        mean_return_nohint: mean episode return without the hint; ``None``: not measured.
+        regret: ``max(mean_return_hint - mean_return_nohint, 0)`` as measured by the caller
+            (DESIGN.md, "Regret"); the replay score. ``None``: not measured.
+        times_sampled: how many times :meth:`Registry.sample` drew it with ``mark=True``.
+        last_sampled: the registry's global sample counter right after it was last drawn
+            (``None``: never), the ``C_i`` of Prioritized Level Replay.
+    """
+
+    episodes: int = 0
+    mean_return_hint: float | None = None
+    mean_return_nohint: float | None = None
+    regret: float | None = None
+    times_sampled: int = 0
+    last_sampled: int | None = None
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first field with a value of the wrong type or range."""
+        for name in ("episodes", "times_sampled"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 0:
+                raise ValueError(f"EnvStats.{name} = {value!r}; expected an int >= 0")
+        if self.last_sampled is not None and (type(self.last_sampled) is not int or self.last_sampled < 0):
+            raise ValueError(f"EnvStats.last_sampled = {self.last_sampled!r}; expected None or an int >= 0")
+        for name in ("mean_return_hint", "mean_return_nohint", "regret"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"EnvStats.{name} = {value!r}; expected None or a finite number")
+        if self.regret is not None and self.regret < 0:
+            raise ValueError(
+                f"EnvStats.regret = {self.regret!r}; expected None or a number >= 0 "
+                "(regret = max(mean_return_hint - mean_return_nohint, 0))"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EnvStats:
+        """Inverse of :meth:`to_dict`; missing keys take their defaults.
+
+        Raises:
+            ValueError: for an unknown key or a value of the wrong type or range.
+        """
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown statistics field(s) {', '.join(map(repr, unknown))}; expected {sorted(known)}")
+        return cls(**data).normalised()
+
+    def normalised(self) -> EnvStats:
+        """A validated copy with the means and the regret as ``float`` (as the index returns them).
+
+        Raises:
+            ValueError: as :meth:`validate`.
+        """
+        self.validate()
+
+        def real(value: float | None) -> float | None:
+            return None if value is None else float(value)
+
+        return dataclasses.replace(
+            self,
+            mean_return_hint=real(self.mean_return_hint),
+            mean_return_nohint=real(self.mean_return_nohint),
+            regret=real(self.regret),
+        )
+
+
+@dataclass(frozen=True)
+class EnvRecord:
+    """One registered environment: where it lives, where it came from, what is known about it.
+
+    Attributes:
+        env_id: ``"<name>-v<version>"``, e.g. ``"ArithmeticChain-v0"``.
+        name: the CamelCase name the environment was registered under.
+        version: 0 for the first program registered under ``name``, then 1, 2, ...
+        program_id: :attr:`EnvProgram.id` of the source (SHA-256 hex of the normalised source).
+        setting: ``"reasoning"``, ``"tool_use"`` or ``"game"``.
+        max_turns: agent actions after which an episode is truncated.
+        description: what the environment is about (shown in memory and listings).
+        tags: free-form labels.
+        path: the environment's folder (absolute).
+        created: when it was registered, in unix seconds.
+        document: provenance of the grounding document (JSON object), or ``None``.
+        parents: ids of the environments it was derived from.
+        validation: the validation report as a JSON object (opaque to the registry), or ``None``.
+        stats: the statistics as of when the record was read (a snapshot: changing it changes
+            nothing in the registry; use :meth:`Registry.update_stats`).
+    """
+
+    env_id: str
+    name: str
+    version: int
+    program_id: str
+    setting: str
+    max_turns: int
+    description: str
+    tags: tuple[str, ...]
+    path: Path
+    created: float
+    document: dict[str, Any] | None
+    parents: tuple[str, ...]
+    validation: dict[str, Any] | None
+    stats: EnvStats = field(default_factory=EnvStats)
+
+    def __hash__(self) -> int:
+        return hash((self.env_id, self.program_id, self.path))
+
+    @property
+    def source_path(self) -> Path:
+        """``path / "env.py"``."""
+        return self.path / SOURCE_FILE
+
+    @property
+    def meta_path(self) -> Path:
+        """``path / "meta.json"``."""
+        return self.path / META_FILE
+
+    @property
+    def gym_id(self) -> str:
+        """The gymnasium id, ``"spade/<env_id>"``."""
+        return _GYM_PREFIX + self.env_id
+
+    def program(self) -> EnvProgram:
+        """Read the program from ``env.py``.
+
+        Raises:
+            RegistryError: if ``env.py`` is missing or no longer matches :attr:`program_id`.
+            ProgramError: if it is not UTF-8 text.
+        """
+        try:
+            program = EnvProgram.from_file(self.source_path)
+        except FileNotFoundError:
+            raise RegistryError(
+                f"{self.source_path} is missing: the registry entry {self.env_id} is damaged (see Registry.problems())"
+            ) from None
+        if program.id != self.program_id:
+            raise RegistryError(
+                f"{self.source_path} was changed after registration: its program id is {program.id}, "
+                f"the registry records {self.program_id}; register the new source with Registry.add instead"
+            )
+        return program
+
+    def to_meta(self) -> dict[str, Any]:
+        """The content of ``meta.json``: every field except ``path``, plus ``schema_version``."""
+        return {
+            "schema_version": META_SCHEMA_VERSION,
+            "env_id": self.env_id,
+            "name": self.name,
+            "version": self.version,
+            "program_id": self.program_id,
+            "setting": self.setting,
+            "max_turns": self.max_turns,
+            "description": self.description,
+            "tags": list(self.tags),
+            "created": self.created,
+            "document": self.document,
+            "parents": list(self.parents),
+            "validation": self.validation,
+            "stats": self.stats.to_dict(),
+        }
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any], path: str | os.PathLike[str]) -> EnvRecord:
+        """Build a record from ``meta.json`` content (as :meth:`to_meta` writes it) and its folder.
+
+        Args:
+            meta: the decoded JSON object.
+            path: the environment's folder.
+
+        Raises:
+            RegistryError: naming the first field that is missing or has the wrong type, or a
+                ``schema_version`` this spade_gym cannot read.
+        """
+        if not isinstance(meta, Mapping):
+            raise RegistryError(f"{META_FILE} holds a JSON {type(meta).__name__}; expected a JSON object")
+
+        def get(key: str, kinds: type | tuple[type, ...], expected: str) -> Any:
+            if key not in meta:
+                raise RegistryError(f"{META_FILE} lacks the field {key!r}; expected {expected}")
+            value = meta[key]
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in _as_tuple(kinds)):
+                raise RegistryError(f"{META_FILE}: field {key!r} is {value!r}; expected {expected}")
+            return value
+
+        schema = get("schema_version", int, f"an int (this spade_gym writes {META_SCHEMA_VERSION})")
+        if schema != META_SCHEMA_VERSION:
+            raise RegistryError(
+                f"{META_FILE} has schema_version {schema}; this spade_gym reads version {META_SCHEMA_VERSION}"
+            )
+        env_id = get("env_id", str, "a string 'Name-v<k>'")
+        name = get("name", str, "a CamelCase name")
+        version = get("version", int, "an int >= 0")
+        match = _ENV_ID.fullmatch(env_id)
+        if match is None or match["name"] != name or int(match["version"]) != version:
+            raise RegistryError(
+                f"{META_FILE}: env_id {env_id!r} does not match name {name!r} and version {version!r}; "
+                "expected env_id == f'{name}-v{version}'"
+            )
+        program_id = get("program_id", str, "a 64-character SHA-256 hex digest")
+        if not _PROGRAM_ID.fullmatch(program_id):
+            raise RegistryError(
+                f"{META_FILE}: field 'program_id' is {program_id!r}; expected a 64-character hex digest"
+            )
+        setting = get("setting", str, f"one of {SETTINGS}")
+        if setting not in SETTINGS:
+            raise RegistryError(f"{META_FILE}: field 'setting' is {setting!r}; expected one of {SETTINGS}")
+        max_turns = get("max_turns", int, "an int >= 1")
+        tags = get("tags", list, "a list of strings")
+        parents = get("parents", list, "a list of strings")
+        for key, values in (("tags", tags), ("parents", parents)):
+            if not all(isinstance(v, str) for v in values):
+                raise RegistryError(f"{META_FILE}: field {key!r} is {values!r}; expected a list of strings")
+        document = get("document", (dict, type(None)), "a JSON object or null")
+        validation = get("validation", (dict, type(None)), "a JSON object or null")
+        try:
+            stats = EnvStats.from_dict(get("stats", dict, "a JSON object of statistics"))
+        except (TypeError, ValueError) as exc:
+            raise RegistryError(f"{META_FILE}: field 'stats' is invalid: {exc}") from None
+        return cls(
+            env_id=env_id,
+            name=name,
+            version=version,
+            program_id=program_id,
+            setting=setting,
+            max_turns=max_turns,
+            description=get("description", str, "a string"),
+            tags=tuple(tags),
+            path=Path(path),
+            created=float(get("created", (int, float), "unix seconds (a number)")),
+            document=document,
+            parents=tuple(parents),
+            validation=validation,
+            stats=stats,
+        )
+
+
+def _as_tuple(kinds: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kinds if isinstance(kinds, tuple) else (kinds,)
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _meta_bytes(record: EnvRecord) -> bytes:
+    return (json.dumps(record.to_meta(), ensure_ascii=False, allow_nan=False, indent=2) + "\n").encode("utf-8")
+
+
+def _row(record: EnvRecord, ast_hash: str, minhash: bytes) -> IndexRow:
+    s = record.stats
+    return IndexRow(
+        env_id=record.env_id,
+        name=record.name,
+        version=record.version,
+        program_id=record.program_id,
+        ast_hash=ast_hash,
+        setting=record.setting,
+        max_turns=record.max_turns,
+        description=record.description,
+        tags=_json(list(record.tags)),
+        created=record.created,
+        document=None if record.document is None else _json(record.document),
+        parents=_json(list(record.parents)),
+        validation=None if record.validation is None else _json(record.validation),
+        episodes=s.episodes,
+        mean_return_hint=s.mean_return_hint,
+        mean_return_nohint=s.mean_return_nohint,
+        regret=s.regret,
+        times_sampled=s.times_sampled,
+        last_sampled=s.last_sampled,
+        minhash=minhash,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Files
+# ------------------------------------------------------------------------------------------------
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Create ``path`` with ``data`` and fsync it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _stat_print(path: Path) -> str:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "-"
+    return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
+
+
+def _fingerprint(directory: Path) -> str:
+    """Changes whenever ``meta.json`` or ``env.py`` in ``directory`` is replaced, rewritten or removed."""
+    return f"{_stat_print(directory / META_FILE)}|{_stat_print(directory / SOURCE_FILE)}"
+
+
+@dataclass
+class _Entry:
+    """One folder as read from disk: a row to index, or the reason it cannot be."""
+
+    directory: str
+    fingerprint: str
+    row: IndexRow | None = None
+    problem: str | None = None
+
+
+def _read_entry(directory: Path, fingerprint: str) -> _Entry:
+    """Read and check one environment folder; never raises for a damaged entry."""
+    name = directory.name
+    if not directory.is_dir():
+        return _Entry(name, fingerprint, problem="not a folder; expected a folder holding env.py and meta.json")
+    meta_path, source_path = directory / META_FILE, directory / SOURCE_FILE
+    try:
+        text = meta_path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        return _Entry(name, fingerprint, problem=f"{META_FILE} is missing; expected the JSON file Registry.add writes")
+    except (OSError, UnicodeDecodeError) as exc:
+        return _Entry(name, fingerprint, problem=f"{META_FILE} cannot be read ({exc})")
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return _Entry(
+            name,
+            fingerprint,
+            problem=f"{META_FILE} is not valid JSON ({exc}); expected the JSON object Registry.add writes",
+        )
+    try:
+        record = EnvRecord.from_meta(meta, directory)
+    except RegistryError as exc:
+        return _Entry(name, fingerprint, problem=exc.message)
+    if record.env_id != name:
+        return _Entry(
+            name, fingerprint, problem=f"{META_FILE} says env_id {record.env_id!r} but the folder is named {name!r}"
+        )
+    try:
+        program = EnvProgram.from_file(source_path)
+    except FileNotFoundError:
+        return _Entry(name, fingerprint, problem=f"{SOURCE_FILE} is missing; expected the environment's program")
+    except (OSError, ProgramError) as exc:
+        return _Entry(name, fingerprint, problem=f"{SOURCE_FILE} cannot be read ({exc})")
+    if program.id != record.program_id:
+        return _Entry(
+            name,
+            fingerprint,
+            problem=f"{SOURCE_FILE} does not match {META_FILE}: its program id is {program.id}, "
+            f"{META_FILE} records {record.program_id}",
+        )
+    sig = signatures(program.source)
+    return _Entry(name, fingerprint, row=_row(record, sig.ast_hash, minhash_to_bytes(sig.minhash())))
+
+
+# ------------------------------------------------------------------------------------------------
+# Registry
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Population:
+    """A sampler over the environments of one setting (or all), valid for one index epoch."""
+
+    seqs: np.ndarray
+    sampler: ReplaySampler
+    epoch: int
+    gen: int
+
+
+@dataclass
+class _NearCache:
+    lsh: NearDuplicateIndex
+    epoch: int
+    last_seq: int = 0
+
+
+class Registry:
+    """A folder of accepted environments with a SQLite index; see the module docstring for the layout.
+
+    Args:
+        root: the registry folder.
+        create: make the folder if it does not exist. An existing empty folder is opened as an
+            empty registry either way; a non-empty folder without ``envs/`` needs ``create=True``.
+
+    Attributes:
+        root: the registry folder (absolute).
+        read_only: true when this process cannot write the folder (an installed package's bundled
+            registry): reading and ``sample(mark=False)`` work, with the index opened as immutable or,
+            if it is missing or out of date, built in a private temporary folder; writing raises
+            :class:`RegistryError`.
+
+    Raises:
+        RegistryError: if ``root`` does not exist (and ``create`` is false), is a file, is a
+            non-empty folder without ``envs/`` (and ``create`` is false), or cannot be opened.
+
+    Example:
+        >>> registry = Registry("runs/registry", create=True)  # doctest: +SKIP
+        >>> record = registry.add(program, name="ArithmeticChain", setting="reasoning",
+        ...                       max_turns=4, description="...")  # doctest: +SKIP
+        >>> registry.get("spade/ArithmeticChain-v0").program()  # doctest: +SKIP
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, create: bool = False) -> None:
+        self.root = Path(root).expanduser().absolute()
+        self.envs_dir = self.root / ENVS_DIR
+        self.tmp_dir = self.root / TMP_DIR
+        self.index_path = self.root / INDEX_FILE
+        self._thread_lock = threading.RLock()
+        self._lock_depth = 0
+        self._pops: dict[str | None, _Population] = {}
+        self._near: dict[float, _NearCache] = {}
+        self._rng = np.random.default_rng()
+        self._index = Index(self.index_path, signature=SIGNATURE_VERSION)
+        self._index_inode: int | None = None
+        if not self.root.exists():
+            if not create:
+                raise RegistryError(
+                    f"no environment registry at {self.root}: the folder does not exist; "
+                    "pass create=True to make a new registry there"
+                )
+        elif not self.root.is_dir():
+            raise RegistryError(f"cannot open a registry at {self.root}: it is a file, not a folder")
+        if self.root.is_dir() and not self.envs_dir.is_dir() and not create and any(self.root.iterdir()):
+            raise RegistryError(
+                f"{self.root} is not an environment registry: it has no {ENVS_DIR}/ folder and is not empty; "
+                "pass create=True to make a new registry there"
+            )
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            if os.access(self.root, os.W_OK):  # an empty folder is an empty registry
+                self.envs_dir.mkdir(exist_ok=True)
+            self.read_only = not _writable(self.root, self.envs_dir, self.index_path)
+            if self.read_only:
+                self._index = Index(self.index_path, signature=SIGNATURE_VERSION, read_only=True)
+            else:
+                self.tmp_dir.mkdir(exist_ok=True)
+                ignore = self.root / ".gitignore"
+                if not ignore.exists():
+                    ignore.write_text(_GITIGNORE)
+            with self._locked():
+                if not self.read_only:
+                    self._clean_tmp()
+                self._open_index()
+        except OSError as exc:
+            raise RegistryError(f"cannot open the registry at {self.root}: {exc}") from exc
+
+    # -- life cycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the index connection (the registry reopens it if used again)."""
+        with self._thread_lock:
+            self._index.close()
+
+    def __enter__(self) -> Registry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Registry({str(self.root)!r})"
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """This thread holds the registry: the thread lock and an exclusive flock on ``.lock``."""
+        with self._thread_lock:
+            if self._lock_depth:
+                self._lock_depth += 1
+                try:
+                    yield
+                finally:
+                    self._lock_depth -= 1
+                return
+            if self.read_only:  # nobody writes; and .lock cannot be created
+                self._lock_depth = 1
+                try:
+                    yield
+                finally:
+                    self._lock_depth = 0
+                return
+            fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                self._lock_depth = 1
+                try:
+                    yield
+                finally:
+                    self._lock_depth = 0
+            finally:
+                os.close(fd)  # releases the flock
+
+    def _clean_tmp(self) -> None:
+        """Remove what dead writers left in ``.tmp`` (called under the lock: every write there is)."""
+        for entry in os.scandir(self.tmp_dir):
+            path = Path(entry.path)
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+    def _warn(self, message: str) -> None:
+        warnings.warn(f"spade_gym registry {self.root}: {message}", RuntimeWarning, stacklevel=4)
+
+    def _open_index(self) -> None:
+        """Check the index against the folders and repair it (called under the lock)."""
+        reason = self._index.problem()
+        if self.read_only:
+            self._open_read_only(reason)
+        elif reason is not None:
+            new_registry = not self.index_path.exists() and not self._scan()
+            count = self._rebuild(replace=True)
+            if not new_registry:
+                self._warn(f"{reason}; rebuilt {INDEX_FILE} from the {count} readable environment folder(s)")
+        else:
+            self._remember_inode()
+            self._sync()
+        problems = self._index.problems()
+        if problems:
+            shown = "; ".join(f"{d}: {m}" for d, m in problems[:3])
+            more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+            self._warn(
+                f"{len(problems)} environment folder(s) cannot be read and are skipped "
+                f"(see Registry.problems()): {shown}{more}"
+            )
+
+    def _open_read_only(self, reason: str | None) -> None:
+        """Use the shipped index if it matches the folders, else index them in a private temporary
+        folder (removed when the registry is garbage-collected)."""
+        shipped = self.index_path.exists()
+        if reason is None:
+            disk, known = self._scan(), self._index.entries()
+            if disk.keys() != known.keys() or any(known[d][0] != f for d, f in disk.items()):
+                reason = f"{INDEX_FILE} does not match the environment folders"
+            else:
+                self._remember_inode()
+                return
+        self._index.close()
+        private = Path(tempfile.mkdtemp(prefix="spade_gym-registry-"))
+        weakref.finalize(self, shutil.rmtree, private, True)
+        self._index = Index(private / INDEX_FILE, signature=SIGNATURE_VERSION)
+        self.index_path = self._index.path
+        count = self._rebuild(replace=True)
+        if shipped:  # a registry shipped without an index is normal; one with a bad index is not
+            self._warn(
+                f"{reason}; the registry is read-only, so its {count} readable environment folder(s) were "
+                f"indexed in {private}"
+            )
+
+    def _require_writable(self, what: str) -> None:
+        if self.read_only:
+            raise RegistryError(
+                f"cannot {what}: the registry at {self.root} is read-only for this process "
+                "(copy it to a writable folder to change it)"
+            )
+
+    def _remember_inode(self) -> None:
+        try:
+            self._index_inode = os.stat(self.index_path).st_ino
+        except FileNotFoundError:
+            self._index_inode = None
+
+    def _check_index_file(self) -> None:
+        """Reconnect if another process replaced ``index.sqlite`` (a rebuild of a damaged index)."""
+        try:
+            inode = os.stat(self.index_path).st_ino
+        except FileNotFoundError:
+            inode = None
+        if inode != self._index_inode:
+            self._index.close()
+            self._drop_caches()
+            if inode is None:
+                with self._locked():
+                    self._open_index()
+            else:
+                self._index_inode = inode
+
+    def _drop_caches(self) -> None:
+        self._pops.clear()
+        self._near.clear()
+
+    # -- reading the folders ----------------------------------------------------------------------
+
+    def _scan(self) -> dict[str, str]:
+        """``{folder name: fingerprint}`` of every entry of ``envs/`` (hidden names skipped)."""
+        found: dict[str, str] = {}
+        if not self.envs_dir.is_dir():  # an empty, read-only folder
+            return found
+        for entry in os.scandir(self.envs_dir):
+            if entry.name.startswith("."):
+                continue
+            path = Path(entry.path)
+            found[entry.name] = _fingerprint(path) if entry.is_dir() else "not-a-folder"
+        return found
+
+    def _read(self, names: Iterable[str], disk: Mapping[str, str]) -> list[_Entry]:
+        return [_read_entry(self.envs_dir / name, disk[name]) for name in names]
+
+    def _sync(self) -> None:
+        """Bring the index in line with the folders, re-reading only what changed (under the lock)."""
+        disk = self._scan()
+        known = self._index.entries()
+        new = [d for d in disk if d not in known]
+        gone = [d for d in known if d not in disk]
+        changed = [d for d in disk if d in known and known[d][0] != disk[d]]
+        if not (new or gone or changed):
+            return
+        entries = self._read(sorted(new) + sorted(changed), disk)
+        rows = sorted(
+            ((e.row, e.fingerprint) for e in entries if e.row is not None),
+            key=lambda item: (item[0].created, item[0].env_id),
+        )
+        with self._index.write():
+            self._index.remove_dirs(gone)
+            self._index.upsert_rows([row for row, _ in rows], [fingerprint for _, fingerprint in rows])
+            self._index.set_problems((e.directory, e.fingerprint, e.problem) for e in entries if e.problem)
+            self._index.bump_epoch()
+        self._drop_caches()
+        if len(known) != len(disk):
+            what = f"{INDEX_FILE} lists {len(known)} environment folder(s) but {ENVS_DIR}/ holds {len(disk)}"
+        elif new or gone:
+            what = f"{INDEX_FILE} and {ENVS_DIR}/ list different environment folders"
+        else:
+            what = f"{len(changed)} environment folder(s) changed since they were indexed"
+        self._warn(f"{what}; re-indexed {len(new)} new, {len(changed)} changed and {len(gone)} removed folder(s)")
+
+    def _rebuild(self, *, replace: bool) -> int:
+        """Rebuild the index from every folder (under the lock); return how many were indexed.
+
+        In place, in one transaction, when the current index is readable (keeping the sampling
+        counts it holds); otherwise a new file is built in ``.tmp`` and renamed over the old one.
+        """
+        old_stats: dict[str, tuple[int, int | None]] = {}
+        old_counter = 0
+        if not replace:
+            try:
+                old_stats = self._index.sampling_stats()
+                old_counter = self._index.state().counter
+            except (sqlite3.DatabaseError, KeyError, TypeError):
+                replace = True
+        disk = self._scan()
+        entries = self._read(sorted(disk), disk)
+        good = [e for e in entries if e.row is not None]
+        rows = []
+        for entry in good:
+            row = entry.row
+            assert row is not None
+            if row.env_id in old_stats:
+                times, last = old_stats[row.env_id]
+                last = row.last_sampled if last is None else max(last, row.last_sampled or 0)
+                row = dataclasses.replace(row, times_sampled=max(times, row.times_sampled), last_sampled=last)
+            rows.append((row, entry.fingerprint))
+        rows.sort(key=lambda item: (item[0].created, item[0].env_id))
+        problems = [(e.directory, e.fingerprint, e.problem) for e in entries if e.problem]
+        top = max([old_counter] + [r.last_sampled or 0 for r, _ in rows])
+
+        def fill(index: Index) -> None:
+            index.clear()
+            index.insert_rows([r for r, _ in rows], [f for _, f in rows])
+            index.set_problems(problems)
+            index.raise_counter(top)
+            index.bump_epoch()
+
+        if replace:
+            tmp_dir = self.index_path.parent if self.read_only else self.tmp_dir
+            tmp = tmp_dir / f"index-{uuid.uuid4().hex}.sqlite"
+            fresh = Index(tmp, signature=SIGNATURE_VERSION)
+            fresh.create()
+            with fresh.write():
+                fill(fresh)
+            fresh.close()
+            self._index.close()
+            for suffix in ("-wal", "-shm", "-journal"):
+                Path(f"{self.index_path}{suffix}").unlink(missing_ok=True)
+            os.replace(tmp, self.index_path)
+            _fsync_dir(self.index_path.parent)
+        else:
+            with self._index.write():
+                fill(self._index)
+        self._remember_inode()
+        self._drop_caches()
+        return len(rows)
+
+    # -- adding -----------------------------------------------------------------------------------
+
+    def add(
+        self,
+        program: EnvProgram,
+        *,
+        name: str,
+        setting: str,
+        max_turns: int,
+        description: str,
+        tags: Iterable[str] = (),
+        document: Mapping[str, Any] | None = None,
+        parents: Iterable[str] = (),
+        validation: Mapping[str, Any] | None = None,
+        stats: EnvStats | None = None,
+        allow_near_duplicates: bool = False,
+        near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD,
+    ) -> EnvRecord:
+        """Register a program as ``<name>-v<k>``, with ``k`` the next free version of ``name``.
+
+        The program is not run or checked here (that is the validation gate's job), only compared
+        with the registered ones. Writing is atomic and safe against concurrent writers in other
+        processes and against a writer killed at any point (see the module docstring). The first
+        near-duplicate check of a process loads every registered signature into a MinHash LSH
+        (about 0.1 ms per environment: 1 s for 10,000); later checks add only the new ones and
+        query in well under a millisecond.
+
+        Args:
+            program: the environment program.
+            name: CamelCase name (ASCII letters, digits, ``_``; at most 100 characters).
+            setting: ``"reasoning"``, ``"tool_use"`` or ``"game"``.
+            max_turns: agent actions per episode before truncation (1 to 100,000).
+            description: what the environment is about.
+            tags: free-form string labels.
+            document: provenance of the grounding document, a JSON object (``None``: none).
+            parents: ids of the environments it was derived from.
+            validation: the validation report as a JSON object (``None``: none).
+            stats: initial statistics (default: nothing measured).
+            allow_near_duplicates: register even if a registered program is at least
+                ``near_duplicate_threshold`` similar (exact duplicates are refused regardless).
+            near_duplicate_threshold: estimated Jaccard similarity of the token 5-shingles, in (0, 1].
+
+        Returns:
+            The new record.
+
+        Raises:
+            DuplicateEnvironment: if the program is an exact duplicate (same program id, or same
+                structure up to docstrings, comments and renamed identifiers; ``similarity`` 1.0)
+                or a near duplicate (``similarity`` >= the threshold) of a registered one;
+                ``existing`` names it.
+            ValueError, TypeError: for an argument of the wrong type or range.
+            RegistryError: if the entry could not be written.
+        """
+        if not isinstance(program, EnvProgram):
+            raise TypeError(f"program is a {type(program).__name__}; expected an EnvProgram")
+        _check_name(name)
+        _check_setting(setting)
+        if type(max_turns) is not int or not 1 <= max_turns <= 100_000:
+            raise ValueError(f"max_turns = {max_turns!r}; expected an int from 1 to 100000")
+        if not isinstance(description, str):
+            raise TypeError(f"description is a {type(description).__name__}; expected a str")
+        tag_tuple = _strings("tags", tags)
+        parent_tuple = _strings("parents", parents)
+        document_dict = _json_object("document", document)
+        validation_dict = _json_object("validation", validation)
+        stats = stats.normalised() if stats is not None else EnvStats()
+        _check_threshold(near_duplicate_threshold)
+        self._require_writable(f"add {name}")
+        try:
+            source_bytes = program.source.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"the program source cannot be encoded as UTF-8 ({exc})") from None
+        sig = signatures(program.source)
+        sketch = sig.minhash()
+        signature = minhash_to_bytes(sketch)
+        program_id = program.id
+
+        with self._locked():
+            self._check_index_file()
+            found = self._exact_duplicate(program_id, sig.ast_hash)
+            if found is not None:
+                raise DuplicateEnvironment(
+                    f"the program is an exact duplicate of {found[0]} ({found[1]}); "
+                    "register an environment whose rules differ, not only its names, comments or layout",
+                    existing=found[0],
+                    similarity=1.0,
+                )
+            if not allow_near_duplicates:
+                near = self._near_duplicate(sketch, near_duplicate_threshold)
+                if near is not None:
+                    raise DuplicateEnvironment(
+                        f"the program is a near duplicate of {near[0]}: the estimated Jaccard similarity of "
+                        f"their token 5-shingles is {near[1]:.3f}, at least the threshold {near_duplicate_threshold}; "
+                        "register an environment whose mechanics differ, not only its names, constants or comments "
+                        "(or pass allow_near_duplicates=True)",
+                        existing=near[0],
+                        similarity=near[1],
+                    )
+            version = self._next_version(name)
+            env_id = f"{name}-v{version}"
+            record = EnvRecord(
+                env_id=env_id,
+                name=name,
+                version=version,
+                program_id=program_id,
+                setting=setting,
+                max_turns=max_turns,
+                description=description,
+                tags=tag_tuple,
+                path=self.envs_dir / env_id,
+                created=time.time(),
+                document=document_dict,
+                parents=parent_tuple,
+                validation=validation_dict,
+                stats=stats,
+            )
+            self._write_entry(record, source_bytes)
+            row = _row(record, sig.ast_hash, signature)
+            try:
+                with self._index.write():
+                    self._index.insert_rows([row], [_fingerprint(record.path)])
+            except sqlite3.DatabaseError as exc:
+                raise RegistryError(
+                    f"{env_id} was written to {record.path} but could not be added to {INDEX_FILE} ({exc}); "
+                    "it will be indexed when the registry is next opened"
+                ) from exc
+        return record
+
+    def _write_entry(self, record: EnvRecord, source: bytes) -> None:
+        """Write ``env.py`` and ``meta.json`` into ``.tmp`` and rename the folder into place."""
+        tmp = self.tmp_dir / uuid.uuid4().hex
+        try:
+            tmp.mkdir()
+            _write_new(tmp / SOURCE_FILE, source)
+            _write_new(tmp / META_FILE, _meta_bytes(record))
+            _fsync_dir(tmp)
+            os.rename(tmp, record.path)
+            _fsync_dir(self.envs_dir)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise RegistryError(f"could not write {record.path}: {exc}") from exc
+
+    def _next_version(self, name: str) -> int:
+        top = self._index.max_version(name)
+        version = 0 if top is None else top + 1
+        while (self.envs_dir / f"{name}-v{version}").exists():  # a folder not indexed (yet)
+            version += 1
+        return version
+
+    # -- duplicates -------------------------------------------------------------------------------
+
+    def _exact_duplicate(self, program_id: str, ast_hash: str) -> tuple[str, str] | None:
+        row = self._index.record_row("program_id", program_id)
+        if row is not None:
+            return row[1], "the same program id: identical up to comments and layout"
+        row = self._index.record_row("ast_hash", ast_hash)
+        if row is not None:
+            return row[1], "the same structure up to docstrings, comments, layout and renamed identifiers"
+        return None
+
+    def _near_duplicate(self, sketch: MinHash, threshold: float) -> tuple[str, float] | None:
+        state = self._index.state()
+        cache = self._near.get(threshold)
+        if cache is None or cache.epoch != state.epoch:
+            cache = self._near[threshold] = _NearCache(NearDuplicateIndex(threshold), state.epoch)
+        fresh = self._index.signatures_after(cache.last_seq)
+        if fresh:
+            cache.lsh.insert_many((env_id, bytes(blob)) for _seq, env_id, blob in fresh)
+            cache.last_seq = fresh[-1][0]
+        found = cache.lsh.query(sketch)
+        return found[0] if found else None
+
+    def find_duplicate(
+        self, program: EnvProgram, threshold: float = NEAR_DUPLICATE_THRESHOLD
+    ) -> tuple[EnvRecord, float] | None:
+        """The registered environment most like ``program``, if it is at least ``threshold`` similar.
+
+        Args:
+            program: the program to compare.
+            threshold: estimated Jaccard similarity of the token 5-shingles, in (0, 1].
+
+        Returns:
+            ``(record, similarity)``: an exact duplicate (same program id or same normalised AST)
+            with similarity 1.0, else the most similar near duplicate; ``None`` if there is neither.
+
+        Raises:
+            ValueError: if ``threshold`` is not in (0, 1].
+        """
+        _check_threshold(threshold)
+        sig = signatures(program.source)
+        with self._thread_lock:
+            self._check_index_file()
+            exact = self._exact_duplicate(program.id, sig.ast_hash)
+            if exact is not None:
+                return self.get(exact[0]), 1.0
+            near = self._near_duplicate(sig.minhash(), threshold)
+            if near is None:
+                return None
+            return self.get(near[0]), near[1]
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def _record(self, row: tuple) -> EnvRecord:
+        (
+            _seq,
+            env_id,
+            name,
+            version,
+            program_id,
+            _ast_hash,
+            setting,
+            max_turns,
+            description,
+            tags,
+            created,
+            document,
+            parents,
+            validation,
+            episodes,
+            mean_return_hint,
+            mean_return_nohint,
+            regret,
+            times_sampled,
+            last_sampled,
+        ) = row
+        return EnvRecord(
+            env_id=env_id,
+            name=name,
+            version=version,
+            program_id=program_id,
+            setting=setting,
+            max_turns=max_turns,
+            description=description,
+            tags=() if tags == "[]" else tuple(json.loads(tags)),
+            path=self.envs_dir / env_id,
+            created=created,
+            document=None if document is None else json.loads(document),
+            parents=() if parents == "[]" else tuple(json.loads(parents)),
+            validation=None if validation is None else json.loads(validation),
+            stats=EnvStats(episodes, mean_return_hint, mean_return_nohint, regret, times_sampled, last_sampled),
+        )
+
+    def _lookup(self, key: str) -> tuple | None:
+        k = key[len(_GYM_PREFIX) :] if key.startswith(_GYM_PREFIX) else key
+        row = self._index.record_row("env_id", k)
+        if row is None and _PROGRAM_ID.fullmatch(k):
+            row = self._index.record_row("program_id", k)
+        return row
+
+    def get(self, key: str) -> EnvRecord:
+        """The environment with this id.
+
+        Args:
+            key: an env id (``"ArithmeticChain-v0"``), a gymnasium id (``"spade/ArithmeticChain-v0"``)
+                or a program id (64 hex characters).
+
+        Raises:
+            EnvNotFound: if there is none; the message suggests the closest ids.
+            TypeError: if ``key`` is not a str.
+        """
+        if not isinstance(key, str):
+            raise TypeError(f"registry keys are str; got {type(key).__name__}")
+        with self._thread_lock:
+            self._check_index_file()
+            row = self._lookup(key)
+            if row is None:
+                raise EnvNotFound(self._not_found(key))
+            return self._record(row)
+
+    def _not_found(self, key: str) -> str:
+        head = f"no environment {key!r} in the registry at {self.root}"
+        if self._index.count() == 0:
+            return f"{head}: the registry is empty"
+        k = key[len(_GYM_PREFIX) :] if key.startswith(_GYM_PREFIX) else key
+        match = _ENV_ID.fullmatch(k)
+        if match is not None:
+            versions = self._index.versions(match["name"])
+            if versions:
+                listed = ", ".join(f"v{v}" for v in versions[:20]) + (", ..." if len(versions) > 20 else "")
+                return (
+                    f"{head}; {match['name']} has version(s) {listed}: did you mean '{match['name']}-v{versions[-1]}'?"
+                )
+        if _PROGRAM_ID.fullmatch(k):
+            return f"{head}: no environment has that program id"
+        names = self._index.column("name", distinct=True)
+        close = difflib.get_close_matches(match["name"] if match else k, names, n=3, cutoff=0.6)
+        if close:
+            suggestions = []
+            for close_name in close:
+                versions = self._index.versions(close_name)
+                wanted = int(match["version"]) if match else -1
+                suggestions.append(f"'{close_name}-v{wanted if wanted in versions else versions[-1]}'")
+            return f"{head}; did you mean {' or '.join(suggestions)}?"
+        return f"{head}; ids look like 'Name-v0', 'spade/Name-v0' or a 64-character program id"
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        with self._thread_lock:
+            self._check_index_file()
+            return self._lookup(key) is not None
+
+    def __len__(self) -> int:
+        with self._thread_lock:
+            self._check_index_file()
+            return self._index.count()
+
+    def __iter__(self) -> Iterator[EnvRecord]:
+        """Every environment, in creation order (read in chunks, so adds during the loop may show)."""
+        last = 0
+        while True:
+            with self._thread_lock:
+                self._check_index_file()
+                rows = self._index.record_rows("seq > ?", (last,), order=f"seq LIMIT {_CHUNK}")
+            if not rows:
+                return
+            for row in rows:
+                yield self._record(row)
+            last = rows[-1][0]
+
+    def records(self, setting: str | None = None) -> list[EnvRecord]:
+        """Every environment (of ``setting``, if given), in creation order.
+
+        Raises:
+            ValueError: if ``setting`` is not one of ``"reasoning"``, ``"tool_use"``, ``"game"``.
+        """
+        if setting is not None:
+            _check_setting(setting)
+        with self._thread_lock:
+            self._check_index_file()
+            rows = self._index.record_rows("setting = ?", (setting,)) if setting else self._index.record_rows()
+        return [self._record(row) for row in rows]
+
+    def problems(self) -> list[tuple[str, str]]:
+        """Folders in ``envs/`` that cannot be read, after re-checking the folders against the index.
+
+        Returns:
+            ``(folder path, message)`` pairs sorted by folder; the message names the file and what
+            is wrong with it (``"meta.json is not valid JSON (...)"``, ``"env.py is missing; ..."``).
+        """
+        with self._locked():
+            self._check_index_file()
+            if not self.read_only:
+                self._sync()
+            return [(str(self.envs_dir / d), message) for d, message in self._index.problems()]
+
+    def rebuild_index(self) -> int:
+        """Rebuild ``index.sqlite`` from the folders, keeping the sampling counts of the old index
+        when it is readable.
+
+        Returns:
+            How many environments were indexed (unreadable folders are listed by :meth:`problems`).
+        """
+        self._require_writable("rebuild the index")
+        with self._locked():
+            self._check_index_file()
+            self._clean_tmp()
+            replace = self._index.problem(thorough=False) is not None
+            return self._rebuild(replace=replace)
+
+    # -- statistics -------------------------------------------------------------------------------
+
+    def update_stats(self, env_id: str, **fields: Any) -> EnvRecord:
+        """Change some of an environment's :class:`EnvStats` fields; rewrites its ``meta.json``
+        atomically (with the sampling counts the index holds) and updates the index.
+
+        Args:
+            env_id: the environment (any key :meth:`get` accepts).
+            **fields: :class:`EnvStats` fields and their new values, e.g. ``episodes=8,
+                mean_return_hint=0.9, mean_return_nohint=0.4, regret=0.5``.
+
+        Returns:
+            The updated record.
+
+        Raises:
+            TypeError: for a name that is not an :class:`EnvStats` field.
+            ValueError: for a value of the wrong type or range.
+            EnvNotFound: if there is no such environment.
+            RegistryError: if ``meta.json`` could not be written.
+        """
+        known = {f.name for f in dataclasses.fields(EnvStats)}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise TypeError(
+                f"update_stats() got unknown field(s) {', '.join(map(repr, unknown))}; EnvStats fields are {sorted(known)}"
+            )
+        self._require_writable(f"update the statistics of {env_id}")
+        with self._locked():
+            self._check_index_file()
+            row = self._lookup(env_id)
+            if row is None:
+                raise EnvNotFound(self._not_found(env_id))
+            seq, current = row[0], self._record(row)
+            stats = dataclasses.replace(current.stats, **fields).normalised()
+            record = dataclasses.replace(current, stats=stats)
+            self._rewrite_meta(record)
+            with self._index.write():
+                self._index.update_stats(seq, record.setting, **stats.to_dict())
+                self._index.set_fingerprint(record.env_id, _fingerprint(record.path))
+        return record
+
+    def _rewrite_meta(self, record: EnvRecord) -> None:
+        tmp = self.tmp_dir / f"{uuid.uuid4().hex}.json"
+        try:
+            _write_new(tmp, _meta_bytes(record))
+            os.replace(tmp, record.meta_path)
+            _fsync_dir(record.path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise RegistryError(f"could not rewrite {record.meta_path}: {exc}") from exc
+
+    # -- sampling ---------------------------------------------------------------------------------
+
+    def _population(self, setting: str | None, state: IndexState, config: ReplayConfig) -> _Population:
+        """The cached sampler for ``setting``, brought up to ``state`` from the change log."""
+        pop = self._pops.get(setting)
+        if pop is not None and pop.epoch == state.epoch and pop.gen != state.gen:
+            changes = self._index.changes_since(pop.gen, limit=max(1000, len(pop.sampler) // 8))
+            if changes is None:
+                pop = None
+            else:
+                for change in changes:
+                    if change.kind == "add":
+                        if setting is not None and change.setting != setting:
+                            continue
+                        if pop.seqs.size and change.seq <= pop.seqs[-1]:
+                            pop = None
+                            break
+                        pop.seqs = np.append(pop.seqs, change.seq)
+                        pop.sampler.append(change.regret, change.last_sampled)
+                        continue
+                    i = int(np.searchsorted(pop.seqs, change.seq))
+                    if i < pop.seqs.size and pop.seqs[i] == change.seq:
+                        if change.kind == "stats":
+                            pop.sampler.set_score(i, change.regret)
+                        pop.sampler.set_last_sampled(i, change.last_sampled)
+        if pop is None or pop.epoch != state.epoch:
+            seqs, regrets, last = self._index.population(setting)
+            pop = _Population(seqs, ReplaySampler(regrets, last, state.counter, config), state.epoch, state.gen)
+            self._pops[setting] = pop
+        pop.gen = state.gen
+        pop.sampler.counter = state.counter
+        pop.sampler.set_config(config)
+        return pop
+
+    def sample(
+        self,
+        n: int = 1,
+        *,
+        strategy: str = "uniform",
+        setting: str | None = None,
+        rng: np.random.Generator | None = None,
+        mark: bool = True,
+        config: ReplayConfig | None = None,
+    ) -> list[EnvRecord]:
+        """Draw ``n`` environments (with replacement) to train on.
+
+        Args:
+            n: how many (>= 0).
+            strategy: ``"uniform"``, or ``"replay"`` for rank-based Prioritized Level Replay
+                (:func:`~spade_gym.registry.sampler.replay_probabilities`; Jiang et al., ICML 2021).
+            setting: draw only environments of this setting.
+            rng: the random generator (default: one owned by this registry, seeded from the OS).
+            mark: record the draws: each one increments the global sample counter ``c``, and the drawn
+                environment's ``times_sampled`` goes up by one and ``last_sampled`` becomes ``c``. With
+                ``mark=True`` the ``n`` draws are made one after another, each seeing the staleness the
+                previous ones left (as ``n`` separate calls would); with ``mark=False`` they are ``n``
+                independent draws from the current distribution and nothing is written.
+            config: the replay settings (default ``ReplayConfig()``: β = 0.1, ρ = 0.1).
+
+        Returns:
+            The records drawn, in draw order (with their statistics after the marking).
+
+        Raises:
+            RegistryError: if there is no environment (of ``setting``) to draw.
+            ValueError: for an unknown strategy or setting, or ``n`` < 0.
+        """
+        if strategy not in STRATEGIES:
+            raise ValueError(f"sampling strategy {strategy!r}; expected one of {STRATEGIES}")
+        if setting is not None:
+            _check_setting(setting)
+        if type(n) is not int or n < 0:
+            raise ValueError(f"n = {n!r}; expected an int >= 0")
+        if n == 0:
+            return []
+        if mark:
+            self._require_writable("record samples (pass mark=False)")
+        config = config or ReplayConfig()
+        rng = rng if rng is not None else self._rng
+        with self._thread_lock:
+            self._check_index_file()
+            transaction = self._index.write() if mark else self._index.read()
+            try:
+                with transaction:
+                    state = self._index.state()
+                    pop = self._population(setting, state, config)
+                    if len(pop.sampler) == 0:
+                        where = f" with setting {setting!r}" if setting else ""
+                        raise RegistryError(f"no environment{where} to sample in the registry at {self.root}")
+                    if mark:
+                        draws = []
+                        for _ in range(n):
+                            i = pop.sampler.draw(rng, strategy, mark=True)
+                            draws.append((int(pop.seqs[i]), pop.sampler.counter))
+                        self._index.mark(draws, setting or "")
+                        pop.gen = self._index.state().gen
+                        seqs = [seq for seq, _ in draws]
+                    elif n <= 8:
+                        seqs = [int(pop.seqs[pop.sampler.draw(rng, strategy, mark=False)]) for _ in range(n)]
+                    else:
+                        seqs = pop.seqs[pop.sampler.draw_many(rng, n, strategy)].tolist()
+                    by_seq = self._records_by_seq(set(seqs))
+            except BaseException:
+                self._pops.pop(setting, None)  # the draws may have moved it past what was committed
+                raise
+        return [by_seq[seq] for seq in seqs]
+
+    def _records_by_seq(self, seqs: set[int]) -> dict[int, EnvRecord]:
+        out: dict[int, EnvRecord] = {}
+        ordered = sorted(seqs)
+        for start in range(0, len(ordered), 500):
+            chunk = ordered[start : start + 500]
+            rows = self._index.record_rows(f"seq IN ({', '.join('?' for _ in chunk)})", chunk)
+            out.update((row[0], self._record(row)) for row in rows)
+        return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Argument checks
+# ------------------------------------------------------------------------------------------------
+
+
+def _writable(*paths: Path) -> bool:
+    """Whether this process may write each path that exists (``os.access``: false on a read-only mount)."""
+    return all(os.access(p, os.W_OK) for p in paths if p.exists())
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(
+            f"name = {name!r}; expected a CamelCase identifier of ASCII letters, digits and underscores "
+            "starting with a capital letter, at most 100 characters, such as 'ArithmeticChain'"
+        )
+
+
+def _check_setting(setting: object) -> None:
+    if setting not in SETTINGS:
+        raise ValueError(f"setting = {setting!r}; expected one of {SETTINGS}")
+
+
+def _check_threshold(threshold: object) -> None:
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < threshold <= 1.0:
+        raise ValueError(f"near-duplicate threshold = {threshold!r}; expected a number in (0, 1]")
+
+
+def _strings(what: str, values: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(values, str):
+        raise TypeError(f"{what} = {values!r} is a single str; expected an iterable of str such as ({values!r},)")
+    out = tuple(values)
+    bad = [v for v in out if not isinstance(v, str)]
+    if bad:
+        raise TypeError(f"{what} holds {bad[0]!r} ({type(bad[0]).__name__}); expected only str")
+    return out
+
+
+def _json_object(what: str, value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{what} is a {type(value).__name__}; expected a dict of JSON values or None")
+    try:
+        text = json.dumps(dict(value), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} is not JSON-serialisable ({exc}); expected a dict of JSON values") from None
+    decoded: dict[str, Any] = json.loads(text)  # a copy, as it will read back
+    return decoded

@@ -1,0 +1,72 @@
+"""The ``spade`` command, run through typer's test runner on real registries and programs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cases import EXAMPLES, SHARED_CASES
+from typer.testing import CliRunner
+
+from spade_gym.cli import app
+
+runner = CliRunner()
+
+
+def run(*args: str, input: str | None = None) -> tuple[int, str]:
+    result = runner.invoke(app, list(args), input=input, env={"COLUMNS": "200"})
+    return result.exit_code, result.output
+
+
+def test_help_explains_every_command() -> None:
+    code, out = run("--help")
+    assert code == 0 and "demo" in out and "doctor" in out and "envs" in out
+    code, out = run("envs", "--help")
+    assert code == 0 and all(c in out for c in ("list", "show", "validate", "add", "play", "rebuild-index"))
+
+
+def test_validate_passes_good_programs_and_fails_hostile_ones() -> None:
+    code, out = run("envs", "validate", *map(str, sorted(EXAMPLES.glob("*.py"))))
+    assert code == 0, out
+    assert out.count("accepted") == 2
+    code, out = run("envs", "validate", str(SHARED_CASES / "a57_hint_is_answer.py"))
+    assert code == 1 and "HINT_LEAK" in out and "feedback for the Designer" in out
+    code, out = run("envs", "validate", "--json", str(SHARED_CASES / "a58_empty_action_succeeds.py"))
+    assert code == 1 and '"category": "TRIVIAL"' in out
+
+
+def test_add_list_show_play_and_rebuild(tmp_path: Path) -> None:
+    reg = tmp_path / "reg"
+    code, out = run("envs", "add", "-r", str(reg), str(EXAMPLES / "arithmetic_chain.py"), "--tag", "demo")
+    assert code == 0 and "spade/ArithmeticChain-v0" in out, out
+    code, out = run("envs", "list", "-r", str(reg))
+    assert code == 0 and "ArithmeticChain-v0" in out and "demo" in out
+    code, out = run("envs", "show", "ArithmeticChain-v0", "-r", str(reg))
+    assert code == 0 and "class Env" in out and "ACCEPT" in out
+    code, out = run("envs", "show", "ArithmeticChian-v0", "-r", str(reg))
+    assert code == 2 and "ArithmeticChain-v0" in out  # did you mean
+    code, out = run("envs", "play", "ArithmeticChain-v0", "-r", str(reg), "--hint", "--seed", "3", input="1\n2\n")
+    assert code == 0 and "hint:" in out and "too low" in out and "return:" in out
+    (reg / "index.sqlite").unlink()
+    code, out = run("envs", "rebuild-index", "-r", str(reg))
+    assert code == 0 and "re-indexed 1 environment" in out
+
+
+def test_bad_registry_paths_and_corrupt_entries(tmp_path: Path) -> None:
+    code, out = run("envs", "list", "-r", str(tmp_path / "missing"))
+    assert code == 2 and "does not exist" in out
+    reg = tmp_path / "reg"
+    run("envs", "add", "-r", str(reg), str(EXAMPLES / "arithmetic_chain.py"))
+    run("envs", "add", "-r", str(reg), str(EXAMPLES / "bank_account.py"))
+    meta = next(reg.glob("envs/BankTransferReport-v0/meta.json"))
+    meta.write_text("{ not json")
+    code, out = run("envs", "rebuild-index", "-r", str(reg))
+    assert code == 0 and "re-indexed 1 environment" in out and "meta.json" in out
+    code, out = run("envs", "list", "-r", str(reg))
+    assert "ArithmeticChain-v0" in out and "skipped" in out
+
+
+@pytest.mark.parametrize("command", [("doctor",), ("demo", str(EXAMPLES / "bank_account.py"))])
+def test_demo_and_doctor_run(command: tuple[str, ...]) -> None:
+    code, out = run(*command)
+    assert code == 0, out
