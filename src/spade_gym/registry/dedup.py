@@ -27,14 +27,17 @@ from __future__ import annotations
 import ast
 import builtins
 import hashlib
-import inspect
 import keyword
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from importlib.metadata import version as _version
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from datasketch import MinHash, MinHashLSH
+
+if TYPE_CHECKING:  # datasketch costs ~0.7 s to import: loaded only when a sketch is made
+    from datasketch import MinHash
 
 __all__ = [
     "NUM_PERM",
@@ -63,7 +66,7 @@ IDENTIFIER_TOKEN = "$"
 
 # datasketch 2.0 names its hashing scheme and refuses to rebuild a sketch without it; older
 # versions have one ("legacy") scheme and no such argument.
-_HAS_SCHEME = "scheme" in inspect.signature(MinHash.__init__).parameters
+_HAS_SCHEME = int(_version("datasketch").split(".")[0]) >= 2
 _SCHEME = "affine32" if _HAS_SCHEME else "legacy"
 #: Names the signature format; the index is rebuilt when the version it was written with differs.
 SIGNATURE_VERSION = f"minhash-{_SCHEME}-p{NUM_PERM}-seed{MINHASH_SEED}-k{SHINGLE_SIZE}-v1"
@@ -288,6 +291,8 @@ def _new_minhash(hashvalues: np.ndarray | None = None) -> MinHash:
         kwargs["hashvalues"] = hashvalues
     if _HAS_SCHEME:
         kwargs["scheme"] = _SCHEME
+    from datasketch import MinHash
+
     return MinHash(**kwargs)
 
 
@@ -371,7 +376,9 @@ class NearDuplicateIndex:
         if not 0.0 < threshold <= 1.0:
             raise ValueError(f"near-duplicate threshold {threshold!r}; expected a number in (0, 1]")
         self.threshold = float(threshold)
-        self._lsh = MinHashLSH(num_perm=NUM_PERM, params=lsh_params(self.threshold))
+        from datasketch import MinHashLSH
+
+        self._lsh: Any = MinHashLSH(num_perm=NUM_PERM, params=lsh_params(self.threshold))
         self._sketches: dict[str, bytes] = {}
 
     def __len__(self) -> int:

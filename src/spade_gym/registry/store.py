@@ -49,10 +49,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from datasketch import MinHash
+
+if TYPE_CHECKING:
+    from datasketch import MinHash
 
 from spade_gym.errors import DuplicateEnvironment, EnvNotFound, ProgramError, RegistryError
 from spade_gym.program import SETTINGS, EnvProgram
