@@ -81,3 +81,43 @@ def test_config_is_checked() -> None:
         ValidationConfig(seeds=(1, 1))
     with pytest.raises(ValueError, match="hash_seeds must differ"):
         ValidationConfig(hash_seeds=(3, 3))
+
+
+SUM = dict(
+    reset="rng = random.Random(seed)\nself.a, self.b = rng.randint(10, 99), rng.randint(10, 99)\nself.t = 0\n"
+    "return 'What is ' + str(self.a) + ' + ' + str(self.b) + '?', {}",
+    oracle="return str(self.a + self.b)",
+    hint="return 'the sum has ' + str(len(str(self.a + self.b))) + ' digits'",
+)
+RIGHT = "self.t += 1\nif action.strip() == str(self.a + self.b):\n    return 'right', 1.0, True, False, {}\n"
+
+
+@pytest.mark.parametrize(
+    ("changes", "category", "message"),
+    [
+        (
+            {"step": RIGHT + "return 'wrong', -0.5, False, self.t >= self.max_turns, {}"},
+            "INVALID_REWARD",
+            "the return reached -0.5 on turn 1 of the empty-policy episode",
+        ),
+        (
+            {"step": RIGHT + "return 'wrong', 0.0, False, False, {}", "max_turns": 200},
+            "EPISODE_LIMIT",
+            "after max_turns=200 actions the episode had neither terminated nor truncated",
+        ),
+        (
+            {
+                "step": RIGHT + "return 'wrong', 0.0, False, self.t >= self.max_turns, {}",
+                "hint": "return str(self.a + self.b) if self.a % 2 else 'no hint'",
+            },
+            "HINT_LEAK",
+            "hint() equals oracle() at the start of",
+        ),
+    ],
+    ids=["negative-return-on-wrong-answers", "never-ends-beyond-the-trivial-cap", "hint-leaks-on-some-seeds"],
+)
+def test_subtle_single_flaws_are_caught(changes: dict, category: str, message: str) -> None:
+    parts = {**SUM, "max_turns": 3, **changes}
+    report = validate(program(**parts), ValidationConfig(seeds=(1000, 1001, 1002, 1003)))
+    assert report.category == category, report.feedback()
+    assert message in report.feedback()

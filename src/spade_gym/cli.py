@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -198,11 +199,19 @@ def _open_registry(path: Path | None, *, create: bool = False) -> Registry:
     from spade_gym.registry import Registry
     from spade_gym.registry.gymnasium import bundled_registry_path
 
-    try:
-        return Registry(path or bundled_registry_path(), create=create)
-    except RegistryError as exc:
-        console.print(f"[red]{_safe(exc.message)}[/red]")
-        raise typer.Exit(2) from None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            registry = Registry(path or bundled_registry_path(), create=create)
+        except RegistryError as exc:
+            message = exc.message.replace(
+                "pass create=True to make a new registry there", "`spade envs add -r PATH FILE` creates one"
+            )
+            console.print(f"[red]{_safe(message)}[/red]")
+            raise typer.Exit(2) from None
+    for warning in caught:
+        console.print(f"[yellow]{_safe(str(warning.message))}[/yellow]")
+    return registry
 
 
 def _get_record(registry: Registry, env_id: str) -> EnvRecord:
@@ -298,7 +307,9 @@ def envs_validate(
     registry: Annotated[
         Path | None, typer.Option("--registry", "-r", help="Check novelty against this registry.")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print each report as JSON instead of a table.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print each report as one line of JSON (JSON Lines) instead of a table.")
+    ] = False,
 ) -> None:
     """Run the validation gate on program files; exit status 1 if any is refused.
 
@@ -321,7 +332,7 @@ def envs_validate(
         report = validate(program, registry=reg)
         refused += not report.accepted
         if as_json:
-            print(report.to_json())
+            print(json.dumps(report.to_dict(), ensure_ascii=False))
             continue
         console.print(_report_table(str(path), report))
         if not report.accepted:

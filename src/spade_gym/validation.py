@@ -94,9 +94,14 @@ class ValidationConfig:
         answer_seeds: extra seeds (default 5000-5009) whose first oracle actions decide the "most
             common answer" policy, so that it is measured out of sample.
         success_threshold: an episode succeeds when its return is at least this (default 0.99).
-        max_trivial_success_rate: a trivial policy (or a hint equal to the oracle's action) may
-            succeed on at most this fraction of the trivial seeds (default 0.5: an answer space small
-            enough to guess sometimes is weak, not trivial; one guessed every time is trivial).
+        max_trivial_success_rate: a trivial policy may succeed on at most this fraction of the
+            trivial seeds (default 0.5: an answer space small enough to guess sometimes is weak, not
+            trivial; one guessed every time is trivial).
+        max_hint_success_rate: fraction of seeds on which submitting the hint may succeed, or the
+            hint may equal the oracle's action (default 0.0: a hint that is the answer is a leak).
+        termination_max_turns: an extra episode of empty actions checks that episodes end by
+            ``max_turns`` when that is beyond ``trivial_max_turns``, up to this many turns
+            (default 2000; longer episodes are truncated by the host anyway).
         min_distinct_first_observations: fraction of seeds that must give distinct first
             observations (default 0.5).
         return_tolerance: slack on the [0, 1] bounds of an episode return (default 1e-6).
@@ -117,6 +122,8 @@ class ValidationConfig:
     answer_seeds: tuple[int, ...] = tuple(range(5000, 5010))
     success_threshold: float = 0.99
     max_trivial_success_rate: float = 0.5
+    max_hint_success_rate: float = 0.0
+    termination_max_turns: int = 2000
     min_distinct_first_observations: float = 0.5
     return_tolerance: float = 1e-6
     budget_s: float = 20.0
@@ -400,7 +407,6 @@ class _Validator:
 
     def _oracle_episodes(self, a: SandboxClient) -> list[_Episode]:
         max_turns = self.report.max_turns or 1
-        tolerance = self.config.return_tolerance
         leaks: list[int] = []
 
         def oracle_policy(client: SandboxClient, episode: _Episode) -> str:
@@ -419,17 +425,7 @@ class _Validator:
             episodes.append(episode)
             total = episode.total
             self.report.oracle_returns.append(round(total, 6))
-            partial = 0.0
-            for turn, transition in enumerate(episode.transitions, 1):
-                partial += transition[1]
-                if not -tolerance <= partial <= 1 + tolerance:
-                    self.fail(
-                        "contract",
-                        "INVALID_REWARD",
-                        f"seed {seed}: the return reached {partial:g} on turn {turn} of the oracle episode; "
-                        "the sum of rewards must stay within [0, 1]",
-                    )
-                    break
+            self._check_return(episode, "oracle")
             if not episode.ended:
                 self.fail(
                     "termination",
@@ -446,14 +442,28 @@ class _Validator:
                     f"{_clip(episode.transitions[-1][0])!r})",
                 )
         rate = len(leaks) / len(self.config.seeds)
-        if leaks and rate > self.config.max_trivial_success_rate:
+        if leaks and rate > self.config.max_hint_success_rate:
             self.fail(
                 "non_triviality",
                 "HINT_LEAK",
                 f"hint() equals oracle() at the start of {len(leaks)} of {len(self.config.seeds)} episodes "
-                f"(seeds {leaks[:5]}); the hint gives the answer away",
+                f"(seeds {_seed_list(leaks)}); the hint gives the answer away",
             )
         return episodes
+
+    def _check_return(self, episode: _Episode, label: str) -> None:
+        """The return (sum of rewards so far) must stay within [0, 1] on every turn of every episode."""
+        tolerance, partial = self.config.return_tolerance, 0.0
+        for turn, transition in enumerate(episode.transitions, 1):
+            partial += transition[1]
+            if not -tolerance <= partial <= 1 + tolerance:
+                self.fail(
+                    "contract",
+                    "INVALID_REWARD",
+                    f"seed {episode.seed}: the return reached {partial:g} on turn {turn} of the {label} episode; "
+                    "the sum of rewards must stay within [0, 1]",
+                )
+                return
 
     def _replays_then_trivial(self, b: SandboxClient, episodes: list[_Episode], jobs: list[tuple[str, int]]) -> None:
         self._timed("determinism", self._replay_other_worker, b, episodes)
@@ -521,7 +531,10 @@ class _Validator:
             self._policies[f"most common answer {_clip(common, 40)!r}"] = _constant(common)
         self._wins: Counter[str] = Counter()
         seeds = self.config.seeds[: max(1, self.config.trivial_seeds)]
-        return [(label, seed) for label in self._policies for seed in seeds]
+        jobs = [(label, seed) for label in self._policies for seed in seeds]
+        if (self.report.max_turns or 1) > self.config.trivial_max_turns:  # play one episode to the end
+            jobs.append(("termination", self.config.seeds[0]))
+        return jobs
 
     def _hint_policy(self, client: SandboxClient, episode: _Episode) -> str:
         where = f"on turn {len(episode.actions) + 1} of the hint-submitting episode for seed {episode.seed}"
@@ -532,10 +545,13 @@ class _Validator:
         declared = self.report.max_turns or 1
         max_turns = min(declared, self.config.trivial_max_turns)
         for label, seed in jobs:
-            episode = self._play(client, seed, self._policies[label], max_turns, "non_triviality", f"{label}-policy")
-            if episode.total >= self.config.success_threshold:
+            turns = max_turns if label != "termination" else min(declared, self.config.termination_max_turns)
+            policy = self._policies[label] if label != "termination" else _constant("")
+            episode = self._play(client, seed, policy, turns, "non_triviality", f"{label}-policy")
+            self._check_return(episode, f"{label}-policy")
+            if label != "termination" and episode.total >= self.config.success_threshold:
                 self._wins[label] += 1
-            if max_turns == declared and not episode.ended:
+            if turns == declared and not episode.ended:
                 self.fail(
                     "termination",
                     "EPISODE_LIMIT",
@@ -548,7 +564,8 @@ class _Validator:
         for label in self._policies:
             rate = self._wins[label] / n
             self.report.trivial_success_rates[label] = round(rate, 6)
-            if rate > self.config.max_trivial_success_rate:
+            limit = self.config.max_hint_success_rate if label == "hint" else self.config.max_trivial_success_rate
+            if rate > limit:
                 category = "HINT_LEAK" if label == "hint" else "TRIVIAL"
                 what = "submitting the hint text" if label == "hint" else f"the trivial policy {label}"
                 self.fail(
@@ -568,6 +585,11 @@ class _Validator:
         record, similarity = found
         kind = "an exact" if similarity >= 1.0 else f"a near (similarity {similarity:.2f})"
         self.fail("novelty", "DUPLICATE", f"the program is {kind} duplicate of the registered {record.env_id}")
+
+
+def _seed_list(seeds: list[int], shown: int = 10) -> str:
+    text = ", ".join(map(str, seeds[:shown]))
+    return text + (f", ... ({len(seeds) - shown} more)" if len(seeds) > shown else "")
 
 
 def _constant(text: str) -> Any:
