@@ -230,9 +230,19 @@ def _fmt(value: float | None) -> str:
 def envs_list(
     registry: RegistryOption = None,
     setting: Annotated[str | None, typer.Option(help="Only this setting: reasoning, tool_use or game.")] = None,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print a Markdown table (id, setting, turns, about).")
+    ] = False,
 ) -> None:
     """List the environments of a registry, with their measured returns and regret."""
     reg = _open_registry(registry)
+    if markdown:
+        print("| id | setting | max turns | what it trains |\n|---|---|---:|---|")
+        for record in reg.records(setting=setting):
+            about = escape_text(record.description.split("; ")[0].split(". ")[0].rstrip("."))
+            about = (about if len(about) <= 110 else about[:107].rsplit(" ", 1)[0] + "...").replace("|", "\\|")
+            print(f"| `{record.gym_id}` | {record.setting} | {record.max_turns} | {about} |")
+        return
     table = Table(title=f"Environments in {reg.root}")
     for column in ("id", "setting", "turns", "return hint / no hint", "regret", "episodes", "tags"):
         table.add_column(column, overflow="fold")

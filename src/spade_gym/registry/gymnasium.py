@@ -9,6 +9,7 @@ and specs reach subprocesses. ``spade/Generated-v0`` draws from a registry at ev
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -140,4 +141,6 @@ def register_builtin_ids() -> None:
             kwargs={"registry": None, "setting": None, "sampling": "uniform"},
         )
     if bundled_registry_path().is_dir():
-        register_registry(bundled_registry_path())
+        with warnings.catch_warnings():  # a rebuilt index of the bundled registry is routine, not news
+            warnings.simplefilter("ignore")
+            register_registry(bundled_registry_path())
