@@ -100,7 +100,10 @@ class Env:
                + "Tools: get_balance(account), transfer(from_account, to_account, amount), submit(balance). "
                + "Reply with one JSON tool call, e.g. {\"name\": \"get_balance\", \"arguments\": {\"account\": \""
                + self.accounts[0] + "\"}}. You have " + str(self.max_turns) + " calls.")
-        info = {"accounts": list(self.accounts), "transfers": len(self.required), "target": self.target}
+        # difficulty 0-2 from the seed: more accounts and more transfers
+        difficulty = (len(self.accounts) - 3) + (len(self.required) - 1)
+        info = {"difficulty": difficulty, "accounts": list(self.accounts), "transfers": len(self.required),
+                "target": self.target}
         return obs, info
 
     def _info(self, error):
