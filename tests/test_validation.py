@@ -113,8 +113,24 @@ RIGHT = "self.t += 1\nif action.strip() == str(self.a + self.b):\n    return 'ri
             "HINT_LEAK",
             "hint() equals oracle() at the start of",
         ),
+        (
+            {
+                "step": "if action.strip().isdigit() and int(action) < 10:\n"
+                "    self.t += 1\n"
+                "    return ['tile'][int(action) - 1], 0.0, False, self.t >= self.max_turns, {}\n"
+                + RIGHT
+                + "return 'wrong', 0.0, False, self.t >= self.max_turns, {}"
+            },
+            "ENV_EXCEPTION",
+            "of the garbage-policy episode",
+        ),
     ],
-    ids=["negative-return-on-wrong-answers", "never-ends-beyond-the-trivial-cap", "hint-leaks-on-some-seeds"],
+    ids=[
+        "negative-return-on-wrong-answers",
+        "never-ends-beyond-the-trivial-cap",
+        "hint-leaks-on-some-seeds",
+        "crashes-on-an-out-of-range-number",
+    ],
 )
 def test_subtle_single_flaws_are_caught(changes: dict, category: str, message: str) -> None:
     parts = {**SUM, "max_turns": 3, **changes}

@@ -11,9 +11,10 @@ The checks of DESIGN.md ("The validation gate"), run on the real sandbox:
    that leaks across episodes shows), and on a reused instance;
 5. ``termination``: every episode ends (terminated or truncated) by ``max_turns``;
 6. ``feasibility``: following ``oracle()`` succeeds (return >= 0.99) on every validation seed;
-7. ``non_triviality``: fixed trivial policies (the empty string, constants, random letters, echoing
-   the observation, the most common oracle answer, submitting the hint itself) do not succeed, and
-   the hint is not the answer;
+7. ``non_triviality``: fixed trivial policies (the empty string, constants, random letters,
+   malformed "garbage" actions, echoing the observation, the most common oracle answer, submitting
+   the hint itself) do not succeed, the program answers all of them without raising, and the hint
+   is not the answer;
 8. ``variety``: different seeds give different first observations;
 9. ``novelty``: the program is not an exact or near duplicate of a registered environment.
 
@@ -522,6 +523,7 @@ class _Validator:
         self._policies: dict[str, Any] = {
             "empty": _constant(""),
             "random_text": _random_text(self.config.random_text_seed),
+            "garbage": _garbage(self.config.random_text_seed),
             "echo": _echo,
             "hint": self._hint_policy,
         }
@@ -600,6 +602,39 @@ def _random_text(seed: int) -> Any:
     def policy(client: SandboxClient, episode: _Episode) -> str:
         rng = random.Random(f"{seed}-{episode.seed}-{len(episode.actions)}")  # the same whichever worker
         return "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 12)))
+
+    return policy
+
+
+#: Malformed actions of the kinds agents produce: numbers out of range, broken JSON, odd whitespace.
+_GARBAGE = (
+    "-1",
+    "9",
+    "99",
+    "1000000",
+    "0.5",
+    "{",
+    "}",
+    "[]",
+    "null",
+    '{"name": "x"}',
+    '{"name": 1, "arguments": []}',
+    " ",
+    "\n",
+    "a b c",
+    "A1",
+    "Z9",
+    "up up",
+    "\u00e9\u2603",
+    "<answer></answer>",
+    "None",
+)
+
+
+def _garbage(seed: int) -> Any:
+    def policy(client: SandboxClient, episode: _Episode) -> str:
+        rng = random.Random(f"garbage-{seed}-{episode.seed}-{len(episode.actions)}")
+        return rng.choice(_GARBAGE)
 
     return policy
 
