@@ -466,7 +466,9 @@ class _Validator:
                 )
                 return
 
-    def _replays_then_trivial(self, b: SandboxClient, episodes: list[_Episode], jobs: list[tuple[str, int]]) -> None:
+    def _replays_then_trivial(
+        self, b: SandboxClient, episodes: list[_Episode], jobs: list[tuple[str, int, int, bool]]
+    ) -> None:
         self._timed("determinism", self._replay_other_worker, b, episodes)
         self._timed("non_triviality", self._run_trivial, b, jobs)
 
@@ -519,7 +521,8 @@ class _Validator:
             answers[self.call(a, "oracle", None, "feasibility", f"oracle() after reset({seed})")] += 1
         return answers.most_common(1)[0][0] if answers else None
 
-    def _trivial_jobs(self, common: str | None) -> list[tuple[str, int]]:
+    def _trivial_jobs(self, common: str | None) -> list[tuple[str, int, int, bool]]:
+        """``(policy, seed, turns, counts_as_trial)`` for every trivial episode to play."""
         self._policies: dict[str, Any] = {
             "empty": _constant(""),
             "random_text": _random_text(self.config.random_text_seed),
@@ -532,10 +535,12 @@ class _Validator:
         if common is not None:
             self._policies[f"most common answer {_clip(common, 40)!r}"] = _constant(common)
         self._wins: Counter[str] = Counter()
+        declared = self.report.max_turns or 1
+        turns = min(declared, self.config.trivial_max_turns)
         seeds = self.config.seeds[: max(1, self.config.trivial_seeds)]
-        jobs = [(label, seed) for label in self._policies for seed in seeds]
-        if (self.report.max_turns or 1) > self.config.trivial_max_turns:  # play one episode to the end
-            jobs.append(("termination", self.config.seeds[0]))
+        jobs = [(label, seed, turns, True) for label in self._policies for seed in seeds]
+        if declared > turns:  # one empty-action episode played to the end checks termination
+            jobs.append(("empty", self.config.seeds[0], min(declared, self.config.termination_max_turns), False))
         return jobs
 
     def _hint_policy(self, client: SandboxClient, episode: _Episode) -> str:
@@ -543,15 +548,12 @@ class _Validator:
         text: str = self.call(client, "hint", None, "contract", f"hint() {where}")
         return text
 
-    def _run_trivial(self, client: SandboxClient, jobs: list[tuple[str, int]]) -> None:
+    def _run_trivial(self, client: SandboxClient, jobs: list[tuple[str, int, int, bool]]) -> None:
         declared = self.report.max_turns or 1
-        max_turns = min(declared, self.config.trivial_max_turns)
-        for label, seed in jobs:
-            turns = max_turns if label != "termination" else min(declared, self.config.termination_max_turns)
-            policy = self._policies[label] if label != "termination" else _constant("")
-            episode = self._play(client, seed, policy, turns, "non_triviality", f"{label}-policy")
+        for label, seed, turns, counts in jobs:
+            episode = self._play(client, seed, self._policies[label], turns, "non_triviality", f"{label}-policy")
             self._check_return(episode, f"{label}-policy")
-            if label != "termination" and episode.total >= self.config.success_threshold:
+            if counts and episode.total >= self.config.success_threshold:
                 self._wins[label] += 1
             if turns == declared and not episode.ended:
                 self.fail(

@@ -10,11 +10,9 @@ batching), and it is the vector entry point of every ``spade/`` id, so
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-import gymnasium as gym
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import iterate
 
@@ -33,9 +31,6 @@ class SandboxVectorEnv(SyncVectorEnv):
     Observations are tuples of ``str``; rewards, terminations and truncations numpy arrays, as in
     Gymnasium. Sub-environments without ``send_step`` are stepped one after another.
     """
-
-    def __init__(self, env_fns: Sequence[Callable[[], gym.Env[Any, Any]]], **kwargs: Any) -> None:
-        super().__init__(env_fns, **kwargs)
 
     def step(self, actions: Any) -> Any:
         """Send every sub-environment's action to its worker, then batch the results (see

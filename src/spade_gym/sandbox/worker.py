@@ -25,6 +25,7 @@ import traceback
 import unicodedata  # noqa: F401 - the parser imports it for non-ASCII names; no imports after lock-down
 from typing import Any
 
+from spade_gym.errors import SandboxError
 from spade_gym.sandbox import lockdown
 from spade_gym.sandbox.policy import PROGRAM_FILENAME, GuardViolation, ProgramRuntime, compile_program
 from spade_gym.sandbox.protocol import (
@@ -217,8 +218,6 @@ class ProgramHost:
         raise _ContractFailure(_error("WorkerCrash", "WORKER_CRASH", f"unknown request {op!r}"))
 
     def _checked(self, call: Any) -> Any:
-        from spade_gym.errors import SandboxError
-
         try:
             return call()
         except SandboxError as exc:  # raised by the contract checks, not by the program
