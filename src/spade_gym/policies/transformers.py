@@ -1,0 +1,527 @@
+"""The transformers backend: batched chat generation with per-token logprobs, and re-scoring.
+
+:class:`TransformersPolicy` is the policy the trainer updates. It runs on CPU or GPU, generates
+with ``model.generate`` (left padding, KV cache), and returns, for every sampled token, its
+log-probability under the model's unmodified distribution. :meth:`TransformersPolicy.sequence_logprobs`
+recomputes the same numbers for given (prompt, completion) token ids with one forward pass,
+with gradients when called under ``torch.enable_grad()``: the log-probabilities of a
+policy-gradient loss such as GRPO's (Shao et al. 2024, *DeepSeekMath*, section 4.1, eq. 3).
+
+How generation is wired (so that logprobs and finish reasons are exact):
+
+* the model's own ``generation_config`` is replaced by a neutral one at load time (only its
+  special token ids are kept), so sampling defaults shipped with a checkpoint (``top_k``,
+  ``repetition_penalty``, ...) never change what :class:`~spade_gym.policies.base.SamplingParams`
+  asks for;
+* a logits processor placed before temperature and top-p sees the raw logits of every step and
+  records ``logit[token] - logsumexp(logits)`` of the token sampled from them;
+* one stopping criterion checks end-of-sequence tokens and stop strings (transformers'
+  ``StopStringCriteria``) and records the step at which each row finished, so the completion's
+  tokens, text and finish reason are cut at exactly that step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from spade_gym.errors import BackendUnavailable, ModelNotFound, PolicyError
+from spade_gym.policies.base import (
+    Completion,
+    FinishReason,
+    Prompt,
+    SamplingParams,
+    check_prompts,
+    cut_at_stop,
+    fit_prompt,
+)
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["TransformersPolicy", "import_torch_stack", "resolve_device_dtype"]
+
+_TRAIN_HINT = "install the train extra: pip install 'spade-gym[train]' (on a machine without an NVIDIA GPU, install torch's CPU build first)"
+
+
+def import_torch_stack() -> None:
+    """Import torch and transformers, or explain how to install them.
+
+    Raises:
+        BackendUnavailable: either package is missing.
+    """
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise BackendUnavailable(
+            f"the transformers backend needs torch and transformers ({exc}); {_TRAIN_HINT}"
+        ) from exc
+
+
+def resolve_device_dtype(device: str | None, dtype: str | torch.dtype | None) -> tuple[torch.device, torch.dtype]:
+    """Choose a device and dtype: bf16 on a GPU that supports it (fp16 on one that does not), fp32 on CPU.
+
+    Args:
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, or ``None`` for the best available.
+        dtype: a ``torch.dtype``, one of ``"float32"``/``"fp32"``, ``"bfloat16"``/``"bf16"``,
+            ``"float16"``/``"fp16"``, or ``None``/``"auto"`` for the device's default.
+
+    Returns:
+        ``(torch.device, torch.dtype)``.
+
+    Raises:
+        ValueError: an unknown dtype name, or a CUDA device asked for on a machine without one.
+    """
+    import torch
+
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asked for, but torch sees no CUDA GPU on this machine; use device='cpu'")
+    if dtype is None or dtype == "auto":
+        if dev.type == "cuda":
+            return dev, torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return dev, torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dev, dtype
+    names = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+    }
+    if dtype not in names:
+        raise ValueError(f"dtype must be a torch.dtype, 'auto' or one of {sorted(names)}, got {dtype!r}")
+    return dev, names[dtype]
+
+
+def _looks_like_path(model: str) -> bool:
+    return model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model
+
+
+class TransformersPolicy:
+    """A chat policy on a transformers causal language model (CPU or GPU), trainable.
+
+    Args:
+        model: a local checkpoint folder, a Hugging Face hub id (read from the local cache when
+            the hub cannot be reached), or an already loaded ``PreTrainedModel``.
+        tokenizer: a tokenizer or its path/id; ``None`` loads it from ``model``.
+        device: see :func:`resolve_device_dtype`.
+        dtype: see :func:`resolve_device_dtype` (fp32 on CPU, bf16 on GPU by default).
+        lora: attach new LoRA adapters (peft): a ``peft.LoraConfig`` or a dict of its fields
+            (``{"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj"]}``); only the
+            adapters are trainable afterwards.
+        adapter: a saved peft adapter folder to load on top of the model (trainable).
+        max_batch_size: most sequences (prompts times ``n``) per ``model.generate`` call; larger
+            batches are split, grouping prompts of similar length to limit padding.
+        context_window: override the window in tokens; default: the model config's
+            ``max_position_embeddings``.
+        chat_template: a Jinja chat template to use instead of the tokenizer's own.
+        name: the name reported in logs; default: ``model``.
+
+    Attributes:
+        model: the ``torch.nn.Module`` (a ``PeftModel`` when adapters are attached).
+        tokenizer: the tokenizer.
+        device, dtype: where the model lives.
+        name, context_window: see :class:`~spade_gym.policies.base.Policy`.
+        last_stats: figures of the last ``generate`` call: ``generate_calls``,
+            ``completion_tokens``, ``wall_s`` (seconds) and ``tokens_per_s``.
+
+    Raises:
+        ModelNotFound: the path does not exist, or the hub id is neither cached nor reachable.
+        BackendUnavailable: torch/transformers (or peft, for ``lora``/``adapter``) not installed.
+        PolicyError: the tokenizer has no chat template and none was given.
+    """
+
+    def __init__(
+        self,
+        model: str | Path | Any,
+        tokenizer: Any = None,
+        *,
+        device: str | None = None,
+        dtype: str | torch.dtype | None = None,
+        lora: Any = None,
+        adapter: str | Path | None = None,
+        max_batch_size: int = 32,
+        context_window: int | None = None,
+        chat_template: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        import_torch_stack()
+        from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.device, self.dtype = resolve_device_dtype(device, dtype)
+        if isinstance(model, str | Path):
+            source = str(model)
+            path = Path(source).expanduser()
+            if path.exists():
+                if not (path / "config.json").is_file():
+                    raise ModelNotFound(
+                        f"{source!r} exists but is not a transformers checkpoint (no config.json in it)"
+                    )
+                source = str(path)
+            elif _looks_like_path(source):
+                raise ModelNotFound(f"model path {source!r} does not exist")
+            try:
+                loaded = AutoModelForCausalLM.from_pretrained(source, dtype=self.dtype)
+                if tokenizer is None:
+                    tokenizer = source
+            except OSError as exc:
+                raise ModelNotFound(
+                    f"cannot load model {source!r}: {exc}. Give a local checkpoint folder, a hub id already in the "
+                    "Hugging Face cache (the hub cannot be reached from every machine), or 'default' for the embedded model"
+                ) from exc
+            self.name = name or source
+        else:
+            loaded = model
+            self.name = name or str(
+                getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
+            )
+            if tokenizer is None:
+                raise ValueError("a tokenizer must be given with an already loaded model")
+        if isinstance(tokenizer, str | Path):
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+        self.tokenizer = tokenizer
+        if chat_template is not None:
+            tokenizer.chat_template = chat_template
+        if not getattr(tokenizer, "chat_template", None):
+            raise PolicyError(
+                f"the tokenizer of {self.name!r} has no chat template; pass chat_template='...' (a Jinja template) "
+                "or use an instruction-tuned model"
+            )
+        loaded = loaded.to(device=self.device, dtype=self.dtype)  # type: ignore[call-arg]
+        config = loaded.config
+        eos = config.eos_token_id if config.eos_token_id is not None else tokenizer.eos_token_id
+        eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in eos_ids:
+            eos_ids.append(tokenizer.eos_token_id)
+        if not eos_ids:
+            raise PolicyError(f"{self.name!r} has no end-of-sequence token in its config or tokenizer")
+        self.eos_token_ids: list[int] = eos_ids
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+        self.pad_token_id: int = int(pad)
+        # Neutral generation defaults: SamplingParams is the only source of sampling settings.
+        loaded.generation_config = GenerationConfig(
+            bos_token_id=config.bos_token_id, eos_token_id=eos_ids, pad_token_id=self.pad_token_id
+        )
+        self.model = loaded
+        if lora is not None or adapter is not None:
+            self.model = self._attach_peft(lora, adapter)
+        self.model.eval()
+        self.context_window: int | None = context_window or getattr(config, "max_position_embeddings", None)
+        self.max_batch_size = max_batch_size
+        self.last_stats: dict[str, float] = {}
+
+    def _attach_peft(self, lora: Any, adapter: str | Path | None) -> Any:
+        try:
+            import peft
+        except ImportError as exc:
+            raise BackendUnavailable("LoRA adapters need peft: pip install peft (it is in the train extra)") from exc
+        if adapter is not None:
+            if not Path(adapter).exists():
+                raise ModelNotFound(f"adapter folder {str(adapter)!r} does not exist")
+            return peft.PeftModel.from_pretrained(self.model, str(adapter), is_trainable=True)
+        config = lora if isinstance(lora, peft.LoraConfig) else peft.LoraConfig(task_type="CAUSAL_LM", **dict(lora))
+        return peft.get_peft_model(self.model, config)
+
+    # ------------------------------------------------------------------ encoding
+
+    def encode(self, prompt: Prompt) -> list[int]:
+        """Apply the chat template (with the generation prompt) to one conversation.
+
+        Args:
+            prompt: a list of ``{"role", "content"}`` messages.
+
+        Returns:
+            The prompt's token ids.
+        """
+        ids = self.tokenizer.apply_chat_template(
+            [dict(m) for m in prompt], add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        return [int(t) for t in ids]
+
+    # ------------------------------------------------------------------ generation
+
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
+        """Sample ``sampling.n`` completions for each prompt (see :class:`~spade_gym.policies.base.Policy`).
+
+        Args:
+            prompts: ``B`` conversations.
+            sampling: sampling settings; ``None`` means ``SamplingParams()``.
+
+        Returns:
+            ``B * n`` completions grouped by prompt, each with prompt and completion token ids,
+            one logprob per completion token and a finish reason.
+
+        Raises:
+            ValueError: malformed prompts.
+            ContextLengthExceeded: a prompt plus ``max_new_tokens`` over the context window
+                (unless ``sampling.truncate_prompt``).
+        """
+        import torch
+
+        sampling = sampling or SamplingParams()
+        checked = check_prompts(prompts)
+        encoded = [
+            fit_prompt(self.encode(p), sampling.max_new_tokens, self.context_window, sampling.truncate_prompt)
+            for p in checked
+        ]
+        rows = [(i, ids) for i, ids in enumerate(encoded) for _ in range(sampling.n)]
+        # Group rows of similar length into one generate call; the result is put back in order.
+        order = sorted(range(len(rows)), key=lambda r: len(rows[r][1]))
+        results: list[Completion | None] = [None] * len(rows)
+        started, calls = time.perf_counter(), 0
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            if sampling.seed is not None:
+                torch.manual_seed(sampling.seed)
+            for lo in range(0, len(order), self.max_batch_size):
+                chunk = order[lo : lo + self.max_batch_size]
+                done = self._generate_rows([rows[r] for r in chunk], sampling)
+                calls += 1
+                for r, completion in zip(chunk, done, strict=True):
+                    results[r] = completion
+        out = [c for c in results if c is not None]
+        wall = time.perf_counter() - started
+        tokens = sum(c.num_tokens for c in out)
+        self.last_stats = {
+            "generate_calls": calls,
+            "completion_tokens": tokens,
+            "wall_s": wall,
+            "tokens_per_s": tokens / wall if wall else 0.0,
+        }
+        return out
+
+    def _generate_rows(self, rows: list[tuple[int, list[int]]], sampling: SamplingParams) -> list[Completion]:
+        import torch
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+
+        width = max(len(ids) for _, ids in rows)
+        input_ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for k, (_, ids) in enumerate(rows):
+            input_ids[k, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            attention[k, width - len(ids) :] = 1
+        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
+        recorder = _LogprobRecorder()
+        finish = _FinishRecorder(width, len(rows), self.eos_token_ids, sampling.stop, self.tokenizer, self.device)
+        config = GenerationConfig(
+            max_new_tokens=sampling.max_new_tokens,
+            do_sample=not sampling.greedy,
+            # unset fields take transformers' global defaults (top_k=50!): disable top-k when sampling
+            temperature=None if sampling.greedy else sampling.temperature,
+            top_p=None if sampling.greedy else sampling.top_p,
+            top_k=None if sampling.greedy else 0,
+            eos_token_id=None,  # our stopping criterion handles end-of-sequence (and records where)
+            pad_token_id=self.pad_token_id,
+            bos_token_id=self.model.generation_config.bos_token_id,
+        )
+        with torch.inference_mode():
+            sequences = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                generation_config=config,
+                logits_processor=LogitsProcessorList([recorder]),
+                stopping_criteria=StoppingCriteriaList([finish]),
+            )
+        new = sequences[:, width:]
+        logprobs = recorder.result(new)
+        new_cpu, logprobs_cpu = new.cpu().tolist(), logprobs.cpu().tolist()
+        out = []
+        for k, (index, ids) in enumerate(rows):
+            length = int(finish.length[k]) if finish.length[k] >= 0 else new.shape[1]
+            tokens = new_cpu[k][:length]
+            reason: FinishReason = "stop" if finish.length[k] >= 0 else "length"
+            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            text, _ = cut_at_stop(text, sampling.stop)
+            out.append(Completion(text, list(ids), tokens, logprobs_cpu[k][:length], reason, index))
+        return out
+
+    # ------------------------------------------------------------------ re-scoring
+
+    def sequence_logprobs(
+        self, batch: Sequence[Completion | tuple[Sequence[int], Sequence[int]]], *, micro_batch_size: int = 8
+    ) -> list[torch.Tensor]:
+        """Log-probabilities of given completion tokens, recomputed with one forward pass per micro-batch.
+
+        The numbers equal ``Completion.logprobs`` from :meth:`generate` within float tolerance
+        (same dtype; the KV-cached decode and one full forward differ only by rounding). Called
+        under ``torch.enable_grad()`` (the default outside ``torch.no_grad``), the result carries
+        gradients for the trainer's loss.
+
+        Args:
+            batch: ``B`` completions (their ``prompt_token_ids`` and ``completion_token_ids``), or
+                ``(prompt_token_ids, completion_token_ids)`` pairs.
+            micro_batch_size: sequences per forward pass (memory: ``micro_batch_size x
+                completion_length x vocabulary`` float32 logits).
+
+        Returns:
+            ``B`` float32 tensors on the model's device; tensor ``b`` has one entry per completion
+            token of ``batch[b]`` (natural log).
+
+        Raises:
+            ValueError: an empty batch, a completion with no tokens, token ids unavailable (an
+                OpenAI backend's completion), or a sequence longer than the context window.
+        """
+
+        if len(batch) == 0:
+            raise ValueError("sequence_logprobs needs at least one (prompt, completion) pair")
+        pairs: list[tuple[list[int], list[int]]] = []
+        for b, item in enumerate(batch):
+            prompt: Sequence[int] | None
+            completion: Sequence[int] | None
+            if isinstance(item, Completion):
+                prompt, completion = item.prompt_token_ids, item.completion_token_ids
+            else:
+                prompt, completion = item
+            if prompt is None or completion is None:
+                raise ValueError(f"batch[{b}] carries no token ids (its backend does not report them)")
+            if len(prompt) == 0 or len(completion) == 0:
+                raise ValueError(
+                    f"batch[{b}] needs a non-empty prompt and completion, got {len(prompt)} and {len(completion)} tokens"
+                )
+            if self.context_window and len(prompt) + len(completion) > self.context_window:
+                raise ValueError(
+                    f"batch[{b}] holds {len(prompt) + len(completion)} tokens, over the context window of {self.context_window}"
+                )
+            pairs.append(([int(t) for t in prompt], [int(t) for t in completion]))
+        out: list[torch.Tensor] = []
+        for lo in range(0, len(pairs), micro_batch_size):
+            out.extend(self._score(pairs[lo : lo + micro_batch_size]))
+        return out
+
+    def _score(self, pairs: list[tuple[list[int], list[int]]]) -> list[torch.Tensor]:
+        import torch
+
+        width = max(len(p) + len(c) for p, c in pairs)
+        longest = max(len(c) for _, c in pairs)
+        ids = torch.full((len(pairs), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(pairs), width), dtype=torch.long)
+        for k, (p, c) in enumerate(pairs):
+            seq = p + c
+            ids[k, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+            mask[k, width - len(seq) :] = 1
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        # the positions transformers' generate uses with left padding
+        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+        # sequences are right-aligned: every completion lies in the last `longest` positions
+        logits = self.model(
+            input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=longest + 1
+        ).logits
+        logits = logits[:, :-1].float()  # position t predicts token t + 1
+        targets = ids[:, width - longest :]
+        token_logprobs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+        return [token_logprobs[k, longest - len(c) :] for k, (_, c) in enumerate(pairs)]
+
+    # ------------------------------------------------------------------ weights
+
+    def state_dict_for_inference(self) -> dict[str, torch.Tensor]:
+        """The model's weights as an inference engine expects them: LoRA adapters merged in,
+        parameter names as in the base model's ``state_dict()`` (no ``base_model.model.``
+        prefix, no ``.base_layer``), for :meth:`VLLMPolicy.load_weights`.
+
+        Returns:
+            ``{parameter name: tensor}`` (tensors on the model's device; a copy when adapters
+            were merged).
+        """
+        import torch
+
+        if not _is_peft(self.model):
+            return dict(self.model.state_dict())
+        with torch.no_grad():
+            self.model.merge_adapter()
+            try:
+                merged = {}
+                for key, value in self.model.state_dict().items():
+                    if "lora_" in key or "modules_to_save" in key and "original_module" in key:
+                        continue
+                    key = key.removeprefix("base_model.model.").replace(".base_layer", "")
+                    merged[key] = value.detach().clone()
+            finally:
+                self.model.unmerge_adapter()
+        return merged
+
+    def __repr__(self) -> str:
+        return f"TransformersPolicy({self.name!r}, device={self.device}, dtype={self.dtype}, context_window={self.context_window})"
+
+
+def _is_peft(model: Any) -> bool:
+    try:
+        from peft import PeftModel
+    except ImportError:
+        return False
+    return isinstance(model, PeftModel)
+
+
+class _LogprobRecorder:
+    """Logits processor that records the raw log-probability of each sampled token.
+
+    It runs before temperature and top-p (transformers appends its sampling warpers after custom
+    processors), so it sees the model's unmodified logits. At step ``t`` it keeps
+    ``logits - logsumexp(logits)`` of that step only; at step ``t + 1`` the token sampled at
+    ``t`` is the last column of ``input_ids`` and its value is gathered: memory stays
+    ``batch x vocabulary`` whatever the length.
+    """
+
+    def __init__(self) -> None:
+        self.gathered: list[torch.Tensor] = []
+        self.previous: torch.Tensor | None = None
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        if self.previous is not None:
+            self.gathered.append(self.previous.gather(-1, input_ids[:, -1:]).squeeze(-1))
+        self.previous = scores.float() - torch.logsumexp(scores.float(), dim=-1, keepdim=True)
+        return scores
+
+    def result(self, new_tokens: torch.Tensor) -> torch.Tensor:
+        """``(B, T)`` logprobs of ``new_tokens`` (``(B, T)``, the generated part of the sequences)."""
+        import torch
+
+        steps = new_tokens.shape[1]
+        gathered = list(self.gathered[:steps])
+        if len(gathered) < steps and self.previous is not None:
+            gathered.append(self.previous.gather(-1, new_tokens[:, len(gathered) : len(gathered) + 1]).squeeze(-1))
+        if not gathered:
+            return torch.zeros_like(new_tokens, dtype=torch.float32)
+        return torch.stack(gathered, dim=1)
+
+
+class _FinishRecorder:
+    """Stopping criterion: end-of-sequence tokens and stop strings, recording where each row ended.
+
+    ``length[b]`` is the number of completion tokens of row ``b`` (the finishing token included),
+    or ``-1`` while the row is still running (at the end: it ran to ``max_new_tokens``).
+    """
+
+    def __init__(
+        self, prompt_width: int, rows: int, eos_ids: list[int], stop: Sequence[str], tokenizer: Any, device: Any
+    ) -> None:
+        import torch
+
+        self.prompt_width = prompt_width
+        self.eos = torch.tensor(eos_ids, device=device)
+        self.length = torch.full((rows,), -1, dtype=torch.long, device=device)
+        self.stop_strings = None
+        if stop:
+            from transformers import StopStringCriteria
+
+            self.stop_strings = StopStringCriteria(tokenizer=tokenizer, stop_strings=list(stop))
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        import torch
+
+        done = torch.isin(input_ids[:, -1], self.eos)
+        if self.stop_strings is not None:
+            done |= self.stop_strings(input_ids, scores).to(done.device)
+        newly = done & (self.length < 0)
+        self.length[newly] = input_ids.shape[1] - self.prompt_width
+        return self.length >= 0
