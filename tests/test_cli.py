@@ -20,7 +20,7 @@ def run(*args: str, input: str | None = None) -> tuple[int, str]:
 
 def test_help_explains_every_command() -> None:
     code, out = run("--help")
-    assert code == 0 and "demo" in out and "doctor" in out and "envs" in out
+    assert code == 0 and all(c in out for c in ("demo", "doctor", "envs", "generate"))
     code, out = run("envs", "--help")
     assert code == 0 and all(c in out for c in ("list", "show", "validate", "add", "play", "rebuild-index"))
 
@@ -70,3 +70,29 @@ def test_bad_registry_paths_and_corrupt_entries(tmp_path: Path) -> None:
 def test_demo_and_doctor_run(command: tuple[str, ...]) -> None:
     code, out = run(*command)
     assert code == 0, out
+
+
+def test_doctor_reports_the_language_model_backends() -> None:
+    code, out = run("doctor")
+    assert code == 0 and "Language-model backends" in out
+    assert "SmolLM2-135M-Instruct" in out and "transformers" in out and "vllm:<id>" in out
+
+
+@pytest.mark.slow
+def test_generate_answers_with_the_embedded_model() -> None:
+    code, out = run("generate", "What is 2 + 3?", "--max-new-tokens", "16")
+    assert code == 0, out
+    assert "completion 1/1" in out and "SmolLM2-135M-Instruct: 1 completion(s)" in out and "5" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("-n", "2"), "identical greedy completions"),
+        (("--policy", "openai:nourl"), "openai:<model>@<base_url>"),
+        (("--policy", "/no/such/model"), "ModelNotFound"),
+    ],
+)
+def test_generate_explains_bad_options(args: tuple[str, ...], message: str) -> None:
+    code, out = run("generate", "hi", *args)
+    assert code != 0 and message in out.replace("\n", " ")

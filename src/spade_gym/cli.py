@@ -36,7 +36,8 @@ def _safe(text: str, limit: int | None = None) -> str:
 
 app = typer.Typer(
     help="spade_gym: SPADE self-play as Gymnasium environments. Environment programs written by a "
-    "language model run in a locked-down sandbox; these commands check, play and inspect them.",
+    "language model run in a locked-down sandbox; these commands check, play and inspect them, and try "
+    "the language-model policies.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -189,10 +190,121 @@ def doctor(
         colour = "green" if str(result).startswith("denied") else "red"
         probe_table.add_row(attempt, f"[{colour}]{_safe(str(result), 120)}[/{colour}]")
     console.print(probe_table)
+    console.print(_backends_table())
     missing = [name for name in require if layers.get(name) is not True]
     if missing:
         console.print(f"[red]Required layer(s) not active: {', '.join(missing)}[/red]")
         raise typer.Exit(1)
+
+
+def _backends_table() -> Table:
+    """Which language-model backends this machine can run, without loading a model."""
+    import importlib.metadata
+    import importlib.util
+
+    def version(dist: str) -> str | None:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    table = Table(title="Language-model backends (load_policy)")
+    table.add_column("backend")
+    table.add_column("state")
+    table.add_column("detail")
+    torch_version, transformers_version = version("torch"), version("transformers")
+    if torch_version and transformers_version:
+        import torch
+
+        gpu = f"CUDA GPU: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "no CUDA GPU: runs on CPU"
+        table.add_row(
+            "transformers", "[green]ready[/green]", f"torch {torch_version}, transformers {transformers_version}; {gpu}"
+        )
+    else:
+        table.add_row(
+            "transformers",
+            "[red]missing[/red]",
+            "pip install 'spade-gym[train]' (torch's CPU build first on CPU-only machines)",
+        )
+    from spade_gym.errors import ModelNotFound
+    from spade_gym.policies.embedded import EMBEDDED_NAME, cache_dir, embedded_gguf_path
+
+    try:
+        gguf = embedded_gguf_path()
+        cached = [p for p in (cache_dir() / "models").glob(f"{gguf.stem}-*") if (p / "model.safetensors").is_file()]
+        detail = f"cached in {cached[0]}" if cached else f"{gguf.name} found; converted on first use into {cache_dir()}"
+        table.add_row(f"default ({EMBEDDED_NAME})", "[green]ready[/green]", _safe(detail))
+    except ModelNotFound as exc:
+        table.add_row(f"default ({EMBEDDED_NAME})", "[red]missing[/red]", _safe(exc.message))
+    vllm_version = version("vllm")
+    table.add_row(
+        "vllm:<id>",
+        "[green]installed[/green]" if vllm_version else "[yellow]not installed[/yellow]",
+        _safe(
+            f"vllm {vllm_version}; needs an NVIDIA GPU"
+            if vllm_version
+            else "pip install 'spade-gym[vllm]' (NVIDIA GPU)"
+        ),
+    )
+    openai_version = version("openai")
+    table.add_row(
+        "openai:<model>@<url>",
+        "[green]installed[/green]" if openai_version else "[yellow]not installed[/yellow]",
+        _safe(f"openai {openai_version}" if openai_version else "pip install 'spade-gym[openai]'"),
+    )
+    return table
+
+
+@app.command()
+def generate(
+    prompt: Annotated[str, typer.Argument(help="The user message.")],
+    policy: Annotated[
+        str,
+        typer.Option(
+            "--policy",
+            "-p",
+            help="'default' (embedded model), a hub id or path, 'vllm:<id>' or 'openai:<model>@<url>'.",
+        ),
+    ] = "default",
+    system: Annotated[str | None, typer.Option("--system", help="A system message before the prompt.")] = None,
+    n: Annotated[int, typer.Option("-n", help="Completions to sample (n > 1 needs --temperature > 0).")] = 1,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature; 0 is greedy.")] = 0.0,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling mass in (0, 1].")] = 1.0,
+    max_new_tokens: Annotated[int, typer.Option(help="Most tokens per completion.")] = 128,
+    seed: Annotated[int | None, typer.Option(help="Sampler seed.")] = None,
+) -> None:
+    """Answer one chat prompt with a policy: text, finish reason, tokens and mean logprob per completion.
+
+    A quick check that a backend works on this machine, e.g. `spade generate "What is 2 + 3?"`
+    (the embedded model, offline) or `spade generate -p openai:my-model@http://localhost:8000/v1 "hi"`.
+    """
+    from spade_gym.policies import SamplingParams, load_policy
+
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+    try:
+        sampling = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, n=n, seed=seed)
+    except ValueError as exc:
+        console.print(f"[red]{_safe(str(exc))}[/red]")
+        raise typer.Exit(2) from None
+    try:
+        with console.status(f"loading {_safe(policy)}", spinner="dots"):
+            loaded = load_policy(policy)
+        started = time.perf_counter()
+        with console.status("generating", spinner="dots"):
+            completions = loaded.generate([messages], sampling)
+        seconds = time.perf_counter() - started
+    except (SpadeError, ValueError) as exc:
+        console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
+        raise typer.Exit(1) from None
+    for k, completion in enumerate(completions):
+        logprobs = completion.logprobs or []
+        mean = f"{statistics.fmean(logprobs):.3f}" if logprobs else "n/a"
+        tokens = completion.num_tokens if completion.completion_token_ids is not None else "n/a"
+        title = (
+            f"completion {k + 1}/{len(completions)}: {completion.finish_reason}, {tokens} tokens, mean logprob {mean}"
+        )
+        console.print(Panel(_safe(completion.text), title=title, title_align="left"))
+    console.print(f"{_safe(loaded.name)}: {len(completions)} completion(s) in {seconds:.1f} s")
 
 
 def _open_registry(path: Path | None, *, create: bool = False) -> Registry:

@@ -125,10 +125,20 @@ def load_policy(spec: str = "default", **kwargs: Any) -> Policy:
 
             model = str(embedded_model_dir())
         return VLLMPolicy(model, **kwargs)
-    from spade_gym.policies.transformers import TransformersPolicy
+    from spade_gym.policies.transformers import TransformersPolicy, import_torch_stack
 
+    import_torch_stack()  # BackendUnavailable with the install command, not an ImportError
     if backend == "embedded":
+        from transformers.utils import logging as hf_logging
+
         from spade_gym.policies.embedded import EMBEDDED_NAME, embedded_model_dir
 
-        return TransformersPolicy(embedded_model_dir(), name=EMBEDDED_NAME, **kwargs)
+        folder = embedded_model_dir()
+        shown = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # the cached model loads in under a second: no bar
+        try:
+            return TransformersPolicy(folder, name=EMBEDDED_NAME, **kwargs)
+        finally:
+            if shown:
+                hf_logging.enable_progress_bar()
     return TransformersPolicy(fields["model"], **kwargs)
