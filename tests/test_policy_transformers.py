@@ -11,7 +11,7 @@ import pytest
 
 from spade_gym.errors import ContextLengthExceeded, ModelNotFound, PolicyError
 from spade_gym.policies import Completion, Policy, SamplingParams, load_policy
-from spade_gym.policies.transformers import TransformersPolicy
+from spade_gym.policies.transformers import TransformersPolicy, resolve_device_dtype
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -217,3 +217,30 @@ def test_lora_adapters_train_alone_and_merge_for_inference(embedded_policy: Tran
     assert torch.equal(merged["model.layers.0.mlp.up_proj.weight"], base_weights["model.layers.0.mlp.up_proj.weight"])
     # merging for inference leaves the adapters unmerged and the policy unchanged
     assert torch.equal(policy.state_dict_for_inference()[key], merged[key])
+
+
+def test_device_and_dtype_defaults_and_names() -> None:
+    device, dtype = resolve_device_dtype("cpu", None)
+    assert (device.type, dtype) == ("cpu", torch.float32)
+    assert resolve_device_dtype("cpu", "bf16")[1] == torch.bfloat16
+    assert resolve_device_dtype("cpu", torch.float16)[1] == torch.float16
+    with pytest.raises(ValueError, match="dtype must be"):
+        resolve_device_dtype("cpu", "int4")
+    if torch.cuda.is_available():
+        device, dtype = resolve_device_dtype(None, None)
+        assert device.type == "cuda" and dtype in (torch.bfloat16, torch.float16)
+    else:
+        assert resolve_device_dtype(None, "auto")[0].type in ("cpu", "mps")
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            resolve_device_dtype("cuda", None)
+
+
+def test_generate_from_two_threads_gives_what_each_would_alone(embedded_policy: TransformersPolicy) -> None:
+    import concurrent.futures
+
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=8, seed=11)
+    alone = [embedded_policy.generate([p], sampling)[0].completion_token_ids for p in (ADD, COLOUR)]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(embedded_policy.generate, [p], sampling) for p in (ADD, COLOUR)]
+        together = [f.result()[0].completion_token_ids for f in futures]
+    assert together == alone

@@ -22,6 +22,7 @@ How generation is wired (so that logprobs and finish reasons are exact):
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -219,6 +220,8 @@ class TransformersPolicy:
         self.context_window: int | None = context_window or getattr(config, "max_position_embeddings", None)
         self.max_batch_size = max_batch_size
         self.last_stats: dict[str, float] = {}
+        # generate() seeds torch's global generator inside fork_rng: one call at a time per policy
+        self._lock = threading.Lock()
 
     def _attach_peft(self, lora: Any, adapter: str | Path | None) -> Any:
         try:
@@ -261,6 +264,9 @@ class TransformersPolicy:
             ``B * n`` completions grouped by prompt, each with prompt and completion token ids,
             one logprob per completion token and a finish reason.
 
+        Calls from several threads are served one at a time (the seed is applied to torch's global
+        generator inside ``torch.random.fork_rng``, which restores it afterwards).
+
         Raises:
             ValueError: malformed prompts.
             ContextLengthExceeded: a prompt plus ``max_new_tokens`` over the context window
@@ -279,7 +285,7 @@ class TransformersPolicy:
         order = sorted(range(len(rows)), key=lambda r: len(rows[r][1]))
         results: list[Completion | None] = [None] * len(rows)
         started, calls = time.perf_counter(), 0
-        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+        with self._lock, torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             if sampling.seed is not None:
                 torch.manual_seed(sampling.seed)
             for lo in range(0, len(order), self.max_batch_size):
