@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from spade_gym.policies import SamplingParams, check_prompts, parse_policy_spec
-from spade_gym.policies.base import cut_at_stop
+from spade_gym.policies.base import cut_at_stop, resolve_sampling
 
 CHAT = [{"role": "user", "content": "hi"}]
 
@@ -31,7 +31,13 @@ def test_sampling_params_defaults_sample_one_completion() -> None:
         ({"n": 0}, "n"),
         ({"n": True}, "n"),
         ({"stop": ("",)}, "stop"),
+        ({"stop": b"ab"}, "stop"),
+        ({"stop": 3}, "stop"),
         ({"seed": "1"}, "seed"),
+        ({"seed": 2**64}, "seed"),
+        ({"seed": -1}, "seed"),
+        ({"temperature": True}, "temperature"),
+        ({"top_p": True}, "top_p"),
     ],
 )
 def test_sampling_params_out_of_range_name_the_field(kwargs: dict, field: str) -> None:
@@ -45,7 +51,22 @@ def test_a_greedy_group_is_refused() -> None:
         SamplingParams(n=4, temperature=0)
 
 
+def test_tiny_temperatures_are_greedy() -> None:
+    """A softmax at temperature 1e-45 overflows: such temperatures decode greedily, as in vLLM."""
+    assert SamplingParams(temperature=1e-45).greedy and SamplingParams(temperature=5e-324).greedy
+    assert not SamplingParams(temperature=1e-4).greedy
+    with pytest.raises(ValueError, match="identical greedy completions"):
+        SamplingParams(n=2, temperature=1e-9)
+
+
+def test_sampling_must_be_sampling_params() -> None:
+    assert resolve_sampling(None) == SamplingParams()
+    with pytest.raises(ValueError, match="sampling must be a SamplingParams"):
+        resolve_sampling({"temperature": 0})
+
+
 def test_a_single_stop_string_is_one_stop_string() -> None:
+    assert SamplingParams(stop=None).stop == ()  # type: ignore[arg-type]
     assert SamplingParams(stop="</answer>").stop == ("</answer>",)  # type: ignore[arg-type]
     assert SamplingParams(stop=["a", "b"]).stop == ("a", "b")  # type: ignore[arg-type]
 
@@ -62,6 +83,10 @@ def test_a_single_stop_string_is_one_stop_string() -> None:
         ([[{"role": "user", "content": 3}]], r"prompts\[0\]\[0\]\['content'\] must be a string"),
         ([[{"role": "user"}]], r"\['content'\] must be a string"),
         ([["user: hi"]], r"prompts\[0\]\[0\] must be a mapping"),
+        (
+            [[{"role": "user", "content": "ok"}, {"role": "user", "content": "\ud800 hi"}]],
+            r"prompts\[0\]\[1\].*lone surrogate",
+        ),
     ],
 )
 def test_check_prompts_names_what_is_wrong(prompts: object, message: str) -> None:
@@ -85,6 +110,7 @@ def test_cut_at_stop_cuts_before_the_earliest_stop() -> None:
     [
         ("default", ("embedded", {})),
         ("embedded", ("embedded", {})),
+        (" Default ", ("embedded", {})),
         ("HuggingFaceTB/SmolLM2-360M-Instruct", ("transformers", {"model": "HuggingFaceTB/SmolLM2-360M-Instruct"})),
         ("/models/ckpt", ("transformers", {"model": "/models/ckpt"})),
         ("vllm:Qwen/Qwen2.5-1.5B-Instruct", ("vllm", {"model": "Qwen/Qwen2.5-1.5B-Instruct"})),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spade_gym.errors import ModelNotFound
+from spade_gym.errors import BackendUnavailable, ModelNotFound, PolicyError
 from spade_gym.policies import embedded
 from spade_gym.policies.embedded import cache_dir, convert_gguf, embedded_gguf_path, embedded_model_dir
 
@@ -69,3 +69,48 @@ def test_an_architecture_transformers_cannot_load_is_named_and_leaves_nothing(tm
     with pytest.raises(ModelNotFound, match="GGUF architecture 'nosucharch'"):
         convert_gguf(path, tmp_path / "out", progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["odd.gguf"], "a failed conversion must leave no folder"
+
+
+def test_an_unusable_cache_folder_names_spade_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("in the way")
+    monkeypatch.setenv("SPADE_CACHE", str(tmp_path / "a-file" / "cache"))
+    with pytest.raises(PolicyError, match="set SPADE_CACHE to a writable folder"):
+        cache_dir()
+
+
+def test_vllm_default_without_vllm_fails_before_converting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import sys
+
+    from spade_gym.policies import load_policy
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # `import vllm` fails, installed or not
+    monkeypatch.setenv("SPADE_CACHE", str(tmp_path))
+    with pytest.raises(BackendUnavailable, match="vllm"):
+        load_policy("vllm:default")
+    assert not (tmp_path / "models").exists(), "nothing may be converted for an engine that cannot start"
+
+
+@pytest.mark.slow
+def test_a_damaged_cache_is_converted_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A truncated model.safetensors (a full disk, a killed copy) and a temporary folder left by a
+    killed conversion: load_policy warns, converts again, cleans up and answers."""
+    import shutil
+
+    from spade_gym.policies import SamplingParams, load_policy
+
+    good = embedded_model_dir(progress=False)
+    cache = tmp_path / "cache"
+    damaged = cache / "models" / good.name
+    shutil.copytree(good, damaged)
+    with open(damaged / "model.safetensors", "r+b") as handle:
+        handle.truncate(1_000_000)
+    (cache / "models" / f".{good.name}.killed").mkdir()
+    monkeypatch.setenv("SPADE_CACHE", str(cache))
+    with pytest.warns(UserWarning, match="converting it again"):
+        policy = load_policy("default")
+    assert (damaged / "model.safetensors").stat().st_size == (good / "model.safetensors").stat().st_size
+    assert not list((cache / "models").glob(".*")), "the killed conversion's folder must be removed"
+    out = policy.generate(
+        [[{"role": "user", "content": "What is 2 + 3?"}]], SamplingParams(temperature=0, max_new_tokens=8)
+    )
+    assert out[0].num_tokens > 0

@@ -428,9 +428,30 @@ def test_server_trickling_bytes_cannot_hang_generate(make_policy: Any) -> None:
     # policy's own deadline (timeout x attempts + backoffs + 1 s) must end the call
     policy = make_policy("trickle", timeout=0.3, max_retries=0)
     start = time.monotonic()
-    with pytest.raises(GenerationError, match=r"timed out after 0\.3 s \(0 retries\)"):
+    with pytest.raises(
+        GenerationError, match=r"no complete answer within [\d.]+ s \(timeout 0\.3 s per attempt, 0 retries\)"
+    ):
         policy.generate([chat("q")])
     assert time.monotonic() - start < policy.request_deadline + 1.0
+
+
+def test_an_abandoned_request_does_not_keep_the_process_alive(server: FakeChatServer) -> None:
+    """After generate gave up on a trickling server, the interpreter still exits at once (the
+    request's thread is a daemon), even when the user never calls close()."""
+    import subprocess
+    import sys
+
+    script = (
+        "from spade_gym.errors import GenerationError\n"
+        "from spade_gym.policies.openai import OpenAIPolicy\n"
+        f"policy = OpenAIPolicy('trickle', {server.url!r}, timeout=0.3, max_retries=0)\n"
+        "try:\n    policy.generate([[{'role': 'user', 'content': 'q'}]])\n"
+        "except GenerationError:\n    print('raised')\n"
+    )
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "raised", done.stderr
+    assert time.monotonic() - start < 15, "the process waited for the abandoned request"
 
 
 def test_unreachable_server_raises_generation_error() -> None:

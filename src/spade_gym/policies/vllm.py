@@ -32,6 +32,7 @@ from spade_gym.policies.base import (
     SamplingParams,
     check_prompts,
     fit_prompt,
+    resolve_sampling,
 )
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "VLLMPolicy",
+    "check_vllm_available",
     "completions_from_outputs",
     "ensure_distributed_env",
     "to_vllm_param_name",
@@ -288,7 +290,7 @@ class VLLMPolicy:
             GenerationError: vLLM failed, or the engine slept at level 2 (weights discarded) and
                 :meth:`load_weights` was not called since.
         """
-        sampling = sampling or SamplingParams()
+        sampling = resolve_sampling(sampling)
         conversations = check_prompts(prompts)
         prompt_ids = [
             fit_prompt(
@@ -472,6 +474,16 @@ def ensure_distributed_env(environ: MutableMapping[str, str] | None = None) -> N
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             probe.bind(("", 0))
             env["MASTER_PORT"] = str(probe.getsockname()[1])
+
+
+def check_vllm_available() -> None:
+    """Check that the vLLM backend can start here, without starting it.
+
+    Raises:
+        BackendUnavailable: vLLM is not installed, or torch sees no CUDA GPU.
+    """
+    _import_vllm()
+    _require_cuda()
 
 
 def _import_vllm() -> Any:
