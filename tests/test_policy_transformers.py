@@ -219,6 +219,24 @@ def test_lora_adapters_train_alone_and_merge_for_inference(embedded_policy: Tran
     assert torch.equal(policy.state_dict_for_inference()[key], merged[key])
 
 
+def test_a_saved_adapter_loads_back(tmp_path: Path) -> None:
+    pytest.importorskip("peft")
+    from spade_gym.policies.embedded import embedded_model_dir
+
+    trained = TransformersPolicy(embedded_model_dir(), lora={"r": 4, "target_modules": ["q_proj", "v_proj"]})
+    with torch.no_grad():
+        for name, parameter in trained.model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.05)
+    trained.model.save_pretrained(tmp_path / "adapter")
+    loaded = TransformersPolicy(embedded_model_dir(), adapter=tmp_path / "adapter")
+    key = "model.layers.3.self_attn.v_proj.weight"
+    assert torch.allclose(loaded.state_dict_for_inference()[key], trained.state_dict_for_inference()[key])
+    assert any(p.requires_grad for p in loaded.model.parameters()), "a loaded adapter stays trainable"
+    with pytest.raises(ModelNotFound, match="adapter folder"):
+        TransformersPolicy(embedded_model_dir(), adapter=tmp_path / "missing")
+
+
 def test_device_and_dtype_defaults_and_names() -> None:
     device, dtype = resolve_device_dtype("cpu", None)
     assert (device.type, dtype) == ("cpu", torch.float32)
