@@ -388,7 +388,8 @@ class TransformersPolicy:
             temperature=None if sampling.greedy else sampling.temperature,
             top_p=None if sampling.greedy else sampling.top_p,
             top_k=None if sampling.greedy else 0,
-            eos_token_id=None,  # our stopping criterion handles end-of-sequence (and records where)
+            # eos_token_id stays unset: generate takes the model's (and pads rows that ended); our
+            # stopping criterion checks the same ids and stop strings, and records where each row ended
             pad_token_id=self.pad_token_id,
             bos_token_id=self.model.generation_config.bos_token_id,
         )
