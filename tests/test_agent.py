@@ -1,0 +1,191 @@
+"""The Reasoning Agent's rollouts (``spade_gym.agent``): real sandboxed environments, the real
+embedded model, and a scripted policy where a test needs exact completions (a malformed tool
+call, a crash at a known turn). The scripted policy is a test tool, not the model: it answers with
+fixed texts so that the runner's rules can be checked exactly."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from programs import program
+
+from spade_gym.agent import Episode, RolloutConfig, extract_action, rollout, system_prompt
+from spade_gym.policies import Completion, SamplingParams
+
+ECHO = program(
+    reset='return "task " + str(seed), {}',
+    step='return "you said: " + action, 0.0, False, False, {}',
+    hint='return "the answer is 7"',
+    name="EchoEnv",
+    max_turns=3,
+)
+SOLVE = program(
+    reset='return "say 7", {}',
+    step='return ("right", 1.0, True, False, {}) if action == "7" else ("wrong", 0.0, False, False, {})',
+    name="SayEnv",
+    max_turns=2,
+)
+CRASH = program(
+    reset='self.t = 0\nreturn "start", {}',
+    step='self.t += 1\nif self.t >= 2:\n    raise ValueError("boom")\nreturn "ok", 0.5, False, False, {}',
+    name="CrashEnv",
+    max_turns=4,
+)
+TOOLS = program(
+    reset='return "use the tool", {}',
+    step='return "called " + action, 0.0, False, False, {}',
+    name="ToolEnv",
+    setting="tool_use",
+    max_turns=3,
+)
+
+
+class ScriptedPolicy:
+    """Answers every prompt with ``texts[turn]`` (the turn is the number of assistant messages so far)."""
+
+    name = "scripted"
+    context_window = None
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.texts = list(texts)
+        self.calls: list[int] = []
+
+    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
+        self.calls.append(len(prompts))
+        out = []
+        for i, prompt in enumerate(prompts):
+            turn = sum(1 for m in prompt if m["role"] == "assistant")
+            text = self.texts[min(turn, len(self.texts) - 1)]
+            out.append(Completion(text, None, None, None, "stop", i))
+        return out
+
+
+@pytest.mark.parametrize(
+    ("text", "setting", "action", "ok"),
+    [
+        ("I think <answer>5</answer> no, <answer> 7 </answer>", "reasoning", "7", True),
+        ("<ANSWER>up</ANSWER>", "game", "up", True),
+        ("first line\n\n  the last line  \n", "reasoning", "the last line", False),
+        ("", "reasoning", "", False),
+        (
+            '<tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call>',
+            "tool_use",
+            '{"name": "f", "arguments": {"x": 1}}',
+            True,
+        ),
+        ("<answer>done</answer>", "tool_use", "done", True),
+    ],
+)
+def test_extract_action(text: str, setting: str, action: str, ok: bool) -> None:
+    parsed = extract_action(text, setting)
+    assert (parsed.action, parsed.format_ok, parsed.error) == (action, ok, None)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["<tool_call>{not json}</tool_call>", '<tool_call>["f"]</tool_call>', '<tool_call>{"arguments": {}}</tool_call>'],
+)
+def test_a_malformed_tool_call_is_not_an_action(text: str) -> None:
+    parsed = extract_action(text, "tool_use")
+    assert parsed.action is None and not parsed.format_ok and parsed.error and parsed.error.startswith("Error:")
+
+
+def test_system_prompts_state_the_action_format() -> None:
+    assert "<answer>" in system_prompt("reasoning") and "<answer>" in system_prompt("game")
+    tools = [{"type": "function", "function": {"name": "lookup"}}]
+    prompt = system_prompt("tool_use", "Find things.", tools)
+    assert "<tool_call>" in prompt and "Find things." in prompt and '"lookup"' in prompt
+    with pytest.raises(ValueError, match="setting"):
+        system_prompt("chess")
+
+
+def test_the_hint_is_appended_to_the_first_observation_only_when_asked() -> None:
+    policy = ScriptedPolicy(["<answer>x</answer>"])
+    (plain, hinted), _ = rollout([Episode(ECHO, 3), Episode(ECHO, 3, hint=True)], policy)
+    assert plain.messages[1]["content"] == "task 3"
+    assert hinted.messages[1]["content"] == "task 3\n\nHint: the answer is 7"
+    assert plain.messages[0]["role"] == "system" and "<answer>" in plain.messages[0]["content"]
+
+
+def test_one_generate_call_per_turn_across_every_running_episode() -> None:
+    policy = ScriptedPolicy(["<answer>1</answer>", "<answer>7</answer>"])
+    episodes = [Episode(SOLVE, s) for s in range(3)] + [Episode(ECHO, s) for s in range(3)]
+    trajectories, stats = rollout(episodes, policy)
+    assert policy.calls == [6, 6, 3]  # SayEnv episodes end at turn 2, EchoEnv ones run 3 turns
+    assert stats.generate_calls == 3 and stats.turns == 15 and stats.episodes == 6
+    solved = trajectories[0]
+    assert solved.rewards == [0.0, 1.0] and solved.episode_return == 1.0 and solved.success and solved.terminated
+    echo = trajectories[3]
+    assert echo.num_turns == 3 and echo.truncated and not echo.terminated and echo.episode_return == 0.0
+    assert [t.observation for t in echo.turns] == ["you said: 1", "you said: 7", "you said: 7"]
+    assert stats.generation_s > 0 and stats.env_s > 0 and stats.total_s >= stats.generation_s + stats.env_s
+
+
+def test_a_crash_mid_episode_ends_that_episode_with_return_zero_and_the_batch_goes_on() -> None:
+    policy = ScriptedPolicy(["<answer>a</answer>"])
+    crashed, echo = rollout([Episode(CRASH, 0), Episode(ECHO, 0)], policy)[0]
+    assert (
+        crashed.error is not None
+        and crashed.error["category"] == "ENV_EXCEPTION"
+        and "boom" in crashed.error["message"]
+    )
+    assert crashed.num_turns == 2 and crashed.rewards[0] == 0.5 and crashed.episode_return == 0.0 and crashed.truncated
+    assert echo.error is None and echo.num_turns == 3
+
+
+def test_a_malformed_tool_call_comes_back_as_an_error_observation() -> None:
+    policy = ScriptedPolicy(["<tool_call>{oops}</tool_call>", '<tool_call>{"name": "f", "arguments": {}}</tool_call>'])
+    (trajectory,), _ = rollout([Episode(TOOLS, 0)], policy)
+    first, second = trajectory.turns[:2]
+    assert first.action is None and first.observation.startswith("Error: the tool call is not valid JSON")
+    assert second.action == json.dumps({"name": "f", "arguments": {}})
+    assert second.observation == "called " + second.action
+    assert trajectory.num_turns == 3  # the error turn counts toward max_turns
+
+
+def test_max_turns_of_the_config_caps_episodes() -> None:
+    policy = ScriptedPolicy(["<answer>1</answer>"])
+    (trajectory,), stats = rollout([Episode(ECHO, 0)], policy, RolloutConfig(max_turns=1))
+    assert trajectory.num_turns == 1 and trajectory.truncated and stats.generate_calls == 1
+
+
+def test_config_is_checked() -> None:
+    with pytest.raises(ValueError, match="n must be 1"):
+        rollout([Episode(ECHO, 0)], ScriptedPolicy(["x"]), RolloutConfig(sampling=SamplingParams(n=2)))
+    with pytest.raises(ValueError, match="max_episodes"):
+        RolloutConfig(max_episodes=0)
+
+
+@pytest.mark.slow
+def test_the_embedded_model_plays_a_seed_environment(embedded_policy: Any) -> None:
+    """Real model, real registered environment: trajectories carry what the trainer needs."""
+    config = RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=32, seed=0), max_turns=2)
+    episodes = [Episode("spade/ArithmeticChain-v0", seed, hint) for seed in (0, 1) for hint in (False, True)]
+    trajectories, stats = rollout(episodes, embedded_policy, config)
+    assert stats.generate_calls == 2 < len(episodes) * 2
+    for trajectory in trajectories:
+        assert trajectory.num_turns >= 1 and trajectory.error is None
+        for prompt_ids, completion_ids, logprobs, mask in trajectory.samples():
+            assert len(completion_ids) == len(logprobs) == len(mask) >= 1 and set(mask) == {1}
+            assert embedded_policy.tokenizer.decode(prompt_ids).rstrip().endswith("assistant")
+        assert trajectory.generation_s > 0
+    # the two turns of an episode were sampled with different seeds: not one repeated completion
+    assert any(t.turns[0].text != t.turns[-1].text for t in trajectories if t.num_turns == 2)
+    # same seeds, same settings: the rollout repeats
+    again, _ = rollout(episodes, embedded_policy, config)
+    assert [t.turns[0].completion_token_ids for t in again] == [t.turns[0].completion_token_ids for t in trajectories]
+
+
+@pytest.mark.slow
+def test_a_conversation_longer_than_the_window_is_shortened_not_refused(embedded_policy: Any) -> None:
+    from spade_gym.policies.transformers import TransformersPolicy
+
+    small = TransformersPolicy(embedded_policy.model, embedded_policy.tokenizer, context_window=200, name="small")
+    config = RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=48, seed=1), max_turns=3)
+    (trajectory,), _ = rollout([Episode(ECHO, 0)], small, config)
+    assert trajectory.num_turns == 3 and trajectory.error is None
+    for turn in trajectory.turns:
+        assert len(turn.prompt_token_ids or []) + 48 <= 200
