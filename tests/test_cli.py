@@ -20,7 +20,7 @@ def run(*args: str, input: str | None = None) -> tuple[int, str]:
 
 def test_help_explains_every_command() -> None:
     code, out = run("--help")
-    assert code == 0 and all(c in out for c in ("demo", "doctor", "envs", "generate"))
+    assert code == 0 and all(c in out for c in ("demo", "doctor", "envs", "generate", "regret"))
     code, out = run("envs", "--help")
     assert code == 0 and all(c in out for c in ("list", "show", "validate", "add", "play", "rebuild-index"))
 
@@ -96,3 +96,20 @@ def test_generate_answers_with_the_embedded_model() -> None:
 def test_generate_explains_bad_options(args: tuple[str, ...], message: str) -> None:
     code, out = run("generate", "hi", *args)
     assert code != 0 and message in out.replace("\n", " ")
+
+
+@pytest.mark.slow
+def test_regret_prints_an_estimate_for_a_seed_environment() -> None:
+    code, out = run("regret", "ArithmeticChain-v0", "-k", "2", "--max-new-tokens", "16", "--max-turns", "1")
+    assert code == 0, out
+    assert "with hint" in out and "without hint" in out and "regret = max(" in out and "Designer reward" in out
+    assert "1 generate calls" in out  # one turn of 4 episodes: one batched call
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [(("NoSuchEnv-v0", "-k", "1"), 2, "doesn't exist"), (("ArithmeticChain-v0", "-k", "0"), 1, "k must be >= 1")],
+)
+def test_regret_explains_bad_arguments(args: tuple[str, ...], code: int, message: str) -> None:
+    exit_code, out = run("regret", *args)
+    assert exit_code == code and message in out

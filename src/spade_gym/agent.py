@@ -335,7 +335,11 @@ def _fit_messages(messages: list[dict[str, str]], fits: Callable[[list[dict[str,
 
 
 def rollout(
-    episodes: Sequence[Episode], policy: Policy, config: RolloutConfig | None = None
+    episodes: Sequence[Episode],
+    policy: Policy,
+    config: RolloutConfig | None = None,
+    *,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[Trajectory], RolloutStats]:
     """Play ``episodes`` with ``policy``: one batched ``generate`` per turn over every running episode.
 
@@ -343,6 +347,7 @@ def rollout(
         episodes: what to play (see :class:`Episode`); trajectories come back in this order.
         policy: the Agent's policy.
         config: sampling and batching settings.
+        progress: called after every turn with ``(episodes finished, episodes in all)``.
 
     Returns:
         ``(trajectories, stats)``: one :class:`Trajectory` per episode, and the call's figures.
@@ -359,7 +364,11 @@ def rollout(
     stats = RolloutStats(episodes=len(episodes))
     out: list[Trajectory] = []
     for lo in range(0, len(episodes), config.max_episodes):
-        out.extend(_play_wave(episodes[lo : lo + config.max_episodes], policy, config, stats))
+        out.extend(
+            _play_wave(
+                episodes[lo : lo + config.max_episodes], policy, config, stats, progress, len(out), len(episodes)
+            )
+        )
     stats.total_s = time.perf_counter() - started
     return out, stats
 
@@ -393,7 +402,13 @@ def _error_record(exc: BaseException) -> dict[str, Any]:
 
 
 def _play_wave(
-    episodes: Sequence[Episode], policy: Policy, config: RolloutConfig, stats: RolloutStats
+    episodes: Sequence[Episode],
+    policy: Policy,
+    config: RolloutConfig,
+    stats: RolloutStats,
+    progress: Callable[[int, int], None] | None,
+    done_before: int,
+    total: int,
 ) -> list[Trajectory]:
     began = time.perf_counter()
     running: list[_Running] = []
@@ -435,6 +450,8 @@ def _play_wave(
                 stats.turns += 1
                 if not r.done and r.trajectory.num_turns >= r.turn_limit:
                     r.finish(truncated=True)
+            if progress is not None:
+                progress(done_before + sum(r.done for r in running), total)
     finally:
         began = time.perf_counter()
         for r in running:

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from gymnasium import error as gym_error
 from rich.console import Console
 from rich.markup import escape as escape_markup
 from rich.panel import Panel
-from rich.progress import track
+from rich.progress import Progress, track
 from rich.table import Table
 
 from spade_gym.env import SandboxedEnv, escape_text
@@ -305,6 +306,77 @@ def generate(
         )
         console.print(Panel(_safe(completion.text), title=title, title_align="left"))
     console.print(f"{_safe(loaded.name)}: {len(completions)} completion(s) in {seconds:.1f} s")
+
+
+@app.command()
+def regret(
+    env_id: Annotated[str, typer.Argument(help="A registered id (spade/Name-v0 or Name-v0) or a program file.")],
+    policy: Annotated[str, typer.Option("--policy", "-p", help="The Agent: see `spade generate --help`.")] = "default",
+    k: Annotated[int, typer.Option("-k", help="Episodes with the hint and as many without (same seeds).")] = 4,
+    seed: Annotated[int, typer.Option(help="First reset seed; the k seeds are seed .. seed+k-1.")] = 0,
+    temperature: Annotated[float, typer.Option(help="The Agent's sampling temperature (> 0).")] = 1.0,
+    max_new_tokens: Annotated[int, typer.Option(help="Most tokens per agent turn.")] = 256,
+    max_turns: Annotated[
+        int | None, typer.Option(help="Cap on agent turns per episode (default: the environment's).")
+    ] = None,
+) -> None:
+    """Estimate an environment's regret for a policy: mean return with the hint minus without.
+
+    Plays k episodes with the privileged hint appended to the first observation and k without, on
+    the same seeds, in one batched rollout; prints both means with standard errors, the regret
+    max(hint - no hint, 0) and the Designer's reward for it.
+    """
+    from spade_gym.agent import RolloutConfig
+    from spade_gym.policies import SamplingParams, load_policy
+    from spade_gym.regret import designer_reward, estimate_regret
+
+    target = env_id
+    if Path(env_id).is_file():
+        target = str(Path(env_id).resolve())
+    elif not env_id.startswith("spade/"):
+        target = f"spade/{env_id}"
+    try:
+        sampling = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+        config = RolloutConfig(sampling=sampling, max_turns=max_turns)
+        with console.status(f"loading {_safe(policy)}", spinner="dots"):
+            agent = load_policy(policy)
+        with Progress(*Progress.get_default_columns(), console=console, transient=True) as bar:
+            task = bar.add_task(f"{_safe(env_id)}: {2 * k} episodes", total=2 * k)
+            result = estimate_regret(
+                target,
+                agent,
+                k,
+                list(range(seed, seed + k)),
+                config=config,
+                progress=lambda done, _total: bar.update(task, completed=done),
+            )
+    except (SpadeError, ValueError) as exc:
+        console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
+        raise typer.Exit(1) from None
+    except gym_error.Error as exc:
+        console.print(f"[red]{_safe(str(exc))}[/red]")
+        raise typer.Exit(2) from None
+    reward = designer_reward(True, result)
+    table = Table(title=f"Regret of {_safe(result.env_id)} for {_safe(agent.name)} (k={k})")
+    for column in ("arm", "mean return", "std. error", "successes"):
+        table.add_column(column)
+    for arm, mean, se, trajectories in (
+        ("with hint", result.mean_hint, result.se_hint, result.hint),
+        ("without hint", result.mean_nohint, result.se_nohint, result.nohint),
+    ):
+        table.add_row(arm, f"{mean:.3f}", f"{se:.3f}", f"{sum(t.success for t in trajectories)}/{k}")
+    console.print(table)
+    stats = result.stats
+    timing = (
+        f" in {stats.total_s:.1f} s (generation {stats.generation_s:.1f} s, environments {stats.env_s:.2f} s, "
+        f"{stats.generate_calls} generate calls)"
+        if stats
+        else ""
+    )
+    console.print(
+        f"regret = max({result.mean_hint:.3f} - {result.mean_nohint:.3f}, 0) = [bold]{result.regret:.3f}[/bold]; "
+        f"Designer reward {reward.reward:.3f} ({reward.outcome}); {result.errors} environment error(s){timing}"
+    )
 
 
 def _open_registry(path: Path | None, *, create: bool = False) -> Registry:

@@ -1,0 +1,131 @@
+"""Regret estimation and the Designer's reward: exact values for every case, a scripted Agent whose
+returns are known, and the embedded model on a seed environment."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from programs import program
+
+from spade_gym.agent import RolloutConfig
+from spade_gym.policies import Completion, SamplingParams
+from spade_gym.regret import RegretEstimate, RewardConfig, designer_reward, estimate_regret, standard_error
+
+# answer 7 succeeds; odd seeds crash in step when the answer is wrong
+SAY7 = program(
+    reset='self.seed = seed\nreturn "say a number", {}',
+    step=(
+        'if action == "7":\n    return "right", 1.0, True, False, {}\n'
+        'if self.seed % 2:\n    raise ValueError("odd seed, wrong answer")\n'
+        'return "wrong", 0.0, True, False, {}'
+    ),
+    hint='return "say 7"',
+    name="SaySeven",
+    max_turns=1,
+)
+
+
+class HintReader:
+    """Scripted Agent: answers 7 when the first observation carries the hint, else ``guess``."""
+
+    name = "hint-reader"
+    context_window = None
+
+    def __init__(self, guess: str = "1") -> None:
+        self.guess = guess
+
+    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
+        out = []
+        for i, prompt in enumerate(prompts):
+            answer = "7" if "Hint: say 7" in prompt[1]["content"] else self.guess
+            out.append(Completion(f"<answer>{answer}</answer>", None, None, None, "stop", i))
+        return out
+
+
+def estimate(mean_hint: float, mean_nohint: float) -> RegretEstimate:
+    return RegretEstimate(
+        "E-v0", 4, [0, 1, 2, 3], mean_hint, mean_nohint, 0.0, 0.0, max(mean_hint - mean_nohint, 0.0), 0
+    )
+
+
+@pytest.mark.parametrize(
+    ("accepted", "duplicate", "means", "reward", "outcome"),
+    [
+        (False, False, None, -1.0, "invalid"),
+        (False, True, None, -0.5, "duplicate"),
+        (True, True, (0.9, 0.1), -0.5, "duplicate"),
+        (True, False, (1.0, 1.0), 0.0, "trivial"),
+        (True, False, (0.5, 1.0), 0.0, "trivial"),
+        (True, False, (0.04, 0.0), 0.0, "out_of_reach"),
+        (True, False, (0.0, 0.0), 0.0, "out_of_reach"),
+        (True, False, (0.75, 0.25), 0.5, "regret"),
+        (True, False, (0.25, 0.5), 0.0, "regret"),  # the hint hurt: regret is clipped at 0
+        (True, False, (0.05, 0.0), 0.05, "regret"),  # exactly at the out-of-reach threshold
+    ],
+)
+def test_designer_reward_cases(accepted: bool, duplicate: bool, means: Any, reward: float, outcome: str) -> None:
+    result = designer_reward(accepted, estimate(*means) if means else None, duplicate=duplicate)
+    assert (result.reward, result.outcome) == (pytest.approx(reward), outcome)
+
+
+def test_every_threshold_is_configurable() -> None:
+    config = RewardConfig(
+        invalid=-2.0, duplicate=-0.25, trivial=-0.1, trivial_at=0.9, out_of_reach=-0.2, out_of_reach_below=0.3
+    )
+    assert designer_reward(False, config=config).reward == -2.0
+    assert designer_reward(True, estimate(0.9, 0.1), duplicate=True, config=config).reward == -0.25
+    assert designer_reward(True, estimate(1.0, 0.9), config=config).reward == -0.1
+    assert designer_reward(True, estimate(0.25, 0.0), config=config).reward == -0.2
+    assert designer_reward(True, estimate(0.5, 0.25), config=config).reward == 0.25
+    with pytest.raises(ValueError, match="needs a RegretEstimate"):
+        designer_reward(True)
+
+
+def test_standard_error() -> None:
+    assert standard_error([1.0, 0.0, 1.0, 0.0]) == pytest.approx((1 / 3) ** 0.5 / 2)
+    assert standard_error([0.5]) == 0.0
+
+
+def test_estimate_regret_with_a_known_agent() -> None:
+    """The hint makes the scripted Agent succeed on every seed; without it, it fails, and on odd
+    seeds the environment crashes (return 0, counted as errors)."""
+    result = estimate_regret(SAY7, HintReader(), k=4, seeds=[10, 11, 12, 13])
+    assert (result.mean_hint, result.mean_nohint, result.regret) == (1.0, 0.0, 1.0)
+    assert (result.se_hint, result.se_nohint) == (0.0, 0.0)
+    assert result.errors == 2 and result.seeds == [10, 11, 12, 13] and result.env_id == "SaySeven"
+    assert [t.seed for t in result.nohint] == [10, 11, 12, 13] and not any(t.hint for t in result.nohint)
+    assert all(t.hint for t in result.hint)
+    assert result.stats is not None and result.stats.generate_calls == 1  # both arms in one batch
+    assert set(result.summary()) == {
+        "k",
+        "seeds",
+        "mean_hint",
+        "mean_nohint",
+        "se_hint",
+        "se_nohint",
+        "regret",
+        "errors",
+    }
+    solved = estimate_regret(SAY7, HintReader(guess="7"), k=2)
+    assert (solved.mean_nohint, solved.regret) == (1.0, 0.0)
+    assert designer_reward(True, solved).outcome == "trivial"
+
+
+def test_estimate_regret_refuses_degenerate_settings() -> None:
+    with pytest.raises(ValueError, match="k must be"):
+        estimate_regret(SAY7, HintReader(), k=0)
+    with pytest.raises(ValueError, match="k=2 seeds"):
+        estimate_regret(SAY7, HintReader(), k=2, seeds=[1, 2, 3])
+    with pytest.raises(ValueError, match="needs sampling"):
+        estimate_regret(SAY7, HintReader(), k=2, config=RolloutConfig(sampling=SamplingParams(temperature=0)))
+
+
+@pytest.mark.slow
+def test_estimate_regret_with_the_embedded_model(embedded_policy: Any) -> None:
+    config = RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=32, seed=0), max_turns=2)
+    result = estimate_regret("spade/ArithmeticChain-v0", embedded_policy, k=2, config=config)
+    assert 0.0 <= result.mean_nohint <= 1.0 and 0.0 <= result.mean_hint <= 1.0
+    assert result.regret == max(result.mean_hint - result.mean_nohint, 0.0)
+    assert len(result.nohint) == 2 and all(t.samples() for t in result.nohint)
