@@ -113,3 +113,24 @@ def test_regret_prints_an_estimate_for_a_seed_environment() -> None:
 def test_regret_explains_bad_arguments(args: tuple[str, ...], code: int, message: str) -> None:
     exit_code, out = run("regret", *args)
     assert exit_code == code and message in out
+
+
+@pytest.mark.slow
+def test_measure_stores_returns_and_regret_in_meta_json(tmp_path: Path) -> None:
+    import json
+
+    reg = tmp_path / "reg"
+    run("envs", "add", "-r", str(reg), str(EXAMPLES / "arithmetic_chain.py"))
+    code, out = run(
+        "envs", "measure", "-r", str(reg), "-k", "2", "--max-new-tokens", "8", "--max-turns", "1", "--seed", "5"
+    )
+    assert code == 0, out
+    assert "ArithmeticChain-v0" in out and "stored in each meta.json" in out and "1 generate calls" in out
+    stats = json.loads(next(reg.glob("envs/ArithmeticChain-v0/meta.json")).read_text())["stats"]
+    assert stats["episodes"] == 4
+    assert 0 <= stats["mean_return_nohint"] <= 1 and 0 <= stats["mean_return_hint"] <= 1
+    assert stats["regret"] == pytest.approx(max(stats["mean_return_hint"] - stats["mean_return_nohint"], 0))
+    code, out = run("envs", "list", "-r", str(reg))
+    assert code == 0 and f"{stats['mean_return_hint']:.2f} / {stats['mean_return_nohint']:.2f}" in out
+    code, out = run("envs", "measure", "-r", str(reg), "NoSuchEnv-v0")
+    assert code == 1 and "NoSuchEnv-v0" in out

@@ -18,7 +18,7 @@ from gymnasium import error as gym_error
 from rich.console import Console
 from rich.markup import escape as escape_markup
 from rich.panel import Panel
-from rich.progress import Progress, track
+from rich.progress import Progress, TimeElapsedColumn, track
 from rich.table import Table
 
 from spade_gym.env import SandboxedEnv, escape_text
@@ -415,17 +415,24 @@ def envs_list(
     registry: RegistryOption = None,
     setting: Annotated[str | None, typer.Option(help="Only this setting: reasoning, tool_use or game.")] = None,
     markdown: Annotated[
-        bool, typer.Option("--markdown", help="Print a Markdown table (id, setting, turns, about).")
+        bool,
+        typer.Option("--markdown", help="Print a Markdown table (id, setting, turns, measured returns, about)."),
     ] = False,
 ) -> None:
     """List the environments of a registry, with their measured returns and regret."""
     reg = _open_registry(registry)
     if markdown:
-        print("| id | setting | max turns | what it trains |\n|---|---|---:|---|")
+        print(
+            "| id | setting | max turns | return hint / no hint | regret | what it trains |\n|---|---|---:|---:|---:|---|"
+        )
         for record in reg.records(setting=setting):
             about = escape_text(record.description.split("; ")[0].split(". ")[0].rstrip("."))
             about = (about if len(about) <= 110 else about[:107].rsplit(" ", 1)[0] + "...").replace("|", "\\|")
-            print(f"| `{record.gym_id}` | {record.setting} | {record.max_turns} | {about} |")
+            stats = record.stats
+            returns = f"{_fmt(stats.mean_return_hint)} / {_fmt(stats.mean_return_nohint)}"
+            print(
+                f"| `{record.gym_id}` | {record.setting} | {record.max_turns} | {returns} | {_fmt(stats.regret)} | {about} |"
+            )
         return
     table = Table(title=f"Environments in {reg.root}")
     for column in ("id", "setting", "turns", "return hint / no hint", "regret", "episodes", "tags"):
@@ -446,6 +453,73 @@ def envs_list(
     console.print(f"{len(records)} environment(s); Gymnasium ids are spade/<id>.")
     for directory, message in reg.problems():
         console.print(f"[yellow]skipped {_safe(directory)}: {_safe(message)}[/yellow]")
+
+
+@envs_app.command("measure")
+def envs_measure(
+    ids: Annotated[list[str] | None, typer.Argument(help="Environment ids to measure (default: all).")] = None,
+    registry: RegistryOption = None,
+    policy: Annotated[str, typer.Option("--policy", "-p", help="The Agent: see `spade generate --help`.")] = "default",
+    k: Annotated[int, typer.Option("-k", help="Episodes with the hint and as many without, per environment.")] = 4,
+    seed: Annotated[int, typer.Option(help="First reset seed; the k seeds are seed .. seed+k-1.")] = 0,
+    temperature: Annotated[float, typer.Option(help="The Agent's sampling temperature (> 0).")] = 1.0,
+    max_new_tokens: Annotated[int, typer.Option(help="Most tokens per agent turn.")] = 128,
+    max_turns: Annotated[int | None, typer.Option(help="Cap on agent turns per episode.")] = None,
+    max_episodes: Annotated[int, typer.Option(help="Most episodes (workers) alive at once.")] = 64,
+) -> None:
+    """Measure each environment's returns with and without the hint, and its regret, for a policy,
+    and store them in its meta.json (shown by `spade envs list`).
+
+    All environments' episodes are played in one batched rollout (one generate call per turn
+    across every running episode). Stored fields: episodes (2k), mean_return_hint,
+    mean_return_nohint and regret.
+    """
+    from spade_gym.agent import RolloutConfig, rollout
+    from spade_gym.policies import SamplingParams, load_policy
+    from spade_gym.regret import regret_episodes, summarise
+
+    reg = _open_registry(registry)
+    try:
+        records = [reg.get(i) for i in ids] if ids else reg.records()
+        sampling = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+        config = RolloutConfig(sampling=sampling, max_turns=max_turns, max_episodes=max_episodes)
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        with console.status(f"loading {_safe(policy)}", spinner="dots"):
+            agent = load_policy(policy)
+        seeds = list(range(seed, seed + k))
+        episodes = [e for record in records for e in regret_episodes(str(record.source_path), seeds)]
+        with Progress(*Progress.get_default_columns(), TimeElapsedColumn(), console=console) as bar:
+            task = bar.add_task(f"{len(records)} environments, {len(episodes)} episodes", total=len(episodes))
+            trajectories, stats = rollout(
+                episodes, agent, config, progress=lambda done, _total: bar.update(task, completed=done)
+            )
+    except (SpadeError, ValueError) as exc:
+        console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
+        raise typer.Exit(1) from None
+    table = Table(title=f"Measured with {_safe(agent.name)}, k={k}, seeds {seeds[0]}..{seeds[-1]}")
+    for column in ("id", "return hint / no hint", "regret", "errors"):
+        table.add_column(column)
+    for n, record in enumerate(records):
+        result = summarise(trajectories[2 * k * n : 2 * k * (n + 1)])
+        reg.update_stats(
+            record.env_id,
+            episodes=2 * k,
+            mean_return_hint=result.mean_hint,
+            mean_return_nohint=result.mean_nohint,
+            regret=result.regret,
+        )
+        table.add_row(
+            record.env_id,
+            f"{result.mean_hint:.2f} / {result.mean_nohint:.2f}",
+            f"{result.regret:.2f}",
+            str(result.errors),
+        )
+    console.print(table)
+    console.print(
+        f"{len(episodes)} episodes in {stats.total_s:.0f} s: generation {stats.generation_s:.0f} s in "
+        f"{stats.generate_calls} generate calls, environments {stats.env_s:.1f} s; stored in each meta.json"
+    )
 
 
 @envs_app.command("show")

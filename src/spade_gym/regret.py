@@ -24,7 +24,16 @@ from typing import Any, Literal
 from spade_gym.agent import Episode, RolloutConfig, RolloutStats, Trajectory, rollout
 from spade_gym.policies.base import Policy, SamplingParams
 
-__all__ = ["RegretEstimate", "RewardConfig", "DesignerReward", "designer_reward", "estimate_regret", "standard_error"]
+__all__ = [
+    "DesignerReward",
+    "RegretEstimate",
+    "RewardConfig",
+    "designer_reward",
+    "estimate_regret",
+    "regret_episodes",
+    "standard_error",
+    "summarise",
+]
 
 
 def standard_error(values: Sequence[float]) -> float:
@@ -101,16 +110,32 @@ def estimate_regret(
     config = config or RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=256))
     if config.sampling.greedy:
         raise ValueError("regret needs sampling: set RolloutConfig.sampling.temperature > 0")
-    episodes = [Episode(env, seed, hint) for hint in (True, False) for seed in seeds]
-    trajectories, stats = rollout(episodes, policy, config, progress=progress)
-    hinted, plain = trajectories[:k], trajectories[k:]
+    trajectories, stats = rollout(regret_episodes(env, seeds), policy, config, progress=progress)
+    return summarise(trajectories, stats)
+
+
+def regret_episodes(env: Any, seeds: Sequence[int]) -> list[Episode]:
+    """The ``2k`` episodes of a regret estimate: ``k`` with the hint, then ``k`` without, same seeds."""
+    return [Episode(env, seed, hint) for hint in (True, False) for seed in seeds]
+
+
+def summarise(trajectories: Sequence[Trajectory], stats: RolloutStats | None = None) -> RegretEstimate:
+    """Turn the trajectories of :func:`regret_episodes` (hinted first) into a :class:`RegretEstimate`.
+
+    Raises:
+        ValueError: an odd or empty number of trajectories.
+    """
+    if not trajectories or len(trajectories) % 2:
+        raise ValueError(f"expected 2k trajectories (k with the hint, then k without), got {len(trajectories)}")
+    k = len(trajectories) // 2
+    hinted, plain = list(trajectories[:k]), list(trajectories[k:])
     hint_returns = [t.episode_return for t in hinted]
     plain_returns = [t.episode_return for t in plain]
     mean_hint, mean_nohint = fmean(hint_returns), fmean(plain_returns)
     return RegretEstimate(
-        env_id=trajectories[0].env_id,
+        env_id=hinted[0].env_id,
         k=k,
-        seeds=seeds,
+        seeds=[t.seed for t in plain],
         mean_hint=mean_hint,
         mean_nohint=mean_nohint,
         se_hint=standard_error(hint_returns),
