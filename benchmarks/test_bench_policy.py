@@ -32,7 +32,8 @@ from spade_gym.policies import SamplingParams, load_policy  # noqa: E402
 from spade_gym.policies.transformers import TransformersPolicy  # noqa: E402
 
 NEW_TOKENS = 64
-ROUNDS = 3
+# more rounds where a round is short: batch 1's figure is the noisiest (a round is about 3 s)
+ROUNDS = {1: 7, 8: 4, 32: 3}
 PROMPTS = [
     [{"role": "user", "content": f"Tell me a long story about a {animal} who learns to {skill}."}]
     for animal in ("dragon", "fox", "whale", "robot", "owl", "cat", "bear", "crow")
@@ -94,7 +95,7 @@ def test_generation_throughput(
         results["ours"] = completions
 
     policy.generate(PROMPTS[:batch], SamplingParams(temperature=0, max_new_tokens=4))  # warm-up
-    benchmark.pedantic(wrapped_generate, setup=bare_generate, rounds=ROUNDS, iterations=1)
+    benchmark.pedantic(wrapped_generate, setup=bare_generate, rounds=ROUNDS[batch], iterations=1)
     # the same greedy tokens, with one logprob each: the wrapper did the bare call's job and more
     assert [c.completion_token_ids for c in results["ours"]] == results["bare"]
     assert all(c.logprobs is not None and len(c.logprobs) == c.num_tokens for c in results["ours"])
