@@ -311,7 +311,7 @@ def _env_id(spec: Any, env: SandboxedEnv) -> str:
 
 
 class _Running:
-    """An episode in flight: its environment, its trajectory and the conversation shown next turn."""
+    """An episode in flight: its environment, its trajectory and its turn limit."""
 
     def __init__(self, env: SandboxedEnv, trajectory: Trajectory, turn_limit: int) -> None:
         self.env = env
@@ -420,7 +420,8 @@ def _play_wave(
             active = [r for r in running if not r.done]
             if not active:
                 break
-            prompts = [_fit_messages(r.trajectory.messages, _fits(policy, config.sampling)) for r in active]
+            fits = _fits(policy, config.sampling)
+            prompts = [_fit_messages(r.trajectory.messages, fits) for r in active]
             # a seeded rollout is reproducible, and its turns still differ: seed + index of the call
             seed = config.sampling.seed
             sampling = replace(
@@ -460,12 +461,28 @@ def _play_wave(
     return [r.trajectory for r in running]
 
 
+# Chat-template tokens per message and per conversation, generous for common templates.
+_TEMPLATE_TOKENS_PER_MESSAGE, _TEMPLATE_TOKENS = 16, 64
+
+
 def _fits(policy: Policy, sampling: SamplingParams) -> Callable[[list[dict[str, str]]], bool]:
+    """Whether a conversation plus ``max_new_tokens`` fits the policy's window.
+
+    A token covers at least one byte of text, so a conversation whose UTF-8 size plus the
+    template's tokens fits is accepted without tokenizing it (``generate`` tokenizes it anyway);
+    only conversations near the window are encoded to decide.
+    """
     window = policy.context_window
     encode = getattr(policy, "encode", None)
     if window is None or encode is None:
         return lambda _messages: True
-    return lambda messages: len(encode(messages)) + sampling.max_new_tokens <= window
+    budget = window - sampling.max_new_tokens
+
+    def fits(messages: list[dict[str, str]]) -> bool:
+        bound = _TEMPLATE_TOKENS + sum(len(m["content"].encode()) + _TEMPLATE_TOKENS_PER_MESSAGE for m in messages)
+        return bound <= budget or len(encode(messages)) <= budget
+
+    return fits
 
 
 def _apply(r: _Running, completion: Completion) -> None:

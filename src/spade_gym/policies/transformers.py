@@ -379,7 +379,9 @@ class TransformersPolicy:
             stop_criterion = self._stop_criteria.get(sampling.stop)
             if stop_criterion is None:  # builds token tables over the vocabulary: once per stop set
                 stop_criterion = StopStringCriteria(tokenizer=self.tokenizer, stop_strings=list(sampling.stop))
-                self._stop_criteria = {**dict(list(self._stop_criteria.items())[-15:]), sampling.stop: stop_criterion}
+                if len(self._stop_criteria) >= 16:  # keep the 16 most recent sets
+                    del self._stop_criteria[next(iter(self._stop_criteria))]
+                self._stop_criteria[sampling.stop] = stop_criterion
         finish = _FinishRecorder(width, len(rows), self.eos_token_ids, stop_criterion, self.device)
         config = GenerationConfig(
             max_new_tokens=sampling.max_new_tokens,
