@@ -49,10 +49,15 @@ def test_difficulty_comes_from_the_seed(record) -> None:  # type: ignore[no-unty
     assert None not in levels and len(levels) >= 2, levels
 
 
-def test_readme_lists_every_library_environment() -> None:
+def test_readme_lists_every_library_environment_with_its_measured_returns() -> None:
     readme = (ROOT / "README.md").read_text()
     for record in RECORDS:
-        assert f"| `{record.gym_id}` | {record.setting} | {record.max_turns} |" in readme, record.gym_id
+        stats = record.stats
+        assert stats.episodes > 0 and stats.mean_return_hint is not None and stats.mean_return_nohint is not None
+        assert stats.regret == max(stats.mean_return_hint - stats.mean_return_nohint, 0.0), record.env_id
+        returns = f"{stats.mean_return_hint:.2f} / {stats.mean_return_nohint:.2f} | {stats.regret:.2f} |"
+        row = f"| `{record.gym_id}` | {record.setting} | {record.max_turns} | {returns}"
+        assert row in readme, record.gym_id
 
 
 @pytest.mark.slow
