@@ -31,6 +31,7 @@ __all__ = [
     "ContextLengthExceeded",
     "BackendUnavailable",
     "GenerationError",
+    "DocumentError",
     "CATEGORIES",
     "error_from_payload",
 ]
@@ -193,6 +194,13 @@ class BackendUnavailable(PolicyError):
 class GenerationError(PolicyError):
     """Raised when generation failed: a server that timed out after every retry, returned an HTTP
     error, or answered with something that is not a chat completion."""
+
+
+class DocumentError(SpadeError):
+    """Raised when a document source cannot give documents: a missing path, an unsupported file type,
+    a missing optional dependency, a dataset that fails to load, or a corpus with no usable document."""
+
+    default_category = "DOCUMENTS"
 
 
 _BY_NAME: dict[str, type[SpadeError]] = {

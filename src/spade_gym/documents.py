@@ -1,0 +1,1166 @@
+"""Document sources: the text the Environment Designer grounds each new environment on.
+
+A :class:`DocumentSource` is an endless, shuffled, resumable stream of :class:`Document` objects:
+
+- :class:`BuiltinDocuments`: a small corpus shipped in the package (``spade_gym/data/documents.jsonl``),
+  the default; it works offline on any machine.
+- :class:`LocalDocuments`: a ``.jsonl``, ``.parquet`` or ``.txt`` file, or a folder of them.
+- :class:`HFDocuments`: a Hugging Face ``datasets`` dataset, streamed (``streaming=True``) through a
+  shuffle buffer: the natural choice for a large pretraining corpus.
+
+:func:`load_documents` turns a spec string (the CLI's ``--documents``) into one of them.
+
+Every document is cleaned (:func:`clean_text`), capped to a token budget (:func:`cap_tokens`) and
+carries its provenance in ``Document.source``: a small JSON object the registry stores as an
+environment's ``document`` field. A document in another script is kept as it is; binary junk, an
+empty or too short text, a malformed JSON line or a row without the text field is skipped and
+counted, never raised. A source with no usable document at all raises :class:`DocumentError`
+(local files when the source is built, a streamed dataset on the first
+:meth:`~DocumentSource.sample`, after one full pass), as do a missing path, an
+unsupported file type and a missing optional dependency. ``datasets`` and ``pyarrow`` (the
+``data`` extra) are imported only when a source needs them.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import importlib
+import json
+import os
+import random
+import re
+import unicodedata
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from itertools import islice
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from spade_gym.errors import DocumentError
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "BuiltinDocuments",
+    "Document",
+    "DocumentError",
+    "DocumentSource",
+    "HFDocuments",
+    "LocalDocuments",
+    "Tokenizer",
+    "cap_tokens",
+    "clean_text",
+    "load_documents",
+]
+
+#: Default token budget of one document (about 4 KiB of English text with the regex approximation).
+DEFAULT_MAX_TOKENS = 1024
+#: A cleaned text shorter than this many characters is rejected.
+MIN_CHARS = 20
+#: A text is binary junk when more than this share of its characters are control, format,
+#: private-use, unassigned or surrogate code points (Unicode category ``C*``, ``\n`` and ``\t`` aside).
+MAX_JUNK_SHARE = 0.15
+#: ... or when more than this share are U+FFFD, the replacement character of a failed decoding.
+MAX_REPLACEMENT_SHARE = 0.02
+#: A source that rejects this many documents in a row raises :class:`DocumentError`.
+MAX_CONSECUTIVE_REJECTS = 10_000
+#: Default size of the shuffle buffer of :class:`LocalDocuments` and :class:`HFDocuments`, in documents.
+DEFAULT_SHUFFLE_BUFFER = 10_000
+#: The file types :class:`LocalDocuments` reads.
+SUPPORTED_SUFFIXES = (".jsonl", ".parquet", ".txt")
+
+#: A tokenizer for :func:`cap_tokens`: text in, token ids out, e.g. a Hugging Face tokenizer's ``encode``
+#: (``TransformersPolicy(...).tokenizer.encode``; ``TransformersPolicy.encode`` itself takes a chat prompt).
+Tokenizer = Callable[[str], Sequence[int]]
+
+_DATA_EXTRA = "pip install 'spade-gym[data]'"
+_RAW_CHARS_PER_TOKEN = 32  # raw text beyond max_tokens * this (+ slack) is not even cleaned
+_TITLE_CHARS = 200
+_ID_CHARS = 200
+_PARQUET_BATCH = 1024
+
+
+@dataclass(frozen=True)
+class Document:
+    """One cleaned, token-capped document and where it came from.
+
+    Attributes:
+        text: the cleaned text (:func:`clean_text`), capped to the source's ``max_tokens``.
+        source: provenance, a small JSON object (no text in it) that the registry stores as an
+            environment's ``document`` field. Always ``kind`` (``"builtin"``, ``"file"``,
+            ``"parquet"`` or ``"hf"``), ``sha256`` (hex digest of the UTF-8 of ``text``), ``tokens``
+            (token count of ``text``: the source's tokenizer, or the regex approximation of
+            :func:`cap_tokens`) and ``truncated`` (whether the original was longer than ``text``);
+            then where to find it: ``id`` (builtin); ``path`` (absolute) and ``line`` (1-based,
+            ``.jsonl``) for ``file``; ``path`` and ``row`` (0-based) for ``parquet``; ``dataset``,
+            ``config``, ``split``, ``seed``, ``epoch`` and ``index`` (position in that epoch's
+            shuffled stream) for ``hf``; and the record's own ``id`` or ``url`` when it has one.
+        title: the record's title, when it has one (one line, at most 200 characters).
+    """
+
+    text: str
+    source: dict[str, Any]
+    title: str | None = None
+
+
+@runtime_checkable
+class DocumentSource(Protocol):
+    """An endless, shuffled, resumable stream of documents.
+
+    A finite corpus is reshuffled and cycled: each pass is an *epoch* with its own order,
+    deterministic for the source's seed. A corpus without a single usable document raises
+    :class:`DocumentError` on the first ``sample`` instead of looping forever.
+    """
+
+    def sample(self, n: int = 1) -> list[Document]:
+        """Return the next ``n`` documents of the stream (``n >= 0``).
+
+        Raises:
+            DocumentError: the source has no usable document, or reading it failed.
+        """
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return the stream position as a small JSON-serialisable dict, for a trainer checkpoint."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume at a position saved by ``state_dict`` of a source built with the same arguments.
+
+        Raises:
+            DocumentError: the state belongs to another kind of source or another seed.
+        """
+        ...
+
+    def reseed(self, seed: int) -> None:
+        """Restart the stream at its beginning (epoch 0) shuffled with ``seed``, as a seeded
+        ``reset(seed=...)`` expects: afterwards the stream equals a fresh source's with that seed."""
+        ...
+
+    def describe(self) -> str:
+        """Return one line for logs: what the source reads and how far it got."""
+        ...
+
+
+# ------------------------------------------------------------------------------------------------
+# cleaning and token caps
+
+_BREAKS = re.compile("\r\n?|[\x0b\x0c\x85\u2028]")
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufeff]")
+_TRAILING_SPACE = re.compile(r"[^\S\n]+$", re.MULTILINE)
+_BLANK_LINES = re.compile(r"\n{3,}")
+_SPACES = re.compile(r"\s+")
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
+_SENTENCE_END = re.compile(r"(?s:.*)[.!?;:\u3002\uff01\uff1f][\"'\u201d\u2019)\]]*(?=\s)")
+
+
+# ASCII fast paths (most documents): byte tables give the same answers as the regexes, in C.
+_ASCII_CONTROL = bytes(b for b in range(128) if unicodedata.category(chr(b))[0] == "C" and chr(b) not in "\n\t")
+_ASCII_NOT_WORD = bytes(b for b in range(128) if not (chr(b).isalnum() or chr(b) == "_"))
+_ASCII_PUNCT = bytes(b for b in _ASCII_NOT_WORD if not chr(b).isspace())  # [^\w\s]
+_ASCII_BREAK_WORDS = bytes.maketrans(_ASCII_NOT_WORD, b" " * len(_ASCII_NOT_WORD))
+
+
+def _count_tokens(text: str) -> int:
+    """Number of approximate tokens (``_TOKEN`` matches) in ``text``."""
+    if text.isascii():
+        raw = text.encode("ascii")
+        punctuation = len(raw) - len(raw.translate(None, _ASCII_PUNCT))
+        return punctuation + len(raw.translate(_ASCII_BREAK_WORDS).split())
+    return len(_TOKEN.findall(text))
+
+
+def _junk_counts(text: str) -> tuple[int, int]:
+    """(characters of category ``C*`` other than ``\\n``/``\\t``, U+FFFD characters) in ``text``."""
+    if text.isascii():
+        raw = text.encode("ascii")
+        return len(raw) - len(raw.translate(None, _ASCII_CONTROL)), 0
+    bad = 0
+    for char in set(text):
+        if unicodedata.category(char)[0] == "C" and char not in "\n\t":
+            bad += text.count(char)
+    return bad, text.count("\ufffd")
+
+
+def clean_text(text: str, *, min_chars: int = MIN_CHARS) -> str | None:
+    """Clean one document's text, or reject it.
+
+    In order: newlines are normalised (``\\r\\n``, ``\\r``, vertical tab, form feed, U+0085 and U+2028
+    become ``\\n``; U+2029 becomes a blank line); the text is rejected as *binary junk* when more
+    than :data:`MAX_JUNK_SHARE` of its characters are control, format, private-use, unassigned or
+    surrogate code points (Unicode category ``C*``; ``\\n`` and ``\\t`` count as text), or more than
+    :data:`MAX_REPLACEMENT_SHARE` are U+FFFD (a failed decoding); the C0/C1 control characters
+    other than ``\\n`` and ``\\t``, lone surrogates and U+FEFF are removed; the text is put in
+    Unicode NFC; trailing whitespace is stripped from every line; any run of blank lines becomes one
+    blank line; leading and trailing whitespace is stripped. Letters, marks, digits, punctuation,
+    symbols and spaces of every script count as text, so Chinese, Arabic, Cyrillic or Devanagari
+    text comes through unchanged.
+
+    Args:
+        text: the raw text.
+        min_chars: the shortest acceptable cleaned text, in characters.
+
+    Returns:
+        The cleaned text, or ``None`` when it is binary junk or shorter than ``min_chars``.
+
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"clean_text expects str, got {type(text).__name__}")
+    if not text:
+        return None
+    is_ascii = text.isascii()
+    if "\r" in text or "\x0b" in text or "\x0c" in text or not is_ascii:
+        text = _BREAKS.sub("\n", text)
+        if "\u2029" in text:
+            text = text.replace("\u2029", "\n\n")
+    bad, replacement = _junk_counts(text)
+    if bad > MAX_JUNK_SHARE * len(text) or replacement > MAX_REPLACEMENT_SHARE * len(text):
+        return None
+    if bad:
+        text = _CONTROL.sub("", text)
+    if not is_ascii:
+        text = unicodedata.normalize("NFC", text)
+    if not is_ascii or " \n" in text or "\t\n" in text:
+        text = _TRAILING_SPACE.sub("", text)
+    if "\n\n\n" in text:
+        text = _BLANK_LINES.sub("\n\n", text)
+    text = text.strip()
+    return text if len(text) >= min_chars else None
+
+
+def _keep_clusters(text: str, cut: int) -> int:
+    """Move ``cut`` back so that no combining mark is split from its base character."""
+    while 0 < cut < len(text) and unicodedata.category(text[cut])[0] == "M":
+        cut -= 1
+    return cut
+
+
+def _nicer_cut(text: str, cut: int) -> int:
+    """A paragraph or sentence end in the last ~20% of ``text[:cut]``, else ``cut`` itself."""
+    low = cut - cut // 5
+    paragraph = text.rfind("\n\n", low, cut)
+    if paragraph > 0:
+        return paragraph
+    match = _SENTENCE_END.match(text, low, cut)
+    if match is not None and match.end() > low:
+        return match.end()
+    line = text.rfind("\n", low, cut)
+    return line if line > 0 else cut
+
+
+def cap_tokens(text: str, max_tokens: int, tokenizer: Tokenizer | None = None) -> tuple[str, int, bool]:
+    """Cap ``text`` to at most ``max_tokens`` tokens, cutting between tokens.
+
+    Without a ``tokenizer`` the count is an approximation: a token is a run of letters, digits and
+    underscores, one CJK ideograph or kana, or one other non-space character (roughly
+    ``\\w+|[^\\w\\s]``). Subword tokenizers give about 1.3x as many tokens for English prose. With a
+    ``tokenizer`` (a callable ``str -> list[int]``, see :data:`Tokenizer`; special tokens it adds
+    count) the count is exact: the
+    cut is found by binary search over the approximation's token boundaries (a few dozen tokenizer
+    calls at most), falling back to a character boundary when even the first word is too long.
+
+    When the text is cut, the cut moves back to a paragraph or sentence end if one lies in the last
+    ~20% of the kept characters, and never splits a character from its combining marks.
+
+    Args:
+        text: the (cleaned) text.
+        max_tokens: the budget, in tokens; at least 1.
+        tokenizer: optional exact tokenizer.
+
+    Returns:
+        ``(capped_text, tokens, truncated)``: the kept prefix (trailing whitespace stripped), its
+        token count (approximate or exact as above; ``<= max_tokens``) and whether anything was cut.
+
+    Raises:
+        ValueError: ``max_tokens < 1``.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+    if tokenizer is None:
+        return _cap_regex(text, max_tokens)
+    return _cap_tokenizer(text, max_tokens, tokenizer)
+
+
+def _cap_regex(text: str, max_tokens: int) -> tuple[str, int, bool]:
+    if len(text) <= max_tokens * 8:  # the common case, a text within budget: count it at once
+        count = _count_tokens(text)
+        if count <= max_tokens:
+            return text, count, False
+    last = next(islice(_TOKEN.finditer(text), max_tokens - 1, None), None)  # the max_tokens-th token
+    if last is None:
+        return text, _count_tokens(text), False
+    if _TOKEN.search(text, last.end()) is None:
+        return text, max_tokens, False
+    cut = _keep_clusters(text, _nicer_cut(text, last.end()))
+    capped = text[:cut].rstrip()
+    return capped, _count_tokens(capped), True
+
+
+def _cap_tokenizer(text: str, max_tokens: int, tokenizer: Tokenizer) -> tuple[str, int, bool]:
+    window = text[: max_tokens * _RAW_CHARS_PER_TOKEN]
+    count = len(tokenizer(window))
+    if count <= max_tokens:
+        if len(window) == len(text):
+            return text, count, False
+        count = len(tokenizer(text))
+        if count <= max_tokens:
+            return text, count, False
+        window = text
+    # Largest prefix ending at an approximate-token boundary that fits: binary search.
+    ends = [m.end() for m in _TOKEN.finditer(window)]
+    lo, hi, best = 0, len(ends) - 1, -1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if len(tokenizer(window[: ends[mid]])) <= max_tokens:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    if best >= 0:
+        cut = ends[best]
+    else:  # even the first word is over budget: search character positions
+        lo, hi, cut = 1, (ends[0] if ends else len(window)), 0
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if len(tokenizer(window[:mid])) <= max_tokens:
+                cut, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+    capped = window[: _keep_clusters(window, cut)].rstrip()
+    nicer = window[: _keep_clusters(window, _nicer_cut(window, cut))].rstrip()
+    if nicer and nicer != capped:
+        count = len(tokenizer(nicer))
+        if count <= max_tokens:
+            return nicer, count, True
+    return capped, len(tokenizer(capped)), True
+
+
+def _one_line(value: Any, limit: int) -> str | None:
+    """``value`` as a short single line (titles, ids), or None when it is not usable text."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    line = _SPACES.sub(" ", _CONTROL.sub("", str(value))).strip()[:limit]
+    return line or None
+
+
+def _trim_raw(text: str, limit: int) -> tuple[str, bool]:
+    """Cut a raw text longer than ``limit`` characters, at a line or word end when one is near."""
+    if len(text) <= limit:
+        return text, False
+    cut = text.rfind("\n", limit // 2, limit)
+    if cut < 0:
+        cut = text.rfind(" ", limit // 2, limit)
+    return text[: cut if cut > 0 else limit], True
+
+
+def _import_optional(module: str, what: str) -> Any:
+    """Import an optional dependency of the ``data`` extra, or raise one clear DocumentError."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise DocumentError(f"{what} needs the optional package {module!r}: {_DATA_EXTRA}") from exc
+
+
+# ------------------------------------------------------------------------------------------------
+# the shared stream machinery
+
+
+@dataclass
+class _Counts:
+    read: int = 0
+    accepted: int = 0
+    rejected: int = 0  # junk or too short after cleaning
+    malformed: int = 0  # not a JSON value, no text field, text not a string
+
+    def as_dict(self) -> dict[str, int]:
+        return {"read": self.read, "accepted": self.accepted, "rejected": self.rejected, "malformed": self.malformed}
+
+
+_END = object()
+
+
+class _StreamSource:
+    """Epochs, cleaning, capping, counting, empty-corpus detection and resume for every source.
+
+    A subclass gives ``_records(epoch)``, the raw records of one epoch in their shuffled order
+    (deterministic for the seed), and ``_document(record, index)``, which turns one into a
+    :class:`Document` through :meth:`_finish` (which counts junk) or returns None after counting
+    the record as malformed through :meth:`_problem`. The position is ``(epoch, emitted)``:
+    resuming replays the epoch's records up to ``emitted`` without cleaning them.
+    """
+
+    _kind = ""
+
+    def __init__(self, *, seed: int, max_tokens: int, tokenizer: Tokenizer | None, shuffle_buffer: int = 0) -> None:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+        if shuffle_buffer < 0:
+            raise ValueError(f"shuffle_buffer must be >= 0, got {shuffle_buffer}")
+        self.seed = seed
+        self.max_tokens = max_tokens
+        self.tokenizer = tokenizer
+        self.shuffle_buffer = shuffle_buffer
+        self._raw_limit = max_tokens * _RAW_CHARS_PER_TOKEN + 4096
+        self._epoch = 0
+        self._emitted = 0
+        self._epoch_accepted = 0
+        self._partial_epoch = False
+        self._consecutive_rejects = 0
+        self._it: Iterator[Any] | None = None
+        self._counts = _Counts()
+        self._first_problem: str | None = None
+
+    # -- subclass hooks
+    def _records(self, epoch: int) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def _document(self, record: Any, index: int) -> Document | None:
+        raise NotImplementedError
+
+    def _name(self) -> str:
+        raise NotImplementedError
+
+    def _open(self, epoch: int, skip: int) -> Iterator[Any]:
+        """The epoch's record iterator, advanced past ``skip`` records (replayed, not cleaned)."""
+        it = self._records(epoch)
+        if skip:
+            for _ in islice(it, skip):
+                pass
+        return it
+
+    # -- helpers for subclasses
+    def _problem(self, message: str, *, count: bool = True) -> None:
+        """Count one malformed record (unless ``count`` is false); warn about the first problem of this source."""
+        if count:
+            self._counts.malformed += 1
+        if self._first_problem is None:
+            self._first_problem = message
+            warnings.warn(
+                f"{message} (skipped; further problems of this source are counted, not warned: see .stats)",
+                stacklevel=4,
+            )
+
+    def _finish(self, raw: Any, source: dict[str, Any], title: Any = None, record_id: Any = None) -> Document | None:
+        """Clean and cap ``raw``; None when it is not text, junk, or too short."""
+        if not isinstance(raw, str):
+            return None
+        raw, trimmed = _trim_raw(raw, self._raw_limit)
+        text = clean_text(raw)
+        if text is None:
+            self._counts.rejected += 1
+            return None
+        capped, tokens, truncated = cap_tokens(text, self.max_tokens, self.tokenizer)
+        if isinstance(record_id, int) and not isinstance(record_id, bool):
+            source.setdefault("id", record_id)
+        elif (ident := _one_line(record_id, _ID_CHARS)) is not None:
+            source.setdefault("id", ident)
+        source["sha256"] = hashlib.sha256(capped.encode("utf-8")).hexdigest()
+        source["tokens"] = tokens
+        source["truncated"] = truncated or trimmed
+        return Document(capped, source, _one_line(title, _TITLE_CHARS))
+
+    # -- the protocol
+    def sample(self, n: int = 1) -> list[Document]:
+        """Return the next ``n`` documents of the stream (see :class:`DocumentSource`).
+
+        Args:
+            n: how many documents, ``>= 0``.
+
+        Returns:
+            ``n`` documents, in stream order; a finite corpus is cycled, one reshuffled epoch after
+            another.
+
+        Raises:
+            DocumentError: a full epoch gave no usable document, :data:`MAX_CONSECUTIVE_REJECTS`
+                records in a row were rejected, or reading failed (the position is kept: a later
+                call retries from there).
+            ValueError: ``n < 0``.
+        """
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        out: list[Document] = []
+        while len(out) < n:
+            if self._it is None:
+                self._partial_epoch = self._emitted > 0
+                self._epoch_accepted = 0
+                try:
+                    self._it = self._open(self._epoch, self._emitted)
+                except Exception as exc:
+                    raise self._reading_failed(exc) from exc
+            try:
+                record = next(self._it, _END)
+            except Exception as exc:
+                raise self._reading_failed(exc) from exc
+            if record is _END:
+                if self._epoch_accepted == 0 and not self._partial_epoch:
+                    raise DocumentError(f"no usable document in {self._name()}: {self._tally()}")
+                self._epoch += 1
+                self._emitted = 0
+                self._it = None
+                continue
+            index = self._emitted
+            self._emitted += 1
+            self._counts.read += 1
+            doc = self._document(record, index)
+            if doc is None:
+                self._consecutive_rejects += 1
+                if self._consecutive_rejects >= MAX_CONSECUTIVE_REJECTS:
+                    self._consecutive_rejects = 0
+                    raise DocumentError(
+                        f"{MAX_CONSECUTIVE_REJECTS} documents in a row were unusable in {self._name()}: {self._tally()}"
+                    )
+                continue
+            self._consecutive_rejects = 0
+            self._counts.accepted += 1
+            self._epoch_accepted += 1
+            out.append(doc)
+        return out
+
+    def _reading_failed(self, exc: Exception) -> DocumentError:
+        """Drop the broken iterator (the next sample reopens at the same position) and say what failed."""
+        self._it = None
+        if isinstance(exc, DocumentError):
+            return exc
+        return DocumentError(f"reading {self._name()} failed: {type(exc).__name__}: {exc}")
+
+    def _tally(self) -> str:
+        c = self._counts
+        text = (
+            f"read {c.read} record(s): {c.rejected} rejected as junk or too short "
+            f"(< {MIN_CHARS} characters after cleaning), {c.malformed} malformed or without text"
+        )
+        if self._first_problem:
+            text += f"; first problem: {self._first_problem}"
+        return text
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters since construction (or as restored): ``read``, ``accepted``, ``rejected`` (junk or
+        too short), ``malformed`` (bad JSON line, missing or non-string text) and the current ``epoch``."""
+        return {**self._counts.as_dict(), "epoch": self._epoch}
+
+    def _config(self) -> dict[str, Any]:
+        return {"seed": self.seed, "shuffle_buffer": self.shuffle_buffer}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return ``{"kind", "config", "epoch", "emitted", "counts"}``: the stream position (JSON-only).
+
+        ``emitted`` is how many records of the current epoch were taken, usable or not.
+        """
+        return {
+            "kind": self._kind,
+            "config": self._config(),
+            "epoch": self._epoch,
+            "emitted": self._emitted,
+            "counts": self._counts.as_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume at the position in ``state`` (from :meth:`state_dict` of an equally built source).
+
+        The next :meth:`sample` replays the current epoch's first ``emitted`` records without
+        cleaning them (time proportional to that count), then continues exactly where the saved
+        source stood.
+
+        Raises:
+            DocumentError: ``state`` is malformed, or was saved by another kind of source or one with
+                another seed or shuffle buffer.
+        """
+        if not isinstance(state, dict) or state.get("kind") != self._kind:
+            kind = state.get("kind") if isinstance(state, dict) else type(state).__name__
+            raise DocumentError(f"cannot load a {kind!r} document-source state into {self._name()}")
+        config = state.get("config")
+        config = config if isinstance(config, dict) else {}
+        for key, value in self._config().items():
+            if key in config and config[key] != value:
+                raise DocumentError(
+                    f"document-source state was saved with {key}={config[key]!r}, this source has {key}={value!r}: "
+                    "build the source with the same arguments to resume its stream"
+                )
+        try:
+            epoch, emitted = int(state["epoch"]), int(state["emitted"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DocumentError(f"malformed document-source state: {exc!r}") from exc
+        if epoch < 0 or emitted < 0:
+            raise DocumentError(f"malformed document-source state: epoch {epoch}, emitted {emitted}")
+        counts = state.get("counts")
+        counts = counts if isinstance(counts, dict) else {}
+        self._counts = _Counts(**{k: int(v) for k, v in counts.items() if k in _Counts.__dataclass_fields__})
+        self._epoch, self._emitted = epoch, emitted
+        self._it = None
+        self._consecutive_rejects = 0
+
+    def reseed(self, seed: int) -> None:
+        """Restart the stream at its beginning (epoch 0) with the shuffling seed ``seed``.
+
+        The stream then equals that of a fresh source built with ``seed``; the counters of
+        :attr:`stats` are kept.
+
+        Raises:
+            TypeError: ``seed`` is not an int.
+        """
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        if seed == self.seed and self._epoch == 0 and self._emitted == 0 and self._it is None:
+            return  # already there (and a datasets stream is not reopened for nothing)
+        self.seed = seed
+        self._epoch = self._emitted = self._consecutive_rejects = 0
+        self._it = None
+        self._reseeded()
+
+    def _reseeded(self) -> None:
+        """Hook: rebuild whatever depends on ``self.seed``."""
+
+    def _check_usable(self, records: Iterator[Any]) -> None:
+        """Read ``records`` (in file order, not the shuffled stream) until one makes a usable document;
+        raise DocumentError when none does. Nothing of the stream's position or counters changes."""
+        saved = replace(self._counts)
+        rejects = 0
+        try:
+            for index, record in enumerate(records):
+                self._counts.read += 1
+                if self._document(record, index) is not None:
+                    return
+                rejects += 1
+                if rejects >= MAX_CONSECUTIVE_REJECTS:
+                    raise DocumentError(
+                        f"the first {MAX_CONSECUTIVE_REJECTS} documents of {self._name()} are all unusable: {self._tally()}"
+                    )
+            raise DocumentError(f"no usable document in {self._name()}: {self._tally()}")
+        except DocumentError:
+            raise
+        except Exception as exc:  # a reader failure (I/O, pyarrow) is the source's
+            raise DocumentError(f"reading {self._name()} failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            self._counts = saved
+            close = getattr(records, "close", None)
+            if close is not None:
+                close()
+
+    def describe(self) -> str:
+        """Return one line for logs: the source, its seed and position, and its counters."""
+        c = self._counts
+        return (
+            f"{self._name()} seed={self.seed} max_tokens={self.max_tokens}: epoch {self._epoch}, "
+            f"{c.accepted} sampled, {c.rejected} rejected, {c.malformed} malformed"
+        )
+
+
+def _buffer_shuffle(records: Iterator[Any], size: int, rng: random.Random) -> Iterator[Any]:
+    """Shuffle a stream through a buffer of ``size`` records (``datasets``' IterableDataset.shuffle):
+    each incoming record replaces a random one of the buffer, which is emitted."""
+    if size <= 1:
+        yield from records
+        return
+    buffer: list[Any] = []
+    for record in records:
+        if len(buffer) < size:
+            buffer.append(record)
+            continue
+        i = int(rng.random() * size)
+        yield buffer[i]
+        buffer[i] = record
+    rng.shuffle(buffer)
+    yield from buffer
+
+
+# ------------------------------------------------------------------------------------------------
+# built-in corpus
+
+_BUILTIN_RESOURCE = "data/documents.jsonl"
+
+
+def _builtin_records() -> list[dict[str, Any]]:
+    """The built-in corpus: ``{"id", "title", "topic", "text"}`` objects, in file order."""
+    try:
+        raw = resources.files("spade_gym").joinpath(_BUILTIN_RESOURCE).read_text(encoding="utf-8")
+    except (FileNotFoundError, OSError) as exc:
+        raise DocumentError(
+            f"the built-in document corpus (spade_gym/{_BUILTIN_RESOURCE}) is missing from this installation; "
+            "reinstall spade-gym, or pass a local path or an 'hf:' dataset"
+        ) from exc
+    return [json.loads(line) for line in raw.splitlines() if line.strip()]
+
+
+class BuiltinDocuments(_StreamSource):
+    """The default source: a corpus of short factual documents shipped with spade_gym (offline).
+
+    The documents (about 80-200 words each) cover arithmetic and number theory, geometry,
+    probability, physics, chemistry, biology, astronomy, finance, logistics, inventory, timetables,
+    recipes, board and puzzle games, programming, ciphers, linguistics, history of science, weather,
+    sports scoring and more: each gives enough substance to ground a reasoning, tool-use or game
+    environment. Every epoch is a fresh permutation of the whole corpus.
+
+    Args:
+        seed: the shuffling seed; the same seed gives the same stream.
+        max_tokens: token budget per document (see :func:`cap_tokens`).
+        tokenizer: optional exact tokenizer for the budget.
+
+    Raises:
+        DocumentError: the corpus file is missing from the installation.
+    """
+
+    _kind = "builtin"
+
+    def __init__(self, seed: int = 0, max_tokens: int = DEFAULT_MAX_TOKENS, tokenizer: Tokenizer | None = None) -> None:
+        super().__init__(seed=seed, max_tokens=max_tokens, tokenizer=tokenizer)
+        self._entries = _builtin_records()
+        if not self._entries:
+            raise DocumentError(f"the built-in document corpus (spade_gym/{_BUILTIN_RESOURCE}) is empty")
+
+    def __len__(self) -> int:
+        """Number of documents in the built-in corpus."""
+        return len(self._entries)
+
+    def _name(self) -> str:
+        return f"the built-in corpus ({len(self._entries)} documents)"
+
+    def _records(self, epoch: int) -> Iterator[Any]:
+        order = list(range(len(self._entries)))
+        random.Random(f"spade-builtin:{self.seed}:{epoch}").shuffle(order)
+        return (self._entries[i] for i in order)
+
+    def _document(self, record: Any, index: int) -> Document | None:
+        source: dict[str, Any] = {"kind": "builtin", "id": str(record.get("id", ""))}
+        return self._finish(record.get("text"), source, record.get("title"))
+
+
+# ------------------------------------------------------------------------------------------------
+# local files
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """One shuffled unit of a local corpus: a whole file, or one row group of a parquet file."""
+
+    kind: Literal["jsonl", "txt", "parquet"]
+    path: Path
+    row_group: int = 0
+    first_row: int = 0
+    columns: tuple[str, ...] = field(default=())
+
+
+class LocalDocuments(_StreamSource):
+    """Documents from local files.
+
+    ``path`` is one of:
+
+    - a ``.jsonl`` file: one JSON object per line with a string field ``text_field`` (and optionally
+      ``title`` and ``id``), or one JSON string per line; blank lines are ignored;
+    - a ``.parquet`` file: column ``text_field`` (optionally ``title`` and ``id``), read with
+      pyarrow one record batch of 1,024 rows at a time;
+    - a ``.txt`` file: one document (UTF-8; undecodable bytes become U+FFFD, and a file full of
+      them is rejected as junk);
+    - a folder: every ``.jsonl``, ``.parquet`` and ``.txt`` file under it (recursively, hidden
+      files and other types ignored), each read as above.
+
+    Shuffling, deterministic for ``seed``: each epoch visits the units (whole files, and parquet
+    row groups) in a new random order, and the record stream goes through a shuffle buffer of
+    ``shuffle_buffer`` records (the ``datasets`` ``IterableDataset.shuffle`` scheme): a large file
+    written as one row group is only shuffled locally, within about ``shuffle_buffer`` records.
+    A malformed JSON line or a record without a string ``text_field`` is skipped and counted
+    (``stats["malformed"]``), an unreadable parquet file or one without the column is skipped
+    (``stats["skipped_files"]``), with one warning per source naming the first problem.
+
+    Args:
+        path: the file or folder.
+        text_field: the JSON field or parquet column that holds the text.
+        seed: the shuffling seed.
+        shuffle_buffer: the shuffle buffer's size, in records (0 or 1: no buffer, unit order only).
+        max_tokens: token budget per document (see :func:`cap_tokens`).
+        tokenizer: optional exact tokenizer for the budget.
+
+    Raises:
+        DocumentError: ``path`` does not exist, is an empty file, has an unsupported type, is a
+            folder without a supported file, needs pyarrow (parquet) that is not installed, or
+            holds no usable document at all (checked here by reading, in file order, up to the
+            first usable document: for an ordinary corpus, its first record).
+    """
+
+    _kind = "local"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        text_field: str = "text",
+        seed: int = 0,
+        shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        tokenizer: Tokenizer | None = None,
+    ) -> None:
+        super().__init__(seed=seed, max_tokens=max_tokens, tokenizer=tokenizer, shuffle_buffer=shuffle_buffer)
+        self.path = Path(path).expanduser().absolute()
+        self.text_field = text_field
+        supported = ", ".join(SUPPORTED_SUFFIXES)
+        if not self.path.exists():
+            raise DocumentError(
+                f"document path {str(self.path)!r} does not exist (expected a {supported} file or a folder of them)"
+            )
+        if self.path.is_dir():
+            files = sorted(
+                p
+                for p in self.path.rglob("*")
+                if p.suffix.lower() in SUPPORTED_SUFFIXES
+                and p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(self.path).parts)
+            )
+            if not files:
+                raise DocumentError(f"folder {str(self.path)!r} holds no {supported} file")
+        else:
+            if self.path.suffix.lower() not in SUPPORTED_SUFFIXES:
+                raise DocumentError(
+                    f"unsupported document file type {self.path.suffix or '(none)'!r} for {str(self.path)!r}: "
+                    f"expected {supported}, or a folder of them"
+                )
+            if self.path.stat().st_size == 0:
+                raise DocumentError(f"document file {str(self.path)!r} is empty: no usable document")
+            files = [self.path]
+        self.files = files
+        self._pq: Any = None
+        if any(p.suffix.lower() == ".parquet" for p in files):
+            self._pq = _import_optional("pyarrow.parquet", "reading .parquet documents")
+        self._units: list[_Unit] | None = None
+        self._skipped_files = 0  # parquet files without the column, or unreadable
+        # An empty or all-junk corpus fails here, not at the first sample: read (in file order) up to
+        # the first usable document, which for an ordinary corpus is its first record.
+        self._check_usable(record for unit in self._unit_list() for record in self._read(unit))
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """The counters of every source (``read``, ``accepted``, ``rejected``, ``malformed``, ``epoch``),
+        plus ``skipped_files``: parquet files that could not be read or lack ``text_field``."""
+        return {**super().stats, "skipped_files": self._skipped_files}
+
+    def _tally(self) -> str:
+        text = super()._tally()
+        return text if not self._skipped_files else f"{self._skipped_files} file(s) skipped; {text}"
+
+    def _name(self) -> str:
+        if self.path.is_dir():
+            return f"local documents {str(self.path)!r} ({len(self.files)} files)"
+        return f"local documents {str(self.path)!r}"
+
+    def _unit_list(self) -> list[_Unit]:
+        """Every unit, in file order (parquet metadata is read once, here)."""
+        if self._units is None:
+            units: list[_Unit] = []
+            for path in self.files:
+                suffix = path.suffix.lower()
+                if suffix == ".parquet":
+                    units.extend(self._parquet_units(path))
+                else:
+                    units.append(_Unit("jsonl" if suffix == ".jsonl" else "txt", path))
+            self._units = units
+        return self._units
+
+    def _parquet_units(self, path: Path) -> list[_Unit]:
+        try:
+            meta = self._pq.ParquetFile(path).metadata
+            names = set(meta.schema.names)
+        except Exception as exc:  # a corrupt or non-parquet file: skipped, the rest goes on
+            self._skipped_files += 1
+            self._problem(f"{path}: not a readable parquet file ({type(exc).__name__}: {exc})", count=False)
+            return []
+        if self.text_field not in names:
+            self._skipped_files += 1
+            self._problem(f"{path}: no column {self.text_field!r} (columns: {', '.join(sorted(names))})", count=False)
+            return []
+        columns = tuple(c for c in (self.text_field, "title", "id") if c in names)
+        units, first = [], 0
+        for g in range(meta.num_row_groups):
+            units.append(_Unit("parquet", path, g, first, columns))
+            first += meta.row_group(g).num_rows
+        return units
+
+    def _records(self, epoch: int) -> Iterator[Any]:
+        units = self._unit_list()
+        order = list(range(len(units)))
+        random.Random(f"spade-local:{self.seed}:{epoch}:units").shuffle(order)
+        stream = (record for u in order for record in self._read(units[u]))
+        return _buffer_shuffle(stream, self.shuffle_buffer, random.Random(f"spade-local:{self.seed}:{epoch}:buffer"))
+
+    def _read(self, unit: _Unit) -> Iterator[tuple[_Unit, int, Any]]:
+        """Raw records of one unit: ``(unit, position, payload)``; payloads are parsed on use."""
+        if unit.kind == "jsonl":
+            with open(unit.path, "rb") as f:
+                for lineno, line in enumerate(f, 1):
+                    if not line.isspace():
+                        yield unit, lineno, line
+        elif unit.kind == "txt":
+            limit = self._raw_limit * 4  # UTF-8 bytes of _raw_limit characters, at most
+            with open(unit.path, "rb") as f:
+                data = f.read(limit + 1)
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            text = decoder.decode(data[:limit], final=len(data) <= limit)
+            yield unit, 0, text.removeprefix("\ufeff")
+        else:
+            row = unit.first_row
+            pf = self._pq.ParquetFile(unit.path)
+            for batch in pf.iter_batches(
+                batch_size=_PARQUET_BATCH, row_groups=[unit.row_group], columns=list(unit.columns)
+            ):
+                columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+                for values in zip(*columns, strict=True):
+                    yield unit, row, values
+                    row += 1
+
+    def _document(self, record: Any, index: int) -> Document | None:
+        unit, position, payload = record
+        path = str(unit.path)
+        if unit.kind == "txt":
+            return self._finish(payload, {"kind": "file", "path": path})
+        if unit.kind == "parquet":
+            values = dict(zip(unit.columns, payload, strict=True))
+            text = values[self.text_field]
+            if not isinstance(text, str):
+                self._problem(
+                    f"{path}: row {position}: column {self.text_field!r} is {type(text).__name__}, not a string"
+                )
+                return None
+            source = {"kind": "parquet", "path": path, "row": position}
+            return self._finish(text, source, values.get("title"), values.get("id"))
+        try:
+            obj = json.loads(payload)
+        except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+            self._problem(f"{path}: line {position}: not valid JSON ({exc})")
+            return None
+        source = {"kind": "file", "path": path, "line": position}
+        if isinstance(obj, str):
+            return self._finish(obj, source)
+        text = obj.get(self.text_field) if isinstance(obj, dict) else None
+        if not isinstance(text, str):
+            what = "a JSON object" if isinstance(obj, dict) else f"JSON {type(obj).__name__}"
+            self._problem(f"{path}: line {position}: {what} without a string field {self.text_field!r}")
+            return None
+        return self._finish(text, source, obj.get("title"), obj.get("id"))
+
+
+# ------------------------------------------------------------------------------------------------
+# Hugging Face datasets (streaming)
+
+
+class HFDocuments(_StreamSource):
+    """Documents streamed from a Hugging Face dataset: a large pretraining corpus, without downloading it.
+
+    Loads ``datasets.load_dataset(dataset, config, split=split, streaming=True, **load_kwargs)``
+    and shuffles it with ``.shuffle(seed=seed, buffer_size=shuffle_buffer)`` (shards in a random
+    order, records through a buffer); each epoch is ``set_epoch(epoch)`` of that stream, a new
+    order. Only the text column (and ``title``, ``id``, ``url`` when present) is kept. Local files
+    work offline through the generic builders: ``HFDocuments("json", data_files="x.jsonl")`` or
+    ``HFDocuments("parquet", data_files=[...])``.
+
+    Resuming (``load_state_dict``) has two modes. ``resume="exact"`` (default) replays the
+    current epoch up to the saved position, so the stream continues exactly as it would have;
+    the cost is re-reading (not cleaning) that many records, which for a remote corpus means
+    downloading them again. ``resume="fast"`` hands the saved position to the dataset's own
+    ``load_state_dict`` (datasets >= 2.18), which seeks to it at once, but drops the shuffle
+    buffer's contents at the checkpoint: up to ``shuffle_buffer`` records of that epoch are
+    skipped and the order that follows differs. The state always holds both positions.
+
+    With parquet-backed datasets (most of the Hub), ``datasets`` pauses 5 s each time one of its
+    stream iterators closes (``datasets.config.SLEEP_TIME_ON_THREADS_SHUTDOWN``, for
+    apache/arrow#45214): at the end of every epoch, on ``load_state_dict`` of a running source and
+    when a source is garbage-collected. For local parquet files, :class:`LocalDocuments` has no
+    such pause.
+
+    Args:
+        dataset: the dataset's name on the Hub (``"HuggingFaceFW/fineweb-edu"``), a local dataset
+            folder, or a generic builder (``"json"``, ``"parquet"``, ``"text"``) with ``data_files``.
+        config: the dataset's configuration (subset) name, if it has several.
+        split: the split to stream.
+        text_field: the column that holds the text.
+        seed: the shuffling seed.
+        shuffle_buffer: the shuffle buffer's size, in records.
+        max_tokens: token budget per document (see :func:`cap_tokens`).
+        tokenizer: optional exact tokenizer for the budget.
+        resume: ``"exact"`` or ``"fast"``, as above.
+        **load_kwargs: passed to ``datasets.load_dataset`` (``data_files``, ``revision``, ``token``...).
+
+    Raises:
+        DocumentError: ``datasets`` is not installed, the dataset cannot be loaded (unknown name,
+            no network, bad files: the message names the dataset and the cause), the split is not
+            a single stream, or it has no ``text_field`` column.
+    """
+
+    _kind = "hf"
+
+    def __init__(
+        self,
+        dataset: str,
+        *,
+        config: str | None = None,
+        split: str = "train",
+        text_field: str = "text",
+        seed: int = 0,
+        shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        tokenizer: Tokenizer | None = None,
+        resume: Literal["exact", "fast"] = "exact",
+        **load_kwargs: Any,
+    ) -> None:
+        super().__init__(seed=seed, max_tokens=max_tokens, tokenizer=tokenizer, shuffle_buffer=shuffle_buffer)
+        if resume not in ("exact", "fast"):
+            raise ValueError(f"resume must be 'exact' or 'fast', got {resume!r}")
+        self.dataset, self.config, self.split, self.text_field, self.resume = dataset, config, split, text_field, resume
+        datasets = _import_optional("datasets", f"streaming the Hugging Face dataset {dataset!r}")
+        try:
+            stream = datasets.load_dataset(dataset, config, split=split, streaming=True, **load_kwargs)
+        except Exception as exc:  # every load failure (hub, network, files, builder) is reported as one
+            raise DocumentError(f"could not load {self._name()}: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(stream, datasets.IterableDataset):
+            raise DocumentError(f"{self._name()} is not a single stream ({type(stream).__name__}); name one split")
+        columns = stream.column_names
+        if columns is not None:
+            if text_field not in columns:
+                raise DocumentError(f"{self._name()} has no column {text_field!r} (columns: {', '.join(columns)})")
+            stream = stream.select_columns([c for c in columns if c in (text_field, "title", "id", "url")])
+        self._base_stream = stream
+        self._stream = stream.shuffle(seed=seed, buffer_size=max(1, shuffle_buffer))
+        self._hf_state: dict[str, Any] | None = None  # a loaded position for "fast" resume
+
+    def _reseeded(self) -> None:
+        self._stream = self._base_stream.shuffle(seed=self.seed, buffer_size=max(1, self.shuffle_buffer))
+        self._hf_state = None
+
+    def _name(self) -> str:
+        where = self.dataset + (f" ({self.config})" if self.config else "")
+        return f"Hugging Face dataset {where!r} split {self.split!r}"
+
+    def _open(self, epoch: int, skip: int) -> Iterator[Any]:
+        self._stream.set_epoch(epoch)
+        if skip and self.resume == "fast" and self._hf_state is not None:
+            self._stream.load_state_dict(self._hf_state)
+            self._hf_state = None
+            return iter(self._stream)
+        self._hf_state = None
+        if hasattr(self._stream, "load_state_dict"):
+            self._stream.load_state_dict(None)  # forget a position loaded earlier: replay from the start
+        return super()._open(epoch, skip)
+
+    def _records(self, epoch: int) -> Iterator[Any]:
+        return iter(self._stream)
+
+    def _document(self, record: Any, index: int) -> Document | None:
+        text = record.get(self.text_field)
+        if not isinstance(text, str):
+            self._problem(f"{self._name()}: record {index} of epoch {self._epoch}: {self.text_field!r} is not a string")
+            return None
+        source = {
+            "kind": "hf",
+            "dataset": self.dataset,
+            "config": self.config,
+            "split": self.split,
+            "seed": self.seed,
+            "epoch": self._epoch,
+            "index": index,
+        }
+        if (url := _one_line(record.get("url"), 512)) is not None:
+            source["url"] = url
+        return self._finish(text, source, record.get("title"), record.get("id"))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return ``{"kind", "config", "epoch", "emitted", "counts", "hf_state"}`` (JSON-only): the
+        position as for every source, plus the dataset's own ``state_dict()`` at that position (None
+        at an epoch's start), which ``resume="fast"`` uses."""
+        state = super().state_dict()
+        hf_state = self._hf_state
+        if self._it is not None and self._emitted and hasattr(self._stream, "state_dict"):
+            hf_state = self._stream.state_dict()
+        state["hf_state"] = json.loads(json.dumps(hf_state)) if hf_state is not None else None
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume at the saved position: exactly (replay) or fast (the dataset's own state), per ``resume``.
+
+        Raises:
+            DocumentError: as :meth:`DocumentSource.load_state_dict`.
+        """
+        super().load_state_dict(state)
+        hf_state = state.get("hf_state")
+        self._hf_state = hf_state if isinstance(hf_state, dict) and hasattr(self._stream, "load_state_dict") else None
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def load_documents(
+    spec: str | os.PathLike[str] | None = None,
+    *,
+    seed: int = 0,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    tokenizer: Tokenizer | None = None,
+    text_field: str = "text",
+    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+    **load_kwargs: Any,
+) -> DocumentSource:
+    """Build a document source from a spec (the CLI's ``--documents``).
+
+    Args:
+        spec: ``None`` or ``"builtin"``: :class:`BuiltinDocuments`; an existing file or folder:
+            :class:`LocalDocuments`; ``"hf:<dataset>"`` or ``"hf:<dataset>:<config>"``:
+            :class:`HFDocuments`.
+        seed: the shuffling seed.
+        max_tokens: token budget per document.
+        tokenizer: optional exact tokenizer for the budget.
+        text_field: the field or column holding the text (local and ``hf:`` sources; the built-in
+            corpus ignores it).
+        shuffle_buffer: shuffle buffer size (local and ``hf:`` sources; the built-in corpus is
+            shuffled whole).
+        **load_kwargs: extra arguments of :class:`HFDocuments` / ``datasets.load_dataset``
+            (``split``, ``data_files``, ``resume``...); ``hf:`` sources only.
+
+    Returns:
+        The source.
+
+    Raises:
+        DocumentError: ``spec`` is none of the above (the message says what is expected), or the
+            source itself raised (missing file, unloadable dataset...).
+        TypeError: ``load_kwargs`` given for a source other than ``hf:``.
+    """
+    expected = (
+        "expected 'builtin', an existing .jsonl/.parquet/.txt file or folder of them, "
+        "or 'hf:<dataset>[:<config>]' for a Hugging Face dataset"
+    )
+    text = "builtin" if spec is None else os.fspath(spec).strip()
+    if not text.startswith("hf:") and load_kwargs:
+        raise TypeError(f"load_documents: {', '.join(sorted(load_kwargs))} apply only to 'hf:' sources, not {text!r}")
+    if text.lower() == "builtin":
+        return BuiltinDocuments(seed=seed, max_tokens=max_tokens, tokenizer=tokenizer)
+    if text.startswith("hf:"):
+        name, _, config = text[3:].partition(":")
+        if not name.strip():
+            raise DocumentError(f"document source {text!r} names no dataset: {expected}")
+        return HFDocuments(
+            name.strip(),
+            config=config.strip() or None,
+            text_field=text_field,
+            seed=seed,
+            shuffle_buffer=shuffle_buffer,
+            max_tokens=max_tokens,
+            tokenizer=tokenizer,
+            **load_kwargs,
+        )
+    if text and Path(text).expanduser().exists():
+        return LocalDocuments(
+            text,
+            text_field=text_field,
+            seed=seed,
+            shuffle_buffer=shuffle_buffer,
+            max_tokens=max_tokens,
+            tokenizer=tokenizer,
+        )
+    if not text:
+        raise DocumentError(f"empty document source: {expected}")
+    looks_like_path = os.sep in text or Path(text).suffix.lower() in SUPPORTED_SUFFIXES
+    hint = (
+        "no such file or folder" if looks_like_path else f"not a known source (for a Hugging Face dataset: 'hf:{text}')"
+    )
+    raise DocumentError(f"unknown document source {text!r}: {hint}; {expected}")
