@@ -482,6 +482,14 @@ class Index:
             f"SELECT {_RECORD_SELECT} FROM records WHERE {column} = ? ORDER BY seq LIMIT 1", (value,)
         ).fetchone()
 
+    def stats_rows(self) -> list[tuple[int, str, str, float | None, float | None, float | None]]:
+        """``(seq, env_id, setting, mean_return_hint, mean_return_nohint, regret)`` of every
+        environment, in ``seq`` (creation) order: the narrow columns, no JSON to decode."""
+        return self.conn.execute(
+            "SELECT envs.seq, envs.env_id, envs.setting, stats.mean_return_hint, stats.mean_return_nohint, "
+            "stats.regret FROM envs JOIN stats ON stats.seq = envs.seq ORDER BY envs.seq"
+        ).fetchall()
+
     def max_version(self, name: str) -> int | None:
         """The highest version registered under ``name``, or ``None``."""
         value = self.conn.execute("SELECT max(version) FROM envs WHERE name = ?", (name,)).fetchone()[0]

@@ -1134,6 +1134,19 @@ class Registry:
             rows = self._index.record_rows("setting = ?", (setting,)) if setting else self._index.record_rows()
         return [self._record(row) for row in rows]
 
+    def stats_rows(self) -> list[tuple[int, str, str, float | None, float | None, float | None]]:
+        """The measured returns of every environment, cheaply (no record is built).
+
+        Returns:
+            ``(seq, env_id, setting, mean_return_hint, mean_return_nohint, regret)`` per
+            environment, in creation order (``seq`` rises with every registration); about 10 ms for
+            10,000 environments, against about 1 s for :meth:`records`, which decodes every
+            validation report.
+        """
+        with self._thread_lock:
+            self._check_index_file()
+            return self._index.stats_rows()
+
     def problems(self) -> list[tuple[str, str]]:
         """Folders in ``envs/`` that cannot be read, after re-checking the folders against the index.
 
