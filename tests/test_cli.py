@@ -134,3 +134,45 @@ def test_measure_stores_returns_and_regret_in_meta_json(tmp_path: Path) -> None:
     assert code == 0 and f"{stats['mean_return_hint']:.2f} / {stats['mean_return_nohint']:.2f}" in out
     code, out = run("envs", "measure", "-r", str(reg), "NoSuchEnv-v0")
     assert code == 1 and "NoSuchEnv-v0" in out
+
+
+@pytest.mark.slow
+def test_design_writes_a_program_and_prints_its_full_report(tmp_path: Path) -> None:
+    import json
+
+    reg, out_file = tmp_path / "reg", tmp_path / "outcome.json"
+    document = tmp_path / "doc.txt"
+    document.write_text("A bakery sells loaves at 3 euros and rolls at 1 euro. Orders mix both; totals are sums.")
+    code, out = run(
+        "design", "-d", str(document), "-r", str(reg), "--repairs", "0", "--max-new-tokens", "200",
+        "-k", "1", "--agent-max-new-tokens", "16", "-o", str(out_file),
+    )  # fmt: skip
+    assert code in (0, 1), out  # 0: accepted and registered, 1: refused with a report
+    outcome = json.loads(out_file.read_text())
+    assert [c["name"] for c in outcome["report"]["checks"]][:2] == ["static", "load"]
+    assert "static" in out and "Reward:" in out and "generation" in out
+    assert outcome["provenance"]["document"]["kind"] == "text" and outcome["rounds"] == 1
+    assert (outcome["source"] is not None) == (outcome["category"] != "NO_CODE")
+    assert outcome["accepted"] == (code == 0) and (reg / "envs").is_dir()  # created with the seed library
+    assert len(list((reg / "envs").iterdir())) >= 30
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("-d", "/no/such/file.txt"), "No such file"),
+        (("--mode", "rewrite"), "--mode must be one of write, edit, got 'rewrite'"),
+        (("--setting", "puzzle"), "--setting must be one of reasoning, tool_use, game, got 'puzzle'"),
+    ],
+)
+def test_design_explains_bad_arguments(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    code, out = run("design", "-r", str(tmp_path / "reg"), *args)
+    assert code == 2 and message in out
+    assert not (tmp_path / "reg").exists()  # refused before any work
+
+
+def test_design_refuses_a_junk_document(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(bytes(range(256)) * 4)
+    code, out = run("design", "-d", str(junk), "-r", str(tmp_path / "reg"))
+    assert code == 2 and "no usable text" in out

@@ -41,6 +41,7 @@ app = typer.Typer(
     "the language-model policies.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode="markdown",
 )
 console = Console()
 envs_app = typer.Typer(
@@ -377,6 +378,155 @@ def regret(
         f"regret = max({result.mean_hint:.3f} - {result.mean_nohint:.3f}, 0) = [bold]{result.regret:.3f}[/bold]; "
         f"Designer reward {reward.reward:.3f} ({reward.outcome}); {result.errors} environment error(s){timing}"
     )
+
+
+def _default_work_registry() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("spade_gym")) / "registry"
+
+
+@app.command()
+def design(
+    document: Annotated[
+        Path | None,
+        typer.Option(
+            "--document",
+            "-d",
+            help="The grounding document: a text file (the whole file is the document), or a .jsonl/.parquet "
+            "file or folder of documents (one is sampled). Default: a document of the built-in corpus.",
+        ),
+    ] = None,
+    policy: Annotated[
+        str, typer.Option("--policy", "-p", help="The Designer: see `spade generate --help`.")
+    ] = "default",
+    agent: Annotated[
+        str | None, typer.Option(help="The Agent whose regret is measured (default: the Designer's policy).")
+    ] = None,
+    registry: Annotated[
+        Path | None,
+        typer.Option(
+            "--registry",
+            "-r",
+            help="Where accepted environments go, and the memory and novelty reference (created with the seed "
+            "library if new). Default: $SPADE_REGISTRY, else the registry in spade_gym's user data folder.",
+            envvar="SPADE_REGISTRY",
+        ),
+    ] = None,
+    setting: Annotated[
+        str | None, typer.Option(help="Target setting: reasoning, tool_use or game (default: the Designer's choice).")
+    ] = None,
+    mode: Annotated[
+        str, typer.Option(help="write: a new environment; edit: a variant of a memory environment.")
+    ] = "write",
+    repairs: Annotated[int, typer.Option(help="Repair rounds that feed the validation report back.")] = 2,
+    k: Annotated[int, typer.Option("-k", help="Regret episodes with the hint and as many without.")] = 4,
+    memory_k: Annotated[int, typer.Option("--memory", help="Past environments shown in the prompt.")] = 4,
+    max_new_tokens: Annotated[int, typer.Option(help="Most tokens of the Designer's completion.")] = 1536,
+    agent_max_new_tokens: Annotated[int, typer.Option(help="Most tokens per agent turn.")] = 256,
+    temperature: Annotated[
+        float,
+        typer.Option(
+            help="The Designer's sampling temperature (> 0). The embedded 135M model writes code only at low "
+            "temperatures; larger models do well at 0.7-1.0."
+        ),
+    ] = 0.3,
+    agent_temperature: Annotated[float, typer.Option(help="The Agent's sampling temperature (> 0).")] = 1.0,
+    seed: Annotated[int, typer.Option(help="Seed of the memory choice and of both roles' sampling.")] = 0,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write the whole outcome (report, regret, source) as JSON.")
+    ] = None,
+) -> None:
+    """Write one environment with the Designer and print the program and its full report.
+
+    The Designer gets the environment contract, the document and its memory of past environments
+    (from the registry), writes a program, and gets up to --repairs rounds with the validation
+    report fed back. An accepted program's regret is measured with the Agent (k episodes with and k
+    without the hint) and the environment is registered. Exit status 1 when no program was accepted.
+    """
+    import random
+
+    from rich.syntax import Syntax
+
+    from spade_gym.agent import RolloutConfig
+    from spade_gym.designer import MODES, DesignerConfig, build_prompt
+    from spade_gym.designer import design as run_design
+    from spade_gym.documents import Document, clean_text, load_documents
+    from spade_gym.memory import EnvironmentMemory, MemoryConfig, pick_parent
+    from spade_gym.policies import SamplingParams, load_policy
+    from spade_gym.program import SETTINGS
+    from spade_gym.registry.gymnasium import open_registry
+
+    try:
+        if mode not in MODES:
+            raise ValueError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if setting is not None and setting not in SETTINGS:
+            raise ValueError(f"--setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
+        config = DesignerConfig(
+            k=k,
+            rollout=RolloutConfig(
+                sampling=SamplingParams(temperature=agent_temperature, max_new_tokens=agent_max_new_tokens)
+            ),
+            sampling=SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens),
+            memory=MemoryConfig(k=memory_k),
+            repair_rounds=repairs,
+        )
+        doc: Document | str
+        if document is None:
+            doc = load_documents(None, seed=seed).sample(1)[0]
+        elif document.is_dir() or document.suffix.lower() in (".jsonl", ".parquet"):
+            doc = load_documents(str(document), seed=seed).sample(1)[0]
+        else:
+            text = document.read_text(encoding="utf-8", errors="replace")
+            if clean_text(text) is None:
+                raise ValueError(f"{document}: no usable text in the document (empty, too short or binary)")
+            doc = text
+        reg = open_registry(registry or _default_work_registry(), seed_library=True)
+        rng = random.Random(seed)
+        items = EnvironmentMemory(reg, config.memory).select(rng, setting=setting)
+        prompt = build_prompt(
+            doc, items, setting=setting, mode=mode, parent=pick_parent(items, rng) if mode == "edit" else None
+        )
+        with console.status(f"loading {_safe(policy)}", spinner="dots"):
+            designer = load_policy(policy)
+            agent_policy = designer if agent in (None, policy) else load_policy(agent)
+        source = prompt.document.source if prompt.document else None
+        console.print(
+            f"Designing an environment ({mode} mode, setting: {_safe(prompt.setting or 'any')}) from "
+            f"{_safe(json.dumps(source) if source else 'no document')}; memory: "
+            f"{_safe(', '.join(i.record.env_id for i in prompt.memory) or 'empty')}; registry {_safe(str(reg.root))}"
+        )
+        with console.status("the Designer is writing (each round: generate, validate, measure regret)", spinner="dots"):
+            outcome = run_design(designer, prompt, registry=reg, agent=agent_policy, config=config, seed=seed)
+    except (SpadeError, ValueError, OSError) as exc:
+        console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
+        raise typer.Exit(2) from None
+    for i, attempt in enumerate(outcome.attempts, 1):
+        console.print(f"[yellow]round {i}: refused ({_safe(attempt['category'])}); the report was fed back[/yellow]")
+    if outcome.source:
+        console.print(Syntax(outcome.source, "python", line_numbers=True))
+    else:
+        console.print(Panel(_safe(outcome.completion, 4000) or "(empty)", title="completion (no program found)"))
+    if outcome.note:
+        console.print(f"[dim]{_safe(outcome.note)}[/dim]")
+    console.print(_report_table(f"round {outcome.rounds}", outcome.report))
+    console.print(Panel(_safe(outcome.feedback()), title="outcome"))
+    console.print(
+        f"time: generation {outcome.generation_s:.1f} s, validation {outcome.validation_s:.1f} s, "
+        f"regret {outcome.regret_s:.1f} s"
+    )
+    if outcome.record is not None:
+        console.print(
+            f"registered as [bold]{_safe(outcome.record.gym_id)}[/bold] in {_safe(str(reg.root))} "
+            f"(`spade envs show -r {_safe(str(reg.root))} {_safe(outcome.record.env_id)}`)"
+        )
+    if out is not None:
+        data = outcome.info() | {"completion": outcome.completion, "source": outcome.source}
+        data["provenance"] = prompt.provenance()
+        out.write_text(json.dumps(data, ensure_ascii=False, indent=2))
+        console.print(f"outcome written to {_safe(str(out))}")
+    if outcome.record is None:
+        raise typer.Exit(1)
 
 
 def _open_registry(path: Path | None, *, create: bool = False) -> Registry:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "register_registry",
     "register_program",
     "register_builtin_ids",
+    "open_registry",
 ]
 
 ENTRY_POINT = "spade_gym.env:SandboxedEnv"
@@ -39,6 +41,49 @@ VECTOR_ENTRY_POINT = "spade_gym.vector:make_vector_env"
 def bundled_registry_path() -> Path:
     """The registry shipped inside the package (``spade_gym/envs_registry``)."""
     return Path(__file__).resolve().parent.parent / "envs_registry"
+
+
+def open_registry(path: str | os.PathLike[str], *, seed_library: bool = True) -> Registry:
+    """Open the registry at ``path``, creating it (with the seed library as initial memory) if new.
+
+    A registry is new when ``path`` does not exist or holds no environment. With ``seed_library``
+    every bundled environment is copied into a new registry under its own name and version, with
+    its measured statistics and the tag ``"seed"``, so the Designer's memory and the novelty check
+    start from the seed library (SPADE starts self-play from a small seed set).
+
+    Args:
+        path: the registry folder.
+        seed_library: copy the bundled seed library into a new registry.
+
+    Returns:
+        The open :class:`~spade_gym.registry.store.Registry`.
+
+    Raises:
+        RegistryError: ``path`` is a file or a non-empty folder that is not a registry.
+    """
+    from spade_gym.registry.store import Registry
+
+    registry = Registry(path, create=True)
+    if seed_library and len(registry) == 0 and bundled_registry_path().is_dir():
+        with warnings.catch_warnings():  # a rebuilt index of the bundled registry is routine, not news
+            warnings.simplefilter("ignore")
+            bundled = Registry(bundled_registry_path())
+        for record in bundled:
+            registry.add(
+                record.program(),
+                name=record.name,
+                setting=record.setting,
+                max_turns=record.max_turns,
+                description=record.description,
+                tags=(*record.tags, "seed") if "seed" not in record.tags else record.tags,
+                document=record.document,
+                parents=record.parents,
+                validation=record.validation,
+                stats=replace(record.stats, times_sampled=0, last_sampled=None),
+                allow_near_duplicates=True,
+            )
+        bundled.close()
+    return registry
 
 
 def register_record(record: EnvRecord) -> str:
@@ -130,7 +175,7 @@ def register_program(
 
 
 def register_builtin_ids() -> None:
-    """Register ``spade/Program-v0``, ``spade/Generated-v0`` and the bundled registry's environments."""
+    """Register ``spade/Program-v0``, ``spade/Generated-v0``, ``spade/Designer-v0`` and the bundled registry's environments."""
     if "spade/Program-v0" not in gymnasium.registry:
         gymnasium.register(id="spade/Program-v0", entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT)
     if "spade/Generated-v0" not in gymnasium.registry:
@@ -139,6 +184,12 @@ def register_builtin_ids() -> None:
             entry_point="spade_gym.generated:GeneratedEnv",
             vector_entry_point="spade_gym.vector:make_generated_vector_env",
             kwargs={"registry": None, "setting": None, "sampling": "uniform"},
+        )
+    if "spade/Designer-v0" not in gymnasium.registry:
+        gymnasium.register(
+            id="spade/Designer-v0",
+            entry_point="spade_gym.designer:SpadeDesignerEnv",
+            kwargs={"agent": "default", "registry": None, "documents": None, "config": None},
         )
     if bundled_registry_path().is_dir():
         with warnings.catch_warnings():  # a rebuilt index of the bundled registry is routine, not news

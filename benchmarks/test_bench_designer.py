@@ -1,0 +1,91 @@
+"""Speed of one Designer step with the embedded model on this CPU.
+
+Reported, never asserted: the wall time of a step split into generation (the Designer writing a
+program), validation (the gate, two sandbox workers) and regret estimation (the Agent's 2k episodes),
+plus registration. Two steps are measured: :func:`~spade_gym.designer.design` with the embedded
+model as Designer (what the 135M model writes is usually refused, so this step is generation plus
+a short validation), and :func:`~spade_gym.designer.evaluate_completion` of a known-good program
+with the embedded model as Agent (validation, regret and registration, no generation). The shares
+are ratios within the same run; the baseline of the second step is the validation time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+
+from spade_gym.agent import RolloutConfig  # noqa: E402
+from spade_gym.designer import DesignerConfig, build_prompt, design, evaluate_completion  # noqa: E402
+from spade_gym.policies import SamplingParams, load_policy  # noqa: E402
+from spade_gym.registry.gymnasium import open_registry  # noqa: E402
+
+DESIGNER_TOKENS, AGENT_TOKENS, K = 256, 32, 2
+PROGRAM = (Path(__file__).resolve().parent.parent / "examples" / "programs" / "arithmetic_chain.py").read_text()
+DOCUMENT = "A bakery sells loaves at 3 euros and rolls at 1 euro; an order's total is the sum of its items."
+
+
+def _config() -> DesignerConfig:
+    return DesignerConfig(
+        k=K,
+        rollout=RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=AGENT_TOKENS)),
+        sampling=SamplingParams(temperature=0.3, max_new_tokens=DESIGNER_TOKENS),
+        repair_rounds=0,
+    )
+
+
+def test_designer_step_with_the_embedded_designer(benchmark: Any, report: Callable[..., None], tmp_path: Path) -> None:
+    policy = load_policy("default")
+    registry = open_registry(tmp_path / "registry", seed_library=True)
+    prompt = build_prompt(DOCUMENT, [], setting="reasoning")
+    results: dict[str, Any] = {}
+
+    def run() -> None:
+        results["outcome"] = design(policy, prompt, registry=registry, config=_config(), seed=0)
+
+    benchmark.pedantic(run, rounds=1, iterations=1)
+    o = results["outcome"]
+    total = benchmark.stats.stats.max
+    staged = o.generation_s + o.validation_s + o.regret_s + o.registry_s
+    report(
+        f"design step ({DESIGNER_TOKENS} new tokens, outcome {o.report.category}): {total:.1f} s = generation "
+        f"{o.generation_s:.1f} s + validation {o.validation_s:.2f} s + regret {o.regret_s:.1f} s + registry "
+        f"{o.registry_s:.2f} s + other {max(total - staged, 0):.2f} s; generation {o.generation_s / total:.1%} of the step",
+        total_s=total,
+        generation_s=o.generation_s,
+        validation_s=o.validation_s,
+        regret_s=o.regret_s,
+        registry_s=o.registry_s,
+    )
+
+
+def test_designer_step_of_a_valid_program_with_the_embedded_agent(
+    benchmark: Any, report: Callable[..., None], tmp_path: Path
+) -> None:
+    agent = load_policy("default")
+    completion = f"Here it is.\n```python\n{PROGRAM}```"
+    results: dict[str, Any] = {}
+    counter = iter(range(100))
+
+    def run() -> None:
+        registry = open_registry(tmp_path / f"registry{next(counter)}", seed_library=False)
+        results["outcome"] = evaluate_completion(completion, None, registry=registry, agent=agent, config=_config())
+
+    benchmark.pedantic(run, rounds=1, iterations=1)
+    o = results["outcome"]
+    assert o.accepted, o.report.feedback()
+    total = benchmark.stats.stats.max
+    staged = o.validation_s + o.regret_s + o.registry_s
+    report(
+        f"accepted program, regret with k={K} ({AGENT_TOKENS} tokens a turn): {total:.1f} s = validation "
+        f"{o.validation_s:.2f} s + regret {o.regret_s:.1f} s + registry {o.registry_s:.3f} s + other "
+        f"{max(total - staged, 0):.3f} s; regret / validation = {o.regret_s / o.validation_s:.1f}x",
+        total_s=total,
+        validation_s=o.validation_s,
+        regret_s=o.regret_s,
+        registry_s=o.registry_s,
+    )

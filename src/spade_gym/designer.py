@@ -1,0 +1,843 @@
+"""The Environment Designer: prompts, program extraction, repair rounds, and ``SpadeDesignerEnv``.
+
+The Designer writes a whole environment program (DESIGN.md, "The environment program contract")
+from a document and from its memory of earlier environments (SPADE's ablations found both
+essential). The data flow of one design (DESIGN.md, "The data flow") is four plain calls:
+
+1. :func:`build_prompt` -> :class:`DesignerPrompt`: the contract, the document, the memory and the
+   target setting, in one of two modes: ``"write"`` (a new environment from the document) or
+   ``"edit"`` (a variant of one memory environment, as in ACCEL's level editing, Parker-Holder et
+   al. 2022, section 3);
+2. ``policy.generate`` -> a completion;
+3. :func:`extract_program`: the program source in the completion (fenced or not, prose around it);
+4. :func:`evaluate_completion` -> :class:`DesignOutcome`: the validation gate, the regret estimate
+   with the Agent policy, registration of an accepted environment, and the Designer's reward
+   (:func:`~spade_gym.regret.designer_reward`).
+
+:func:`design` runs 2-4 with up to ``repair_rounds`` repair rounds that feed the validation report
+back. :class:`SpadeDesignerEnv` wraps 3-4 as a one-step gymnasium environment whose observation is
+the prompt and whose action is the completion, registered as ``spade/Designer-v0``, so that any RL
+code can train a Designer.
+
+Bad completions (no code, several ``Env`` classes, a half-done contract, a copy of a registered
+environment) end with a report and the right reward; they never raise.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+
+from spade_gym.agent import RolloutConfig
+from spade_gym.documents import Document, DocumentSource, clean_text, load_documents
+from spade_gym.errors import DuplicateEnvironment
+from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent
+from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
+from spade_gym.program import SETTINGS, EnvProgram
+from spade_gym.registry.gymnasium import open_registry, register_record
+from spade_gym.registry.store import EnvRecord, EnvStats, Registry
+from spade_gym.regret import DesignerReward, RegretEstimate, RewardConfig, designer_reward, estimate_regret
+from spade_gym.sandbox.policy import ALLOWED_MODULES
+from spade_gym.spaces import UnicodeText
+from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport, validate
+
+__all__ = [
+    "DESIGNER_SYSTEM_PROMPT",
+    "MODES",
+    "DesignOutcome",
+    "DesignerConfig",
+    "DesignerPrompt",
+    "ExtractedProgram",
+    "SpadeDesignerEnv",
+    "build_prompt",
+    "design",
+    "evaluate_completion",
+    "extract_program",
+]
+
+#: The Designer's two modes: a new environment from the document, or a variant of a memory one.
+MODES = ("write", "edit")
+
+_EXAMPLE = '''import random
+
+class Env:
+    """Add up a short list of seeded integers; one answer per episode, exact sum pays 1.0."""
+
+    name = "ListSum"
+    setting = "reasoning"
+    max_turns = 1
+
+    def reset(self, seed):
+        rng = random.Random(seed)
+        self.numbers = [rng.randint(10, 99) for _ in range(rng.randint(3, 6))]
+        self.done = False
+        return "What is the sum of " + ", ".join(str(n) for n in self.numbers) + "?", {}
+
+    def step(self, action):
+        self.done = True
+        correct = action.strip() == str(sum(self.numbers))
+        return ("Correct." if correct else "Wrong."), (1.0 if correct else 0.0), True, False, {"correct": correct}
+
+    def hint(self):
+        return "Add the numbers from left to right; the first two give " + str(sum(self.numbers[:2])) + "."
+
+    def oracle(self):
+        return str(sum(self.numbers))
+'''
+
+#: The Designer's system prompt: the environment program contract of DESIGN.md, in the words a
+#: model needs to write a program the validation gate accepts.
+DESIGNER_SYSTEM_PROMPT = f"""You design training environments for a reasoning agent. An environment is one Python module that defines exactly one class named Env. Write the whole module in one ```python code block.
+
+The module may import only: {", ".join(ALLOWED_MODULES)}. No file, network or system access.
+
+class Env must have:
+- a docstring: one paragraph saying what the environment is about;
+- name (str, CamelCase), setting (str: "reasoning", "tool_use" or "game"), max_turns (int);
+- tools (list of OpenAI-style function schemas; tool_use only);
+- reset(self, seed) -> (observation: str, info: dict): all randomness from random.Random(seed);
+- step(self, action: str) -> (observation: str, reward: float, terminated: bool, truncated: bool, info: dict);
+- hint(self) -> str: privileged help for the current episode that does not give the answer away;
+- oracle(self) -> str: the action a perfect agent takes now.
+
+Rules: the episode return (sum of rewards) is between 0 and 1 and success means return >= 0.99; every episode ends by max_turns; info holds only JSON values; the same seed and actions give the same observations; different seeds give different tasks; following oracle() succeeds on every seed; trivial actions (empty text, random text, echoing the observation, submitting the hint, one fixed answer) must not succeed. Reasoning and game actions are the agent's final answer text; a tool_use action is a JSON string {{"name": ..., "arguments": {{...}}}}.
+
+Example of a complete, valid module:
+```python
+{_EXAMPLE}```"""
+
+_WRITE_TASK = (
+    "Write a new {setting} environment grounded in the document above: the task should need the knowledge or "
+    "the kind of reasoning the document is about. Make it hard enough that the agent needs the hint, "
+    "but always solvable by oracle()."
+)
+_EDIT_TASK = (
+    "Write a variant of the environment {parent} above: keep what works, change the task so that it is "
+    "{direction}, and give it a new name. It must stay a valid {setting} environment."
+)
+_ANY_SETTING = "reasoning, tool_use or game (your choice)"
+
+
+@dataclass(frozen=True)
+class DesignerPrompt:
+    """One Designer prompt and what went into it.
+
+    Attributes:
+        messages: the chat prompt, ``[{"role": "system", ...}, {"role": "user", ...}]``.
+        mode: ``"write"`` or ``"edit"``.
+        setting: the target setting, or ``None`` (the Designer chooses).
+        document: the grounding document, or ``None`` (no document: the memory alone).
+        memory: the memory environments shown, in prompt order.
+        parent: in edit mode, the env id of the environment to vary (it becomes the new
+            environment's parent in the registry); else ``None``.
+    """
+
+    messages: list[dict[str, str]]
+    mode: str
+    setting: str | None
+    document: Document | None
+    memory: tuple[MemoryItem, ...] = ()
+    parent: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The prompt as one string: the system message, a blank line, the user message."""
+        return "\n\n".join(m["content"] for m in self.messages)
+
+    def provenance(self) -> dict[str, Any]:
+        """What the registry stores about this prompt: the document's source, mode and memory ids."""
+        return {
+            "mode": self.mode,
+            "setting": self.setting,
+            "document": self.document.source if self.document is not None else None,
+            "memory": [item.record.env_id for item in self.memory],
+            "parent": self.parent,
+        }
+
+
+def build_prompt(
+    document: Document | str | None,
+    memory: Sequence[MemoryItem] = (),
+    *,
+    setting: str | None = None,
+    mode: str = "write",
+    parent: MemoryItem | None = None,
+    include_source: bool = False,
+) -> DesignerPrompt:
+    """Build the Designer prompt (DESIGN.md, "The data flow": document + memory -> prompt).
+
+    Args:
+        document: the grounding document (a :class:`~spade_gym.documents.Document`, or plain text,
+            cleaned with :func:`~spade_gym.documents.clean_text`); ``None`` or text that cleaning
+            rejects: the prompt says no document is available and the memory alone grounds it.
+        memory: past environments to show (see :class:`~spade_gym.memory.EnvironmentMemory`).
+        setting: the target setting (``"reasoning"``, ``"tool_use"``, ``"game"``), or ``None``.
+        mode: ``"write"`` or ``"edit"``.
+        parent: in edit mode, the memory environment to vary (default: chosen by
+            :func:`~spade_gym.memory.pick_parent`); it is shown with its source.
+        include_source: show every memory environment's source (default: only the parent's).
+
+    Returns:
+        A :class:`DesignerPrompt`.
+
+    Raises:
+        ValueError: an unknown ``mode`` or ``setting``, or edit mode with an empty memory.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if setting is not None and setting not in SETTINGS:
+        raise ValueError(f"setting must be one of {SETTINGS} or None, got {setting!r}")
+    if isinstance(document, str):
+        text = clean_text(document)
+        document = Document(text=text, source={"kind": "text"}) if text else None
+    items = tuple(memory)
+    if mode == "edit":
+        if parent is None:
+            parent = pick_parent(items, random.Random(0))
+        if parent is None:
+            raise ValueError("edit mode needs at least one memory environment to vary")
+        if parent not in items:
+            items = (parent, *items)
+    sections = []
+    if document is not None:
+        title = f" ({document.title})" if document.title else ""
+        sections.append(f"Document{title}:\n<document>\n{document.text}\n</document>")
+    else:
+        sections.append("No document is available this time: take the idea from the environments below.")
+    if items:
+        shown = format_memory([i for i in items if i is not parent], include_source=include_source)
+        if shown:
+            sections.append("Environments written before, with the agent's measured returns:\n" + shown)
+    if mode == "edit":
+        assert parent is not None
+        sections.append("The environment to vary:\n" + format_memory([parent], include_source=True))
+        stats = parent.record.stats
+        direction = "harder"
+        if stats.mean_return_hint is not None and stats.mean_return_hint < 0.05:
+            direction = "easier"
+        task = _EDIT_TASK.format(
+            parent=parent.record.env_id,
+            direction=direction,
+            setting=setting or parent.record.setting,
+        )
+    else:
+        task = _WRITE_TASK.format(setting=setting or _ANY_SETTING)
+        if document is None:
+            task = task.replace("grounded in the document above", "unlike the environments above")
+    sections.append(task + " Answer with the complete module in one ```python code block.")
+    messages = [
+        {"role": "system", "content": DESIGNER_SYSTEM_PROMPT},
+        {"role": "user", "content": "\n\n".join(sections)},
+    ]
+    return DesignerPrompt(
+        messages=messages,
+        mode=mode,
+        setting=setting if mode == "write" else (setting or (parent.record.setting if parent else None)),
+        document=document,
+        memory=items,
+        parent=parent.record.env_id if mode == "edit" and parent is not None else None,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Extraction
+# ------------------------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[ \t]*$", re.MULTILINE)
+_CLASS_ENV = re.compile(r"^class[ \t]+Env\b", re.MULTILINE)
+_CODE_START = re.compile(r"^(?:import |from \w|class |def |@|[A-Z_][A-Z0-9_]* *=|\"\"\"|''')", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class ExtractedProgram:
+    """What :func:`extract_program` found.
+
+    Attributes:
+        source: the program source, or ``None`` when the completion holds no program.
+        problem: why there is no program (for the report), else ``None``.
+        note: how the source was found (e.g. several blocks, unterminated fence), else ``None``.
+    """
+
+    source: str | None
+    problem: str | None = None
+    note: str | None = None
+
+
+def _blocks(text: str) -> tuple[list[str], bool]:
+    """Fenced code blocks of ``text``; the flag says the last one was never closed."""
+    blocks: list[str] = []
+    fences = list(_FENCE.finditer(text))
+    i = 0
+    while i < len(fences):
+        opening = fences[i]
+        closing = fences[i + 1] if i + 1 < len(fences) else None
+        if closing is None:
+            blocks.append(text[opening.end() :].strip("\n"))
+            return blocks, True
+        blocks.append(text[opening.end() : closing.start()].strip("\n"))
+        i += 2
+    return blocks, False
+
+
+def extract_program(completion: str) -> ExtractedProgram:
+    """Find the environment program in a Designer completion.
+
+    Rules, in order: among the fenced code blocks (```python, ```py or bare ```), the **last**
+    one that defines ``class Env``; an unclosed last fence (a completion cut at
+    ``max_new_tokens``) runs to the end of the text. Without a fenced ``class Env``, unfenced
+    code: from the first line that starts like Python code (``import``, ``from``, ``class``,
+    ``def``, a docstring, a CONSTANT assignment) before ``class Env``, to the end, with trailing
+    lines that do not parse dropped one by one (prose after the code). Nothing defining
+    ``class Env``: no program.
+
+    Args:
+        completion: the Designer's completion text.
+
+    Returns:
+        An :class:`ExtractedProgram`.
+    """
+    if not isinstance(completion, str):
+        return ExtractedProgram(None, f"the completion is a {type(completion).__name__}, expected text")
+    text = completion.replace("\r\n", "\n")
+    if not text.strip():
+        return ExtractedProgram(None, "the completion is empty: write the module in a ```python code block")
+    blocks, unclosed = _blocks(text)
+    with_env = [b for b in blocks if _CLASS_ENV.search(b)]
+    if with_env:
+        notes = []
+        if len(with_env) > 1:
+            notes.append(f"{len(with_env)} code blocks define class Env; used the last one")
+        if unclosed and with_env[-1] is blocks[-1]:
+            notes.append("the last code block was never closed (cut at the token limit?)")
+        return ExtractedProgram(with_env[-1].strip("\n") + "\n", note="; ".join(notes) or None)
+    env = _CLASS_ENV.search(text)
+    if env is None:
+        found = f"{len(blocks)} code block(s), none defining class Env" if blocks else "no code"
+        return ExtractedProgram(None, f"the completion holds {found}: define class Env in a ```python code block")
+    starts = [m.start() for m in _CODE_START.finditer(text, 0, env.start() + 1)]
+    # the code starts at the first code-like line after the last prose line before `class Env`
+    begin = env.start()
+    for start in reversed(starts):
+        between = text[start:begin]
+        if all(not line.strip() or _looks_like_code(line) for line in between.splitlines()):
+            begin = start
+        else:
+            break
+    lines = text[begin:].splitlines()
+    while lines and not _parses("\n".join(lines)):
+        lines.pop()
+    if not lines:
+        lines = text[begin:].splitlines()  # unparsable: let the gate name the syntax error
+    return ExtractedProgram("\n".join(lines).strip("\n") + "\n", note="no code fence; took the unfenced code")
+
+
+def _looks_like_code(line: str) -> bool:
+    return (
+        line.startswith((" ", "\t", "#")) or bool(_CODE_START.match(line)) or "=" in line or line.rstrip().endswith(":")
+    )
+
+
+def _parses(source: str) -> bool:
+    import ast
+
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+# ------------------------------------------------------------------------------------------------
+# Evaluation: gate -> regret -> registry -> reward
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DesignerConfig:
+    """Settings of a design step (everything but the policies, registry and documents).
+
+    Attributes:
+        k: regret episodes per arm (with and without the hint), ``>= 1``.
+        regret_seeds: first reset seed of the regret episodes (seeds ``regret_seeds .. +k-1``);
+            disjoint from the validation seeds (1000-1009) by default.
+        rollout: the Agent's rollout settings for regret (sampling temperature must be > 0); its
+            sampling seed, when ``None``, is drawn from the environment's RNG, so a seeded
+            :class:`SpadeDesignerEnv` step is reproducible.
+        sampling: the Designer's sampling settings in :func:`design` (a whole program needs many
+            tokens: default 1536 new tokens, temperature 1.0).
+        reward: the Designer's reward thresholds.
+        validation: the validation gate's limits.
+        memory: which past environments the prompt shows.
+        settings: target settings drawn from at each reset (default: all three, uniformly).
+        edit_probability: chance that a reset asks for an edit of a memory environment instead of
+            a new one (0: always write).
+        repair_rounds: in :func:`design`, extra generations that get the failed report back.
+        include_source: show every memory environment's source in write mode.
+    """
+
+    k: int = 4
+    regret_seeds: int = 0
+    rollout: RolloutConfig = field(
+        default_factory=lambda: RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=256))
+    )
+    sampling: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=1.0, max_new_tokens=1536))
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    settings: tuple[str, ...] = SETTINGS
+    edit_probability: float = 0.25
+    repair_rounds: int = 2
+    include_source: bool = False
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ValueError(f"DesignerConfig.k must be >= 1, got {self.k}")
+        if self.rollout.sampling.greedy:
+            raise ValueError("DesignerConfig.rollout.sampling.temperature must be > 0: regret needs sampling")
+        if not self.settings or any(s not in SETTINGS for s in self.settings):
+            raise ValueError(f"DesignerConfig.settings must be a non-empty subset of {SETTINGS}, got {self.settings!r}")
+        if not 0.0 <= self.edit_probability <= 1.0:
+            raise ValueError(f"DesignerConfig.edit_probability must be in [0, 1], got {self.edit_probability}")
+        if self.repair_rounds < 0:
+            raise ValueError(f"DesignerConfig.repair_rounds must be >= 0, got {self.repair_rounds}")
+
+
+@dataclass
+class DesignOutcome:
+    """Everything one design produced.
+
+    Attributes:
+        completion: the (last) completion evaluated.
+        source: the program extracted from it, or ``None``.
+        report: the validation report (a ``NO_CODE`` report when there was no program).
+        reward: the Designer's reward and its outcome (``"invalid"``, ``"duplicate"``,
+            ``"trivial"``, ``"out_of_reach"``, ``"regret"``).
+        estimate: the regret estimate of an accepted program (``None`` otherwise); its
+            ``nohint`` trajectories are Agent training data.
+        record: the registry record of an accepted program (``None`` otherwise).
+        note: how the program was extracted (see :class:`ExtractedProgram`).
+        rounds: generations used by :func:`design` (1 + repair rounds used); 0 in the env.
+        attempts: the earlier, failed attempts of :func:`design`: ``{"category", "feedback"}``.
+        generation_s, validation_s, regret_s, registry_s: wall seconds per stage.
+    """
+
+    completion: str
+    source: str | None
+    report: ValidationReport
+    reward: DesignerReward
+    estimate: RegretEstimate | None = None
+    record: EnvRecord | None = None
+    note: str | None = None
+    rounds: int = 0
+    attempts: list[dict[str, str]] = field(default_factory=list)
+    generation_s: float = 0.0
+    validation_s: float = 0.0
+    regret_s: float = 0.0
+    registry_s: float = 0.0
+
+    @property
+    def accepted(self) -> bool:
+        """Whether the program passed the validation gate and was registered."""
+        return self.record is not None
+
+    def feedback(self) -> str:
+        """A text for the Designer: the report's feedback, and the regret when measured."""
+        lines = [self.report.feedback()]
+        if self.estimate is not None:
+            e = self.estimate
+            lines.append(
+                f"Agent return: {e.mean_hint:.2f} with the hint, {e.mean_nohint:.2f} without "
+                f"({e.k} episodes each); regret {e.regret:.2f}."
+            )
+        lines.append(f"Reward: {self.reward.reward:.2f} ({self.reward.outcome}).")
+        if self.record is not None:
+            lines.append(f"Registered as {self.record.gym_id}.")
+        return "\n".join(lines)
+
+    def info(self) -> dict[str, Any]:
+        """The outcome as JSON values (the ``info`` of :meth:`SpadeDesignerEnv.step`)."""
+        return {
+            "accepted": self.accepted,
+            "category": self.report.category,
+            "outcome": self.reward.outcome,
+            "reward": self.reward.reward,
+            "env_id": self.record.env_id if self.record else None,
+            "gym_id": self.record.gym_id if self.record else None,
+            "report": self.report.to_dict(),
+            "regret": self.estimate.summary() if self.estimate else None,
+            "note": self.note,
+            "rounds": self.rounds,
+            "attempts": list(self.attempts),
+            "timings": {
+                "generation_s": self.generation_s,
+                "validation_s": self.validation_s,
+                "regret_s": self.regret_s,
+                "registry_s": self.registry_s,
+            },
+        }
+
+
+def _no_code_report(problem: str) -> ValidationReport:
+    checks = [CheckResult(name) for name in CHECKS]
+    checks[0] = CheckResult(CHECKS[0], False, "NO_CODE", problem)
+    return ValidationReport(program_id="", category="NO_CODE", checks=checks)
+
+
+def evaluate_completion(
+    completion: str,
+    prompt: DesignerPrompt | None,
+    *,
+    registry: Registry,
+    agent: Policy | None,
+    config: DesignerConfig | None = None,
+    sampling_seed: int | None = None,
+) -> DesignOutcome:
+    """Judge one Designer completion: extract, validate, estimate regret, register, reward.
+
+    An accepted program is registered (with its measured statistics, the document's provenance
+    and, in edit mode, its parent) and registered with gymnasium as ``spade/<Name>-v<k>``; trivial
+    and out-of-reach environments are registered too (the memory learns from them) but earn the
+    reward of their outcome.
+
+    Args:
+        completion: the Designer's completion text.
+        prompt: the prompt it answered (provenance), or ``None``.
+        registry: the novelty check's reference and where accepted programs go.
+        agent: the Agent policy whose regret is measured (needed only for accepted programs).
+        config: the settings.
+        sampling_seed: seed of the Agent's sampling when ``config.rollout.sampling.seed`` is unset.
+
+    Returns:
+        A :class:`DesignOutcome`; bad completions give a report and the ``invalid`` or
+        ``duplicate`` reward, never an exception.
+
+    Raises:
+        ValueError: an accepted program and ``agent is None``.
+        SandboxSetupError: no sandbox worker can start on this machine (not the program's fault).
+        PolicyError: the Agent policy failed (not the program's fault).
+    """
+    config = config or DesignerConfig()
+    extracted = extract_program(completion)
+    if extracted.source is None:
+        report = _no_code_report(extracted.problem or "no program")
+        return DesignOutcome(completion, None, report, designer_reward(False, config=config.reward))
+    started = time.perf_counter()
+    report = validate(EnvProgram(extracted.source, origin="designer"), config.validation, registry=registry)
+    outcome = DesignOutcome(
+        completion,
+        extracted.source,
+        report,
+        designer_reward(False, config=config.reward),
+        note=extracted.note,
+        validation_s=time.perf_counter() - started,
+    )
+    if report.category == "DUPLICATE":
+        outcome.reward = designer_reward(False, duplicate=True, config=config.reward)
+        return outcome
+    if not report.accepted:
+        return outcome
+    if agent is None:
+        raise ValueError("an accepted program needs an Agent policy to estimate its regret")
+    started = time.perf_counter()
+    rollout = config.rollout
+    if rollout.sampling.seed is None and sampling_seed is not None:
+        rollout = replace(rollout, sampling=replace(rollout.sampling, seed=sampling_seed))
+    seeds = list(range(config.regret_seeds, config.regret_seeds + config.k))
+    estimate = estimate_regret(EnvProgram(extracted.source, origin="designer"), agent, config.k, seeds, config=rollout)
+    outcome.estimate, outcome.regret_s = estimate, time.perf_counter() - started
+    started = time.perf_counter()
+    assert report.name and report.setting and report.max_turns
+    try:
+        record = registry.add(
+            EnvProgram(extracted.source, origin="designer"),
+            name=report.name,
+            setting=report.setting,
+            max_turns=report.max_turns,
+            description=report.description or "",
+            tags=("designer", prompt.mode) if prompt else ("designer",),
+            document=prompt.provenance() if prompt else None,
+            parents=(prompt.parent,) if prompt and prompt.parent else (),
+            validation=report.to_dict(),
+            stats=EnvStats(
+                episodes=2 * estimate.k,
+                mean_return_hint=estimate.mean_hint,
+                mean_return_nohint=estimate.mean_nohint,
+                regret=estimate.regret,
+            ),
+        )
+    except DuplicateEnvironment as exc:  # registered by another writer since the novelty check
+        novelty = report.check("novelty")
+        novelty.passed, novelty.category, novelty.message = False, "DUPLICATE", exc.message
+        report.accepted, report.category = False, "DUPLICATE"
+        outcome.reward = designer_reward(False, duplicate=True, config=config.reward)
+        outcome.registry_s = time.perf_counter() - started
+        return outcome
+    register_record(record)
+    outcome.record, outcome.registry_s = record, time.perf_counter() - started
+    outcome.reward = designer_reward(True, estimate, config=config.reward)
+    return outcome
+
+
+def design(
+    policy: Policy,
+    prompt: DesignerPrompt,
+    *,
+    registry: Registry,
+    agent: Policy | None = None,
+    config: DesignerConfig | None = None,
+    seed: int | None = None,
+) -> DesignOutcome:
+    """Write one environment with ``policy``: generate, evaluate, and repair up to N times.
+
+    A rejected attempt (no code, or a failed validation, duplicates included) is answered with
+    its feedback (:meth:`ValidationReport.feedback`) and a request for the whole corrected module;
+    only the latest attempt stays in the conversation (the prompt, the last completion, the
+    feedback), so repair rounds do not outgrow the context window.
+
+    Args:
+        policy: the Designer.
+        prompt: from :func:`build_prompt`.
+        registry: where accepted programs go.
+        agent: the Agent whose regret is measured (default: ``policy``, as in SPADE where both
+            roles share weights).
+        config: the settings (``config.sampling`` for the Designer, ``config.repair_rounds``).
+        seed: seed of the Designer's and the Agent's sampling (``None``: unseeded).
+
+    Returns:
+        The :class:`DesignOutcome` of the last attempt, with ``rounds`` and the earlier
+        ``attempts``; ``generation_s`` sums every round.
+
+    Raises:
+        PolicyError: a policy failed. SandboxSetupError: no sandbox worker can start.
+    """
+    config = config or DesignerConfig()
+    agent = agent or policy
+    messages = list(prompt.messages)
+    attempts: list[dict[str, str]] = []
+    generation_s = 0.0
+    outcome: DesignOutcome | None = None
+    for round_ in range(config.repair_rounds + 1):
+        sampling = config.sampling
+        if seed is not None and sampling.seed is None:
+            sampling = replace(sampling, seed=seed + round_)
+        started = time.perf_counter()
+        completion = policy.generate([messages], sampling)[0].text
+        generation_s += time.perf_counter() - started
+        outcome = evaluate_completion(
+            completion, prompt, registry=registry, agent=agent, config=config, sampling_seed=seed
+        )
+        outcome.rounds = round_ + 1
+        if outcome.accepted or round_ == config.repair_rounds:
+            break
+        feedback = outcome.report.feedback()
+        attempts.append({"category": outcome.report.category, "feedback": feedback})
+        messages = [
+            *prompt.messages,
+            {"role": "assistant", "content": completion},
+            {
+                "role": "user",
+                "content": feedback + "\n\nWrite the whole corrected module again in one ```python code block.",
+            },
+        ]
+    assert outcome is not None
+    outcome.attempts, outcome.generation_s = attempts, generation_s
+    return outcome
+
+
+# ------------------------------------------------------------------------------------------------
+# The gymnasium environment
+# ------------------------------------------------------------------------------------------------
+
+#: Longest observation (prompt) and action (completion), in characters.
+MAX_PROMPT_CHARS = 200_000
+MAX_COMPLETION_CHARS = 1_000_000
+
+
+class SpadeDesignerEnv(gymnasium.Env[str, str]):
+    """The Environment Designer as a one-step gymnasium environment whose reward is regret.
+
+    ``reset`` samples a document and a memory and returns the Designer prompt (observation, a
+    ``str``; ``info["messages"]`` holds it as chat messages, ``info["provenance"]`` what went into
+    it). ``step(completion)`` extracts the program, validates it, estimates its regret with the
+    Agent policy, registers an accepted environment and returns the Designer reward (DESIGN.md,
+    "Regret and the Designer's reward"); the episode then terminates. The observation after the
+    step is the feedback text; ``info`` is :meth:`DesignOutcome.info` (the validation report,
+    the regret statistics, the new env id, timings).
+
+    Registered as ``spade/Designer-v0``: ``gymnasium.make("spade/Designer-v0", agent="default",
+    registry="runs/registry")``.
+
+    Args:
+        agent: the Agent policy, or a :func:`~spade_gym.policies.load_policy` spec (loaded on the
+            first accepted program, so stepping rejected programs needs no model).
+        registry: a :class:`~spade_gym.Registry` or its folder (created, with the seed library
+            as initial memory, when it does not exist); ``None``: a temporary registry with the
+            seed library, deleted by :meth:`close`.
+        documents: a :class:`~spade_gym.documents.DocumentSource` or a
+            :func:`~spade_gym.documents.load_documents` spec (``None``: the built-in corpus).
+        config: the :class:`DesignerConfig` (memory, reward, validation and rollout settings).
+        seed_library: copy the bundled seed library into a new registry.
+
+    Raises:
+        DocumentError: the document source holds no usable document (raised here, before any
+            episode).
+
+    Determinism: a seeded ``reset`` fixes the document stream, the memory choice, the mode and
+    setting and the Agent's sampling seed; the registry (which grows with accepted environments)
+    is part of the environment's state.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(
+        self,
+        agent: Policy | str | None = "default",
+        registry: Registry | str | Path | None = None,
+        documents: DocumentSource | str | None = None,
+        config: DesignerConfig | None = None,
+        *,
+        seed_library: bool = True,
+    ) -> None:
+        self.config = config or DesignerConfig()
+        self._agent_spec = agent if isinstance(agent, str) else "default"
+        self._agent: Policy | None = None if agent is None or isinstance(agent, str) else agent
+        self._tmpdir: str | None = None
+        if registry is None:
+            self._tmpdir = tempfile.mkdtemp(prefix="spade-designer-")
+            registry = Path(self._tmpdir) / "registry"
+        self.registry = (
+            registry if isinstance(registry, Registry) else open_registry(registry, seed_library=seed_library)
+        )
+        self.documents = (
+            documents if documents is not None and not isinstance(documents, str) else load_documents(documents)
+        )
+        self.memory = EnvironmentMemory(self.registry, self.config.memory)
+        self.observation_space = UnicodeText(max_length=MAX_PROMPT_CHARS)
+        self.action_space = UnicodeText(max_length=MAX_COMPLETION_CHARS)
+        self._prompt: DesignerPrompt | None = None
+        self._sampling_seed: int | None = None
+
+    @property
+    def agent(self) -> Policy:
+        """The Agent policy (loaded on first use from its spec)."""
+        if self._agent is None:
+            from spade_gym.policies import load_policy
+
+            self._agent = load_policy(self._agent_spec)
+        return self._agent
+
+    @property
+    def prompt(self) -> DesignerPrompt | None:
+        """The prompt of the current episode (``None`` before ``reset`` and after ``step``)."""
+        return self._prompt
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start a design episode: sample a document, a memory, a mode and a setting.
+
+        Args:
+            seed: fixes the document stream (re-seeded from it), the memory and mode choice and
+                the Agent's sampling seed.
+            options: overrides, all optional: ``"document"`` (text or a ``Document``; ``None``
+                for none), ``"setting"``, ``"mode"`` (``"write"``/``"edit"``).
+
+        Returns:
+            ``(prompt_text, info)`` with ``info["messages"]`` (chat form) and
+            ``info["provenance"]``.
+
+        Raises:
+            ValueError: an unknown option, setting or mode.
+        """
+        super().reset(seed=seed)
+        options = dict(options or {})
+        unknown = sorted(set(options) - {"document", "setting", "mode"})
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {unknown}; expected 'document', 'setting' or 'mode'")
+        if seed is not None:
+            self.documents.reseed(seed)
+        rng = random.Random(int(self.np_random.integers(2**63)))
+        self._sampling_seed = rng.randrange(2**62)
+        setting = options.get("setting", rng.choice(self.config.settings))
+        mode = options.get("mode")
+        if mode is None:
+            mode = "edit" if rng.random() < self.config.edit_probability else "write"
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        items = self.memory.select(rng, setting=setting)
+        if mode == "edit" and not items:
+            mode = "write"
+        document = options["document"] if "document" in options else self.documents.sample(1)[0]
+        parent = pick_parent(items, rng) if mode == "edit" else None
+        self._prompt = build_prompt(
+            document,
+            items,
+            setting=setting,
+            mode=mode,
+            parent=parent,
+            include_source=self.config.include_source,
+        )
+        info = {"messages": self._prompt.messages, "provenance": self._prompt.provenance()}
+        return self._prompt.text[:MAX_PROMPT_CHARS], copy.deepcopy(info)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Judge the Designer's completion (see :func:`evaluate_completion`); the episode ends.
+
+        Args:
+            action: the Designer's completion text.
+
+        Returns:
+            ``(feedback, reward, True, False, info)``.
+
+        Raises:
+            gymnasium.error.ResetNeeded: ``step`` before ``reset`` or after the episode ended.
+            TypeError: ``action`` is not a ``str``.
+        """
+        if self._prompt is None:
+            raise gymnasium.error.ResetNeeded("call reset() before step(): a design episode is one step")
+        if not isinstance(action, str):
+            raise TypeError(f"the action must be the Designer's completion text (str), got {type(action).__name__}")
+        prompt, self._prompt = self._prompt, None
+        outcome = evaluate_completion(
+            action,
+            prompt,
+            registry=self.registry,
+            agent=_LazyPolicy(self),
+            config=self.config,
+            sampling_seed=self._sampling_seed,
+        )
+        info = outcome.info()
+        info["provenance"] = copy.deepcopy(prompt.provenance())
+        return outcome.feedback()[:MAX_PROMPT_CHARS], float(outcome.reward.reward), True, False, info
+
+    def close(self) -> None:
+        """Close the registry and delete a temporary one."""
+        if self._tmpdir is not None:
+            self.registry.close()
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+        super().close()
+
+
+class _LazyPolicy:
+    """The env's Agent, loaded from its spec only when a program is accepted and its regret measured."""
+
+    name: str  # read through __getattr__ from the loaded Agent
+    context_window: int | None
+
+    def __init__(self, env: SpadeDesignerEnv) -> None:
+        self._env = env
+
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
+        return self._env.agent.generate(prompts, sampling)
+
+    def __getattr__(self, name: str) -> Any:  # name, context_window and backend extras (encode, ...)
+        return getattr(self._env.agent, name)

@@ -1,0 +1,419 @@
+"""The Environment Designer: prompts, program extraction, evaluation, repair rounds and
+``SpadeDesignerEnv``, with the real sandbox, the real registry on disk and (slow tests) the real
+embedded model."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from spade_gym.agent import RolloutConfig
+from spade_gym.designer import (
+    DESIGNER_SYSTEM_PROMPT,
+    DesignerConfig,
+    SpadeDesignerEnv,
+    build_prompt,
+    design,
+    evaluate_completion,
+    extract_program,
+)
+from spade_gym.documents import Document
+from spade_gym.memory import EnvironmentMemory, MemoryConfig
+from spade_gym.policies.base import Completion, SamplingParams
+from spade_gym.program import EnvProgram
+from spade_gym.registry import Registry
+from spade_gym.registry.gymnasium import bundled_registry_path, open_registry
+from spade_gym.regret import RewardConfig
+from spade_gym.validation import validate
+
+# A program the gate accepts, whose hint lets a reader of the hint (HintReader below) win and
+# nobody else: regret 1 for that Agent, exactly.
+SECRET_WORD = '''import random
+
+class Env:
+    """Name the secret word of eight letters; the hint spells it backwards."""
+
+    name = "SecretWord"
+    setting = "reasoning"
+    max_turns = 1
+
+    def reset(self, seed):
+        rng = random.Random(seed)
+        self.word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(8))
+        self.done = False
+        return "Name the secret word of eight letters. It starts with " + self.word[0] + ".", {}
+
+    def step(self, action):
+        self.done = True
+        ok = action.strip() == self.word
+        return ("Right." if ok else "Wrong."), (1.0 if ok else 0.0), True, False, {"ok": ok}
+
+    def hint(self):
+        return "backwards: " + self.word[::-1]
+
+    def oracle(self):
+        return self.word
+'''
+
+
+class HintReader:
+    """An Agent that reads the hint: with ``backwards: xyz`` in its prompt it answers the word
+    reversed back, else ``nothing``. Returns 1 with the hint, 0 without on SECRET_WORD."""
+
+    name = "hint-reader"
+    context_window = None
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
+        self.calls += 1
+        out = []
+        for i, prompt in enumerate(prompts):
+            found = re.search(r"backwards: ([a-z]+)", prompt[-1]["content"])
+            answer = found.group(1)[::-1] if found else "nothing"
+            out.append(Completion(f"<answer>{answer}</answer>", None, None, None, "stop", i))
+        return out
+
+
+class Scripted:
+    """Answers every prompt of its i-th call with ``texts[i]`` (the last one repeated); as a Designer
+    it records the prompts it got."""
+
+    name = "scripted-designer"
+    context_window = None
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.texts = list(texts)
+        self.prompts: list[list[dict[str, str]]] = []
+
+    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
+        self.prompts.append(list(prompts[0]))
+        text = self.texts[min(len(self.prompts) - 1, len(self.texts) - 1)]
+        return [Completion(text, None, None, None, "stop", i) for i in range(len(prompts))]
+
+
+FAST = DesignerConfig(
+    k=2,
+    rollout=RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=16)),
+    repair_rounds=1,
+)
+
+
+@pytest.fixture()
+def empty_registry(tmp_path: Path) -> Registry:
+    return open_registry(tmp_path / "registry", seed_library=False)
+
+
+@pytest.fixture(scope="module")
+def seeded_registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
+    return open_registry(tmp_path_factory.mktemp("seeded") / "registry", seed_library=True)
+
+
+def fenced(source: str, before: str = "Here is the environment.", after: str = "It is hard.") -> str:
+    return f"{before}\n\n```python\n{source}```\n\n{after}"
+
+
+# ---- extraction -------------------------------------------------------------------------------
+
+
+def test_extract_fenced_program_with_prose_around() -> None:
+    found = extract_program(fenced(SECRET_WORD))
+    assert found.source == SECRET_WORD and found.problem is None and found.note is None
+
+
+def test_extract_takes_the_last_block_defining_env() -> None:
+    first = SECRET_WORD.replace("SecretWord", "FirstDraft")
+    text = fenced(first) + "\nA helper:\n```python\nx = 1\n```\n" + fenced(SECRET_WORD, before="Better:")
+    found = extract_program(text)
+    assert found.source == SECRET_WORD
+    assert found.note is not None and "2 code blocks define class Env" in found.note
+
+
+def test_extract_unterminated_fence_runs_to_the_end() -> None:
+    found = extract_program("Sure!\n```py\n" + SECRET_WORD)
+    assert found.source == SECRET_WORD and found.note is not None and "never closed" in found.note
+
+
+def test_extract_unfenced_code_drops_prose_before_and_after() -> None:
+    text = "Here is my environment:\n\n" + SECRET_WORD + "\nThis environment trains spelling.\nEnjoy!"
+    found = extract_program(text)
+    assert found.source == SECRET_WORD and found.note is not None and "no code fence" in found.note
+    assert EnvProgram(found.source).problems() == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", "empty"),
+        ("   \n\n", "empty"),
+        ("I would design a maze game where the agent walks.", "no code"),
+        ("```python\nx = 1\n```", "1 code block(s), none defining class Env"),
+    ],
+)
+def test_extract_reports_a_completion_without_program(text: str, expected: str) -> None:
+    found = extract_program(text)
+    assert found.source is None and found.problem is not None and expected in found.problem
+
+
+# ---- prompts ----------------------------------------------------------------------------------
+
+
+def test_system_prompt_states_the_contract_and_its_example_passes_the_gate() -> None:
+    for needed in ("class Env", "reset(self, seed)", "hint(self)", "oracle(self)", "max_turns", "random.Random(seed)"):
+        assert needed in DESIGNER_SYSTEM_PROMPT
+    example = extract_program(DESIGNER_SYSTEM_PROMPT.split("Example of a complete, valid module:")[1])
+    assert example.source is not None
+    report = validate(example.source)
+    assert report.accepted, report.feedback()
+
+
+def test_write_prompt_holds_document_memory_and_setting(seeded_registry: Registry) -> None:
+    items = EnvironmentMemory(seeded_registry, MemoryConfig(k=3)).select(random.Random(0))
+    doc = Document(text="Compound interest adds interest to the principal each period.", source={"kind": "test"})
+    prompt = build_prompt(doc, items, setting="tool_use")
+    user = prompt.messages[1]["content"]
+    assert prompt.messages[0] == {"role": "system", "content": DESIGNER_SYSTEM_PROMPT}
+    assert doc.text in user and "tool_use environment" in user
+    assert all(item.record.env_id in user for item in items) and len(items) == 3
+    assert prompt.mode == "write" and prompt.parent is None
+    provenance = prompt.provenance()
+    assert provenance["document"] == {"kind": "test"} and provenance["memory"] == [i.record.env_id for i in items]
+    json.dumps(provenance)
+
+
+def test_edit_prompt_shows_the_parent_source(seeded_registry: Registry) -> None:
+    items = EnvironmentMemory(seeded_registry, MemoryConfig(k=2)).select(random.Random(1))
+    prompt = build_prompt(None, items, mode="edit", parent=items[1])
+    user = prompt.messages[1]["content"]
+    assert prompt.parent == items[1].record.env_id
+    assert f"variant of the environment {items[1].record.env_id}" in user
+    assert items[1].record.program().source.splitlines()[-1].strip() in user
+    assert "No document is available" in user
+
+
+def test_prompt_rejects_bad_arguments(seeded_registry: Registry) -> None:
+    with pytest.raises(ValueError, match="mode"):
+        build_prompt(None, mode="rewrite")
+    with pytest.raises(ValueError, match="setting"):
+        build_prompt(None, setting="puzzle")
+    with pytest.raises(ValueError, match="edit mode needs"):
+        build_prompt(None, [], mode="edit")
+
+
+@pytest.mark.parametrize("junk", ["\x00\x01\x02\x03" * 50, bytes(range(256)).decode("latin-1") * 2])
+def test_a_junk_document_is_dropped_from_the_prompt(junk: str) -> None:
+    prompt = build_prompt(junk, [])
+    assert prompt.document is None and "No document is available" in prompt.messages[1]["content"]
+
+
+def test_a_document_in_another_script_is_kept() -> None:
+    text = "复利是指把每一期的利息加入本金，下一期再一起计算利息。银行存款和贷款常用这种方法。"
+    prompt = build_prompt(text, [])
+    assert prompt.document is not None and text in prompt.messages[1]["content"]
+
+
+# ---- evaluation -------------------------------------------------------------------------------
+
+
+def test_accepted_program_is_measured_registered_and_rewarded_with_regret(empty_registry: Registry) -> None:
+    doc = Document(text="Spelling words backwards.", source={"kind": "test", "id": "spelling"})
+    prompt = build_prompt(doc, [], setting="reasoning")
+    agent = HintReader()
+    outcome = evaluate_completion(fenced(SECRET_WORD), prompt, registry=empty_registry, agent=agent, config=FAST)
+    assert outcome.report.accepted and outcome.accepted
+    assert outcome.estimate is not None
+    assert (outcome.estimate.mean_hint, outcome.estimate.mean_nohint, outcome.estimate.regret) == (1.0, 0.0, 1.0)
+    assert (outcome.reward.reward, outcome.reward.outcome) == (1.0, "regret")
+    assert len(outcome.estimate.nohint) == 2 and agent.calls == 1  # one batched generate for 2k episodes
+    record = empty_registry.get("SecretWord-v0")
+    assert record.stats.regret == 1.0 and record.stats.episodes == 4
+    assert record.document is not None and record.document["document"] == {"kind": "test", "id": "spelling"}
+    assert "designer" in record.tags and record.parents == ()
+    assert gymnasium.spec("spade/SecretWord-v0") is not None
+    info = outcome.info()
+    json.dumps(info)
+    assert info["gym_id"] == "spade/SecretWord-v0" and info["regret"]["regret"] == 1.0
+
+
+def test_reward_outcomes_for_trivial_and_out_of_reach(tmp_path: Path) -> None:
+    agent = Scripted(["<answer>nothing</answer>"])  # never right: out of reach even with the hint
+    reg = open_registry(tmp_path / "a", seed_library=False)
+    outcome = evaluate_completion(fenced(SECRET_WORD), None, registry=reg, agent=agent, config=FAST)
+    assert (outcome.reward.reward, outcome.reward.outcome) == (0.0, "out_of_reach") and outcome.accepted
+    # with a threshold of 0 nothing is out of reach, and a regret of 0 is the reward
+    config = DesignerConfig(k=2, rollout=FAST.rollout, reward=RewardConfig(out_of_reach_below=0.0))
+    reg = open_registry(tmp_path / "b", seed_library=False)
+    outcome = evaluate_completion(fenced(SECRET_WORD), None, registry=reg, agent=agent, config=config)
+    assert (outcome.reward.reward, outcome.reward.outcome) == (0.0, "regret")
+
+
+@pytest.mark.parametrize(
+    ("completion", "category"),
+    [
+        ("Sorry, I cannot write code.", "NO_CODE"),
+        ("", "NO_CODE"),
+        # the contract half done: no hint() or oracle()
+        (fenced(SECRET_WORD.split("    def hint")[0]), "COMPILE_REJECTED"),
+        # two Env classes
+        (fenced(SECRET_WORD + "\n\n" + SECRET_WORD.split("\n", 1)[1]), "COMPILE_REJECTED"),
+        # an import outside the allow-list
+        (fenced("import os\n" + SECRET_WORD), "COMPILE_REJECTED"),
+    ],
+)
+def test_bad_completions_get_a_report_and_the_invalid_reward(
+    empty_registry: Registry, completion: str, category: str
+) -> None:
+    outcome = evaluate_completion(completion, None, registry=empty_registry, agent=None, config=FAST)
+    assert outcome.report.category == category and not outcome.accepted
+    assert (outcome.reward.reward, outcome.reward.outcome) == (-1.0, "invalid")
+    assert outcome.report.feedback().startswith("The environment") and len(empty_registry) == 0
+    json.dumps(outcome.info())
+
+
+def test_a_copy_of_a_memory_environment_gets_the_duplicate_penalty(seeded_registry: Registry) -> None:
+    parent = seeded_registry.get("LightsOut3x3-v0")
+    size = len(seeded_registry)
+    outcome = evaluate_completion(fenced(parent.program().source), None, registry=seeded_registry, agent=None)
+    assert outcome.report.category == "DUPLICATE" and not outcome.accepted
+    assert (outcome.reward.reward, outcome.reward.outcome) == (-0.5, "duplicate")
+    assert len(seeded_registry) == size
+
+
+def test_design_repairs_with_the_report_fed_back(empty_registry: Registry) -> None:
+    broken = SECRET_WORD.replace("import random\n", "import os\nimport random\n")
+    designer = Scripted([fenced(broken), fenced(SECRET_WORD)])
+    prompt = build_prompt("Words spelled backwards.", [], setting="reasoning")
+    outcome = design(designer, prompt, registry=empty_registry, agent=HintReader(), config=FAST, seed=3)
+    assert outcome.accepted and outcome.rounds == 2 and outcome.reward.outcome == "regret"
+    assert [a["category"] for a in outcome.attempts] == ["COMPILE_REJECTED"]
+    repair = designer.prompts[1]
+    assert repair[:2] == prompt.messages and repair[2] == {"role": "assistant", "content": fenced(broken)}
+    assert "os" in repair[3]["content"] and "corrected module" in repair[3]["content"]
+
+
+def test_design_gives_up_after_the_repair_rounds(empty_registry: Registry) -> None:
+    designer = Scripted(["no code, sorry"])
+    prompt = build_prompt("Words.", [])
+    outcome = design(designer, prompt, registry=empty_registry, config=FAST)
+    assert not outcome.accepted and outcome.rounds == 2 and len(designer.prompts) == 2
+    assert outcome.reward.outcome == "invalid" and [a["category"] for a in outcome.attempts] == ["NO_CODE"]
+    # only the latest attempt stays in the conversation
+    assert len(designer.prompts[1]) == 4
+
+
+# ---- SpadeDesignerEnv ---------------------------------------------------------------------------
+
+
+def test_designer_env_passes_check_env(tmp_path: Path) -> None:
+    env = SpadeDesignerEnv(agent=HintReader(), registry=tmp_path / "registry")
+    check_env(env, skip_render_check=True)
+    env.close()
+
+
+def test_designer_env_by_hand_through_gymnasium_make(tmp_path: Path) -> None:
+    env = gymnasium.make("spade/Designer-v0", agent=HintReader(), registry=str(tmp_path / "registry"), config=FAST)
+    obs, info = env.reset(seed=0, options={"setting": "reasoning", "mode": "write"})
+    assert isinstance(obs, str) and obs.startswith(DESIGNER_SYSTEM_PROMPT)
+    assert info["messages"][1]["content"] in obs and info["provenance"]["setting"] == "reasoning"
+    assert len(info["provenance"]["memory"]) == FAST.memory.k  # the seed library is the initial memory
+    obs, reward, terminated, truncated, info = env.step(fenced(SECRET_WORD))
+    assert (reward, terminated, truncated) == (1.0, True, False)
+    assert info["accepted"] and info["env_id"] == "SecretWord-v0" and info["outcome"] == "regret"
+    assert "Registered as spade/SecretWord-v0" in obs
+    assert set(info["timings"]) == {"generation_s", "validation_s", "regret_s", "registry_s"}
+    with pytest.raises(gymnasium.error.ResetNeeded):
+        env.step("again")
+    # the same program again is a duplicate now
+    env.reset(seed=1)
+    _, reward, *_, info = env.step(fenced(SECRET_WORD))
+    assert reward == -0.5 and info["category"] == "DUPLICATE"
+    env.close()
+
+
+def test_designer_env_seeded_reset_is_reproducible(tmp_path: Path) -> None:
+    env = SpadeDesignerEnv(agent=HintReader(), registry=tmp_path / "registry")
+    first = [env.reset(seed=s)[0] for s in (5, 6)]
+    again = [env.reset(seed=s)[0] for s in (5, 6)]
+    assert first == again and first[0] != first[1]
+    env.close()
+
+
+def test_designer_env_never_raises_on_bad_completions(tmp_path: Path) -> None:
+    env = SpadeDesignerEnv(agent=None, registry=tmp_path / "registry", seed_library=False)
+    for completion in ["", "```python\n" + "(" * 500 + "\n```", "\x00" * 1000, "class Env:\n    pass\n"]:
+        env.reset(seed=0)
+        _, reward, terminated, _, info = env.step(completion)
+        assert reward == -1.0 and terminated and info["outcome"] == "invalid"
+    with pytest.raises(TypeError, match="completion text"):
+        env.reset()
+        env.step(b"bytes")  # type: ignore[arg-type]
+    env.close()
+
+
+def test_designer_env_temporary_registry_is_removed_on_close() -> None:
+    env = SpadeDesignerEnv(agent=None)
+    root = env.registry.root
+    assert len(env.registry) == len(Registry(bundled_registry_path())) and root.is_dir()
+    env.close()
+    assert not root.exists()
+
+
+def test_unknown_reset_option_is_refused(tmp_path: Path) -> None:
+    env = SpadeDesignerEnv(agent=None, registry=tmp_path / "r", seed_library=False)
+    with pytest.raises(ValueError, match="unknown reset option"):
+        env.reset(options={"documnet": "x"})
+    env.close()
+
+
+@pytest.mark.slow
+def test_designer_env_with_the_embedded_agent(tmp_path: Path, embedded_policy: Any) -> None:
+    config = DesignerConfig(k=1, rollout=RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=24)))
+    env = gymnasium.make("spade/Designer-v0", agent=embedded_policy, registry=str(tmp_path / "r"), config=config)
+    env.reset(seed=0)
+    _, reward, terminated, _, info = env.step(fenced(SECRET_WORD))
+    estimate = info["regret"]
+    assert info["accepted"] and terminated and estimate["k"] == 1
+    assert 0.0 <= estimate["mean_hint"] <= 1.0 and 0.0 <= estimate["mean_nohint"] <= 1.0
+    assert info["outcome"] in {"trivial", "out_of_reach", "regret"}
+    assert reward == pytest.approx({"regret": estimate["regret"]}.get(info["outcome"], 0.0))
+    env.close()
+
+
+def test_an_empty_corpus_is_refused_before_any_episode(tmp_path: Path) -> None:
+    from spade_gym.errors import DocumentError
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "empty.txt").write_text("")
+    with pytest.raises(DocumentError, match="corpus"):
+        SpadeDesignerEnv(agent=None, registry=tmp_path / "r", documents=str(corpus), seed_library=False)
+
+
+def test_designer_env_grounds_on_a_local_corpus(tmp_path: Path) -> None:
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text(json.dumps({"text": "Trains leave every 20 minutes from platform 4 between 6:00 and 9:00."}) + "\n")
+    env = SpadeDesignerEnv(agent=None, registry=tmp_path / "r", documents=str(corpus), seed_library=False)
+    obs, info = env.reset(seed=0)
+    assert "Trains leave every 20 minutes" in obs
+    assert info["provenance"]["document"]["kind"] == "file" and info["provenance"]["document"]["line"] == 1
+    env.close()
+
+
+def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("### The Environment Designer and `spade/Designer-v0`")[1]
+    code = section.split("```python\n")[1].split("```")[0]
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {"gym": gymnasium, "policy": Scripted([fenced(SECRET_WORD)])}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert namespace["outcome"].accepted and namespace["terminated"]
+    assert namespace["info"]["category"] == "DUPLICATE" and namespace["reward"] == -0.5
