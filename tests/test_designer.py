@@ -339,6 +339,20 @@ def test_designer_env_by_hand_through_gymnasium_make(tmp_path: Path) -> None:
     env.close()
 
 
+def test_designer_env_memory_and_reward_kwargs(tmp_path: Path) -> None:
+    env = gymnasium.make(
+        "spade/Designer-v0",
+        agent=None,
+        registry=str(tmp_path / "registry"),
+        memory=MemoryConfig(k=2),
+        reward=RewardConfig(invalid=-2.0),
+    )
+    _, info = env.reset(seed=0)
+    assert len(info["provenance"]["memory"]) == 2
+    assert env.step("no code")[1] == -2.0
+    env.close()
+
+
 def test_designer_env_seeded_reset_is_reproducible(tmp_path: Path) -> None:
     env = SpadeDesignerEnv(agent=HintReader(), registry=tmp_path / "registry")
     first = [env.reset(seed=s)[0] for s in (5, 6)]
@@ -400,7 +414,9 @@ def test_an_empty_corpus_is_refused_before_any_episode(tmp_path: Path) -> None:
 
 def test_designer_env_grounds_on_a_local_corpus(tmp_path: Path) -> None:
     corpus = tmp_path / "docs.jsonl"
-    corpus.write_text(json.dumps({"text": "Trains leave every 20 minutes from platform 4 between 6:00 and 9:00."}) + "\n")
+    corpus.write_text(
+        json.dumps({"text": "Trains leave every 20 minutes from platform 4 between 6:00 and 9:00."}) + "\n"
+    )
     env = SpadeDesignerEnv(agent=None, registry=tmp_path / "r", documents=str(corpus), seed_library=False)
     obs, info = env.reset(seed=0)
     assert "Trains leave every 20 minutes" in obs

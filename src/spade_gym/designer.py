@@ -686,11 +686,14 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         documents: a :class:`~spade_gym.documents.DocumentSource` or a
             :func:`~spade_gym.documents.load_documents` spec (``None``: the built-in corpus).
         config: the :class:`DesignerConfig` (memory, reward, validation and rollout settings).
+        memory: replaces ``config.memory`` (which past environments the prompt shows).
+        reward: replaces ``config.reward`` (the Designer reward's thresholds and penalties).
         seed_library: copy the bundled seed library into a new registry.
 
     Raises:
-        DocumentError: the document source holds no usable document (raised here, before any
-            episode).
+        DocumentError: the document source holds no usable document (raised here for the
+            built-in corpus and local files; a streamed Hugging Face dataset raises it from the
+            first ``reset``, after one pass over the stream).
 
     Determinism: a seeded ``reset`` fixes the document stream, the memory choice, the mode and
     setting and the Agent's sampling seed; the registry (which grows with accepted environments)
@@ -706,9 +709,15 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         documents: DocumentSource | str | None = None,
         config: DesignerConfig | None = None,
         *,
+        memory: MemoryConfig | None = None,
+        reward: RewardConfig | None = None,
         seed_library: bool = True,
     ) -> None:
         self.config = config or DesignerConfig()
+        if memory is not None:
+            self.config = replace(self.config, memory=memory)
+        if reward is not None:
+            self.config = replace(self.config, reward=reward)
         self._agent_spec = agent if isinstance(agent, str) else "default"
         self._agent: Policy | None = None if agent is None or isinstance(agent, str) else agent
         self._tmpdir: str | None = None

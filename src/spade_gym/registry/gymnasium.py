@@ -189,7 +189,14 @@ def register_builtin_ids() -> None:
         gymnasium.register(
             id="spade/Designer-v0",
             entry_point="spade_gym.designer:SpadeDesignerEnv",
-            kwargs={"agent": "default", "registry": None, "documents": None, "config": None},
+            kwargs={
+                "agent": "default",
+                "registry": None,
+                "documents": None,
+                "config": None,
+                "memory": None,
+                "reward": None,
+            },
         )
     if bundled_registry_path().is_dir():
         with warnings.catch_warnings():  # a rebuilt index of the bundled registry is routine, not news
