@@ -1,0 +1,889 @@
+"""The self-play run configuration: one YAML file, checked strictly before any work starts.
+
+:class:`SelfPlayConfig` is a tree of plain dataclasses, one per section (``policy``, ``designer``,
+``agent``, ``train``, ``run``); every field carries ``metadata={"help": ...}`` (as TRL's
+``GRPOConfig``), so the YAML written by :meth:`SelfPlayConfig.to_yaml`, :func:`describe_config`
+(``spade selfplay --help-config``) and the code say the same thing.
+
+Loading is strict. :meth:`SelfPlayConfig.from_dict` (and ``from_yaml``, ``with_overrides``) raises
+:class:`ConfigError` naming the full dotted key for
+
+- an unknown key anywhere, with a "did you mean" suggestion and the known keys of its section;
+- a value of the wrong type: a string for a number, a float for an int, ``true`` for an int, a list
+  element of the wrong type, a value outside a ``Literal``'s choices, ``null`` where it is not
+  allowed (an int is accepted for a float);
+- a value out of range (:meth:`SelfPlayConfig.validate`: positive counts, probabilities in [0, 1]).
+
+YAML is read with YAML 1.2 scalars: only ``true``/``false`` are booleans (``designer: off`` is the
+string ``"off"``, not ``False``), ``1e-4`` is a float, and ``010`` is ten. Every key is optional; a
+missing one takes its default, so an empty file is the default run: a short CPU run with the
+embedded model.
+
+Example::
+
+    >>> config = SelfPlayConfig().with_overrides(["train.learning_rate=1e-4", "run.iterations=2"])
+    >>> config.train.learning_rate, config.run.iterations
+    (0.0001, 2)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+import re
+import textwrap
+import types
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+
+from spade_gym.errors import SpadeError
+
+__all__ = [
+    "AgentSection",
+    "ConfigError",
+    "DesignerRewardSection",
+    "DesignerSection",
+    "PolicySection",
+    "RunSection",
+    "SECTIONS",
+    "SelfPlayConfig",
+    "TrainConfig",
+    "describe_config",
+    "parse_fixed_pool",
+]
+
+_T = TypeVar("_T")
+
+
+class ConfigError(SpadeError):
+    """Raised when a self-play configuration has an unknown key, a value of the wrong type or out of
+    range, or cannot be read; ``key`` is the full dotted key (``"train.learning_rate"``), empty when
+    the error is about the whole file."""
+
+    default_category = "CONFIG"
+
+    def __init__(self, message: str, *, key: str = "") -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def _opt(default: Any, help: str) -> Any:
+    """A dataclass field with an immutable default and its help text."""
+    return field(default=default, metadata={"help": help})
+
+
+def _opt_factory(factory: Any, help: str) -> Any:
+    """A dataclass field with a default built by ``factory`` (lists, sections) and its help text."""
+    return field(default_factory=factory, metadata={"help": help})
+
+
+# ------------------------------------------------------------------------------------------------
+# Sections
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PolicySection:
+    """The language model that plays both roles (Designer and Agent share its weights)."""
+
+    spec: str = _opt(
+        "default",
+        "which model and backend, as for `spade --policy`: 'default' (the embedded SmolLM2-135M-Instruct), "
+        "a Hugging Face id or local path, or 'vllm:<id or path>' for generation on vLLM",
+    )
+    device: str | None = _opt(
+        None, "'cpu', 'cuda', 'cuda:N' or 'mps' for the trained weights; null: the best available device"
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = _opt(
+        "auto", "weights dtype; 'auto': bfloat16 on a GPU that supports it (float16 otherwise), float32 on CPU"
+    )
+    lora: dict[str, Any] | None = _opt(
+        None,
+        "train LoRA adapters instead of all weights: peft LoraConfig fields, e.g. "
+        "{r: 8, lora_alpha: 16, target_modules: [q_proj, v_proj]}; null: full fine-tuning",
+    )
+    max_batch_size: int = _opt(32, "most sequences per generate call of the transformers backend (>= 1)")
+
+
+@dataclass
+class DesignerRewardSection:
+    """The Designer's reward (DESIGN.md, "Regret and the Designer's reward"); regret otherwise."""
+
+    invalid: float = _opt(-1.0, "reward of a program that fails the validation gate")
+    duplicate: float = _opt(-0.5, "reward of an exact or near duplicate of a registered environment")
+    trivial: float = _opt(0.0, "reward of a trivial environment (the Agent solves it without the hint)")
+    trivial_at: float = _opt(1.0, "no-hint mean return in [0, 1] at or above which an environment is trivial")
+    out_of_reach: float = _opt(0.0, "reward of an environment out of reach (failed even with the hint)")
+    out_of_reach_below: float = _opt(0.05, "hint mean return in [0, 1] below which an environment is out of reach")
+
+
+@dataclass
+class DesignerSection:
+    """The Environment Designer: how many programs it writes per iteration and how."""
+
+    documents: str = _opt(
+        "builtin",
+        "document source the designs are grounded on: 'builtin', a .jsonl/.parquet/.txt file or folder, "
+        "or 'hf:<dataset>[:<config>]'",
+    )
+    document_max_tokens: int = _opt(1024, "token budget per document shown in the prompt (>= 1)")
+    prompts_per_iteration: int = _opt(2, "Designer prompts (documents) per iteration (>= 1)")
+    group_size: int = _opt(4, "designs sampled per prompt, G (>= 2): one GRPO group, advantages are relative within it")
+    max_new_tokens: int = _opt(1536, "most tokens per design (a whole program; >= 1)")
+    temperature: float = _opt(1.0, "sampling temperature of designs (> 0: a group of greedy samples is degenerate)")
+    top_p: float = _opt(1.0, "nucleus sampling mass of designs, in (0, 1]")
+    repair_rounds: int = _opt(
+        0, "extra generations per design that get the failed validation report back (>= 0; 0 in training)"
+    )
+    settings: list[Literal["reasoning", "tool_use", "game"]] = _opt_factory(
+        lambda: ["reasoning", "tool_use", "game"],
+        "target settings, drawn uniformly per prompt (a non-empty subset of reasoning, tool_use, game)",
+    )
+    edit_probability: float = _opt(
+        0.25, "chance in [0, 1] that a prompt asks to edit a memory environment instead of writing a new one"
+    )
+    memory_k: int = _opt(4, "earlier environments shown in the prompt (the environment memory; >= 0, 0: off)")
+    include_source: bool = _opt(False, "show the source of every memory environment (longer prompts)")
+    reward: DesignerRewardSection = _opt_factory(DesignerRewardSection, "the Designer's reward thresholds")
+
+
+@dataclass
+class AgentSection:
+    """The Reasoning Agent: regret episodes, replayed environments and its sampling."""
+
+    k: int = _opt(4, "regret episodes per arm (with and without the hint) for each accepted design (>= 1)")
+    max_new_tokens: int = _opt(256, "most tokens per Agent turn (>= 1)")
+    temperature: float = _opt(1.0, "sampling temperature of the Agent (> 0: regret needs sampling)")
+    top_p: float = _opt(1.0, "nucleus sampling mass of the Agent, in (0, 1]")
+    max_turns: int | None = _opt(None, "cap on Agent turns per episode (>= 1); null: the environment's max_turns")
+    max_episodes: int = _opt(64, "most episodes (sandbox workers) alive at once; more are played in waves (>= 1)")
+    train_on_regret_episodes: bool = _opt(True, "the no-hint regret episodes double as Agent training data (DESIGN.md)")
+    replay_envs: int = _opt(4, "registry environments replayed per iteration for Agent training (>= 0)")
+    episodes_per_env: int = _opt(4, "Agent episodes per replayed environment: one GRPO group (>= 2)")
+    replay_strategy: Literal["replay", "uniform"] = _opt(
+        "replay", "how replayed environments are drawn: 'replay' (rank-based prioritised by regret) or 'uniform'"
+    )
+    replay_beta: float = _opt(
+        0.1, "rank temperature beta > 0 of prioritised replay; smaller concentrates on the highest regret"
+    )
+    replay_rho: float = _opt(0.1, "staleness coefficient rho in [0, 1] of prioritised replay")
+    replay_unmeasured_first: bool = _opt(
+        True, "rank environments without a regret estimate above every measured one (so they get measured)"
+    )
+
+
+@dataclass
+class TrainConfig:
+    """The GRPO update of the shared policy (the trainer's GRPOConfig; its shuffle seed is run.seed)."""
+
+    learning_rate: float = _opt(1e-5, "AdamW learning rate (> 0; about 1e-4 with LoRA)")
+    weight_decay: float = _opt(0.0, "AdamW decoupled weight decay (>= 0)")
+    adam_betas: list[float] = _opt_factory(lambda: [0.9, 0.999], "AdamW betas: two numbers in [0, 1)")
+    adam_eps: float = _opt(1e-8, "AdamW epsilon (> 0)")
+    clip_eps: float = _opt(0.2, "PPO clip range: token ratios are clipped to [1 - clip_eps, 1 + clip_eps]; in (0, 1)")
+    clip_eps_high: float | None = _opt(
+        None, "upper clip range, ratio <= 1 + clip_eps_high (DAPO clip-higher, e.g. 0.28; > 0); null: clip_eps"
+    )
+    kl_coef: float = _opt(
+        0.0,
+        "weight of the KL penalty to a frozen reference (>= 0); with LoRA the reference is the base model, "
+        "without LoRA a frozen copy (one more model's memory); 0: no reference",
+    )
+    loss_type: Literal["token", "sequence"] = _opt(
+        "token",
+        "'token': mean over all trained tokens of the batch (DAPO); 'sequence': mean over each sequence's "
+        "tokens, then over sequences (original GRPO)",
+    )
+    scale_advantages: bool = _opt(
+        True, "divide advantages by the group's reward standard deviation (GRPO); false: reward - mean (Dr. GRPO)"
+    )
+    advantage_eps: float = _opt(1e-6, "added to the group standard deviation before dividing (>= 0)")
+    std_ddof: int = _opt(0, "group standard deviation: 0 population, 1 sample")
+    drop_zero_advantage: bool = _opt(
+        True, "leave samples with advantage 0 (all-equal groups) out of the update (DAPO dynamic sampling)"
+    )
+    micro_batch_size: int = _opt(
+        4, "sequences per forward/backward pass (>= 1); gradients accumulate, the result does not depend on it"
+    )
+    mini_batches: int = _opt(1, "optimizer steps per update (>= 1): the samples are shuffled and split this many ways")
+    epochs: int = _opt(1, "passes over the samples per update (>= 1; GRPO's mu)")
+    max_grad_norm: float | None = _opt(1.0, "clip the global gradient norm to this (> 0); null: no clipping")
+    designer_weight: float = _opt(1.0, "loss weight of the Designer's samples (>= 0; 0 leaves them out)")
+    agent_weight: float = _opt(1.0, "loss weight of the Agent's samples (>= 0; 0 leaves them out)")
+    bf16: bool = _opt(True, "forward passes under bfloat16 autocast on a CUDA GPU that supports it (no effect on CPU)")
+    fp32_trainable: bool = _opt(
+        True, "keep trainable parameters in float32 (master weights): a 1e-5 step vanishes in bf16 rounding"
+    )
+    disable_dropout: bool = _opt(
+        True, "set every dropout probability to 0: with dropout the recomputed logprobs differ from the sampled ones"
+    )
+
+
+@dataclass
+class RunSection:
+    """The run: where it writes, how long it runs, checkpoints and logging."""
+
+    out: str = _opt("runs/selfplay", "run folder: config, registry, metrics, TensorBoard events, checkpoints, plots")
+    iterations: int = _opt(3, "self-play iterations (>= 1)")
+    seed: int = _opt(0, "seed of every random generator of the run (>= 0)")
+    checkpoint_every: int = _opt(
+        1, "save a checkpoint every N iterations and after the last (>= 1); a killed run loses at most N iterations"
+    )
+    keep_checkpoints: int = _opt(2, "checkpoints kept on disk, the newest (>= 1)")
+    designer: Literal["on", "off"] = _opt(
+        "on", "'on': SPADE self-play; 'off': the baseline, the Agent alone on run.fixed_pool"
+    )
+    fixed_pool: str = _opt(
+        "seed-library",
+        "environments of the designer='off' baseline: 'seed-library' (the bundled environments) or "
+        "'reasoning-gym:<task>[,<task>...]'",
+    )
+    executor: Literal["local"] = _opt("local", "where sandboxes and rollouts run: 'local' (worker processes)")
+    tensorboard: bool = _opt(True, "write TensorBoard events to <out>/tb (needs the tensorboard package)")
+    log_every: int = _opt(1, "print a one-line summary every N iterations (>= 1)")
+
+
+#: Every section of :class:`SelfPlayConfig`, by key.
+SECTIONS: dict[str, type] = {
+    "policy": PolicySection,
+    "designer": DesignerSection,
+    "agent": AgentSection,
+    "train": TrainConfig,
+    "run": RunSection,
+}
+
+
+@dataclass
+class SelfPlayConfig:
+    """Everything a self-play run needs, read from one YAML file (``spade selfplay --config FILE``).
+
+    Construct it with :meth:`from_yaml`, :meth:`from_dict` or :meth:`with_overrides`, which check
+    every key; a config built in Python is checked by :meth:`validate`.
+    """
+
+    policy: PolicySection = _opt_factory(PolicySection, PolicySection.__doc__ or "")
+    designer: DesignerSection = _opt_factory(DesignerSection, DesignerSection.__doc__ or "")
+    agent: AgentSection = _opt_factory(AgentSection, AgentSection.__doc__ or "")
+    train: TrainConfig = _opt_factory(TrainConfig, TrainConfig.__doc__ or "")
+    run: RunSection = _opt_factory(RunSection, RunSection.__doc__ or "")
+
+    # -- loading -----------------------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SelfPlayConfig:
+        """Build and validate a config from plain data (the parsed YAML).
+
+        Args:
+            data: ``{section: {key: value}}``; missing keys take their defaults.
+
+        Returns:
+            The config.
+
+        Raises:
+            ConfigError: an unknown key, a wrong type or a value out of range, naming the dotted key.
+        """
+        config = _build(cls, data, "")
+        config.validate()
+        return config
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> SelfPlayConfig:
+        """Read a YAML config file (YAML 1.2 scalars, duplicate keys refused) and build it.
+
+        Raises:
+            ConfigError: the file cannot be read or parsed, is not a mapping, or fails
+                :meth:`from_dict`.
+        """
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        data = _load_yaml(text, str(path))
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(
+                f"config file {path} must be a mapping of sections ({', '.join(SECTIONS)}), got {_show(data)}"
+            )
+        return cls.from_dict(data)
+
+    def with_overrides(self, overrides: Sequence[str]) -> SelfPlayConfig:
+        """A copy with dotted ``KEY=VALUE`` overrides applied (the CLI's trailing arguments).
+
+        Values are parsed as YAML scalars or flow collections (``run.iterations=5``,
+        ``train.max_grad_norm=null``, ``designer.settings=[reasoning, game]``); a string field
+        takes the text as it is (``policy.spec=1.5`` is the string ``"1.5"``).
+
+        Args:
+            overrides: ``["train.learning_rate=1e-4", ...]``.
+
+        Returns:
+            A new, validated config.
+
+        Raises:
+            ConfigError: an override without ``=``, an unknown key, a wrong type or a value out of range.
+        """
+        data = self.to_dict()
+        for item in overrides:
+            key, sep, raw = item.partition("=")
+            key = key.strip()
+            if not sep or not key:
+                raise ConfigError(f"override {item!r} must look like KEY=VALUE, e.g. 'train.learning_rate=1e-4'")
+            parts = key.split(".")
+            if any(not p for p in parts):
+                raise ConfigError(f"override key {key!r} has an empty part", key=key)
+            value: Any = raw
+            if not _is_str_field(parts) or raw.strip()[:1] in ("'", '"'):
+                value = _load_yaml(raw, f"override {key}")
+            node: dict[str, Any] = data
+            for depth, part in enumerate(parts[:-1]):
+                child = node.get(part)
+                if child is None:  # an unknown key (named by _build) or a null mapping (policy.lora)
+                    child = node[part] = {}
+                if not isinstance(child, dict):
+                    where = ".".join(parts[: depth + 1])
+                    raise ConfigError(f"override {key!r}: {where!r} is a value, not a section", key=key)
+                node = child
+            node[parts[-1]] = value
+        return type(self).from_dict(data)
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (``{section: {key: value}}``) that :meth:`from_dict` turns back into this config."""
+        return dataclasses.asdict(self)
+
+    def to_yaml(self, path: str | Path | None = None) -> str:
+        """Render the config as YAML with every field's help as a comment, and write it to ``path``.
+
+        Returns:
+            The YAML text (also when ``path`` is given).
+        """
+        text = _render_yaml(self)
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    # -- checking ----------------------------------------------------------------------------
+
+    def validate(self) -> None:
+        """Check the types of every field and their ranges.
+
+        Raises:
+            ConfigError: naming the first dotted key of the wrong type or out of range, its value and
+                what is expected.
+        """
+        _build(type(self), self.to_dict(), "")
+        p, d, a, t, r = self.policy, self.designer, self.agent, self.train, self.run
+        if p.device is not None and not re.fullmatch(r"cpu|cuda|cuda:\d+|mps", p.device):
+            _range("policy.device", p.device, "'cpu', 'cuda', 'cuda:N', 'mps' or null")
+        if not p.spec.strip():
+            _range("policy.spec", p.spec, "a policy spec such as 'default'")
+        _at_least("policy.max_batch_size", p.max_batch_size, 1)
+
+        if not d.documents.strip():
+            _range("designer.documents", d.documents, "'builtin', a file or folder, or 'hf:<dataset>'")
+        _at_least("designer.document_max_tokens", d.document_max_tokens, 1)
+        _at_least("designer.prompts_per_iteration", d.prompts_per_iteration, 1)
+        _at_least("designer.group_size", d.group_size, 2, "(a group of one design has no relative advantage)")
+        _at_least("designer.max_new_tokens", d.max_new_tokens, 1)
+        _positive("designer.temperature", d.temperature, "(a group of greedy samples is degenerate)")
+        _top_p("designer.top_p", d.top_p)
+        _at_least("designer.repair_rounds", d.repair_rounds, 0)
+        if not d.settings or len(set(d.settings)) != len(d.settings):
+            _range("designer.settings", d.settings, "a non-empty list of distinct settings")
+        _probability("designer.edit_probability", d.edit_probability)
+        _at_least("designer.memory_k", d.memory_k, 0)
+        for name in ("invalid", "duplicate", "trivial", "out_of_reach"):
+            _finite(f"designer.reward.{name}", getattr(d.reward, name))
+        _probability("designer.reward.trivial_at", d.reward.trivial_at)
+        _probability("designer.reward.out_of_reach_below", d.reward.out_of_reach_below)
+
+        _at_least("agent.k", a.k, 1)
+        _at_least("agent.max_new_tokens", a.max_new_tokens, 1)
+        _positive("agent.temperature", a.temperature, "(regret needs sampling)")
+        _top_p("agent.top_p", a.top_p)
+        if a.max_turns is not None:
+            _at_least("agent.max_turns", a.max_turns, 1)
+        _at_least("agent.max_episodes", a.max_episodes, 1)
+        _at_least("agent.replay_envs", a.replay_envs, 0)
+        _at_least("agent.episodes_per_env", a.episodes_per_env, 2, "(a group of one episode has no relative advantage)")
+        _positive("agent.replay_beta", a.replay_beta)
+        _probability("agent.replay_rho", a.replay_rho)
+
+        _positive("train.learning_rate", t.learning_rate)
+        if len(t.adam_betas) != 2 or not all(0.0 <= b < 1.0 for b in t.adam_betas):
+            _range("train.adam_betas", t.adam_betas, "two numbers in [0, 1)")
+        _positive("train.adam_eps", t.adam_eps)
+        if not 0.0 < t.clip_eps < 1.0:
+            _range("train.clip_eps", t.clip_eps, "a number in (0, 1)")
+        if t.clip_eps_high is not None:
+            _positive("train.clip_eps_high", t.clip_eps_high)
+        for name in ("weight_decay", "kl_coef", "advantage_eps", "designer_weight", "agent_weight"):
+            value = getattr(t, name)
+            if not (math.isfinite(value) and value >= 0):
+                _range(f"train.{name}", value, "a finite number >= 0")
+        if t.std_ddof not in (0, 1):
+            _range("train.std_ddof", t.std_ddof, "0 or 1")
+        _at_least("train.micro_batch_size", t.micro_batch_size, 1)
+        _at_least("train.mini_batches", t.mini_batches, 1)
+        _at_least("train.epochs", t.epochs, 1)
+        if t.max_grad_norm is not None:
+            _positive("train.max_grad_norm", t.max_grad_norm)
+
+        if not r.out.strip():
+            _range("run.out", r.out, "a folder path")
+        _at_least("run.iterations", r.iterations, 1)
+        _at_least("run.seed", r.seed, 0)
+        _at_least("run.checkpoint_every", r.checkpoint_every, 1)
+        _at_least("run.keep_checkpoints", r.keep_checkpoints, 1)
+        _at_least("run.log_every", r.log_every, 1)
+        try:
+            parse_fixed_pool(r.fixed_pool)
+        except ValueError as exc:
+            raise ConfigError(f"config key 'run.fixed_pool' = {r.fixed_pool!r}: {exc}", key="run.fixed_pool") from None
+
+        # Across sections: a run must produce some training data.
+        if r.designer == "off" and a.replay_envs == 0:
+            raise ConfigError(
+                "config key 'agent.replay_envs' = 0 with run.designer = 'off': the baseline trains the Agent only "
+                "on replayed run.fixed_pool environments; set agent.replay_envs >= 1",
+                key="agent.replay_envs",
+            )
+        if t.designer_weight == 0 and t.agent_weight == 0:
+            raise ConfigError(
+                "config keys 'train.designer_weight' and 'train.agent_weight' are both 0: nothing would be trained",
+                key="train.designer_weight",
+            )
+
+    # -- mapping onto the library's own settings ---------------------------------------------
+
+    def designer_config(self) -> Any:
+        """The :class:`spade_gym.designer.DesignerConfig` these settings describe (regret ``k``,
+        the Agent's rollout sampling, the Designer's sampling, reward, memory, settings, edits and
+        repair rounds)."""
+        from spade_gym.agent import RolloutConfig
+        from spade_gym.designer import DesignerConfig
+        from spade_gym.memory import MemoryConfig
+        from spade_gym.policies.base import SamplingParams
+        from spade_gym.regret import RewardConfig
+
+        d, a = self.designer, self.agent
+        return DesignerConfig(
+            k=a.k,
+            rollout=RolloutConfig(
+                sampling=SamplingParams(temperature=a.temperature, top_p=a.top_p, max_new_tokens=a.max_new_tokens),
+                max_episodes=a.max_episodes,
+                max_turns=a.max_turns,
+            ),
+            sampling=SamplingParams(temperature=d.temperature, top_p=d.top_p, max_new_tokens=d.max_new_tokens),
+            reward=RewardConfig(**dataclasses.asdict(d.reward)),
+            memory=MemoryConfig(k=d.memory_k, include_source=d.include_source),
+            settings=tuple(d.settings),
+            edit_probability=d.edit_probability,
+            repair_rounds=d.repair_rounds,
+            include_source=d.include_source,
+        )
+
+    def grpo_config(self) -> Any:
+        """The :class:`spade_gym.trainer.grpo.GRPOConfig` of the ``train`` section (``role_weights``
+        from ``designer_weight``/``agent_weight``, the shuffle ``seed`` from ``run.seed``).
+
+        Raises:
+            ConfigError: ``GRPOConfig`` refused a value (its message names the field).
+        """
+        from spade_gym.trainer.grpo import GRPOConfig
+
+        fields = dataclasses.asdict(self.train)
+        weights = {"designer": fields.pop("designer_weight"), "agent": fields.pop("agent_weight")}
+        fields["adam_betas"] = tuple(fields["adam_betas"])
+        try:
+            return GRPOConfig(**fields, role_weights=weights, seed=self.run.seed)
+        except ValueError as exc:
+            raise ConfigError(f"config section 'train': {exc}", key="train") from exc
+
+    def replay_config(self) -> Any:
+        """The :class:`spade_gym.registry.sampler.ReplayConfig` of ``agent.replay_*``."""
+        from spade_gym.registry.sampler import ReplayConfig
+
+        a = self.agent
+        return ReplayConfig(beta=a.replay_beta, rho=a.replay_rho, unmeasured_first=a.replay_unmeasured_first)
+
+
+def parse_fixed_pool(spec: str) -> tuple[str, list[str]]:
+    """Split ``run.fixed_pool`` into ``(kind, tasks)``.
+
+    Returns:
+        ``("seed-library", [])`` or ``("reasoning-gym", ["task", ...])``.
+
+    Raises:
+        ValueError: ``spec`` is neither form (the message shows them).
+    """
+    expected = "expected 'seed-library' or 'reasoning-gym:<task>[,<task>...]'"
+    if spec == "seed-library":
+        return "seed-library", []
+    kind, sep, rest = spec.partition(":")
+    if kind != "reasoning-gym" or not sep:
+        raise ValueError(expected)
+    tasks = [t.strip() for t in rest.split(",")]
+    if not tasks or any(not re.fullmatch(r"[A-Za-z0-9_]+", t) for t in tasks):
+        raise ValueError(f"{expected}; task names are letters, digits and '_'")
+    return "reasoning-gym", tasks
+
+
+# ------------------------------------------------------------------------------------------------
+# The strict checker
+# ------------------------------------------------------------------------------------------------
+
+
+def _show(value: Any) -> str:
+    """``'text' (str)``: a value and its YAML-ish type, cut short."""
+    kinds: dict[type, str] = {dict: "mapping", list: "list"}
+    kind = "null" if value is None else kinds.get(type(value), type(value).__name__)
+    text = repr(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return text if value is None else f"{text} ({kind})"
+
+
+def _type_name(tp: Any) -> str:
+    """How a type reads in a message: ``int``, ``one of 'on', 'off'``, ``float or null``."""
+    if tp is Any:
+        return "any value"
+    if dataclasses.is_dataclass(tp):
+        return "a section (a mapping of keys)"
+    origin = get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(c) for c in get_args(tp))
+    if origin in (Union, types.UnionType):
+        arms = [a for a in get_args(tp) if a is not type(None)]
+        names = " or ".join(_type_name(a) for a in arms)
+        return f"{names} or null" if len(arms) < len(get_args(tp)) else names
+    if origin is list:
+        return f"a list of {_type_name(get_args(tp)[0])}"
+    if origin is dict:
+        return "a mapping"
+    return {bool: "bool (true or false)", int: "int", float: "float", str: "str"}.get(
+        tp, getattr(tp, "__name__", str(tp))
+    )
+
+
+def _wrong(key: str, value: Any, tp: Any) -> ConfigError:
+    return ConfigError(f"config key {key!r} = {_show(value)}; expected {_type_name(tp)}", key=key)
+
+
+def _check(value: Any, tp: Any, key: str) -> Any:
+    """``value`` checked against type ``tp`` (an int becomes a float for a float field)."""
+    if tp is Any:
+        return value
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise _wrong(key, value, tp)
+        return _build(tp, value, key)
+    origin = get_origin(tp)
+    if origin is Literal:
+        if any(type(value) is type(choice) and value == choice for choice in get_args(tp)):
+            return value
+        raise _wrong(key, value, tp)
+    if origin in (Union, types.UnionType):
+        arms = get_args(tp)
+        if value is None:
+            if type(None) in arms:
+                return None
+            raise _wrong(key, value, tp)
+        others = [arm for arm in arms if arm is not type(None)]
+        if len(others) == 1 and get_origin(others[0]) in (list, dict):
+            try:
+                return _check(value, others[0], key)
+            except ConfigError as exc:  # an element's own message is the precise one
+                if exc.key == key:
+                    raise _wrong(key, value, tp) from None
+                raise
+        for arm in arms:
+            if arm is type(None):
+                continue
+            try:
+                return _check(value, arm, key)
+            except ConfigError:
+                continue
+        raise _wrong(key, value, tp)
+    if origin is list:
+        if not isinstance(value, list | tuple):
+            raise _wrong(key, value, tp)
+        (item,) = get_args(tp)
+        return [_check(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise _wrong(key, value, tp)
+        key_type, value_type = get_args(tp)
+        out = {}
+        for k, v in value.items():
+            _check(k, key_type, f"{key} (a key)")
+            out[k] = _check(v, value_type, f"{key}.{k}")
+        return out
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if type(value) is int:
+            return value
+    elif tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    else:  # a programming error in this module, not a user's
+        raise TypeError(f"config type {tp!r} of {key!r} is not supported by the checker")
+    raise _wrong(key, value, tp)
+
+
+def _leaf_keys(cls: type, prefix: str = "") -> list[str]:
+    """Every dotted key under a dataclass (sections expanded)."""
+    hints = get_type_hints(cls)
+    keys = []
+    for f in dataclasses.fields(cls):
+        dotted = f"{prefix}{f.name}"
+        tp = hints[f.name]
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            keys.extend(_leaf_keys(tp, dotted + "."))
+        else:
+            keys.append(dotted)
+    return keys
+
+
+def _unknown(cls: type, key: Any, prefix: str) -> ConfigError:
+    names = [f.name for f in dataclasses.fields(cls)]
+    dotted = f"{prefix}.{key}" if prefix else str(key)
+    close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
+    suggestion = f"{prefix}.{close[0]}" if prefix and close else (close[0] if close else "")
+    if not suggestion:  # a key put in the wrong section: 'learning_rate' at the top level
+        elsewhere = [k for k in _leaf_keys(SelfPlayConfig) if k.rsplit(".", 1)[-1] == str(key) and k != dotted]
+        suggestion = elsewhere[0] if elsewhere else ""
+    hint = f"; did you mean {suggestion!r}?" if suggestion else "."
+    where = f"of section {prefix!r}" if prefix else "(top-level sections)"
+    return ConfigError(f"unknown config key {dotted!r}{hint} Known keys {where}: {', '.join(names)}", key=dotted)
+
+
+def _build(cls: type[_T], data: Mapping[str, Any], prefix: str) -> _T:
+    """An instance of dataclass ``cls`` from ``data``, every key and value checked."""
+    if not isinstance(data, Mapping):
+        raise _wrong(prefix, data, cls)
+    hints = get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    kwargs = {}
+    for key, value in data.items():
+        if not isinstance(key, str) or key not in names:
+            raise _unknown(cls, key, prefix)
+        kwargs[key] = _check(value, hints[key], f"{prefix}.{key}" if prefix else key)
+    return cls(**kwargs)
+
+
+def _range(key: str, value: Any, expected: str) -> None:
+    raise ConfigError(f"config key {key!r} = {value!r}; expected {expected}", key=key)
+
+
+def _at_least(key: str, value: int, low: int, why: str = "") -> None:
+    if value < low:
+        _range(key, value, f"an int >= {low}" + (f" {why}" if why else ""))
+
+
+def _positive(key: str, value: float, why: str = "") -> None:
+    if not (math.isfinite(value) and value > 0):
+        _range(key, value, "a finite number > 0" + (f" {why}" if why else ""))
+
+
+def _finite(key: str, value: float) -> None:
+    if not math.isfinite(value):
+        _range(key, value, "a finite number")
+
+
+def _probability(key: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        _range(key, value, "a number in [0, 1]")
+
+
+def _top_p(key: str, value: float) -> None:
+    if not 0.0 < value <= 1.0:
+        _range(key, value, "a number in (0, 1]")
+
+
+def _field_type(parts: Sequence[str]) -> Any:
+    """The declared type at a dotted path, or ``None`` when the path names no field."""
+    tp: Any = SelfPlayConfig
+    for part in parts:
+        if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
+            return None
+        hints = get_type_hints(tp)
+        if part not in hints:
+            return None
+        tp = hints[part]
+    return tp
+
+
+def _is_str_field(parts: Sequence[str]) -> bool:
+    tp = _field_type(parts)
+    return tp is str or (get_origin(tp) is Literal and all(isinstance(c, str) for c in get_args(tp)))
+
+
+# ------------------------------------------------------------------------------------------------
+# YAML (1.2 scalars, duplicate keys refused), rendering and description
+# ------------------------------------------------------------------------------------------------
+
+
+def _yaml() -> Any:
+    try:
+        import yaml
+    except ImportError as exc:  # pragma: no cover - PyYAML comes with the train extra
+        raise ConfigError("reading a YAML config needs PyYAML: pip install 'spade-gym[train]'") from exc
+    return yaml
+
+
+_LOADER: Any = None
+
+
+def _loader() -> Any:
+    """A ``yaml.SafeLoader`` subclass with YAML 1.2 core scalars and duplicate keys refused."""
+    global _LOADER
+    if _LOADER is not None:
+        return _LOADER
+    yaml = _yaml()
+    replaced = {
+        "tag:yaml.org,2002:bool",
+        "tag:yaml.org,2002:float",
+        "tag:yaml.org,2002:int",
+        "tag:yaml.org,2002:timestamp",
+    }
+
+    class StrictLoader(yaml.SafeLoader):  # type: ignore[name-defined]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            self.flatten_mapping(node)
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    duplicate = key in seen
+                except TypeError:
+                    continue  # unhashable: the base class reports it
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"found duplicate key {key!r}",
+                        key_node.start_mark,
+                    )
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+        def construct_yaml_int(self, node: Any) -> int:
+            return int(self.construct_scalar(node).replace("_", ""), 10)
+
+    StrictLoader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag not in replaced]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    StrictLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+    )
+    StrictLoader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^[-+]?[0-9]+$"), list("-+0123456789"))
+    StrictLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(
+            r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+        ),
+        list("-+0123456789."),
+    )
+    StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
+    _LOADER = StrictLoader
+    return _LOADER
+
+
+def _load_yaml(text: str, where: str) -> Any:
+    yaml = _yaml()
+    try:
+        return yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where} is not valid YAML: {exc}") from exc
+
+
+def _scalar_yaml(value: Any) -> str:
+    """``value`` as one line of YAML that the strict loader reads back equal."""
+    yaml = _yaml()
+    text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, allow_unicode=True, width=10**9)
+    text = text.strip()
+    if text.endswith("\n..."):
+        text = text[: -len("\n...")].strip()
+    elif text.endswith("..."):
+        text = text[:-3].strip()
+    if _load_yaml(text, "rendered value") != value:  # a string the YAML 1.1 dumper left plain ("1e-4")
+        text = json.dumps(value, ensure_ascii=False)
+    return text
+
+
+def _comment(text: str, indent: str) -> list[str]:
+    return [f"{indent}# {line}" for line in textwrap.wrap(text, width=100 - len(indent) - 2)]
+
+
+def _render_section(obj: Any, indent: str) -> list[str]:
+    hints = get_type_hints(type(obj))
+    lines: list[str] = []
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        lines.extend(_comment(f.metadata.get("help", ""), indent))
+        if dataclasses.is_dataclass(hints[f.name]):
+            lines.append(f"{indent}{f.name}:")
+            lines.extend(_render_section(value, indent + "  "))
+        else:
+            lines.append(f"{indent}{f.name}: {_scalar_yaml(value)}")
+    return lines
+
+
+def _render_yaml(config: SelfPlayConfig) -> str:
+    lines = [
+        "# spade self-play configuration: spade selfplay --config FILE",
+        "# Every key is optional (a missing key takes its default); an unknown key is an error.",
+        "# `spade selfplay --help-config` describes every key.",
+    ]
+    for name in SECTIONS:
+        section = getattr(config, name)
+        lines.append("")
+        lines.extend(_comment(" ".join((type(section).__doc__ or "").split()), ""))
+        lines.append(f"{name}:")
+        lines.extend(_render_section(section, "  "))
+    return "\n".join(lines) + "\n"
+
+
+def _describe(cls: type, prefix: str, lines: list[str]) -> None:
+    hints = get_type_hints(cls)
+    defaults = cls()
+    for f in dataclasses.fields(cls):
+        dotted = f"{prefix}.{f.name}"
+        tp = hints[f.name]
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            lines.append(f"  {dotted}: section -- {f.metadata.get('help', '')}")
+            _describe(tp, dotted, lines)
+            continue
+        default = getattr(defaults, f.name)
+        lines.append(f"  {dotted}: {_type_name(tp)} = {_scalar_yaml(default)}")
+        lines.extend(
+            textwrap.wrap(f.metadata.get("help", ""), width=100, initial_indent=" " * 6, subsequent_indent=" " * 6)
+        )
+
+
+def describe_config() -> str:
+    """Every field of :class:`SelfPlayConfig`: its dotted key, type, default and help, by section
+    (``spade selfplay --help-config`` and the docs)."""
+    lines = [
+        "Self-play configuration (YAML; every key optional, unknown keys are errors).",
+        "Override any key on the command line as KEY=VALUE, e.g. train.learning_rate=1e-4.",
+    ]
+    for name, cls in SECTIONS.items():
+        lines.append("")
+        lines.append(f"{name}: {' '.join((cls.__doc__ or '').split())}")
+        _describe(cls, name, lines)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,961 @@
+"""The self-play trainer core: group-relative advantages, the clipped GRPO loss, one update.
+
+One policy plays both SPADE roles, so one update trains both: the Designer's samples are its
+environment programs (rewarded with regret), the Agent's are its turns in those environments
+(rewarded with the episode return). Both are scored against their own group, GRPO-style
+(Shao et al. 2024, *DeepSeekMath*, section 4.1), and share one loss and one optimizer step::
+
+    samples = samples_from_completions(designs, rewards, group="designer:doc-17")
+    samples += samples_from_trajectories(estimate.nohint)
+    stats = trainer.update(samples)          # advantages, loss, backward, clip, AdamW step
+
+The pieces, each usable alone:
+
+* :class:`TrainSample`: one (prompt, completion) with the behaviour logprobs sampled with it, its
+  reward, role and group.
+* :func:`group_advantages`: ``A = (r - mean(r_group)) / (std(r_group) + eps)`` per (role, group),
+  the statistics taken over **episodes** (an Agent episode of several turns counts once).
+* :func:`grpo_loss`: PPO's clipped surrogate on token ratios against the behaviour logprobs, an
+  optional k3 KL penalty to a frozen reference, token- or sequence-level normalisation.
+* :class:`GRPOConfig` and :class:`GRPOTrainer`: micro-batches with gradient accumulation, gradient
+  clipping, AdamW over the trainable parameters only (LoRA adapters when attached), bf16 autocast
+  on GPU, and non-finite losses skipped with a warning.
+
+Importing this module does not import torch; every function that needs it imports it when called.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import itertools
+import math
+import random
+import time
+import warnings
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Literal
+
+from spade_gym.policies.base import Completion
+
+if TYPE_CHECKING:
+    import torch
+
+    from spade_gym.agent import Trajectory
+    from spade_gym.policies.transformers import TransformersPolicy
+
+__all__ = [
+    "ROLES",
+    "GRPOConfig",
+    "GRPOTrainer",
+    "LossType",
+    "TrainSample",
+    "UpdateStats",
+    "group_advantages",
+    "grpo_loss",
+    "samples_from_completions",
+    "samples_from_trajectories",
+]
+
+#: The two roles one policy plays.
+ROLES: tuple[str, ...] = ("designer", "agent")
+#: How the per-token losses are averaged (see :func:`grpo_loss`).
+LossType = Literal["token", "sequence"]
+
+# episode ids handed out by samples_from_trajectories: unique within the process, so samples built
+# by separate calls never merge two episodes into one
+_EPISODE_IDS = itertools.count()
+
+
+# ---------------------------------------------------------------------------------------- samples
+
+
+@dataclass
+class TrainSample:
+    """One training sample: a prompt, the completion sampled for it, and how good it was.
+
+    Attributes:
+        prompt_ids: the prompt's token ids, as the model saw them (``>= 1`` token).
+        completion_ids: the sampled completion's ``T`` token ids (``T >= 0``; a sample with no
+            trained token still counts in its group's statistics but is never trained on).
+        behaviour_logprobs: ``T`` floats: the log-probability (natural log, temperature 1) of each
+            completion token under the policy that sampled it (``Completion.logprobs``), the
+            denominator of the importance ratio in :func:`grpo_loss`.
+        loss_mask: ``T`` ints, ``1`` for a trained token, ``0`` for one that is only context.
+        reward: the scalar reward (finite): the Designer's regret reward, or the Agent's episode
+            return (every turn of an episode carries the same return).
+        role: ``"designer"`` or ``"agent"``.
+        group: the comparison group: samples of the same ``role`` and ``group`` are scored against
+            each other (``"designer:<prompt-id>"``, ``"agent:<env_id>:<seed>"``).
+        episode: samples with the same (role, group, episode) are one episode and count once in
+            the group's statistics (the turns of one Agent episode); ``None``: the sample is an
+            episode of its own (a Designer completion).
+        advantage: set by :func:`group_advantages` (or by the caller); ``None`` until then.
+
+    Raises:
+        ValueError: lengths that disagree, a mask value other than 0/1, an empty prompt, a
+            non-finite reward or an unknown role.
+    """
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    behaviour_logprobs: list[float]
+    loss_mask: list[int]
+    reward: float
+    role: str
+    group: Hashable
+    episode: Hashable | None = None
+    advantage: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"TrainSample.role must be one of {ROLES}, got {self.role!r}")
+        if len(self.prompt_ids) == 0:
+            raise ValueError("TrainSample.prompt_ids must hold at least one token")
+        n = len(self.completion_ids)
+        if len(self.behaviour_logprobs) != n or len(self.loss_mask) != n:
+            raise ValueError(
+                f"TrainSample needs one behaviour logprob and one mask value per completion token: {n} tokens, "
+                f"{len(self.behaviour_logprobs)} logprobs, {len(self.loss_mask)} mask values"
+            )
+        if any(m not in (0, 1) for m in self.loss_mask):
+            raise ValueError(f"TrainSample.loss_mask holds only 0 and 1, got {sorted(set(self.loss_mask))}")
+        if isinstance(self.reward, bool) or not isinstance(self.reward, int | float) or not math.isfinite(self.reward):
+            raise ValueError(f"TrainSample.reward must be a finite number, got {self.reward!r}")
+        if self.advantage is not None and not math.isfinite(self.advantage):
+            raise ValueError(f"TrainSample.advantage must be finite or None, got {self.advantage!r}")
+
+    @property
+    def num_tokens(self) -> int:
+        """Trained tokens: the number of ones in ``loss_mask``."""
+        return sum(self.loss_mask)
+
+
+def samples_from_trajectories(
+    trajectories: Iterable[Trajectory], *, group_by: Literal["seed", "env"] = "seed", include_errors: bool = False
+) -> list[TrainSample]:
+    """The Agent's samples: one per turn, each with its episode's return as reward.
+
+    Args:
+        trajectories: episodes played by the Agent (:class:`~spade_gym.agent.Trajectory`).
+        group_by: ``"seed"``: the group is ``"agent:<env_id>:<seed>"``, the k episodes on one
+            environment and reset seed (the same first observation: GRPO's "G outputs for one
+            question"); ``"env"``: ``"agent:<env_id>"``, every episode of one environment whatever
+            its seed. A regret estimate plays each seed once, so its no-hint episodes form
+            singleton groups (advantage 0) under ``"seed"``; use ``"env"`` for them, or roll out
+            k episodes per seed. Hinted episodes (another first observation) get a group of their
+            own, suffixed ``":hint"``.
+        include_errors: keep episodes that ended with an environment error (their return is 0
+            through no fault of the Agent); left out by default.
+
+    Returns:
+        The samples, in order of trajectory and turn. Turns without token ids (an OpenAI
+        backend) are skipped; the turns of one trajectory share one ``episode`` id, so the group
+        statistics count each episode once (see :func:`group_advantages`).
+
+    Raises:
+        ValueError: an unknown ``group_by``.
+    """
+    if group_by not in ("seed", "env"):
+        raise ValueError(f"group_by must be 'seed' or 'env', got {group_by!r}")
+    out = []
+    for trajectory in trajectories:
+        if trajectory.error is not None and not include_errors:
+            continue
+        group = f"agent:{trajectory.env_id}" + (f":{trajectory.seed}" if group_by == "seed" else "")
+        if trajectory.hint:
+            group += ":hint"
+        episode = f"episode-{next(_EPISODE_IDS)}"
+        for prompt, completion, logprobs, mask in trajectory.samples():
+            out.append(
+                TrainSample(
+                    list(prompt),
+                    list(completion),
+                    list(logprobs),
+                    list(mask),
+                    float(trajectory.episode_return),
+                    "agent",
+                    group,
+                    episode=episode,
+                )
+            )
+    return out
+
+
+def samples_from_completions(
+    completions: Sequence[Completion], rewards: Sequence[float], group: Hashable, *, role: str = "designer"
+) -> list[TrainSample]:
+    """One sample per completion, all in one group (the Designer's G designs for one prompt).
+
+    Args:
+        completions: ``G`` completions with token ids and logprobs (a trainable backend's).
+        rewards: ``G`` rewards, one per completion (``DesignOutcome.reward.reward``).
+        group: the group key shared by all, e.g. ``"designer:<prompt-id>"``.
+        role: ``"designer"`` (default) or ``"agent"``.
+
+    Returns:
+        ``G`` samples, every completion token trained (mask of ones), each its own episode.
+
+    Raises:
+        ValueError: ``len(rewards) != len(completions)``, or a completion without token ids or
+            logprobs (an OpenAI backend cannot be trained).
+    """
+    if len(rewards) != len(completions):
+        raise ValueError(f"one reward per completion: {len(completions)} completions, {len(rewards)} rewards")
+    out = []
+    for k, (completion, reward) in enumerate(zip(completions, rewards, strict=True)):
+        ids, logprobs, prompt = completion.completion_token_ids, completion.logprobs, completion.prompt_token_ids
+        if ids is None or logprobs is None or prompt is None:
+            raise ValueError(
+                f"completions[{k}] carries no token ids or logprobs (its backend does not report them); "
+                "train on completions of a TransformersPolicy or VLLMPolicy"
+            )
+        out.append(TrainSample(list(prompt), list(ids), list(logprobs), [1] * len(ids), float(reward), role, group))
+    return out
+
+
+# ------------------------------------------------------------------------------------- advantages
+
+
+def group_advantages(
+    samples: Sequence[TrainSample], *, scale: bool = True, eps: float = 1e-6, ddof: int = 0
+) -> list[float]:
+    """Group-relative advantages (GRPO outcome supervision), set on each sample and returned.
+
+    DeepSeekMath (Shao et al. 2024), section 4.1.2: every token of output ``i`` gets
+    ``A_i = (r_i - mean(r)) / std(r)``, ``r`` the rewards of the group. Here the group is the
+    samples of one ``(role, group)`` key and ``eps`` keeps the division finite::
+
+        A_i = (r_i - mean(r)) / (std(r) + eps)      scale=True (GRPO)
+        A_i =  r_i - mean(r)                         scale=False (Dr. GRPO, Liu et al. 2025)
+
+    The mean and std are taken over **episodes**, not samples: the turns of one Agent episode
+    (same ``episode`` id) share one return and count once, so a long episode does not pull its
+    group's baseline toward its own return. Every turn of an episode gets that episode's advantage.
+
+    ``std`` is the population standard deviation (``ddof=0``): in every group the scaled
+    advantages then have mean 0 and variance 1 whatever its size. TRL's ``GRPOTrainer`` uses
+    ``torch.std`` (Bessel-corrected, ``ddof=1``) and ``eps=1e-4``; pass ``ddof=1, eps=1e-4`` to
+    match it (scaled advantages differ by ``sqrt((n-1)/n)``: 0.71 for a pair, 0.94 for 8).
+
+    A group of one episode, or one whose rewards are all equal, gets advantage exactly 0.
+
+    Args:
+        samples: the samples (any roles and groups, in any order); their ``advantage`` is set.
+        scale: divide by the group's std (GRPO) or not (Dr. GRPO).
+        eps: added to the std, ``>= 0``.
+        ddof: 0 (population std) or 1 (sample std).
+
+    Returns:
+        One advantage per sample, in order.
+
+    Raises:
+        ValueError: ``eps < 0``, ``ddof`` not 0 or 1, or two samples of one episode with different
+            rewards.
+    """
+    if not eps >= 0:
+        raise ValueError(f"eps must be >= 0, got {eps!r}")
+    if ddof not in (0, 1):
+        raise ValueError(f"ddof must be 0 (population std) or 1 (sample std), got {ddof!r}")
+    episodes: dict[tuple[str, Hashable], dict[Hashable, float]] = {}
+    for i, sample in enumerate(samples):
+        rewards = episodes.setdefault((sample.role, sample.group), {})
+        key = ("sample", i) if sample.episode is None else ("episode", sample.episode)
+        if key in rewards and rewards[key] != sample.reward:
+            raise ValueError(
+                f"episode {sample.episode!r} of group {sample.group!r} holds samples with different rewards "
+                f"({rewards[key]} and {sample.reward}); the turns of one episode share its return"
+            )
+        rewards[key] = float(sample.reward)
+    stats: dict[tuple[str, Hashable], tuple[float, float] | None] = {}
+    for key, by_episode in episodes.items():
+        values = list(by_episode.values())
+        if len(values) < 2 or max(values) == min(values):
+            stats[key] = None  # nothing to compare: advantage 0
+            continue
+        mean = math.fsum(values) / len(values)
+        std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - ddof))
+        stats[key] = (mean, std)
+    out = []
+    for sample in samples:
+        found = stats[(sample.role, sample.group)]
+        if found is None:
+            advantage = 0.0
+        else:
+            mean, std = found
+            advantage = (sample.reward - mean) / (std + eps) if scale else sample.reward - mean
+        sample.advantage = advantage
+        out.append(advantage)
+    return out
+
+
+# ------------------------------------------------------------------------------------------- loss
+
+
+def grpo_loss(
+    logprobs: torch.Tensor,
+    behaviour_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_eps: float = 0.2,
+    clip_eps_high: float | None = None,
+    ref_logprobs: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+    loss_type: LossType = "token",
+    weights: torch.Tensor | None = None,
+    normalizer: float | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The clipped GRPO policy-gradient loss, with an optional KL penalty.
+
+    Per token ``t`` of sequence ``i`` (all tensors padded to ``[B, T]``)::
+
+        ratio   = exp(logprobs - behaviour_logprobs)
+        pg      = -min(ratio * A_i, clip(ratio, 1 - clip_eps, 1 + clip_eps_high) * A_i)
+        kl      = exp(ref - logprobs) - (ref - logprobs) - 1            (only with ref_logprobs)
+        loss_it = w_i * (pg + kl_coef * kl)
+
+    ``pg`` is PPO's clipped surrogate (Schulman et al. 2017, eq. 7) on token ratios, as in GRPO's
+    objective (Shao et al. 2024, eq. 3); ``kl`` is the non-negative k3 estimator (unbiased for tokens sampled from pi_theta) of
+    ``KL(pi_theta || pi_ref)`` (GRPO eq. 4). ``clip_eps_high > clip_eps`` is DAPO's clip-higher
+    (Yu et al. 2025). Then, over the unmasked tokens:
+
+    * ``loss_type="token"``: ``sum_i,t loss_it / N``, ``N`` the number of unmasked tokens (DAPO's
+      token-level loss: every token weighs the same, long completions are not down-weighted);
+    * ``loss_type="sequence"``: ``sum_i (sum_t loss_it / |o_i|) / B'``, the mean over tokens of
+      each sequence, then over the ``B'`` sequences with at least one unmasked token (GRPO eq. 3).
+
+    Masked positions contribute nothing, whatever they hold (padding may be any finite value or
+    not). A NaN or inf at an unmasked position makes the loss non-finite: the trainer then skips
+    the step.
+
+    Args:
+        logprobs: ``[B, T]`` log-probabilities of the completion tokens under the current policy
+            (with gradients).
+        behaviour_logprobs: ``[B, T]`` the same tokens' log-probabilities when they were sampled.
+        advantages: ``[B]`` one per sequence (or ``[B, T]`` one per token).
+        mask: ``[B, T]`` 1/True where a token is trained, 0/False for padding and context.
+        clip_eps: lower clip range: ratios below ``1 - clip_eps`` are clipped; in ``(0, 1)``.
+        clip_eps_high: upper clip range (``None``: ``clip_eps``); ``> 0``.
+        ref_logprobs: ``[B, T]`` the reference policy's log-probabilities, for the KL term and
+            the ``kl`` statistic.
+        kl_coef: the KL penalty's weight (``beta`` in GRPO), ``>= 0``; ``> 0`` needs
+            ``ref_logprobs``.
+        loss_type: ``"token"`` or ``"sequence"``, see above.
+        weights: ``[B]`` per-sequence loss weights (the trainer's role weights); ``None``: all 1.
+        normalizer: the denominator to use instead of this batch's own ``N`` (token) or ``B'``
+            (sequence): with gradient accumulation, pass the full batch's count so that the
+            micro-batch losses add up to the full batch's loss.
+
+    Returns:
+        ``(loss, stats)``: the scalar loss, and floats: ``loss``; ``tokens`` (unmasked tokens);
+        ``clip_fraction`` (share of unmasked tokens whose gradient the clip cut: ratio below
+        ``1 - clip_eps`` with ``A < 0``, or above ``1 + clip_eps_high`` with ``A > 0``);
+        ``mean_ratio``; and ``kl`` (mean k3 over unmasked tokens) when ``ref_logprobs`` is given.
+        Means are 0 when no token is unmasked (the loss is then 0, still attached to the graph).
+
+    Raises:
+        ValueError: shapes that disagree, an unknown ``loss_type``, a clip range out of bounds,
+            ``kl_coef < 0``, or ``kl_coef > 0`` without ``ref_logprobs``.
+    """
+    import torch
+
+    if logprobs.dim() != 2:
+        raise ValueError(f"logprobs must be [B, T], got shape {tuple(logprobs.shape)}")
+    shape = logprobs.shape
+    named = {"behaviour_logprobs": behaviour_logprobs, "mask": mask}
+    if ref_logprobs is not None:
+        named["ref_logprobs"] = ref_logprobs
+    for name, tensor in named.items():
+        if tensor.shape != shape:
+            raise ValueError(f"{name} must have the shape of logprobs {tuple(shape)}, got {tuple(tensor.shape)}")
+    if advantages.shape == shape[:1]:
+        advantages = advantages.unsqueeze(1)
+    elif advantages.shape != shape:
+        raise ValueError(f"advantages must be [B] = {tuple(shape[:1])} or [B, T], got {tuple(advantages.shape)}")
+    if weights is not None and weights.shape != shape[:1]:
+        raise ValueError(f"weights must be [B] = {tuple(shape[:1])}, got {tuple(weights.shape)}")
+    if loss_type not in ("token", "sequence"):
+        raise ValueError(f"loss_type must be 'token' or 'sequence', got {loss_type!r}")
+    if not 0 < clip_eps < 1:
+        raise ValueError(f"clip_eps must be in (0, 1), got {clip_eps!r}")
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    if not high > 0:
+        raise ValueError(f"clip_eps_high must be > 0 or None, got {clip_eps_high!r}")
+    if not kl_coef >= 0:
+        raise ValueError(f"kl_coef must be >= 0, got {kl_coef!r}")
+    if kl_coef > 0 and ref_logprobs is None:
+        raise ValueError("kl_coef > 0 needs ref_logprobs (the frozen reference's log-probabilities)")
+
+    on = mask.bool()
+    zero = torch.zeros((), dtype=logprobs.dtype, device=logprobs.device)
+    advantages = advantages.to(logprobs.dtype)
+    # where() rather than multiplying by the mask: padding may hold anything, even inf or NaN
+    log_ratio = torch.where(on, logprobs - behaviour_logprobs.to(logprobs.dtype), zero)
+    ratio = torch.exp(log_ratio)
+    clipped = ratio.clamp(1 - clip_eps, 1 + high)
+    per_token = -torch.minimum(ratio * advantages, clipped * advantages)
+    kl = None
+    if ref_logprobs is not None:
+        delta = torch.where(on, ref_logprobs.to(logprobs.dtype) - logprobs, zero)
+        kl = torch.exp(delta) - delta - 1
+        if kl_coef > 0:
+            per_token = per_token + kl_coef * kl
+    if weights is not None:
+        per_token = per_token * weights.to(logprobs.dtype).unsqueeze(1)
+    per_token = torch.where(on, per_token, zero)
+    tokens_per_row = on.sum(dim=1)
+    tokens = int(tokens_per_row.sum())
+    if loss_type == "token":
+        denominator = float(tokens) if normalizer is None else float(normalizer)
+        loss = per_token.sum() / denominator if denominator > 0 else per_token.sum() * 0.0
+    else:
+        rows = int((tokens_per_row > 0).sum())
+        denominator = float(rows) if normalizer is None else float(normalizer)
+        per_row = per_token.sum(dim=1) / tokens_per_row.clamp(min=1).to(logprobs.dtype)
+        loss = per_row.sum() / denominator if denominator > 0 else per_row.sum() * 0.0
+
+    with torch.no_grad():
+        stats: dict[str, float] = {"loss": float(loss), "tokens": float(tokens)}
+        cut = ((ratio < 1 - clip_eps) & (advantages < 0)) | ((ratio > 1 + high) & (advantages > 0))
+        count = max(tokens, 1)
+        stats["clip_fraction"] = float((cut & on).sum()) / count
+        stats["mean_ratio"] = float(torch.where(on, ratio, zero).sum()) / count
+        if kl is not None:
+            stats["kl"] = float(torch.where(on, kl, zero).sum()) / count
+    return loss, stats
+
+
+def _padded(rows: Sequence[Sequence[float]], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``[len(rows), longest]`` tensor of ``rows``, right-padded with zeros."""
+    import torch
+
+    out = torch.zeros((len(rows), max(len(row) for row in rows)), dtype=dtype)
+    for k, row in enumerate(rows):
+        out[k, : len(row)] = torch.tensor(list(row), dtype=dtype)
+    return out.to(device)
+
+
+# ----------------------------------------------------------------------------------------- config
+
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    """Settings of :class:`GRPOTrainer`; each field's ``metadata["help"]`` says what it does.
+
+    One :meth:`GRPOTrainer.update` trains on all the samples it is given, ``epochs`` times: each
+    pass splits them into ``mini_batches`` mini-batches (one optimizer step each), and each into
+    micro-batches of ``micro_batch_size`` sequences whose gradients accumulate. Gradient
+    accumulation is therefore derived from the batch: ``ceil(mini-batch size / micro_batch_size)``
+    forward/backward passes per step; ``micro_batch_size`` only trades memory for speed, never
+    the result (the micro-batch losses are normalised by the whole mini-batch's token or sequence
+    count).
+
+    Raises:
+        ValueError: a field out of its range (naming the field and the range), from
+            :meth:`validate`, called on construction.
+    """
+
+    learning_rate: float = field(default=1e-5, metadata={"help": "AdamW learning rate (> 0)."})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW decoupled weight decay (>= 0)."})
+    adam_betas: tuple[float, float] = field(default=(0.9, 0.999), metadata={"help": "AdamW betas, each in [0, 1)."})
+    adam_eps: float = field(default=1e-8, metadata={"help": "AdamW epsilon (> 0)."})
+    clip_eps: float = field(
+        default=0.2, metadata={"help": "PPO clip range: token ratios are clipped to [1 - clip_eps, ...]; in (0, 1)."}
+    )
+    clip_eps_high: float | None = field(
+        default=None,
+        metadata={
+            "help": "Upper clip range, ratio <= 1 + clip_eps_high (DAPO clip-higher, e.g. 0.28); None: clip_eps."
+        },
+    )
+    kl_coef: float = field(
+        default=0.0,
+        metadata={
+            "help": "Weight of the k3 KL penalty to a frozen reference (GRPO's beta, >= 0). With LoRA the "
+            "reference is the base model (adapters disabled, no copy); without LoRA and without a given "
+            "reference, a frozen copy of the model (one more model's worth of memory)."
+        },
+    )
+    loss_type: LossType = field(
+        default="token",
+        metadata={
+            "help": "'token': mean over all trained tokens of the batch (DAPO); 'sequence': mean over each "
+            "sequence's tokens, then over sequences (original GRPO)."
+        },
+    )
+    scale_advantages: bool = field(
+        default=True,
+        metadata={"help": "Divide advantages by the group's reward std (GRPO); False: r - mean only (Dr. GRPO)."},
+    )
+    advantage_eps: float = field(default=1e-6, metadata={"help": "Added to the group std before dividing (>= 0)."})
+    std_ddof: int = field(
+        default=0, metadata={"help": "Group std: 0 population (default), 1 sample std (TRL's torch.std)."}
+    )
+    drop_zero_advantage: bool = field(
+        default=True,
+        metadata={
+            "help": "Leave samples with advantage 0 (singleton or all-equal groups) out of the update: they "
+            "carry no policy gradient and would only dilute the token normalisation (DAPO dynamic "
+            "sampling); counted in UpdateStats.dropped."
+        },
+    )
+    micro_batch_size: int = field(
+        default=4, metadata={"help": "Sequences per forward/backward pass (>= 1); gradients accumulate across them."}
+    )
+    mini_batches: int = field(
+        default=1,
+        metadata={
+            "help": "Optimizer steps per update (>= 1): the samples are shuffled and split into this many "
+            "mini-batches; after the first, the clip against the behaviour logprobs is what keeps steps close."
+        },
+    )
+    epochs: int = field(
+        default=1,
+        metadata={
+            "help": "Passes over the samples per update (>= 1; GRPO's mu): each pass is reshuffled and split into "
+            "mini_batches, so an update takes epochs * mini_batches optimizer steps."
+        },
+    )
+    max_grad_norm: float | None = field(
+        default=1.0, metadata={"help": "Clip the global gradient norm to this (> 0); None: no clipping."}
+    )
+    role_weights: Mapping[str, float] = field(
+        default_factory=lambda: {"designer": 1.0, "agent": 1.0},
+        metadata={
+            "help": "Loss weight per role (>= 0; a role not named weighs 1); a role weighted 0 is left out of the update."
+        },
+    )
+    bf16: bool = field(
+        default=True,
+        metadata={
+            "help": "Run forward passes under bfloat16 autocast on a CUDA GPU that supports it; no effect on CPU."
+        },
+    )
+    fp32_trainable: bool = field(
+        default=True,
+        metadata={
+            "help": "Cast trainable parameters held in bf16/fp16 to float32 at start (master weights): a "
+            "1e-5 step vanishes in bf16 rounding. Free for LoRA (peft keeps adapters in fp32 already); for "
+            "full fine-tuning of a bf16 model it doubles the weights' memory."
+        },
+    )
+    disable_dropout: bool = field(
+        default=True,
+        metadata={
+            "help": "Set every dropout probability of the model to 0 (as TRL does): with dropout on, the "
+            "recomputed logprobs differ from the behaviour ones even before any step."
+        },
+    )
+    seed: int = field(default=0, metadata={"help": "Seed of the mini-batch shuffle."})
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "role_weights", dict(self.role_weights))
+        object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
+        self.validate()
+
+    def validate(self) -> None:
+        """Check every field.
+
+        Raises:
+            ValueError: the first field out of range, named with its range.
+        """
+
+        def number(name: str, ok: bool, rule: str) -> None:
+            if not ok:
+                raise ValueError(f"GRPOConfig.{name} must be {rule}, got {getattr(self, name)!r}")
+
+        def is_int(value: object) -> bool:
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        number("learning_rate", _finite(self.learning_rate) and self.learning_rate > 0, "a finite number > 0")
+        number("weight_decay", _finite(self.weight_decay) and self.weight_decay >= 0, "a finite number >= 0")
+        number(
+            "adam_betas",
+            len(self.adam_betas) == 2 and all(_finite(b) and 0 <= b < 1 for b in self.adam_betas),
+            "two numbers in [0, 1)",
+        )
+        number("adam_eps", _finite(self.adam_eps) and self.adam_eps > 0, "a finite number > 0")
+        number("clip_eps", _finite(self.clip_eps) and 0 < self.clip_eps < 1, "in (0, 1)")
+        number(
+            "clip_eps_high",
+            self.clip_eps_high is None or (_finite(self.clip_eps_high) and self.clip_eps_high > 0),
+            "a number > 0 or None",
+        )
+        number("kl_coef", _finite(self.kl_coef) and self.kl_coef >= 0, "a finite number >= 0")
+        number("loss_type", self.loss_type in ("token", "sequence"), "'token' or 'sequence'")
+        number("advantage_eps", _finite(self.advantage_eps) and self.advantage_eps >= 0, "a finite number >= 0")
+        number("std_ddof", self.std_ddof in (0, 1) and is_int(self.std_ddof), "0 or 1")
+        number("micro_batch_size", is_int(self.micro_batch_size) and self.micro_batch_size >= 1, "an int >= 1")
+        number("mini_batches", is_int(self.mini_batches) and self.mini_batches >= 1, "an int >= 1")
+        number("epochs", is_int(self.epochs) and self.epochs >= 1, "an int >= 1")
+        number(
+            "max_grad_norm",
+            self.max_grad_norm is None or (_finite(self.max_grad_norm) and self.max_grad_norm > 0),
+            "a number > 0 or None",
+        )
+        number(
+            "role_weights",
+            set(self.role_weights) <= set(ROLES) and all(_finite(w) and w >= 0 for w in self.role_weights.values()),
+            f"a mapping from roles {ROLES} to finite weights >= 0",
+        )
+        number("seed", is_int(self.seed), "an int")
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# ------------------------------------------------------------------------------------------ stats
+
+
+@dataclass
+class UpdateStats:
+    """Figures of one :meth:`GRPOTrainer.update`.
+
+    Attributes:
+        loss: the loss of the optimizer steps taken (mean over steps); NaN when none was taken.
+        grad_norm: the global gradient norm before clipping (mean over steps); NaN when none.
+        clip_fraction, mean_ratio: over the trained tokens of the steps taken (see :func:`grpo_loss`).
+        kl: mean k3 KL to the reference over those tokens; ``None`` without a reference.
+        tokens: trained tokens, summed over the steps taken (each epoch counts them again);
+            ``optimizer_steps``: steps taken; ``step``: the trainer's step counter afterwards.
+        skipped_nan: mini-batch steps skipped because the loss or gradient norm was NaN or inf.
+        samples: samples given, per role; ``trained_samples``: those trained on, per role.
+        dropped: samples left out, by reason: ``"zero_advantage"``, ``"no_tokens"`` (nothing
+            unmasked), ``"zero_weight"`` (role weight 0).
+        reward_mean, advantage_mean, advantage_std: per role, over the samples given (population
+            std; Agent turns count once each here).
+        learning_rate: the optimizer's learning rate.
+        forward_s, backward_s, optimizer_s, total_s: wall seconds in forward passes (policy and
+            reference), in backward passes, in clipping and the optimizer step, and in all.
+    """
+
+    loss: float = math.nan
+    grad_norm: float = math.nan
+    clip_fraction: float = 0.0
+    mean_ratio: float = 0.0
+    kl: float | None = None
+    tokens: int = 0
+    optimizer_steps: int = 0
+    step: int = 0
+    skipped_nan: int = 0
+    samples: dict[str, int] = field(default_factory=dict)
+    trained_samples: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=lambda: {"zero_advantage": 0, "no_tokens": 0, "zero_weight": 0})
+    reward_mean: dict[str, float] = field(default_factory=dict)
+    advantage_mean: dict[str, float] = field(default_factory=dict)
+    advantage_std: dict[str, float] = field(default_factory=dict)
+    learning_rate: float = 0.0
+    forward_s: float = 0.0
+    backward_s: float = 0.0
+    optimizer_s: float = 0.0
+    total_s: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        """A flat ``{name: number}`` for a logger: ``"loss"``, ``"agent/samples"``,
+        ``"dropped/zero_advantage"``, ... (``kl`` only when measured)."""
+        out: dict[str, float] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, dict):
+                for key, number in value.items():
+                    out[f"{key}/{f.name}" if f.name != "dropped" else f"dropped/{key}"] = float(number)
+            elif value is not None:
+                out[f.name] = float(value)
+        return out
+
+
+# ---------------------------------------------------------------------------------------- trainer
+
+
+class GRPOTrainer:
+    """Trains a :class:`~spade_gym.policies.transformers.TransformersPolicy` on both roles' samples.
+
+    One :meth:`update`:
+
+    1. advantages: :func:`group_advantages` for samples that have none;
+    2. selection: samples with advantage 0, nothing unmasked or a role weight of 0 are left out
+       (counted in ``UpdateStats.dropped``);
+    3. for each of ``config.epochs`` passes, for each mini-batch (``config.mini_batches``,
+       shuffled when there is more than one step): for each micro-batch, recompute the
+       completion logprobs with gradients (``policy.sequence_logprobs``), the reference's without,
+       :func:`grpo_loss` normalised by the whole mini-batch's count, backward; then clip the
+       gradient norm and take one AdamW step. A non-finite loss or gradient norm skips the step
+       (``warnings.warn``, gradients zeroed, parameters and optimizer state untouched,
+       ``UpdateStats.skipped_nan``).
+
+    The model is in train mode during :meth:`update` and back in eval mode afterwards (generation
+    expects eval mode); do not call ``policy.generate`` from another thread during an update.
+
+    The behaviour logprobs are the policy's temperature-1 logprobs (``Completion.logprobs``), so
+    the loss trains the temperature-1 policy; completions sampled at another temperature (or
+    top-p < 1) are slightly off-policy for it. Rollouts at temperature 1 (the Agent's default)
+    are exactly on-policy.
+
+    Args:
+        policy: the policy to train; its trainable parameters (``requires_grad``: only the LoRA
+            adapters when peft adapters are attached) are the optimizer's.
+        config: the settings; ``None``: ``GRPOConfig()``.
+        reference: the frozen reference for the KL penalty (same tokenizer). ``None`` with
+            ``kl_coef > 0``: with LoRA, the policy's own base model with the adapters disabled
+            (peft's ``disable_adapter()``; no memory cost); without LoRA, a frozen deep copy of the
+            model made now (one more copy of the weights in memory, in the policy's dtype).
+            Ignored when ``kl_coef == 0``.
+
+    Attributes:
+        policy, config, reference: as given (``reference`` the copy made, if any).
+        parameters: the trainable parameters, in the optimizer.
+        optimizer: the ``torch.optim.AdamW``.
+        step: optimizer steps taken so far.
+
+    Raises:
+        ValueError: a policy without trainable parameters, or a reference with another vocabulary.
+    """
+
+    def __init__(
+        self, policy: TransformersPolicy, config: GRPOConfig | None = None, reference: TransformersPolicy | None = None
+    ) -> None:
+        import torch
+
+        from spade_gym.policies.transformers import _is_peft
+
+        self.policy = policy
+        self.config = config = config or GRPOConfig()
+        model = policy.model
+        self.parameters = [p for p in model.parameters() if p.requires_grad]
+        if not self.parameters:
+            raise ValueError("the policy has no trainable parameters (every parameter has requires_grad=False)")
+        if config.disable_dropout:
+            for module in model.modules():
+                if isinstance(module, torch.nn.Dropout):
+                    module.p = 0.0
+        self._base_reference = False
+        self.reference: TransformersPolicy | None = None
+        if config.kl_coef > 0:
+            if reference is not None:
+                if getattr(reference, "vocab_size", None) != policy.vocab_size:
+                    raise ValueError(
+                        f"the reference's vocabulary ({getattr(reference, 'vocab_size', None)}) differs from the "
+                        f"policy's ({policy.vocab_size}); the KL needs the same tokenizer"
+                    )
+                self.reference = reference
+            elif _is_peft(model):
+                self._base_reference = True
+            else:  # a frozen copy of the weights, made before any step (and before fp32_trainable)
+                frozen = copy.deepcopy(model).eval().requires_grad_(False)
+                self.reference = copy.copy(policy)  # shares tokenizer and settings; scores with the copy
+                self.reference.model = frozen
+        if config.fp32_trainable:
+            for parameter in self.parameters:
+                if parameter.dtype in (torch.bfloat16, torch.float16):
+                    parameter.data = parameter.data.float()
+        self.optimizer = torch.optim.AdamW(
+            self.parameters,
+            lr=config.learning_rate,
+            betas=config.adam_betas,
+            eps=config.adam_eps,
+            weight_decay=config.weight_decay,
+        )
+        self.step = 0
+
+    # -------------------------------------------------------------- update
+
+    def update(self, samples: Sequence[TrainSample]) -> UpdateStats:
+        """Train on ``samples``: advantages, loss, backward, gradient clipping, optimizer step(s).
+
+        Args:
+            samples: both roles' samples. Those with ``advantage=None`` get one from
+                :func:`group_advantages` computed over them (with the config's ``scale``, ``eps``
+                and ``ddof``); advantages already set are used as they are.
+
+        Returns:
+            The :class:`UpdateStats`.
+
+        Raises:
+            ValueError: no samples, an item that is not a :class:`TrainSample`, a token id outside
+                the vocabulary or a sequence over the context window (from
+                ``policy.sequence_logprobs``).
+        """
+        began = time.perf_counter()
+        samples = list(samples)
+        if not samples:
+            raise ValueError("update needs at least one TrainSample")
+        for k, sample in enumerate(samples):
+            if not isinstance(sample, TrainSample):
+                raise ValueError(f"samples[{k}] must be a TrainSample, got {type(sample).__name__}")
+        cfg = self.config
+        missing = [s for s in samples if s.advantage is None]
+        if missing:
+            group_advantages(missing, scale=cfg.scale_advantages, eps=cfg.advantage_eps, ddof=cfg.std_ddof)
+        stats = UpdateStats(learning_rate=float(self.optimizer.param_groups[0]["lr"]))
+        for role in ROLES:
+            mine = [s for s in samples if s.role == role]
+            if not mine:
+                continue
+            advantages = [float(s.advantage or 0.0) for s in mine]
+            mean = math.fsum(advantages) / len(advantages)
+            stats.samples[role] = len(mine)
+            stats.reward_mean[role] = math.fsum(s.reward for s in mine) / len(mine)
+            stats.advantage_mean[role] = mean
+            stats.advantage_std[role] = math.sqrt(math.fsum((a - mean) ** 2 for a in advantages) / len(advantages))
+        trained = []
+        for sample in samples:
+            if cfg.role_weights.get(sample.role, 1.0) == 0:
+                stats.dropped["zero_weight"] += 1
+            elif sample.num_tokens == 0:
+                stats.dropped["no_tokens"] += 1
+            elif cfg.drop_zero_advantage and sample.advantage == 0:
+                stats.dropped["zero_advantage"] += 1
+            else:
+                trained.append(sample)
+                stats.trained_samples[sample.role] = stats.trained_samples.get(sample.role, 0) + 1
+        if trained:
+            count = min(cfg.mini_batches, len(trained))
+            size, extra = divmod(len(trained), count)
+            bounds = [0]
+            for k in range(count):
+                bounds.append(bounds[-1] + size + (1 if k < extra else 0))
+            model = self.policy.model
+            model.train()
+            losses, norms, totals = [], [], {"tokens": 0.0, "clip": 0.0, "ratio": 0.0, "kl": 0.0}
+            try:
+                for epoch in range(cfg.epochs):
+                    if count > 1 or cfg.epochs > 1:
+                        random.Random(f"{cfg.seed}:{self.step}:{epoch}").shuffle(trained)
+                    for lo, hi in itertools.pairwise(bounds):
+                        done = self._step(trained[lo:hi], stats, totals)
+                        if done is not None:
+                            losses.append(done[0])
+                            norms.append(done[1])
+            finally:
+                model.eval()
+                self.optimizer.zero_grad(set_to_none=True)
+            if losses:
+                stats.loss = math.fsum(losses) / len(losses)
+                stats.grad_norm = math.fsum(norms) / len(norms)
+            if totals["tokens"]:
+                stats.tokens = int(totals["tokens"])
+                stats.clip_fraction = totals["clip"] / totals["tokens"]
+                stats.mean_ratio = totals["ratio"] / totals["tokens"]
+                if self._has_reference:
+                    stats.kl = totals["kl"] / totals["tokens"]
+        stats.step = self.step
+        stats.total_s = time.perf_counter() - began
+        return stats
+
+    @property
+    def _has_reference(self) -> bool:
+        return self._base_reference or self.reference is not None
+
+    def _step(
+        self, batch: list[TrainSample], stats: UpdateStats, totals: dict[str, float]
+    ) -> tuple[float, float] | None:
+        """One optimizer step on one mini-batch; ``(loss, grad norm)``, or ``None`` when skipped."""
+        import torch
+
+        cfg = self.config
+        device = self.policy.device
+        normalizer = sum(s.num_tokens for s in batch) if cfg.loss_type == "token" else len(batch)
+        bf16 = cfg.bf16 and device.type == "cuda" and torch.cuda.is_bf16_supported()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum, what, mine = 0.0, "", {"tokens": 0.0, "clip": 0.0, "ratio": 0.0, "kl": 0.0}
+        for lo in range(0, len(batch), cfg.micro_batch_size):
+            micro = batch[lo : lo + cfg.micro_batch_size]
+            pairs = [(s.prompt_ids, s.completion_ids) for s in micro]
+            started = time.perf_counter()
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+                logprobs = self.policy.sequence_logprobs(pairs, micro_batch_size=len(micro))
+                ref = self._reference_logprobs(pairs) if self._has_reference else None
+            loss, figures = grpo_loss(
+                torch.nn.utils.rnn.pad_sequence(logprobs, batch_first=True),
+                _padded([s.behaviour_logprobs for s in micro], torch.float32, device),
+                torch.tensor([float(s.advantage or 0.0) for s in micro], device=device),
+                _padded([s.loss_mask for s in micro], torch.bool, device),
+                clip_eps=cfg.clip_eps,
+                clip_eps_high=cfg.clip_eps_high,
+                ref_logprobs=None if ref is None else torch.nn.utils.rnn.pad_sequence(ref, batch_first=True),
+                kl_coef=cfg.kl_coef,
+                loss_type=cfg.loss_type,
+                weights=torch.tensor([cfg.role_weights.get(s.role, 1.0) for s in micro], device=device),
+                normalizer=normalizer,
+            )
+            stats.forward_s += time.perf_counter() - started
+            if not math.isfinite(figures["loss"]):
+                what = "loss"
+                break
+            started = time.perf_counter()
+            loss.backward()
+            stats.backward_s += time.perf_counter() - started
+            loss_sum += figures["loss"]
+            mine["tokens"] += figures["tokens"]
+            mine["clip"] += figures["clip_fraction"] * figures["tokens"]
+            mine["ratio"] += figures["mean_ratio"] * figures["tokens"]
+            mine["kl"] += figures.get("kl", 0.0) * figures["tokens"]
+        started = time.perf_counter()
+        norm = math.nan
+        if not what:
+            max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else math.inf
+            norm = float(torch.nn.utils.clip_grad_norm_(self.parameters, max_norm))
+            what = "" if math.isfinite(norm) else "gradient norm"
+        if what:
+            self.optimizer.zero_grad(set_to_none=True)
+            stats.skipped_nan += 1
+            stats.optimizer_s += time.perf_counter() - started
+            warnings.warn(
+                f"GRPO step {self.step}: the {what} is NaN or inf on a mini-batch of {len(batch)} samples; the step "
+                "is skipped (gradients zeroed, parameters unchanged). Check the samples' behaviour logprobs and "
+                "rewards, and the learning rate.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return None
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        stats.optimizer_steps += 1
+        stats.optimizer_s += time.perf_counter() - started
+        for key, value in mine.items():
+            totals[key] += value
+        return loss_sum, norm
+
+    def _reference_logprobs(self, pairs: list[tuple[list[int], list[int]]]) -> list[torch.Tensor]:
+        """The frozen reference's logprobs of ``pairs`` (no gradients), on the policy's device."""
+        import torch
+
+        with torch.no_grad():
+            if self._base_reference:
+                with self.policy.model.disable_adapter():
+                    return self.policy.sequence_logprobs(pairs, micro_batch_size=len(pairs))
+            assert self.reference is not None
+            out = self.reference.sequence_logprobs(pairs, micro_batch_size=len(pairs))
+        return [t.to(self.policy.device) for t in out]
+
+    # -------------------------------------------------------------- checkpoints
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint needs besides the model's weights: ``{"optimizer", "step", "config"}``.
+
+        The policy's weights (or adapters) are saved by the policy, not here.
+        """
+        return {"optimizer": self.optimizer.state_dict(), "step": self.step, "config": asdict(self.config)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the optimizer state and step counter saved by :meth:`state_dict`.
+
+        The hyperparameters (learning rate, betas, weight decay) stay this trainer's config's,
+        whatever the checkpoint holds, so a resumed run may change them.
+
+        Raises:
+            ValueError: ``state`` lacks ``"optimizer"`` or ``"step"``, or its optimizer state does
+                not fit this trainer's parameters.
+        """
+        missing = {"optimizer", "step"} - set(state)
+        if missing:
+            raise ValueError(f"not a GRPOTrainer state: missing {sorted(missing)}")
+        self.optimizer.load_state_dict(state["optimizer"])
+        cfg = self.config
+        for group in self.optimizer.param_groups:
+            group.update(lr=cfg.learning_rate, betas=cfg.adam_betas, eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
+        self.step = int(state["step"])

@@ -1,0 +1,851 @@
+"""The run folder of a self-play run, its checkpoints, and exact resumption after a kill.
+
+Layout::
+
+    RUN_DIR/
+      config.yaml            the SelfPlayConfig; read back through the strict loader on resume
+      registry/              the run's environment registry
+      metrics.jsonl          one JSON object per finished iteration ({"iteration", "wall_time", ...})
+      tb/                    TensorBoard events (run.tensorboard and the tensorboard package)
+      checkpoints/
+        iter_000003/         one complete checkpoint:
+          policy/              policy.pt (a state dict) or what the policy's save callable wrote
+          optimizer.pt         the optimizer's state dict (torch.save), when given
+          sampler.json         replay sampler, document source and other JSON states
+          rng.json             python random, numpy, torch (CPU and CUDA) and named generators
+          extra.json           anything else the loop wants back (JSON)
+          meta.json            written last: iteration, time, the iteration's metrics, format
+        latest               name of the newest complete checkpoint (one line, replaced atomically)
+      plots/                 PNGs of ``spade plot`` (:func:`spade_gym.trainer.plot.plot_run`)
+
+**The ordering that loses at most the current iteration.** The loop runs iteration ``i`` as
+
+1. the iteration's work (design, validate, regret, register, Agent episodes, update);
+2. when ``i`` is due (every ``run.checkpoint_every`` iterations, and the last):
+   ``save_checkpoint(i, ..., metrics=m)``: every file is written and fsync'ed in a temporary
+   folder ``checkpoints/.tmp-*``, ``meta.json`` last; the folder is renamed to ``iter_<i>`` (one
+   atomic rename), then ``latest`` is replaced (write, fsync, rename);
+3. ``log_metrics(i, m)``: one line appended to ``metrics.jsonl``, flushed and fsync'ed.
+
+``spade resume RUN_DIR`` calls :meth:`RunDir.prepare_resume`, which takes the newest *complete*
+checkpoint ``c`` (a folder ``iter_*`` with its ``meta.json``; temporary folders are deleted), deletes
+any newer checkpoint, rewrites ``metrics.jsonl`` to the iterations ``<= c`` (adding ``c``'s line
+from the checkpoint when it is missing), and makes TensorBoard hide the events after ``c``; the
+loop continues at ``c + 1``. A kill
+
+- during 1, or during 2 before the rename: ``c = i - 1``; iteration ``i`` runs again (it is lost);
+- between the rename and the ``latest`` update: ``iter_<i>`` is complete and is the newest, so it
+  is taken (``latest`` is only a pointer for people and tools; it is repaired);
+- between 2 and 3, or during 3 (a torn last line): ``c = i``; its metrics line comes back from the
+  checkpoint.
+
+With ``run.checkpoint_every = N > 1`` a kill loses at most ``N`` iterations. The run's registry is
+written by the iteration itself (each environment atomically), so environments accepted during a
+killed iteration stay registered; they passed the gate and are ordinary registry entries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import random
+import re
+import shutil
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from spade_gym.errors import SpadeError
+from spade_gym.trainer.config import ConfigError, SelfPlayConfig
+
+__all__ = [
+    "Checkpoint",
+    "RunDir",
+    "RunDirError",
+    "capture_rng_state",
+    "read_metrics",
+    "restore_rng_state",
+]
+
+CONFIG_FILE = "config.yaml"
+METRICS_FILE = "metrics.jsonl"
+REGISTRY_DIR = "registry"
+TB_DIR = "tb"
+CHECKPOINTS_DIR = "checkpoints"
+PLOTS_DIR = "plots"
+LATEST_FILE = "latest"
+CHECKPOINT_FORMAT = 1
+
+_CHECKPOINT_NAME = re.compile(r"iter_(\d{6,})")
+_TEMP_PREFIX = ".tmp-"
+
+
+class RunDirError(SpadeError):
+    """Raised when a run folder cannot be created, opened, read or written: an existing non-empty
+    folder given to a new run, a folder without ``config.yaml``, a missing checkpoint, a state that
+    is not JSON."""
+
+    default_category = "RUN"
+
+
+# ------------------------------------------------------------------------------------------------
+# Files
+# ------------------------------------------------------------------------------------------------
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    """Write ``path`` (created or truncated) and fsync it."""
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    """fsync every file and folder under ``root`` (what a save callable wrote too)."""
+    for folder, _, files in os.walk(root):
+        for name in files:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(folder))
+
+
+def _replace_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` by a file with ``data``: a reader sees the old or the new file, never a part."""
+    tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        _write_file(tmp, data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+
+
+def _jsonable(value: Any, where: str, *, finite: bool) -> Any:
+    """``value`` as plain JSON data: numpy and torch scalars and arrays become numbers and lists.
+
+    Args:
+        finite: turn NaN and infinities into ``None`` (metrics stay standard JSON); otherwise they
+            are kept (Python's json reads them back).
+
+    Raises:
+        RunDirError: a value that is not JSON data, naming where it is.
+    """
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return None if finite and not math.isfinite(value) else float(value)
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise RunDirError(f"{where}: key {k!r} is not a string (JSON objects have string keys)")
+            out[k] = _jsonable(v, f"{where}.{k}", finite=finite)
+        return out
+    if isinstance(value, list | tuple):
+        return [_jsonable(v, f"{where}[{i}]", finite=finite) for i, v in enumerate(value)]
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist(), where, finite=finite)
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:  # numpy/torch scalar
+        return _jsonable(value.item(), where, finite=finite)
+    if hasattr(value, "tolist") and callable(value.tolist):  # a torch tensor
+        return _jsonable(value.tolist(), where, finite=finite)
+    raise RunDirError(f"{where} = {value!r} ({type(value).__name__}) is not JSON data")
+
+
+def _dump_json(value: Any, where: str, *, finite: bool = False) -> bytes:
+    return json.dumps(_jsonable(value, where, finite=finite), ensure_ascii=False, allow_nan=not finite).encode()
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RunDirError(f"cannot read {path}: {exc}") from exc
+
+
+# ------------------------------------------------------------------------------------------------
+# RNG state
+# ------------------------------------------------------------------------------------------------
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def capture_rng_state(generators: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The state of every random generator a run draws from, as JSON data.
+
+    Args:
+        generators: the run's own generators by name: ``random.Random``, ``numpy.random.Generator``
+            or ``torch.Generator`` (the replay sampler's, the Designer's...).
+
+    Returns:
+        ``{"python", "numpy", "torch", "cuda", "generators"}``: the global ``random`` and
+        ``numpy.random`` states, torch's CPU state and every CUDA device's (``None`` without torch
+        or CUDA), and the named generators'.
+    """
+    version, internal, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = cast(tuple[Any, Any, Any, Any, Any], np.random.get_state(legacy=True))
+    state: dict[str, Any] = {
+        "python": [version, list(internal), gauss],
+        "numpy": {"kind": kind, "keys": keys.tolist(), "pos": pos, "has_gauss": has_gauss, "cached_gaussian": cached},
+        "torch": None,
+        "cuda": None,
+        "generators": {},
+    }
+    torch = _torch()
+    if torch is not None:
+        state["torch"] = torch.get_rng_state().tolist()
+        if torch.cuda.is_available():
+            state["cuda"] = [s.tolist() for s in torch.cuda.get_rng_state_all()]
+    for name, gen in (generators or {}).items():
+        state["generators"][name] = _generator_state(name, gen)
+    return state
+
+
+def _generator_state(name: str, gen: Any) -> dict[str, Any]:
+    if isinstance(gen, random.Random):
+        version, internal, gauss = gen.getstate()
+        return {"type": "python", "state": [version, list(internal), gauss]}
+    if isinstance(gen, np.random.Generator):
+        return {"type": "numpy", "state": _jsonable(gen.bit_generator.state, name, finite=False)}
+    torch = _torch()
+    if torch is not None and isinstance(gen, torch.Generator):
+        return {"type": "torch", "state": gen.get_state().tolist()}
+    raise TypeError(f"generator {name!r} is a {type(gen).__name__}; expected random.Random, numpy or torch Generator")
+
+
+def restore_rng_state(state: Mapping[str, Any], generators: Mapping[str, Any] | None = None) -> None:
+    """Put every generator back in the state :func:`capture_rng_state` returned.
+
+    Args:
+        state: the captured state.
+        generators: the run's own generators by name, restored in place (each must be in
+            ``state`` with the same type).
+
+    Raises:
+        RunDirError: a named generator missing from ``state`` or of another type.
+    """
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    n = state["numpy"]
+    np.random.set_state(
+        (n["kind"], np.array(n["keys"], dtype=np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
+    )
+    torch = _torch()
+    if torch is not None and state.get("torch") is not None:
+        torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
+    if torch is not None and state.get("cuda") is not None and torch.cuda.is_available():
+        saved = state["cuda"]
+        count = torch.cuda.device_count()
+        if len(saved) != count:
+            warnings.warn(
+                f"the checkpoint has the RNG state of {len(saved)} CUDA devices and this machine {count}; "
+                f"restoring the first {min(len(saved), count)}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        for i in range(min(len(saved), count)):
+            torch.cuda.set_rng_state(torch.tensor(saved[i], dtype=torch.uint8), device=i)
+    saved_generators = state.get("generators") or {}
+    for name, gen in (generators or {}).items():
+        if name not in saved_generators:
+            raise RunDirError(
+                f"the RNG state has no generator {name!r} (it has: {', '.join(saved_generators) or 'none'})"
+            )
+        entry = saved_generators[name]
+        kind = _generator_state(name, gen)["type"]
+        if entry["type"] != kind:
+            raise RunDirError(f"generator {name!r} was saved as a {entry['type']} generator, not {kind}")
+        if kind == "python":
+            v, s, g = entry["state"]
+            gen.setstate((v, tuple(s), g))
+        elif kind == "numpy":
+            gen.bit_generator.state = entry["state"]
+        else:
+            assert torch is not None
+            gen.set_state(torch.tensor(entry["state"], dtype=torch.uint8))
+
+
+# ------------------------------------------------------------------------------------------------
+# Checkpoints
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One complete checkpoint, as :meth:`RunDir.load_checkpoint` reads it back.
+
+    The JSON parts are read eagerly; the policy and optimizer states, which can be large, are read
+    by :meth:`load_policy_state` and :meth:`load_optimizer_state` onto the device asked for.
+
+    Attributes:
+        iteration: the iteration after which it was saved; the loop continues at ``iteration + 1``.
+        path: its folder ``checkpoints/iter_<iteration>``.
+        sampler_state: the ``sampler_state`` given to :meth:`RunDir.save_checkpoint`.
+        rng_state: the RNG state (:func:`restore_rng_state` takes it).
+        extra: the ``extra`` given to :meth:`RunDir.save_checkpoint`.
+        metrics: the iteration's metrics (restored to ``metrics.jsonl`` on resume), or ``None``.
+        time: when it was saved (seconds since the epoch).
+    """
+
+    iteration: int
+    path: Path
+    sampler_state: dict[str, Any]
+    rng_state: dict[str, Any]
+    extra: dict[str, Any]
+    metrics: dict[str, Any] | None
+    time: float
+
+    @property
+    def policy_dir(self) -> Path:
+        """The folder the policy was saved into (``policy.pt`` in it for a state dict)."""
+        return self.path / "policy"
+
+    @property
+    def has_optimizer_state(self) -> bool:
+        return (self.path / "optimizer.pt").is_file()
+
+    def load_policy_state(self, map_location: Any = "cpu") -> dict[str, Any]:
+        """The policy state dict saved as ``policy.pt``.
+
+        Raises:
+            RunDirError: the policy was saved by a callable (read ``policy_dir`` instead) or not at all.
+        """
+        path = self.policy_dir / "policy.pt"
+        if not path.is_file():
+            raise RunDirError(
+                f"{self.path} has no policy state dict ({path}); the policy was saved into {self.policy_dir}"
+            )
+        return _torch_load(path, map_location)
+
+    def load_optimizer_state(self, map_location: Any = "cpu") -> dict[str, Any] | None:
+        """The optimizer state dict, or ``None`` when none was saved."""
+        path = self.path / "optimizer.pt"
+        return _torch_load(path, map_location) if path.is_file() else None
+
+
+def _torch_save(obj: Any, path: Path) -> None:
+    torch = _torch()
+    if torch is None:
+        raise RunDirError(f"saving {path.name} needs torch: pip install 'spade-gym[train]'")
+    with open(path, "wb") as fh:
+        torch.save(obj, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _torch_load(path: Path, map_location: Any) -> Any:
+    torch = _torch()
+    if torch is None:
+        raise RunDirError(f"reading {path} needs torch: pip install 'spade-gym[train]'")
+    return torch.load(path, map_location=map_location, weights_only=True)
+
+
+def _checkpoint_name(iteration: int) -> str:
+    return f"iter_{iteration:06d}"
+
+
+# ------------------------------------------------------------------------------------------------
+# The run folder
+# ------------------------------------------------------------------------------------------------
+
+
+def _flatten_numbers(metrics: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, float]]:
+    """``(tag, value)`` for every finite number in ``metrics``; nested mappings join with ``/``."""
+    for key, value in metrics.items():
+        tag = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            yield from _flatten_numbers(value, tag + "/")
+        elif isinstance(value, bool | int | float) and math.isfinite(float(value)):
+            yield tag, float(value)
+
+
+def _config_diff(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for key in sorted(set(a) | set(b)):
+        va, vb = a.get(key), b.get(key)
+        dotted = f"{prefix}{key}"
+        if isinstance(va, Mapping) and isinstance(vb, Mapping):
+            out.extend(_config_diff(va, vb, dotted + "."))
+        elif va != vb:
+            out.append(f"{dotted}: {va!r} -> {vb!r}")
+    return out
+
+
+class RunDir:
+    """A self-play run folder (the layout and the kill-safe ordering are in the module docstring).
+
+    Make one with :meth:`create` (a new run) or :meth:`open` (an existing one, e.g. to resume or to
+    plot). Use it as a context manager, or call :meth:`close`, to flush TensorBoard.
+    """
+
+    def __init__(self, path: str | Path, config: SelfPlayConfig) -> None:
+        self.path = Path(path)
+        self.config = config
+        self._writer: Any = None
+        self._tb_failed = False
+        self._purge_step: int | None = None
+        self._metrics_checked = False
+
+    # -- paths -------------------------------------------------------------------------------
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / CONFIG_FILE
+
+    @property
+    def registry_dir(self) -> Path:
+        return self.path / REGISTRY_DIR
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / METRICS_FILE
+
+    @property
+    def tb_dir(self) -> Path:
+        return self.path / TB_DIR
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.path / CHECKPOINTS_DIR
+
+    @property
+    def plots_dir(self) -> Path:
+        return self.path / PLOTS_DIR
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    # -- create / open -----------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: str | Path, config: SelfPlayConfig, *, resume: bool = False) -> RunDir:
+        """Start a new run in ``path`` (created), writing ``config.yaml``.
+
+        Args:
+            path: the run folder; it must not exist or be empty.
+            config: the run's config (validated here; ``run.out`` is set to ``path``).
+            resume: when ``path`` already holds a run, open it instead (its ``config.yaml`` must
+                agree with ``config``, apart from ``run.out``) rather than refuse.
+
+        Returns:
+            The run folder.
+
+        Raises:
+            ConfigError: ``config`` is invalid.
+            RunDirError: ``path`` is a file, a non-empty folder (without ``resume``), or holds a run
+                with another config (with ``resume``).
+        """
+        path = Path(path)
+        config = dataclasses.replace(config, run=dataclasses.replace(config.run, out=str(path)))
+        config.validate()
+        if path.exists() and not path.is_dir():
+            raise RunDirError(f"run folder {path} is a file")
+        if path.is_dir() and any(path.iterdir()):
+            if not resume:
+                raise RunDirError(
+                    f"run folder {path} already exists and is not empty; continue it with `spade resume {path}` "
+                    "or choose another run.out"
+                )
+            run = cls.open(path)
+            diff = _config_diff(run.config.to_dict(), config.to_dict())
+            if diff:
+                raise RunDirError(
+                    f"run folder {path} was started with another config ({'; '.join(diff)}); "
+                    f"continue it with its own config (`spade resume {path}`) or choose another run.out"
+                )
+            return run
+        for folder in (path, path / REGISTRY_DIR, path / CHECKPOINTS_DIR, path / PLOTS_DIR):
+            folder.mkdir(parents=True, exist_ok=True)
+        _replace_atomically(path / CONFIG_FILE, config.to_yaml().encode())
+        return cls(path, config)
+
+    @classmethod
+    def open(cls, path: str | Path) -> RunDir:
+        """Open an existing run folder, reading ``config.yaml`` back through the strict loader.
+
+        Raises:
+            RunDirError: ``path`` has no ``config.yaml``.
+            ConfigError: ``config.yaml`` is invalid (the message names the file and the key).
+        """
+        path = Path(path)
+        config_path = path / CONFIG_FILE
+        if not config_path.is_file():
+            raise RunDirError(f"{path} is not a run folder: it has no {CONFIG_FILE}")
+        try:
+            config = SelfPlayConfig.from_yaml(config_path)
+        except ConfigError as exc:
+            raise ConfigError(f"{config_path}: {exc.message}", key=exc.key) from exc
+        for folder in (path / REGISTRY_DIR, path / CHECKPOINTS_DIR, path / PLOTS_DIR):
+            folder.mkdir(parents=True, exist_ok=True)
+        return cls(path, config)
+
+    # -- metrics -----------------------------------------------------------------------------
+
+    def log_metrics(self, iteration: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        """Append one iteration's metrics to ``metrics.jsonl`` (fsync'ed) and to TensorBoard.
+
+        Args:
+            iteration: the iteration (int >= 0).
+            metrics: JSON data (numpy/torch scalars are converted; NaN and infinities become
+                ``null``); nested mappings become ``a/b`` tags in TensorBoard. The keys
+                ``iteration`` and ``wall_time`` (seconds since the epoch) are added here.
+
+        Returns:
+            The record written.
+
+        Raises:
+            RunDirError: a value that is not JSON data, or ``metrics`` with a key ``iteration``/``wall_time``.
+        """
+        _check_iteration(iteration)
+        if "iteration" in metrics or "wall_time" in metrics:
+            raise RunDirError("metrics must not hold 'iteration' or 'wall_time': log_metrics adds them")
+        record = {"iteration": iteration, "wall_time": time.time(), **metrics}
+        line = _dump_json(record, "metrics", finite=True) + b"\n"
+        if not self._metrics_checked:
+            self._drop_torn_tail()
+            self._metrics_checked = True
+        with open(self.metrics_path, "ab") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+        writer = self._tensorboard()
+        if writer is not None:
+            for tag, value in _flatten_numbers(metrics):
+                writer.add_scalar(tag, value, iteration)
+            writer.flush()
+        return json.loads(line)
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        """Every iteration's record from ``metrics.jsonl`` (:func:`read_metrics`)."""
+        return read_metrics(self.metrics_path)
+
+    def _drop_torn_tail(self) -> None:
+        """Cut a torn last line off ``metrics.jsonl`` so that the next line starts on its own."""
+        try:
+            with open(self.metrics_path, "rb+") as fh:
+                data = fh.read()
+                if not data or data.endswith(b"\n"):
+                    return
+                keep = data.rfind(b"\n") + 1
+                warnings.warn(
+                    f"{self.metrics_path}: dropping a torn last line: {data[keep : keep + 80]!r}",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+                fh.truncate(keep)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except FileNotFoundError:
+            return
+
+    def truncate_metrics(self, after: int, restore: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Rewrite ``metrics.jsonl`` (atomically) to the records of iterations ``<= after``.
+
+        Args:
+            after: the last iteration kept (``-1`` keeps none).
+            restore: the record of iteration ``after`` to add when it is missing (a checkpoint's
+                ``metrics``, with or without ``iteration``/``wall_time``).
+
+        Returns:
+            The records kept.
+        """
+        records = [r for r in self.read_metrics() if r["iteration"] <= after]
+        if restore is not None and (not records or records[-1]["iteration"] != after):
+            records.append({"iteration": after, "wall_time": time.time(), **dict(restore)})
+            records[-1]["iteration"] = after
+        text = b"".join(_dump_json(r, "metrics", finite=True) + b"\n" for r in records)
+        _replace_atomically(self.metrics_path, text)
+        self._metrics_checked = True
+        return records
+
+    def _tensorboard(self) -> Any:
+        if self._writer is not None or self._tb_failed or not self.config.run.tensorboard:
+            return self._writer
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as exc:
+            self._tb_failed = True
+            warnings.warn(
+                f"TensorBoard events are not written ({exc}); install tensorboard, or set run.tensorboard: false",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return None
+        self._writer = SummaryWriter(log_dir=str(self.tb_dir), purge_step=self._purge_step)
+        return self._writer
+
+    def close(self) -> None:
+        """Flush and close the TensorBoard writer (the other files are synced as they are written)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def __enter__(self) -> RunDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def checkpoints(self) -> list[int]:
+        """The iterations of every complete checkpoint, ascending."""
+        found = []
+        if self.checkpoints_dir.is_dir():
+            for entry in self.checkpoints_dir.iterdir():
+                match = _CHECKPOINT_NAME.fullmatch(entry.name)
+                if match and (entry / "meta.json").is_file():
+                    found.append(int(match.group(1)))
+        return sorted(found)
+
+    def clean_temporary(self) -> list[Path]:
+        """Delete temporary folders left by a checkpoint save that was killed; returns them."""
+        removed = []
+        if self.checkpoints_dir.is_dir():
+            for entry in self.checkpoints_dir.iterdir():
+                if entry.name.startswith(_TEMP_PREFIX) or (
+                    entry.is_dir() and _CHECKPOINT_NAME.fullmatch(entry.name) and not (entry / "meta.json").is_file()
+                ):
+                    if entry.is_dir():
+                        shutil.rmtree(entry, ignore_errors=True)
+                    else:
+                        entry.unlink(missing_ok=True)
+                    removed.append(entry)
+        return removed
+
+    def save_checkpoint(
+        self,
+        iteration: int,
+        *,
+        policy_state: Mapping[str, Any] | Callable[[Path], object] | None = None,
+        optimizer_state: Mapping[str, Any] | None = None,
+        sampler_state: Mapping[str, Any] | None = None,
+        rng_state: Mapping[str, Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        keep: int | None = None,
+    ) -> Path:
+        """Save a checkpoint atomically, point ``latest`` at it, and delete the oldest beyond ``keep``.
+
+        Args:
+            iteration: the iteration just finished (int >= 0).
+            policy_state: a state dict of tensors (saved as ``policy/policy.pt``), or a callable
+                that saves the policy into the folder it is given (``save_pretrained``, a LoRA
+                adapter...).
+            optimizer_state: the optimizer's state dict (``optimizer.pt``).
+            sampler_state: JSON states of the replay sampler, the document source...
+            rng_state: from :func:`capture_rng_state`; ``None`` captures the global generators now.
+            extra: any other JSON data to get back.
+            metrics: the iteration's metrics (JSON), restored to ``metrics.jsonl`` on resume.
+            keep: checkpoints kept (default ``run.keep_checkpoints``).
+
+        Returns:
+            The checkpoint's folder.
+
+        Raises:
+            RunDirError: a JSON part that is not JSON data, a checkpoint of a later iteration on
+                disk (resume from an older one with :meth:`prepare_resume` first), or a write that
+                failed (nothing of this checkpoint is left then, and ``latest`` is unchanged).
+        """
+        _check_iteration(iteration)
+        keep = self.config.run.keep_checkpoints if keep is None else keep
+        if keep < 1:
+            raise ValueError(f"keep must be >= 1, got {keep}")
+        newer = [i for i in self.checkpoints() if i > iteration]
+        if newer:
+            raise RunDirError(
+                f"cannot save a checkpoint of iteration {iteration}: {self.checkpoints_dir} already has one of "
+                f"iteration {newer[-1]}; resume from an older checkpoint with prepare_resume({iteration - 1}) first"
+            )
+        name = _checkpoint_name(iteration)
+        self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
+        # JSON first: a bad state fails before anything is written.
+        sampler = _dump_json(sampler_state or {}, "sampler_state")
+        rng = _dump_json(capture_rng_state() if rng_state is None else rng_state, "rng_state")
+        extra_bytes = _dump_json(extra or {}, "extra")
+        meta = {
+            "format": CHECKPOINT_FORMAT,
+            "iteration": iteration,
+            "time": time.time(),
+            "metrics": _jsonable(metrics, "metrics", finite=True) if metrics is not None else None,
+        }
+        tmp = self.checkpoints_dir / f"{_TEMP_PREFIX}{name}-{uuid.uuid4().hex[:8]}"
+        final = self.checkpoints_dir / name
+        try:
+            tmp.mkdir()
+            (tmp / "policy").mkdir()
+            if callable(policy_state):
+                policy_state(tmp / "policy")
+            elif policy_state is not None:
+                _torch_save(dict(policy_state), tmp / "policy" / "policy.pt")
+            if optimizer_state is not None:
+                _torch_save(dict(optimizer_state), tmp / "optimizer.pt")
+            _write_file(tmp / "sampler.json", sampler)
+            _write_file(tmp / "rng.json", rng)
+            _write_file(tmp / "extra.json", extra_bytes)
+            _fsync_tree(tmp)
+            _write_file(tmp / "meta.json", _dump_json(meta, "meta", finite=True))  # last: marks it complete
+            _fsync_dir(tmp)
+            if final.exists():  # the same iteration saved again (resumed from an older checkpoint)
+                trash = self.checkpoints_dir / f"{_TEMP_PREFIX}old-{name}-{uuid.uuid4().hex[:8]}"
+                os.rename(final, trash)
+                shutil.rmtree(trash, ignore_errors=True)
+            os.rename(tmp, final)
+            _fsync_dir(self.checkpoints_dir)
+        except BaseException as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise RunDirError(f"could not write checkpoint {final}: {exc}") from exc
+            raise
+        self._write_latest(name)
+        for old in self.checkpoints()[:-keep]:
+            if old != iteration:
+                shutil.rmtree(self.checkpoints_dir / _checkpoint_name(old), ignore_errors=True)
+        return final
+
+    def _write_latest(self, name: str) -> None:
+        _replace_atomically(self.checkpoints_dir / LATEST_FILE, (name + "\n").encode())
+
+    def latest_iteration(self) -> int | None:
+        """The iteration of the newest complete checkpoint, or ``None`` when there is none."""
+        found = self.checkpoints()
+        return found[-1] if found else None
+
+    def load_checkpoint(self, which: str | int = "latest") -> Checkpoint:
+        """Read a complete checkpoint.
+
+        Args:
+            which: ``"latest"`` (the newest complete checkpoint, whatever the ``latest`` file says:
+                it may lag by one after a kill) or an iteration number.
+
+        Raises:
+            RunDirError: no such complete checkpoint, or one that cannot be read.
+        """
+        found = self.checkpoints()
+        if which == "latest":
+            if not found:
+                raise RunDirError(f"{self.checkpoints_dir} holds no complete checkpoint")
+            iteration = found[-1]
+        elif isinstance(which, int) and not isinstance(which, bool):
+            if which not in found:
+                raise RunDirError(
+                    f"{self.checkpoints_dir} has no complete checkpoint of iteration {which} "
+                    f"(it has: {', '.join(map(str, found)) or 'none'})"
+                )
+            iteration = which
+        else:
+            raise ValueError(f"which must be 'latest' or an iteration number, got {which!r}")
+        path = self.checkpoints_dir / _checkpoint_name(iteration)
+        meta = _read_json(path / "meta.json")
+        if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
+            raise RunDirError(f"{path / 'meta.json'} is not a checkpoint of format {CHECKPOINT_FORMAT}")
+        return Checkpoint(
+            iteration=iteration,
+            path=path,
+            sampler_state=_read_json(path / "sampler.json"),
+            rng_state=_read_json(path / "rng.json"),
+            extra=_read_json(path / "extra.json"),
+            metrics=meta.get("metrics"),
+            time=float(meta.get("time", 0.0)),
+        )
+
+    def prepare_resume(self, which: str | int = "latest") -> Checkpoint | None:
+        """Put the run folder back at a checkpoint and return it (``None``: start from scratch).
+
+        Deletes temporary checkpoint folders and every checkpoint newer than the one taken,
+        repairs ``latest``, rewrites ``metrics.jsonl`` to the iterations up to the checkpoint (its
+        own line restored from the checkpoint when missing), and makes TensorBoard hide the events
+        of later iterations. The loop then restores its states from the checkpoint and continues
+        at ``checkpoint.iteration + 1``.
+        """
+        self.close()
+        self.clean_temporary()
+        if not self.checkpoints():
+            self.truncate_metrics(-1)
+            self._purge_step = 0
+            (self.checkpoints_dir / LATEST_FILE).unlink(missing_ok=True)
+            return None
+        checkpoint = self.load_checkpoint(which)
+        for newer in self.checkpoints():
+            if newer > checkpoint.iteration:
+                shutil.rmtree(self.checkpoints_dir / _checkpoint_name(newer), ignore_errors=True)
+        self._write_latest(checkpoint.path.name)
+        restore = None if checkpoint.metrics is None else {"wall_time": checkpoint.time, **checkpoint.metrics}
+        self.truncate_metrics(checkpoint.iteration, restore)
+        self._purge_step = checkpoint.iteration + 1
+        return checkpoint
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """Every iteration's record from a ``metrics.jsonl`` file, in order (``[]`` when it is missing).
+
+    A torn last line (a kill mid-write) is dropped with a warning, as is any other line that is
+    not a JSON object with an ``iteration``. When an iteration appears again (a run resumed without
+    :meth:`RunDir.prepare_resume`), the later records win: the earlier ones from that iteration on
+    are dropped.
+
+    Raises:
+        RunDirError: the file exists but cannot be read.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc}") from exc
+    lines = data.split(b"\n")
+    records: list[dict[str, Any]] = []
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        last = number == len(lines)  # no newline after it: maybe torn
+        try:
+            record = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            record = None
+        if not isinstance(record, dict) or not _is_iteration(record.get("iteration")):
+            what = "a torn last line (the run was killed while writing it)" if last else f"line {number}"
+            warnings.warn(f"{path}: ignoring {what}: {raw[:80]!r}", RuntimeWarning, stacklevel=3)
+            continue
+        while records and records[-1]["iteration"] >= record["iteration"]:
+            records.pop()
+        records.append(record)
+    return records
+
+
+def _is_iteration(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_iteration(iteration: Any) -> None:
+    if not _is_iteration(iteration):
+        raise ValueError(f"iteration must be an int >= 0, got {iteration!r}")

@@ -1,0 +1,441 @@
+"""The self-play configuration: strict loading (unknown keys with suggestions, wrong types, ranges),
+YAML 1.2 scalars, the documented YAML round trip, dotted overrides, describe_config, and the mapping
+onto the library's own settings."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spade_gym.errors import SpadeError
+from spade_gym.trainer.config import (
+    SECTIONS,
+    ConfigError,
+    SelfPlayConfig,
+    TrainConfig,
+    describe_config,
+    parse_fixed_pool,
+)
+
+
+def leaf_fields(cls: type = SelfPlayConfig, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any]]]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        dotted = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(hints[f.name]):
+            out.extend(leaf_fields(hints[f.name], dotted + "."))
+        else:
+            out.append((dotted, f))
+    return out
+
+
+def error_of(data: dict[str, Any]) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        SelfPlayConfig.from_dict(data)
+    return info.value
+
+
+# ------------------------------------------------------------------------------------------------
+# Defaults and fields
+# ------------------------------------------------------------------------------------------------
+
+
+def test_defaults_are_valid_and_every_field_has_help() -> None:
+    config = SelfPlayConfig()
+    config.validate()
+    assert SelfPlayConfig.from_dict({}) == config
+    assert list(SECTIONS) == [f.name for f in dataclasses.fields(SelfPlayConfig)]
+    fields = leaf_fields()
+    assert len(fields) > 50
+    for dotted, f in fields:
+        assert f.metadata.get("help", "").strip(), f"{dotted} has no help"
+
+
+def test_settings_choices_match_the_program_contract() -> None:
+    from spade_gym.program import SETTINGS
+
+    hint = typing.get_type_hints(type(SelfPlayConfig().designer))["settings"]
+    assert typing.get_args(typing.get_args(hint)[0]) == tuple(SETTINGS)
+    assert tuple(SelfPlayConfig().designer.settings) == tuple(SETTINGS)
+
+
+def test_config_error_is_a_spade_error() -> None:
+    assert issubclass(ConfigError, SpadeError)
+    assert error_of({"trian": {}}).category == "CONFIG"
+
+
+# ------------------------------------------------------------------------------------------------
+# Unknown keys
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "key", "suggestion", "known"),
+    [
+        ({"trian": {}}, "trian", "'train'", "Known keys (top-level sections): policy, designer, agent, train, run"),
+        (
+            {"train": {"learnig_rate": 1e-4}},
+            "train.learnig_rate",
+            "'train.learning_rate'",
+            "Known keys of section 'train': learning_rate,",
+        ),
+        (
+            {"designer": {"reward": {"duplcate": -1.0}}},
+            "designer.reward.duplcate",
+            "'designer.reward.duplicate'",
+            "of section 'designer.reward'",
+        ),
+        ({"learning_rate": 1e-4}, "learning_rate", "'train.learning_rate'", "top-level sections"),  # wrong section
+        ({"run": {"iterations": 2, "seeed": 1}}, "run.seeed", "'run.seed'", "Known keys of section 'run'"),
+    ],
+)
+def test_unknown_key_names_the_dotted_key_and_a_suggestion(
+    data: dict[str, Any], key: str, suggestion: str, known: str
+) -> None:
+    error = error_of(data)
+    assert error.key == key
+    assert f"unknown config key {key!r}" in str(error)
+    assert f"did you mean {suggestion}?" in str(error)
+    assert known in str(error)
+
+
+def test_unknown_key_without_a_close_match_lists_the_known_keys() -> None:
+    error = error_of({"agent": {"zzzzzz": 1}})
+    assert error.key == "agent.zzzzzz"
+    assert "did you mean" not in str(error)
+    assert "Known keys of section 'agent': k, max_new_tokens" in str(error)
+
+
+def test_unknown_key_in_a_yaml_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  learning_rate: 1e-4\n  clip_epsilon: 0.3\n")
+    with pytest.raises(ConfigError, match=r"'train.clip_epsilon'; did you mean 'train.clip_eps'") as info:
+        SelfPlayConfig.from_yaml(path)
+    assert info.value.key == "train.clip_epsilon"
+
+
+# ------------------------------------------------------------------------------------------------
+# Wrong types
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "key", "fragment"),
+    [
+        ({"run": {"iterations": "3"}}, "run.iterations", "'3' (str); expected int"),
+        ({"run": {"iterations": 3.0}}, "run.iterations", "3.0 (float); expected int"),
+        ({"run": {"iterations": True}}, "run.iterations", "True (bool); expected int"),
+        ({"run": {"tensorboard": 1}}, "run.tensorboard", "1 (int); expected bool (true or false)"),
+        ({"run": {"tensorboard": "yes"}}, "run.tensorboard", "'yes' (str); expected bool"),
+        ({"train": {"learning_rate": "fast"}}, "train.learning_rate", "'fast' (str); expected float"),
+        ({"train": {"learning_rate": True}}, "train.learning_rate", "True (bool); expected float"),
+        ({"train": {"learning_rate": None}}, "train.learning_rate", "= None; expected float"),
+        ({"train": {"loss_type": "ppo"}}, "train.loss_type", "'ppo' (str); expected one of 'token', 'sequence'"),
+        ({"run": {"designer": False}}, "run.designer", "False (bool); expected one of 'on', 'off'"),
+        ({"designer": {"settings": "game"}}, "designer.settings", "expected a list of one of"),
+        (
+            {"designer": {"settings": ["game", "games"]}},
+            "designer.settings[1]",
+            "'games' (str); expected one of 'reasoning'",
+        ),
+        ({"designer": {"settings": ["game", 3]}}, "designer.settings[1]", "3 (int); expected one of"),
+        ({"agent": {"max_turns": "3"}}, "agent.max_turns", "'3' (str); expected int or null"),
+        ({"agent": {"max_turns": 2.5}}, "agent.max_turns", "expected int or null"),
+        ({"train": {"max_grad_norm": "1"}}, "train.max_grad_norm", "expected float or null"),
+        ({"policy": {"lora": [8]}}, "policy.lora", "[8] (list); expected a mapping or null"),
+        ({"policy": {"lora": {1: 2}}}, "policy.lora (a key)", "1 (int); expected str"),
+        ({"policy": {"device": 0}}, "policy.device", "0 (int); expected str or null"),
+        ({"run": 5}, "run", "5 (int); expected a section"),
+        ({"designer": {"reward": [1]}}, "designer.reward", "expected a section"),
+    ],
+)
+def test_wrong_type_names_key_value_and_expected_type(data: dict[str, Any], key: str, fragment: str) -> None:
+    error = error_of(data)
+    assert error.key == key
+    assert f"config key {key!r}" in str(error)
+    assert fragment in str(error)
+
+
+def test_an_int_is_accepted_for_a_float() -> None:
+    config = SelfPlayConfig.from_dict({"train": {"learning_rate": 1, "max_grad_norm": 2}})
+    assert config.train.learning_rate == 1.0 and type(config.train.learning_rate) is float
+    assert type(config.train.max_grad_norm) is float
+
+
+def test_validate_checks_types_of_a_config_built_in_python() -> None:
+    config = SelfPlayConfig(train=TrainConfig(epochs="2"))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"'train.epochs' = '2' \(str\); expected int"):
+        config.validate()
+
+
+# ------------------------------------------------------------------------------------------------
+# Ranges
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "key", "fragment"),
+    [
+        ({"run": {"iterations": 0}}, "run.iterations", "expected an int >= 1"),
+        ({"run": {"seed": -1}}, "run.seed", "expected an int >= 0"),
+        ({"run": {"keep_checkpoints": 0}}, "run.keep_checkpoints", "expected an int >= 1"),
+        ({"designer": {"edit_probability": 1.5}}, "designer.edit_probability", "expected a number in [0, 1]"),
+        ({"designer": {"temperature": 0.0}}, "designer.temperature", "greedy samples is degenerate"),
+        ({"designer": {"group_size": 1}}, "designer.group_size", "expected an int >= 2"),
+        ({"designer": {"settings": []}}, "designer.settings", "non-empty list of distinct settings"),
+        ({"designer": {"settings": ["game", "game"]}}, "designer.settings", "distinct"),
+        ({"designer": {"top_p": 0.0}}, "designer.top_p", "(0, 1]"),
+        ({"designer": {"reward": {"trivial_at": 2.0}}}, "designer.reward.trivial_at", "[0, 1]"),
+        ({"agent": {"k": 0}}, "agent.k", ">= 1"),
+        ({"agent": {"max_turns": 0}}, "agent.max_turns", ">= 1"),
+        ({"agent": {"replay_rho": -0.1}}, "agent.replay_rho", "[0, 1]"),
+        ({"agent": {"replay_beta": 0.0}}, "agent.replay_beta", "> 0"),
+        ({"train": {"learning_rate": float("nan")}}, "train.learning_rate", "finite number > 0"),
+        ({"train": {"clip_eps_high": 0.0}}, "train.clip_eps_high", "> 0"),
+        ({"train": {"clip_eps": 1.0}}, "train.clip_eps", "(0, 1)"),
+        ({"train": {"adam_betas": [0.9]}}, "train.adam_betas", "two numbers in [0, 1)"),
+        ({"train": {"adam_betas": [0.9, 1.0]}}, "train.adam_betas", "two numbers in [0, 1)"),
+        ({"train": {"std_ddof": 2}}, "train.std_ddof", "0 or 1"),
+        ({"train": {"mini_batches": 0}}, "train.mini_batches", ">= 1"),
+        ({"train": {"kl_coef": -1.0}}, "train.kl_coef", ">= 0"),
+        ({"train": {"designer_weight": 0.0, "agent_weight": 0}}, "train.designer_weight", "nothing would be trained"),
+        ({"policy": {"device": "gpu"}}, "policy.device", "'cpu', 'cuda', 'cuda:N', 'mps' or null"),
+        ({"policy": {"spec": " "}}, "policy.spec", "policy spec"),
+        ({"run": {"fixed_pool": "reasoning_gym:leg_counting"}}, "run.fixed_pool", "'seed-library' or 'reasoning-gym:"),
+        ({"run": {"designer": "off"}, "agent": {"replay_envs": 0}}, "agent.replay_envs", "set agent.replay_envs >= 1"),
+    ],
+)
+def test_range_errors_name_the_key(data: dict[str, Any], key: str, fragment: str) -> None:
+    error = error_of(data)
+    assert error.key == key
+    assert repr(key) in str(error)
+    assert fragment in str(error)
+
+
+def test_fixed_pool_forms() -> None:
+    assert parse_fixed_pool("seed-library") == ("seed-library", [])
+    assert parse_fixed_pool("reasoning-gym:leg_counting,basic_arithmetic") == (
+        "reasoning-gym",
+        ["leg_counting", "basic_arithmetic"],
+    )
+    for bad in ("reasoning-gym:", "reasoning-gym:a,,b", "seed", "reasoning-gym:a-b"):
+        with pytest.raises(ValueError):
+            parse_fixed_pool(bad)
+    assert (
+        SelfPlayConfig.from_dict({"run": {"designer": "off", "fixed_pool": "reasoning-gym:leg_counting"}}).run.designer
+        == "off"
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# YAML
+# ------------------------------------------------------------------------------------------------
+
+
+def test_yaml_uses_yaml_1_2_scalars(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "run:\n  designer: off\n  iterations: 010\n  tensorboard: false\n"
+        "train:\n  learning_rate: 1e-4\n  max_grad_norm: .5\n"
+        "agent:\n  replay_envs: 2\n"
+    )
+    config = SelfPlayConfig.from_yaml(path)
+    assert config.run.designer == "off"  # YAML 1.1 would read False
+    assert config.run.iterations == 10  # YAML 1.1 would read octal 8
+    assert config.run.tensorboard is False
+    assert config.train.learning_rate == 1e-4  # YAML 1.1 would read the string '1e-4'
+    assert config.train.max_grad_norm == 0.5
+
+
+def test_yaml_yes_is_not_a_bool(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("run:\n  tensorboard: yes\n")
+    with pytest.raises(ConfigError, match=r"'run.tensorboard' = 'yes' \(str\); expected bool \(true or false\)"):
+        SelfPlayConfig.from_yaml(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("run:\n  seed: 1\n  seed: 2\n", "found duplicate key 'seed'"),
+        ("run: [\n", "is not valid YAML"),
+        ("- 1\n- 2\n", "must be a mapping of sections"),
+    ],
+)
+def test_bad_yaml_files(tmp_path: Path, text: str, fragment: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=fragment):
+        SelfPlayConfig.from_yaml(path)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        SelfPlayConfig.from_yaml(tmp_path / "nope.yaml")
+
+
+def test_empty_file_is_the_default_run(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("# nothing\n")
+    assert SelfPlayConfig.from_yaml(path) == SelfPlayConfig()
+
+
+def test_yaml_round_trip_of_defaults_and_of_unusual_values(tmp_path: Path) -> None:
+    assert SelfPlayConfig.from_yaml(_write(tmp_path / "a.yaml", SelfPlayConfig())) == SelfPlayConfig()
+    config = SelfPlayConfig.from_dict(
+        {
+            "policy": {
+                "spec": "vllm:Qwen/Qwen2.5-0.5B-Instruct",
+                "device": "cuda:1",
+                "dtype": "bfloat16",
+                "lora": {"r": 8, "lora_alpha": 16.0, "target_modules": ["q_proj", "v_proj"], "bias": "none"},
+            },
+            "designer": {
+                "settings": ["game"],
+                "documents": "hf:wikimedia/wikipedia:20231101.en",
+                "edit_probability": 0,
+            },
+            "agent": {"max_turns": 6, "replay_strategy": "uniform"},
+            "train": {"learning_rate": 3e-7, "clip_eps_high": 0.28, "max_grad_norm": None, "loss_type": "sequence"},
+            "run": {"out": "1e-4", "designer": "off", "fixed_pool": "reasoning-gym:leg_counting", "tensorboard": False},
+        }
+    )
+    back = SelfPlayConfig.from_yaml(_write(tmp_path / "b.yaml", config))
+    assert back == config
+    assert back.run.out == "1e-4" and back.run.designer == "off"
+
+
+def test_yaml_documents_every_field(tmp_path: Path) -> None:
+    text = SelfPlayConfig().to_yaml()
+    flat = " ".join(line.strip("# ").strip() for line in text.splitlines() if line.lstrip().startswith("#"))
+    for dotted, f in leaf_fields():
+        assert f"{dotted.rsplit('.', 1)[-1]}:" in text
+        assert " ".join(f.metadata["help"].split()) in flat, dotted
+
+
+def _write(path: Path, config: SelfPlayConfig) -> Path:
+    assert config.to_yaml(path) == path.read_text()
+    return path
+
+
+# ------------------------------------------------------------------------------------------------
+# Overrides
+# ------------------------------------------------------------------------------------------------
+
+
+def test_overrides() -> None:
+    base = SelfPlayConfig()
+    config = base.with_overrides(
+        [
+            "train.learning_rate=1e-4",
+            "run.iterations=7",
+            "run.designer=off",
+            "designer.settings=[reasoning, game]",
+            "train.max_grad_norm=null",
+            "policy.lora.r=8",
+            "policy.spec=1.5",
+            "run.out='my run'",
+            "designer.reward.duplicate=-2",
+        ]
+    )
+    assert config.train.learning_rate == 1e-4
+    assert config.run.iterations == 7
+    assert config.run.designer == "off"
+    assert config.designer.settings == ["reasoning", "game"]
+    assert config.train.max_grad_norm is None
+    assert config.policy.lora == {"r": 8}
+    assert config.policy.spec == "1.5"  # a string field takes the text as it is
+    assert config.run.out == "my run"
+    assert config.designer.reward.duplicate == -2.0
+    assert base == SelfPlayConfig()  # the original is unchanged
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "fragment"),
+    [
+        ("train.learnig_rate=1e-4", "train.learnig_rate", "did you mean 'train.learning_rate'?"),
+        ("trainn.learning_rate=1e-4", "trainn", "did you mean 'train'?"),
+        ("run.iterations=many", "run.iterations", "'many' (str); expected int"),
+        ("run.iterations=-3", "run.iterations", "expected an int >= 1"),
+        ("train.learning_rate.x=1", "train.learning_rate.x", "'train.learning_rate' is a value, not a section"),
+        ("run.iterations", "", "must look like KEY=VALUE"),
+        ("run..seed=1", "run..seed", "empty part"),
+    ],
+)
+def test_bad_overrides(override: str, key: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        SelfPlayConfig().with_overrides([override])
+    assert info.value.key == key
+    assert fragment in str(info.value)
+
+
+# ------------------------------------------------------------------------------------------------
+# describe_config and the mapping onto the library
+# ------------------------------------------------------------------------------------------------
+
+
+def test_describe_config_lists_every_field_with_type_default_and_help() -> None:
+    text = describe_config()
+    flat = " ".join(text.split())
+    for dotted, f in leaf_fields():
+        assert f"  {dotted}: " in text, dotted
+        assert " ".join(f.metadata["help"].split()) in flat, dotted
+    assert "train.learning_rate: float = 1.0e-05" in text
+    assert "run.designer: one of 'on', 'off' = 'on'" in text
+    assert "agent.max_turns: int or null = null" in text
+    for section in SECTIONS:
+        assert f"\n{section}: " in text
+
+
+def test_grpo_config_mirrors_every_field_of_the_trainer() -> None:
+    from spade_gym.trainer.grpo import GRPOConfig
+
+    config = SelfPlayConfig().with_overrides(
+        [
+            "train.learning_rate=2e-5",
+            "train.loss_type=sequence",
+            "train.agent_weight=0.5",
+            "train.adam_betas=[0.8, 0.99]",
+            "run.seed=7",
+        ]
+    )
+    grpo = config.grpo_config()
+    assert isinstance(grpo, GRPOConfig)
+    assert grpo.learning_rate == 2e-5 and grpo.loss_type == "sequence" and grpo.adam_betas == (0.8, 0.99)
+    assert grpo.role_weights == {"designer": 1.0, "agent": 0.5} and grpo.seed == 7
+    # every GRPOConfig field has a key here (role_weights and seed come from the two weights and run.seed)
+    mirrored = {f.name for f in dataclasses.fields(TrainConfig)} - {"designer_weight", "agent_weight"}
+    assert mirrored | {"role_weights", "seed"} == {f.name for f in dataclasses.fields(GRPOConfig)}
+    # and the same defaults
+    defaults = SelfPlayConfig().grpo_config()
+    assert defaults == GRPOConfig()
+
+
+def test_designer_and_replay_config() -> None:
+    config = SelfPlayConfig().with_overrides(
+        [
+            "agent.k=3",
+            "agent.temperature=0.7",
+            "agent.max_turns=5",
+            "designer.max_new_tokens=900",
+            "designer.settings=[game]",
+            "designer.reward.duplicate=-0.25",
+            "designer.memory_k=2",
+            "agent.replay_rho=0.3",
+        ]
+    )
+    dc = config.designer_config()
+    assert dc.k == 3
+    assert dc.rollout.sampling.temperature == 0.7 and dc.rollout.max_turns == 5
+    assert dc.sampling.max_new_tokens == 900 and dc.sampling.temperature == 1.0
+    assert dc.settings == ("game",)
+    assert dc.reward.duplicate == -0.25
+    assert dc.memory.k == 2
+    assert dc.repair_rounds == 0
+    rc = config.replay_config()
+    assert (rc.beta, rc.rho, rc.unmeasured_first) == (0.1, 0.3, True)
