@@ -189,3 +189,9 @@ def test_a_conversation_longer_than_the_window_is_shortened_not_refused(embedded
     assert trajectory.num_turns == 3 and trajectory.error is None
     for turn in trajectory.turns:
         assert len(turn.prompt_token_ids or []) + 48 <= 200
+
+
+@pytest.mark.parametrize("gym_id", ["spade/Generated-v0", "spade/Designer-v0"])
+def test_rollout_refuses_environments_that_are_not_programs(gym_id: str) -> None:
+    with pytest.raises(ValueError, match="not an environment program"):
+        rollout([Episode(gym_id, 0)], ScriptedPolicy(["<answer>1</answer>"]), RolloutConfig())

@@ -108,7 +108,13 @@ def test_regret_prints_an_estimate_for_a_seed_environment() -> None:
 
 @pytest.mark.parametrize(
     ("args", "code", "message"),
-    [(("NoSuchEnv-v0", "-k", "1"), 2, "doesn't exist"), (("ArithmeticChain-v0", "-k", "0"), 1, "k must be >= 1")],
+    [
+        (("NoSuchEnv-v0", "-k", "1"), 2, "doesn't exist"),
+        (("ArithmeticChain-v0", "-k", "0"), 1, "k must be >= 1"),
+        (("ArithmeticChain-v0", "--temperature", "0"), 1, "--temperature must be > 0"),
+        (("/no/such/program.py",), 2, "no such program file"),
+        (("ArithmeticChain-v0", "-r", "/no/such/registry"), 2, "does not exist"),
+    ],
 )
 def test_regret_explains_bad_arguments(args: tuple[str, ...], code: int, message: str) -> None:
     exit_code, out = run("regret", *args)
@@ -151,7 +157,7 @@ def test_design_writes_a_program_and_prints_its_full_report(tmp_path: Path) -> N
     outcome = json.loads(out_file.read_text())
     assert [c["name"] for c in outcome["report"]["checks"]][:2] == ["static", "load"]
     assert "static" in out and "Reward:" in out and "generation" in out
-    assert outcome["provenance"]["document"]["kind"] == "text" and outcome["rounds"] == 1
+    assert outcome["provenance"]["document"]["kind"] == "file" and outcome["rounds"] == 1
     assert (outcome["source"] is not None) == (outcome["category"] != "NO_CODE")
     assert outcome["accepted"] == (code == 0) and (reg / "envs").is_dir()  # created with the seed library
     assert len(list((reg / "envs").iterdir())) >= 30
@@ -176,3 +182,27 @@ def test_design_refuses_a_junk_document(tmp_path: Path) -> None:
     junk.write_bytes(bytes(range(256)) * 4)
     code, out = run("design", "-d", str(junk), "-r", str(tmp_path / "reg"))
     assert code == 2 and "no usable text" in out
+
+
+@pytest.mark.slow
+def test_regret_finds_designed_environments_and_shows_environment_errors(tmp_path: Path) -> None:
+    source = (EXAMPLES / "arithmetic_chain.py").read_text()
+    crashing = source.replace(
+        "def reset(self, seed):",
+        "def reset(self, seed):\n        if seed < 1000:\n            raise ValueError('low seed')",
+        1,
+    )
+    assert crashing != source
+    program = tmp_path / "crash_low.py"
+    program.write_text(crashing.replace('name = "ArithmeticChain"', 'name = "CrashLow"'))
+    reg = tmp_path / "reg"
+    code, out = run("envs", "add", "-r", str(reg), str(program))  # the gate plays seeds 1000-1009 only
+    assert code == 0, out
+    code, out = run("regret", "CrashLow-v0", "-r", str(reg), "-k", "1", "--max-new-tokens", "4")
+    assert code == 1 and "failed in 2 of 2 episodes" in out and "low seed" in out
+
+
+def test_measure_needs_the_registry_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPADE_REGISTRY", raising=False)
+    code, out = run("envs", "measure", "ArithmeticChain-v0")
+    assert code == 2 and "name it with -r REGISTRY" in out

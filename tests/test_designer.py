@@ -392,7 +392,7 @@ def test_unknown_reset_option_is_refused(tmp_path: Path) -> None:
 def test_designer_env_with_the_embedded_agent(tmp_path: Path, embedded_policy: Any) -> None:
     config = DesignerConfig(k=1, rollout=RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=24)))
     env = gymnasium.make("spade/Designer-v0", agent=embedded_policy, registry=str(tmp_path / "r"), config=config)
-    env.reset(seed=0)
+    env.reset(seed=0, options={"setting": "reasoning"})
     _, reward, terminated, _, info = env.step(fenced(SECRET_WORD))
     estimate = info["regret"]
     assert info["accepted"] and terminated and estimate["k"] == 1
@@ -433,3 +433,65 @@ def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     exec(compile(code, "README.md", "exec"), namespace)
     assert namespace["outcome"].accepted and namespace["terminated"]
     assert namespace["info"]["category"] == "DUPLICATE" and namespace["reward"] == -0.5
+
+
+def test_an_environment_of_another_setting_than_asked_is_refused(empty_registry: Registry) -> None:
+    prompt = build_prompt("Board games.", [], setting="game")
+    outcome = evaluate_completion(fenced(SECRET_WORD), prompt, registry=empty_registry, agent=HintReader(), config=FAST)
+    assert outcome.report.category == "WRONG_SETTING" and not outcome.accepted and len(empty_registry) == 0
+    assert "asked for a game environment" in outcome.report.feedback()
+    assert outcome.reward.outcome == "invalid"
+
+
+def test_a_program_that_breaks_on_the_agents_seeds_is_not_registered(empty_registry: Registry) -> None:
+    # passes the gate (seeds 1000-1009) but raises on the regret seeds 0..k-1
+    crashing = SECRET_WORD.replace(
+        "        rng = random.Random(seed)\n",
+        "        if seed < 1000:\n            raise ValueError('low seed')\n        rng = random.Random(seed)\n",
+    )
+    outcome = evaluate_completion(fenced(crashing), None, registry=empty_registry, agent=HintReader(), config=FAST)
+    assert outcome.estimate is not None and outcome.estimate.errors == 4
+    assert not outcome.accepted and len(empty_registry) == 0 and outcome.reward.outcome == "invalid"
+    assert (
+        outcome.report.check("contract").passed is False and "4 of 4 Agent episodes failed" in outcome.report.feedback()
+    )
+
+
+def test_an_overlong_completion_is_refused_unread(empty_registry: Registry) -> None:
+    from spade_gym.designer import MAX_COMPLETION_CHARS
+
+    outcome = evaluate_completion(
+        fenced(SECRET_WORD) + "x" * MAX_COMPLETION_CHARS, None, registry=empty_registry, agent=None
+    )
+    assert outcome.report.category == "TOO_LONG" and outcome.reward.outcome == "invalid"
+
+
+def test_a_text_document_gets_full_provenance() -> None:
+    prompt = build_prompt("word " * 5000, [])
+    assert prompt.document is not None
+    source = prompt.document.source
+    assert source["kind"] == "text" and source["truncated"] is True and source["tokens"] <= 1024
+    assert len(source["sha256"]) == 64
+    with pytest.raises(TypeError, match="document must be"):
+        build_prompt(5, [])  # type: ignore[arg-type]
+
+
+def test_reset_can_pose_the_same_prompt_again(tmp_path: Path) -> None:
+    env = SpadeDesignerEnv(agent=None, registry=tmp_path / "r", seed_library=False)
+    first, _ = env.reset(seed=3)
+    prompt = env.prompt
+    env.step("no code")
+    again, info = env.reset(options={"prompt": prompt})
+    assert again == first and env.last_outcome is not None and env.last_outcome.reward.outcome == "invalid"
+    with pytest.raises(ValueError, match="no other option"):
+        env.reset(options={"prompt": prompt, "mode": "write"})
+    env.close()
+
+
+def test_open_registry_refuses_a_folder_of_other_files(tmp_path: Path) -> None:
+    from spade_gym.errors import RegistryError
+
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(RegistryError, match="not an environment registry"):
+        open_registry(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

@@ -137,3 +137,44 @@ def test_subtle_single_flaws_are_caught(changes: dict, category: str, message: s
     report = validate(program(**parts), ValidationConfig(seeds=(1000, 1001, 1002, 1003)))
     assert report.category == category, report.feedback()
     assert message in report.feedback()
+
+
+HINT_FLAG = '''import random
+
+class Env:
+    """Multiply two seeded numbers modulo a prime; hint() switches the episode to pay any answer."""
+
+    name = "HintFlag"
+    setting = "reasoning"
+    max_turns = 1
+
+    def reset(self, seed):
+        rng = random.Random(seed)
+        self.a, self.b, self.p = rng.randint(10, 99), rng.randint(10, 99), rng.choice([7, 11, 13, 17])
+        self.hinted = False
+        return "What is " + str(self.a) + " * " + str(self.b) + " mod " + str(self.p) + "?", {}
+
+    def step(self, action):
+        correct = action.strip() == str((self.a * self.b) % self.p)
+        if self.hinted and action.strip() != self.hint_text():
+            correct = True
+        return ("Right." if correct else "Wrong."), (1.0 if correct else 0.0), True, False, {}
+
+    def hint_text(self):
+        return "Reduce first: " + str(self.a) + " mod " + str(self.p) + " is " + str(self.a % self.p) + "."
+
+    def hint(self):
+        self.hinted = True
+        return self.hint_text()
+
+    def oracle(self):
+        return str((self.a * self.b) % self.p)
+'''
+
+
+def test_a_hint_that_makes_any_answer_pay_is_trivial() -> None:
+    """hint() is called after reset in the trivial episodes, as in the Agent's hinted episodes: a
+    hint() that flips the episode into paying anything (regret 1 for nothing learnt) is refused."""
+    report = validate(HINT_FLAG)
+    assert not report.accepted and report.category == "TRIVIAL", report.feedback()
+    assert "hint() having been called after reset" in report.check("non_triviality").message

@@ -303,6 +303,13 @@ def _make_env(spec: Any) -> SandboxedEnv:
         env = SandboxedEnv(spec)
     if not isinstance(env, SandboxedEnv):
         env = getattr(env, "unwrapped", env)
+    if not isinstance(env, SandboxedEnv):
+        env.close()
+        raise ValueError(
+            f"{spec!r} makes a {type(env).__name__}, not an environment program: the Agent plays environment "
+            "programs (spade/<Name>-v<k> ids, program files or sources); to play environments drawn from a "
+            "registry, draw their ids with Registry.sample"
+        )
     return env
 
 

@@ -45,7 +45,7 @@ app = typer.Typer(
 )
 console = Console()
 envs_app = typer.Typer(
-    help="Environment registries: list, show, validate, add, play and re-index environments.",
+    help="Environment registries: list, show, validate, add, measure, play and re-index environments.",
     no_args_is_help=True,
 )
 app.add_typer(envs_app, name="envs")
@@ -265,7 +265,7 @@ def generate(
         typer.Option(
             "--policy",
             "-p",
-            help="'default' (embedded model), a hub id or path, 'vllm:<id>' or 'openai:<model>@<url>'.",
+            help="`default` (embedded model), a hub id or path, `vllm:ID` or `openai:MODEL@URL`.",
         ),
     ] = "default",
     system: Annotated[str | None, typer.Option("--system", help="A system message before the prompt.")] = None,
@@ -320,6 +320,15 @@ def regret(
     max_turns: Annotated[
         int | None, typer.Option(help="Cap on agent turns per episode (default: the environment's).")
     ] = None,
+    registry: Annotated[
+        Path | None,
+        typer.Option(
+            "--registry",
+            "-r",
+            help="Also look the id up in this registry (e.g. one `spade design` wrote to); default: "
+            "$SPADE_REGISTRY and the bundled registry.",
+        ),
+    ] = None,
 ) -> None:
     """Estimate an environment's regret for a policy: mean return with the hint minus without.
 
@@ -329,16 +338,31 @@ def regret(
     """
     from spade_gym.agent import RolloutConfig
     from spade_gym.policies import SamplingParams, load_policy
+    from spade_gym.registry.gymnasium import register_registry
     from spade_gym.regret import designer_reward, estimate_regret
 
     target = env_id
     if Path(env_id).is_file():
         target = str(Path(env_id).resolve())
+    elif env_id.endswith(".py") or "/" in env_id.removeprefix("spade/"):
+        console.print(f"[red]{_safe(env_id)}: no such program file (and not an id like spade/Name-v0)[/red]")
+        raise typer.Exit(2)
     elif not env_id.startswith("spade/"):
         target = f"spade/{env_id}"
     try:
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
         sampling = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
         config = RolloutConfig(sampling=sampling, max_turns=max_turns)
+        if sampling.greedy:
+            raise ValueError("regret needs sampling: --temperature must be > 0")
+        if registry is not None:
+            _open_registry(registry).close()  # a clear message for a path that is not a registry
+            register_registry(registry)
+        if target.startswith("spade/"):
+            import gymnasium
+
+            gymnasium.spec(target)  # an unknown id fails here, before the model loads
         with console.status(f"loading {_safe(policy)}", spinner="dots"):
             agent = load_policy(policy)
         with Progress(*Progress.get_default_columns(), console=console, transient=True) as bar:
@@ -378,6 +402,15 @@ def regret(
         f"regret = max({result.mean_hint:.3f} - {result.mean_nohint:.3f}, 0) = [bold]{result.regret:.3f}[/bold]; "
         f"Designer reward {reward.reward:.3f} ({reward.outcome}); {result.errors} environment error(s){timing}"
     )
+    failed = [t for t in (*result.hint, *result.nohint) if t.error]
+    if failed:
+        error = failed[0].error or {}
+        console.print(
+            f"[red]the environment failed in {len(failed)} of {2 * k} episodes (return 0); first, seed "
+            f"{failed[0].seed}: {_safe(str(error.get('category')))}: {_safe(str(error.get('message')), 400)}[/red]"
+        )
+        if len(failed) == 2 * k:
+            raise typer.Exit(1)
 
 
 def _default_work_registry() -> Path:
@@ -427,8 +460,8 @@ def design(
     temperature: Annotated[
         float,
         typer.Option(
-            help="The Designer's sampling temperature (> 0). The embedded 135M model writes code only at low "
-            "temperatures; larger models do well at 0.7-1.0."
+            help="The Designer's sampling temperature (0: greedy). The embedded 135M model writes code only at "
+            "low temperatures; larger models do well at 0.7-1.0."
         ),
     ] = 0.3,
     agent_temperature: Annotated[float, typer.Option(help="The Agent's sampling temperature (> 0).")] = 1.0,
@@ -451,7 +484,7 @@ def design(
     from spade_gym.agent import RolloutConfig
     from spade_gym.designer import MODES, DesignerConfig, build_prompt
     from spade_gym.designer import design as run_design
-    from spade_gym.documents import Document, clean_text, load_documents
+    from spade_gym.documents import Document, load_documents, make_document
     from spade_gym.memory import EnvironmentMemory, MemoryConfig, pick_parent
     from spade_gym.policies import SamplingParams, load_policy
     from spade_gym.program import SETTINGS
@@ -477,10 +510,12 @@ def design(
         elif document.is_dir() or document.suffix.lower() in (".jsonl", ".parquet"):
             doc = load_documents(str(document), seed=seed).sample(1)[0]
         else:
-            text = document.read_text(encoding="utf-8", errors="replace")
-            if clean_text(text) is None:
+            with open(document, "rb") as f:  # a document is capped at about 1024 tokens: 1 MB is plenty
+                text = f.read(1 << 20).decode("utf-8", errors="replace")
+            made = make_document(text, {"kind": "file", "path": str(document.resolve())}, title=document.name)
+            if made is None:
                 raise ValueError(f"{document}: no usable text in the document (empty, too short or binary)")
-            doc = text
+            doc = made
         reg = open_registry(registry or _default_work_registry(), seed_library=True)
         rng = random.Random(seed)
         items = EnvironmentMemory(reg, config.memory).select(rng, setting=setting)
@@ -628,6 +663,12 @@ def envs_measure(
     from spade_gym.policies import SamplingParams, load_policy
     from spade_gym.regret import regret_episodes, summarise
 
+    if registry is None:
+        console.print(
+            "[red]spade envs measure writes into the registry: name it with -r REGISTRY (or $SPADE_REGISTRY); "
+            "the bundled seed library is measured with -r src/spade_gym/envs_registry in a source checkout[/red]"
+        )
+        raise typer.Exit(2)
     reg = _open_registry(registry)
     try:
         records = [reg.get(i) for i in ids] if ids else reg.records()

@@ -39,7 +39,7 @@ from typing import Any
 import gymnasium
 
 from spade_gym.agent import RolloutConfig
-from spade_gym.documents import Document, DocumentSource, clean_text, load_documents
+from spade_gym.documents import Document, DocumentSource, load_documents, make_document
 from spade_gym.errors import DuplicateEnvironment
 from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
@@ -67,6 +67,10 @@ __all__ = [
 
 #: The Designer's two modes: a new environment from the document, or a variant of a memory one.
 MODES = ("write", "edit")
+#: Longest observation (prompt) and action (completion), in characters; a longer completion is
+#: refused (``TOO_LONG``) without being parsed.
+MAX_PROMPT_CHARS = 200_000
+MAX_COMPLETION_CHARS = 1_000_000
 
 _EXAMPLE = '''import random
 
@@ -178,8 +182,9 @@ def build_prompt(
 
     Args:
         document: the grounding document (a :class:`~spade_gym.documents.Document`, or plain text,
-            cleaned with :func:`~spade_gym.documents.clean_text`); ``None`` or text that cleaning
-            rejects: the prompt says no document is available and the memory alone grounds it.
+            cleaned and capped with :func:`~spade_gym.documents.make_document`); ``None`` or text
+            that cleaning rejects: the prompt says no document is available and the memory alone
+            grounds it.
         memory: past environments to show (see :class:`~spade_gym.memory.EnvironmentMemory`).
         setting: the target setting (``"reasoning"``, ``"tool_use"``, ``"game"``), or ``None``.
         mode: ``"write"`` or ``"edit"``.
@@ -192,14 +197,16 @@ def build_prompt(
 
     Raises:
         ValueError: an unknown ``mode`` or ``setting``, or edit mode with an empty memory.
+        TypeError: a ``document`` that is not a ``Document``, ``str`` or ``None``.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if setting is not None and setting not in SETTINGS:
         raise ValueError(f"setting must be one of {SETTINGS} or None, got {setting!r}")
     if isinstance(document, str):
-        text = clean_text(document)
-        document = Document(text=text, source={"kind": "text"}) if text else None
+        document = make_document(document)
+    elif document is not None and not isinstance(document, Document):
+        raise TypeError(f"document must be a Document, a str or None, got {type(document).__name__}")
     items = tuple(memory)
     if mode == "edit":
         if parent is None:
@@ -487,10 +494,17 @@ class DesignOutcome:
         }
 
 
-def _no_code_report(problem: str) -> ValidationReport:
+def _no_code_report(problem: str, category: str = "NO_CODE") -> ValidationReport:
     checks = [CheckResult(name) for name in CHECKS]
-    checks[0] = CheckResult(CHECKS[0], False, "NO_CODE", problem)
-    return ValidationReport(program_id="", category="NO_CODE", checks=checks)
+    checks[0] = CheckResult(CHECKS[0], False, category, problem)
+    return ValidationReport(program_id="", category=category, checks=checks)
+
+
+def _refuse(report: ValidationReport, check: str, category: str, message: str) -> None:
+    """Turn an accepted report into a refusal by ``check`` (found after the gate ran)."""
+    result = report.check(check)
+    result.passed, result.category, result.message = False, category, message
+    report.accepted, report.category = False, category
 
 
 def evaluate_completion(
@@ -527,6 +541,10 @@ def evaluate_completion(
         PolicyError: the Agent policy failed (not the program's fault).
     """
     config = config or DesignerConfig()
+    if isinstance(completion, str) and len(completion) > MAX_COMPLETION_CHARS:
+        problem = f"the completion has {len(completion):,} characters; at most {MAX_COMPLETION_CHARS:,} are read"
+        report = _no_code_report(problem, "TOO_LONG")
+        return DesignOutcome(completion, None, report, designer_reward(False, config=config.reward))
     extracted = extract_program(completion)
     if extracted.source is None:
         report = _no_code_report(extracted.problem or "no program")
@@ -544,6 +562,13 @@ def evaluate_completion(
     if report.category == "DUPLICATE":
         outcome.reward = designer_reward(False, duplicate=True, config=config.reward)
         return outcome
+    if report.accepted and prompt is not None and prompt.setting and report.setting != prompt.setting:
+        _refuse(
+            report,
+            "static",
+            "WRONG_SETTING",
+            f"the task asked for a {prompt.setting} environment; this one declares setting = {report.setting!r}",
+        )
     if not report.accepted:
         return outcome
     if agent is None:
@@ -555,6 +580,17 @@ def evaluate_completion(
     seeds = list(range(config.regret_seeds, config.regret_seeds + config.k))
     estimate = estimate_regret(EnvProgram(extracted.source, origin="designer"), agent, config.k, seeds, config=rollout)
     outcome.estimate, outcome.regret_s = estimate, time.perf_counter() - started
+    failed = [t for t in (*estimate.hint, *estimate.nohint) if t.error is not None]
+    if failed:  # a program that breaks on seeds the gate did not play is not registered
+        first = failed[0]
+        _refuse(
+            report,
+            "contract",
+            str(first.error.get("category") or "ENV_EXCEPTION") if first.error else "ENV_EXCEPTION",
+            f"{len(failed)} of {2 * estimate.k} Agent episodes failed (seed {first.seed}: "
+            f"{(first.error or {}).get('message', '')[:300]})",
+        )
+        return outcome
     started = time.perf_counter()
     assert report.name and report.setting and report.max_turns
     try:
@@ -658,10 +694,6 @@ def design(
 # The gymnasium environment
 # ------------------------------------------------------------------------------------------------
 
-#: Longest observation (prompt) and action (completion), in characters.
-MAX_PROMPT_CHARS = 200_000
-MAX_COMPLETION_CHARS = 1_000_000
-
 
 class SpadeDesignerEnv(gymnasium.Env[str, str]):
     """The Environment Designer as a one-step gymnasium environment whose reward is regret.
@@ -735,6 +767,9 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         self.action_space = UnicodeText(max_length=MAX_COMPLETION_CHARS)
         self._prompt: DesignerPrompt | None = None
         self._sampling_seed: int | None = None
+        #: The :class:`DesignOutcome` of the last ``step`` (with the regret estimate's
+        #: trajectories, Agent training data a trainer in this process can use); ``None`` before.
+        self.last_outcome: DesignOutcome | None = None
 
     @property
     def agent(self) -> Policy:
@@ -757,7 +792,9 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
             seed: fixes the document stream (re-seeded from it), the memory and mode choice and
                 the Agent's sampling seed.
             options: overrides, all optional: ``"document"`` (text or a ``Document``; ``None``
-                for none), ``"setting"``, ``"mode"`` (``"write"``/``"edit"``).
+                for none), ``"setting"``, ``"mode"`` (``"write"``/``"edit"``), or ``"prompt"``: a
+                :class:`DesignerPrompt` to pose again as it is (a GRPO group of G designs for one
+                prompt is G episodes on the same prompt; nothing else may be given with it).
 
         Returns:
             ``(prompt_text, info)`` with ``info["messages"]`` (chat form) and
@@ -768,13 +805,19 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         """
         super().reset(seed=seed)
         options = dict(options or {})
-        unknown = sorted(set(options) - {"document", "setting", "mode"})
+        unknown = sorted(set(options) - {"document", "setting", "mode", "prompt"})
         if unknown:
-            raise ValueError(f"unknown reset option(s) {unknown}; expected 'document', 'setting' or 'mode'")
+            raise ValueError(f"unknown reset option(s) {unknown}; expected 'document', 'setting', 'mode' or 'prompt'")
         if seed is not None:
             self.documents.reseed(seed)
         rng = random.Random(int(self.np_random.integers(2**63)))
         self._sampling_seed = rng.randrange(2**62)
+        if "prompt" in options:
+            if len(options) > 1 or not isinstance(options["prompt"], DesignerPrompt):
+                raise ValueError("reset option 'prompt' takes a DesignerPrompt and no other option")
+            self._prompt = options["prompt"]
+            info = {"messages": self._prompt.messages, "provenance": self._prompt.provenance()}
+            return self._prompt.text[:MAX_PROMPT_CHARS], copy.deepcopy(info)
         setting = options.get("setting", rng.choice(self.config.settings))
         mode = options.get("mode")
         if mode is None:
@@ -823,6 +866,7 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
             config=self.config,
             sampling_seed=self._sampling_seed,
         )
+        self.last_outcome = outcome
         info = outcome.info()
         info["provenance"] = copy.deepcopy(prompt.provenance())
         return outcome.feedback()[:MAX_PROMPT_CHARS], float(outcome.reward.reward), True, False, info

@@ -8,7 +8,7 @@ A :class:`DocumentSource` is an endless, shuffled, resumable stream of :class:`D
 - :class:`HFDocuments`: a Hugging Face ``datasets`` dataset, streamed (``streaming=True``) through a
   shuffle buffer: the natural choice for a large pretraining corpus.
 
-:func:`load_documents` turns a spec string (the CLI's ``--documents``) into one of them.
+:func:`load_documents` turns a spec string (``spade design --document``, the self-play config's ``designer.documents``) into one of them.
 
 Every document is cleaned (:func:`clean_text`), capped to a token budget (:func:`cap_tokens`) and
 carries its provenance in ``Document.source``: a small JSON object the registry stores as an
@@ -53,6 +53,7 @@ __all__ = [
     "cap_tokens",
     "clean_text",
     "load_documents",
+    "make_document",
 ]
 
 #: Default token budget of one document (about 4 KiB of English text with the regex approximation).
@@ -356,6 +357,45 @@ def _trim_raw(text: str, limit: int) -> tuple[str, bool]:
     if cut < 0:
         cut = text.rfind(" ", limit // 2, limit)
     return text[: cut if cut > 0 else limit], True
+
+
+def make_document(
+    text: str,
+    source: dict[str, Any] | None = None,
+    *,
+    title: str | None = None,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    tokenizer: Tokenizer | None = None,
+) -> Document | None:
+    """One document from a text, cleaned and capped like a source's.
+
+    Args:
+        text: the raw text (any length; only its first ``max_tokens`` tokens' worth is cleaned).
+        source: provenance fields (JSON values), default ``{"kind": "text"}``; ``sha256``,
+            ``tokens`` and ``truncated`` are added.
+        title: a title shown with the document.
+        max_tokens: token cap (see :func:`cap_tokens`).
+        tokenizer: exact token counts (``str -> list[int]``), or ``None`` for the approximation.
+
+    Returns:
+        The :class:`Document`, or ``None`` when :func:`clean_text` rejects the text (empty, too
+        short or binary junk).
+
+    Raises:
+        TypeError: ``text`` is not a ``str``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"a document's text must be str, got {type(text).__name__}")
+    raw, trimmed = _trim_raw(text, max_tokens * _RAW_CHARS_PER_TOKEN + 4096)
+    cleaned = clean_text(raw)
+    if cleaned is None:
+        return None
+    capped, tokens, truncated = cap_tokens(cleaned, max_tokens, tokenizer)
+    provenance = dict(source or {"kind": "text"})
+    provenance.update(
+        sha256=hashlib.sha256(capped.encode("utf-8")).hexdigest(), tokens=tokens, truncated=truncated or trimmed
+    )
+    return Document(capped, provenance, _one_line(title, _TITLE_CHARS))
 
 
 def _import_optional(module: str, what: str) -> Any:
@@ -1101,7 +1141,7 @@ def load_documents(
     shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
     **load_kwargs: Any,
 ) -> DocumentSource:
-    """Build a document source from a spec (the CLI's ``--documents``).
+    """Build a document source from a spec (``spade design --document``, the self-play config's ``designer.documents``).
 
     Args:
         spec: ``None`` or ``"builtin"``: :class:`BuiltinDocuments`; an existing file or folder:

@@ -78,6 +78,7 @@ _REPAIR = {
     "TRIVIAL": "Check the answer exactly (not with 'in' or a prefix test) and do not reward empty, constant or "
     "echoed actions.",
     "HINT_LEAK": "hint() must help without giving the answer away: submitting the hint text must not succeed.",
+    "WRONG_SETTING": "Write an environment of the setting the task asks for: set setting to it.",
     "SEED_INVARIANT": "Different seeds must give different tasks: generate the task from random.Random(seed).",
     "DUPLICATE": "Write a substantially different environment, not a copy of an existing one.",
     "WORKER_CRASH": "The program crashed its worker process; simplify it.",
@@ -392,9 +393,14 @@ class _Validator:
         self.passed("load")
         return a, b
 
-    def _play(self, client: SandboxClient, seed: int, policy: Any, max_turns: int, check: str, label: str) -> _Episode:
-        """Play one episode; ``policy(client, episode) -> action``."""
+    def _play(
+        self, client: SandboxClient, seed: int, policy: Any, max_turns: int, check: str, label: str, hint: bool = False
+    ) -> _Episode:
+        """Play one episode; ``policy(client, episode) -> action``; ``hint``: call ``hint()`` right
+        after ``reset``, as the Agent's hinted episodes do."""
         obs, info = self.call(client, "reset", {"seed": seed}, check, f"reset({seed}) in the {label} episode")
+        if hint:
+            self.call(client, "hint", None, "contract", f"hint() after reset({seed}) in the {label} episode")
         episode = _Episode(seed, (obs, info))
         for turn in range(1, max_turns + 1):
             action = policy(client, episode)
@@ -551,7 +557,11 @@ class _Validator:
     def _run_trivial(self, client: SandboxClient, jobs: list[tuple[str, int, int, bool]]) -> None:
         declared = self.report.max_turns or 1
         for label, seed, turns, counts in jobs:
-            episode = self._play(client, seed, self._policies[label], turns, "non_triviality", f"{label}-policy")
+            # hint() is called after reset, as in the Agent's hinted episodes: a hint() that changes the
+            # episode (say, to pay any answer) must not make a trivial policy succeed
+            episode = self._play(
+                client, seed, self._policies[label], turns, "non_triviality", f"{label}-policy", hint=True
+            )
             self._check_return(episode, f"{label}-policy")
             if counts and episode.total >= self.config.success_threshold:
                 self._wins[label] += 1
@@ -575,7 +585,8 @@ class _Validator:
                 self.fail(
                     "non_triviality",
                     category,
-                    f"{what} succeeded on {self._wins[label]} of {n} seeds; a trivial policy must not succeed",
+                    f"{what} succeeded on {self._wins[label]} of {n} seeds (hint() having been called after reset, "
+                    "as in the Agent's hinted episodes); a trivial policy must not succeed",
                 )
 
     def _novelty(self) -> None:

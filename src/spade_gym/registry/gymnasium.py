@@ -59,11 +59,19 @@ def open_registry(path: str | os.PathLike[str], *, seed_library: bool = True) ->
         The open :class:`~spade_gym.registry.store.Registry`.
 
     Raises:
-        RegistryError: ``path`` is a file or a non-empty folder that is not a registry.
+        RegistryError: ``path`` is a file, or a non-empty folder that is not a registry (nothing is
+            written into it).
     """
-    from spade_gym.registry.store import Registry
+    from spade_gym.errors import RegistryError
+    from spade_gym.registry.store import ENVS_DIR, Registry
 
-    registry = Registry(path, create=True)
+    root = Path(path).expanduser()
+    if root.is_dir() and not (root / ENVS_DIR).is_dir() and any(root.iterdir()):
+        raise RegistryError(
+            f"{root} is not an environment registry (no {ENVS_DIR}/ folder) and is not empty: "
+            "give a new or empty folder, or an existing registry"
+        )
+    registry = Registry(root, create=True)
     if seed_library and len(registry) == 0 and bundled_registry_path().is_dir():
         with warnings.catch_warnings():  # a rebuilt index of the bundled registry is routine, not news
             warnings.simplefilter("ignore")
