@@ -206,3 +206,22 @@ def test_measure_needs_the_registry_named(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("SPADE_REGISTRY", raising=False)
     code, out = run("envs", "measure", "ArithmeticChain-v0")
     assert code == 2 and "name it with -r REGISTRY" in out
+
+
+def test_selfplay_refuses_a_bad_config_before_any_work(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train:\n  learning_rat: 1e-4\n")
+    code, out = run("selfplay", "--config", str(bad), "--out", str(tmp_path / "run"))
+    assert code == 2 and "train.learning_rat" in out and "learning_rate" in out
+    assert not (tmp_path / "run").exists()
+    code, out = run("selfplay", "--set", "agent.k=two", "--out", str(tmp_path / "run"))
+    assert code == 2 and "agent.k" in out
+    code, out = run("selfplay", "--help-config")
+    assert code == 0 and "designer.group_size" in out and "run.iterations" in out
+
+
+def test_resume_and_plot_explain_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
+    code, out = run("resume", str(tmp_path))
+    assert code == 1 and "config.yaml" in out
+    code, out = run("plot", str(tmp_path / "missing"))
+    assert code == 2

@@ -11,7 +11,7 @@ import statistics
 import time
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from gymnasium import error as gym_error
@@ -562,6 +562,108 @@ def design(
         console.print(f"outcome written to {_safe(str(out))}")
     if outcome.record is None:
         raise typer.Exit(1)
+
+
+@app.command()
+def selfplay(
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="The run's YAML configuration (see --help-config).")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", "-s", help="Override one key, e.g. --set train.learning_rate=1e-4 (repeatable)."),
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="The run folder (default: run.out).")] = None,
+    help_config: Annotated[bool, typer.Option("--help-config", help="Print every configuration key and exit.")] = False,
+) -> None:
+    """Run SPADE self-play: the policy designs environments (rewarded with regret) and learns to solve them.
+
+    Each iteration: the Designer writes G programs per prompt (validation, regret, registration), the
+    Agent plays the accepted environments and ones replayed from the registry, and one GRPO update
+    trains both roles. The run folder gets the config, the registry, metrics.jsonl, TensorBoard
+    events, checkpoints (`spade resume RUN_DIR` continues a killed run) and plots.
+    """
+    from spade_gym.trainer.config import SelfPlayConfig, describe_config
+
+    if help_config:
+        print(describe_config())
+        return
+    try:
+        cfg = SelfPlayConfig.from_yaml(config) if config else SelfPlayConfig()
+        cfg = cfg.with_overrides(list(overrides or []))
+        if out is not None:
+            cfg = cfg.with_overrides([f"run.out={out}"])
+    except (SpadeError, ValueError, OSError) as exc:
+        console.print(f"[red]{_safe(str(exc))}[/red]")
+        raise typer.Exit(2) from None
+    from spade_gym.trainer.run import RunDir
+
+    try:
+        run = RunDir.create(cfg.run.out, cfg)
+    except SpadeError as exc:
+        console.print(f"[red]{_safe(str(exc))}[/red]")
+        raise typer.Exit(2) from None
+    _run_selfplay(lambda say: _new_loop(cfg, run, say))
+
+
+def _new_loop(cfg: Any, run: Any, say: Any) -> Any:
+    from spade_gym.trainer.selfplay import SelfPlay
+
+    return SelfPlay(cfg, run, say=say)
+
+
+@app.command()
+def resume(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder written by `spade selfplay`.")],
+) -> None:
+    """Continue a self-play run from its newest complete checkpoint (after a kill, at most the
+    iteration in progress is lost)."""
+    from spade_gym.trainer.selfplay import SelfPlay
+
+    _run_selfplay(lambda say: SelfPlay.resume(run_dir, say=say))
+
+
+def _run_selfplay(make: Any) -> None:
+    from spade_gym.trainer.plot import plot_run
+
+    def say(line: str) -> None:
+        console.print(_safe(line))
+
+    try:
+        with console.status("loading the policy and the registry", spinner="dots"):
+            loop = make(say)
+        start = loop.start
+        total = loop.config.run.iterations
+        say(f"run folder {loop.run.path}: iterations {start}..{total - 1} of {total}")
+        results = loop.train()
+        loop.close()
+    except SpadeError as exc:
+        console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
+        raise typer.Exit(1) from None
+    plots = plot_run(loop.run.path)
+    accepted = [env_id for r in results for env_id in r.accepted]
+    console.print(f"run folder: {_safe(str(loop.run.path))}")
+    console.print(f"metrics: {_safe(str(loop.run.metrics_path))}; checkpoints: {_safe(str(loop.run.checkpoints_dir))}")
+    console.print(f"plots: {_safe(', '.join(str(p) for p in plots) or 'none')}")
+    console.print(
+        f"newly accepted environments ({len(accepted)}): {_safe(', '.join(accepted) or 'none')} "
+        f"(`spade envs list -r {_safe(str(loop.run.registry_dir))}`)"
+    )
+
+
+@app.command()
+def plot(run_dir: Annotated[Path, typer.Argument(help="A run folder written by `spade selfplay`.")]) -> None:
+    """Draw a self-play run's curves (designer reward, acceptance, regret, returns, registry, time,
+    tokens, training) as PNGs in RUN_DIR/plots."""
+    from spade_gym.trainer.plot import plot_run
+
+    try:
+        paths = plot_run(run_dir)
+    except (SpadeError, OSError) as exc:
+        console.print(f"[red]{_safe(str(exc))}[/red]")
+        raise typer.Exit(2) from None
+    for path in paths:
+        console.print(_safe(str(path)))
 
 
 def _open_registry(path: Path | None, *, create: bool = False) -> Registry:

@@ -1,0 +1,394 @@
+"""The self-play loop: one model designs environments and learns to solve them (SPADE).
+
+One iteration follows DESIGN.md's data flow, phase by phase:
+
+1. **Design.** For each of ``designer.prompts_per_iteration`` prompts, :class:`SpadeDesignerEnv`
+   samples a document and a memory; the policy samples ``G = designer.group_size`` designs; each
+   design is one step of the env on that prompt: validation, regret with the same policy as the
+   Agent, registration, the Designer's reward. The G designs are one GRPO group.
+2. **Agent episodes.** The no-hint regret episodes of accepted designs (``agent.train_on_regret_episodes``)
+   and ``agent.replay_envs`` environments drawn from the registry by prioritised replay (Jiang et
+   al. 2021), ``agent.episodes_per_env`` episodes each on one seed (one GRPO group).
+3. **Update.** One :class:`~spade_gym.trainer.grpo.GRPOTrainer` update on both roles' samples,
+   advantages relative within each (role, group) (Shao et al. 2024).
+4. **Sync** the new weights to the generation backend (nothing to do when the policy generates
+   itself, as the transformers backend does).
+5. **Checkpoint, then log** (the order :mod:`spade_gym.trainer.run` needs to lose at most the
+   current iteration when killed).
+
+``run.designer = "off"`` skips phase 1: the Agent trains on the fixed pool (the seed library), the
+baseline SPADE is measured against.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spade_gym.agent import Episode, RolloutConfig, Trajectory, rollout
+from spade_gym.designer import DesignOutcome, SpadeDesignerEnv
+from spade_gym.documents import load_documents
+from spade_gym.policies.base import SamplingParams
+from spade_gym.registry.gymnasium import open_registry, register_record
+from spade_gym.trainer.config import ConfigError, SelfPlayConfig, parse_fixed_pool
+from spade_gym.trainer.grpo import GRPOTrainer, TrainSample, samples_from_completions, samples_from_trajectories
+from spade_gym.trainer.run import Checkpoint, RunDir, capture_rng_state, restore_rng_state
+
+__all__ = ["SelfPlay", "IterationResult", "STALL_WARNING_AFTER"]
+
+#: Iterations in a row without an accepted design after which the loop warns (and says so in the
+#: metrics as ``designer/iterations_without_accept``).
+STALL_WARNING_AFTER = 3
+
+
+@dataclass
+class IterationResult:
+    """What one iteration did: ``metrics`` (as logged to ``metrics.jsonl``), the designs, and the
+    ids of the environments it registered."""
+
+    iteration: int
+    metrics: dict[str, Any]
+    outcomes: list[DesignOutcome] = field(default_factory=list, repr=False)
+    accepted: list[str] = field(default_factory=list)
+
+
+class SelfPlay:
+    """A self-play run: the policy, its trainer, the Designer env, the registry and the run folder.
+
+    Args:
+        config: the run's configuration.
+        run: the run folder (:meth:`RunDir.create` or :meth:`RunDir.open`).
+        policy: the shared policy of both roles (a trainable
+            :class:`~spade_gym.policies.transformers.TransformersPolicy`); default: loaded from
+            ``config.policy``.
+        say: where one-line progress messages go (default: ``print``).
+
+    Raises:
+        ConfigError: a setting this loop cannot run (a fixed pool other than the seed library).
+        PolicyError: the policy cannot be loaded.
+    """
+
+    def __init__(
+        self,
+        config: SelfPlayConfig,
+        run: RunDir,
+        *,
+        policy: Any = None,
+        say: Callable[[str], None] = print,
+    ) -> None:
+        self.config, self.run, self.say = config, run, say
+        if config.run.designer == "off":
+            kind, _ = parse_fixed_pool(config.run.fixed_pool)
+            if kind != "seed-library":
+                raise ConfigError(
+                    f"run.fixed_pool = {config.run.fixed_pool!r}: this version trains the designer='off' baseline on "
+                    "the seed library only ('seed-library')",
+                    key="run.fixed_pool",
+                )
+        self.policy = policy if policy is not None else _load_policy(config)
+        if not hasattr(self.policy, "sequence_logprobs"):
+            raise ConfigError(
+                f"policy.spec = {config.policy.spec!r} gives a {type(self.policy).__name__}, which cannot be "
+                "trained: self-play needs a transformers model (a hub id, a local path or 'default')",
+                key="policy.spec",
+            )
+        self.trainer = GRPOTrainer(self.policy, config.grpo_config())
+        self.registry = open_registry(run.registry_dir, seed_library=True)
+        self.documents = load_documents(
+            config.designer.documents, seed=config.run.seed, max_tokens=config.designer.document_max_tokens
+        )
+        self.designer_env = SpadeDesignerEnv(
+            agent=self.policy, registry=self.registry, documents=self.documents, config=config.designer_config()
+        )
+        self.rng = np.random.default_rng(config.run.seed)
+        self.start = 0
+        self.stalled = 0
+
+    # -- life cycle ------------------------------------------------------------------------------
+
+    @classmethod
+    def resume(cls, path: str | Path, *, policy: Any = None, say: Callable[[str], None] = print) -> SelfPlay:
+        """Reopen a run folder at its newest complete checkpoint (see :mod:`spade_gym.trainer.run`).
+
+        Raises:
+            RunDirError: ``path`` is not a run folder. ConfigError: its ``config.yaml`` is invalid.
+        """
+        run = RunDir.open(path)
+        checkpoint = run.prepare_resume()
+        loop = cls(run.config, run, policy=policy, say=say)
+        if checkpoint is not None:
+            loop._restore(checkpoint)
+            say(f"resuming {run.path} after iteration {checkpoint.iteration}")
+        return loop
+
+    def train(self, iterations: int | None = None) -> list[IterationResult]:
+        """Run iterations ``start .. run.iterations - 1`` (or ``iterations`` of them), checkpointing
+        and logging each; returns their results."""
+        end = (
+            self.config.run.iterations
+            if iterations is None
+            else min(self.start + iterations, self.config.run.iterations)
+        )
+        results = []
+        for i in range(self.start, end):
+            started = time.perf_counter()
+            result = self.iteration(i)
+            result.metrics["time/total"] = time.perf_counter() - started
+            if (i + 1) % self.config.run.checkpoint_every == 0 or i == self.config.run.iterations - 1:
+                began = time.perf_counter()
+                self._checkpoint(i, result.metrics)
+                result.metrics["time/checkpoint"] = time.perf_counter() - began
+            self.run.log_metrics(i, result.metrics)
+            if i % self.config.run.log_every == 0 or i == end - 1:
+                self.say(_summary_line(i, result.metrics))
+            results.append(result)
+            self.start = i + 1
+        return results
+
+    # -- one iteration ---------------------------------------------------------------------------
+
+    def iteration(self, i: int) -> IterationResult:
+        """One self-play iteration (phases 1-4 of the module docstring); returns its metrics."""
+        cfg = self.config
+        seed = cfg.run.seed * 1_000_003 + i
+        metrics: dict[str, Any] = {}
+        result = IterationResult(i, metrics)
+        samples: list[TrainSample] = []
+        before = len(self.registry)
+        tokens = Counter[str]()
+
+        # 1. Design: G designs per prompt, each judged by the Designer env (gate, regret, registry)
+        began = time.perf_counter()
+        agent_trajectories: list[Trajectory] = []
+        if cfg.run.designer == "on":
+            for p in range(cfg.designer.prompts_per_iteration):
+                _, info = self.designer_env.reset(seed=seed * 100 + p)
+                prompt = self.designer_env.prompt
+                sampling = SamplingParams(
+                    temperature=cfg.designer.temperature,
+                    top_p=cfg.designer.top_p,
+                    max_new_tokens=cfg.designer.max_new_tokens,
+                    n=cfg.designer.group_size,
+                    seed=seed * 100 + p,
+                )
+                completions = self.policy.generate([info["messages"]], sampling)
+                rewards = []
+                for completion in completions:
+                    tokens["designer"] += len(completion.completion_token_ids or ())
+                    self.designer_env.reset(options={"prompt": prompt})
+                    _, reward, *_ = self.designer_env.step(completion.text)
+                    outcome = self.designer_env.last_outcome
+                    assert outcome is not None
+                    result.outcomes.append(outcome)
+                    rewards.append(reward)
+                    if outcome.record is not None:
+                        result.accepted.append(outcome.record.env_id)
+                        if outcome.estimate is not None and cfg.agent.train_on_regret_episodes:
+                            agent_trajectories.extend(outcome.estimate.nohint)
+                samples += samples_from_completions(completions, rewards, group=f"designer:{i}:{p}")
+        design_s = time.perf_counter() - began
+
+        # 2. Agent episodes: regret episodes of accepted designs + environments replayed from the registry
+        began = time.perf_counter()
+        replayed = self._replay(seed) if cfg.agent.replay_envs else []
+        rollout_s = time.perf_counter() - began
+        for trajectories, group_by in ((agent_trajectories, "env"), (replayed, "seed")):
+            for sample in samples_from_trajectories(trajectories, group_by=group_by):  # type: ignore[arg-type]
+                samples.append(sample)
+        tokens["agent"] = sum(
+            len(t.completion_token_ids or ()) for tr in (*agent_trajectories, *replayed) for t in tr.turns
+        )
+
+        # 3. Update both roles at once
+        began = time.perf_counter()
+        update = self.trainer.update(samples) if samples else None
+        update_s = time.perf_counter() - began
+
+        # 4. Sync: the transformers policy generates with the weights it trains; another
+        #    generation backend (vLLM) would load them here (VLLMPolicy.load_weights).
+
+        metrics.update(self._design_metrics(result.outcomes, len(self.registry) - before))
+        metrics.update(_agent_metrics(result.outcomes, replayed))
+        metrics["tokens/designer"], metrics["tokens/agent"] = tokens["designer"], tokens["agent"]
+        if update is not None:
+            metrics["tokens/train"] = update.tokens
+            metrics.update({f"train/{k}": v for k, v in update.as_dict().items()})
+            if update.skipped_nan:
+                warnings.warn(
+                    f"iteration {i}: {update.skipped_nan} update step(s) skipped (NaN or inf loss)", stacklevel=2
+                )
+        validate_s = sum(o.validation_s for o in result.outcomes)
+        regret_s = sum(o.regret_s for o in result.outcomes)
+        metrics["time/design"] = max(design_s - validate_s - regret_s, 0.0)
+        metrics["time/validate"], metrics["time/regret"] = validate_s, regret_s
+        metrics["time/rollout"], metrics["time/update"] = rollout_s, update_s
+        if cfg.run.designer == "on":
+            self.stalled = 0 if result.accepted else self.stalled + 1
+            metrics["designer/iterations_without_accept"] = self.stalled
+            if self.stalled >= STALL_WARNING_AFTER:
+                self.say(
+                    f"warning: no design accepted for {self.stalled} iterations in a row (the last refusals: "
+                    f"{', '.join(sorted({o.report.category for o in result.outcomes}))}); the Agent still trains on "
+                    "replayed environments"
+                )
+        return result
+
+    def _replay(self, seed: int) -> list[Trajectory]:
+        """``agent.replay_envs`` environments from the registry, ``agent.episodes_per_env`` episodes each."""
+        cfg = self.config.agent
+        if len(self.registry) == 0:
+            return []
+        records = self.registry.sample(
+            cfg.replay_envs, strategy=cfg.replay_strategy, rng=self.rng, config=self.config.replay_config()
+        )
+        episodes = []
+        for record in records:
+            with warnings.catch_warnings():  # the run's copy of a seed environment replaces the bundled id
+                warnings.simplefilter("ignore")
+                register_record(record)
+            env_seed = int(self.rng.integers(1 << 31))
+            episodes += [Episode(record.gym_id, env_seed) for _ in range(cfg.episodes_per_env)]
+        sampling = SamplingParams(
+            temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=seed
+        )
+        config = RolloutConfig(sampling=sampling, max_episodes=cfg.max_episodes, max_turns=cfg.max_turns)
+        trajectories, _ = rollout(episodes, self.policy, config)
+        return trajectories
+
+    def _design_metrics(self, outcomes: list[DesignOutcome], added: int) -> dict[str, Any]:
+        if not outcomes:
+            return {"registry/size": len(self.registry), "registry/added": added}
+        rewards = [o.reward.reward for o in outcomes]
+        accepted = [o for o in outcomes if o.accepted]
+        rejections = Counter(_first_failed(o) for o in outcomes if not o.accepted)
+        regrets = [o.estimate.regret for o in accepted if o.estimate is not None]
+        valid = [o for o in outcomes if o.report.category in ("ACCEPT", "DUPLICATE") or o.accepted]
+        duplicates = sum(o.report.category == "DUPLICATE" for o in outcomes)
+        return {
+            "designer/reward_mean": statistics.fmean(rewards),
+            "designer/reward_std": statistics.pstdev(rewards),
+            "designer/designs": len(outcomes),
+            "designer/accepted": len(accepted),
+            "designer/acceptance_rate": len(accepted) / len(outcomes),
+            "designer/rejections": dict(rejections),
+            "designer/outcomes": dict(Counter(o.reward.outcome for o in outcomes)),
+            "regret/mean": statistics.fmean(regrets) if regrets else math.nan,
+            "regret/max": max(regrets) if regrets else math.nan,
+            "registry/size": len(self.registry),
+            "registry/added": added,
+            "novelty/mean": 1.0 - duplicates / len(valid) if valid else math.nan,
+        }
+
+    # -- checkpoints -----------------------------------------------------------------------------
+
+    def _checkpoint(self, i: int, metrics: dict[str, Any]) -> None:
+        self.run.save_checkpoint(
+            i,
+            policy_state=_trainable_state(self.policy),
+            optimizer_state=self.trainer.state_dict(),
+            sampler_state={"documents": self.documents.state_dict()},
+            rng_state=capture_rng_state({"run": self.rng}),
+            extra={"stalled": self.stalled},
+            metrics=metrics,
+        )
+
+    def _restore(self, checkpoint: Checkpoint) -> None:
+        _load_trainable_state(self.policy, checkpoint.load_policy_state())
+        optimizer = checkpoint.load_optimizer_state()
+        if optimizer is not None:
+            self.trainer.load_state_dict(optimizer)
+        self.documents.load_state_dict(checkpoint.sampler_state["documents"])
+        restore_rng_state(checkpoint.rng_state, {"run": self.rng})
+        self.stalled = int(checkpoint.extra.get("stalled", 0))
+        self.start = checkpoint.iteration + 1
+
+    def close(self) -> None:
+        """Close the Designer env, the registry and the run folder."""
+        self.designer_env.close()
+        self.registry.close()
+        self.run.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers
+# ------------------------------------------------------------------------------------------------
+
+
+def _load_policy(config: SelfPlayConfig) -> Any:
+    from spade_gym.policies import load_policy
+
+    p = config.policy
+    kwargs: dict[str, Any] = {"max_batch_size": p.max_batch_size}
+    if p.device is not None:
+        kwargs["device"] = p.device
+    if p.dtype != "auto":
+        kwargs["dtype"] = p.dtype
+    if p.lora is not None:
+        kwargs["lora"] = dict(p.lora)
+    return load_policy(p.spec, **kwargs)
+
+
+def _is_peft(model: Any) -> bool:
+    return hasattr(model, "peft_config")
+
+
+def _trainable_state(policy: Any) -> dict[str, Any]:
+    """The weights the trainer changes: the LoRA adapters (peft), else the whole model."""
+    model = policy.model
+    if _is_peft(model):
+        from peft import get_peft_model_state_dict
+
+        return {k: v.detach().cpu() for k, v in get_peft_model_state_dict(model).items()}
+    return {k: v.detach().cpu() for k, v in model.state_dict().items()}
+
+
+def _load_trainable_state(policy: Any, state: dict[str, Any]) -> None:
+    model = policy.model
+    if _is_peft(model):
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(model, state)
+    else:
+        model.load_state_dict(state)
+
+
+def _first_failed(outcome: DesignOutcome) -> str:
+    """The rejection reason for the metrics: ``no_code`` or the first failed check's name."""
+    if outcome.report.category in ("NO_CODE", "TOO_LONG"):
+        return outcome.report.category.lower()
+    failed = outcome.report.failures
+    return failed[0].name if failed else outcome.report.category.lower()
+
+
+def _agent_metrics(outcomes: list[DesignOutcome], replayed: list[Trajectory]) -> dict[str, Any]:
+    estimates = [o.estimate for o in outcomes if o.estimate is not None]
+    out: dict[str, Any] = {}
+    if estimates:
+        out["agent/return_hint"] = statistics.fmean(e.mean_hint for e in estimates)
+        out["agent/return_nohint"] = statistics.fmean(e.mean_nohint for e in estimates)
+    if replayed:
+        out["agent/return_replay"] = statistics.fmean(t.episode_return for t in replayed)
+        out["agent/success_rate"] = statistics.fmean(t.success for t in replayed)
+    return out
+
+
+def _summary_line(i: int, m: dict[str, Any]) -> str:
+    def num(key: str, fmt: str = ".2f") -> str:
+        value = m.get(key)
+        return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, fmt)
+
+    return (
+        f"iteration {i}: designs {num('designer/designs', 'd')} accepted {num('designer/accepted', 'd')} "
+        f"reward {num('designer/reward_mean')} regret {num('regret/mean')} | agent replay return "
+        f"{num('agent/return_replay')} | loss {num('train/loss', '.4f')} | registry {num('registry/size', 'd')} | "
+        f"{num('time/total', '.0f')} s"
+    )

@@ -1,0 +1,162 @@
+"""The self-play loop end to end on real parts: the sandbox, the registry on disk, the run folder,
+and a tiny randomly initialised Llama with the embedded model's tokenizer (fast on CPU)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+
+from spade_gym.program import EnvProgram  # noqa: E402
+from spade_gym.registry.gymnasium import open_registry  # noqa: E402
+from spade_gym.trainer.config import ConfigError, SelfPlayConfig  # noqa: E402
+from spade_gym.trainer.plot import plot_run  # noqa: E402
+from spade_gym.trainer.run import RunDir  # noqa: E402
+from spade_gym.trainer.selfplay import SelfPlay  # noqa: E402
+
+# A random model's answers have random lengths, so the returns of a group differ and the GRPO
+# update has non-zero advantages to train on.
+EVEN_LENGTH = '''import random
+
+class Env:
+    """Say anything of an even number of characters."""
+
+    name = "EvenLength"
+    setting = "reasoning"
+    max_turns = 1
+
+    def reset(self, seed):
+        self.round = random.Random(seed).randint(1, 999)
+        return "Round " + str(self.round) + ": say anything.", {}
+
+    def step(self, action):
+        ok = len(action.strip()) % 2 == 0
+        return ("Even." if ok else "Odd."), (1.0 if ok else 0.0), True, False, {}
+
+    def hint(self):
+        return "An even number of characters wins."
+
+    def oracle(self):
+        return "ab"
+'''
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Any:
+    from transformers import AutoTokenizer
+
+    from spade_gym.policies.embedded import embedded_model_dir
+
+    return AutoTokenizer.from_pretrained(embedded_model_dir())
+
+
+def tiny_policy(tokenizer: Any) -> Any:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from spade_gym.policies.transformers import TransformersPolicy
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    return TransformersPolicy(LlamaForCausalLM(config), tokenizer, device="cpu", name="tiny")
+
+
+def baseline_config(out: Path, iterations: int = 2) -> SelfPlayConfig:
+    return SelfPlayConfig.from_dict(
+        {
+            "agent": {"max_new_tokens": 6, "replay_envs": 2, "episodes_per_env": 6},
+            "train": {"learning_rate": 1e-3, "micro_batch_size": 4},
+            "run": {"out": str(out), "iterations": iterations, "designer": "off", "tensorboard": False},
+        }
+    )
+
+
+def even_length_run(out: Path, config: SelfPlayConfig) -> RunDir:
+    run = RunDir.create(out, config)
+    registry = open_registry(run.registry_dir, seed_library=False)
+    registry.add(EnvProgram(EVEN_LENGTH), name="EvenLength", setting="reasoning", max_turns=1, description="parity")
+    registry.close()
+    return run
+
+
+def without_times(metrics: dict[str, Any]) -> dict[str, Any]:
+    def same(value: Any) -> Any:
+        return "nan" if isinstance(value, float) and math.isnan(value) else value
+
+    return {
+        k: same(v)
+        for k, v in metrics.items()
+        if not k.startswith(
+            ("time/", "train/forward", "train/backward", "train/optimizer_s", "train/total_s", "wall_time")
+        )
+    }
+
+
+def test_the_baseline_trains_the_agent_and_resumes_exactly(tmp_path: Path, tokenizer: Any) -> None:
+    config = baseline_config(tmp_path / "a")
+    loop = SelfPlay(config, even_length_run(tmp_path / "a", config), policy=tiny_policy(tokenizer), say=lambda _: None)
+    results = loop.train()
+    loop.close()
+    first = results[0].metrics
+    assert first["train/agent/samples"] == 12 and first["train/optimizer_steps"] >= 1
+    assert math.isfinite(first["train/loss"]) and first["tokens/train"] > 0
+    assert "designer/designs" not in first and first["registry/size"] == 1
+    assert [m["iteration"] for m in RunDir.open(tmp_path / "a").read_metrics()] == [0, 1]
+    assert {p.name for p in plot_run(tmp_path / "a")} >= {"agent_return.png", "time.png", "train.png"}
+
+    # the same run killed after iteration 0 and resumed gives the same iteration 1
+    config_b = baseline_config(tmp_path / "b")
+    loop = SelfPlay(
+        config_b, even_length_run(tmp_path / "b", config_b), policy=tiny_policy(tokenizer), say=lambda _: None
+    )
+    loop.train(iterations=1)
+    loop.close()
+    lines: list[str] = []
+    resumed = SelfPlay.resume(tmp_path / "b", policy=tiny_policy(tokenizer), say=lines.append)
+    assert resumed.start == 1 and "after iteration 0" in lines[0]
+    again = resumed.train()
+    resumed.close()
+    assert without_times(again[0].metrics) == without_times(results[1].metrics)
+
+
+def test_a_designer_iteration_with_a_model_that_writes_no_program(tmp_path: Path, tokenizer: Any) -> None:
+    config = SelfPlayConfig.from_dict(
+        {
+            "designer": {"prompts_per_iteration": 1, "group_size": 2, "max_new_tokens": 12, "memory_k": 1},
+            "agent": {"max_new_tokens": 4, "replay_envs": 1, "episodes_per_env": 2, "max_turns": 1},
+            "run": {"out": str(tmp_path / "run"), "iterations": 1, "tensorboard": True},
+        }
+    )
+    run = RunDir.create(tmp_path / "run", config)
+    loop = SelfPlay(config, run, policy=tiny_policy(tokenizer), say=lambda _: None)
+    (result,) = loop.train()
+    loop.close()
+    m = result.metrics
+    assert m["designer/designs"] == 2 and m["designer/accepted"] == 0 and m["designer/reward_mean"] == -1.0
+    assert sum(m["designer/rejections"].values()) == 2 and m["designer/outcomes"] == {"invalid": 2}
+    assert m["registry/size"] == 30  # the seed library is the initial memory and replay pool
+    assert m["designer/iterations_without_accept"] == 1 and m["tokens/designer"] > 0
+    assert (run.checkpoints_dir / "latest").is_file() and any(run.tb_dir.iterdir())
+
+
+def test_a_fixed_pool_this_version_cannot_train_on_is_refused(tmp_path: Path, tokenizer: Any) -> None:
+    config = SelfPlayConfig.from_dict(
+        {"run": {"out": str(tmp_path / "r"), "designer": "off", "fixed_pool": "reasoning-gym:basic_arithmetic"}}
+    )
+    with pytest.raises(ConfigError, match="run.fixed_pool"):
+        SelfPlay(config, RunDir.create(tmp_path / "r", config), policy=tiny_policy(tokenizer))
