@@ -160,3 +160,9 @@ def test_a_fixed_pool_this_version_cannot_train_on_is_refused(tmp_path: Path, to
     )
     with pytest.raises(ConfigError, match="run.fixed_pool"):
         SelfPlay(config, RunDir.create(tmp_path / "r", config), policy=tiny_policy(tokenizer))
+
+
+@pytest.mark.parametrize("name", ["selfplay_cpu.yaml", "selfplay_gpu_vllm.yaml"])
+def test_the_example_configs_pass_the_strict_loader(name: str) -> None:
+    config = SelfPlayConfig.from_yaml(Path(__file__).resolve().parent.parent / "examples" / name)
+    assert config.designer_config().k == config.agent.k and config.grpo_config().learning_rate > 0

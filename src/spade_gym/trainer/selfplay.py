@@ -11,8 +11,10 @@ One iteration follows DESIGN.md's data flow, phase by phase:
    al. 2021), ``agent.episodes_per_env`` episodes each on one seed (one GRPO group).
 3. **Update.** One :class:`~spade_gym.trainer.grpo.GRPOTrainer` update on both roles' samples,
    advantages relative within each (role, group) (Shao et al. 2024).
-4. **Sync** the new weights to the generation backend (nothing to do when the policy generates
-   itself, as the transformers backend does).
+4. **Sync** the new weights to the generation backend: nothing to do when the trained
+   transformers policy generates itself; with ``policy.spec = "vllm:<id>"`` the model is trained
+   on transformers and a colocated vLLM engine generates, loading the weights after each update
+   (``VLLMPolicy.load_weights``, TRL's colocated sync).
 5. **Checkpoint, then log** (the order :mod:`spade_gym.trainer.run` needs to lose at most the
    current iteration when killed).
 
@@ -94,7 +96,15 @@ class SelfPlay:
                     "the seed library only ('seed-library')",
                     key="run.fixed_pool",
                 )
-        self.policy = policy if policy is not None else _load_policy(config)
+        spec = config.policy.spec
+        self.policy = policy if policy is not None else _load_policy(config, spec.removeprefix("vllm:"))
+        #: generates designs and Agent turns: the trained policy itself, or a colocated vLLM engine
+        #: (``policy.spec = "vllm:<id>"``) that gets the new weights after every update
+        self.generator: Any = self.policy
+        if policy is None and spec.startswith("vllm:"):
+            from spade_gym.policies import load_policy
+
+            self.generator = load_policy(spec)
         if not hasattr(self.policy, "sequence_logprobs"):
             raise ConfigError(
                 f"policy.spec = {config.policy.spec!r} gives a {type(self.policy).__name__}, which cannot be "
@@ -107,7 +117,7 @@ class SelfPlay:
             config.designer.documents, seed=config.run.seed, max_tokens=config.designer.document_max_tokens
         )
         self.designer_env = SpadeDesignerEnv(
-            agent=self.policy, registry=self.registry, documents=self.documents, config=config.designer_config()
+            agent=self.generator, registry=self.registry, documents=self.documents, config=config.designer_config()
         )
         self.rng = np.random.default_rng(config.run.seed)
         self.start = 0
@@ -180,7 +190,7 @@ class SelfPlay:
                     n=cfg.designer.group_size,
                     seed=seed * 100 + p,
                 )
-                completions = self.policy.generate([info["messages"]], sampling)
+                completions = self.generator.generate([info["messages"]], sampling)
                 rewards = []
                 for completion in completions:
                     tokens["designer"] += len(completion.completion_token_ids or ())
@@ -213,8 +223,12 @@ class SelfPlay:
         update = self.trainer.update(samples) if samples else None
         update_s = time.perf_counter() - began
 
-        # 4. Sync: the transformers policy generates with the weights it trains; another
-        #    generation backend (vLLM) would load them here (VLLMPolicy.load_weights).
+        # 4. Sync the new weights to the generation backend (the transformers policy generates
+        #    with the weights it trains; a vLLM engine loads them in place)
+        began = time.perf_counter()
+        if update is not None and update.optimizer_steps and self.generator is not self.policy:
+            self.generator.load_weights(self.policy.state_dict_for_inference())
+        metrics["time/sync"] = time.perf_counter() - began
 
         metrics.update(self._design_metrics(result.outcomes, len(self.registry) - before))
         metrics.update(_agent_metrics(result.outcomes, replayed))
@@ -261,7 +275,7 @@ class SelfPlay:
             temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=seed
         )
         config = RolloutConfig(sampling=sampling, max_episodes=cfg.max_episodes, max_turns=cfg.max_turns)
-        trajectories, _ = rollout(episodes, self.policy, config)
+        trajectories, _ = rollout(episodes, self.generator, config)
         return trajectories
 
     def _design_metrics(self, outcomes: list[DesignOutcome], added: int) -> dict[str, Any]:
@@ -323,7 +337,8 @@ class SelfPlay:
 # ------------------------------------------------------------------------------------------------
 
 
-def _load_policy(config: SelfPlayConfig) -> Any:
+def _load_policy(config: SelfPlayConfig, spec: str) -> Any:
+    """The trained policy: ``spec`` on the transformers backend with ``config.policy``'s settings."""
     from spade_gym.policies import load_policy
 
     p = config.policy
@@ -334,7 +349,7 @@ def _load_policy(config: SelfPlayConfig) -> Any:
         kwargs["dtype"] = p.dtype
     if p.lora is not None:
         kwargs["lora"] = dict(p.lora)
-    return load_policy(p.spec, **kwargs)
+    return load_policy(spec, **kwargs)
 
 
 def _is_peft(model: Any) -> bool:
