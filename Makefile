@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-dev
 TORCH_VERSION ?= 2.13.0
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: install torch demo test bench lint clean
+.PHONY: install torch demo sandbox-demo test bench lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,10 @@ torch:
 
 install: $(STAMP)  ## create .venv with spade_gym, its train extra (CPU torch without a GPU), the embedded model and dev tools
 
-demo: $(STAMP)  ## the main job (for now: check, load and play the example programs in the sandbox)
+demo: $(STAMP)  ## the main job: a short SPADE self-play run with the embedded model on CPU (about 3-5 minutes)
+	$(BIN)/spade selfplay --config examples/selfplay_cpu.yaml --out runs/selfplay-cpu-$$(date +%Y%m%d-%H%M%S)
+
+sandbox-demo: $(STAMP)  ## check, load and play the example programs in the sandbox
 	$(BIN)/spade demo
 
 test: $(STAMP)  ## the whole test suite, slow tests included

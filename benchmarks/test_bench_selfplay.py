@@ -1,0 +1,88 @@
+"""One iteration of the CPU self-play example (``examples/selfplay_cpu.yaml``) with the embedded model.
+
+Reported, never asserted: the iteration's wall time split by phase (design generation, validation,
+regret, replay rollouts, update, checkpoint), the peak resident memory of the process (target below
+6 GiB), and the share of the iteration spent outside generation and the backward pass (target below
+10%). The iteration runs in a fresh subprocess, so its peak memory is its own; generation time is
+measured around every ``policy.generate`` call of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = """
+import json, resource, sys, time
+from spade_gym.trainer.config import SelfPlayConfig
+from spade_gym.trainer.run import RunDir
+from spade_gym.trainer.selfplay import SelfPlay
+from spade_gym.policies import load_policy
+
+out = sys.argv[1]
+config = SelfPlayConfig.from_yaml(sys.argv[2]).with_overrides(["run.iterations=1", f"run.out={out}"])
+policy = load_policy("default")
+generation = [0.0, 0]
+inner = policy.generate
+def timed(prompts, sampling=None):
+    began = time.perf_counter()
+    try:
+        return inner(prompts, sampling)
+    finally:
+        generation[0] += time.perf_counter() - began
+        generation[1] += 1
+policy.generate = timed
+loop = SelfPlay(config, RunDir.create(out, config), policy=policy, say=lambda _: None)
+began = time.perf_counter()
+(result,) = loop.train()
+wall = time.perf_counter() - began
+loop.close()
+peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"wall_s": wall, "generation_s": generation[0], "generate_calls": generation[1],
+                  "peak_rss_bytes": peak_kib * 1024, "metrics": result.metrics}, default=str))
+"""
+
+
+def test_one_iteration_of_the_cpu_example(benchmark: Any, report: Callable[..., None], tmp_path: Path) -> None:
+    results: dict[str, Any] = {}
+
+    def run() -> None:
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT, str(tmp_path / "run"), str(ROOT / "examples" / "selfplay_cpu.yaml")],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            env=os.environ.copy(),
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        results.update(json.loads(done.stdout.strip().splitlines()[-1]))
+
+    benchmark.pedantic(run, rounds=1, iterations=1)
+    m = results["metrics"]
+    wall, generation = results["wall_s"], results["generation_s"]
+    backward = float(m.get("train/backward_s", 0.0))
+    outside = max(wall - generation - backward, 0.0) / wall
+    peak = results["peak_rss_bytes"] / 2**30
+    phases = ", ".join(f"{k.removeprefix('time/')} {float(v):.1f} s" for k, v in m.items() if k.startswith("time/"))
+    report(
+        f"one iteration: {wall:.0f} s ({phases}); generation {generation:.0f} s in {results['generate_calls']} calls, "
+        f"backward {backward:.1f} s; outside generation and backward {outside:.1%} (target < 10%: "
+        f"{'met' if outside < 0.10 else 'MISSED'}); peak RSS {peak:.2f} GiB (target < 6 GiB: "
+        f"{'met' if peak < 6 else 'MISSED'}); trained samples {m.get('train/agent/samples', 0)} agent + "
+        f"{m.get('train/designer/samples', 0)} designer, optimizer steps {m.get('train/optimizer_steps', 0)}",
+        wall_s=wall,
+        generation_s=generation,
+        backward_s=backward,
+        outside_share=outside,
+        peak_rss_gib=peak,
+    )
