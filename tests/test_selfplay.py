@@ -143,9 +143,11 @@ def test_a_designer_iteration_with_a_model_that_writes_no_program(tmp_path: Path
         }
     )
     run = RunDir.create(tmp_path / "run", config)
-    loop = SelfPlay(config, run, policy=tiny_policy(tokenizer), say=lambda _: None)
+    calls: list[tuple[str, int, int]] = []
+    loop = SelfPlay(config, run, policy=tiny_policy(tokenizer), say=lambda _: None, progress=lambda *a: calls.append(a))
     (result,) = loop.train()
     loop.close()
+    assert ("design", 2, 2) in calls and ("rollout", 2, 2) in calls and calls[-1] == ("update", 1, 1)
     m = result.metrics
     assert m["designer/designs"] == 2 and m["designer/accepted"] == 0 and m["designer/reward_mean"] == -1.0
     assert sum(m["designer/rejections"].values()) == 2 and m["designer/outcomes"] == {"invalid": 2}

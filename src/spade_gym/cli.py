@@ -603,13 +603,13 @@ def selfplay(
     except SpadeError as exc:
         console.print(f"[red]{_safe(str(exc))}[/red]")
         raise typer.Exit(2) from None
-    _run_selfplay(lambda say: _new_loop(cfg, run, say))
+    _run_selfplay(lambda say, progress: _new_loop(cfg, run, say, progress))
 
 
-def _new_loop(cfg: Any, run: Any, say: Any) -> Any:
+def _new_loop(cfg: Any, run: Any, say: Any, progress: Any) -> Any:
     from spade_gym.trainer.selfplay import SelfPlay
 
-    return SelfPlay(cfg, run, say=say)
+    return SelfPlay(cfg, run, say=say, progress=progress)
 
 
 @app.command()
@@ -620,22 +620,33 @@ def resume(
     iteration in progress is lost)."""
     from spade_gym.trainer.selfplay import SelfPlay
 
-    _run_selfplay(lambda say: SelfPlay.resume(run_dir, say=say))
+    _run_selfplay(lambda say, progress: SelfPlay.resume(run_dir, say=say, progress=progress))
 
 
 def _run_selfplay(make: Any) -> None:
     from spade_gym.trainer.plot import plot_run
 
+    bars = Progress(*Progress.get_default_columns(), TimeElapsedColumn(), console=console, transient=True)
+    tasks: dict[str, Any] = {}
+
     def say(line: str) -> None:
         console.print(_safe(line))
 
+    def progress(phase: str, done: int, total: int) -> None:  # one bar per phase, reset each iteration
+        if phase not in tasks:
+            tasks[phase] = bars.add_task(phase, total=total)
+        if done == 0:
+            bars.reset(tasks[phase], total=total)
+        bars.update(tasks[phase], completed=done, total=total)
+
     try:
         with console.status("loading the policy and the registry", spinner="dots"):
-            loop = make(say)
+            loop = make(say, progress)
         start = loop.start
         total = loop.config.run.iterations
         say(f"run folder {loop.run.path}: iterations {start}..{total - 1} of {total}")
-        results = loop.train()
+        with bars:
+            results = loop.train()
         loop.close()
     except SpadeError as exc:
         console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")

@@ -73,6 +73,8 @@ class SelfPlay:
             :class:`~spade_gym.policies.transformers.TransformersPolicy`); default: loaded from
             ``config.policy``.
         say: where one-line progress messages go (default: ``print``).
+        progress: called as ``progress(phase, done, total)`` while a phase runs (``"design"``:
+            designs judged; ``"rollout"``: replay episodes finished; ``"update"``), for progress bars.
 
     Raises:
         ConfigError: a setting this loop cannot run (a fixed pool other than the seed library).
@@ -86,8 +88,10 @@ class SelfPlay:
         *,
         policy: Any = None,
         say: Callable[[str], None] = print,
+        progress: Callable[[str, int, int], None] | None = None,
     ) -> None:
         self.config, self.run, self.say = config, run, say
+        self.progress = progress or (lambda phase, done, total: None)
         if config.run.designer == "off":
             kind, _ = parse_fixed_pool(config.run.fixed_pool)
             if kind != "seed-library":
@@ -126,7 +130,14 @@ class SelfPlay:
     # -- life cycle ------------------------------------------------------------------------------
 
     @classmethod
-    def resume(cls, path: str | Path, *, policy: Any = None, say: Callable[[str], None] = print) -> SelfPlay:
+    def resume(
+        cls,
+        path: str | Path,
+        *,
+        policy: Any = None,
+        say: Callable[[str], None] = print,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> SelfPlay:
         """Reopen a run folder at its newest complete checkpoint (see :mod:`spade_gym.trainer.run`).
 
         Raises:
@@ -134,7 +145,7 @@ class SelfPlay:
         """
         run = RunDir.open(path)
         checkpoint = run.prepare_resume()
-        loop = cls(run.config, run, policy=policy, say=say)
+        loop = cls(run.config, run, policy=policy, say=say, progress=progress)
         if checkpoint is not None:
             loop._restore(checkpoint)
             say(f"resuming {run.path} after iteration {checkpoint.iteration}")
@@ -192,7 +203,9 @@ class SelfPlay:
                 )
                 completions = self.generator.generate([info["messages"]], sampling)
                 rewards = []
-                for completion in completions:
+                for g, completion in enumerate(completions):
+                    designs = cfg.designer.prompts_per_iteration * cfg.designer.group_size
+                    self.progress("design", p * cfg.designer.group_size + g, designs)
                     tokens["designer"] += len(completion.completion_token_ids or ())
                     self.designer_env.reset(options={"prompt": prompt})
                     _, reward, *_ = self.designer_env.step(completion.text)
@@ -200,6 +213,7 @@ class SelfPlay:
                     assert outcome is not None
                     result.outcomes.append(outcome)
                     rewards.append(reward)
+                    self.progress("design", p * cfg.designer.group_size + g + 1, designs)
                     if outcome.record is not None:
                         result.accepted.append(outcome.record.env_id)
                         if outcome.estimate is not None and cfg.agent.train_on_regret_episodes:
@@ -220,7 +234,9 @@ class SelfPlay:
 
         # 3. Update both roles at once
         began = time.perf_counter()
+        self.progress("update", 0, 1)
         update = self.trainer.update(samples) if samples else None
+        self.progress("update", 1, 1)
         update_s = time.perf_counter() - began
 
         # 4. Sync the new weights to the generation backend (the transformers policy generates
@@ -275,7 +291,9 @@ class SelfPlay:
             temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=seed
         )
         config = RolloutConfig(sampling=sampling, max_episodes=cfg.max_episodes, max_turns=cfg.max_turns)
-        trajectories, _ = rollout(episodes, self.generator, config)
+        trajectories, _ = rollout(
+            episodes, self.generator, config, progress=lambda done, total: self.progress("rollout", done, total)
+        )
         return trajectories
 
     def _design_metrics(self, outcomes: list[DesignOutcome], added: int) -> dict[str, Any]:
