@@ -156,12 +156,40 @@ def test_a_designer_iteration_with_a_model_that_writes_no_program(tmp_path: Path
     assert (run.checkpoints_dir / "latest").is_file() and any(run.tb_dir.iterdir())
 
 
-def test_a_fixed_pool_this_version_cannot_train_on_is_refused(tmp_path: Path, tokenizer: Any) -> None:
+def test_the_baseline_on_reasoning_gym_tasks(tmp_path: Path, tokenizer: Any) -> None:
+    pytest.importorskip("reasoning_gym")
     config = SelfPlayConfig.from_dict(
-        {"run": {"out": str(tmp_path / "r"), "designer": "off", "fixed_pool": "reasoning-gym:basic_arithmetic"}}
+        {
+            "agent": {"max_new_tokens": 6, "replay_envs": 3, "episodes_per_env": 2},
+            "run": {
+                "out": str(tmp_path / "r"),
+                "iterations": 1,
+                "designer": "off",
+                "tensorboard": False,
+                "fixed_pool": "reasoning-gym:leg_counting,basic_arithmetic",
+            },
+        }
     )
-    with pytest.raises(ConfigError, match="run.fixed_pool"):
-        SelfPlay(config, RunDir.create(tmp_path / "r", config), policy=tiny_policy(tokenizer))
+    loop = SelfPlay(config, RunDir.create(tmp_path / "r", config), policy=tiny_policy(tokenizer), say=lambda _: None)
+    (result,) = loop.train()
+    loop.close()
+    played = result.replayed
+    assert len(played) == 6 and all(t.error is None and t.num_turns == 1 for t in played)
+    assert {t.env_id for t in played} <= {"ReasoningGym-leg_counting", "ReasoningGym-basic_arithmetic"}
+    # two episodes per environment share a seed: one GRPO group each
+    assert played[0].seed == played[1].seed and played[0].env_id == played[1].env_id
+    assert result.metrics["train/agent/samples"] == 6 and "agent/return_replay" in result.metrics
+
+
+@pytest.mark.parametrize(
+    ("pool", "expected"),
+    [("reasoning-gym:leg_countin", "did you mean 'leg_counting'"), ("reasoning-gym:no_such_task", "unknown")],
+)
+def test_an_unknown_reasoning_gym_task_fails_when_the_config_loads(pool: str, expected: str) -> None:
+    pytest.importorskip("reasoning_gym")
+    with pytest.raises(ConfigError, match="run.fixed_pool") as info:
+        SelfPlayConfig.from_dict({"run": {"designer": "off", "fixed_pool": pool}})
+    assert expected in str(info.value)
 
 
 @pytest.mark.parametrize("name", ["selfplay_cpu.yaml", "selfplay_gpu_vllm.yaml"])

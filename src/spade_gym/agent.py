@@ -44,6 +44,7 @@ from typing import Any
 
 from spade_gym.env import SandboxedEnv
 from spade_gym.policies.base import Completion, Policy, SamplingParams
+from spade_gym.reasoning_gym import ReasoningGymEnv
 
 __all__ = [
     "SYSTEM_PROMPTS",
@@ -243,7 +244,7 @@ class Trajectory:
 class Episode:
     """One episode to play: ``env`` is a gymnasium id (``"spade/Name-v0"``), a program (path,
     source or :class:`~spade_gym.EnvProgram`) or a zero-argument factory returning a
-    :class:`~spade_gym.SandboxedEnv`; ``seed`` the reset seed; ``hint`` whether to show the hint."""
+    :class:`~spade_gym.SandboxedEnv` or :class:`~spade_gym.reasoning_gym.ReasoningGymEnv`; ``seed`` the reset seed; ``hint`` whether to show the hint."""
 
     env: Any
     seed: int
@@ -292,7 +293,11 @@ class RolloutStats:
         return max(self.total_s - self.generation_s - self.env_s, 0.0)
 
 
-def _make_env(spec: Any) -> SandboxedEnv:
+#: What the Agent plays: environment programs in the sandbox, and reasoning-gym tasks.
+PlayableEnv = SandboxedEnv | ReasoningGymEnv
+
+
+def _make_env(spec: Any) -> PlayableEnv:
     if callable(spec) and not isinstance(spec, str | bytes):
         env = spec()
     elif isinstance(spec, str) and spec.startswith("spade/") and "\n" not in spec:
@@ -301,26 +306,26 @@ def _make_env(spec: Any) -> SandboxedEnv:
         env = gymnasium.make(spec).unwrapped
     else:
         env = SandboxedEnv(spec)
-    if not isinstance(env, SandboxedEnv):
+    if not isinstance(env, PlayableEnv):
         env = getattr(env, "unwrapped", env)
-    if not isinstance(env, SandboxedEnv):
+    if not isinstance(env, PlayableEnv):
         env.close()
         raise ValueError(
             f"{spec!r} makes a {type(env).__name__}, not an environment program: the Agent plays environment "
-            "programs (spade/<Name>-v<k> ids, program files or sources); to play environments drawn from a "
-            "registry, draw their ids with Registry.sample"
+            "programs (spade/<Name>-v<k> ids, program files or sources) and reasoning-gym tasks "
+            "(ReasoningGymEnv); to play environments drawn from a registry, draw their ids with Registry.sample"
         )
     return env
 
 
-def _env_id(spec: Any, env: SandboxedEnv) -> str:
+def _env_id(spec: Any, env: PlayableEnv) -> str:
     return spec if isinstance(spec, str) and spec.startswith("spade/") else env.name
 
 
 class _Running:
     """An episode in flight: its environment, its trajectory and its turn limit."""
 
-    def __init__(self, env: SandboxedEnv, trajectory: Trajectory, turn_limit: int) -> None:
+    def __init__(self, env: PlayableEnv, trajectory: Trajectory, turn_limit: int) -> None:
         self.env = env
         self.trajectory = trajectory
         self.turn_limit = turn_limit

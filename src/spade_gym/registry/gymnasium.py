@@ -183,7 +183,8 @@ def register_program(
 
 
 def register_builtin_ids() -> None:
-    """Register ``spade/Program-v0``, ``spade/Generated-v0``, ``spade/Designer-v0`` and the bundled registry's environments."""
+    """Register ``spade/Program-v0``, ``spade/Generated-v0``, ``spade/Designer-v0``,
+    ``spade/ReasoningGym-v0`` and the bundled registry's environments."""
     if "spade/Program-v0" not in gymnasium.registry:
         gymnasium.register(id="spade/Program-v0", entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT)
     if "spade/Generated-v0" not in gymnasium.registry:
@@ -205,6 +206,12 @@ def register_builtin_ids() -> None:
                 "memory": None,
                 "reward": None,
             },
+        )
+    if "spade/ReasoningGym-v0" not in gymnasium.registry:
+        gymnasium.register(
+            id="spade/ReasoningGym-v0",
+            entry_point="spade_gym.reasoning_gym:ReasoningGymEnv",
+            kwargs={"task": "basic_arithmetic", "split": "train", "task_config": None},
         )
     if bundled_registry_path().is_dir():
         with warnings.catch_warnings():  # a rebuilt index of the bundled registry is routine, not news

@@ -444,8 +444,13 @@ class SelfPlayConfig:
         _at_least("run.keep_checkpoints", r.keep_checkpoints, 1)
         _at_least("run.log_every", r.log_every, 1)
         try:
-            parse_fixed_pool(r.fixed_pool)
-        except ValueError as exc:
+            kind, tasks = parse_fixed_pool(r.fixed_pool)
+            if kind == "reasoning-gym" and r.designer == "off":
+                from spade_gym.reasoning_gym import check_task
+
+                for task in tasks:
+                    check_task(task)
+        except (ImportError, ValueError) as exc:
             raise ConfigError(f"config key 'run.fixed_pool' = {r.fixed_pool!r}: {exc}", key="run.fixed_pool") from None
 
         # Across sections: a run must produce some training data.

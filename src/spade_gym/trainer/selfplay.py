@@ -18,8 +18,10 @@ One iteration follows DESIGN.md's data flow, phase by phase:
 5. **Checkpoint, then log** (the order :mod:`spade_gym.trainer.run` needs to lose at most the
    current iteration when killed).
 
-``run.designer = "off"`` skips phase 1: the Agent trains on the fixed pool (the seed library), the
-baseline SPADE is measured against.
+``run.designer = "off"`` skips phase 1: the Agent trains on the fixed pool, the baseline SPADE is
+measured against: the seed library (prioritised replay from the run's registry), or reasoning-gym
+tasks (``run.fixed_pool: reasoning-gym:<task>,...``, drawn uniformly, the ``"train"`` seed split of
+:class:`~spade_gym.reasoning_gym.ReasoningGymEnv`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,7 @@ from spade_gym.agent import Episode, RolloutConfig, Trajectory, rollout
 from spade_gym.designer import DesignOutcome, SpadeDesignerEnv
 from spade_gym.documents import load_documents
 from spade_gym.policies.base import SamplingParams
+from spade_gym.reasoning_gym import ReasoningGymEnv, check_task
 from spade_gym.registry.gymnasium import open_registry, register_record
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig, parse_fixed_pool
 from spade_gym.trainer.grpo import GRPOTrainer, TrainSample, samples_from_completions, samples_from_trajectories
@@ -54,13 +58,15 @@ STALL_WARNING_AFTER = 3
 
 @dataclass
 class IterationResult:
-    """What one iteration did: ``metrics`` (as logged to ``metrics.jsonl``), the designs, and the
-    ids of the environments it registered."""
+    """What one iteration did: ``metrics`` (as logged to ``metrics.jsonl``), the designs, the
+    ids of the environments it registered, and the Agent's episodes on replayed (or fixed-pool)
+    environments."""
 
     iteration: int
     metrics: dict[str, Any]
     outcomes: list[DesignOutcome] = field(default_factory=list, repr=False)
     accepted: list[str] = field(default_factory=list)
+    replayed: list[Trajectory] = field(default_factory=list, repr=False)
 
 
 class SelfPlay:
@@ -77,7 +83,8 @@ class SelfPlay:
             designs judged; ``"rollout"``: replay episodes finished; ``"update"``), for progress bars.
 
     Raises:
-        ConfigError: a setting this loop cannot run (a fixed pool other than the seed library).
+        ConfigError: a setting this loop cannot run (an unknown reasoning-gym task in
+            ``run.fixed_pool``, or reasoning-gym not installed).
         PolicyError: the policy cannot be loaded.
     """
 
@@ -92,14 +99,15 @@ class SelfPlay:
     ) -> None:
         self.config, self.run, self.say = config, run, say
         self.progress = progress or (lambda phase, done, total: None)
+        #: the designer='off' baseline's reasoning-gym tasks (empty: replay from the registry)
+        self.fixed_tasks: list[str] = []
         if config.run.designer == "off":
-            kind, _ = parse_fixed_pool(config.run.fixed_pool)
-            if kind != "seed-library":
-                raise ConfigError(
-                    f"run.fixed_pool = {config.run.fixed_pool!r}: this version trains the designer='off' baseline on "
-                    "the seed library only ('seed-library')",
-                    key="run.fixed_pool",
-                )
+            kind, tasks = parse_fixed_pool(config.run.fixed_pool)
+            if kind == "reasoning-gym":
+                try:
+                    self.fixed_tasks = [check_task(t) for t in tasks]
+                except (ImportError, ValueError) as exc:
+                    raise ConfigError(f"config key 'run.fixed_pool': {exc}", key="run.fixed_pool") from None
         spec = config.policy.spec
         self.policy = policy if policy is not None else _load_policy(config, spec.removeprefix("vllm:"))
         #: generates designs and Agent turns: the trained policy itself, or a colocated vLLM engine
@@ -223,7 +231,7 @@ class SelfPlay:
 
         # 2. Agent episodes: regret episodes of accepted designs + environments replayed from the registry
         began = time.perf_counter()
-        replayed = self._replay(seed) if cfg.agent.replay_envs else []
+        replayed = result.replayed = self._replay(seed) if cfg.agent.replay_envs else []
         rollout_s = time.perf_counter() - began
         for trajectories, group_by in ((agent_trajectories, "env"), (replayed, "seed")):
             for sample in samples_from_trajectories(trajectories, group_by=group_by):  # type: ignore[arg-type]
@@ -275,18 +283,25 @@ class SelfPlay:
     def _replay(self, seed: int) -> list[Trajectory]:
         """``agent.replay_envs`` environments from the registry, ``agent.episodes_per_env`` episodes each."""
         cfg = self.config.agent
-        if len(self.registry) == 0:
-            return []
-        records = self.registry.sample(
-            cfg.replay_envs, strategy=cfg.replay_strategy, rng=self.rng, config=self.config.replay_config()
-        )
+        envs: list[Any] = []
+        if self.fixed_tasks:  # the baseline on reasoning-gym tasks, drawn uniformly
+            for index in self.rng.integers(len(self.fixed_tasks), size=cfg.replay_envs):
+                envs.append(partial(ReasoningGymEnv, self.fixed_tasks[int(index)]))
+        elif len(self.registry):
+            records = self.registry.sample(
+                cfg.replay_envs, strategy=cfg.replay_strategy, rng=self.rng, config=self.config.replay_config()
+            )
+            for record in records:
+                with warnings.catch_warnings():  # the run's copy of a seed environment replaces the bundled id
+                    warnings.simplefilter("ignore")
+                    register_record(record)
+                envs.append(record.gym_id)
         episodes = []
-        for record in records:
-            with warnings.catch_warnings():  # the run's copy of a seed environment replaces the bundled id
-                warnings.simplefilter("ignore")
-                register_record(record)
+        for env in envs:
             env_seed = int(self.rng.integers(1 << 31))
-            episodes += [Episode(record.gym_id, env_seed) for _ in range(cfg.episodes_per_env)]
+            episodes += [Episode(env, env_seed) for _ in range(cfg.episodes_per_env)]
+        if not episodes:
+            return []
         sampling = SamplingParams(
             temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=seed
         )
