@@ -5,6 +5,15 @@ regret, replay rollouts, update, checkpoint), the peak resident memory of the pr
 6 GiB), and the share of the iteration spent outside generation and the backward pass (target below
 10%). The iteration runs in a fresh subprocess, so its peak memory is its own; generation time is
 measured around every ``policy.generate`` call of the run.
+
+Two cases:
+
+- ``seed-library``: the example as it is. The 135M model solves none of the seed environments and
+  writes no valid program, so every group's rewards are equal, the advantages zero, and the update
+  has nothing to train on (no backward pass).
+- ``with-update``: the same config on a registry holding one environment whose return depends on the
+  parity of the answer's length, so the model's sampled answers give varied returns and the update
+  runs forward, backward and optimizer steps on the embedded model: the cost of a real update.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from programs import EVEN_LENGTH
 
 pytest.importorskip("torch")
 
@@ -27,11 +37,18 @@ import json, resource, sys, time
 from spade_gym.trainer.config import SelfPlayConfig
 from spade_gym.trainer.run import RunDir
 from spade_gym.trainer.selfplay import SelfPlay
-from spade_gym.policies import load_policy
 
 out = sys.argv[1]
 config = SelfPlayConfig.from_yaml(sys.argv[2]).with_overrides(["run.iterations=1", f"run.out={out}"])
-policy = load_policy("default")
+run = RunDir.create(out, config)
+if len(sys.argv) > 3:  # a registry holding only this program instead of the seed library
+    from spade_gym.program import EnvProgram
+    from spade_gym.registry.gymnasium import open_registry
+    registry = open_registry(run.registry_dir, seed_library=False)
+    registry.add(EnvProgram.from_file(sys.argv[3]), name="EvenLength", setting="reasoning", max_turns=1, description="parity")
+    registry.close()
+loop = SelfPlay(config, run, say=lambda _: None)  # the policy as the config says (LoRA adapters)
+policy = loop.generator
 generation = [0.0, 0]
 inner = policy.generate
 def timed(prompts, sampling=None):
@@ -42,7 +59,6 @@ def timed(prompts, sampling=None):
         generation[0] += time.perf_counter() - began
         generation[1] += 1
 policy.generate = timed
-loop = SelfPlay(config, RunDir.create(out, config), policy=policy, say=lambda _: None)
 began = time.perf_counter()
 (result,) = loop.train()
 wall = time.perf_counter() - began
@@ -53,12 +69,19 @@ print(json.dumps({"wall_s": wall, "generation_s": generation[0], "generate_calls
 """
 
 
-def test_one_iteration_of_the_cpu_example(benchmark: Any, report: Callable[..., None], tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", ["seed-library", "with-update"])
+def test_one_iteration_of_the_cpu_example(
+    benchmark: Any, report: Callable[..., None], tmp_path: Path, case: str
+) -> None:
     results: dict[str, Any] = {}
+    args = [str(tmp_path / "run"), str(ROOT / "examples" / "selfplay_cpu.yaml")]
+    if case == "with-update":
+        (tmp_path / "even_length.py").write_text(EVEN_LENGTH)
+        args.append(str(tmp_path / "even_length.py"))
 
     def run() -> None:
         done = subprocess.run(
-            [sys.executable, "-c", SCRIPT, str(tmp_path / "run"), str(ROOT / "examples" / "selfplay_cpu.yaml")],
+            [sys.executable, "-c", SCRIPT, *args],
             capture_output=True,
             text=True,
             timeout=1800,
@@ -75,7 +98,7 @@ def test_one_iteration_of_the_cpu_example(benchmark: Any, report: Callable[..., 
     peak = results["peak_rss_bytes"] / 2**30
     phases = ", ".join(f"{k.removeprefix('time/')} {float(v):.1f} s" for k, v in m.items() if k.startswith("time/"))
     report(
-        f"one iteration: {wall:.0f} s ({phases}); generation {generation:.0f} s in {results['generate_calls']} calls, "
+        f"one iteration ({case}): {wall:.0f} s ({phases}); generation {generation:.0f} s in {results['generate_calls']} calls, "
         f"backward {backward:.1f} s; outside generation and backward {outside:.1%} (target < 10%: "
         f"{'met' if outside < 0.10 else 'MISSED'}); peak RSS {peak:.2f} GiB (target < 6 GiB: "
         f"{'met' if peak < 6 else 'MISSED'}); trained samples {m.get('train/agent/samples', 0)} agent + "
@@ -83,6 +106,7 @@ def test_one_iteration_of_the_cpu_example(benchmark: Any, report: Callable[..., 
         wall_s=wall,
         generation_s=generation,
         backward_s=backward,
+        update_s=float(m.get("time/update", 0.0)),
         outside_share=outside,
         peak_rss_gib=peak,
     )

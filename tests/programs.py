@@ -4,6 +4,32 @@ from __future__ import annotations
 
 import textwrap
 
+# A model's sampled answers have varied lengths, so the returns of a group differ and a GRPO
+# update has non-zero advantages to train on (self-play tests and benchmarks).
+EVEN_LENGTH = '''import random
+
+class Env:
+    """Say anything of an even number of characters."""
+
+    name = "EvenLength"
+    setting = "reasoning"
+    max_turns = 1
+
+    def reset(self, seed):
+        self.round = random.Random(seed).randint(1, 999)
+        return "Round " + str(self.round) + ": say anything.", {}
+
+    def step(self, action):
+        ok = len(action.strip()) % 2 == 0
+        return ("Even." if ok else "Odd."), (1.0 if ok else 0.0), True, False, {}
+
+    def hint(self):
+        return "An even number of characters wins."
+
+    def oracle(self):
+        return "ab"
+'''
+
 
 def program(
     reset: str = 'return "start " + str(seed), {}',

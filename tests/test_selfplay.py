@@ -11,38 +11,14 @@ import pytest
 
 pytest.importorskip("torch")
 
+from programs import EVEN_LENGTH  # noqa: E402
+
 from spade_gym.program import EnvProgram  # noqa: E402
 from spade_gym.registry.gymnasium import open_registry  # noqa: E402
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig  # noqa: E402
 from spade_gym.trainer.plot import plot_run  # noqa: E402
 from spade_gym.trainer.run import RunDir  # noqa: E402
 from spade_gym.trainer.selfplay import SelfPlay  # noqa: E402
-
-# A random model's answers have random lengths, so the returns of a group differ and the GRPO
-# update has non-zero advantages to train on.
-EVEN_LENGTH = '''import random
-
-class Env:
-    """Say anything of an even number of characters."""
-
-    name = "EvenLength"
-    setting = "reasoning"
-    max_turns = 1
-
-    def reset(self, seed):
-        self.round = random.Random(seed).randint(1, 999)
-        return "Round " + str(self.round) + ": say anything.", {}
-
-    def step(self, action):
-        ok = len(action.strip()) % 2 == 0
-        return ("Even." if ok else "Odd."), (1.0 if ok else 0.0), True, False, {}
-
-    def hint(self):
-        return "An even number of characters wins."
-
-    def oracle(self):
-        return "ab"
-'''
 
 
 @pytest.fixture(scope="module")
@@ -196,3 +172,9 @@ def test_an_unknown_reasoning_gym_task_fails_when_the_config_loads(pool: str, ex
 def test_the_example_configs_pass_the_strict_loader(name: str) -> None:
     config = SelfPlayConfig.from_yaml(Path(__file__).resolve().parent.parent / "examples" / name)
     assert config.designer_config().k == config.agent.k and config.grpo_config().learning_rate > 0
+
+
+def test_a_given_policy_without_the_configured_lora_is_warned_about(tmp_path: Path, tokenizer: Any) -> None:
+    config = baseline_config(tmp_path / "w").with_overrides(["policy.lora={r: 4, target_modules: [q_proj]}"])
+    with pytest.warns(UserWarning, match="config.policy.lora is set"):
+        SelfPlay(config, even_length_run(tmp_path / "w", config), policy=tiny_policy(tokenizer), say=lambda _: None)

@@ -76,8 +76,9 @@ class SelfPlay:
         config: the run's configuration.
         run: the run folder (:meth:`RunDir.create` or :meth:`RunDir.open`).
         policy: the shared policy of both roles (a trainable
-            :class:`~spade_gym.policies.transformers.TransformersPolicy`); default: loaded from
-            ``config.policy``.
+            :class:`~spade_gym.policies.transformers.TransformersPolicy`), used as it is: the
+            ``config.policy`` section (spec, dtype, device, LoRA) is then not applied; default:
+            loaded from ``config.policy``.
         say: where one-line progress messages go (default: ``print``).
         progress: called as ``progress(phase, done, total)`` while a phase runs (``"design"``:
             designs judged; ``"rollout"``: replay episodes finished; ``"update"``), for progress bars.
@@ -110,6 +111,12 @@ class SelfPlay:
                     raise ConfigError(f"config key 'run.fixed_pool': {exc}", key="run.fixed_pool") from None
         spec = config.policy.spec
         self.policy = policy if policy is not None else _load_policy(config, spec.removeprefix("vllm:"))
+        if policy is not None and config.policy.lora is not None and not _is_peft(getattr(policy, "model", None)):
+            warnings.warn(
+                "SelfPlay(policy=...) got a policy without LoRA adapters while config.policy.lora is set: the "
+                "given policy is trained as it is (all its parameters); leave policy unset to load config.policy",
+                stacklevel=2,
+            )
         #: generates designs and Agent turns: the trained policy itself, or a colocated vLLM engine
         #: (``policy.spec = "vllm:<id>"``) that gets the new weights after every update
         self.generator: Any = self.policy
