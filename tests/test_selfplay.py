@@ -177,4 +177,7 @@ def test_the_example_configs_pass_the_strict_loader(name: str) -> None:
 def test_a_given_policy_without_the_configured_lora_is_warned_about(tmp_path: Path, tokenizer: Any) -> None:
     config = baseline_config(tmp_path / "w").with_overrides(["policy.lora={r: 4, target_modules: [q_proj]}"])
     with pytest.warns(UserWarning, match="config.policy.lora is set"):
-        SelfPlay(config, even_length_run(tmp_path / "w", config), policy=tiny_policy(tokenizer), say=lambda _: None)
+        loop = SelfPlay(
+            config, even_length_run(tmp_path / "w", config), policy=tiny_policy(tokenizer), say=lambda _: None
+        )
+    loop.close()
