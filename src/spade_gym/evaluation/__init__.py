@@ -1,0 +1,33 @@
+"""Held-out evaluation: does self-play make the Agent better?
+
+Every suite has one interface, ``Suite.run(policy) -> SuiteResult`` (per-item records and a score
+with a confidence interval; :mod:`spade_gym.evaluation.base`).
+"""
+
+from spade_gym.evaluation.base import (
+    DEFAULT_SAMPLING,
+    Comparison,
+    ItemRecord,
+    Suite,
+    SuiteResult,
+    compare_results,
+    confidence_interval,
+    generate_answers,
+    load_results,
+    read_jsonl,
+    save_results,
+)
+
+__all__ = [
+    "DEFAULT_SAMPLING",
+    "Comparison",
+    "ItemRecord",
+    "Suite",
+    "SuiteResult",
+    "compare_results",
+    "confidence_interval",
+    "generate_answers",
+    "load_results",
+    "read_jsonl",
+    "save_results",
+]
