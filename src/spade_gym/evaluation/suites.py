@@ -1,0 +1,112 @@
+"""Suites by name: what ``spade eval --suite NAME`` accepts.
+
+=============================  ================================================================
+``reasoning-gym[:t1,t2,...]``  :class:`~spade_gym.evaluation.environments.ReasoningGymSuite`
+                               (default tasks: the held-out selection)
+``tool-use``                   :class:`~spade_gym.evaluation.environments.ProgramSuite`, tool use
+``games``                      :class:`~spade_gym.evaluation.environments.ProgramSuite`, games
+``math:FILE``                  :class:`~spade_gym.evaluation.files.MathFileSuite` (GSM8K/MATH JSONL)
+``mc:FILE``                    :class:`~spade_gym.evaluation.files.MultipleChoiceFileSuite`
+``code:FILE``                  :class:`~spade_gym.evaluation.files.CodeFileSuite` (tests in the sandbox)
+``bfcl:FILE``                  :class:`~spade_gym.evaluation.bfcl.BFCLSuite` (BFCL-style multi-turn)
+=============================  ================================================================
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+from spade_gym.evaluation.base import DEFAULT_SAMPLING, Suite
+from spade_gym.policies.base import SamplingParams
+
+__all__ = ["SUITE_FORMS", "SuiteOptions", "load_suite"]
+
+#: Every accepted form of a suite name, for messages and ``--help``.
+SUITE_FORMS: tuple[str, ...] = (
+    "reasoning-gym[:task,...]",
+    "tool-use",
+    "games",
+    "math:FILE",
+    "mc:FILE",
+    "code:FILE",
+    "bfcl:FILE",
+)
+_FILE_KINDS = ("math", "mc", "code", "bfcl")
+
+
+@dataclass(frozen=True)
+class SuiteOptions:
+    """Settings shared by every suite ``load_suite`` builds.
+
+    Attributes:
+        sampling: the policy's sampling (default greedy, 512 new tokens).
+        items: items per task (reasoning-gym) or episodes per environment (tool-use, games);
+            ``None``: the suite's default.
+        limit: first N items of a file suite (``None``: all).
+        seed: first seed of episode suites.
+        max_turns: cap on turns per episode (``None``: played to the end).
+        registry: the registry of tool-use and game environments (``None``: the seed library).
+    """
+
+    sampling: SamplingParams = DEFAULT_SAMPLING
+    items: int | None = None
+    limit: int | None = None
+    seed: int = 0
+    max_turns: int | None = None
+    registry: str | None = None
+
+
+def load_suite(spec: str, options: SuiteOptions | None = None) -> Suite:
+    """Build the suite ``spec`` names (the forms of the module docstring).
+
+    Args:
+        spec: a suite name.
+        options: shared settings.
+
+    Returns:
+        A :class:`~spade_gym.evaluation.base.Suite`, ready to ``run``.
+
+    Raises:
+        ValueError: an unknown suite name (the message lists the forms and a close match), an
+            unknown reasoning-gym task, a missing file.
+        ImportError: the suite's optional dependency is missing (the message names the extra).
+    """
+    o = options or SuiteOptions()
+    kind, sep, rest = spec.partition(":")
+    if kind == "reasoning-gym":
+        from spade_gym.evaluation.environments import ReasoningGymSuite
+
+        tasks = [t.strip() for t in rest.split(",") if t.strip()] if sep else None
+        if sep and not tasks:
+            raise ValueError(f"suite {spec!r}: name at least one task after 'reasoning-gym:'")
+        return ReasoningGymSuite(tasks, items_per_task=o.items or 4, seed=o.seed, sampling=o.sampling)
+    if kind in ("tool-use", "games") and not sep:
+        from spade_gym.evaluation.environments import ProgramSuite
+
+        return ProgramSuite(
+            "tool_use" if kind == "tool-use" else "game",
+            registry=o.registry,
+            episodes_per_env=o.items or 2,
+            seed=o.seed,
+            sampling=o.sampling,
+            max_turns=o.max_turns,
+        )
+    if kind in _FILE_KINDS and sep:
+        path = Path(rest)
+        if not path.exists():
+            raise ValueError(f"suite {spec!r}: no benchmark file at {path}")
+        if kind == "bfcl":
+            from spade_gym.evaluation.bfcl import BFCLSuite
+
+            return BFCLSuite(path, sampling=o.sampling, limit=o.limit)
+        from spade_gym.evaluation import files
+
+        suite_class = {"math": files.MathFileSuite, "mc": files.MultipleChoiceFileSuite, "code": files.CodeFileSuite}
+        return suite_class[kind](path, sampling=o.sampling, limit=o.limit)
+    close = difflib.get_close_matches(kind, ["reasoning-gym", "tool-use", "games", *_FILE_KINDS], n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    if kind in _FILE_KINDS:
+        hint = f"; {kind!r} needs a file: '{kind}:FILE'"
+    raise ValueError(f"unknown suite {spec!r}{hint} (suites: {', '.join(SUITE_FORMS)})")
