@@ -495,3 +495,12 @@ def test_open_registry_refuses_a_folder_of_other_files(tmp_path: Path) -> None:
     with pytest.raises(RegistryError, match="not an environment registry"):
         open_registry(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_open_registry_can_leave_seed_environments_out(tmp_path: Path) -> None:
+    reg = open_registry(tmp_path / "r", exclude=["LightsOut3x3", "InboxCodeRelay"])
+    names = {r.name for r in reg.records()}
+    reg.close()
+    assert len(names) == 28 and not names & {"LightsOut3x3", "InboxCodeRelay"}
+    with pytest.raises(ValueError, match="exclude names no seed environment: Nope"):
+        open_registry(tmp_path / "s", exclude=["Nope"])

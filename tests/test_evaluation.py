@@ -175,6 +175,9 @@ def test_program_suite_plays_seed_environments_on_held_out_seeds() -> None:
     assert out.suite == "tool-use" and out.n == 4 and out.score == 0.0 and out.errors == 4
     assert all(r.metadata["seed"] >= HELD_OUT_SEED_BASE for r in out.items)
     assert {r.metadata["env"] for r in out.items} == {"BankTransferReport", "CalendarFirstFreeSlot"}
+    assert {r.metadata["held_out_task"] for r in out.items} == {False}
+    held = ProgramSuite("tool_use", envs=["InboxCodeRelay"], episodes_per_env=1, max_turns=1).run(Scripted(str))
+    assert held.items[0].metadata["held_out_task"] is True
     games = ProgramSuite("game", episodes_per_env=1, max_turns=1)
     assert games.name == "games"
     assert len(games.records) >= 5 and all(r.setting == "game" for r in games.records)

@@ -14,7 +14,7 @@ pytest.importorskip("torch")
 from programs import EVEN_LENGTH  # noqa: E402
 
 from spade_gym.program import EnvProgram  # noqa: E402
-from spade_gym.registry.gymnasium import open_registry  # noqa: E402
+from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, open_registry  # noqa: E402
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig  # noqa: E402
 from spade_gym.trainer.plot import plot_run  # noqa: E402
 from spade_gym.trainer.run import RunDir  # noqa: E402
@@ -127,7 +127,10 @@ def test_a_designer_iteration_with_a_model_that_writes_no_program(tmp_path: Path
     m = result.metrics
     assert m["designer/designs"] == 2 and m["designer/accepted"] == 0 and m["designer/reward_mean"] == -1.0
     assert sum(m["designer/rejections"].values()) == 2 and m["designer/outcomes"] == {"invalid": 2}
-    assert m["registry/size"] == 30  # the seed library is the initial memory and replay pool
+    # the seed library, less the environments held out for evaluation, is the initial memory and replay pool
+    assert m["registry/size"] == 30 - len(HELD_OUT_SEED_ENVS)
+    names = {r.name for r in loop.registry.records()}
+    assert not names & set(HELD_OUT_SEED_ENVS) and "ArithmeticChain" in names
     assert m["designer/iterations_without_accept"] == 1 and m["tokens/designer"] > 0
     assert (run.checkpoints_dir / "latest").is_file() and any(run.tb_dir.iterdir())
 
@@ -181,3 +184,9 @@ def test_a_given_policy_without_the_configured_lora_is_warned_about(tmp_path: Pa
             config, even_length_run(tmp_path / "w", config), policy=tiny_policy(tokenizer), say=lambda _: None
         )
     loop.close()
+
+
+def test_held_out_envs_must_be_seed_environments() -> None:
+    with pytest.raises(ConfigError, match="run.held_out_envs' names no seed environment: Nope"):
+        SelfPlayConfig.from_dict({"run": {"held_out_envs": ["LightsOut3x3", "Nope"]}})
+    assert SelfPlayConfig.from_dict({"run": {"held_out_envs": []}}).run.held_out_envs == []

@@ -9,8 +9,12 @@
   (default: the bundled seed library) played to the end (their own ``max_turns``; games against
   their built-in opponents) on seeds from :data:`HELD_OUT_SEED_BASE` upwards. Self-play draws
   its episode seeds below ``2**31`` and the validation gate uses seeds 1000-1009, so every held-out
-  episode is a task instance training never saw. Point ``registry`` at a folder of environments
-  that were never in a training registry to hold out whole tasks as well.
+  episode is a task instance training never saw. Whole tasks are held out too: the seed
+  environments in :data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS` (two tool-use, two
+  games) are left out of every self-play run's registry by default (``run.held_out_envs``), so
+  training never sees them at all; their items carry ``metadata["held_out_task"] = True``
+  (``result.by("held_out_task")`` splits the score). Point ``registry`` at a folder of
+  environments never in a training registry to hold out other tasks.
 
 An item is one episode; its score is the episode's return clipped to [0, 1]. An environment that
 fails scores 0 with the failure in :attr:`~spade_gym.evaluation.base.ItemRecord.error`, and so does
@@ -174,7 +178,7 @@ class ProgramSuite(Suite):
         max_episodes: int = 64,
     ) -> None:
         from spade_gym.registry import Registry
-        from spade_gym.registry.gymnasium import bundled_registry_path
+        from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 
         names = {"tool_use": "tool-use", "game": "games"}
         if setting not in names:
@@ -196,6 +200,8 @@ class ProgramSuite(Suite):
         if not records:
             raise ValueError(f"{self.registry_path} has no {setting} environment to evaluate on")
         self.records = sorted(records, key=lambda r: r.name)
+        #: environments no self-play run trains on by default (only meaningful for the seed library)
+        self.held_out_tasks = set(HELD_OUT_SEED_ENVS) if registry is None else set()
         self.episodes_per_env, self.seed, self.sampling = episodes_per_env, seed, sampling
         self.max_turns, self.max_episodes = max_turns, max_episodes
 
@@ -205,6 +211,7 @@ class ProgramSuite(Suite):
             "setting": self.setting,
             "registry": str(self.registry_path),
             "envs": [r.name for r in self.records],
+            "held_out_tasks": sorted(self.held_out_tasks & {r.name for r in self.records}),
             "episodes_per_env": self.episodes_per_env,
             "seeds_from": HELD_OUT_SEED_BASE + self.seed,
             "max_turns": self.max_turns,
@@ -218,7 +225,11 @@ class ProgramSuite(Suite):
         episodes = [Episode(record.source_path, seed) for record, seed in keys]
         trajectories = _play(episodes, policy, self.sampling, self.max_turns, self.max_episodes, progress)
         items = [
-            _record(f"{record.name}/{seed}", trajectory, {"env": record.name, "seed": seed})
+            _record(
+                f"{record.name}/{seed}",
+                trajectory,
+                {"env": record.name, "seed": seed, "held_out_task": record.name in self.held_out_tasks},
+            )
             for (record, seed), trajectory in zip(keys, trajectories, strict=True)
         ]
         return SuiteResult(self.name, _policy_name(policy), items, time.perf_counter() - began, self.config())

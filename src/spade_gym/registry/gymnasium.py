@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,7 +43,19 @@ def bundled_registry_path() -> Path:
     return Path(__file__).resolve().parent.parent / "envs_registry"
 
 
-def open_registry(path: str | os.PathLike[str], *, seed_library: bool = True) -> Registry:
+#: Seed environments held out of self-play by default (``run.held_out_envs``): whole tasks that
+#: training never sees, for held-out evaluation (``spade eval --suite tool-use / games``).
+HELD_OUT_SEED_ENVS: tuple[str, ...] = (
+    "InboxCodeRelay",
+    "TravelBookingConstraints",
+    "LightsOut3x3",
+    "MastermindCodeBreaker",
+)
+
+
+def open_registry(
+    path: str | os.PathLike[str], *, seed_library: bool = True, exclude: Collection[str] = ()
+) -> Registry:
     """Open the registry at ``path``, creating it (with the seed library as initial memory) if new.
 
     A registry is new when ``path`` does not exist or holds no environment. With ``seed_library``
@@ -54,6 +66,8 @@ def open_registry(path: str | os.PathLike[str], *, seed_library: bool = True) ->
     Args:
         path: the registry folder.
         seed_library: copy the bundled seed library into a new registry.
+        exclude: names of seed environments not to copy (held out of training, e.g.
+            :data:`HELD_OUT_SEED_ENVS`).
 
     Returns:
         The open :class:`~spade_gym.registry.store.Registry`.
@@ -61,6 +75,7 @@ def open_registry(path: str | os.PathLike[str], *, seed_library: bool = True) ->
     Raises:
         RegistryError: ``path`` is a file, or a non-empty folder that is not a registry (nothing is
             written into it).
+        ValueError: ``exclude`` names an environment the seed library does not have.
     """
     from spade_gym.errors import RegistryError
     from spade_gym.registry.store import ENVS_DIR, Registry
@@ -76,7 +91,14 @@ def open_registry(path: str | os.PathLike[str], *, seed_library: bool = True) ->
         with warnings.catch_warnings():  # a rebuilt index of the bundled registry is routine, not news
             warnings.simplefilter("ignore")
             bundled = Registry(bundled_registry_path())
+        unknown = sorted(set(exclude) - {r.name for r in bundled})
+        if unknown:
+            bundled.close()
+            registry.close()
+            raise ValueError(f"exclude names no seed environment: {', '.join(unknown)}")
         for record in bundled:
+            if record.name in exclude:
+                continue
             registry.add(
                 record.program(),
                 name=record.name,

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from spade_gym.errors import SpadeError
+from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 
 __all__ = [
     "AgentSection",
@@ -241,6 +242,11 @@ class RunSection:
         "seed-library",
         "environments of the designer='off' baseline: 'seed-library' (the bundled environments) or "
         "'reasoning-gym:<task>[,<task>...]'",
+    )
+    held_out_envs: list[str] = _opt_factory(
+        lambda: list(HELD_OUT_SEED_ENVS),
+        "seed environments left out of the run's registry (never designed from, replayed or trained on): "
+        "whole tasks held out for `spade eval --suite tool-use / games`; [] trains on all 30",
     )
     executor: Literal["local"] = _opt("local", "where sandboxes and rollouts run: 'local' (worker processes)")
     tensorboard: bool = _opt(True, "write TensorBoard events to <out>/tb (needs the tensorboard package)")
@@ -452,6 +458,16 @@ class SelfPlayConfig:
                     check_task(task)
         except (ImportError, ValueError) as exc:
             raise ConfigError(f"config key 'run.fixed_pool' = {r.fixed_pool!r}: {exc}", key="run.fixed_pool") from None
+
+        if r.held_out_envs and bundled_registry_path().is_dir():
+            seed_names = {p.name.rsplit("-v", 1)[0] for p in (bundled_registry_path() / "envs").iterdir()}
+            unknown = sorted(set(r.held_out_envs) - seed_names)
+            if unknown:
+                raise ConfigError(
+                    f"config key 'run.held_out_envs' names no seed environment: {', '.join(unknown)} "
+                    "(`spade envs list` shows the seed library)",
+                    key="run.held_out_envs",
+                )
 
         # Across sections: a run must produce some training data.
         if r.designer == "off" and a.replay_envs == 0:

@@ -131,7 +131,7 @@ class SelfPlay:
                 key="policy.spec",
             )
         self.trainer = GRPOTrainer(self.policy, config.grpo_config())
-        self.registry = open_registry(run.registry_dir, seed_library=True)
+        self.registry = open_registry(run.registry_dir, seed_library=True, exclude=config.run.held_out_envs)
         self.documents = load_documents(
             config.designer.documents, seed=config.run.seed, max_tokens=config.designer.document_max_tokens
         )
