@@ -15,7 +15,7 @@ from spade_gym.policies import SamplingParams
 from spade_gym.registry.gymnasium import open_registry
 from spade_gym.trainer import GRPOConfig, GRPOTrainer, samples_from_completions, samples_from_trajectories
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
 parser.add_argument("--iterations", type=int, default=2)
 parser.add_argument("--designs", type=int, default=2, help="G designs per prompt (one GRPO group)")
 parser.add_argument("--registry", default="runs/example-registry")
@@ -46,8 +46,9 @@ for iteration in range(args.iterations):
     samples += samples_from_trajectories(trajectories)
 
     # One GRPO update of the shared policy (advantages relative within each role and group)
-    stats = trainer.update(samples)
+    stats = trainer.update(samples)  # groups whose rewards are all equal have nothing to teach: no step
+    loss = f"{stats.loss:.4f}" if stats.optimizer_steps else "- (all advantages zero)"
     print(
         f"iteration {iteration}: designer rewards {rewards}, agent returns "
-        f"{[t.episode_return for t in trajectories]} on {record.env_id}, loss {stats.loss:.4f}"
+        f"{[t.episode_return for t in trajectories]} on {record.env_id}, loss {loss}"
     )

@@ -214,7 +214,8 @@ def test_selfplay_refuses_a_bad_config_before_any_work(tmp_path: Path) -> None:
     code, out = run("selfplay", "--config", str(bad), "--out", str(tmp_path / "run"))
     assert code == 2 and "train.learning_rat" in out and "learning_rate" in out
     assert not (tmp_path / "run").exists()
-    code, out = run("selfplay", "--set", "agent.k=two", "--out", str(tmp_path / "run"))
+    bad.write_text("")
+    code, out = run("selfplay", "-c", str(bad), "--set", "agent.k=two", "--out", str(tmp_path / "run"))
     assert code == 2 and "agent.k" in out
     code, out = run("selfplay", "--help-config")
     assert code == 0 and "designer.group_size" in out and "run.iterations" in out
@@ -225,3 +226,25 @@ def test_resume_and_plot_explain_a_folder_that_is_not_a_run(tmp_path: Path) -> N
     assert code == 1 and "config.yaml" in out
     code, out = run("plot", str(tmp_path / "missing"))
     assert code == 2
+
+
+def test_selfplay_needs_a_config_and_resume_and_plot_name_the_problem(tmp_path: Path) -> None:
+    code, out = run("selfplay", "--out", str(tmp_path / "run"))
+    assert code == 2 and "--config FILE" in out and not (tmp_path / "run").exists()
+    code, out = run("resume", str(tmp_path / "missing"))
+    assert code == 1 and "does not exist" in out
+    (tmp_path / "file.txt").write_text("x")
+    code, out = run("plot", str(tmp_path / "file.txt"))
+    assert code == 2 and "is a file, not a run folder" in out
+    code, out = run("plot", str(tmp_path))
+    assert code == 2 and "is not a run folder: it has no config.yaml" in out
+
+
+def test_a_start_that_fails_leaves_no_run_folder(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("designer:\n  documents: /no/such/corpus.jsonl\nrun:\n  tensorboard: false\n")
+    code, out = run("selfplay", "--config", str(config), "--out", str(tmp_path / "run"))
+    assert code == 1 and "designer.documents" in out and not (tmp_path / "run").exists()
+    config.write_text("policy:\n  lora: {r: 4, bogus: 1}\nrun:\n  tensorboard: false\n")
+    code, out = run("selfplay", "--config", str(config), "--out", str(tmp_path / "run"))
+    assert code == 1 and "policy.lora" in out and "'bogus'" in out and not (tmp_path / "run").exists()

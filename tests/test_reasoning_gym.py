@@ -101,3 +101,12 @@ def test_the_agent_plays_them_and_the_hint_is_the_answer() -> None:
     assert {t.env_id for t in trajectories} == {"ReasoningGym-leg_counting"} and stats.turns == 6
     estimate = estimate_regret(env, AnswerCopier(), k=3)
     assert (estimate.mean_hint, estimate.mean_nohint, estimate.regret) == (1.0, 0.0, 1.0)
+
+
+def test_the_answer_is_stripped_and_a_task_must_be_a_name() -> None:
+    env = ReasoningGymEnv("leg_counting")
+    env.reset(seed=0)
+    answer = env.oracle()
+    assert env.step(f"  {answer}\n")[1] == 1.0
+    with pytest.raises(ValueError, match="task must be a reasoning-gym task name"):
+        ReasoningGymEnv(None)  # type: ignore[arg-type]

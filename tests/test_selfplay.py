@@ -166,9 +166,10 @@ def test_the_baseline_on_reasoning_gym_tasks(tmp_path: Path, tokenizer: Any) -> 
 )
 def test_an_unknown_reasoning_gym_task_fails_when_the_config_loads(pool: str, expected: str) -> None:
     pytest.importorskip("reasoning_gym")
-    with pytest.raises(ConfigError, match="run.fixed_pool") as info:
-        SelfPlayConfig.from_dict({"run": {"designer": "off", "fixed_pool": pool}})
-    assert expected in str(info.value)
+    for designer in ("off", "on"):  # a misspelt pool is an error even while the Designer is on
+        with pytest.raises(ConfigError, match="run.fixed_pool") as info:
+            SelfPlayConfig.from_dict({"run": {"designer": designer, "fixed_pool": pool}})
+        assert expected in str(info.value)
 
 
 @pytest.mark.parametrize("name", ["selfplay_cpu.yaml", "selfplay_gpu_vllm.yaml"])
@@ -190,3 +191,56 @@ def test_held_out_envs_must_be_seed_environments() -> None:
     with pytest.raises(ConfigError, match="run.held_out_envs' names no seed environment: Nope"):
         SelfPlayConfig.from_dict({"run": {"held_out_envs": ["LightsOut3x3", "Nope"]}})
     assert SelfPlayConfig.from_dict({"run": {"held_out_envs": []}}).run.held_out_envs == []
+
+
+def designer_config(out: Path, iterations: int) -> SelfPlayConfig:
+    return SelfPlayConfig.from_dict(
+        {
+            "designer": {"prompts_per_iteration": 1, "group_size": 2, "max_new_tokens": 8, "memory_k": 1},
+            "agent": {"max_new_tokens": 4, "replay_envs": 1, "episodes_per_env": 2, "max_turns": 1},
+            "run": {"out": str(out), "iterations": iterations, "seed": 3, "tensorboard": False},
+        }
+    )
+
+
+def test_a_designer_run_resumes_from_a_later_checkpoint(tmp_path: Path, tokenizer: Any) -> None:
+    # each Designer reset reseeds the document stream; resuming from iteration 1's checkpoint must
+    # restore that seed, and the resumed iteration equals the uninterrupted run's
+    config = designer_config(tmp_path / "a", 3)
+    loop = SelfPlay(config, RunDir.create(tmp_path / "a", config), policy=tiny_policy(tokenizer), say=lambda _: None)
+    full = loop.train()
+    loop.close()
+    config_b = designer_config(tmp_path / "b", 3)
+    loop = SelfPlay(
+        config_b, RunDir.create(tmp_path / "b", config_b), policy=tiny_policy(tokenizer), say=lambda _: None
+    )
+    loop.train(iterations=2)
+    loop.close()
+    resumed = SelfPlay.resume(tmp_path / "b", policy=tiny_policy(tokenizer), say=lambda _: None)
+    assert resumed.start == 2
+    (last,) = resumed.train()
+    resumed.close()
+    assert without_times(last.metrics) == without_times(full[2].metrics)
+
+
+def test_one_process_per_run_folder(tmp_path: Path, tokenizer: Any) -> None:
+    import subprocess
+    import sys
+
+    config = baseline_config(tmp_path / "r")
+    loop = SelfPlay(config, even_length_run(tmp_path / "r", config), policy=tiny_policy(tokenizer), say=lambda _: None)
+    code = (
+        "import sys\n"
+        "from spade_gym.trainer.run import RunDir, RunDirError\n"
+        "try:\n"
+        "    RunDir.open(sys.argv[1]).lock()\n"
+        "except RunDirError as exc:\n"
+        "    print(exc)\n"
+        "    sys.exit(3)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r")], capture_output=True, text=True)
+    assert done.returncode == 3 and "is in use by another process" in done.stdout
+    assert f"PID {__import__('os').getpid()}" in done.stdout
+    loop.close()
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -226,6 +226,8 @@ def test_fixed_pool_forms() -> None:
     for bad in ("reasoning-gym:", "reasoning-gym:a,,b", "seed", "reasoning-gym:a-b"):
         with pytest.raises(ValueError):
             parse_fixed_pool(bad)
+    with pytest.raises(ValueError, match="task 'a' named more than once"):
+        parse_fixed_pool("reasoning-gym:a,b,a")
     assert (
         SelfPlayConfig.from_dict({"run": {"designer": "off", "fixed_pool": "reasoning-gym:leg_counting"}}).run.designer
         == "off"

@@ -588,8 +588,14 @@ def selfplay(
     if help_config:
         print(describe_config())
         return
+    if config is None:
+        console.print(
+            "[red]give the run's configuration with --config FILE: examples/selfplay_cpu.yaml runs on 2 CPU "
+            "cores; an empty file takes every default of --help-config (a GPU-sized run)[/red]"
+        )
+        raise typer.Exit(2)
     try:
-        cfg = SelfPlayConfig.from_yaml(config) if config else SelfPlayConfig()
+        cfg = SelfPlayConfig.from_yaml(config)
         cfg = cfg.with_overrides(list(overrides or []))
         if out is not None:
             cfg = cfg.with_overrides([f"run.out={out}"])
@@ -607,9 +613,18 @@ def selfplay(
 
 
 def _new_loop(cfg: Any, run: Any, say: Any, progress: Any) -> Any:
+    """Start a new run; a start that fails (a bad document source, model or LoRA setting) removes
+    the run folder it had just created, so the same --out works once the config is fixed."""
+    import shutil
+
     from spade_gym.trainer.selfplay import SelfPlay
 
-    return SelfPlay(cfg, run, say=say, progress=progress)
+    try:
+        return SelfPlay(cfg, run, say=say, progress=progress)
+    except BaseException:
+        if not run.checkpoints() and not run.metrics_path.exists():
+            shutil.rmtree(run.path, ignore_errors=True)
+        raise
 
 
 @app.command()
@@ -618,9 +633,29 @@ def resume(
 ) -> None:
     """Continue a self-play run from its newest complete checkpoint (after a kill, at most the
     iteration in progress is lost)."""
+    from spade_gym.trainer.run import RunDir
     from spade_gym.trainer.selfplay import SelfPlay
 
+    try:
+        run = RunDir.open(_existing_folder(run_dir))
+        done, total = run.latest_iteration(), run.config.run.iterations
+    except SpadeError as exc:
+        console.print(f"[red]{_safe(str(exc))}[/red]")
+        raise typer.Exit(1) from None
+    if done is not None and done >= total - 1:
+        console.print(f"{_safe(str(run_dir))} has finished all {total} iterations: nothing to resume")
+        return
     _run_selfplay(lambda say, progress: SelfPlay.resume(run_dir, say=say, progress=progress))
+
+
+def _existing_folder(path: Path) -> Path:
+    from spade_gym.trainer.run import RunDirError
+
+    if not path.exists():
+        raise RunDirError(f"{path} does not exist")
+    if not path.is_dir():
+        raise RunDirError(f"{path} is a file, not a run folder")
+    return path
 
 
 def _run_selfplay(make: Any) -> None:
@@ -630,7 +665,7 @@ def _run_selfplay(make: Any) -> None:
     tasks: dict[str, Any] = {}
 
     def say(line: str) -> None:
-        console.print(_safe(line))
+        console.print(_safe(line), soft_wrap=True)  # one line per message, whatever the width
 
     def progress(phase: str, done: int, total: int) -> None:  # one bar per phase, reset each iteration
         if phase not in tasks:
@@ -639,6 +674,7 @@ def _run_selfplay(make: Any) -> None:
             bars.reset(tasks[phase], total=total)
         bars.update(tasks[phase], completed=done, total=total)
 
+    loop = None
     try:
         with console.status("loading the policy and the registry", spinner="dots"):
             loop = make(say, progress)
@@ -651,6 +687,16 @@ def _run_selfplay(make: Any) -> None:
     except SpadeError as exc:
         console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
         raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        if loop is None:
+            console.print("[yellow]interrupted while starting[/yellow]")
+        else:
+            loop.close()
+            console.print(
+                f"[yellow]interrupted: the iteration in progress is lost; continue with "
+                f"`spade resume {_safe(str(loop.run.path))}`[/yellow]"
+            )
+        raise typer.Exit(130) from None
     plots = plot_run(loop.run.path)
     accepted = [env_id for r in results for env_id in r.accepted]
     console.print(f"run folder: {_safe(str(loop.run.path))}")
@@ -667,10 +713,16 @@ def plot(run_dir: Annotated[Path, typer.Argument(help="A run folder written by `
     """Draw a self-play run's curves (designer reward, acceptance, regret, returns, registry, time,
     tokens, training) as PNGs in RUN_DIR/plots."""
     from spade_gym.trainer.plot import plot_run
+    from spade_gym.trainer.run import CONFIG_FILE, METRICS_FILE, read_metrics
 
     try:
-        paths = plot_run(run_dir)
-    except (SpadeError, OSError) as exc:
+        folder = _existing_folder(run_dir)
+        if not (folder / CONFIG_FILE).is_file():
+            raise ValueError(f"{folder} is not a run folder: it has no {CONFIG_FILE}")
+        if not read_metrics(folder / METRICS_FILE):
+            raise ValueError(f"{folder} has no metrics yet (no iteration has finished): nothing to plot")
+        paths = plot_run(folder)
+    except (SpadeError, OSError, ValueError) as exc:
         console.print(f"[red]{_safe(str(exc))}[/red]")
         raise typer.Exit(2) from None
     for path in paths:

@@ -116,6 +116,8 @@ class ReasoningGymEnv(gym.Env[str, str]):
     tools: tuple[dict[str, Any], ...] = ()
 
     def __init__(self, task: str, *, split: Split = "train", task_config: dict[str, Any] | None = None) -> None:
+        if not isinstance(task, str):
+            raise ValueError(f"task must be a reasoning-gym task name (str), got {task!r}")
         self.task = check_task(task)
         dataset_seed(0, split)  # checks the split
         self.split: Split = split
@@ -157,7 +159,7 @@ class ReasoningGymEnv(gym.Env[str, str]):
         return str(self.entry["question"]), {"task": self.task, "split": self.split, "dataset_seed": data_seed}
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Score ``action`` as the final answer; the episode terminates.
+        """Score ``action`` (surrounding whitespace removed) as the final answer; the episode terminates.
 
         Never raises for a bad action: a scorer that fails on it scores 0 with
         ``info["score_error"]``.
@@ -167,7 +169,7 @@ class ReasoningGymEnv(gym.Env[str, str]):
         """
         if self._done or self.entry is None:
             return "", 0.0, False, True, {"error": "the episode has ended; call reset()"}
-        answer = "" if action is None else str(action)[:MAX_ACTION_CHARS]
+        answer = "" if action is None else str(action)[:MAX_ACTION_CHARS].strip()
         info: dict[str, Any] = {"answer": str(self.entry["answer"])}
         try:
             score = float(self._dataset.score_answer(answer=answer, entry=self.entry))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -273,12 +274,14 @@ class TransformersPolicy:
             import peft
         except ImportError as exc:
             raise BackendUnavailable("LoRA adapters need peft: pip install peft (it is in the train extra)") from exc
-        if adapter is not None:
-            if not Path(adapter).exists():
-                raise ModelNotFound(f"adapter folder {str(adapter)!r} does not exist")
-            return peft.PeftModel.from_pretrained(self.model, str(adapter), is_trainable=True)
-        config = lora if isinstance(lora, peft.LoraConfig) else peft.LoraConfig(task_type="CAUSAL_LM", **dict(lora))
-        return peft.get_peft_model(self.model, config)
+        if adapter is not None and not Path(adapter).exists():
+            raise ModelNotFound(f"adapter folder {str(adapter)!r} does not exist")
+        with warnings.catch_warnings():  # peft reads a deprecated transformers attribute; not the user's concern
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            if adapter is not None:
+                return peft.PeftModel.from_pretrained(self.model, str(adapter), is_trainable=True)
+            config = lora if isinstance(lora, peft.LoraConfig) else peft.LoraConfig(task_type="CAUSAL_LM", **dict(lora))
+            return peft.get_peft_model(self.model, config)
 
     # ------------------------------------------------------------------ encoding
 

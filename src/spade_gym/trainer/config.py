@@ -451,7 +451,7 @@ class SelfPlayConfig:
         _at_least("run.log_every", r.log_every, 1)
         try:
             kind, tasks = parse_fixed_pool(r.fixed_pool)
-            if kind == "reasoning-gym" and r.designer == "off":
+            if kind == "reasoning-gym":
                 from spade_gym.reasoning_gym import check_task
 
                 for task in tasks:
@@ -554,6 +554,9 @@ def parse_fixed_pool(spec: str) -> tuple[str, list[str]]:
     tasks = [t.strip() for t in rest.split(",")]
     if not tasks or any(not re.fullmatch(r"[A-Za-z0-9_]+", t) for t in tasks):
         raise ValueError(f"{expected}; task names are letters, digits and '_'")
+    repeated = sorted({t for t in tasks if tasks.count(t) > 1})
+    if repeated:
+        raise ValueError(f"task {', '.join(map(repr, repeated))} named more than once")
     return "reasoning-gym", tasks
 
 

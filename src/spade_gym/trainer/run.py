@@ -17,6 +17,7 @@ Layout::
           meta.json            written last: iteration, time, the iteration's metrics, format
         latest               name of the newest complete checkpoint (one line, replaced atomically)
       plots/                 PNGs of ``spade plot`` (:func:`spade_gym.trainer.plot.plot_run`)
+      .lock                  the PID of the process running the run (:meth:`RunDir.lock`)
 
 **The ordering that loses at most the current iteration.** The loop runs iteration ``i`` as
 
@@ -81,6 +82,7 @@ REGISTRY_DIR = "registry"
 TB_DIR = "tb"
 CHECKPOINTS_DIR = "checkpoints"
 PLOTS_DIR = "plots"
+LOCK_FILE = ".lock"
 LATEST_FILE = "latest"
 CHECKPOINT_FORMAT = 1
 
@@ -413,6 +415,7 @@ class RunDir:
         self._tb_failed = False
         self._purge_step: int | None = None
         self._metrics_checked = False
+        self._lock_fd: int | None = None
 
     # -- paths -------------------------------------------------------------------------------
 
@@ -602,11 +605,40 @@ class RunDir:
         self._writer = SummaryWriter(log_dir=str(self.tb_dir), purge_step=self._purge_step)
         return self._writer
 
+    def lock(self) -> None:
+        """Take the run folder for this process (an exclusive ``flock`` on ``.lock``, holding the PID),
+        until :meth:`close` or the process ends; a second process gets an error instead of writing
+        the same metrics and checkpoints. Taking it again in the same object does nothing.
+
+        Raises:
+            RunDirError: another process holds the folder (the message gives its PID).
+        """
+        import fcntl
+
+        if self._lock_fd is not None:
+            return
+        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise RunDirError(
+                f"{self.path} is in use by another process (PID {holder}): one process runs a run folder at a time"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock_fd = fd
+
     def close(self) -> None:
-        """Flush and close the TensorBoard writer (the other files are synced as they are written)."""
+        """Flush and close the TensorBoard writer (the other files are synced as they are written)
+        and release the folder's lock."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
 
     def __enter__(self) -> RunDir:
         return self

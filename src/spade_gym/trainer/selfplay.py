@@ -26,6 +26,8 @@ tasks (``run.fixed_pool: reasoning-gym:<task>,...``, drawn uniformly, the ``"tra
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import math
 import statistics
 import time
@@ -42,6 +44,7 @@ import numpy as np
 from spade_gym.agent import Episode, RolloutConfig, Trajectory, rollout
 from spade_gym.designer import DesignOutcome, SpadeDesignerEnv
 from spade_gym.documents import load_documents
+from spade_gym.errors import DocumentError, PolicyError
 from spade_gym.policies.base import SamplingParams
 from spade_gym.reasoning_gym import ReasoningGymEnv, check_task
 from spade_gym.registry.gymnasium import open_registry, register_record
@@ -59,14 +62,15 @@ STALL_WARNING_AFTER = 3
 @dataclass
 class IterationResult:
     """What one iteration did: ``metrics`` (as logged to ``metrics.jsonl``), the designs, the
-    ids of the environments it registered, and the Agent's episodes on replayed (or fixed-pool)
-    environments."""
+    ids of the environments it registered, the Agent's episodes on replayed (or fixed-pool)
+    environments, and ``messages`` for the user (printed after the iteration's summary line)."""
 
     iteration: int
     metrics: dict[str, Any]
     outcomes: list[DesignOutcome] = field(default_factory=list, repr=False)
     accepted: list[str] = field(default_factory=list)
     replayed: list[Trajectory] = field(default_factory=list, repr=False)
+    messages: list[str] = field(default_factory=list)
 
 
 class SelfPlay:
@@ -100,6 +104,15 @@ class SelfPlay:
     ) -> None:
         self.config, self.run, self.say = config, run, say
         self.progress = progress or (lambda phase, done, total: None)
+        run.lock()  # one process per run folder
+        try:
+            self._build(policy)
+        except BaseException:
+            run.close()
+            raise
+
+    def _build(self, policy: Any) -> None:
+        config, run = self.config, self.run
         #: the designer='off' baseline's reasoning-gym tasks (empty: replay from the registry)
         self.fixed_tasks: list[str] = []
         if config.run.designer == "off":
@@ -109,9 +122,28 @@ class SelfPlay:
                     self.fixed_tasks = [check_task(t) for t in tasks]
                 except (ImportError, ValueError) as exc:
                     raise ConfigError(f"config key 'run.fixed_pool': {exc}", key="run.fixed_pool") from None
+        # the cheap settings first, so that a mistake fails before the model loads
+        if policy is None and config.policy.lora is not None:
+            _check_lora(config.policy.lora)
+        try:
+            self.documents = load_documents(
+                config.designer.documents, seed=config.run.seed, max_tokens=config.designer.document_max_tokens
+            )
+        except DocumentError as exc:
+            raise ConfigError(f"config key 'designer.documents': {exc}", key="designer.documents") from exc
         spec = config.policy.spec
-        self.policy = policy if policy is not None else _load_policy(config, spec.removeprefix("vllm:"))
-        if policy is not None and config.policy.lora is not None and not _is_peft(getattr(policy, "model", None)):
+        given = policy is not None
+        if not given:
+            try:
+                policy = _load_policy(config, spec.removeprefix("vllm:"))
+            except PolicyError as exc:
+                raise ConfigError(f"config key 'policy.spec' = {spec!r}: {exc}", key="policy.spec") from exc
+            except (TypeError, ValueError) as exc:
+                if config.policy.lora is None:
+                    raise
+                raise ConfigError(f"config key 'policy.lora': {exc}", key="policy.lora") from exc
+        self.policy = policy
+        if given and config.policy.lora is not None and not _is_peft(getattr(policy, "model", None)):
             warnings.warn(
                 "SelfPlay(policy=...) got a policy without LoRA adapters while config.policy.lora is set: the "
                 "given policy is trained as it is (all its parameters); leave policy unset to load config.policy",
@@ -120,7 +152,7 @@ class SelfPlay:
         #: generates designs and Agent turns: the trained policy itself, or a colocated vLLM engine
         #: (``policy.spec = "vllm:<id>"``) that gets the new weights after every update
         self.generator: Any = self.policy
-        if policy is None and spec.startswith("vllm:"):
+        if not given and spec.startswith("vllm:"):
             from spade_gym.policies import load_policy
 
             self.generator = load_policy(spec)
@@ -132,9 +164,6 @@ class SelfPlay:
             )
         self.trainer = GRPOTrainer(self.policy, config.grpo_config())
         self.registry = open_registry(run.registry_dir, seed_library=True, exclude=config.run.held_out_envs)
-        self.documents = load_documents(
-            config.designer.documents, seed=config.run.seed, max_tokens=config.designer.document_max_tokens
-        )
         self.designer_env = SpadeDesignerEnv(
             agent=self.generator, registry=self.registry, documents=self.documents, config=config.designer_config()
         )
@@ -156,10 +185,16 @@ class SelfPlay:
         """Reopen a run folder at its newest complete checkpoint (see :mod:`spade_gym.trainer.run`).
 
         Raises:
-            RunDirError: ``path`` is not a run folder. ConfigError: its ``config.yaml`` is invalid.
+            RunDirError: ``path`` is not a run folder, or another process is running it.
+            ConfigError: its ``config.yaml`` is invalid.
         """
         run = RunDir.open(path)
-        checkpoint = run.prepare_resume()
+        run.lock()  # before prepare_resume touches the folder
+        try:
+            checkpoint = run.prepare_resume()
+        except BaseException:
+            run.close()
+            raise
         loop = cls(run.config, run, policy=policy, say=say, progress=progress)
         if checkpoint is not None:
             loop._restore(checkpoint)
@@ -186,6 +221,8 @@ class SelfPlay:
             self.run.log_metrics(i, result.metrics)
             if i % self.config.run.log_every == 0 or i == end - 1:
                 self.say(_summary_line(i, result.metrics))
+            for line in result.messages:
+                self.say(line)
             results.append(result)
             self.start = i + 1
         return results
@@ -280,7 +317,7 @@ class SelfPlay:
             self.stalled = 0 if result.accepted else self.stalled + 1
             metrics["designer/iterations_without_accept"] = self.stalled
             if self.stalled >= STALL_WARNING_AFTER:
-                self.say(
+                result.messages.append(
                     f"warning: no design accepted for {self.stalled} iterations in a row (the last refusals: "
                     f"{', '.join(sorted({o.report.category for o in result.outcomes}))}); the Agent still trains on "
                     "replayed environments"
@@ -360,7 +397,11 @@ class SelfPlay:
         optimizer = checkpoint.load_optimizer_state()
         if optimizer is not None:
             self.trainer.load_state_dict(optimizer)
-        self.documents.load_state_dict(checkpoint.sampler_state["documents"])
+        documents = checkpoint.sampler_state["documents"]
+        saved_seed = documents.get("config", {}).get("seed") if isinstance(documents, dict) else None
+        if isinstance(saved_seed, int) and not isinstance(saved_seed, bool):
+            self.documents.reseed(saved_seed)  # each Designer reset reseeds the stream: the seed is state too
+        self.documents.load_state_dict(documents)
         restore_rng_state(checkpoint.rng_state, {"run": self.rng})
         self.stalled = int(checkpoint.extra.get("stalled", 0))
         self.start = checkpoint.iteration + 1
@@ -415,6 +456,24 @@ def _load_policy(config: SelfPlayConfig, spec: str) -> Any:
     return load_policy(spec, **kwargs)
 
 
+def _check_lora(lora: dict[str, Any]) -> None:
+    """Refuse ``policy.lora`` keys that ``peft.LoraConfig`` does not have, before the model loads."""
+    try:
+        import peft
+    except ImportError:
+        raise ConfigError(
+            "config key 'policy.lora' needs the peft package: pip install 'spade_gym[train]'", key="policy.lora"
+        ) from None
+    known = {f.name for f in dataclasses.fields(peft.LoraConfig)}
+    unknown = sorted(set(lora) - known)
+    if unknown:
+        close = {k: difflib.get_close_matches(k, sorted(known), n=1) for k in unknown}
+        hints = "; ".join(f"{k!r}" + (f" (did you mean {c[0]!r}?)" if c else "") for k, c in close.items())
+        raise ConfigError(
+            f"config key 'policy.lora' has keys peft.LoraConfig does not know: {hints}", key="policy.lora"
+        )
+
+
 def _is_peft(model: Any) -> bool:
     return hasattr(model, "peft_config")
 
@@ -450,9 +509,8 @@ def _first_failed(outcome: DesignOutcome) -> str:
 def _agent_metrics(outcomes: list[DesignOutcome], replayed: list[Trajectory]) -> dict[str, Any]:
     estimates = [o.estimate for o in outcomes if o.estimate is not None]
     out: dict[str, Any] = {}
-    if estimates:
-        out["agent/return_hint"] = statistics.fmean(e.mean_hint for e in estimates)
-        out["agent/return_nohint"] = statistics.fmean(e.mean_nohint for e in estimates)
+    out["agent/return_hint"] = statistics.fmean(e.mean_hint for e in estimates) if estimates else None
+    out["agent/return_nohint"] = statistics.fmean(e.mean_nohint for e in estimates) if estimates else None
     if replayed:
         out["agent/return_replay"] = statistics.fmean(t.episode_return for t in replayed)
         out["agent/success_rate"] = statistics.fmean(t.success for t in replayed)
