@@ -24,7 +24,7 @@ from spade_gym.trainer.config import SelfPlayConfig
 from spade_gym.trainer.run import RunDir
 from spade_gym.trainer.selfplay import SelfPlay, load_run_policy
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
 parser.add_argument("--config", default="examples/selfplay_cpu.yaml", help="the self-play YAML config")
 parser.add_argument("--out", default="runs/selfplay-vs-baseline", help="folder for both runs and the results")
 parser.add_argument("--suite", action="append", help="held-out suite (repeatable; default reasoning-gym)")
@@ -36,7 +36,10 @@ args = parser.parse_args()
 out = Path(args.out)
 config = SelfPlayConfig.from_yaml(args.config).with_overrides(["run.checkpoint_every=1"])
 options = SuiteOptions(sampling=SamplingParams(temperature=0.0, max_new_tokens=args.max_new_tokens), items=args.items)
-suites = [load_suite(s, options) for s in args.suite or ["reasoning-gym"]]  # bad names fail before training
+try:  # bad suite names and options fail before any training
+    suites = [load_suite(s, options) for s in args.suite or ["reasoning-gym"]]
+except (ValueError, ImportError) as exc:
+    parser.error(str(exc))
 
 
 def compute(run: RunDir) -> int:
@@ -79,11 +82,19 @@ for name in ("selfplay", "baseline"):
     results[name] = [suite.run(policy) for suite in suites]
     save_results(results[name], out / f"{name}_eval.json", extra={"policy_spec": str(out / name)})
 
-lines = ["| suite | self-play | baseline | difference (95% CI) |", "|---|---|---|---|"]
+lines = [
+    f"Self-play ({selfplay.start} iterations) vs designer-off baseline ({baseline.start} iterations) after "
+    f"{budget} and {compute(baseline.run)} policy tokens; scores with 95% intervals, the difference paired by item.",
+    "",
+    "| suite | items | self-play | baseline | difference (95% CI) |",
+    "|---|---|---|---|---|",
+]
 for a, b in zip(results["selfplay"], results["baseline"], strict=True):
     c = compare_results(a, b)
+    (la, ha), (lb, hb) = a.interval(), b.interval()
     lines.append(
-        f"| {c.suite} | {c.score_a:.3f} | {c.score_b:.3f} | {c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}] |"
+        f"| {c.suite} | {a.n} | {c.score_a:.3f} [{la:.3f}, {ha:.3f}] | {c.score_b:.3f} [{lb:.3f}, {hb:.3f}] | "
+        f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}] |"
     )
 (out / "comparison.md").write_text("\n".join(lines) + "\n")
 plot = plot_comparison(results, out / "comparison.png", title="self-play vs designer-off baseline")

@@ -415,7 +415,7 @@ def test_code_right_wrong_empty_and_humaneval_style(tmp_path: Path, fast_config:
     half = result.items[1].metadata
     assert (half["tests_passed"], half["tests_total"]) == (1, 2)
     assert half["failures"] == [[0, "AssertionError()"]]
-    assert result.items[0].metadata == {"tests_passed": 2, "tests_total": 2, "failures": []}
+    assert result.items[0].metadata == {"tests_passed": 2, "tests_total": 2, "failures": [], "failure": None}
     assert result.items[5].metadata["tests_total"] == 1  # one string of test code is one test
     assert "must define `flip`" in policy.seen[3][1]["content"]
     assert "may import only math, random" in policy.seen[0][0]["content"]
@@ -445,7 +445,7 @@ def test_hostile_code_scores_zero_with_the_sandbox_reason(tmp_path: Path, fast_c
     start = time.monotonic()
     result = CodeFileSuite(path, sandbox_config=fast_config).run(policy)
     assert time.monotonic() - start < 30
-    errors = {r.item_id: r.error or "" for r in result.items}
+    errors = {r.item_id: r.metadata["failure"] or "" for r in result.items}
     assert all(r.score == 0.0 for r in result.items)
     assert errors["H-import-os"].startswith("COMPILE_REJECTED: the code: the program fails the static check")
     assert "import of 'os' is not allowed" in errors["H-import-os"]
@@ -470,7 +470,8 @@ def test_hostile_code_scores_zero_with_the_sandbox_reason(tmp_path: Path, fast_c
     # infinite recursion is an ordinary failed test (RecursionError), not a sandbox failure
     assert errors["H-recursion"] == "" and result.items[-1].error is None
     assert result.items[-1].metadata["failures"][0] == [0, "RecursionError('maximum recursion depth exceeded')"]
-    assert result.errors == len(HOSTILE) - 1 and result.score == 0.0
+    # code that cannot run is a wrong answer, not an item that could not be answered
+    assert result.errors == 0 and result.score == 0.0
     assert not Path("/tmp/pwned").exists()
 
 

@@ -83,14 +83,18 @@ def test_paired_and_unpaired_differences() -> None:
     diffs = [1, 0, 0, 1]
     half = 1.959963984540054 * math.sqrt(sum((d - 0.5) ** 2 for d in diffs) / 3) / 2
     assert c.paired and c.n == 4 and c.difference == 0.5
-    assert (c.low, c.high) == pytest.approx((0.5 - half, 0.5 + half))
-    c = compare_results(a, result([0, 1, 0], prefix="j"))
-    se = math.sqrt(0.25 / 4 + (1 / 3) / 3)
-    assert (
-        not c.paired
-        and c.n == 7
-        and (c.low, c.high) == pytest.approx((0.75 - 1 / 3 - 1.96 * se, 0.75 - 1 / 3 + 1.96 * se), abs=1e-3)
-    )
+    assert (c.low, c.high) == pytest.approx((0.5 - half, 1.0))  # clipped to the possible range
+    # unpaired: Newcombe's method 10 (Newcombe 1998, Statistics in Medicine 17, example: 56/70 vs 48/80)
+    c = compare_results(result([1] * 56 + [0] * 14), result([1] * 48 + [0] * 32, prefix="j"))
+    assert not c.paired and c.n == 150 and c.difference == pytest.approx(0.2)
+    assert (round(c.low, 4), round(c.high, 4)) == (0.0524, 0.3339)
+    # identical paired scores have no variance: the interval is the unpaired one, not a point
+    same = compare_results(result([0, 0]), result([0, 0]))
+    assert not same.paired and same.low < 0 < same.high
+    # settings that change what is measured are reported
+    x, y = result([1, 0]), result([1, 0])
+    x.config, y.config = {"tasks": ["a"], "sampling": {"seed": 0}}, {"tasks": ["b"], "sampling": {"seed": 1}}
+    assert compare_results(x, y).config_differences == ("tasks: ['a'] -> ['b']",)
     with pytest.raises(ValueError, match="cannot compare suite 's' with suite 't'"):
         compare_results(a, result([1], suite="t"))
 
@@ -190,7 +194,7 @@ def test_program_suite_plays_seed_environments_on_held_out_seeds() -> None:
     [
         ("reasoninggym", "did you mean 'reasoning-gym'"),
         ("math", "'math' needs a file"),
-        ("math:/no/such.jsonl", "no benchmark file"),
+        ("math:/no/such.jsonl", "no file at ./no/such.jsonl."),
         ("reasoning-gym:", "name at least one task"),
         ("reasoning-gym:leg_countin", "did you mean 'leg_counting'"),
         ("tool-use:x", "unknown suite"),
@@ -309,3 +313,97 @@ def test_the_example_benchmark_files_load_and_score(spec: str) -> None:
     solved = suite.run(Oracle())
     assert solved.n >= 2 and solved.score == 1.0 and solved.errors == 0, [r.error for r in solved.items]
     assert suite.run(Scripted(lambda q: "")).score == 0.0
+
+
+# -- bad input found by a new user --------------------------------------------------------------
+
+
+def test_a_line_that_is_not_utf8_is_one_bad_item(tmp_path: Path) -> None:
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(b'{"q": 1}\n{"q": "caf\xe9"}\n{"q": 3}\n')
+    rows = read_jsonl(path)
+    assert rows[0] == (1, {"q": 1}) and rows[2] == (3, {"q": 3})
+    assert rows[1][0] == 2 and "m.jsonl line 2: not UTF-8 text" in str(rows[1][1])
+    suite = load_suite(f"mc:{path}", SuiteOptions())
+    out = suite.run(Scripted(lambda q: "A"))
+    assert out.n == 3 and out.errors == 3 and "not UTF-8" in str(out.items[1].error)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: "math:", "no file at ''"),
+        (lambda p: f"math:{p}", "a folder at"),
+        (lambda p: (p / "e.jsonl").write_text("\n \n") and f"mc:{p / 'e.jsonl'}", "is empty: no item to score"),
+    ],
+)
+def test_file_suites_refuse_folders_and_empty_files(tmp_path: Path, make: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        load_suite(make(tmp_path), SuiteOptions())
+    with pytest.raises(ValueError, match="SuiteOptions.items must be None or an int >= 1"):
+        load_suite("reasoning-gym", SuiteOptions(items=0))
+
+
+@pytest.mark.parametrize("score", ["1", float("nan"), 5.0, True])
+def test_a_hand_edited_result_with_a_bad_score_is_refused(tmp_path: Path, score: Any) -> None:
+    path = save_results([result([1.0, 0.0])], tmp_path / "r.json")
+    data = json.loads(path.read_text())
+    data["results"][0]["items"][0]["score"] = score
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="is not a number in \\[0, 1\\]"):
+        load_results(path)
+    code, out = cli("compare", str(path), str(path))
+    assert code == 2 and "is not a number in [0, 1]" in out
+
+
+def test_splitting_by_a_key_no_item_has_is_an_error() -> None:
+    r = SuiteResult("s", "p", [ItemRecord("a", 1.0, metadata={"task": "t"})])
+    assert list(r.by("task")) == ["t"]
+    with pytest.raises(KeyError, match="no item of 's' has metadata 'nonsense' \\(keys: task\\)"):
+        r.by("nonsense")
+
+
+def test_eval_refuses_a_folder_as_out_and_a_suite_twice(tmp_path: Path) -> None:
+    code, out = cli("eval", "--suite", "reasoning-gym", "--out", str(tmp_path))
+    assert code == 2 and "is a folder" in out
+    code, out = cli("eval", "--suite", "games", "--suite", "games")
+    assert code == 2 and "suite games given more than once" in out
+
+
+def test_a_folder_of_runs_is_not_a_policy(tmp_path: Path) -> None:
+    (tmp_path / "selfplay").mkdir()
+    (tmp_path / "selfplay" / "config.yaml").write_text("")
+    code, out = cli("eval", "--suite", "games", "--policy", str(tmp_path))
+    assert code == 1 and "holds run folders, not a model: pick one of selfplay" in out
+
+
+def test_compare_reports_settings_that_differ(tmp_path: Path) -> None:
+    a, b = result([1, 1, 0, 1]), result([0, 1, 0, 0])
+    a.config, b.config = {"tasks": ["gcd"]}, {"tasks": ["lcm"]}
+    code, out = cli("compare", str(save_results([a], tmp_path / "a.json")), str(save_results([b], tmp_path / "b.json")))
+    assert code == 0 and "measured differently: tasks: ['gcd'] -> ['lcm']" in out and "a.json" in out
+
+
+def test_reasoning_gym_suite_names_its_tasks_unless_it_is_the_held_out_selection() -> None:
+    pytest.importorskip("reasoning_gym")
+    assert ReasoningGymSuite().name == "reasoning-gym"
+    assert ReasoningGymSuite(["gcd", "lcm"]).name == "reasoning-gym:gcd,lcm"
+    with pytest.raises(ValueError, match="named more than once"):
+        ReasoningGymSuite(["gcd", "gcd"])
+
+
+def test_code_cut_off_inside_its_block_still_runs(tmp_path: Path) -> None:
+    from spade_gym.evaluation.files import extract_code
+
+    assert extract_code("Here:\n```python\ndef add(a, b):\n    return a + b\n") == "def add(a, b):\n    return a + b\n"
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps({"prompt": "add(a, b)", "tests": ["assert add(1, 2) == 3"]}) + "\n")
+    solved = load_suite(f"code:{path}", SuiteOptions()).run(Scripted(lambda q: ""))
+    assert solved.score == 0.0
+
+    class CutOff(Scripted):
+        def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
+            text = "```python\ndef add(a, b):\n    return a + b\n"
+            return [Completion(text, None, None, None, "length", i) for i in range(len(prompts))]
+
+    assert load_suite(f"code:{path}", SuiteOptions()).run(CutOff(str)).score == 1.0

@@ -110,3 +110,8 @@ def test_the_answer_is_stripped_and_a_task_must_be_a_name() -> None:
     assert env.step(f"  {answer}\n")[1] == 1.0
     with pytest.raises(ValueError, match="task must be a reasoning-gym task name"):
         ReasoningGymEnv(None)  # type: ignore[arg-type]
+
+
+def test_gym_make_without_a_task_says_how() -> None:
+    with pytest.raises(ValueError, match="task='leg_counting'"):
+        gymnasium.make("spade/ReasoningGym-v0")

@@ -7,6 +7,7 @@ which protection layers the sandbox has on this machine and proves them with a p
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 import warnings
@@ -729,12 +730,23 @@ def plot(run_dir: Annotated[Path, typer.Argument(help="A run folder written by `
         console.print(_safe(str(path)))
 
 
+def _num(value: float, fmt: str = ".3f") -> str:
+    return "n/a" if math.isnan(value) else format(value, fmt)
+
+
 def _load_eval_policy(spec: str) -> Any:
     """A policy spec, or a self-play run folder (its newest checkpoint)."""
-    if Path(spec).is_dir() and (Path(spec) / "config.yaml").is_file():
+    folder = Path(spec)
+    if folder.is_dir() and (folder / "config.yaml").is_file():
         from spade_gym.trainer.selfplay import load_run_policy
 
         return load_run_policy(spec)
+    if folder.is_dir() and not (folder / "config.json").is_file():
+        runs = sorted(p.name for p in folder.iterdir() if (p / "config.yaml").is_file())
+        if runs:
+            raise ValueError(
+                f"{spec} holds run folders, not a model: pick one of {', '.join(runs)} (e.g. {folder / runs[0]})"
+            )
     from spade_gym.policies import load_policy
 
     return load_policy(spec)
@@ -789,6 +801,11 @@ def eval_(
         for name, value in (("--items", items), ("--limit", limit), ("--max-turns", max_turns)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
+        if out is not None and out.is_dir():
+            raise ValueError(f"--out {out} is a folder; give a file path for the JSON results")
+        repeated = sorted({s for s in suites if suites.count(s) > 1})
+        if repeated:
+            raise ValueError(f"suite {', '.join(repeated)} given more than once")
         sampling = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
         options = SuiteOptions(
             sampling=sampling,
@@ -799,7 +816,7 @@ def eval_(
             registry=None if registry is None else str(registry),
         )
         loaded = [load_suite(spec, options) for spec in suites]  # bad names fail before the model loads
-    except (SpadeError, ValueError, ImportError) as exc:
+    except (SpadeError, ValueError, ImportError, OSError) as exc:
         console.print(f"[red]{_safe(str(exc))}[/red]")
         raise typer.Exit(2) from None
     try:
@@ -808,7 +825,7 @@ def eval_(
     except (SpadeError, ValueError, OSError) as exc:
         console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
         raise typer.Exit(1) from None
-    results = []
+    results, failed_suites = [], []
     with Progress(*Progress.get_default_columns(), TimeElapsedColumn(), console=console, transient=True) as bar:
         for suite in loaded:
             task = bar.add_task(suite.name, total=None)
@@ -816,10 +833,14 @@ def eval_(
             def advance(done: int, total: int, task: Any = task) -> None:
                 bar.update(task, completed=done, total=total)
 
-            results.append(suite.run(agent, progress=advance))
+            try:
+                results.append(suite.run(agent, progress=advance))
+            except (SpadeError, ValueError, OSError) as exc:  # one suite's failure keeps the others' results
+                failed_suites.append(suite.name)
+                console.print(f"[red]suite {_safe(suite.name)} failed: {type(exc).__name__}: {_safe(str(exc))}[/red]")
     table = Table(title=f"{_safe(str(agent.name))} on held-out suites")
     for column in ("suite", "score", "95% CI", "items", "errors", "seconds"):
-        table.add_column(column, justify="left" if column == "suite" else "right")
+        table.add_column(column, justify="left" if column == "suite" else "right", no_wrap=column == "suite")
     for result in results:
         low, high = result.interval()
         table.add_row(
@@ -846,9 +867,11 @@ def eval_(
                 f"[yellow]{_safe(result.suite)}: {len(failed)} of {result.n} items scored 0 because something "
                 f"failed; first, {_safe(failed[0].item_id)}: {_safe(str(failed[0].error), 300)}[/yellow]"
             )
-    if out is not None:
+    if out is not None and results:
         save_results(results, out, extra={"policy": str(agent.name), "policy_spec": policy})
         console.print(f"results written to {_safe(str(out))}")
+    if failed_suites:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -870,25 +893,32 @@ def compare(
         raise typer.Exit(2) from None
     by_b = {r.suite: r for r in results_b}
     common = [r for r in results_a if r.suite in by_b]
-    name_a = results_a[0].policy if results_a else str(a)
-    name_b = results_b[0].policy if results_b else str(b)
-    table = Table(title=f"A = {_safe(name_a)}, B = {_safe(name_b)}")
+    name_a = results_a[0].policy if results_a else "?"
+    name_b = results_b[0].policy if results_b else "?"
+    console.print(f"A = {_safe(str(a))} ({_safe(name_a)})\nB = {_safe(str(b))} ({_safe(name_b)})", soft_wrap=True)
+    table = Table()
     for column in ("suite", "A", "B", "A - B", "95% CI", "items", "paired", ""):
-        table.add_column(column, justify="left" if column == "suite" else "right")
+        table.add_column(column, justify="left" if column == "suite" else "right", no_wrap=column == "suite")
+    notes = []
     for result in common:
         c = compare_results(result, by_b[result.suite])
         verdict = "A better" if c.low > 0 else "B better" if c.high < 0 else ""
+        defined = not math.isnan(c.low)
         table.add_row(
             _safe(c.suite),
-            f"{c.score_a:.3f}",
-            f"{c.score_b:.3f}",
-            f"{c.difference:+.3f}",
-            f"[{c.low:+.3f}, {c.high:+.3f}]",
+            _num(c.score_a),
+            _num(c.score_b),
+            _num(c.difference, "+.3f"),
+            f"[{c.low:+.3f}, {c.high:+.3f}]" if defined else "n/a",
             str(c.n),
             "yes" if c.paired else "no",
-            verdict,
+            verdict + (" (settings differ)" if c.config_differences and verdict else ""),
         )
+        if c.config_differences:
+            notes.append(f"{c.suite}: the two results were measured differently: {'; '.join(c.config_differences)}")
     console.print(table)
+    for note in notes:
+        console.print(f"[yellow]{_safe(note)}[/yellow]", soft_wrap=True)
     only = sorted({r.suite for r in results_a} ^ {r.suite for r in results_b})
     if only:
         console.print(f"[yellow]in one file only (not compared): {_safe(', '.join(only))}[/yellow]")

@@ -95,7 +95,7 @@ class ReasoningGymEnv(gym.Env[str, str]):
     """One reasoning-gym task as a single-turn text environment (see the module docstring).
 
     Args:
-        task: a reasoning-gym task name (:func:`task_names`).
+        task: a reasoning-gym task name (:func:`task_names`); required.
         split: ``"train"`` or ``"eval"``: which half of the seed space episodes come from.
         task_config: keyword arguments of the task's reasoning-gym config (difficulty knobs such as
             ``min_digits``), passed to ``reasoning_gym.create_dataset``.
@@ -115,9 +115,14 @@ class ReasoningGymEnv(gym.Env[str, str]):
     max_turns = 1
     tools: tuple[dict[str, Any], ...] = ()
 
-    def __init__(self, task: str, *, split: Split = "train", task_config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, task: str | None = None, *, split: Split = "train", task_config: dict[str, Any] | None = None
+    ) -> None:
         if not isinstance(task, str):
-            raise ValueError(f"task must be a reasoning-gym task name (str), got {task!r}")
+            raise ValueError(
+                f"task must be a reasoning-gym task name (str), got {task!r}: e.g. "
+                "gym.make('spade/ReasoningGym-v0', task='leg_counting')"
+            )
         self.task = check_task(task)
         dataset_seed(0, split)  # checks the split
         self.split: Split = split

@@ -9,7 +9,8 @@ Confidence intervals (95% by default): the Wilson score interval when every scor
 (Wilson 1927, "Probable inference, the law of succession, and statistical inference", JASA 22), the
 normal interval ``mean +- z * s / sqrt(n)`` clipped to [0, 1] otherwise. The difference of two
 results (:func:`compare_results`) is paired over the items both scored when their ids agree
-(``mean(a_i - b_i) +- z * sd / sqrt(n)``), else unpaired (``+- z * sqrt(se_a^2 + se_b^2)``).
+(``mean(a_i - b_i) +- z * sd / sqrt(n)``), else Newcombe's hybrid score interval from the two
+results' own intervals (Newcombe 1998, Statistics in Medicine 17, method 10).
 """
 
 from __future__ import annotations
@@ -108,7 +109,14 @@ class SuiteResult:
         return confidence_interval([r.score for r in self.items], z)
 
     def by(self, key: str) -> dict[str, SuiteResult]:
-        """Split by ``metadata[key]`` (e.g. ``"task"``): one result per value, same suite name."""
+        """Split by ``metadata[key]`` (e.g. ``"task"``): one result per value, named ``suite/value``.
+
+        Raises:
+            KeyError: no item has ``key`` in its metadata (the message lists the keys there are).
+        """
+        if self.items and not any(key in r.metadata for r in self.items):
+            known = sorted({k for r in self.items for k in r.metadata})
+            raise KeyError(f"no item of {self.suite!r} has metadata {key!r} (keys: {', '.join(known) or 'none'})")
         groups: dict[str, list[ItemRecord]] = {}
         for record in self.items:
             groups.setdefault(str(record.metadata.get(key, "?")), []).append(record)
@@ -139,11 +147,12 @@ class SuiteResult:
         """Rebuild a result from :meth:`to_dict`'s data.
 
         Raises:
-            ValueError: the data is not a suite result (the message names the missing field).
+            ValueError: the data is not a suite result (the message names the missing field), or an
+                item's score is not a number in [0, 1].
         """
         try:
             items = [ItemRecord(**row) for row in data["items"]]
-            return cls(
+            result = cls(
                 str(data["suite"]),
                 str(data["policy"]),
                 items,
@@ -152,6 +161,14 @@ class SuiteResult:
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a spade suite result: {exc}") from None
+        for record in items:
+            score = record.score
+            if isinstance(score, bool) or not isinstance(score, int | float) or not 0.0 <= score <= 1.0:
+                raise ValueError(
+                    f"suite {result.suite!r}, item {record.item_id!r}: score {score!r} is not a number in [0, 1]"
+                )
+            record.score = float(score)
+        return result
 
 
 def _finite_or_none(x: float) -> float | None:
@@ -177,7 +194,8 @@ def confidence_interval(scores: Sequence[float], z: float = Z95) -> tuple[float,
         denominator = 1 + z * z / n
         centre = (mean + z * z / (2 * n)) / denominator
         half = z * math.sqrt(mean * (1 - mean) / n + z * z / (4 * n * n)) / denominator
-        return max(centre - half, 0.0), min(centre + half, 1.0)
+        low, high = centre - half, centre + half
+        return (0.0 if low < 1e-12 else low), (1.0 if high > 1 - 1e-12 else high)
     half = z * (statistics.stdev(scores) / math.sqrt(n) if n > 1 else math.inf)
     return max(mean - half, 0.0), min(mean + half, 1.0)
 
@@ -243,8 +261,11 @@ class Comparison:
 
     Attributes:
         suite: the suite; ``score_a``, ``score_b``: the scores; ``difference``: ``a - b``;
-        low, high: the difference's interval; ``paired``: whether items were paired by id;
-        ``n``: items compared (paired) or ``n_a + n_b`` (unpaired).
+        low, high: the difference's interval, within [-1, 1] (``nan`` when a result has no item);
+        paired: whether items were paired by id; ``n``: items compared (paired) or ``n_a + n_b``;
+        config_differences: the settings in which the two results differ (tasks, seeds, files,
+            sampling...), as ``"key: a -> b"``; a difference there means the scores measure
+            different things.
     """
 
     suite: str
@@ -255,30 +276,53 @@ class Comparison:
     high: float
     paired: bool
     n: int
+    config_differences: tuple[str, ...] = ()
 
 
 def compare_results(a: SuiteResult, b: SuiteResult, z: float = Z95) -> Comparison:
     """The difference ``a - b`` with its confidence interval (see the module docstring).
+
+    Items paired by id (the same ids in the same order, more than one, and not all differences
+    equal) give the paired interval ``mean(a_i - b_i) +- z * sd / sqrt(n)``. Otherwise the interval
+    is Newcombe's hybrid score interval for a difference of two independent means (Newcombe 1998,
+    Statistics in Medicine 17, method 10), built from each result's own interval (Wilson for 0/1
+    scores), which stays honest when a result has no variance. Both are clipped to [-1, 1].
 
     Raises:
         ValueError: the results are of different suites.
     """
     if a.suite != b.suite:
         raise ValueError(f"cannot compare suite {a.suite!r} with suite {b.suite!r}")
+    differences = tuple(_config_differences(a.config, b.config))
+    diff = a.score - b.score
     ids_a, ids_b = [r.item_id for r in a.items], [r.item_id for r in b.items]
     if ids_a == ids_b and len(set(ids_a)) == len(ids_a) and len(ids_a) > 1:
         diffs = [x.score - y.score for x, y in zip(a.items, b.items, strict=True)]
-        mean = statistics.fmean(diffs)
-        half = z * statistics.stdev(diffs) / math.sqrt(len(diffs))
-        return Comparison(a.suite, a.score, b.score, mean, mean - half, mean + half, True, len(diffs))
-    se = math.sqrt(_squared_se(a) + _squared_se(b))
-    diff = a.score - b.score
-    return Comparison(a.suite, a.score, b.score, diff, diff - z * se, diff + z * se, False, a.n + b.n)
+        sd = statistics.stdev(diffs)
+        if sd > 0:
+            half = z * sd / math.sqrt(len(diffs))
+            low, high = max(diff - half, -1.0), min(diff + half, 1.0)
+            return Comparison(a.suite, a.score, b.score, diff, low, high, True, len(diffs), differences)
+    low_a, high_a = a.interval(z)
+    low_b, high_b = b.interval(z)
+    low = diff - math.sqrt((a.score - low_a) ** 2 + (high_b - b.score) ** 2)
+    high = diff + math.sqrt((high_a - a.score) ** 2 + (b.score - low_b) ** 2)
+    return Comparison(a.suite, a.score, b.score, diff, max(low, -1.0), min(high, 1.0), False, a.n + b.n, differences)
 
 
-def _squared_se(result: SuiteResult) -> float:
-    scores = [r.score for r in result.items]
-    return statistics.variance(scores) / len(scores) if len(scores) > 1 else math.inf
+#: Settings that differ between two runs of one suite without changing what it measures.
+_SAME_MEASURE = frozenset({"sampling.seed"})
+
+
+def _config_differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for key in sorted(set(a) | set(b)):
+        va, vb, dotted = a.get(key), b.get(key), f"{prefix}{key}"
+        if isinstance(va, Mapping) and isinstance(vb, Mapping):
+            out += _config_differences(va, vb, dotted + ".")
+        elif va != vb and dotted not in _SAME_MEASURE:
+            out.append(f"{dotted}: {va!r:.60} -> {vb!r:.60}")
+    return out
 
 
 def read_jsonl(path: str | Path) -> list[tuple[int, dict[str, Any] | str]]:
@@ -289,20 +333,21 @@ def read_jsonl(path: str | Path) -> list[tuple[int, dict[str, Any] | str]]:
 
     Returns:
         ``(line number, object)`` per line, or ``(line number, error message)`` for a line that is
-        not a JSON object.
+        not UTF-8 text or not a JSON object.
 
     Raises:
-        FileNotFoundError: no such file. ValueError: the file is not UTF-8 text.
+        FileNotFoundError: no such file (or a folder).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no benchmark file at {path}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path} is not UTF-8 text ({exc})") from None
     rows: list[tuple[int, dict[str, Any] | str]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            rows.append((number, f"{path.name} line {number}: not UTF-8 text ({exc.reason} at byte {exc.start})"))
+            continue
         if not line.strip():
             continue
         try:

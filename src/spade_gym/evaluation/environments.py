@@ -117,6 +117,11 @@ class ReasoningGymSuite(Suite):
         if items_per_task < 1:
             raise ValueError(f"items_per_task must be >= 1, got {items_per_task}")
         self.tasks = [check_task(t) for t in (tasks or HELD_OUT_TASKS)]
+        if len(set(self.tasks)) != len(self.tasks):
+            raise ValueError(f"a task is named more than once in {self.tasks}")
+        #: "reasoning-gym" for the held-out selection, else "reasoning-gym:<tasks>", so that results
+        #: on different task sets are never compared as one suite
+        self.name = "reasoning-gym" if tasks is None else f"reasoning-gym:{','.join(self.tasks)}"
         self.items_per_task, self.seed, self.sampling, self.max_episodes = items_per_task, seed, sampling, max_episodes
 
     def config(self) -> dict[str, Any]:

@@ -623,6 +623,7 @@ class MultipleChoiceFileSuite(_FileSuite):
 
 _FENCE = re.compile(r"```[ \t]*([\w+.-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _PYTHON_TAGS = frozenset({"python", "python3", "py"})
+_OPEN_FENCE = re.compile(r"```[ \t]*([\w+.-]*)[^\n]*\n(?!.*```)", re.DOTALL)
 _STRIPPED_IMPORTS = frozenset({"typing", "typing_extensions", "__future__"})
 _CODE_SYSTEM_PROMPT = (
     "You write Python code. Think briefly, then give your complete solution in one ```python fenced "
@@ -668,7 +669,8 @@ class Env:
 
 def extract_code(text: str) -> str:
     """The code in a completion: the last ```` ```python ```` (or ``py``) fenced block, else the
-    last fenced block without a language, else the whole text.
+    last fenced block without a language, else what follows an opening fence that was never closed
+    (a completion cut off by its token limit), else the whole text.
 
     Args:
         text: the completion.
@@ -681,6 +683,9 @@ def extract_code(text: str) -> str:
         chosen = [code for tag, code in blocks if tag.lower() in tags]
         if chosen:
             return chosen[-1]
+    unclosed = _OPEN_FENCE.search(text)  # a completion cut off inside its code block
+    if unclosed is not None and unclosed.group(1).lower() in _PYTHON_TAGS | {""}:
+        return text[unclosed.end() :]
     return text
 
 
@@ -820,8 +825,9 @@ class CodeFileSuite(_FileSuite):
 
     Score 1 only when every test passes (pass@1), else 0. Code that does not parse, is refused by the
     sandbox (a forbidden import or builtin, its own ``Env``), runs out of time or memory, or prints
-    too much scores 0 with ``error`` set to the sandbox's category and message; a test that fails
-    is an ordinary wrong answer.
+    too much is a wrong answer like a failing test: it scores 0 with ``metadata["failure"]`` set to
+    the reason (the sandbox's category and message), and ``error`` stays ``None`` (``error`` is
+    kept for items that could not be answered: a bad line, an empty response).
 
     Args:
         path: the JSON-lines file.
@@ -830,8 +836,8 @@ class CodeFileSuite(_FileSuite):
         limit: score only the first ``limit`` items (non-blank lines); ``None`` for all.
         sandbox_config: the sandbox's limits (default :class:`SandboxConfig()`: 2 s per call, 1 GiB).
 
-    Records: ``metadata`` has ``tests_passed``, ``tests_total`` and ``failures`` (``[test index,
-    exception]`` for the first failed tests).
+    Records: ``metadata`` has ``tests_passed``, ``tests_total``, ``failures`` (``[test index,
+    exception]`` for the first failed tests) and ``failure`` (why the code could not run, else ``None``).
 
     Raises:
         FileNotFoundError: no file at ``path``. ValueError: a setting out of range.
@@ -885,13 +891,13 @@ class CodeFileSuite(_FileSuite):
 
     def _score(self, item: _Item, text: str, context: Any) -> ItemRecord:
         tests: list[str] = item.data["tests"]
-        metadata: dict[str, Any] = {"tests_passed": 0, "tests_total": len(tests), "failures": []}
+        metadata: dict[str, Any] = {"tests_passed": 0, "tests_total": len(tests), "failures": [], "failure": None}
         record = ItemRecord(item.item_id, 0.0, item.prompt, text, None, metadata=metadata)
         try:
             code = _prepare_code(extract_code(text))
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             where = f"line {exc.lineno}: " if isinstance(exc, SyntaxError) and exc.lineno else ""
-            record.error = f"the code does not parse: {where}{getattr(exc, 'msg', None) or exc}"
+            metadata["failure"] = f"the code does not parse: {where}{getattr(exc, 'msg', None) or exc}"
             return record
         env = None
         try:
@@ -901,14 +907,14 @@ class CodeFileSuite(_FileSuite):
         except SandboxSetupError:
             raise
         except (SpadeError, ValueError) as exc:
-            record.error = _describe(exc)
+            metadata["failure"] = _describe(exc)
             return record
         finally:
             if env is not None:
                 env.close()
         failure = info.get("sandbox_error")
         if failure is not None:
-            record.error = f"{failure.get('category')}: {failure.get('message', '')}"[:500]
+            metadata["failure"] = f"{failure.get('category')}: {failure.get('message', '')}"[:500]
             return record
         passed = int(info.get("passed", 0))
         metadata["tests_passed"], metadata["failures"] = passed, info.get("failures", [])

@@ -74,6 +74,10 @@ def load_suite(spec: str, options: SuiteOptions | None = None) -> Suite:
         ImportError: the suite's optional dependency is missing (the message names the extra).
     """
     o = options or SuiteOptions()
+    for name in ("items", "limit", "max_turns"):
+        value = getattr(o, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"SuiteOptions.{name} must be None or an int >= 1, got {value!r}")
     kind, sep, rest = spec.partition(":")
     if kind == "reasoning-gym":
         from spade_gym.evaluation.environments import ReasoningGymSuite
@@ -95,8 +99,11 @@ def load_suite(spec: str, options: SuiteOptions | None = None) -> Suite:
         )
     if kind in _FILE_KINDS and sep:
         path = Path(rest)
-        if not path.exists():
-            raise ValueError(f"suite {spec!r}: no benchmark file at {path}")
+        if not rest or not path.is_file():
+            what = "a folder" if rest and path.is_dir() else "no file"
+            raise ValueError(f"suite {spec!r}: {what} at {rest!r}; expected '{kind}:FILE' with a JSON-lines file")
+        if not path.read_bytes().strip():
+            raise ValueError(f"suite {spec!r}: {path} is empty: no item to score")
         if kind == "bfcl":
             from spade_gym.evaluation.bfcl import BFCLSuite
 

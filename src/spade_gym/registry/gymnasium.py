@@ -233,7 +233,7 @@ def register_builtin_ids() -> None:
         gymnasium.register(
             id="spade/ReasoningGym-v0",
             entry_point="spade_gym.reasoning_gym:ReasoningGymEnv",
-            kwargs={"task": "basic_arithmetic", "split": "train", "task_config": None},
+            kwargs={"split": "train", "task_config": None},
         )
     if bundled_registry_path().is_dir():
         with warnings.catch_warnings():  # a rebuilt index of the bundled registry is routine, not news
