@@ -268,9 +268,9 @@ def test_the_selfplay_vs_baseline_script_writes_the_table_and_plot(tmp_path: Pat
         capture_output=True, text=True, timeout=900, cwd=root,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "compute: self-play" in done.stdout and "| reasoning-gym |" in done.stdout
+    assert "compute: self-play" in done.stdout and "| reasoning-gym:leg_counting | 2 |" in done.stdout
     table = (tmp_path / "cmp" / "comparison.md").read_text()
-    assert table.startswith("| suite | self-play | baseline |") and "reasoning-gym" in table
+    assert "| suite | items | self-play | baseline |" in table and "| reasoning-gym:leg_counting | 2 |" in table
     assert (tmp_path / "cmp" / "comparison.png").stat().st_size > 1000
     for name in ("selfplay", "baseline"):
         (res,) = load_results(tmp_path / "cmp" / f"{name}_eval.json")
