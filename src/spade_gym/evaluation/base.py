@@ -390,13 +390,21 @@ def generate_answers(
     for lo in range(0, len(conversations), batch_size):
         batch = list(conversations[lo : lo + batch_size])
         try:
-            out.extend(policy.generate(batch, sampling))
+            out.extend(_complete(policy, batch, sampling))
         except Exception:  # noqa: BLE001 - find the item that fails, score it 0, keep the rest
             for conversation in batch:
                 try:
-                    out.extend(policy.generate([conversation], sampling))
+                    out.extend(_complete(policy, [conversation], sampling))
                 except Exception as exc:  # noqa: BLE001
                     out.append(f"generation failed: {type(exc).__name__}: {exc}")
         if progress is not None:
             progress(len(out), len(conversations))
     return out
+
+
+def _complete(policy: Any, prompts: list[list[dict[str, str]]], sampling: SamplingParams) -> list[Completion]:
+    """``policy.generate``, checked to give one :class:`Completion` per prompt."""
+    completions = list(policy.generate([list(p) for p in prompts], sampling))
+    if len(completions) != len(prompts) or not all(isinstance(c, Completion) for c in completions):
+        raise ValueError(f"generate returned {len(completions)} completions for {len(prompts)} prompts")
+    return completions

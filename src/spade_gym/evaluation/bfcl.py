@@ -61,13 +61,13 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from spade_gym.agent import extract_action, system_prompt
-from spade_gym.evaluation.base import DEFAULT_SAMPLING, ItemRecord, Suite, SuiteResult, read_jsonl
+from spade_gym.evaluation.base import DEFAULT_SAMPLING, ItemRecord, Suite, SuiteResult, generate_answers, read_jsonl
 from spade_gym.policies.base import ROLES, Completion, SamplingParams
 
 __all__ = ["DESCRIPTION", "RECORDED", "BFCLSuite", "load_function_docs", "parse_call", "to_openai_tool"]
@@ -650,7 +650,8 @@ class BFCLSuite(Suite):
             seed = self.sampling.seed
             sampling = replace(self.sampling, truncate_prompt=True, seed=None if seed is None else seed + calls)
             calls += 1
-            for play, completion in zip(active, self._generate(policy, active, sampling), strict=True):
+            answers = generate_answers(policy, [p.messages for p in active], sampling, batch_size=len(active))
+            for play, completion in zip(active, answers, strict=True):
                 if isinstance(completion, str):
                     play.error, play.done = completion, True
                 else:
@@ -663,25 +664,3 @@ class BFCLSuite(Suite):
             time.perf_counter() - started,
             self.config(),
         )
-
-    @staticmethod
-    def _generate(policy: Any, plays: Sequence[_Play], sampling: SamplingParams) -> list[Completion | str]:
-        """One completion per play; a failing batch is retried play by play (an error string for
-        a play that still fails)."""
-        try:
-            return _complete(policy, [p.messages for p in plays], sampling)
-        except Exception:  # noqa: BLE001 - find the item that fails, score it 0, keep the rest
-            out: list[Completion | str] = []
-            for play in plays:
-                try:
-                    out.extend(_complete(policy, [play.messages], sampling))
-                except Exception as exc:  # noqa: BLE001
-                    out.append(f"generation failed: {type(exc).__name__}: {exc}")
-            return out
-
-
-def _complete(policy: Any, prompts: list[list[dict[str, str]]], sampling: SamplingParams) -> list[Completion | str]:
-    completions = list(policy.generate([list(p) for p in prompts], sampling))
-    if len(completions) != len(prompts) or not all(isinstance(c, Completion) for c in completions):
-        raise ValueError(f"generate returned {len(completions)} completions for {len(prompts)} prompts")
-    return list(completions)
