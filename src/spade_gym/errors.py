@@ -32,6 +32,7 @@ __all__ = [
     "BackendUnavailable",
     "GenerationError",
     "DocumentError",
+    "MissingDependency",
     "CATEGORIES",
     "error_from_payload",
 ]
@@ -194,6 +195,14 @@ class BackendUnavailable(PolicyError):
 class GenerationError(PolicyError):
     """Raised when generation failed: a server that timed out after every retry, returned an HTTP
     error, or answered with something that is not a chat completion."""
+
+
+class MissingDependency(SpadeError, ImportError):
+    """Raised when an optional integration's library is not installed. The message is one line
+    naming the extra to install, e.g. ``spade_gym.integrations.trl needs trl: pip install
+    'spade-gym[trl]'``. It is also an :class:`ImportError`, so ``except ImportError`` catches it."""
+
+    default_category = "ENV_EXCEPTION"
 
 
 class DocumentError(SpadeError):

@@ -1,0 +1,49 @@
+"""The README's examples, read by the tests that run them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def readme_example(heading: str, index: int = 0, language: str = "python") -> str:
+    """The ``index``-th fenced ``language`` block of the README section whose heading line is
+    ``heading`` (e.g. ``"### TRL"``), up to the next heading of the same or a higher level.
+
+    Raises:
+        LookupError: no such section or block.
+    """
+    lines = README.read_text(encoding="utf-8").splitlines()
+    level = len(heading) - len(heading.lstrip("#"))
+    try:
+        start = lines.index(heading)
+    except ValueError:
+        raise LookupError(f"README.md has no heading {heading!r}") from None
+    end = next(
+        (
+            i
+            for i in range(start + 1, len(lines))
+            if lines[i].startswith("#")
+            and len(lines[i]) - len(lines[i].lstrip("#")) <= level
+            and not _in_fence(lines, i)
+        ),
+        len(lines),
+    )
+    blocks: list[str] = []
+    current: list[str] | None = None
+    for line in lines[start + 1 : end]:
+        if current is None and line.strip() == f"```{language}":
+            current = []
+        elif current is not None and line.strip() == "```":
+            blocks.append("\n".join(current) + "\n")
+            current = None
+        elif current is not None:
+            current.append(line)
+    if index >= len(blocks):
+        raise LookupError(f"README.md section {heading!r} has {len(blocks)} ```{language} block(s), not {index + 1}")
+    return blocks[index]
+
+
+def _in_fence(lines: list[str], i: int) -> bool:
+    return sum(1 for line in lines[:i] if line.strip().startswith("```")) % 2 == 1
