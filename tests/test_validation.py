@@ -178,3 +178,30 @@ def test_a_hint_that_makes_any_answer_pay_is_trivial() -> None:
     report = validate(HINT_FLAG)
     assert not report.accepted and report.category == "TRIVIAL", report.feedback()
     assert "hint() having been called after reset" in report.check("non_triviality").message
+
+
+# ---- novelty checked later, where the registry is (validation on another machine) -------------
+
+
+def test_check_novelty_gives_the_verdict_of_validating_with_the_registry(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from spade_gym.registry import Registry
+    from spade_gym.validation import check_novelty
+
+    registry = Registry(tmp_path / "r", create=True)
+    arithmetic = EnvProgram.from_file(EXAMPLES / "arithmetic_chain.py")
+    bank = EnvProgram.from_file(EXAMPLES / "bank_account.py")
+    registry.add(arithmetic, name="ArithmeticChain", setting="reasoning", max_turns=4, description="")
+    near = EnvProgram(arithmetic.source.replace("Start with", "Begin with"))  # a near duplicate
+    broken = EnvProgram(program(step="raise ValueError('x')"))
+    for prog in (arithmetic, near, bank, broken):
+        alone = validate(prog)
+        direct = validate(prog, registry=registry)
+        later = check_novelty(alone, prog, registry)
+        assert (later.accepted, later.category) == (direct.accepted, direct.category)
+        assert [(c.name, c.passed, c.category, c.message) for c in later.checks] == [
+            (c.name, c.passed, c.category, c.message) for c in direct.checks
+        ]
+        assert alone.check("novelty").passed in (True, None)  # the given report is not changed
+    assert validate(near, registry=registry).category == "DUPLICATE"
+    with pytest.raises(ValueError, match="not of the given program"):
+        check_novelty(validate(bank), arithmetic, registry)

@@ -40,11 +40,10 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from spade_gym.env import SandboxedEnv
 from spade_gym.policies.base import Completion, Policy, SamplingParams
-from spade_gym.reasoning_gym import ReasoningGymEnv
 
 __all__ = [
     "SYSTEM_PROMPTS",
@@ -293,8 +292,30 @@ class RolloutStats:
         return max(self.total_s - self.generation_s - self.env_s, 0.0)
 
 
-#: What the Agent plays: environment programs in the sandbox, and reasoning-gym tasks.
-PlayableEnv = SandboxedEnv | ReasoningGymEnv
+@runtime_checkable
+class PlayableEnv(Protocol):
+    """What the Agent plays: environment programs in the sandbox (:class:`~spade_gym.SandboxedEnv`),
+    reasoning-gym tasks (:class:`~spade_gym.reasoning_gym.ReasoningGymEnv`), and either hosted
+    elsewhere (:class:`~spade_gym.integrations.ray.RayEnv`): text environments that declare their
+    setting, tools and turn limit, give a privileged hint, and can start a step without waiting."""
+
+    name: str
+    setting: str
+    max_turns: int
+    tools: Any
+    description: str
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]: ...
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]: ...
+
+    def send_step(self, action: Any) -> None: ...
+
+    def hint(self) -> str: ...
+
+    def close(self) -> None: ...
 
 
 def _make_env(spec: Any) -> PlayableEnv:
@@ -319,7 +340,10 @@ def _make_env(spec: Any) -> PlayableEnv:
 
 
 def _env_id(spec: Any, env: PlayableEnv) -> str:
-    return spec if isinstance(spec, str) and spec.startswith("spade/") else env.name
+    if isinstance(spec, str) and spec.startswith("spade/"):
+        return spec
+    named = getattr(spec, "env_id", None)  # a factory that knows the id it plays (RayExecutor.env)
+    return named if isinstance(named, str) else env.name
 
 
 class _Running:

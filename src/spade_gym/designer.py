@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 
@@ -49,7 +49,10 @@ from spade_gym.registry.store import EnvRecord, EnvStats, Registry
 from spade_gym.regret import DesignerReward, RegretEstimate, RewardConfig, designer_reward, estimate_regret
 from spade_gym.sandbox.policy import ALLOWED_MODULES
 from spade_gym.spaces import UnicodeText
-from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport, validate
+from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport, check_novelty, validate
+
+if TYPE_CHECKING:
+    from spade_gym.executor import Executor
 
 __all__ = [
     "DESIGNER_SYSTEM_PROMPT",
@@ -515,6 +518,8 @@ def evaluate_completion(
     agent: Policy | None,
     config: DesignerConfig | None = None,
     sampling_seed: int | None = None,
+    validated: ValidationReport | None = None,
+    executor: Executor | None = None,
 ) -> DesignOutcome:
     """Judge one Designer completion: extract, validate, estimate regret, register, reward.
 
@@ -530,6 +535,11 @@ def evaluate_completion(
         agent: the Agent policy whose regret is measured (needed only for accepted programs).
         config: the settings.
         sampling_seed: seed of the Agent's sampling when ``config.rollout.sampling.seed`` is unset.
+        validated: the program's report from :func:`~spade_gym.validation.validate` *without* a
+            registry, made beforehand (e.g. by :meth:`SpadeDesignerEnv.prevalidate` on Ray); only
+            the novelty check then runs here (:func:`~spade_gym.validation.check_novelty`), which
+            gives the same verdict as validating here.
+        executor: where the regret episodes' environments run (default: locally).
 
     Returns:
         A :class:`DesignOutcome`; bad completions give a report and the ``invalid`` or
@@ -550,7 +560,11 @@ def evaluate_completion(
         report = _no_code_report(extracted.problem or "no program")
         return DesignOutcome(completion, None, report, designer_reward(False, config=config.reward))
     started = time.perf_counter()
-    report = validate(EnvProgram(extracted.source, origin="designer"), config.validation, registry=registry)
+    program = EnvProgram(extracted.source, origin="designer")
+    if validated is not None and validated.program_id == program.id:
+        report = check_novelty(validated, program, registry, config.validation)
+    else:
+        report = validate(program, config.validation, registry=registry)
     outcome = DesignOutcome(
         completion,
         extracted.source,
@@ -578,7 +592,8 @@ def evaluate_completion(
     if rollout.sampling.seed is None and sampling_seed is not None:
         rollout = replace(rollout, sampling=replace(rollout.sampling, seed=sampling_seed))
     seeds = list(range(config.regret_seeds, config.regret_seeds + config.k))
-    estimate = estimate_regret(EnvProgram(extracted.source, origin="designer"), agent, config.k, seeds, config=rollout)
+    env = program if executor is None else executor.env(program)
+    estimate = estimate_regret(env, agent, config.k, seeds, config=rollout)
     outcome.estimate, outcome.regret_s = estimate, time.perf_counter() - started
     failed = [t for t in (*estimate.hint, *estimate.nohint) if t.error is not None]
     if failed:  # a program that breaks on seeds the gate did not play is not registered
@@ -721,6 +736,9 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         memory: replaces ``config.memory`` (which past environments the prompt shows).
         reward: replaces ``config.reward`` (the Designer reward's thresholds and penalties).
         seed_library: copy the bundled seed library into a new registry.
+        executor: where validation and the regret episodes run
+            (:func:`~spade_gym.executor.make_executor`; default: locally). With Ray, validate a
+            group of completions at once with :meth:`prevalidate` before stepping them.
 
     Raises:
         DocumentError: the document source holds no usable document (raised here for the
@@ -744,8 +762,11 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         memory: MemoryConfig | None = None,
         reward: RewardConfig | None = None,
         seed_library: bool = True,
+        executor: Executor | None = None,
     ) -> None:
         self.config = config or DesignerConfig()
+        self.executor = executor
+        self._validated: dict[str, ValidationReport] = {}
         if memory is not None:
             self.config = replace(self.config, memory=memory)
         if reward is not None:
@@ -840,6 +861,38 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         info = {"messages": self._prompt.messages, "provenance": self._prompt.provenance()}
         return self._prompt.text[:MAX_PROMPT_CHARS], copy.deepcopy(info)
 
+    def prevalidate(self, completions: Sequence[str]) -> float:
+        """Validate the programs of several completions at once, on the executor, before they are
+        stepped; each later ``step`` of one of these completions then runs only the novelty check
+        against the registry as it is by then (the same verdict as validating in ``step``).
+
+        This is how a GRPO group of G designs is validated in parallel (G Ray tasks) while the
+        designs are still judged, registered and rewarded one after another.
+
+        Args:
+            completions: Designer completion texts; those without a program are skipped.
+
+        Returns:
+            The wall time of the validations, seconds.
+
+        Raises:
+            SandboxSetupError: no sandbox worker can start (not a program's fault).
+        """
+        from spade_gym.executor import LocalExecutor
+
+        started = time.perf_counter()
+        programs: dict[str, EnvProgram] = {}
+        for text in completions:
+            if not isinstance(text, str) or len(text) > MAX_COMPLETION_CHARS or text in self._validated:
+                continue
+            extracted = extract_program(text)
+            if extracted.source is not None:
+                programs[text] = EnvProgram(extracted.source, origin="designer")
+        executor = self.executor or LocalExecutor()
+        reports = executor.validate_many(list(programs.values()), self.config.validation)
+        self._validated.update(zip(programs, reports, strict=True))
+        return time.perf_counter() - started
+
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Judge the Designer's completion (see :func:`evaluate_completion`); the episode ends.
 
@@ -865,6 +918,8 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
             agent=_LazyPolicy(self),
             config=self.config,
             sampling_seed=self._sampling_seed,
+            validated=self._validated.pop(action, None),
+            executor=self.executor,
         )
         self.last_outcome = outcome
         info = outcome.info()

@@ -40,7 +40,7 @@ from spade_gym.sandbox import Budget, SandboxClient, SandboxConfig
 if TYPE_CHECKING:
     from spade_gym.registry import Registry
 
-__all__ = ["CHECKS", "CheckResult", "ValidationConfig", "ValidationReport", "validate"]
+__all__ = ["CHECKS", "CheckResult", "ValidationConfig", "ValidationReport", "check_novelty", "validate"]
 
 #: The checks, in the order they are reported; the first failing one names the report's category.
 CHECKS = (
@@ -333,9 +333,7 @@ class _Validator:
                 client.kill()
         report = self.report
         report.checks = [self.results[name] for name in CHECKS]
-        first = next((c for c in report.checks if c.passed is False), None)
-        report.accepted = first is None and all(c.passed for c in report.checks)
-        report.category = "ACCEPT" if report.accepted else (first.category if first and first.category else "ERROR")
+        _conclude(report)
         report.seconds = round(time.perf_counter() - started, 6)
         return report
 
@@ -590,16 +588,77 @@ class _Validator:
                 )
 
     def _novelty(self) -> None:
-        if self.registry is None:
+        problem = _duplicate_of(self.program, self.registry, self.config.near_duplicate_threshold)
+        if problem is None:
             self.passed("novelty")
-            return
-        found = self.registry.find_duplicate(self.program, threshold=self.config.near_duplicate_threshold)
-        if found is None:
-            self.passed("novelty")
-            return
-        record, similarity = found
-        kind = "an exact" if similarity >= 1.0 else f"a near (similarity {similarity:.2f})"
-        self.fail("novelty", "DUPLICATE", f"the program is {kind} duplicate of the registered {record.env_id}")
+        else:
+            self.fail("novelty", "DUPLICATE", problem)
+
+
+def _duplicate_of(program: EnvProgram, registry: Registry | None, threshold: float) -> str | None:
+    """Why ``program`` duplicates an environment of ``registry``, or ``None`` when it is novel."""
+    if registry is None:
+        return None
+    found = registry.find_duplicate(program, threshold=threshold)
+    if found is None:
+        return None
+    record, similarity = found
+    kind = "an exact" if similarity >= 1.0 else f"a near (similarity {similarity:.2f})"
+    return f"the program is {kind} duplicate of the registered {record.env_id}"
+
+
+def _conclude(report: ValidationReport) -> None:
+    """Set ``accepted`` and ``category`` from the checks: the category of the first failed check."""
+    first = next((c for c in report.checks if c.passed is False), None)
+    report.accepted = first is None and all(c.passed for c in report.checks)
+    report.category = "ACCEPT" if report.accepted else (first.category if first and first.category else "ERROR")
+
+
+def check_novelty(
+    report: ValidationReport, program: EnvProgram | str, registry: Registry, config: ValidationConfig | None = None
+) -> ValidationReport:
+    """Run the novelty check of a report made without a registry (``validate(program, registry=None)``).
+
+    Validation can run anywhere (another process, a Ray worker on another machine) while the
+    registry stays with the trainer: validate without it there, then call this where the registry
+    is, just before registering. ``validate(p, c, registry=r)`` and
+    ``check_novelty(validate(p, c), p, r, c)`` give the same verdict.
+
+    Args:
+        report: the report of ``program`` from :func:`validate` without a registry.
+        program: the program it validated (its source text or :class:`EnvProgram`).
+        registry: the registry whose environments the program must not duplicate.
+        config: the gate's settings (``near_duplicate_threshold``); default: the report's own.
+
+    Returns:
+        A new report (``report`` is not changed) whose ``novelty`` check, ``accepted`` and
+        ``category`` account for ``registry``; the check is left unrun when validation stopped
+        before it. ``seconds`` adds the check's time.
+
+    Raises:
+        ValueError: ``report`` is not the report of ``program``.
+    """
+    program = EnvProgram(program) if isinstance(program, str) else program
+    if report.program_id != program.id:
+        raise ValueError(f"the report is of program {report.program_id}, not of the given program {program.id}")
+    if config is None:
+        threshold = float(report.config.get("near_duplicate_threshold", ValidationConfig().near_duplicate_threshold))
+    else:
+        threshold = config.near_duplicate_threshold
+    out = ValidationReport.from_dict(report.to_dict())
+    novelty = out.check("novelty")
+    if novelty.passed is None:  # validation stopped before the novelty check
+        return out
+    started = time.perf_counter()
+    problem = _duplicate_of(program, registry, threshold)
+    seconds = round(time.perf_counter() - started, 6)
+    novelty.passed, novelty.category, novelty.message = (
+        (True, None, "") if problem is None else (False, "DUPLICATE", problem)
+    )
+    novelty.seconds += seconds
+    out.seconds = round(out.seconds + seconds, 6)
+    _conclude(out)
+    return out
 
 
 def _seed_list(seeds: list[int], shown: int = 10) -> str:

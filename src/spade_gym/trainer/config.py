@@ -248,9 +248,31 @@ class RunSection:
         "seed environments left out of the run's registry (never designed from, replayed or trained on): "
         "whole tasks held out for `spade eval --suite tool-use / games`; [] trains on all 30",
     )
-    executor: Literal["local"] = _opt("local", "where sandboxes and rollouts run: 'local' (worker processes)")
+    executor: Literal["local", "ray"] = _opt(
+        "local",
+        "where validation and the Agent's environments run: 'local' (this machine's worker processes) or "
+        "'ray' (Ray tasks and actors, see the ray section; needs spade-gym[ray]); results are the same",
+    )
     tensorboard: bool = _opt(True, "write TensorBoard events to <out>/tb (needs the tensorboard package)")
     log_every: int = _opt(1, "print a one-line summary every N iterations (>= 1)")
+
+
+@dataclass
+class RaySection:
+    """Ray settings, used when ``run.executor`` is ``'ray'`` (see README, "Ray: scaling out")."""
+
+    address: str | None = _opt(
+        None,
+        "cluster to join: null starts a local Ray instance; 'auto' joins this node's cluster; "
+        "'ray://<head>:10001' connects through Ray Client",
+    )
+    num_cpus: int | None = _opt(None, "CPUs of a local instance started here (>= 1; null: all); only with address null")
+    validation_cpus: float = _opt(1.0, "CPUs reserved per validation task (> 0; a validation uses two sandbox workers)")
+    env_hosts: int | None = _opt(None, "actors hosting the Agent's environments (>= 1); null: one per alive node")
+    max_retries: int = _opt(1, "reruns of a validation task whose worker died, before it counts as failed (>= 0)")
+    generation_gpus: float = _opt(
+        1.0, "GPUs of the Ray actor that hosts the vLLM engine when policy.spec is 'vllm:<id>' (>= 0)"
+    )
 
 
 #: Every section of :class:`SelfPlayConfig`, by key.
@@ -260,6 +282,7 @@ SECTIONS: dict[str, type] = {
     "agent": AgentSection,
     "train": TrainConfig,
     "run": RunSection,
+    "ray": RaySection,
 }
 
 
@@ -276,6 +299,7 @@ class SelfPlayConfig:
     agent: AgentSection = _opt_factory(AgentSection, AgentSection.__doc__ or "")
     train: TrainConfig = _opt_factory(TrainConfig, TrainConfig.__doc__ or "")
     run: RunSection = _opt_factory(RunSection, RunSection.__doc__ or "")
+    ray: RaySection = _opt_factory(RaySection, RaySection.__doc__ or "")
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -469,6 +493,25 @@ class SelfPlayConfig:
                     key="run.held_out_envs",
                 )
 
+        y = self.ray
+        if y.num_cpus is not None:
+            _at_least("ray.num_cpus", y.num_cpus, 1)
+            if y.address is not None:
+                _range("ray.num_cpus", y.num_cpus, "null when ray.address is set (a cluster has its own CPUs)")
+        _positive("ray.validation_cpus", y.validation_cpus)
+        if y.env_hosts is not None:
+            _at_least("ray.env_hosts", y.env_hosts, 1)
+        _at_least("ray.max_retries", y.max_retries, 0)
+        if not (math.isfinite(y.generation_gpus) and y.generation_gpus >= 0):
+            _range("ray.generation_gpus", y.generation_gpus, "a finite number >= 0")
+        if r.executor == "ray":
+            from spade_gym.integrations import MissingDependency, require
+
+            try:
+                require("ray", "ray", "run.executor = 'ray'")
+            except MissingDependency as exc:
+                raise ConfigError(f"config key 'run.executor': {exc}", key="run.executor") from None
+
         # Across sections: a run must produce some training data.
         if r.designer == "off" and a.replay_envs == 0:
             raise ConfigError(
@@ -483,6 +526,26 @@ class SelfPlayConfig:
             )
 
     # -- mapping onto the library's own settings ---------------------------------------------
+
+    def make_executor(self) -> Any:
+        """The :class:`~spade_gym.executor.Executor` of ``run.executor`` with the ``ray`` settings.
+
+        Raises:
+            MissingDependency: ``'ray'`` without Ray installed.
+        """
+        from spade_gym.executor import make_executor
+
+        if self.run.executor == "local":
+            return make_executor("local")
+        y = self.ray
+        return make_executor(
+            "ray",
+            address=y.address,
+            num_cpus=y.num_cpus,
+            validation_cpus=y.validation_cpus,
+            env_hosts=y.env_hosts,
+            max_retries=y.max_retries,
+        )
 
     def designer_config(self) -> Any:
         """The :class:`spade_gym.designer.DesignerConfig` these settings describe (regret ``k``,

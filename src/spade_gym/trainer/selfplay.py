@@ -105,9 +105,12 @@ class SelfPlay:
         self.config, self.run, self.say = config, run, say
         self.progress = progress or (lambda phase, done, total: None)
         run.lock()  # one process per run folder
+        self.executor: Any = None
         try:
             self._build(policy)
         except BaseException:
+            if self.executor is not None:
+                self.executor.close()
             run.close()
             raise
 
@@ -131,6 +134,11 @@ class SelfPlay:
             )
         except DocumentError as exc:
             raise ConfigError(f"config key 'designer.documents': {exc}", key="designer.documents") from exc
+        try:
+            #: where validation and the Agent's environments run (run.executor; the ray section)
+            self.executor = config.make_executor()
+        except ImportError as exc:
+            raise ConfigError(f"config key 'run.executor': {exc}", key="run.executor") from None
         spec = config.policy.spec
         given = policy is not None
         if not given:
@@ -153,9 +161,14 @@ class SelfPlay:
         #: (``policy.spec = "vllm:<id>"``) that gets the new weights after every update
         self.generator: Any = self.policy
         if not given and spec.startswith("vllm:"):
-            from spade_gym.policies import load_policy
+            if self.executor.kind == "ray":  # the engine in a Ray actor with its own GPU(s)
+                from spade_gym.integrations.ray import RayPolicy
 
-            self.generator = load_policy(spec)
+                self.generator = RayPolicy(spec, num_gpus=config.ray.generation_gpus)
+            else:
+                from spade_gym.policies import load_policy
+
+                self.generator = load_policy(spec)
         if not hasattr(self.policy, "sequence_logprobs"):
             raise ConfigError(
                 f"policy.spec = {config.policy.spec!r} gives a {type(self.policy).__name__}, which cannot be "
@@ -165,7 +178,11 @@ class SelfPlay:
         self.trainer = GRPOTrainer(self.policy, config.grpo_config())
         self.registry = open_registry(run.registry_dir, seed_library=True, exclude=config.run.held_out_envs)
         self.designer_env = SpadeDesignerEnv(
-            agent=self.generator, registry=self.registry, documents=self.documents, config=config.designer_config()
+            agent=self.generator,
+            registry=self.registry,
+            documents=self.documents,
+            config=config.designer_config(),
+            executor=self.executor,
         )
         self.rng = np.random.default_rng(config.run.seed)
         self.start = 0
@@ -242,6 +259,7 @@ class SelfPlay:
         # 1. Design: G designs per prompt, each judged by the Designer env (gate, regret, registry)
         began = time.perf_counter()
         agent_trajectories: list[Trajectory] = []
+        prevalidate_s = 0.0
         if cfg.run.designer == "on":
             for p in range(cfg.designer.prompts_per_iteration):
                 _, info = self.designer_env.reset(seed=seed * 100 + p)
@@ -254,6 +272,9 @@ class SelfPlay:
                     seed=seed * 100 + p,
                 )
                 completions = self.generator.generate([info["messages"]], sampling)
+                # the group's programs are validated at once (G Ray tasks with executor 'ray'), then
+                # judged one after another: novelty, regret, registration, reward
+                prevalidate_s += self.designer_env.prevalidate([c.text for c in completions])
                 rewards = []
                 for g, completion in enumerate(completions):
                     designs = cfg.designer.prompts_per_iteration * cfg.designer.group_size
@@ -308,7 +329,7 @@ class SelfPlay:
                 warnings.warn(
                     f"iteration {i}: {update.skipped_nan} update step(s) skipped (NaN or inf loss)", stacklevel=2
                 )
-        validate_s = sum(o.validation_s for o in result.outcomes)
+        validate_s = prevalidate_s + sum(o.validation_s for o in result.outcomes)
         regret_s = sum(o.regret_s for o in result.outcomes)
         metrics["time/design"] = max(design_s - validate_s - regret_s, 0.0)
         metrics["time/validate"], metrics["time/regret"] = validate_s, regret_s
@@ -330,7 +351,7 @@ class SelfPlay:
         envs: list[Any] = []
         if self.fixed_tasks:  # the baseline on reasoning-gym tasks, drawn uniformly
             for index in self.rng.integers(len(self.fixed_tasks), size=cfg.replay_envs):
-                envs.append(partial(ReasoningGymEnv, self.fixed_tasks[int(index)]))
+                envs.append(self.executor.env(partial(ReasoningGymEnv, self.fixed_tasks[int(index)])))
         elif len(self.registry):
             records = self.registry.sample(
                 cfg.replay_envs, strategy=cfg.replay_strategy, rng=self.rng, config=self.config.replay_config()
@@ -339,7 +360,7 @@ class SelfPlay:
                 with warnings.catch_warnings():  # the run's copy of a seed environment replaces the bundled id
                     warnings.simplefilter("ignore")
                     register_record(record)
-                envs.append(record.gym_id)
+                envs.append(self.executor.env(record.gym_id))
         episodes = []
         for env in envs:
             env_seed = int(self.rng.integers(1 << 31))
@@ -407,9 +428,12 @@ class SelfPlay:
         self.start = checkpoint.iteration + 1
 
     def close(self) -> None:
-        """Close the Designer env, the registry and the run folder."""
+        """Close the Designer env, the registry, the executor (Ray actors) and the run folder."""
         self.designer_env.close()
         self.registry.close()
+        if self.generator is not self.policy and hasattr(self.generator, "close"):
+            self.generator.close()
+        self.executor.close()
         self.run.close()
 
 
