@@ -87,7 +87,8 @@ def test_the_library_ships_in_the_wheel(tmp_path: Path) -> None:
     code = (
         "import gymnasium, spade_gym, os\n"
         "assert spade_gym.__file__.startswith(os.environ['SITE']), spade_gym.__file__\n"
-        "builtin = ('spade/Program-v0', 'spade/Generated-v0', 'spade/Designer-v0', 'spade/ReasoningGym-v0')\n"
+        "builtin = ('spade/Program-v0', 'spade/Generated-v0', 'spade/Designer-v0', 'spade/ReasoningGym-v0',\n"
+        "           'spade/DesignerParams-v0')\n"
         "ids = [i for i in gymnasium.registry if i.startswith('spade/') and i not in builtin]\n"
         "for gym_id in ids:\n"
         "    env = gymnasium.make(gym_id); obs, info = env.reset(seed=0); assert isinstance(obs, str); env.close()\n"

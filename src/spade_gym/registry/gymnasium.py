@@ -206,7 +206,7 @@ def register_program(
 
 def register_builtin_ids() -> None:
     """Register ``spade/Program-v0``, ``spade/Generated-v0``, ``spade/Designer-v0``,
-    ``spade/ReasoningGym-v0`` and the bundled registry's environments."""
+    ``spade/ReasoningGym-v0``, ``spade/DesignerParams-v0`` and the bundled registry's environments."""
     if "spade/Program-v0" not in gymnasium.registry:
         gymnasium.register(id="spade/Program-v0", entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT)
     if "spade/Generated-v0" not in gymnasium.registry:
@@ -234,6 +234,12 @@ def register_builtin_ids() -> None:
             id="spade/ReasoningGym-v0",
             entry_point="spade_gym.reasoning_gym:ReasoningGymEnv",
             kwargs={"split": "train", "task_config": None},
+        )
+    if "spade/DesignerParams-v0" not in gymnasium.registry:
+        gymnasium.register(
+            id="spade/DesignerParams-v0",
+            entry_point="spade_gym.integrations.sb3:DesignerParamsEnv",
+            kwargs={"agent": None, "families": None},
         )
     if bundled_registry_path().is_dir():
         with warnings.catch_warnings():  # a rebuilt index of the bundled registry is routine, not news

@@ -1,0 +1,592 @@
+"""Stable-Baselines3: ``spade/DesignerParams-v0``, a numeric Environment Designer in the spirit of PAIRED.
+
+PAIRED (Dennis et al. 2020, "Emergent Complexity and Zero-shot Transfer via Unsupervised
+Environment Design", NeurIPS) trains an adversary that chooses the parameters of an
+underspecified environment and is paid the regret of the agent on it (sec. 3, eq. 1; sec. 4 for
+the adversary's one-shot parameter choice). :class:`DesignerParamsEnv` is that adversary's
+environment with SPADE's regret:
+
+* **action**: which :class:`~spade_gym.families.EnvFamily` and the value of each of its difficulty
+  knobs, as a ``MultiDiscrete`` (default) or a ``Box`` in ``[-1, 1]`` (see :meth:`DesignerParamsEnv.decode`);
+* **observation**: curriculum statistics, a fixed-size ``float32`` ``Box`` in [0, 1]: per family
+  and per difficulty bucket the running mean regret, hint return and no-hint return and the share
+  of steps spent there, per family the gate's acceptance rate, and the progress and overall
+  running regret (names in :attr:`DesignerParamsEnv.observation_names`);
+* **reward** of the one-step episode: the Agent's regret on the chosen environment, measured by
+  playing it for real (:func:`~spade_gym.regret.estimate_regret`: ``k`` sandboxed episodes with
+  the hint and ``k`` without) and scored by :func:`~spade_gym.regret.designer_reward` (an
+  instance the validation gate refuses gets ``RewardConfig.invalid``, -1 by default).
+
+The environment is a plain ``gymnasium.Env`` and imports neither Stable-Baselines3 nor torch; the
+helpers :func:`check`, :func:`train` and :func:`action_probabilities` do, through
+:func:`spade_gym.integrations.require` (``pip install 'spade-gym[sb3]'``)::
+
+    env = gymnasium.make("spade/DesignerParams-v0", agent=ChainSolverAgent(3), families=["arithmetic"])
+    model = train(env, total_timesteps=256)
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from spade_gym.agent import RolloutConfig
+from spade_gym.env import SandboxedEnv
+from spade_gym.errors import SandboxSetupError, SpadeError
+from spade_gym.families import FAMILIES, EnvFamily, FamilyInstance, get_family, validate_instance
+from spade_gym.integrations import require
+from spade_gym.policies.base import Policy, SamplingParams
+from spade_gym.program import EnvProgram
+from spade_gym.regret import RegretEstimate, RewardConfig, designer_reward, estimate_regret
+from spade_gym.sandbox import SandboxConfig
+from spade_gym.validation import ValidationConfig
+
+if TYPE_CHECKING:
+    from stable_baselines3 import PPO
+
+__all__ = ["DesignerParamsEnv", "StepRecord", "action_probabilities", "check", "train"]
+
+_FEATURE = "spade_gym.integrations.sb3"
+#: Statistics kept per (family, difficulty bucket), in observation order.
+BUCKET_STATS = ("regret", "hint", "nohint", "visits")
+#: Family instances an environment remembers (oldest forgotten first; the reports stay cached).
+_MAX_INSTANCES = 4096
+
+
+class _KeptEnv(SandboxedEnv):
+    """A sandboxed environment that outlives a rollout: ``close`` (which the rollout calls after
+    each wave) keeps the worker; :meth:`shutdown` kills it."""
+
+    def close(self) -> None:
+        """Keep the worker for the next rollout (see :meth:`shutdown`)."""
+
+    def shutdown(self) -> None:
+        """Kill the worker."""
+        super().close()
+
+
+class _Pool:
+    """The sandboxed environments of one knob tuple, handed out round-robin to a rollout's waves."""
+
+    def __init__(self, program: EnvProgram, size: int, config: SandboxConfig, env_id: str) -> None:
+        self.program, self.size, self.config, self.env_id = program, size, config, env_id
+        self.envs: list[_KeptEnv] = []
+        self.next = 0
+
+    def __call__(self) -> _KeptEnv:
+        i = self.next % self.size
+        self.next += 1
+        if i == len(self.envs):
+            self.envs.append(_KeptEnv(self.program, config=self.config))
+        return self.envs[i]
+
+    def shutdown(self) -> None:
+        for env in self.envs:
+            env.shutdown()
+        self.envs.clear()
+
+
+@dataclass
+class StepRecord:
+    """What one ``step`` of :class:`DesignerParamsEnv` did (``env.last``), beyond ``info``.
+
+    Attributes:
+        instance: the chosen family instance and the gate's report on it.
+        estimate: the regret estimate (its ``nohint`` trajectories are Agent training data), or
+            ``None`` when the gate refused the instance or it failed to start.
+        reward: the reward returned; ``outcome``: ``"invalid"``, ``"trivial"``,
+            ``"out_of_reach"`` or ``"regret"``.
+    """
+
+    instance: FamilyInstance
+    estimate: RegretEstimate | None
+    reward: float
+    outcome: str
+
+
+class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
+    """A PAIRED-style numeric Environment Designer: choose a family and its knobs, be paid the Agent's regret.
+
+    One-step episodes. ``reset`` returns the curriculum statistics; ``step(action)`` decodes the
+    action into a family instance (:meth:`decode`), validates it once per knob tuple (cached,
+    :func:`~spade_gym.families.validate_instance`), plays ``k`` episodes with the hint and ``k``
+    without in the real sandbox, updates the statistics and returns ``(statistics, reward,
+    terminated=True, truncated=False, info)``. Registered as ``spade/DesignerParams-v0``.
+
+    Args:
+        agent: the Reasoning Agent, a :class:`~spade_gym.policies.base.Policy` (anything with
+            ``generate(prompts, sampling)``), or a :func:`~spade_gym.policies.load_policy` spec such
+            as ``"default"`` (loaded at the first step).
+        families: the families to choose from: :class:`~spade_gym.families.EnvFamily` objects or
+            built-in names (``"arithmetic"``, ``"maze"``); ``None``: every built-in family.
+        k: episodes per arm of each regret estimate, ``>= 1``.
+        action_type: ``"multidiscrete"``: ``MultiDiscrete([F, L_1, ..., L_K])`` (family index, then
+            one level index per knob slot, ``K`` the most knobs of any family); ``"box"``:
+            ``Box(-1, 1, (1 + K,), float32)``, each coordinate a position in its range.
+        max_levels: the most levels of one knob slot in the ``MultiDiscrete`` space (wider knobs are
+            sampled at ``max_levels`` evenly spaced values).
+        buckets: difficulty buckets per family in the observation, ``>= 1`` (bucket ``b`` holds
+            difficulties in ``[b/B, (b+1)/B)``).
+        stats_rate: the running means' step size: a bucket's ``n``-th sample moves its mean by
+            ``max(1/n, stats_rate)`` of the gap (an exact mean at first, then an exponential one that
+            follows a changing Agent), in ``(0, 1]``.
+        horizon: steps at which the observation's progress feature reaches 0.5 (``n / (n + horizon)``).
+        rollout: the Agent's rollout settings (sampling must have ``temperature > 0``; its
+            ``max_episodes`` is also the number of sandbox workers kept per knob tuple). Default:
+            temperature 1.0, 256 new tokens.
+        validation: the gate's limits for family instances (default ``ValidationConfig()``).
+        reward: the reward's thresholds and the penalty of a refused instance (``RewardConfig``).
+        sandbox: the limits of the sandboxes the Agent plays in (default ``validation.sandbox``).
+        env_cache_size: knob tuples whose sandbox workers are kept alive (least recently used
+            evicted), ``>= 1``.
+        render_mode: only ``None`` (nothing to render).
+
+    Raises:
+        ValueError: no agent; an unknown family name; duplicate family names; no families; a
+            parameter out of its range; greedy sampling.
+        TypeError: ``agent`` has no ``generate``.
+
+    Seeding: ``reset(seed=s)`` starts a fresh curriculum (statistics cleared, the random generator
+    that draws the episodes' seeds and the Agent's sampling seeds reseeded), so a seeded reset and
+    the same actions reproduce the same observations, rewards and infos for a deterministic or
+    seeded Agent. ``reset()`` keeps the statistics (what a Stable-Baselines3 vector env does after
+    its first reset); ``reset(seed=s, options={"keep_stats": True})`` reseeds and keeps them.
+
+    Source: PAIRED's adversary (Dennis et al. 2020, sec. 3-4), with SPADE's hint regret
+    (DESIGN.md, "Regret and the Designer's reward").
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(
+        self,
+        agent: Policy | str | None = None,
+        families: Sequence[EnvFamily | str] | None = None,
+        *,
+        k: int = 2,
+        action_type: Literal["multidiscrete", "box"] = "multidiscrete",
+        max_levels: int = 32,
+        buckets: int = 4,
+        stats_rate: float = 0.1,
+        horizon: int = 1000,
+        rollout: RolloutConfig | None = None,
+        validation: ValidationConfig | None = None,
+        reward: RewardConfig | None = None,
+        sandbox: SandboxConfig | None = None,
+        env_cache_size: int = 16,
+        render_mode: str | None = None,
+    ) -> None:
+        if agent is None:
+            raise ValueError(
+                "spade/DesignerParams-v0 needs the Agent that plays the chosen environments: pass agent=<a spade_gym "
+                "Policy> or a load_policy spec such as agent='default'"
+            )
+        if not isinstance(agent, str) and not callable(getattr(agent, "generate", None)):
+            raise TypeError(f"agent must be a Policy (with generate(prompts, sampling)) or a spec, got {agent!r:.80}")
+        self._agent_spec = agent if isinstance(agent, str) else None
+        self._agent: Policy | None = None if isinstance(agent, str) else agent
+        if families is None:
+            families = list(FAMILIES.values())
+        if isinstance(families, str | EnvFamily):
+            families = [families]
+        self.families: tuple[EnvFamily, ...] = tuple(get_family(f) for f in families)
+        if not self.families:
+            raise ValueError("families is empty: give at least one EnvFamily or built-in family name")
+        names = [f.name for f in self.families]
+        if len(set(names)) != len(names):
+            raise ValueError(f"family names must be distinct, got {names}")
+        _check_int("k", k, 1)
+        _check_int("max_levels", max_levels, 2)
+        _check_int("buckets", buckets, 1)
+        _check_int("horizon", horizon, 1)
+        _check_int("env_cache_size", env_cache_size, 1)
+        if not isinstance(stats_rate, int | float) or not 0 < stats_rate <= 1:
+            raise ValueError(f"stats_rate must be in (0, 1], got {stats_rate!r}")
+        if action_type not in ("multidiscrete", "box"):
+            raise ValueError(f"action_type must be 'multidiscrete' or 'box', got {action_type!r}")
+        if render_mode is not None:
+            raise ValueError(f"DesignerParamsEnv renders nothing: render_mode must be None, got {render_mode!r}")
+        self.rollout_config = rollout or RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=256))
+        if self.rollout_config.sampling.greedy:
+            raise ValueError("regret needs sampling: set RolloutConfig.sampling.temperature > 0")
+        self.k, self.action_type, self.buckets = k, action_type, buckets
+        self.stats_rate, self.horizon, self.env_cache_size = float(stats_rate), horizon, env_cache_size
+        self.validation = validation or ValidationConfig()
+        self.reward_config = reward or RewardConfig()
+        self.sandbox = sandbox or self.validation.sandbox
+        self.render_mode = render_mode
+
+        slots = max(len(f.knobs) for f in self.families)
+        #: Levels of each knob slot in the MultiDiscrete space.
+        self.slot_levels = tuple(
+            min(max(f.knobs[j].levels for f in self.families if j < len(f.knobs)), max_levels) for j in range(slots)
+        )
+        if action_type == "multidiscrete":
+            self.action_space: spaces.Space[np.ndarray] = spaces.MultiDiscrete([len(self.families), *self.slot_levels])
+        else:
+            self.action_space = spaces.Box(-1.0, 1.0, shape=(1 + slots,), dtype=np.float32)
+        #: What each observation entry is, e.g. ``"arithmetic/d1/regret"``.
+        self.observation_names: tuple[str, ...] = tuple(
+            [
+                *(f"{f.name}/d{b}/{stat}" for f in self.families for b in range(buckets) for stat in BUCKET_STATS),
+                *(f"{f.name}/acceptance" for f in self.families),
+                "progress",
+                "regret",
+            ]
+        )
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(len(self.observation_names),), dtype=np.float32)
+        self._pools: OrderedDict[tuple[str, tuple[int, ...]], _Pool] = OrderedDict()
+        self._instances: dict[tuple[str, tuple[int, ...]], FamilyInstance] = {}
+        #: What the last ``step`` did (the regret estimate with its trajectories), ``None`` before.
+        self.last: StepRecord | None = None
+        self._clear_stats()
+
+    # -- the agent ---------------------------------------------------------------------------
+
+    @property
+    def agent(self) -> Policy:
+        """The Agent policy (loaded from its spec at first use)."""
+        if self._agent is None:
+            from spade_gym.policies import load_policy
+
+            assert self._agent_spec is not None
+            self._agent = load_policy(self._agent_spec)
+        return self._agent
+
+    # -- actions -----------------------------------------------------------------------------
+
+    def decode(self, action: Any) -> tuple[EnvFamily, dict[str, int]]:
+        """The family and knob values an action chooses.
+
+        ``MultiDiscrete``: ``action[0]`` is the family index; ``action[1 + j]`` the level of the
+        family's ``j``-th knob, level ``i`` of ``n`` mapping to the value at position ``i / (n - 1)``
+        of the knob's range (:meth:`~spade_gym.families.Knob.value_at`; the identity ``low + i``
+        when the knob has exactly ``n`` values). ``Box``: ``action[0]`` in ``[-1, 1]`` picks family
+        ``floor((a + 1) / 2 * F)`` (the last for ``a = 1``), ``action[1 + j]`` is the position
+        ``(a + 1) / 2`` in the knob's range (values outside ``[-1, 1]`` are clipped). Slots past the
+        family's knobs are ignored.
+
+        Args:
+            action: an element of :attr:`action_space` (array-like of shape ``(1 + K,)``).
+
+        Returns:
+            ``(family, {knob name: int value})``.
+
+        Raises:
+            ValueError: wrong shape, a non-finite value, or a ``MultiDiscrete`` index out of range.
+        """
+        a = np.asarray(action)
+        n_slots = len(self.slot_levels)
+        if a.shape != (1 + n_slots,):
+            raise ValueError(f"action must have shape ({1 + n_slots},), got {a.shape}")
+        if not np.all(np.isfinite(a.astype(np.float64))):
+            raise ValueError(f"action must be finite, got {a.tolist()}")
+        if self.action_type == "multidiscrete":
+            idx = [int(x) for x in a]
+            nvec = [len(self.families), *self.slot_levels]
+            if any(i != x or not 0 <= i < n for i, x, n in zip(idx, a.tolist(), nvec, strict=True)):
+                raise ValueError(f"action {a.tolist()} is not in MultiDiscrete({nvec})")
+            family = self.families[idx[0]]
+            fractions = [i / (n - 1) if n > 1 else 0.0 for i, n in zip(idx[1:], self.slot_levels, strict=True)]
+        else:
+            x = np.clip(a.astype(np.float64), -1.0, 1.0)
+            family = self.families[min(int((x[0] + 1) / 2 * len(self.families)), len(self.families) - 1)]
+            fractions = [(v + 1) / 2 for v in x[1:]]
+        return family, {knob.name: knob.value_at(fractions[j]) for j, knob in enumerate(family.knobs)}
+
+    def encode(self, family: EnvFamily | str, values: Mapping[str, int] | None = None) -> np.ndarray:
+        """An action that chooses ``family`` at ``values`` (the inverse of :meth:`decode` for values the
+        action space can express; others get the nearest level).
+
+        Args:
+            family: one of :attr:`families`, or its name.
+            values: knob values (missing: the template's); see :meth:`EnvFamily.resolve`.
+
+        Returns:
+            An element of :attr:`action_space`.
+
+        Raises:
+            ValueError: a family this environment does not offer, or bad knob values.
+        """
+        name = family if isinstance(family, str) else family.name
+        index = next((i for i, f in enumerate(self.families) if f.name == name), None)
+        if index is None:
+            raise ValueError(f"this environment offers the families {[f.name for f in self.families]}, not {name!r}")
+        fam = self.families[index]
+        resolved = fam.resolve(values)
+        positions = [knob.position(resolved[knob.name]) for knob in fam.knobs]
+        positions += [0.0] * (len(self.slot_levels) - len(positions))
+        if self.action_type == "multidiscrete":
+            levels = [int(p * (n - 1) + 0.5) for p, n in zip(positions, self.slot_levels, strict=True)]
+            return np.array([index, *levels], dtype=np.int64)
+        first = (2 * index + 1) / len(self.families) - 1  # the middle of the family's interval
+        return np.array([first, *(2 * p - 1 for p in positions)], dtype=np.float32)
+
+    def describe(self, action: Any) -> dict[str, Any]:
+        """``{"family", "knobs", "difficulty"}`` of an action (JSON values), for logs and printing.
+
+        Raises:
+            ValueError: see :meth:`decode`.
+        """
+        family, values = self.decode(action)
+        return {"family": family.name, "knobs": values, "difficulty": family.difficulty(values)}
+
+    # -- gymnasium API -----------------------------------------------------------------------
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start an episode: return the curriculum statistics.
+
+        Args:
+            seed: reseeds the generator of episode and sampling seeds and, unless
+                ``options["keep_stats"]``, clears the statistics (a fresh curriculum).
+            options: ``{"keep_stats": bool}``.
+
+        Returns:
+            ``(observation, {"steps": steps so far})``.
+        """
+        super().reset(seed=seed)
+        keep = bool((options or {}).get("keep_stats", False))
+        if seed is not None and not keep:
+            self._clear_stats()
+        return self._observation(), {"steps": self._steps}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Choose an environment, play it with and without the hint, and return the Designer's reward.
+
+        Args:
+            action: an element of :attr:`action_space` (see :meth:`decode`).
+
+        Returns:
+            ``(observation, reward, True, False, info)``: the updated statistics; the reward
+            (:func:`~spade_gym.regret.designer_reward` of the estimate, ``RewardConfig.invalid`` for
+            an instance the gate refuses or that fails to start); ``info`` with ``family``,
+            ``knobs``, ``difficulty``, ``bucket``, ``program_id``, ``accepted``, ``validation``
+            (the gate's category), ``outcome``, ``regret``, ``mean_hint``, ``mean_nohint``,
+            ``seeds``, ``errors`` and, when refused, ``feedback`` (why). No timings, so that
+            infos compare equal across identical seeded runs; see :attr:`last`.
+
+        Raises:
+            ValueError: an action outside the action space.
+            SandboxSetupError: no sandbox worker can be started on this machine (not the program's fault).
+        """
+        family, values = self.decode(action)
+        key = (family.name, tuple(values.values()))
+        instance = self._instances.get(key)
+        if instance is None:  # validated once per knob tuple (and cached for the process by validate_instance)
+            if len(self._instances) >= _MAX_INSTANCES:
+                del self._instances[next(iter(self._instances))]
+            instance = self._instances[key] = validate_instance(family, values, self.validation)
+        seeds = [int(s) for s in self.np_random.integers(0, 2**31 - 1, size=self.k)]
+        sampling_seed = int(self.np_random.integers(0, 2**31 - 1))
+        info: dict[str, Any] = {
+            "family": family.name,
+            "knobs": dict(instance.values),
+            "difficulty": instance.difficulty,
+            "bucket": self._bucket(instance.difficulty),
+            "program_id": instance.program.id,
+            "accepted": instance.accepted,
+            "validation": instance.report.category,
+            "seeds": seeds,
+        }
+        estimate: RegretEstimate | None = None
+        if instance.accepted:
+            try:
+                estimate = self._estimate(instance, seeds, sampling_seed)
+            except SandboxSetupError:
+                raise
+            except SpadeError as exc:  # validated, yet it failed to start: contained, scored as refused
+                info["feedback"] = f"the instance failed to start: {exc.message}"[:2000]
+        else:
+            info["feedback"] = instance.report.feedback()[:2000]
+        if estimate is None:
+            reward, outcome = float(self.reward_config.invalid), "invalid"
+            info.update(outcome=outcome, regret=0.0, mean_hint=0.0, mean_nohint=0.0, errors=0)
+        else:
+            scored = designer_reward(True, estimate, config=self.reward_config)
+            reward, outcome = float(scored.reward), scored.outcome
+            info.update(
+                outcome=outcome,
+                regret=estimate.regret,
+                mean_hint=estimate.mean_hint,
+                mean_nohint=estimate.mean_nohint,
+                errors=estimate.errors,
+            )
+        self._update(family, instance, estimate)
+        self.last = StepRecord(instance, estimate, reward, outcome)
+        return self._observation(), reward, True, False, info
+
+    def close(self) -> None:
+        """Kill every kept sandbox worker; safe to call more than once (the environment stays usable)."""
+        pools = getattr(self, "_pools", None)
+        while pools:
+            _, pool = pools.popitem()
+            pool.shutdown()
+        super().close()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _estimate(self, instance: FamilyInstance, seeds: list[int], sampling_seed: int) -> RegretEstimate:
+        key = (instance.family, tuple(instance.values.values()))
+        pool = self._pools.get(key)
+        if pool is None:
+            size = min(2 * self.k, self.rollout_config.max_episodes)
+            pool = self._pools[key] = _Pool(instance.program, size, self.sandbox, instance.label)
+            while len(self._pools) > self.env_cache_size:
+                _, evicted = self._pools.popitem(last=False)
+                evicted.shutdown()
+        else:
+            self._pools.move_to_end(key)
+        pool.next = 0
+        config = replace(self.rollout_config, sampling=replace(self.rollout_config.sampling, seed=sampling_seed))
+        return estimate_regret(pool, self.agent, self.k, seeds, config=config)
+
+    def _clear_stats(self) -> None:
+        shape = (len(self.families), self.buckets)
+        self._counts = np.zeros(shape, dtype=np.int64)
+        self._means = np.zeros((*shape, 3), dtype=np.float64)  # regret, hint, no-hint
+        self._tried = np.zeros(len(self.families), dtype=np.int64)
+        self._accepted = np.zeros(len(self.families), dtype=np.int64)
+        self._steps = 0
+        self._regret = 0.0
+
+    def _bucket(self, difficulty: float) -> int:
+        return min(int(difficulty * self.buckets), self.buckets - 1)
+
+    def _update(self, family: EnvFamily, instance: FamilyInstance, estimate: RegretEstimate | None) -> None:
+        f = next(i for i, fam in enumerate(self.families) if fam.name == family.name)
+        self._steps += 1
+        self._tried[f] += 1
+        if estimate is None:
+            return
+        self._accepted[f] += 1
+        b = self._bucket(instance.difficulty)
+        self._counts[f, b] += 1
+        rate = max(1.0 / self._counts[f, b], self.stats_rate)
+        sample = np.array([estimate.regret, estimate.mean_hint, estimate.mean_nohint])
+        self._means[f, b] += rate * (sample - self._means[f, b])
+        self._regret += max(1.0 / self._accepted.sum(), self.stats_rate) * (estimate.regret - self._regret)
+
+    def _observation(self) -> np.ndarray:
+        visits = self._counts / max(self._steps, 1)
+        per_bucket = np.concatenate([self._means, visits[..., None]], axis=-1).reshape(-1)
+        acceptance = self._accepted / np.maximum(self._tried, 1)
+        progress = self._steps / (self._steps + self.horizon)
+        obs = np.concatenate([per_bucket, acceptance, [progress, self._regret]]).astype(np.float32)
+        return np.clip(obs, 0.0, 1.0)
+
+
+def _check_int(name: str, value: object, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+
+
+# -- Stable-Baselines3 helpers (import SB3 lazily) --------------------------------------------
+
+
+def check(env: gymnasium.Env[Any, Any] | None = None, **kwargs: Any) -> None:
+    """Run Stable-Baselines3's and Gymnasium's environment checkers on a ``DesignerParamsEnv``.
+
+    Args:
+        env: the environment to check (its unwrapped environment is checked; the checkers end
+            with a seeded reset, so its statistics are cleared); ``None``: one built from ``kwargs``
+            (and closed afterwards).
+        kwargs: :class:`DesignerParamsEnv` arguments when ``env`` is ``None`` (``agent`` required).
+
+    Raises:
+        MissingDependency: Stable-Baselines3 is not installed (``pip install 'spade-gym[sb3]'``).
+        AssertionError: a checker found a problem (its message says which).
+
+    Each checker steps the environment a few times with random actions (about 15 regret estimates
+    in all, each validated once per knob tuple), so it takes seconds with a scripted Agent.
+    """
+    env_checker = require("stable_baselines3.common.env_checker", "sb3", _FEATURE)
+    from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+
+    own = env is None
+    target = DesignerParamsEnv(**kwargs) if env is None else env
+    try:
+        env_checker.check_env(target.unwrapped, warn=True)
+        gymnasium_check_env(target.unwrapped, skip_render_check=True)
+    finally:
+        if own:
+            target.close()
+
+
+def train(
+    env: gymnasium.Env[Any, Any],
+    total_timesteps: int = 256,
+    *,
+    seed: int | None = 0,
+    callback: Any = None,
+    **ppo_kwargs: Any,
+) -> PPO:
+    """Train Stable-Baselines3's PPO as the Designer on ``env`` (PAIRED's adversary, trained with PPO
+    as in Dennis et al. 2020, sec. 5).
+
+    Defaults suit one-step episodes: ``n_steps=64, batch_size=64, n_epochs=10,
+    learning_rate=3e-3, gamma=0.99`` (irrelevant: the return is the step's reward),
+    ``policy="MlpPolicy"``; ``ppo_kwargs`` override them.
+
+    Args:
+        env: a ``DesignerParamsEnv`` (or any environment, wrapped or not).
+        total_timesteps: Designer steps (regret estimates) to train for, ``>= 1``.
+        seed: seeds PPO, its network and the environment (``None``: unseeded).
+        callback: an SB3 callback (a ``BaseCallback``, a list of them, or a function) passed to ``learn``.
+        ppo_kwargs: further ``PPO(...)`` arguments.
+
+    Returns:
+        The trained ``stable_baselines3.PPO`` model.
+
+    Raises:
+        MissingDependency: Stable-Baselines3 is not installed.
+        ValueError: ``total_timesteps < 1``.
+    """
+    _check_int("total_timesteps", total_timesteps, 1)
+    sb3 = require("stable_baselines3", "sb3", _FEATURE)
+    settings: dict[str, Any] = {
+        "policy": "MlpPolicy",
+        "n_steps": 64,
+        "batch_size": 64,
+        "n_epochs": 10,
+        "learning_rate": 3e-3,
+        "gamma": 0.99,
+        "verbose": 0,
+        "device": "cpu",
+    }
+    settings.update(ppo_kwargs)
+    policy = settings.pop("policy")
+    model = sb3.PPO(policy, env, seed=seed, **settings)
+    model.learn(total_timesteps=total_timesteps, callback=callback)
+    return model
+
+
+def action_probabilities(model: Any, observation: np.ndarray) -> list[np.ndarray]:
+    """The probabilities a trained model's policy gives each value of each ``MultiDiscrete`` action slot.
+
+    Args:
+        model: an SB3 on-policy model (e.g. from :func:`train`) for a ``MultiDiscrete`` action space.
+        observation: one observation, shape ``(n_obs,)``.
+
+    Returns:
+        One array per slot (family, then each knob slot), of shape ``(nvec[i],)``, summing to 1.
+
+    Raises:
+        MissingDependency: Stable-Baselines3 (torch) is not installed.
+        ValueError: the model's action space is not ``MultiDiscrete``.
+    """
+    require("stable_baselines3", "sb3", _FEATURE)
+    torch = require("torch", "sb3", _FEATURE)
+    if not isinstance(model.action_space, spaces.MultiDiscrete):
+        raise ValueError(f"action_probabilities needs a MultiDiscrete action space, got {model.action_space}")
+    obs, _ = model.policy.obs_to_tensor(np.asarray(observation, dtype=np.float32))
+    with torch.no_grad():
+        distribution = model.policy.get_distribution(obs).distribution
+    return [d.probs[0].cpu().numpy().astype(np.float64) for d in distribution]
