@@ -194,6 +194,30 @@ def test_the_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert not ray.is_initialized()
 
 
+@pytest.mark.slow
+def test_a_policy_in_a_ray_actor_generates_as_it_does_locally(embedded_policy: Any) -> None:
+    from spade_gym.integrations.ray import RayPolicy
+
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = RayPolicy("default", num_gpus=0)
+        prompts = [[{"role": "user", "content": "Name a colour."}], [{"role": "user", "content": "Say hi."}]]
+        sampling = SamplingParams(temperature=1.0, max_new_tokens=8, seed=7)
+        local = embedded_policy.generate(prompts, sampling)
+        got = remote.generate(prompts, sampling)
+        assert [c.text for c in got] == [c.text for c in local]
+        assert [c.completion_token_ids for c in got] == [c.completion_token_ids for c in local]
+        assert remote.name == embedded_policy.name and remote.context_window == embedded_policy.context_window
+        assert remote.encode(prompts[0]) == list(embedded_policy.encode(prompts[0]))
+        remote.close()
+        with pytest.raises(Exception, match="no-such-model"):
+            RayPolicy("/no-such-model", num_gpus=0)
+    finally:
+        ray.shutdown()
+
+
 # ----------------------------------------------------------------------------- the self-play loop
 
 

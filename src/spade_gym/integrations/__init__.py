@@ -1,16 +1,13 @@
 """Adapters that plug spade_gym into other RL libraries, each an optional extra imported lazily.
 
-============================  ==================  ==============================================
-module                        extra               what it gives
-============================  ==================  ==============================================
-``integrations.trl``          ``spade-gym[trl]``  Designer reward functions and an
-                                                  ``environment_factory`` for TRL's GRPOTrainer
-``integrations.verl``         (verl itself)       an agent loop for verl's multi-turn rollouts
-``integrations.openrlhf``     (OpenRLHF itself)   an ``agent_func`` template for OpenRLHF
-``integrations.verifiers``    ``spade-gym[verifiers]``  ``load_environment`` for verifiers/prime-rl
-``integrations.sb3``          ``spade-gym[sb3]``  ``spade/DesignerParams-v0`` (PAIRED-style)
-``integrations.ray``          ``spade-gym[ray]``  validation and rollouts as Ray tasks and actors
-============================  ==================  ==============================================
+* ``integrations.trl`` (``spade-gym[trl]``): Designer reward functions and an
+  ``environment_factory`` for TRL's ``GRPOTrainer``.
+* ``integrations.verl`` (``spade-gym[verl]``): an agent loop for verl's multi-turn rollouts.
+* ``integrations.openrlhf_agent`` (``spade-gym[openrlhf]``): an ``agent_func`` file for OpenRLHF.
+* ``integrations.verifiers`` (``spade-gym[verifiers]``): ``load_environment`` for verifiers and
+  prime-rl (also importable as the top-level ``spade_gym_verifiers``).
+* ``integrations.sb3`` (``spade-gym[sb3]``): helpers for ``spade/DesignerParams-v0`` (PAIRED-style).
+* ``integrations.ray`` (``spade-gym[ray]``): validation, environments and generation on Ray.
 
 Importing :mod:`spade_gym` imports none of these libraries (nor torch or vLLM); each module
 imports its library when it is used, through :func:`require`, which turns a missing library into

@@ -1,0 +1,469 @@
+"""The episode logic the trainer integrations share: make an environment from its id, play it one
+completion at a time, contain the program's failures, and render observations with a chat template.
+
+Nothing here imports a trainer library. :mod:`spade_gym.integrations.verl`,
+:mod:`spade_gym.integrations.openrlhf_agent` and :mod:`spade_gym.integrations.verifiers` adapt
+:class:`SpadeEpisode` to their framework's loop; the rules are the Agent's
+(:mod:`spade_gym.agent`): the system prompt of :func:`~spade_gym.agent.system_prompt`, the action
+of :func:`~spade_gym.agent.extract_action`, a turn limit of the environment's ``max_turns``, and a
+return of 0 for an episode whose program failed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import gymnasium
+
+from spade_gym.agent import HINT_PREFIX, extract_action, system_prompt
+from spade_gym.env import SandboxedEnv
+from spade_gym.errors import EnvNotFound, SpadeError
+from spade_gym.reasoning_gym import ReasoningGymEnv
+
+__all__ = [
+    "ChatTokenizer",
+    "SpadeEpisode",
+    "StepResult",
+    "encode_text",
+    "episode_spec",
+    "error_record",
+    "first_observations",
+    "make_env",
+    "observation_text",
+    "render_chat",
+    "resolve_env_ids",
+]
+
+#: What an integration can play: environment programs in the sandbox, and reasoning-gym tasks.
+PlayableEnv = SandboxedEnv | ReasoningGymEnv
+
+
+class ChatTokenizer(Protocol):
+    """The part of a Hugging Face tokenizer the integrations use (``transformers`` tokenizers,
+    verl's and OpenRLHF's ``hf_tokenizer``)."""
+
+    def apply_chat_template(self, conversation: Any, *args: Any, **kwargs: Any) -> Any:
+        """Render ``conversation`` (``tokenize=False``: the prompt text)."""
+
+    def encode(self, text: str, *args: Any, **kwargs: Any) -> Any:
+        """Token ids of ``text``."""
+
+    def decode(self, token_ids: Any, *args: Any, **kwargs: Any) -> str:
+        """Text of ``token_ids``."""
+
+
+def error_record(exc: BaseException) -> dict[str, Any]:
+    """``{"type", "category", "message", "traceback"}`` for a failure (JSON values only)."""
+    to_dict = getattr(exc, "to_dict", None)
+    if isinstance(exc, SpadeError) and callable(to_dict):
+        record: dict[str, Any] = to_dict()
+        return record
+    return {"type": type(exc).__name__, "category": "ENV_EXCEPTION", "message": str(exc), "traceback": ""}
+
+
+def resolve_env_ids(
+    env_ids: Sequence[str] | str | None = None, registry: str | os.PathLike[str] | None = None
+) -> list[str]:
+    """The Gymnasium ids an integration plays, checked.
+
+    Args:
+        env_ids: ids such as ``"spade/ArithmeticChain-v0"`` (a single id is accepted as a str);
+            ``None`` or empty: every environment of ``registry``.
+        registry: a registry folder whose environments are registered with Gymnasium first
+            (:func:`~spade_gym.registry.gymnasium.register_registry`); ``None``: ``$SPADE_REGISTRY``,
+            else the bundled seed library, which ``import spade_gym`` has registered already.
+
+    Returns:
+        The ids, in the order given (registry order when ``env_ids`` is empty).
+
+    Raises:
+        EnvNotFound: an id that Gymnasium does not know (the message suggests the closest ids).
+        RegistryError: ``registry`` cannot be opened.
+        ValueError: an id that is not a ``spade/`` environment program or reasoning-gym task
+            (``spade/Generated-v0`` and ``spade/Designer-v0`` draw or design environments: play the
+            ids of a registry instead).
+    """
+    from spade_gym.registry.gymnasium import register_registry
+
+    registered: list[str] = []
+    if registry is not None or not env_ids:
+        registered = register_registry(registry)
+    ids = [env_ids] if isinstance(env_ids, str) else list(env_ids or registered)
+    if not ids:
+        raise ValueError("no environments to play: give env_ids, or a registry that holds environments")
+    for env_id in ids:
+        if not isinstance(env_id, str) or env_id not in gymnasium.registry:
+            known = [name for name in gymnasium.registry if name.startswith("spade/")]
+            close = difflib.get_close_matches(str(env_id), known, n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; see `spade envs list`"
+            raise EnvNotFound(f"unknown environment id {env_id!r}{hint}")
+        entry = gymnasium.registry[env_id].entry_point
+        if entry not in ("spade_gym.env:SandboxedEnv", "spade_gym.reasoning_gym:ReasoningGymEnv"):
+            raise ValueError(
+                f"{env_id} is not an environment program or reasoning-gym task (its entry point is {entry!r}); "
+                "give the ids of a registry's environments, e.g. spade/ArithmeticChain-v0"
+            )
+    return ids
+
+
+def make_env(env_id: str) -> PlayableEnv:
+    """``gymnasium.make(env_id).unwrapped``, checked to be playable.
+
+    Raises:
+        EnvNotFound / ValueError: as :func:`resolve_env_ids`.
+        ProgramError / SandboxError: the program fails its static check or to load (hostile or
+            broken programs; :meth:`SpadeEpisode.start` contains these).
+    """
+    resolve_env_ids([env_id])
+    return _make(env_id)
+
+
+def _make(env_id: str) -> PlayableEnv:
+    env = gymnasium.make(env_id).unwrapped
+    if not isinstance(env, PlayableEnv):  # pragma: no cover - resolve_env_ids checked the entry point
+        env.close()
+        raise ValueError(f"{env_id} makes a {type(env).__name__}, not an environment program")
+    return env
+
+
+def episode_spec(row: Mapping[str, Any], *, where: str = "row") -> tuple[str, int, bool]:
+    """``(env_id, seed, hint)`` of a dataset row.
+
+    The keys are looked up at the top level of ``row`` first, then in ``row["extra_info"]`` (verl's
+    place for per-sample data), then in ``row["label"]`` (OpenRLHF's; a JSON object or its text).
+
+    Args:
+        row: the row's fields.
+        where: how to name the row in errors.
+
+    Returns:
+        The environment id, the reset seed (an int >= 0) and whether to show the hint.
+
+    Raises:
+        ValueError: ``env_id`` or ``seed`` is missing or of the wrong type (the message lists the
+            keys the row has).
+    """
+    sources: list[Mapping[str, Any]] = [row]
+    for key in ("extra_info", "label"):
+        value = row.get(key)
+        if isinstance(value, str) and value.lstrip().startswith("{"):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                value = None
+        if isinstance(value, Mapping):
+            sources.append(value)
+
+    def get(name: str) -> Any:
+        for source in sources:
+            if name in source and source[name] is not None:
+                return source[name]
+        return None
+
+    env_id, seed, hint = get("env_id"), get("seed"), get("hint")
+    if not isinstance(env_id, str) or not env_id:
+        raise ValueError(
+            f"{where} has no env_id (looked at the top level, extra_info and label; it has {sorted(row)}): "
+            "write rows with spade_gym.integrations.verl.make_rows, or add env_id and seed"
+        )
+    if hasattr(seed, "item"):  # numpy scalars from parquet
+        seed = seed.item()
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"{where}: seed must be an int >= 0, got {seed!r}")
+    return env_id, seed, bool(hint)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one agent turn did.
+
+    Attributes:
+        action: what was sent to ``step`` (``None`` for a malformed tool call, not sent).
+        format_ok: whether the completion used the expected tag.
+        observation: what the agent sees next (the environment's, or the error message for a
+            malformed tool call).
+        reward: this turn's reward (0 for an unsent or failed step).
+        done: the episode is over (terminated, truncated, turn limit, or a program failure).
+        error: the failure record when the program failed in this step, else ``None``.
+    """
+
+    action: str | None
+    format_ok: bool
+    observation: str
+    reward: float
+    done: bool
+    error: dict[str, Any] | None = None
+
+
+@dataclass
+class SpadeEpisode:
+    """One episode of one environment, played one completion at a time (blocking calls).
+
+    ``start()`` makes the environment and resets it; ``act(text)`` extracts the action from a
+    completion, steps the environment and says what the agent sees next; ``close()`` reaps the
+    worker. A program that fails to load, in ``reset``, in ``hint`` or mid-episode ends the episode
+    with :attr:`error` set and a return of 0; nothing but an unknown id raises.
+
+    Args:
+        env_id: a Gymnasium id (``spade/<Name>-v<k>``).
+        seed: the reset seed.
+        hint: append the privileged hint to the first observation (``"\\n\\nHint: ..."``).
+        max_turns: cap on agent turns below the environment's own ``max_turns`` (``None``: its own).
+
+    Attributes:
+        setting, description, tools, max_turns: the environment's (``"reasoning"``, ``""``, ``[]``
+            and ``max_turns`` or 1 until the environment is made).
+        rewards: per-turn rewards; ``turns``: agent turns taken.
+        terminated, truncated: how it ended; ``error``: the failure record, else ``None``.
+    """
+
+    env_id: str
+    seed: int
+    hint: bool = False
+    max_turns: int | None = None
+    setting: str = "reasoning"
+    description: str = ""
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    turns: int = 0
+    terminated: bool = False
+    truncated: bool = False
+    error: dict[str, Any] | None = None
+    first_observation: str = ""
+    _env: PlayableEnv | None = field(default=None, repr=False)
+    _limit: int = 1
+
+    def __post_init__(self) -> None:
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1 or None, got {self.max_turns}")
+
+    @property
+    def done(self) -> bool:
+        """Whether the episode is over."""
+        return self.terminated or self.truncated or self.error is not None
+
+    @property
+    def episode_return(self) -> float:
+        """The sum of rewards, or 0 when the program failed (DESIGN.md)."""
+        return 0.0 if self.error is not None else float(sum(self.rewards))
+
+    @property
+    def success(self) -> bool:
+        """Whether the return reached 0.99."""
+        return self.episode_return >= 0.99
+
+    @property
+    def turn_limit(self) -> int:
+        """Agent turns after which the episode is truncated (1 until :meth:`start` made the environment)."""
+        return self._limit
+
+    @property
+    def system_prompt(self) -> str:
+        """The Agent's system prompt for this environment (:func:`~spade_gym.agent.system_prompt`)."""
+        return system_prompt(self.setting, self.description, self.tools)
+
+    def start(self) -> str:
+        """Make the environment and reset it; return the first observation (``""`` on failure).
+
+        Raises:
+            EnvNotFound / ValueError: ``env_id`` is unknown or not playable (bad input, not a
+                program failure).
+        """
+        resolve_env_ids([self.env_id])
+        try:
+            self._env = _make(self.env_id)
+        except Exception as exc:  # the program fails its static check or to load
+            self.error, self.truncated = error_record(exc), True
+            return ""
+        env = self._env
+        self.setting, self.description = env.setting, env.description
+        self.tools = list(env.tools or [])
+        self._limit = min(env.max_turns, self.max_turns or env.max_turns)
+        try:
+            observation, _info = env.reset(seed=self.seed)
+            if self.hint:
+                observation += HINT_PREFIX + env.hint()
+        except Exception as exc:  # the program failed in reset or hint
+            self.error, self.truncated = error_record(exc), True
+            return ""
+        self.first_observation = observation
+        return observation
+
+    def act(self, completion: str) -> StepResult:
+        """One agent turn: extract the action from ``completion`` and step the environment.
+
+        Args:
+            completion: the agent's completion text.
+
+        Returns:
+            A :class:`StepResult`. After the episode is over, ``done=True`` and nothing is stepped.
+        """
+        if self.done or self._env is None:
+            return StepResult(None, False, "", 0.0, True, self.error)
+        parsed = extract_action(completion, self.setting)
+        self.turns += 1
+        info: Mapping[str, Any] = {}
+        if parsed.action is None:  # a malformed tool call: the agent is told, the environment is not stepped
+            observation, reward, terminated, truncated = (parsed.error or "Error: no action found."), 0.0, False, False
+        else:
+            try:
+                observation, reward, terminated, truncated, info = self._env.step(parsed.action)
+                reward = float(reward)
+            except Exception as exc:  # an in-process environment (reasoning-gym) raised
+                self.error, self.truncated = error_record(exc), True
+                self.rewards.append(0.0)
+                return StepResult(parsed.action, parsed.format_ok, "", 0.0, True, self.error)
+        self.rewards.append(reward)
+        sandbox_error = info.get("sandbox_error") if isinstance(info, Mapping) else None
+        if sandbox_error is not None:
+            self.error, self.truncated = dict(sandbox_error), True
+            return StepResult(parsed.action, parsed.format_ok, observation, reward, True, self.error)
+        self.terminated = bool(terminated)
+        self.truncated = bool(truncated) or (not self.terminated and self.turns >= self._limit)
+        return StepResult(parsed.action, parsed.format_ok, observation, reward, self.done)
+
+    def close(self) -> None:
+        """Reap the environment's worker; safe to call more than once."""
+        env, self._env = self._env, None
+        if env is not None:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001 - closing never fails an episode
+                pass
+
+    def summary(self) -> dict[str, Any]:
+        """The episode's outcome as JSON values: ``env_id``, ``seed``, ``hint``, ``return``,
+        ``success``, ``turns``, ``rewards``, ``terminated``, ``truncated``, ``error``."""
+        return {
+            "env_id": self.env_id,
+            "seed": self.seed,
+            "hint": self.hint,
+            "return": self.episode_return,
+            "success": self.success,
+            "turns": self.turns,
+            "rewards": list(self.rewards),
+            "terminated": self.terminated,
+            "truncated": self.truncated,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class StartedEpisode:
+    """Where an episode starts, for dataset rows: ``observation`` is the first observation (with
+    the hint when asked), ``""`` when the program failed to start (``error`` then says why)."""
+
+    env_id: str
+    seed: int
+    setting: str
+    system_prompt: str
+    observation: str
+    error: dict[str, Any] | None = None
+
+
+def first_observations(env_id: str, seeds: Sequence[int], *, hint: bool = False) -> list[StartedEpisode]:
+    """Reset ``env_id`` at each seed (one environment for all seeds) and record where it starts.
+
+    Args:
+        env_id: a Gymnasium id.
+        seeds: reset seeds (ints >= 0).
+        hint: append the privileged hint to each first observation.
+
+    Returns:
+        One :class:`StartedEpisode` per seed, in order. A program that fails to load, or to reset
+        at a seed, gives entries with ``error`` set (contained, not raised).
+
+    Raises:
+        EnvNotFound / ValueError: ``env_id`` is unknown or not playable, or a seed is not an int >= 0.
+    """
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seeds must be ints >= 0, got {seed!r}")
+    resolve_env_ids([env_id])
+    try:
+        env = _make(env_id)
+    except Exception as exc:  # the program fails its static check or to load
+        record = error_record(exc)
+        return [StartedEpisode(env_id, s, "reasoning", system_prompt("reasoning"), "", record) for s in seeds]
+    out = []
+    try:
+        prompt = system_prompt(env.setting, env.description, env.tools)
+        for seed in seeds:
+            try:
+                observation, _info = env.reset(seed=seed)
+                if hint:
+                    observation += HINT_PREFIX + env.hint()
+            except Exception as exc:  # the program failed in reset or hint at this seed
+                out.append(StartedEpisode(env_id, seed, env.setting, prompt, "", error_record(exc)))
+            else:
+                out.append(StartedEpisode(env_id, seed, env.setting, prompt, observation))
+    finally:
+        env.close()
+    return out
+
+
+# ------------------------------------------------------------------------------- chat templates
+
+
+def render_chat(
+    tokenizer: ChatTokenizer,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    add_generation_prompt: bool,
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+) -> str:
+    """The prompt text of ``messages`` under the tokenizer's chat template.
+
+    Raises:
+        ValueError: the tokenizer has no chat template (the message says to set one).
+    """
+    try:
+        text = tokenizer.apply_chat_template(
+            [dict(m) for m in messages],
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            **dict(chat_template_kwargs or {}),
+        )
+    except ValueError as exc:
+        raise ValueError(f"the tokenizer cannot render a chat ({exc}); give it a chat_template") from exc
+    if not isinstance(text, str):
+        raise ValueError(f"apply_chat_template(tokenize=False) returned {type(text).__name__}, not text")
+    return text
+
+
+def encode_text(tokenizer: ChatTokenizer, text: str) -> list[int]:
+    """Token ids of prompt text that already holds its special tokens (no BOS added again)."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if isinstance(ids, Mapping):  # a BatchEncoding
+        ids = ids["input_ids"]
+    return [int(i) for i in ids]
+
+
+# A fixed conversation the observation is appended to: the new user turn's text is what the full
+# rendering adds to the base's, independent of the episode's history (templates that rewrite
+# earlier turns, e.g. by dropping old reasoning, do not change it).
+_BASE = ({"role": "system", "content": "S"}, {"role": "user", "content": "U"}, {"role": "assistant", "content": "A"})
+
+
+def observation_text(
+    tokenizer: ChatTokenizer, observation: str, *, chat_template_kwargs: Mapping[str, Any] | None = None
+) -> str:
+    """The text that follows an assistant turn to add ``observation`` as the next user turn and
+    open the next assistant turn, e.g. ``"<|im_start|>user\\nobs<|im_end|>\\n<|im_start|>assistant\\n"``.
+
+    It is the suffix the chat template adds to a fixed (system, user, assistant) conversation when
+    the user turn is appended; a template whose rendering of that conversation is not a prefix of
+    the longer one gets the rendering of the user turn alone (with whatever default system
+    prompt the template adds).
+    """
+    user = {"role": "user", "content": observation}
+    base = render_chat(tokenizer, _BASE, add_generation_prompt=False, chat_template_kwargs=chat_template_kwargs)
+    full = render_chat(tokenizer, [*_BASE, user], add_generation_prompt=True, chat_template_kwargs=chat_template_kwargs)
+    if full.startswith(base):
+        return full[len(base) :]
+    return render_chat(tokenizer, [user], add_generation_prompt=True, chat_template_kwargs=chat_template_kwargs)

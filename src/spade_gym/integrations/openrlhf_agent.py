@@ -1,0 +1,295 @@
+"""OpenRLHF agent function: train the Reasoning Agent on spade environments with OpenRLHF.
+
+OpenRLHF runs multi-turn episodes through a Python file given with ``--train.agent_func_path``
+(``--agent_func_path`` before 0.10). The file defines ``AgentInstance`` (an ``AgentInstanceBase``
+with async ``reset(states)`` and ``step(states)``) and ``AgentExecutor`` (a
+``MultiTurnAgentExecutor`` over it). Point OpenRLHF at this file::
+
+    python -c "import spade_gym.integrations.openrlhf_agent as m; print(m.__file__)"
+
+Each prompt of the dataset plays one episode. Its ``label`` names the environment and the seed as
+JSON (``{"env_id": "spade/ArithmeticChain-v0", "seed": 3, "hint": false}``; :func:`make_rows`
+writes such rows). ``reset`` makes and resets the environment and returns the chat-template prompt
+(the Agent's system prompt and the first observation); each ``step`` takes the model's completion,
+extracts the action (:func:`~spade_gym.agent.extract_action`), steps the environment and returns
+the per-step reward, ``done``, and the next observation as the text the chat template adds for a
+user turn, which OpenRLHF tokenizes and appends (loss mask 0). The rewards of an episode sum to its
+return; a program that fails ends the episode with a total of 0 (the failing step's reward cancels
+the earlier ones) and ``extra_logs["spade_error"] = 1``, never an exception.
+
+The API followed is OpenRLHF 0.10 (``openrlhf/utils/agent.py``: ``AgentInstanceBase``,
+``MultiTurnAgentExecutor.execute(prompt, label, sampling_params, max_length, hf_tokenizer,
+llm_engine)``; docs "Multi-Turn Mode", 0.10.2): ``reset`` returns ``{"observation": str}``,
+``step`` returns ``rewards`` and ``scores`` (tensors), ``environment_feedback`` (str), ``done``
+(bool), ``sampling_params`` and ``extra_logs``. The executor hands the tokenizer to the instances
+(through a context variable) so observations follow the model's chat template.
+
+Settings, read from the environment of the OpenRLHF processes: ``SPADE_REGISTRY`` (a registry folder
+whose environments to register, for ids beyond the bundled seed library) and
+``SPADE_OPENRLHF_MAX_TURNS`` (cap on agent turns per episode).
+
+The OpenRLHF classes are defined on first access (they need OpenRLHF and torch); the episode logic,
+:class:`SpadeAgentSession`, needs neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from spade_gym.integrations import MissingDependency, require
+from spade_gym.integrations._episode import (
+    ChatTokenizer,
+    SpadeEpisode,
+    episode_spec,
+    observation_text,
+    render_chat,
+    resolve_env_ids,
+)
+
+__all__ = ["SpadeAgentSession", "agent_classes", "make_rows"]
+
+# The tokenizer of the executor's current ``execute`` call, for the instances it makes.
+_TOKENIZER: contextvars.ContextVar[Any] = contextvars.ContextVar("spade_openrlhf_tokenizer", default=None)
+_REGISTERED: set[str] = set()
+
+
+def _max_turns_setting() -> int | None:
+    raw = os.environ.get("SPADE_OPENRLHF_MAX_TURNS", "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"SPADE_OPENRLHF_MAX_TURNS must be an int >= 1, got {raw!r}") from None
+    if value < 1:
+        raise ValueError(f"SPADE_OPENRLHF_MAX_TURNS must be an int >= 1, got {raw!r}")
+    return value
+
+
+class SpadeAgentSession:
+    """One episode behind OpenRLHF's ``reset``/``step`` contract, without OpenRLHF (rewards as floats).
+
+    Args:
+        tokenizer: the model's tokenizer (with a chat template). ``None``: ``reset`` returns the
+            dataset prompt unchanged and observations are appended as ``"\\n\\n<observation>\\n\\n"``
+            (fine for base models without a chat template, wrong for chat models).
+        max_turns: cap on agent turns below the environment's own ``max_turns``.
+        chat_template_kwargs: extra keywords for ``apply_chat_template``.
+
+    Attributes:
+        episode: the :class:`~spade_gym.integrations._episode.SpadeEpisode` after ``reset``.
+    """
+
+    def __init__(
+        self,
+        *,
+        tokenizer: ChatTokenizer | None = None,
+        max_turns: int | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.max_turns = max_turns
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.episode: SpadeEpisode | None = None
+        self._paid = 0.0  # rewards handed to OpenRLHF so far
+
+    async def reset(self, states: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """Start the episode the ``label`` names.
+
+        Args:
+            states: ``{"observation": <the dataset prompt>, "label": <JSON {"env_id", "seed", "hint"}>}``.
+
+        Returns:
+            ``{"observation": text}``: the chat-template prompt (system prompt and first observation,
+            generation prompt included), or the dataset prompt without a tokenizer. When the program
+            fails to start, the prompt says so and the first ``step`` ends the episode with reward 0.
+
+        Raises:
+            ValueError: the label has no ``env_id`` or ``seed`` (bad data, named in the message).
+            EnvNotFound: the label names an unknown environment.
+        """
+        env_id, seed, hint = episode_spec(dict(states), where="OpenRLHF sample (label)")
+        await self.close()
+        self.episode = SpadeEpisode(env_id, seed, hint=hint, max_turns=self.max_turns)
+        self._paid = 0.0
+        first = await asyncio.to_thread(self.episode.start)
+        prompt = states.get("observation")
+        if self.tokenizer is None:
+            return {"observation": prompt if isinstance(prompt, str) and prompt else first}
+        if self.episode.error is not None:
+            first = f"(the environment {env_id} failed to start: {self.episode.error.get('message', '')})"
+        messages = [{"role": "system", "content": self.episode.system_prompt}, {"role": "user", "content": first}]
+        text = render_chat(
+            self.tokenizer, messages, add_generation_prompt=True, chat_template_kwargs=self.chat_template_kwargs
+        )
+        return {"observation": text}
+
+    async def step(self, states: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """One agent turn.
+
+        Args:
+            states: ``{"action_text": <the completion>, "observation_text", "label",
+                "sampling_params"}`` (OpenRLHF's).
+
+        Returns:
+            ``rewards`` (float: this turn's reward; on a program failure minus what was paid before,
+            so the episode totals 0), ``scores`` (float: the return so far), ``environment_feedback``
+            (str: the next user turn in the chat template; ``""`` when done), ``done`` (bool),
+            ``sampling_params`` (passed through), ``extra_logs`` (floats: ``spade_return``,
+            ``spade_success``, ``spade_turns``, ``spade_error``, ``spade_format_ok``).
+
+        Raises:
+            RuntimeError: ``step`` before ``reset``.
+        """
+        episode = self.episode
+        if episode is None:
+            raise RuntimeError("SpadeAgentSession.step called before reset")
+        action_text = states.get("action_text")
+        result = await asyncio.to_thread(episode.act, action_text if isinstance(action_text, str) else "")
+        total = episode.episode_return
+        reward, self._paid = total - self._paid, total
+        if result.done:
+            feedback = ""
+            await self.close()
+        elif self.tokenizer is None:
+            feedback = f"\n\n{result.observation}\n\n"
+        else:
+            feedback = observation_text(
+                self.tokenizer, result.observation, chat_template_kwargs=self.chat_template_kwargs
+            )
+        return {
+            "rewards": float(reward),
+            "scores": float(total),
+            "environment_feedback": feedback,
+            "done": bool(result.done),
+            "sampling_params": states.get("sampling_params"),
+            "extra_logs": {
+                "spade_return": float(total),
+                "spade_success": float(episode.success),
+                "spade_turns": float(episode.turns),
+                "spade_error": float(episode.error is not None),
+                "spade_format_ok": float(result.format_ok),
+            },
+        }
+
+    async def close(self) -> None:
+        """Reap the environment's worker (done automatically when the episode ends)."""
+        if self.episode is not None:
+            await asyncio.to_thread(self.episode.close)
+
+
+def make_rows(
+    env_ids: Sequence[str] | str | None = None,
+    seeds: Iterable[int] = range(8),
+    *,
+    registry: str | os.PathLike[str] | None = None,
+    hint: bool = False,
+) -> list[dict[str, Any]]:
+    """Prompt-dataset rows for OpenRLHF: one per (environment, seed), environments outermost.
+
+    Each row is ``{"prompt": [system message, first observation], "label": '{"env_id": ..., "seed":
+    ..., "hint": ...}'}``; train with ``--data.input_key prompt --data.label_key label
+    --data.apply_chat_template`` (write them as JSON lines).
+
+    Raises:
+        EnvNotFound / ValueError: an unknown or unplayable id, or a bad seed.
+        SpadeError: an environment fails to start at a seed.
+    """
+    from spade_gym.integrations.verl import make_rows as verl_rows
+
+    rows = verl_rows(env_ids, seeds, registry=registry, hint=hint)
+    return [
+        {
+            "prompt": row["prompt"],
+            "label": json.dumps(
+                {"env_id": row["extra_info"]["env_id"], "seed": row["extra_info"]["seed"], "hint": hint},
+                sort_keys=True,
+            ),
+        }
+        for row in rows
+    ]
+
+
+# --------------------------------------------------------------------------- OpenRLHF's classes
+
+_CLASSES: tuple[type, type] | None = None
+
+
+def agent_classes() -> tuple[type, type]:
+    """``(AgentInstance, AgentExecutor)``: OpenRLHF's classes over :class:`SpadeAgentSession`
+    (defined on first call; also this module's ``AgentInstance`` and ``AgentExecutor``).
+
+    ``AgentExecutor()`` is a ``MultiTurnAgentExecutor(AgentInstance)`` whose ``execute`` passes
+    OpenRLHF's ``hf_tokenizer`` to the instances it makes; ``AgentInstance.step`` returns the
+    rewards, scores and extra logs as tensors.
+
+    Raises:
+        MissingDependency: OpenRLHF (or torch) is not installed, or the installed OpenRLHF has no
+            ``MultiTurnAgentExecutor`` (older than the 0.10 API).
+    """
+    global _CLASSES
+    if _CLASSES is not None:
+        return _CLASSES
+    feature = "spade_gym.integrations.openrlhf_agent"
+    agent: Any = require("openrlhf.utils.agent", "openrlhf", feature)
+    torch: Any = require("torch", "train", feature)
+    base_executor: Any = getattr(agent, "MultiTurnAgentExecutor", None)
+    if base_executor is None:
+        raise MissingDependency(
+            f"{feature} needs OpenRLHF's MultiTurnAgentExecutor (OpenRLHF >= 0.10): pip install -U openrlhf"
+        )
+    if os.environ.get("SPADE_REGISTRY") and os.environ["SPADE_REGISTRY"] not in _REGISTERED:
+        resolve_env_ids(None, os.environ["SPADE_REGISTRY"])
+        _REGISTERED.add(os.environ["SPADE_REGISTRY"])
+
+    class AgentInstance(agent.AgentInstanceBase):
+        """One spade episode per prompt (see :class:`SpadeAgentSession`)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.session = SpadeAgentSession(tokenizer=_TOKENIZER.get(), max_turns=_max_turns_setting())
+
+        async def reset(self, states: dict, **kwargs: Any) -> dict[str, Any]:
+            return await self.session.reset(states, **kwargs)
+
+        async def step(self, states: dict, **kwargs: Any) -> dict[str, Any]:
+            out = await self.session.step(states, **kwargs)
+            out["rewards"] = torch.tensor(out["rewards"], dtype=torch.float32)
+            out["scores"] = torch.tensor(out["scores"], dtype=torch.float32)
+            out["extra_logs"] = {k: torch.tensor(v, dtype=torch.float32) for k, v in out["extra_logs"].items()}
+            return out
+
+    class AgentExecutor(base_executor):
+        """``MultiTurnAgentExecutor`` over spade episodes."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(AgentInstance)
+
+        async def execute(self, *args: Any, **kwargs: Any) -> Any:
+            # execute(prompt, label, sampling_params, max_length, hf_tokenizer, llm_engine[, images]),
+            # positional or (as OpenRLHF 0.10 calls it) by keyword
+            tokenizer = kwargs.get("hf_tokenizer", args[4] if len(args) > 4 else None)
+            token = _TOKENIZER.set(tokenizer)
+            try:
+                return await super().execute(*args, **kwargs)
+            finally:
+                _TOKENIZER.reset(token)
+
+    for cls in (AgentInstance, AgentExecutor):
+        cls.__module__ = __name__
+    _CLASSES = (AgentInstance, AgentExecutor)
+    return _CLASSES
+
+
+def __getattr__(name: str) -> Any:
+    """``AgentInstance`` and ``AgentExecutor`` are defined on first access (OpenRLHF looks up
+    ``AgentExecutor`` in this file); see :func:`agent_classes`."""
+    if name == "AgentInstance":
+        return agent_classes()[0]
+    if name == "AgentExecutor":
+        return agent_classes()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
