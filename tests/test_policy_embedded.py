@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -36,6 +37,8 @@ def test_the_model_is_converted_once_then_read_from_the_cache() -> None:
     folder = embedded_model_dir(progress=False)
     assert folder.parent == cache_dir() / "models"
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in folder.iterdir()}
+    # TRL, vLLM and AutoModel-by-path read the architecture from config.json
+    assert json.loads((folder / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
     stamp = (folder / "model.safetensors").stat().st_mtime_ns
     started = time.perf_counter()
     assert embedded_model_dir(progress=False) == folder

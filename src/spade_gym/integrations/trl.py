@@ -1,0 +1,1383 @@
+"""TRL integration: train the Environment Designer and the Reasoning Agent with TRL's ``GRPOTrainer``.
+
+Two adapters, one per SPADE role (DESIGN.md, "The data flow"), for TRL >= 1.0 (written against
+TRL 1.16; see https://huggingface.co/docs/trl/main/en/grpo_trainer):
+
+**The Designer** (:class:`DesignerReward`, :func:`designer_dataset`). A TRL reward function is a
+callable ``f(prompts, completions, completion_ids, **kwargs) -> list[float | None]``; TRL passes
+every other dataset column as a keyword (one list entry per completion), plus ``trainer_state``,
+``log_extra`` and ``log_metric``. :class:`DesignerReward` runs each completion through
+:func:`~spade_gym.designer.evaluate_completion` (validation gate -> regret with the Agent ->
+registry -> :func:`~spade_gym.regret.designer_reward`), so ``GRPOTrainer`` trains a Designer whose
+reward is the Agent's regret. :func:`designer_dataset` builds the prompts the same way
+``spade/Designer-v0`` does (a document and a memory of the registry's environments). The Agent whose
+regret is measured is either *frozen* (any spade :class:`~spade_gym.policies.base.Policy`, e.g.
+``load_policy("default")``) or *co-trained*: :class:`TrainerPolicy` samples from the very model the
+``GRPOTrainer`` is updating, so Designer and Agent share weights as in SPADE.
+
+**The Agent** (:func:`environment_factory`, :func:`environment_factories`, :func:`agent_dataset`).
+TRL's ``environment_factory`` takes a class whose public methods are the tools of a multi-turn tool
+loop (TRL turns each method into a JSON schema with ``transformers.utils.get_json_schema``: type
+hints plus a Google-style docstring), whose ``reset(**row)`` starts an episode from a dataset row
+and whose ``get_reward()`` scores the finished rollout. :func:`environment_factory` builds such a
+class for any spade environment (a gymnasium id or a program): a tool-use environment's tools
+become methods with generated signatures and docstrings; a reasoning environment gets one tool,
+``answer(answer)``, and a game ``act(move)``. Each call steps the sandboxed environment.
+
+Rules (tested in ``tests/test_integration_trl.py``):
+
+* **None means "not mine".** TRL reads a ``None`` reward as "this reward function does not apply to
+  this sample" (NaN, left out of the sum; a completion no function scores gets advantage 0).
+  :class:`DesignerReward` returns ``None`` only for rows whose ``spade_role`` column is not
+  ``"designer"`` (a dataset mixing tasks) and for completions whose regret could not be measured
+  because the *Agent* failed (:class:`~spade_gym.errors.PolicyError`: not the Designer's fault, so
+  no signal). Every program outcome, crashes included, is a number: a program that breaks the
+  sandbox, the gate or the regret episodes earns ``RewardConfig.invalid`` (-1 by default).
+* **Hostile programs never crash the trainer.** An environment that fails in ``reset`` or ``step``
+  ends its episode with return 0 and an error note (``SpadeEnvironment.error``); tool calls
+  after the end are answered with text, never an exception. Only setup errors raise: an unknown
+  environment id, a dataset row without a seed, a tool-use environment without tools, or no
+  sandbox on this machine (:class:`~spade_gym.errors.SandboxSetupError`).
+* **Identical programs in one batch share one evaluation.** GRPO compares the ``G`` completions of
+  one prompt; when two of them hold the same program the second gets the first's outcome instead
+  of the duplicate penalty, so the group's advantages do not depend on the order of evaluation.
+
+Importing this module imports none of trl, torch, transformers or datasets; each is imported when
+first needed through :func:`spade_gym.integrations.require`, which raises
+:class:`~spade_gym.errors.MissingDependency` (``pip install 'spade-gym[trl]'``) when missing.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import keyword
+import logging
+import math
+import os
+import re
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union, cast
+
+from spade_gym.agent import HINT_PREFIX
+from spade_gym.designer import DesignerConfig, DesignerPrompt, DesignOutcome, SpadeDesignerEnv, evaluate_completion
+from spade_gym.documents import DocumentSource
+from spade_gym.env import SandboxedEnv, escape_text
+from spade_gym.errors import GenerationError, PolicyError, SandboxSetupError
+from spade_gym.integrations import require
+from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
+from spade_gym.program import SETTINGS, EnvProgram
+from spade_gym.reasoning_gym import ReasoningGymEnv
+from spade_gym.registry.gymnasium import open_registry
+from spade_gym.registry.store import Registry
+from spade_gym.sandbox import SandboxConfig
+
+if TYPE_CHECKING:  # pragma: no cover - types only
+    from datasets import Dataset
+
+__all__ = [
+    "AGENT_SYSTEM_PROMPTS",
+    "DESIGNER_ROLE",
+    "EPISODE_OVER",
+    "DesignerReward",
+    "SpadeEnvironment",
+    "TrainerPolicy",
+    "agent_dataset",
+    "designer_dataset",
+    "environment_factories",
+    "environment_factory",
+    "log_episodes",
+    "tool_calling_tokenizer",
+]
+
+logger = logging.getLogger(__name__)
+
+_FEATURE = "spade_gym.integrations.trl"
+
+#: The ``spade_role`` value of Designer rows (:func:`designer_dataset`); rows with another value
+#: are not scored by :class:`DesignerReward` (it returns ``None`` for them).
+DESIGNER_ROLE = "designer"
+
+#: The Agent's system prompt per setting under TRL's tool loop. Unlike
+#: :data:`spade_gym.agent.SYSTEM_PROMPTS` they do not spell out a call format: the model's chat
+#: template renders the tool schemas and its own tool-call syntax.
+AGENT_SYSTEM_PROMPTS: dict[str, str] = {
+    "reasoning": (
+        "You solve reasoning problems. Think briefly, then submit your final answer by calling the answer "
+        "tool. The result comes back as the next message."
+    ),
+    "game": (
+        "You play a game by calling the act tool with one move per call. The game's reply comes back as the "
+        "next message; keep playing until the game is over."
+    ),
+    "tool_use": (
+        "You complete tasks by calling the tools you are given, one call at a time. Each tool's result comes "
+        "back as the next message; keep calling tools until the task is done."
+    ),
+}
+
+#: Text returned by a tool called after the episode ended (the environment is not stepped).
+EPISODE_OVER = "The episode is over; no further tool calls are accepted."
+
+
+def _import(module: str) -> Any:
+    return require(module, "trl", _FEATURE)
+
+
+# ================================================================================================
+# The Designer: reward function, prompts dataset, co-trained Agent
+# ================================================================================================
+
+
+@dataclass(frozen=True)
+class _RowPrompt(DesignerPrompt):
+    """A :class:`DesignerPrompt` rebuilt from a dataset row: its provenance is the stored one."""
+
+    stored: dict[str, Any] = field(default_factory=dict)
+
+    def provenance(self) -> dict[str, Any]:
+        return copy.deepcopy(self.stored)
+
+
+def _row_prompt(messages: Any, provenance: Any, index: int) -> _RowPrompt:
+    """Rebuild the prompt of row ``index`` from its ``prompt`` and ``provenance`` columns."""
+    where = f"row {index}: the 'provenance' column"
+    if isinstance(provenance, str):
+        try:
+            provenance = json.loads(provenance)
+        except ValueError as exc:
+            raise ValueError(f"{where} is not JSON ({exc}); build the dataset with designer_dataset()") from None
+    if not isinstance(provenance, Mapping) or not {"mode", "setting", "parent"} <= set(provenance):
+        raise ValueError(
+            f"{where} must be a JSON object with 'mode', 'setting' and 'parent' (DesignerPrompt.provenance()), "
+            f"got {provenance!r:.200}"
+        )
+    setting = provenance["setting"]
+    if setting is not None and setting not in SETTINGS:
+        raise ValueError(f"{where} names setting {setting!r}; expected one of {SETTINGS} or null")
+    chat = [dict(m) for m in messages] if isinstance(messages, list) else [{"role": "user", "content": str(messages)}]
+    return _RowPrompt(
+        messages=chat,
+        mode=str(provenance["mode"]),
+        setting=setting,
+        document=None,
+        parent=provenance["parent"],
+        stored=dict(provenance),
+    )
+
+
+def _completion_text(completion: Any) -> str:
+    """The text of a TRL completion: a string (standard format) or a list of messages (conversational)."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Mapping):
+        completion = [completion]
+    parts: list[str] = []
+    for message in completion or ():
+        if not isinstance(message, Mapping) or message.get("role", "assistant") != "assistant":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):  # content blocks
+            parts.extend(str(b.get("text", "")) for b in content if isinstance(b, Mapping) and b.get("type") == "text")
+    return "\n".join(parts)
+
+
+def designer_dataset(
+    n: int,
+    *,
+    registry: Registry | str | os.PathLike[str],
+    documents: DocumentSource | str | None = None,
+    config: DesignerConfig | None = None,
+    seed: int = 0,
+    setting: str | None = None,
+    mode: str | None = None,
+    seed_library: bool = True,
+) -> Dataset:
+    """A ``datasets.Dataset`` of ``n`` Designer prompts for ``GRPOTrainer``.
+
+    Each row is what ``spade/Designer-v0`` poses at ``reset(seed=seed + i)``
+    (:class:`~spade_gym.designer.SpadeDesignerEnv`): a document from ``documents`` and a memory of
+    the registry's environments, in write or edit mode (``config.edit_probability``), for a setting
+    drawn from ``config.settings``. The memory is a snapshot of the registry when the dataset is
+    built; rebuild the dataset (e.g. each epoch) for prompts that show newly registered
+    environments.
+
+    Args:
+        n: number of prompts, ``>= 1``.
+        registry: the registry (or its folder, created with the seed library when new) whose
+            environments the memory shows; pass the same one to :class:`DesignerReward`.
+        documents: a :class:`~spade_gym.documents.DocumentSource` or a
+            :func:`~spade_gym.documents.load_documents` spec (``None``: the built-in corpus).
+        config: memory, settings and edit-mode settings (:class:`~spade_gym.designer.DesignerConfig`).
+        seed: row ``i`` is the prompt of ``reset(seed=seed + i)``.
+        setting: force every prompt's target setting (``"reasoning"``, ``"tool_use"``, ``"game"``).
+        mode: force every prompt's mode (``"write"`` or ``"edit"``).
+        seed_library: copy the seed library into a new registry folder.
+
+    Returns:
+        A conversational dataset with columns ``prompt`` (``[{"role": "system", ...},
+        {"role": "user", ...}]``), ``spade_role`` (``"designer"``) and ``provenance`` (JSON text
+        of :meth:`DesignerPrompt.provenance`: mode, setting, document source, memory ids, parent),
+        which :class:`DesignerReward` reads back.
+
+    Raises:
+        ValueError: ``n < 1``, or an unknown setting or mode.
+        DocumentError: the document source holds no usable document.
+        MissingDependency: ``datasets`` is not installed.
+    """
+    datasets = _import("datasets")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an int >= 1, got {n!r}")
+    options: dict[str, Any] = {}
+    if setting is not None:
+        options["setting"] = setting
+    if mode is not None:
+        options["mode"] = mode
+    env = SpadeDesignerEnv(
+        agent=None,
+        registry=registry if isinstance(registry, Registry) else Path(registry),
+        documents=documents,
+        config=config,
+        seed_library=seed_library,
+    )
+    rows: dict[str, list[Any]] = {"prompt": [], "spade_role": [], "provenance": []}
+    try:
+        for i in range(n):
+            env.reset(seed=seed + i, options=dict(options))
+            prompt = env.prompt
+            assert prompt is not None
+            rows["prompt"].append([dict(m) for m in prompt.messages])
+            rows["spade_role"].append(DESIGNER_ROLE)
+            rows["provenance"].append(json.dumps(prompt.provenance(), sort_keys=True))
+    finally:
+        env.close()
+    return datasets.Dataset.from_dict(rows)
+
+
+class TrainerPolicy:
+    """A spade :class:`~spade_gym.policies.base.Policy` that samples from the model a TRL trainer is training.
+
+    This is the *co-trained* Agent: passed to :class:`DesignerReward` (``agent="trainer"`` or
+    ``agent=TrainerPolicy()``), the regret of each Designer program is measured with the current
+    weights of the model ``GRPOTrainer`` updates, so the Designer and the Agent share weights as in
+    SPADE (DESIGN.md). The trainer does not exist yet when its reward functions are built, so the
+    policy is created unbound and bound afterwards with :meth:`bind` (or
+    :meth:`DesignerReward.bind`).
+
+    Generation goes through :class:`~spade_gym.policies.transformers.TransformersPolicy` on the
+    trainer's own model object (no copy): the model is put in eval mode for the call and its
+    training mode and ``generation_config`` are restored afterwards. Sampling settings come from
+    the :class:`~spade_gym.policies.base.SamplingParams` of the caller (the regret rollouts'
+    ``DesignerConfig.rollout.sampling``), not from the trainer's generation settings.
+
+    Args:
+        trainer: a ``trl.GRPOTrainer`` (or any ``transformers.Trainer`` with ``model``,
+            ``processing_class`` and ``accelerator``), or ``None`` to bind later.
+        max_batch_size: most sequences per ``model.generate`` call.
+
+    Raises:
+        ValueError: from :meth:`bind`, see there.
+    """
+
+    def __init__(self, trainer: Any = None, *, max_batch_size: int = 32) -> None:
+        self._trainer: Any = None
+        self._policy: Any = None
+        self._model_id: int | None = None
+        self._lock = threading.Lock()
+        self.max_batch_size = max_batch_size
+        #: Completions generated so far (all calls), for logs and tests.
+        self.completions_generated = 0
+        if trainer is not None:
+            self.bind(trainer)
+
+    def bind(self, trainer: Any) -> TrainerPolicy:
+        """Sample from ``trainer``'s model from now on.
+
+        Args:
+            trainer: the ``GRPOTrainer`` whose model is being trained.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            ValueError: ``trainer`` has no ``model``/``processing_class``, or shards its model with
+                DeepSpeed or FSDP: sharded generation needs every rank to generate together, while
+                each rank measures regret only for its own accepted programs; use a frozen Agent
+                there (e.g. a vLLM or OpenAI-compatible policy).
+        """
+        if getattr(trainer, "model", None) is None or getattr(trainer, "processing_class", None) is None:
+            raise ValueError(
+                f"TrainerPolicy.bind needs a trainer with .model and .processing_class, got {type(trainer).__name__}"
+            )
+        if getattr(trainer, "is_deepspeed_enabled", False) or getattr(trainer, "is_fsdp_enabled", False):
+            raise ValueError(
+                "a co-trained Agent cannot sample from a DeepSpeed- or FSDP-sharded model (ranks would have to "
+                "generate in lockstep); pass a frozen Agent policy to DesignerReward instead"
+            )
+        self._trainer = trainer
+        self._policy, self._model_id = None, None
+        return self
+
+    @property
+    def bound(self) -> bool:
+        """Whether a trainer is bound."""
+        return self._trainer is not None
+
+    @property
+    def model(self) -> Any:
+        """The trainer's model (unwrapped from the accelerator), the object being trained.
+
+        Raises:
+            RuntimeError: no trainer is bound.
+        """
+        trainer = self._require()
+        accelerator = getattr(trainer, "accelerator", None)
+        return accelerator.unwrap_model(trainer.model) if accelerator is not None else trainer.model
+
+    @property
+    def name(self) -> str:
+        """``"trainer:<model name>"``, or ``"trainer:unbound"``."""
+        if self._trainer is None:
+            return "trainer:unbound"
+        config = getattr(self.model, "config", None)
+        return f"trainer:{getattr(config, '_name_or_path', '') or type(self.model).__name__}"
+
+    @property
+    def context_window(self) -> int | None:
+        """The model config's ``max_position_embeddings`` (``None`` unbound or unknown)."""
+        if self._trainer is None:
+            return None
+        config = getattr(self.model, "config", None)
+        value = getattr(config, "max_position_embeddings", None)
+        return int(value) if isinstance(value, int) else None
+
+    def _require(self) -> Any:
+        if self._trainer is None:
+            raise RuntimeError(
+                "TrainerPolicy is not bound to a trainer: call DesignerReward.bind(trainer) (or TrainerPolicy.bind) "
+                "after building the GRPOTrainer and before trainer.train()"
+            )
+        return self._trainer
+
+    def _backend(self) -> Any:
+        """The TransformersPolicy over the trainer's current model object, built once per model."""
+        model = self.model
+        if self._policy is None or self._model_id != id(model):
+            from spade_gym.policies.transformers import TransformersPolicy
+
+            saved_config, was_training = getattr(model, "generation_config", None), model.training
+            parameter = next(model.parameters())
+            try:
+                self._policy = TransformersPolicy(
+                    model,
+                    self._require().processing_class,
+                    device=str(parameter.device),
+                    dtype=parameter.dtype,
+                    max_batch_size=self.max_batch_size,
+                    name=self.name,
+                )
+            finally:  # TransformersPolicy sets neutral generation defaults and eval mode: undo both
+                if saved_config is not None:
+                    model.generation_config = saved_config
+                model.train(was_training)
+            self._model_id = id(model)
+        return self._policy
+
+    def encode(self, prompt: Prompt) -> list[int]:
+        """The prompt's token ids under the trainer's chat template (see ``TransformersPolicy.encode``)."""
+        with self._lock:
+            ids: list[int] = self._backend().encode(prompt)
+            return ids
+
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
+        """Sample completions from the trainer's current weights (see :class:`~spade_gym.policies.base.Policy`).
+
+        Args:
+            prompts: ``B`` conversations.
+            sampling: sampling settings (``None``: ``SamplingParams()``).
+
+        Returns:
+            ``B * n`` completions grouped by prompt, with token ids and logprobs.
+
+        Raises:
+            RuntimeError: no trainer is bound.
+            ContextLengthExceeded: a prompt too long (unless ``sampling.truncate_prompt``).
+        """
+        with self._lock:
+            backend = self._backend()
+            model = backend.model
+            was_training = model.training
+            model.eval()
+            try:
+                out: list[Completion] = backend.generate(prompts, sampling)
+            finally:
+                model.train(was_training)
+            self.completions_generated += len(out)
+            return out
+
+
+class _LazyAgent:
+    """An Agent given as a ``load_policy`` spec, loaded on the first accepted program."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self._policy: Policy | None = None
+
+    @property
+    def policy(self) -> Policy:
+        if self._policy is None:
+            from spade_gym.policies import load_policy
+
+            self._policy = load_policy(self.spec)
+        return self._policy
+
+    @property
+    def name(self) -> str:
+        return self.spec
+
+    @property
+    def context_window(self) -> int | None:
+        return self.policy.context_window
+
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
+        return self.policy.generate(prompts, sampling)
+
+    def __getattr__(self, name: str) -> Any:  # encode and other backend extras
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.policy, name)
+
+
+class _GuardedAgent:
+    """The Agent as seen by the regret rollouts: any failure of its ``generate`` is a :class:`PolicyError`.
+
+    A backend error (a dead server, CUDA out of memory) is then told apart from a program that
+    broke the sandbox, which ``evaluate_completion`` contains itself.
+    """
+
+    def __init__(self, agent: Any) -> None:
+        self._agent = agent
+
+    @property
+    def name(self) -> str:
+        return str(self._agent.name)
+
+    @property
+    def context_window(self) -> int | None:
+        window: int | None = self._agent.context_window
+        return window
+
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
+        try:
+            out: list[Completion] = self._agent.generate(prompts, sampling)
+        except PolicyError:
+            raise
+        except Exception as exc:
+            raise GenerationError(f"the Agent policy {self.name!r} failed: {type(exc).__name__}: {exc}") from exc
+        return out
+
+    def __getattr__(self, name: str) -> Any:  # encode and other backend extras
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._agent, name)
+
+
+@dataclass
+class _Scored:
+    """What :class:`DesignerReward` recorded for one completion."""
+
+    reward: float | None
+    category: str | None = None
+    outcome: str | None = None
+    regret: float | None = None
+    env_id: str | None = None
+    error: str | None = None
+    design: DesignOutcome | None = None
+
+
+class DesignerReward:
+    """The Designer's reward as a TRL reward function: completion -> gate -> regret -> registry -> reward.
+
+    Use it as ``GRPOTrainer(reward_funcs=DesignerReward(...), train_dataset=designer_dataset(...))``.
+    Each call scores one batch: every completion goes through
+    :func:`~spade_gym.designer.evaluate_completion` with the prompt rebuilt from the row's
+    ``provenance`` column (so the target setting is checked and the registry records the document,
+    the memory and, in edit mode, the parent). Accepted programs are registered (and get a
+    gymnasium id ``spade/<Name>-v<k>``); the reward is :func:`~spade_gym.regret.designer_reward`:
+    ``RewardConfig.invalid`` (-1) for a rejected program, ``duplicate`` (-0.5) for a copy of a
+    registered one, ``trivial``/``out_of_reach`` (0) at the extremes, else the regret in [0, 1]
+    (SPADE; DESIGN.md "Regret and the Designer's reward"). See the module docstring for ``None``.
+
+    TRL's name for it (the ``rewards/<name>/mean`` metric) is ``spade_designer``. Per-completion
+    details go to TRL's completions table through ``log_extra`` (columns ``spade/category``,
+    ``spade/outcome``, ``spade/regret``, ``spade/env_id``, ``spade/error``) and batch figures through
+    ``log_metric`` (``spade/accepted``, ``spade/invalid``, ``spade/duplicate``: fractions of the
+    scored completions; ``spade/regret``: mean regret of the accepted ones), when the installed TRL
+    passes those keywords (TRL 1.16 does).
+
+    Args:
+        agent: the Agent whose regret is measured: a spade ``Policy`` (frozen, e.g.
+            ``load_policy("default")``), a :func:`~spade_gym.policies.load_policy` spec (loaded on
+            the first accepted program), ``"trainer"`` (co-trained: a :class:`TrainerPolicy`; call
+            :meth:`bind` with the trainer before training) or a :class:`TrainerPolicy`.
+        registry: where accepted programs are registered and what the novelty check compares
+            against (a :class:`~spade_gym.registry.store.Registry` or its folder, created with the
+            seed library when new); use the one :func:`designer_dataset` read.
+        config: gate, regret (``k`` episodes per arm, rollout sampling) and reward settings.
+        seed: base seed of the Agent's sampling in regret rollouts; completion ``i`` at global
+            step ``s`` uses a seed derived from ``(seed, s, i)``. ``None``: unseeded.
+        seed_library: copy the seed library into a new registry folder.
+
+    Attributes:
+        agent: the Agent policy. registry: the registry. config: the settings.
+        last_outcomes: the :class:`~spade_gym.designer.DesignOutcome` of each completion of the last
+            call (``None`` for rows that were not scored), e.g. for the regret estimates' no-hint
+            trajectories (Agent training data).
+        last_rewards: the rewards returned by the last call.
+
+    Raises:
+        ValueError: an ``agent`` that is neither a policy, a spec nor a :class:`TrainerPolicy`.
+    """
+
+    __name__ = "spade_designer"
+
+    def __init__(
+        self,
+        agent: Policy | TrainerPolicy | str,
+        registry: Registry | str | os.PathLike[str],
+        *,
+        config: DesignerConfig | None = None,
+        seed: int | None = 0,
+        seed_library: bool = True,
+    ) -> None:
+        if agent == "trainer":
+            self.agent: Any = TrainerPolicy()
+        elif isinstance(agent, str):
+            self.agent = _LazyAgent(agent)
+        elif isinstance(agent, TrainerPolicy) or isinstance(agent, Policy):
+            self.agent = agent
+        else:
+            raise ValueError(
+                f"agent must be a spade Policy, a load_policy spec, 'trainer' or a TrainerPolicy, got {type(agent).__name__}"
+            )
+        self.registry = (
+            registry if isinstance(registry, Registry) else open_registry(Path(registry), seed_library=seed_library)
+        )
+        self.config = config or DesignerConfig()
+        self.seed = seed
+        self.last_outcomes: list[DesignOutcome | None] = []
+        self.last_rewards: list[float | None] = []
+        self._lock = threading.Lock()
+
+    def bind(self, trainer: Any) -> DesignerReward:
+        """Bind a co-trained Agent (``agent="trainer"``) to ``trainer``; a no-op for a frozen Agent.
+
+        Args:
+            trainer: the ``GRPOTrainer`` this reward function was given to.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            ValueError: see :meth:`TrainerPolicy.bind`.
+        """
+        if isinstance(self.agent, TrainerPolicy):
+            self.agent.bind(trainer)
+        return self
+
+    def _sampling_seed(self, step: int, index: int) -> int | None:
+        if self.seed is None:
+            return None
+        return (self.seed * 1_000_003 + step * 10_007 + index) % (2**62)
+
+    def __call__(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        completion_ids: Sequence[Sequence[int]] | None = None,
+        **kwargs: Any,
+    ) -> list[float | None]:
+        """Score one batch of Designer completions (TRL's reward function call).
+
+        Args:
+            prompts: the prompts, one per completion (chat messages or text).
+            completions: the completions (a list of messages in TRL's conversational format, or
+                text); the assistant messages' text is the Designer's answer.
+            completion_ids: the completions' token ids (unused).
+            **kwargs: the dataset's other columns as lists (``provenance``: JSON of
+                :meth:`DesignerPrompt.provenance`, optional, and ``spade_role``, optional), and
+                TRL's ``trainer_state``, ``log_extra``, ``log_metric`` (all optional).
+
+        Returns:
+            One reward per completion (``None``: not scored, see the module docstring).
+
+        Raises:
+            ValueError: a column whose length differs from ``completions``, or a malformed
+                ``provenance``.
+            SandboxSetupError: no sandbox worker can start on this machine.
+            RuntimeError: a co-trained Agent that was never bound (see :meth:`bind`).
+        """
+        n = len(completions)
+        provenance = kwargs.get("provenance")
+        roles = kwargs.get("spade_role")
+        for column, values in (("prompts", prompts), ("provenance", provenance), ("spade_role", roles)):
+            if values is not None and len(values) != n:
+                raise ValueError(f"the {column!r} column has {len(values)} entries for {n} completions")
+        if isinstance(self.agent, TrainerPolicy) and not self.agent.bound:
+            self.agent._require()  # fail before any work, with the message that says what to do
+        state = kwargs.get("trainer_state")
+        step = int(getattr(state, "global_step", 0) or 0)
+        scored: list[_Scored] = []
+        by_program: dict[str, _Scored] = {}
+        with self._lock:
+            for i in range(n):
+                if roles is not None and roles[i] != DESIGNER_ROLE:
+                    scored.append(_Scored(None))
+                    continue
+                prompt = _row_prompt(prompts[i], provenance[i], i) if provenance is not None else None
+                scored.append(self._score(_completion_text(completions[i]), prompt, step, i, by_program))
+        self.last_outcomes = [s.design for s in scored]
+        self.last_rewards = [s.reward for s in scored]
+        self._log(scored, kwargs.get("log_extra"), kwargs.get("log_metric"))
+        return list(self.last_rewards)
+
+    def _score(
+        self, text: str, prompt: DesignerPrompt | None, step: int, index: int, seen: dict[str, _Scored]
+    ) -> _Scored:
+        from spade_gym.designer import extract_program
+
+        source = extract_program(text).source
+        key = f"{prompt.setting if prompt else None}\n{source}" if source is not None else None
+        if key is not None and key in seen:
+            first = seen[key]
+            return _Scored(
+                first.reward, first.category, first.outcome, first.regret, first.env_id, first.error, first.design
+            )
+        try:
+            outcome = evaluate_completion(
+                text,
+                prompt,
+                registry=self.registry,
+                agent=cast(Policy, _GuardedAgent(self.agent)),
+                config=self.config,
+                sampling_seed=self._sampling_seed(step, index),
+            )
+        except SandboxSetupError:
+            raise
+        except PolicyError as exc:  # the Agent failed, not the program: no signal for this completion
+            logger.warning("spade_designer: completion %d not scored, the Agent failed: %s", index, exc)
+            result = _Scored(None, "AGENT_ERROR", None, error=f"{type(exc).__name__}: {exc}"[:500])
+        except Exception as exc:  # a hostile program found a path evaluate_completion did not contain
+            result = self._crashed(index, exc)
+        else:
+            estimate = outcome.estimate
+            result = _Scored(
+                float(outcome.reward.reward),
+                outcome.report.category,
+                outcome.reward.outcome,
+                estimate.regret if estimate is not None else None,
+                outcome.record.gym_id if outcome.record is not None else None,
+                None,
+                outcome,
+            )
+        if key is not None:
+            seen[key] = result
+        return result
+
+    def _crashed(self, index: int, exc: BaseException) -> _Scored:
+        logger.warning("spade_designer: completion %d crashed the evaluation: %s: %s", index, type(exc).__name__, exc)
+        return _Scored(
+            float(self.config.reward.invalid),
+            "EVALUATION_ERROR",
+            "invalid",
+            error=f"{type(exc).__name__}: {exc}"[:500],
+        )
+
+    def _log(self, scored: list[_Scored], log_extra: Any, log_metric: Any) -> None:
+        if callable(log_extra):
+            log_extra("spade/category", [s.category for s in scored])
+            log_extra("spade/outcome", [s.outcome for s in scored])
+            log_extra("spade/regret", [s.regret for s in scored])
+            log_extra("spade/env_id", [s.env_id for s in scored])
+            log_extra("spade/error", [s.error for s in scored])
+        if callable(log_metric):
+            rated = [s for s in scored if s.reward is not None]
+            if rated:
+                log_metric("spade/accepted", sum(s.env_id is not None for s in rated) / len(rated))
+                log_metric("spade/invalid", sum(s.outcome == "invalid" for s in rated) / len(rated))
+                log_metric("spade/duplicate", sum(s.outcome == "duplicate" for s in rated) / len(rated))
+            regrets = [s.regret for s in rated if s.regret is not None]
+            if regrets:
+                log_metric("spade/regret", sum(regrets) / len(regrets))
+
+
+# ================================================================================================
+# The Agent: environment_factory
+# ================================================================================================
+
+
+class _Missing:
+    """Default of optional tool arguments the model left out (they are not sent to the environment)."""
+
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING = _Missing()
+_SCHEMA_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "object": dict,
+    "null": type(None),
+}
+# Words that end a Google-style docstring section; kept out of generated descriptions.
+_SECTION = re.compile(r"\b(Args|Arguments|Returns|Raises|Yields)\s*:", re.IGNORECASE)
+_CHOICES = re.compile(r"\(\s*choices\s*:", re.IGNORECASE)
+
+
+def _one_line(text: Any, limit: int = 1000) -> str:
+    """Untrusted schema text as one docstring-safe line."""
+    line = " ".join(str(text).split())[:limit]
+    line = _SECTION.sub(lambda m: m.group(1) + " -", line)
+    return _CHOICES.sub("(choices -", line)
+
+
+def _annotation(schema: Any, depth: int = 0) -> Any:
+    """A Python type hint that ``transformers.utils.get_json_schema`` turns back into (most of) ``schema``.
+
+    Scalars, enums (``Literal``), arrays with item types and unions keep their meaning; an object's
+    properties are not expressible as a hint and become a plain ``dict`` ("type": "object").
+    """
+    if not isinstance(schema, Mapping) or depth > 8:
+        return Any
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum and all(isinstance(v, str | int | float | bool) for v in enum):
+        return Literal[tuple(dict.fromkeys(enum))]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        members = [_annotation({**schema, "type": k}, depth + 1) for k in kind if isinstance(k, str)]
+        members = [m for m in members if m is not Any]
+        return Union[tuple(dict.fromkeys(members))] if members else Any  # noqa: UP007
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            members = [_annotation(o, depth + 1) for o in options]
+            if any(m is Any for m in members):
+                return Any
+            return Union[tuple(dict.fromkeys(members))]  # noqa: UP007
+    if kind == "array":
+        items = schema.get("items")
+        return list[_annotation(items, depth + 1)] if isinstance(items, Mapping) else list  # type: ignore[misc]
+    return _SCHEMA_TYPES.get(kind, Any) if isinstance(kind, str) else Any
+
+
+def _identifier(name: str, taken: set[str], reserved: set[str]) -> str:
+    """``name`` as a Python identifier, not a keyword, not private, not in ``taken`` or ``reserved``."""
+    out = re.sub(r"\W", "_", name, flags=re.ASCII).strip("_") or "arg"
+    if out[0].isdigit():
+        out = "n" + out
+    while keyword.iskeyword(out) or out in reserved or out in taken or out == "self":
+        out += "_"
+    return out
+
+
+@dataclass(frozen=True)
+class _ToolSpec:
+    """One environment tool as a method: the names the model sees and the names the program expects."""
+
+    tool: str  # the environment's tool name
+    method: str  # the Python method name (the tool name TRL shows the model)
+    description: str
+    params: tuple[tuple[str, str, Any, bool, str], ...]  # (python name, JSON name, hint, required, description)
+
+
+def _tool_specs(setting: str, tools: Any, reserved: set[str]) -> list[_ToolSpec]:
+    """The methods to generate for an environment (see :func:`environment_factory`)."""
+    if setting == "reasoning":
+        return [
+            _ToolSpec(
+                "answer",
+                "answer",
+                "Submit your final answer to the problem.",
+                (("answer", "answer", str, True, "your final answer, e.g. 42"),),
+            )
+        ]
+    if setting == "game":
+        return [
+            _ToolSpec(
+                "act",
+                "act",
+                "Make your next move in the game.",
+                (("move", "move", str, True, "your move, as the game asks for it"),),
+            )
+        ]
+    specs: list[_ToolSpec] = []
+    methods: set[str] = set()
+    for entry in tools if isinstance(tools, list | tuple) else ():
+        function = entry.get("function", entry) if isinstance(entry, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str) or not function["name"]:
+            continue
+        name = function["name"]
+        if any(s.tool == name for s in specs):
+            continue
+        method = _identifier(name, methods, reserved)
+        methods.add(method)
+        parameters = function.get("parameters")
+        properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+        required = parameters.get("required") if isinstance(parameters, Mapping) else None
+        required_names = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
+        params: list[tuple[str, str, Any, bool, str]] = []
+        taken: set[str] = set()
+        for json_name, schema in properties.items() if isinstance(properties, Mapping) else ():
+            if not isinstance(json_name, str):
+                continue
+            py = _identifier(json_name, taken, set())
+            taken.add(py)
+            described = schema.get("description") if isinstance(schema, Mapping) else None
+            params.append((py, json_name, _annotation(schema), json_name in required_names, str(described or "")))
+        description = _one_line(function.get("description") or f"The {name} tool.")
+        specs.append(_ToolSpec(name, method, description, tuple(params)))
+    return specs
+
+
+def _make_method(spec: _ToolSpec) -> Callable[..., str]:
+    """A method ``spec.method(self, *, <params>) -> str`` that calls the environment's tool."""
+    names = {py: json_name for py, json_name, _hint, _req, _desc in spec.params}
+
+    def method(self: SpadeEnvironment, **kwargs: Any) -> str:
+        arguments = {names.get(k, k): v for k, v in kwargs.items() if v is not _MISSING}
+        return self._call_tool(spec.tool, arguments)
+
+    lines = [spec.description or f"Call {spec.tool}."]
+    if spec.params:
+        lines += ["", "Args:"]
+        for py, json_name, _hint, required, description in spec.params:
+            text = _one_line(description) or f"the {json_name} argument"
+            lines.append(f"    {py}: {text}{'' if required else ' (optional)'}")
+    lines += ["", "Returns:", "    The environment's reply."]
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {}
+    for py, _json_name, hint, required, _desc in spec.params:
+        default = inspect.Parameter.empty if required else _MISSING
+        parameters.append(inspect.Parameter(py, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint))
+        annotations[py] = hint
+    annotations["return"] = str
+    method.__name__ = method.__qualname__ = spec.method
+    method.__doc__ = "\n".join(lines)
+    method.__annotations__ = annotations
+    method.__signature__ = inspect.Signature(parameters, return_annotation=str)  # type: ignore[attr-defined]
+    return method
+
+
+def _open_env(spec: Any, sandbox: SandboxConfig | None) -> SandboxedEnv | ReasoningGymEnv:
+    """Open one environment from a gymnasium id, a program or a zero-argument factory."""
+    if callable(spec) and not isinstance(spec, str | bytes | os.PathLike | EnvProgram):
+        env = spec()
+    elif isinstance(spec, str) and "\n" not in spec and not Path(spec).is_file() and not spec.endswith(".py"):
+        import gymnasium
+
+        try:
+            kwargs: dict[str, Any] = {"config": sandbox} if sandbox is not None else {}
+            env = gymnasium.make(spec, **kwargs).unwrapped
+        except gymnasium.error.Error as exc:
+            raise ValueError(f"unknown environment {spec!r}: {exc}") from None
+    else:
+        env = SandboxedEnv(spec, config=sandbox)
+    env = getattr(env, "unwrapped", env)
+    if not isinstance(env, SandboxedEnv | ReasoningGymEnv):
+        getattr(env, "close", lambda: None)()
+        raise ValueError(
+            f"{spec!r} makes a {type(env).__name__}, not one environment program: TRL needs each environment's tools "
+            "when the trainer starts, so pass spade/<Name>-v<k> ids or programs (for spade/Generated-v0, draw ids "
+            "from the registry with Registry.sample)"
+        )
+    return env
+
+
+def _env_key(spec: Any, env: SandboxedEnv | ReasoningGymEnv) -> str:
+    return spec if isinstance(spec, str) and "\n" not in spec and spec.startswith("spade/") else env.name
+
+
+class SpadeEnvironment:
+    """Base class of the classes :func:`environment_factory` builds: one spade episode per TRL rollout.
+
+    TRL's ``GRPOTrainer(environment_factory=cls)`` creates instances with ``cls()`` (pooled and
+    reused across batches), calls ``reset(**row)`` before each rollout, exposes every public
+    method but ``reset`` and ``get_reward`` as a tool, and scores the rollout with
+    ``get_reward()``. Subclasses carry the generated tool methods; this class holds the episode
+    logic. The sandbox worker starts at the first ``reset`` and is reused by later episodes of the
+    same instance (it is closed when the instance is garbage collected).
+
+    Class attributes (set by :func:`environment_factory`):
+        env_id: the environment's key (its gymnasium id, or its name for a program).
+        setting: ``"reasoning"``, ``"tool_use"`` or ``"game"``.
+        max_turns: agent actions after which the environment truncates the episode.
+        description: the environment's docstring.
+        tool_names: ``{method name: the environment's tool name}``.
+    """
+
+    env_id: ClassVar[str] = ""
+    setting: ClassVar[str] = ""
+    max_turns: ClassVar[int] = 0
+    description: ClassVar[str] = ""
+    tool_names: ClassVar[dict[str, str]] = {}
+    _spec: ClassVar[Any] = None
+    _sandbox: ClassVar[SandboxConfig | None] = None
+
+    def __init__(self) -> None:
+        self._env: SandboxedEnv | ReasoningGymEnv | None = None
+        self._finalizer: Any = None
+        self._seed: int | None = None
+        self._history: list[dict[str, Any]] = []
+        self._rewards: list[float] = []
+        self._error: dict[str, Any] | None = None
+        self._done = True
+        self._started = False
+
+    # ---------------------------------------------------------------- TRL's protocol
+
+    def reset(self, **kwargs: Any) -> str | None:
+        """Start an episode from a dataset row (TRL passes the row's columns as keywords).
+
+        Columns read: ``seed`` (int, required), ``env_id`` (optional: must equal this class's
+        :attr:`env_id`), ``hint`` (optional bool: append the environment's privileged hint to the
+        first observation, as in SPADE's hinted regret episodes) and ``prompt`` (TRL's prompt of
+        the row). Other columns are ignored.
+
+        Args:
+            **kwargs: the row's columns.
+
+        Returns:
+            ``None`` when the prompt's last message already ends with the first observation (rows
+            of :func:`agent_dataset`); else the observation (after a blank line when the last
+            message is not empty), which TRL appends to the last message. When the environment
+            fails to start, a note saying so (the episode then has return 0).
+
+        Raises:
+            ValueError: no ``seed`` column, a seed that is not an int in ``[0, 2**63)``, or an
+                ``env_id`` for another environment (use :func:`environment_factories` and the
+                ``environment`` column to route rows).
+        """
+        if "seed" not in kwargs:
+            raise ValueError(
+                f"{type(self).__name__}.reset needs a 'seed' column in the dataset row (got columns {sorted(kwargs)}); "
+                "build the dataset with agent_dataset()"
+            )
+        seed = kwargs["seed"]
+        if hasattr(seed, "item") and not isinstance(seed, int | bool):
+            seed = seed.item()  # a numpy or torch scalar
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise ValueError(f"the 'seed' column must hold ints in [0, 2**63), got {seed!r:.40}")
+        env_id = kwargs.get("env_id")
+        if env_id is not None and env_id != self.env_id:
+            raise ValueError(
+                f"a row for {env_id!r} reached the environment {self.env_id!r}: pass "
+                "environment_factories([...]) (a dict) to GRPOTrainer so rows are routed by their 'environment' column"
+            )
+        self._seed, self._history, self._rewards, self._error = seed, [], [], None
+        self._done, self._started = True, True
+        try:
+            if self._env is None:
+                self._env = _open_env(self._spec, self._sandbox)
+                self._finalizer = weakref.finalize(self, self._env.close)
+            observation, _info = self._env.reset(seed=seed)
+            if kwargs.get("hint"):
+                observation += HINT_PREFIX + self._env.hint()
+        except SandboxSetupError:
+            raise
+        except Exception as exc:  # the program failed to load, reset or hint: this episode only
+            self._fail(exc)
+            return "\n\n" + self._error_text()
+        self._done = False
+        content = _last_content(kwargs.get("prompt"))
+        if content.endswith(observation):
+            return None
+        return ("\n\n" if content else "") + observation
+
+    def get_reward(self) -> float:
+        """The episode return: the sum of the environment's rewards (0 when it failed or never started).
+
+        Returns:
+            A float, in [0, 1] for a program that keeps DESIGN.md's contract.
+        """
+        if self._error is not None or not self._started:
+            return 0.0
+        return float(sum(self._rewards))
+
+    # ---------------------------------------------------------------- what happened
+
+    @property
+    def seed(self) -> int | None:
+        """The current episode's seed (``None`` before the first ``reset``)."""
+        return self._seed
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """The episode's tool calls: ``{"tool", "arguments", "action", "observation", "reward"}`` each
+        (``action`` is the string passed to ``env.step``; ``None`` for calls after the end)."""
+        return copy.deepcopy(self._history)
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """``{"type", "category", "message", ...}`` when the environment failed this episode, else ``None``."""
+        return copy.deepcopy(self._error)
+
+    @property
+    def done(self) -> bool:
+        """Whether the episode has ended (terminated, truncated, failed, or never started)."""
+        return self._done
+
+    @property
+    def episode_return(self) -> float:
+        """Same as :meth:`get_reward`."""
+        return self.get_reward()
+
+    # ---------------------------------------------------------------- internals
+
+    def _fail(self, exc: BaseException) -> None:
+        to_dict = getattr(exc, "to_dict", None)
+        self._error = (
+            to_dict()
+            if callable(to_dict)
+            else {"type": type(exc).__name__, "category": "ENV_EXCEPTION", "message": str(exc)}
+        )
+        self._done = True
+        logger.warning(
+            "%s (seed %s) failed: %s", self.env_id, self._seed, escape_text(str(self._error["message"]), 300)
+        )
+
+    def _error_text(self) -> str:
+        error = self._error or {}
+        message = escape_text(str(error.get("message", "")), 500)
+        return f"The environment failed ({error.get('category', 'ENV_EXCEPTION')}): {message}. The episode is over."
+
+    def _call_tool(self, tool: str, arguments: dict[str, Any]) -> str:
+        """Step the environment with one tool call; the observation (or an end/error note) is the result."""
+        record: dict[str, Any] = {
+            "tool": tool,
+            "arguments": arguments,
+            "action": None,
+            "observation": "",
+            "reward": 0.0,
+        }
+        self._history.append(record)
+        if self._done or self._env is None:
+            record["observation"] = self._error_text() if self._error is not None else EPISODE_OVER
+            return str(record["observation"])
+        if self.setting == "tool_use":
+            action = json.dumps({"name": tool, "arguments": arguments}, ensure_ascii=False, default=str)
+        else:
+            action = str(next(iter(arguments.values()), ""))
+        record["action"] = action
+        try:
+            observation, reward, terminated, truncated, info = self._env.step(action)
+        except Exception as exc:  # on_error="truncate" never raises; a ReasoningGymEnv might
+            self._fail(exc)
+            record["observation"] = self._error_text()
+            return str(record["observation"])
+        if "sandbox_error" in info:
+            self._fail(_SandboxFailure(info["sandbox_error"]))
+            record["observation"] = self._error_text()
+            return str(record["observation"])
+        reward = float(reward) if isinstance(reward, int | float) and math.isfinite(reward) else 0.0
+        self._rewards.append(reward)
+        record["observation"], record["reward"] = observation, reward
+        if terminated or truncated:
+            self._done = True
+            return f"{observation}\n\n{EPISODE_OVER}"
+        return str(observation)
+
+    def _close(self) -> None:
+        """Stop the sandbox worker now (it is also stopped when the instance is garbage collected)."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._env, self._finalizer = None, None
+
+
+class _SandboxFailure(Exception):
+    """A ``sandbox_error`` record from ``SandboxedEnv.step`` as an exception for ``_fail``."""
+
+    def __init__(self, record: Mapping[str, Any]) -> None:
+        super().__init__(str(record.get("message", "")))
+        self.record = dict(record)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.record)
+
+
+def _last_content(prompt: Any) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and prompt and isinstance(prompt[-1], Mapping):
+        content = prompt[-1].get("content")
+        return content if isinstance(content, str) else ""
+    return ""
+
+
+def environment_factory(
+    env: Any,
+    *,
+    sandbox: SandboxConfig | None = None,
+    check_schemas: bool = True,
+) -> type[SpadeEnvironment]:
+    """A TRL ``environment_factory`` for one spade environment.
+
+    The environment is opened once here (to read its declared setting, tools and description) and
+    closed; the returned class opens its own sandbox worker per instance at its first ``reset``.
+    Tools (what the model may call; TRL builds their schemas from each method's signature and
+    docstring):
+
+    * ``tool_use``: one method per tool of the environment's ``tools``; calling it steps the
+      environment with the JSON text ``{"name": <tool>, "arguments": {...}}`` (what
+      :func:`spade_gym.agent.extract_action` passes, DESIGN.md "The environment program contract").
+      Argument types come from each parameter's JSON schema (``string``, ``integer``, ``number``,
+      ``boolean``, ``array`` with item types, ``enum``, unions); nested ``object`` properties are
+      not expressible as Python hints and are shown as a plain object. Optional parameters the
+      model leaves out are not sent. Names that cannot be Python identifiers, or that clash with
+      ``reset``/``get_reward``/a keyword, are renamed (e.g. ``class`` -> ``class_``) and mapped back
+      when called (:attr:`SpadeEnvironment.tool_names`).
+    * ``reasoning``: ``answer(answer: str)``, which steps the environment with the answer text.
+    * ``game``: ``act(move: str)``, which steps the environment with the move.
+
+    Each tool returns the observation; after the episode ends it returns the observation followed
+    by "The episode is over...", and later calls return that note without stepping. The tool loop
+    itself (how many calls, the completion budget) is TRL's: ``GRPOConfig.max_tool_calling_iterations``
+    and ``max_completion_length``; the environment also truncates after its ``max_turns`` actions.
+
+    Args:
+        env: a gymnasium id (``"spade/BankTransferReport-v0"``), a program (path, source text or
+            :class:`~spade_gym.program.EnvProgram`), or a zero-argument callable returning a
+            :class:`~spade_gym.env.SandboxedEnv` or :class:`~spade_gym.reasoning_gym.ReasoningGymEnv`.
+        sandbox: sandbox limits for programs and ``spade/`` ids (``None``: the defaults).
+        check_schemas: build every tool's JSON schema now with transformers' ``get_json_schema``
+            (what TRL does), so a schema problem raises here and not inside the trainer.
+
+    Returns:
+        A subclass of :class:`SpadeEnvironment` named after the environment (TRL logs its
+        ``get_reward`` as ``rewards/<Name>/mean``); pass the class itself as ``environment_factory``.
+
+    Raises:
+        ValueError: an unknown environment id; something that is not one environment program
+            (e.g. ``spade/Generated-v0``); a ``tool_use`` environment that declares no usable tool.
+        ProgramError, SandboxError: the program fails the static check or to load.
+    """
+    opened = _open_env(env, sandbox)
+    try:
+        key = _env_key(env, opened)
+        setting, tools = opened.setting, list(opened.tools or ())
+        name, description, max_turns = opened.name, str(opened.description or ""), int(opened.max_turns)
+    finally:
+        opened.close()
+    reserved = set(dir(SpadeEnvironment)) | {"reset", "get_reward"}
+    specs = _tool_specs(setting, tools, reserved)
+    if not specs:
+        raise ValueError(
+            f"{key!r} is a tool_use environment without a usable tool (its 'tools' holds no function schema with a "
+            "name): TRL's tool loop has nothing to call"
+        )
+    namespace: dict[str, Any] = {
+        "env_id": key,
+        "setting": setting,
+        "max_turns": max_turns,
+        "description": description,
+        "tool_names": {s.method: s.tool for s in specs},
+        "_spec": env,
+        "_sandbox": sandbox,
+        "__doc__": f"The spade environment {key!r} for TRL's GRPOTrainer (environment_factory). {_one_line(description, 500)}",
+        "__module__": __name__,
+    }
+    for spec in specs:
+        namespace[spec.method] = _make_method(spec)
+    class_name = _identifier(name, set(), set()) if name else "SpadeEnv"
+    cls = type(class_name, (SpadeEnvironment,), namespace)
+    if check_schemas:
+        get_json_schema = _import("transformers.utils").get_json_schema
+        for spec in specs:
+            try:
+                get_json_schema(getattr(cls, spec.method))
+            except Exception as exc:
+                raise ValueError(f"{key!r}: the tool {spec.tool!r} has no usable JSON schema for TRL: {exc}") from exc
+    return cls
+
+
+def environment_factories(
+    envs: Iterable[Any], *, sandbox: SandboxConfig | None = None
+) -> dict[str, type[SpadeEnvironment]]:
+    """TRL's multi-environment form: ``{key: factory}`` for ``GRPOTrainer(environment_factory=...)``.
+
+    With a dict, TRL routes each dataset row to the environment named by its ``environment``
+    column and shows the model only that environment's tools (TRL 1.16). :func:`agent_dataset`
+    writes that column.
+
+    Args:
+        envs: environments as :func:`environment_factory` takes them.
+        sandbox: sandbox limits.
+
+    Returns:
+        ``{env key: class}``: the gymnasium id, or the program's name.
+
+    Raises:
+        ValueError: two environments with the same key, an empty ``envs``, or see
+            :func:`environment_factory`.
+    """
+    out: dict[str, type[SpadeEnvironment]] = {}
+    for env in envs:
+        cls = environment_factory(env, sandbox=sandbox)
+        if cls.env_id in out:
+            raise ValueError(f"two environments share the key {cls.env_id!r}; give programs distinct names")
+        out[cls.env_id] = cls
+    if not out:
+        raise ValueError("environment_factories needs at least one environment")
+    return out
+
+
+def agent_dataset(
+    envs: Any,
+    seeds: int | Iterable[int],
+    *,
+    hint: bool = False,
+    sandbox: SandboxConfig | None = None,
+) -> Dataset:
+    """A ``datasets.Dataset`` of Agent episodes for ``GRPOTrainer`` with :func:`environment_factory`.
+
+    One row per (environment, seed): the prompt is the Agent's system prompt for the setting
+    (:data:`AGENT_SYSTEM_PROMPTS` plus the environment's description) and the first observation of
+    ``reset(seed)`` as the user message (with the privileged hint appended when ``hint``); the
+    factory's ``reset`` replays the same seed and, finding the observation already in the prompt,
+    adds nothing.
+
+    Args:
+        envs: one environment or a list of them (as :func:`environment_factory` takes them).
+        seeds: the reset seeds, played in every environment (an int ``n`` means ``range(n)``).
+        hint: show the privileged hint (SPADE's hinted arm).
+        sandbox: sandbox limits.
+
+    Returns:
+        A conversational dataset with columns ``prompt``, ``environment`` (the env key, for
+        :func:`environment_factories` routing), ``env_id`` (the same key, checked by ``reset``),
+        ``seed`` and ``hint``.
+
+    Raises:
+        ValueError: no seeds, a negative seed, or see :func:`environment_factory`.
+        SandboxError: an environment fails in ``reset`` for one of the seeds (a dataset row needs
+            its first observation).
+        MissingDependency: ``datasets`` is not installed.
+    """
+    datasets = _import("datasets")
+    specs = list(envs) if isinstance(envs, list | tuple) else [envs]
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        seed_list: list[Any] = list(range(seeds))
+    elif isinstance(seeds, Iterable) and not isinstance(seeds, str | bytes):
+        seed_list = list(seeds)
+    else:
+        raise ValueError(f"seeds must be an int n (range(n)) or an iterable of ints, got {seeds!r:.80}")
+    if not seed_list or not specs:
+        raise ValueError("agent_dataset needs at least one environment and one seed")
+    if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seed_list):
+        raise ValueError(f"seeds must be ints >= 0, got {seed_list!r:.200}")
+    rows: dict[str, list[Any]] = {"prompt": [], "environment": [], "env_id": [], "seed": [], "hint": []}
+    for spec in specs:
+        env = _open_env(spec, sandbox)
+        try:
+            key = _env_key(spec, env)
+            system = AGENT_SYSTEM_PROMPTS[env.setting]
+            if env.description:
+                system += f"\n\nEnvironment: {str(env.description).strip()}"
+            for seed in seed_list:
+                observation, _info = env.reset(seed=seed)
+                if hint:
+                    observation += HINT_PREFIX + env.hint()
+                rows["prompt"].append([{"role": "system", "content": system}, {"role": "user", "content": observation}])
+                rows["environment"].append(key)
+                rows["env_id"].append(key)
+                rows["seed"].append(seed)
+                rows["hint"].append(bool(hint))
+        finally:
+            env.close()
+    return datasets.Dataset.from_dict(rows)
+
+
+def log_episodes(
+    prompts: Sequence[Any],
+    completions: Sequence[Any],
+    completion_ids: Sequence[Sequence[int]] | None = None,
+    *,
+    environments: Sequence[Any] | None = None,
+    log_extra: Callable[[str, list[Any]], None] | None = None,
+    log_metric: Callable[[str, float], None] | None = None,
+    **kwargs: Any,
+) -> list[float | None]:
+    """A logging-only TRL reward function: each rollout's episode facts, no reward.
+
+    Add it to ``reward_funcs`` next to an :func:`environment_factory` (whose ``get_reward`` is the
+    reward): TRL passes it the rollouts' environment instances (``environments``) and it logs, per
+    completion, ``spade/env_id``, ``spade/seed``, ``spade/tool_calls``, ``spade/return`` and
+    ``spade/error`` to the completions table, and the batch's ``spade/episode_return``,
+    ``spade/tool_calls`` (mean) and ``spade/env_errors`` (fraction) as metrics. It returns ``None``
+    for every completion (TRL: this function does not score them), so it never changes a reward.
+
+    Args:
+        prompts, completions, completion_ids: TRL's reward function arguments (unused).
+        environments: the per-completion environment instances (TRL 1.16 passes them).
+        log_extra, log_metric: TRL's logging callbacks (optional).
+        **kwargs: other columns (unused).
+
+    Returns:
+        ``[None] * len(completions)``.
+    """
+    envs = [e for e in environments or () if isinstance(e, SpadeEnvironment)]
+    if environments is not None and envs and len(envs) == len(completions):
+        if callable(log_extra):
+            log_extra("spade/env_id", [e.env_id for e in envs])
+            log_extra("spade/seed", [e.seed for e in envs])
+            log_extra("spade/tool_calls", [len(e.history) for e in envs])
+            log_extra("spade/return", [e.get_reward() for e in envs])
+            log_extra("spade/error", [(e.error or {}).get("message") for e in envs])
+        if callable(log_metric):
+            log_metric("spade/episode_return", sum(e.get_reward() for e in envs) / len(envs))
+            log_metric("spade/tool_calls", sum(len(e.history) for e in envs) / len(envs))
+            log_metric("spade/env_errors", sum(e.error is not None for e in envs) / len(envs))
+    return [None] * len(completions)
+
+
+def tool_calling_tokenizer(tokenizer: Any) -> Any:
+    """Make a ChatML tokenizer render tool calls, for TRL's tool loop.
+
+    TRL's ``environment_factory`` needs a chat template that renders tools, assistant tool calls
+    and tool results, and that it can parse tool calls from. A tokenizer whose template already
+    does (Qwen2.5/3, Llama 3.1+, ...) is returned unchanged. A ChatML tokenizer without tool support
+    (``<|im_start|>``/``<|im_end|>`` tokens, e.g. the embedded SmolLM2-135M-Instruct) gets TRL's
+    copy of the Qwen2.5 template, which uses the same ChatML turns, lists the tools in the system
+    message and writes calls as ``<tool_call>{"name": ..., "arguments": ...}</tool_call>``: the
+    format of spade's own Agent (:mod:`spade_gym.agent`). The model still has to learn to use it.
+
+    Args:
+        tokenizer: a ``transformers`` tokenizer.
+
+    Returns:
+        The same tokenizer object (its ``chat_template`` replaced when needed).
+
+    Raises:
+        ValueError: the template does not support tool calling and the tokenizer is not ChatML.
+        MissingDependency: trl is not installed.
+    """
+    utils = _import("trl.chat_template_utils")
+    if getattr(tokenizer, "chat_template", None) and utils.supports_tool_calling(tokenizer):
+        return tokenizer
+    vocab = tokenizer.get_vocab()
+    if "<|im_start|>" not in vocab or "<|im_end|>" not in vocab:
+        raise ValueError(
+            "the tokenizer's chat template cannot render tool calls and the tokenizer is not ChatML "
+            "(<|im_start|>/<|im_end|>); give it a tool-calling chat template (see TRL's chat_templates)"
+        )
+    tokenizer.chat_template = utils.qwen2_5_chat_template
+    return tokenizer
