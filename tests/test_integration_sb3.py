@@ -22,7 +22,7 @@ from readme import readme_example
 
 import spade_gym  # noqa: F401 - registers spade/DesignerParams-v0
 from spade_gym.agent import RolloutConfig
-from spade_gym.errors import MissingDependency
+from spade_gym.errors import MissingDependency, PolicyError
 from spade_gym.families import (
     ARITHMETIC,
     FAMILIES,
@@ -308,6 +308,12 @@ def test_bad_arguments_and_actions_are_refused_clearly() -> None:
         make_env(rollout=RolloutConfig(sampling=SamplingParams(temperature=0)))
     lazy = make_env(agent="default")
     assert lazy._agent is None  # a spec is loaded at the first step, not here
+    # an Agent that cannot load is the user's problem, never a penalty for the chosen environment
+    broken = make_env(agent="/no/such/model")
+    broken.reset(seed=0)
+    with pytest.raises(PolicyError, match="no/such/model"):
+        broken.step(broken.encode("arithmetic", {"STEPS": 5}))
+    broken.close()
     env = make_env(families=["arithmetic", "maze"])
     try:
         assert env.action_space == gymnasium.spaces.MultiDiscrete([2, 10, 5])
@@ -447,6 +453,23 @@ def test_ppo_moves_the_chosen_difficulty_to_the_regret_peak() -> None:
         assert share_last > share_first
     finally:
         env.close()
+
+
+def test_sb3_make_vec_env_builds_it() -> None:
+    # SB3 first asks for render_mode="rgb_array" and retries without it on a TypeError
+    env_util = pytest.importorskip("stable_baselines3.common.env_util")
+    vec = env_util.make_vec_env(
+        "spade/DesignerParams-v0",
+        n_envs=1,
+        seed=0,
+        env_kwargs={"agent": ChainSolverAgent(3), "families": ["arithmetic"]},
+    )
+    try:
+        vec.reset()
+        _, rewards, _, infos = vec.step(np.array([[0, 4, 0]]))
+        assert rewards.shape == (1,) and infos[0]["knobs"]["STEPS"] == 5
+    finally:
+        vec.close()
 
 
 def test_readme_example_runs() -> None:

@@ -168,7 +168,8 @@ def test_a_program_that_cannot_start_gives_zero_and_no_response(tok: Any, hostil
     assert episode.response_ids == [] and episode.agent_turns == 0 and generate.replies == []
     assert "failed to start" in tok.decode(episode.prompt_ids)
     output = episode.agent_loop_output(64)
-    assert output["reward_score"] == 0.0 and output["response_logprobs"] is None
+    # an empty list, not None: verl concatenates the batch's log-probs when the first sample has some
+    assert output["reward_score"] == 0.0 and output["response_logprobs"] == []
 
 
 def test_the_response_budget_ends_the_episode(tok: Any) -> None:
@@ -442,3 +443,13 @@ def test_readme_example_writes_the_datasets(tmp_path: Path, monkeypatch: pytest.
     assert (tmp_path / "spade_train.parquet").is_file() and (tmp_path / "spade_val.parquet").is_file()
     lines = (tmp_path / "spade_openrlhf.jsonl").read_text().splitlines()
     assert json.loads(json.loads(lines[0])["label"])["env_id"] == REASONING
+
+
+def test_default_rows_leave_out_the_held_out_evaluation_environments() -> None:
+    from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS
+
+    ids = {row["extra_info"]["env_id"] for row in make_rows(seeds=[0])}
+    held_out = {f"spade/{name}-v0" for name in HELD_OUT_SEED_ENVS}
+    assert len(ids) == 26 and not ids & held_out
+    named = {row["extra_info"]["env_id"] for row in make_rows([TOOL_USE], seeds=[0])}
+    assert named == {TOOL_USE}  # named explicitly, a held-out environment is played

@@ -15,32 +15,45 @@ import argparse
 import json
 from pathlib import Path
 
+from spade_gym.errors import SpadeError
 from spade_gym.integrations import openrlhf_agent, verl
 from spade_gym.integrations._episode import resolve_env_ids
-from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--format", choices=["verl", "openrlhf"], default="verl", help="which trainer reads the files")
-    parser.add_argument("--out", type=Path, default=Path.home() / "data" / "spade", help="output folder")
+    parser.add_argument(
+        "--out", type=Path, default=Path.home() / "data" / "spade", help="output folder (default: ~/data/spade)"
+    )
     parser.add_argument(
         "--envs", nargs="*", default=None, help="environment ids (default: the registry's, held-out envs excluded)"
     )
     parser.add_argument(
         "--registry", default=None, help="registry folder (default: $SPADE_REGISTRY or the bundled seed library)"
     )
-    parser.add_argument("--train-seeds", type=int, default=64, help="training episodes per environment (seeds 0..N-1)")
     parser.add_argument(
-        "--val-seeds", type=int, default=8, help="validation episodes per environment (seeds from 1_000_000)"
+        "--train-seeds", type=int, default=64, help="training episodes per environment, seeds 0..N-1 (default: 64)"
+    )
+    parser.add_argument(
+        "--val-seeds",
+        type=int,
+        default=8,
+        help="validation episodes per environment, seeds from 1_000_000 (default: 8)",
     )
     args = parser.parse_args()
+    if args.train_seeds < 1 or args.val_seeds < 1:
+        parser.error("--train-seeds and --val-seeds must be >= 1")
+    try:
+        write(args)
+    except (SpadeError, ValueError, OSError) as exc:
+        parser.exit(1, f"prepare_data.py: error: {exc}\n")
 
-    envs = args.envs or [
-        env_id
-        for env_id in resolve_env_ids(None, args.registry)
-        if env_id.removeprefix("spade/").rsplit("-v", 1)[0] not in HELD_OUT_SEED_ENVS
-    ]
+
+def write(args: argparse.Namespace) -> None:
+    """Write the training and validation files that ``args`` asks for."""
+
+    envs = args.envs or resolve_env_ids(None, args.registry)  # held-out evaluation environments excluded
     train_seeds = range(args.train_seeds)
     val_seeds = range(1_000_000, 1_000_000 + args.val_seeds)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,8 @@ The self-play loop does the same work on a laptop and on a cluster; only the *ex
   registering. ``validate(p, registry=r)`` and ``check_novelty(validate(p), p, r)`` give the same
   verdict, so the executor never changes a result.
 * **Environments.** :meth:`Executor.env` turns an episode's environment (a ``spade/`` id, a
-  program, a factory) into what :func:`~spade_gym.agent.rollout` plays: the same spec for
-  ``"local"``; a proxy to a Ray actor hosting the sandboxed environment for ``"ray"``.
+  program, a factory) into a zero-argument factory that :func:`~spade_gym.agent.rollout` calls:
+  a local sandboxed environment for ``"local"``; a proxy to a Ray actor hosting it for ``"ray"``.
 
 :class:`LocalExecutor` runs everything in this process and its sandbox workers. ``"ray"`` is
 :class:`spade_gym.integrations.ray.RayExecutor` (the ``ray`` extra, imported only when asked for).
@@ -71,8 +71,17 @@ class LocalExecutor:
         return [validate(program, config) for program in programs]
 
     def env(self, spec: Any) -> Any:
-        """``spec`` itself: :func:`~spade_gym.agent.rollout` starts its sandbox worker here."""
-        return spec
+        """A zero-argument factory that makes ``spec`` here (a sandbox worker of this machine).
+
+        Args:
+            spec: what :class:`~spade_gym.agent.Episode` accepts (a ``spade/`` id, a program or a
+                factory).
+
+        Returns:
+            A callable returning the environment; its ``env_id`` names the episodes as ``spec``
+            itself would.
+        """
+        return _LocalEnvFactory(spec)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -85,6 +94,22 @@ class LocalExecutor:
 
     def __repr__(self) -> str:
         return "LocalExecutor()"
+
+
+class _LocalEnvFactory:
+    """``spec`` made on call, named as :func:`~spade_gym.agent.rollout` names ``spec`` itself."""
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+        self.env_id = spec if isinstance(spec, str) and spec.startswith("spade/") and "\n" not in spec else None
+
+    def __call__(self) -> Any:
+        from spade_gym.agent import _make_env
+
+        return _make_env(self.spec)
+
+    def __repr__(self) -> str:
+        return f"LocalEnv({self.env_id or self.spec!r:.60})"
 
 
 def make_executor(kind: str = "local", **options: Any) -> Executor:

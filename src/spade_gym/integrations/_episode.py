@@ -66,6 +66,10 @@ def error_record(exc: BaseException) -> dict[str, Any]:
     return {"type": type(exc).__name__, "category": "ENV_EXCEPTION", "message": str(exc), "traceback": ""}
 
 
+#: Entry points of the ids an integration can play: environment programs and reasoning-gym tasks.
+_PLAYABLE = ("spade_gym.env:SandboxedEnv", "spade_gym.reasoning_gym:ReasoningGymEnv")
+
+
 def resolve_env_ids(
     env_ids: Sequence[str] | str | None = None, registry: str | os.PathLike[str] | None = None
 ) -> list[str]:
@@ -73,7 +77,9 @@ def resolve_env_ids(
 
     Args:
         env_ids: ids such as ``"spade/ArithmeticChain-v0"`` (a single id is accepted as a str);
-            ``None`` or empty: every environment of ``registry``.
+            ``None`` or empty: every environment of ``registry`` except the seed environments held
+            out for evaluation (:data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS`, scored by
+            ``spade eval --suite tool-use / games``); name them in ``env_ids`` to train on them.
         registry: a registry folder whose environments are registered with Gymnasium first
             (:func:`~spade_gym.registry.gymnasium.register_registry`); ``None``: ``$SPADE_REGISTRY``,
             else the bundled seed library, which ``import spade_gym`` has registered already.
@@ -88,22 +94,27 @@ def resolve_env_ids(
             (``spade/Generated-v0`` and ``spade/Designer-v0`` draw or design environments: play the
             ids of a registry instead).
     """
-    from spade_gym.registry.gymnasium import register_registry
+    from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, register_registry
 
     registered: list[str] = []
     if registry is not None or not env_ids:
-        registered = register_registry(registry)
+        held_out = {f"spade/{name}-v0" for name in HELD_OUT_SEED_ENVS}
+        registered = [gym_id for gym_id in register_registry(registry) if gym_id not in held_out]
     ids = [env_ids] if isinstance(env_ids, str) else list(env_ids or registered)
     if not ids:
         raise ValueError("no environments to play: give env_ids, or a registry that holds environments")
     for env_id in ids:
         if not isinstance(env_id, str) or env_id not in gymnasium.registry:
-            known = [name for name in gymnasium.registry if name.startswith("spade/")]
+            known = [
+                name
+                for name, spec in gymnasium.registry.items()
+                if name.startswith("spade/") and spec.entry_point in _PLAYABLE and spec.kwargs.get("program")
+            ]
             close = difflib.get_close_matches(str(env_id), known, n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else "; see `spade envs list`"
             raise EnvNotFound(f"unknown environment id {env_id!r}{hint}")
         entry = gymnasium.registry[env_id].entry_point
-        if entry not in ("spade_gym.env:SandboxedEnv", "spade_gym.reasoning_gym:ReasoningGymEnv"):
+        if entry not in _PLAYABLE:
             raise ValueError(
                 f"{env_id} is not an environment program or reasoning-gym task (its entry point is {entry!r}); "
                 "give the ids of a registry's environments, e.g. spade/ArithmeticChain-v0"

@@ -185,7 +185,7 @@ class SpadeAgentSession:
 
 def make_rows(
     env_ids: Sequence[str] | str | None = None,
-    seeds: Iterable[int] = range(8),
+    seeds: Iterable[int] | int = range(8),
     *,
     registry: str | os.PathLike[str] | None = None,
     hint: bool = False,

@@ -25,7 +25,10 @@ See README, "Ray: scaling out", for a multi-node configuration.
 from __future__ import annotations
 
 import itertools
+import os
+import socket
 import threading
+import warnings
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -205,9 +208,12 @@ class RayEnv:
 
     def send_step(self, action: Any) -> None:
         """Start ``step(action)`` in the actor without waiting; the next :meth:`step` with the same
-        action collects it. Never raises."""
+        action collects it. Never raises (a failure surfaces in that ``step``)."""
         if self._pending is None:
-            self._pending = (str(action), self._call("step", action=action))
+            try:
+                self._pending = (str(action), self._call("step", action=action))
+            except Exception:  # noqa: BLE001 - step() sends it again and reports the failure
+                self._pending = None
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """``step`` in the actor; never raises: a dead actor ends the episode (``truncated``, with
@@ -217,11 +223,14 @@ class RayEnv:
             ``(observation, reward, terminated, truncated, info)``.
         """
         pending, self._pending = self._pending, None
-        ref = pending[1] if pending is not None and pending[0] == str(action) else self._call("step", action=action)
         try:
+            ref = pending[1] if pending is not None and pending[0] == str(action) else self._call("step", action=action)
             obs, reward, terminated, truncated, info = self._get(ref)
         except SpadeError as exc:
             return self._last_obs, 0.0, False, True, {"sandbox_error": exc.to_dict()}
+        except Exception as exc:  # noqa: BLE001 - Ray cannot reach the actor (e.g. Ray was shut down)
+            crash = WorkerCrash(f"the Ray actor hosting the environment cannot be reached: {_first_line(exc)}")
+            return self._last_obs, 0.0, False, True, {"sandbox_error": crash.to_dict()}
         self._last_obs = obs
         return obs, reward, terminated, truncated, info
 
@@ -265,9 +274,11 @@ def _portable(spec: Any) -> tuple[Any, str | None]:
             source = EnvProgram.from_file(program) if isinstance(program, str) and "\n" not in program else program
             return source, spec
         return spec, spec
+    if isinstance(spec, str) and "\n" not in spec and spec.endswith(".py"):
+        return EnvProgram.from_file(spec), None  # a path: read here, not in the actor's working directory
     if isinstance(spec, EnvProgram | str) or callable(spec):
         return spec, None
-    return EnvProgram.from_file(spec), None  # a path
+    return EnvProgram.from_file(os.fspath(spec)), None  # a path
 
 
 # -------------------------------------------------------------------------------------- executor
@@ -290,7 +301,8 @@ class RayExecutor:
     Raises:
         MissingDependency: Ray is not installed (``pip install 'spade-gym[ray]'``).
         ValueError: an argument out of range.
-        ConnectionError: (from Ray) ``address`` cannot be reached.
+        ConnectionError: ``address`` cannot be reached (one line; a ``host:port`` that nothing
+            answers fails within 10 s instead of Ray's endless retries).
     """
 
     kind = "ray"
@@ -317,14 +329,20 @@ class RayExecutor:
         self.ray = ray
         self.started = False
         if not ray.is_initialized():
-            ray.init(
-                address=address,
-                num_cpus=num_cpus,
-                include_dashboard=False,
-                log_to_driver=False,
-                configure_logging=False,
-            )
+            _reachable(address)
+            try:
+                ray.init(
+                    address=address,
+                    num_cpus=num_cpus,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    configure_logging=False,
+                )
+            except ConnectionError as exc:
+                raise ConnectionError(f"cannot reach the Ray cluster at {address!r}: {_first_line(exc)}") from None
             self.started = address is None
+        elif num_cpus is not None:
+            warnings.warn(f"Ray is already running in this process: num_cpus={num_cpus} is not applied", stacklevel=2)
         self.validation_cpus, self.max_retries = float(validation_cpus), int(max_retries)
         self.sandbox = sandbox
         self._validate = ray.remote(_validate_source)
@@ -438,6 +456,23 @@ class RayExecutor:
 
     def __repr__(self) -> str:
         return f"RayExecutor(validation_cpus={self.validation_cpus}, hosts={len(self._hosts)})"
+
+
+def _reachable(address: str | None, timeout_s: float = 10.0) -> None:
+    """Fail fast on a ``host:port`` address that nothing answers (``ray.init`` would retry forever).
+
+    Raises:
+        ConnectionError: no TCP connection within ``timeout_s`` seconds, or an unparsable address.
+    """
+    if address is None or address in ("auto", "local") or "://" in address:
+        return  # a local start, this node's cluster, or Ray Client (which has its own timeout)
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s).close()
+    except ValueError:
+        raise ConnectionError(f"cannot reach the Ray cluster at {address!r}: expected 'host:port'") from None
+    except OSError as exc:
+        raise ConnectionError(f"cannot reach the Ray cluster at {address!r}: {exc}") from None
 
 
 def _sandboxed_env(program: EnvProgram | str, sandbox: SandboxConfig | None) -> Any:

@@ -38,7 +38,7 @@ from gymnasium import spaces
 
 from spade_gym.agent import RolloutConfig
 from spade_gym.env import SandboxedEnv
-from spade_gym.errors import SandboxSetupError, SpadeError
+from spade_gym.errors import MissingDependency, PolicyError, SandboxSetupError, SpadeError
 from spade_gym.families import FAMILIES, EnvFamily, FamilyInstance, get_family, validate_instance
 from spade_gym.integrations import require
 from spade_gym.policies.base import Policy, SamplingParams
@@ -145,9 +145,11 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         sandbox: the limits of the sandboxes the Agent plays in (default ``validation.sandbox``).
         env_cache_size: knob tuples whose sandbox workers are kept alive (least recently used
             evicted), ``>= 1``.
-        render_mode: only ``None`` (nothing to render).
+        render_mode: only ``None`` (nothing to render); anything else raises ``TypeError``, which
+            is how SB3's ``make_vec_env`` (which asks for ``"rgb_array"``) learns to leave it out.
 
     Raises:
+        TypeError: a ``render_mode`` other than ``None``.
         ValueError: no agent; an unknown family name; duplicate family names; no families; a
             parameter out of its range; greedy sampling.
         TypeError: ``agent`` has no ``generate``.
@@ -210,8 +212,10 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
             raise ValueError(f"stats_rate must be in (0, 1], got {stats_rate!r}")
         if action_type not in ("multidiscrete", "box"):
             raise ValueError(f"action_type must be 'multidiscrete' or 'box', got {action_type!r}")
-        if render_mode is not None:
-            raise ValueError(f"DesignerParamsEnv renders nothing: render_mode must be None, got {render_mode!r}")
+        if (
+            render_mode is not None
+        ):  # a TypeError, as for an env without render_mode: SB3's make_vec_env retries without it
+            raise TypeError(f"DesignerParamsEnv renders nothing: render_mode must be None, got {render_mode!r}")
         self.rollout_config = rollout or RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=256))
         if self.rollout_config.sampling.greedy:
             raise ValueError("regret needs sampling: set RolloutConfig.sampling.temperature > 0")
@@ -400,8 +404,8 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         if instance.accepted:
             try:
                 estimate = self._estimate(instance, seeds, sampling_seed)
-            except SandboxSetupError:
-                raise
+            except (SandboxSetupError, PolicyError, MissingDependency):
+                raise  # the machine or the Agent, not the chosen environment: never scored
             except SpadeError as exc:  # validated, yet it failed to start: contained, scored as refused
                 info["feedback"] = f"the instance failed to start: {exc.message}"[:2000]
         else:

@@ -126,8 +126,8 @@ class TokenEpisode:
             generation prompt included.
         response_ids: the agent's generated tokens and, between turns, the observations' tokens.
         response_mask: 1 on generated tokens, 0 on observation tokens; same length as ``response_ids``.
-        response_logprobs: per response token (0.0 on observation tokens), or ``None`` when the
-            generator reported none for some turn.
+        response_logprobs: per response token (0.0 on observation tokens); ``[]`` when no turn was
+            played (a program that failed to start); ``None`` when the generator reported none.
         reward: the episode return (sum of rewards; 0 when the program failed).
         rewards: per agent turn.
         num_turns: chat turns in the conversation (user and assistant messages, the system prompt
@@ -306,7 +306,7 @@ async def play_token_episode(
         began = time.perf_counter()
         await asyncio.to_thread(episode.close)
         result.env_s += time.perf_counter() - began
-    result.response_logprobs = logprobs if result.agent_turns else None
+    result.response_logprobs = logprobs  # [] when no turn was played: verl concatenates every sample's list
     result.rewards, result.error = list(episode.rewards), episode.error
     result.reward = episode.episode_return
     result.terminated, result.truncated = episode.terminated, episode.truncated
@@ -328,7 +328,7 @@ async def play_token_episode(
 
 def make_rows(
     env_ids: Sequence[str] | str | None = None,
-    seeds: Iterable[int] = range(8),
+    seeds: Iterable[int] | int = range(8),
     *,
     registry: str | os.PathLike[str] | None = None,
     split: str = "train",
@@ -346,7 +346,8 @@ def make_rows(
 
     Args:
         env_ids: Gymnasium ids; ``None``: every environment of ``registry``.
-        seeds: reset seeds (ints >= 0); use disjoint ranges for training and validation.
+        seeds: reset seeds (ints >= 0), or a count ``n`` for seeds ``0 .. n-1``; use disjoint
+            ranges for training and validation.
         registry: a registry folder to register and draw ids from (``None``: ``$SPADE_REGISTRY``,
             else the bundled seed library).
         split: written into ``extra_info.split``.
@@ -361,7 +362,9 @@ def make_rows(
         SpadeError: an environment fails to start at a seed (its program is broken: fix or drop it).
     """
     ids = resolve_env_ids(env_ids, registry)
-    seed_list = list(seeds)
+    seed_list = list(range(seeds)) if isinstance(seeds, int) and not isinstance(seeds, bool) else list(seeds)
+    if not seed_list:
+        raise ValueError("no seeds: give reset seeds (ints >= 0) or a count >= 1")
     rows: list[dict[str, Any]] = []
     for env_id in ids:
         for start in first_observations(env_id, seed_list, hint=hint):

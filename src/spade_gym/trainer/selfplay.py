@@ -88,7 +88,7 @@ class SelfPlay:
             designs judged; ``"rollout"``: replay episodes finished; ``"update"``), for progress bars.
 
     Raises:
-        ConfigError: a setting this loop cannot run (an unknown reasoning-gym task in
+        ConfigError: a setting this loop cannot run (``ray.address`` unreachable, an unknown reasoning-gym task in
             ``run.fixed_pool``, or reasoning-gym not installed).
         PolicyError: the policy cannot be loaded.
     """
@@ -139,6 +139,8 @@ class SelfPlay:
             self.executor = config.make_executor()
         except ImportError as exc:
             raise ConfigError(f"config key 'run.executor': {exc}", key="run.executor") from None
+        except ConnectionError as exc:
+            raise ConfigError(f"config key 'ray.address': {exc}", key="ray.address") from None
         spec = config.policy.spec
         given = policy is not None
         if not given:
