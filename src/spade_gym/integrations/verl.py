@@ -362,7 +362,7 @@ def make_rows(
         SpadeError: an environment fails to start at a seed (its program is broken: fix or drop it).
     """
     ids = resolve_env_ids(env_ids, registry)
-    seed_list = list(range(seeds)) if isinstance(seeds, int) and not isinstance(seeds, bool) else list(seeds)
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not seed_list:
         raise ValueError("no seeds: give reset seeds (ints >= 0) or a count >= 1")
     rows: list[dict[str, Any]] = []
