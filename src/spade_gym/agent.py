@@ -319,6 +319,7 @@ class PlayableEnv(Protocol):
 
 
 def _make_env(spec: Any) -> PlayableEnv:
+    """The environment ``spec`` names (see :class:`Episode`), checked to be playable."""
     if callable(spec) and not isinstance(spec, str | bytes):
         env = spec()
     elif isinstance(spec, str) and spec.startswith("spade/") and "\n" not in spec:
@@ -422,14 +423,16 @@ def _start(episode: Episode, config: RolloutConfig) -> _Running:
             observation += HINT_PREFIX + env.hint()
     except Exception as exc:  # the program failed in reset or hint: this episode only
         trajectory.messages.append({"role": "user", "content": ""})
-        running.finish(truncated=True, error=_error_record(exc))
+        running.finish(truncated=True, error=error_record(exc))
     else:
         trajectory.messages.append({"role": "user", "content": observation})
     trajectory.env_s += time.perf_counter() - began
     return running
 
 
-def _error_record(exc: BaseException) -> dict[str, Any]:
+def error_record(exc: BaseException) -> dict[str, Any]:
+    """``{"type", "category", "message", "traceback"}`` (JSON values) for an environment's failure:
+    a :class:`~spade_gym.SpadeError`'s own record, else category ``ENV_EXCEPTION``."""
     to_dict = getattr(exc, "to_dict", None)
     if callable(to_dict):
         record: dict[str, Any] = to_dict()

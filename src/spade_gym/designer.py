@@ -610,7 +610,7 @@ def evaluate_completion(
     assert report.name and report.setting and report.max_turns
     try:
         record = registry.add(
-            EnvProgram(extracted.source, origin="designer"),
+            program,
             name=report.name,
             setting=report.setting,
             max_turns=report.max_turns,

@@ -20,10 +20,8 @@ from typing import Any, Protocol
 
 import gymnasium
 
-from spade_gym.agent import HINT_PREFIX, extract_action, system_prompt
-from spade_gym.env import SandboxedEnv
-from spade_gym.errors import EnvNotFound, SpadeError
-from spade_gym.reasoning_gym import ReasoningGymEnv
+from spade_gym.agent import HINT_PREFIX, PlayableEnv, _make_env, error_record, extract_action, system_prompt
+from spade_gym.errors import EnvNotFound
 
 __all__ = [
     "ChatTokenizer",
@@ -33,14 +31,10 @@ __all__ = [
     "episode_spec",
     "error_record",
     "first_observations",
-    "make_env",
     "observation_text",
     "render_chat",
     "resolve_env_ids",
 ]
-
-#: What an integration can play: environment programs in the sandbox, and reasoning-gym tasks.
-PlayableEnv = SandboxedEnv | ReasoningGymEnv
 
 
 class ChatTokenizer(Protocol):
@@ -55,15 +49,6 @@ class ChatTokenizer(Protocol):
 
     def decode(self, token_ids: Any, *args: Any, **kwargs: Any) -> str:
         """Text of ``token_ids``."""
-
-
-def error_record(exc: BaseException) -> dict[str, Any]:
-    """``{"type", "category", "message", "traceback"}`` for a failure (JSON values only)."""
-    to_dict = getattr(exc, "to_dict", None)
-    if isinstance(exc, SpadeError) and callable(to_dict):
-        record: dict[str, Any] = to_dict()
-        return record
-    return {"type": type(exc).__name__, "category": "ENV_EXCEPTION", "message": str(exc), "traceback": ""}
 
 
 #: Entry points of the ids an integration can play: environment programs and reasoning-gym tasks.
@@ -120,26 +105,6 @@ def resolve_env_ids(
                 "give the ids of a registry's environments, e.g. spade/ArithmeticChain-v0"
             )
     return ids
-
-
-def make_env(env_id: str) -> PlayableEnv:
-    """``gymnasium.make(env_id).unwrapped``, checked to be playable.
-
-    Raises:
-        EnvNotFound / ValueError: as :func:`resolve_env_ids`.
-        ProgramError / SandboxError: the program fails its static check or to load (hostile or
-            broken programs; :meth:`SpadeEpisode.start` contains these).
-    """
-    resolve_env_ids([env_id])
-    return _make(env_id)
-
-
-def _make(env_id: str) -> PlayableEnv:
-    env = gymnasium.make(env_id).unwrapped
-    if not isinstance(env, PlayableEnv):  # pragma: no cover - resolve_env_ids checked the entry point
-        env.close()
-        raise ValueError(f"{env_id} makes a {type(env).__name__}, not an environment program")
-    return env
 
 
 def episode_spec(row: Mapping[str, Any], *, where: str = "row") -> tuple[str, int, bool]:
@@ -287,7 +252,7 @@ class SpadeEpisode:
         """
         resolve_env_ids([self.env_id])
         try:
-            self._env = _make(self.env_id)
+            self._env = _make_env(self.env_id)
         except Exception as exc:  # the program fails its static check or to load
             self.error, self.truncated = error_record(exc), True
             return ""
@@ -397,7 +362,7 @@ def first_observations(env_id: str, seeds: Sequence[int], *, hint: bool = False)
             raise ValueError(f"seeds must be ints >= 0, got {seed!r}")
     resolve_env_ids([env_id])
     try:
-        env = _make(env_id)
+        env = _make_env(env_id)
     except Exception as exc:  # the program fails its static check or to load
         record = error_record(exc)
         return [StartedEpisode(env_id, s, "reasoning", system_prompt("reasoning"), "", record) for s in seeds]

@@ -97,14 +97,12 @@ class _EnvHost:
         self.lock = threading.Lock()
 
     def open(self, spec: Any) -> tuple[int, dict[str, Any]] | tuple[None, dict[str, Any]]:
-        from spade_gym.agent import _make_env
+        from spade_gym.agent import _make_env, error_record
 
         try:
             env = _make_env(spec)
-        except SpadeError as exc:
-            return None, exc.to_dict()
         except Exception as exc:  # noqa: BLE001 - reported to the driver, which raises it there
-            return None, {"type": type(exc).__name__, "category": "ENV_EXCEPTION", "message": str(exc)}
+            return None, error_record(exc)
         with self.lock:
             key = next(self.keys)
             self.envs[key] = env
@@ -115,10 +113,10 @@ class _EnvHost:
         env = self.envs[key]
         try:
             return True, getattr(env, method)(**kwargs)
-        except SpadeError as exc:
-            return False, exc.to_dict()
         except Exception as exc:  # noqa: BLE001 - reported to the driver, which raises it there
-            return False, {"type": type(exc).__name__, "category": "ENV_EXCEPTION", "message": str(exc)}
+            from spade_gym.agent import error_record
+
+            return False, error_record(exc)
 
     def close(self, key: int) -> None:
         with self.lock:

@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union, cast
 
-from spade_gym.agent import HINT_PREFIX
+from spade_gym.agent import HINT_PREFIX, _env_id, error_record
 from spade_gym.designer import DesignerConfig, DesignerPrompt, DesignOutcome, SpadeDesignerEnv, evaluate_completion
 from spade_gym.documents import DocumentSource
 from spade_gym.env import SandboxedEnv, escape_text
@@ -903,10 +903,6 @@ def _open_env(spec: Any, sandbox: SandboxConfig | None) -> SandboxedEnv | Reason
     return env
 
 
-def _env_key(spec: Any, env: SandboxedEnv | ReasoningGymEnv) -> str:
-    return spec if isinstance(spec, str) and "\n" not in spec and spec.startswith("spade/") else env.name
-
-
 class SpadeEnvironment:
     """Base class of the classes :func:`environment_factory` builds: one spade episode per TRL rollout.
 
@@ -1044,12 +1040,7 @@ class SpadeEnvironment:
     # ---------------------------------------------------------------- internals
 
     def _fail(self, exc: BaseException) -> None:
-        to_dict = getattr(exc, "to_dict", None)
-        self._error = (
-            to_dict()
-            if callable(to_dict)
-            else {"type": type(exc).__name__, "category": "ENV_EXCEPTION", "message": str(exc)}
-        )
+        self._error = error_record(exc)
         self._done = True
         logger.warning(
             "%s (seed %s) failed: %s", self.env_id, self._seed, escape_text(str(self._error["message"]), 300)
@@ -1172,7 +1163,7 @@ def environment_factory(
     """
     opened = _open_env(env, sandbox)
     try:
-        key = _env_key(env, opened)
+        key = _env_id(env, opened)
         setting, tools = opened.setting, list(opened.tools or ())
         name, description, max_turns = opened.name, str(opened.description or ""), int(opened.max_turns)
     finally:
@@ -1288,7 +1279,7 @@ def agent_dataset(
     for spec in specs:
         env = _open_env(spec, sandbox)
         try:
-            key = _env_key(spec, env)
+            key = _env_id(spec, env)
             system = AGENT_SYSTEM_PROMPTS[env.setting]
             if env.description:
                 system += f"\n\nEnvironment: {str(env.description).strip()}"
