@@ -70,6 +70,7 @@ def synthetic_rows(n: int, seed: int = 0) -> tuple[list[IndexRow], list[str]]:
                 regret=regret,
                 times_sampled=int(last[i] > 0),
                 last_sampled=int(last[i]) or None,
+                format_compliance=None,
                 minhash=signatures[i].astype("<u8").tobytes(),
             )
         )

@@ -12,7 +12,20 @@ from typing import Any
 import pytest
 from programs import program
 
-from spade_gym.agent import Episode, RolloutConfig, extract_action, rollout, system_prompt
+from spade_gym.agent import (
+    AGENT_TEMPERATURE,
+    AGENT_TOP_P,
+    PROMPT_EXAMPLES,
+    SYSTEM_PROMPTS,
+    Episode,
+    RolloutConfig,
+    agent_prompt,
+    extract_action,
+    format_compliance,
+    rollout,
+    system_prompt,
+    tool_signature,
+)
 from spade_gym.policies import Completion, SamplingParams
 
 ECHO = program(
@@ -52,12 +65,15 @@ class ScriptedPolicy:
     def __init__(self, texts: Sequence[str]) -> None:
         self.texts = list(texts)
         self.calls: list[int] = []
+        self.prompts: list[list[dict[str, str]]] = []
 
     def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
         self.calls.append(len(prompts))
+        self.prompts.extend(list(p) for p in prompts)
         out = []
         for i, prompt in enumerate(prompts):
-            turn = sum(1 for m in prompt if m["role"] == "assistant")
+            # prompt[1:3] is the worked example exchange (agent_prompt), not one of the episode's turns
+            turn = sum(1 for m in prompt[3:] if m["role"] == "assistant")
             text = self.texts[min(turn, len(self.texts) - 1)]
             out.append(Completion(text, None, None, None, "stop", i))
         return out
@@ -98,8 +114,87 @@ def test_system_prompts_state_the_action_format() -> None:
     tools = [{"type": "function", "function": {"name": "lookup"}}]
     prompt = system_prompt("tool_use", "Find things.", tools)
     assert "<tool_call>" in prompt and "Find things." in prompt and '"lookup"' in prompt
+    assert "\nlookup()" in system_prompt("tool_use", "Find things.", tools, compact_tools=True)
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_status",
+            "description": "Look up an order.",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+        },
+    }
+    assert tool_signature(tool) == "get_status(order_id): Look up an order."
+    assert tool_signature({"weird": 1}) == '{"weird":1}'  # not a function schema: shown as compact JSON
     with pytest.raises(ValueError, match="setting"):
         system_prompt("chess")
+
+
+@pytest.mark.parametrize("setting", sorted(SYSTEM_PROMPTS))
+def test_each_setting_shows_one_worked_example_whose_reply_parses(setting: str) -> None:
+    system, question, reply = agent_prompt(setting, "About.", [{"type": "function", "function": {"name": "f"}}])
+    assert system["content"] == system_prompt(
+        setting, "About.", [{"type": "function", "function": {"name": "f"}}], compact_tools=True
+    )
+    assert (question["role"], reply["role"]) == ("user", "assistant")
+    assert (question["content"], reply["content"]) == PROMPT_EXAMPLES[setting]
+    parsed = extract_action(reply["content"], setting)
+    assert parsed.format_ok and parsed.action and parsed.error is None
+    tag = "<tool_call>" if setting == "tool_use" else "<answer>"
+    assert tag in system["content"] and reply["content"].startswith(tag)
+    with pytest.raises(ValueError, match="setting"):
+        agent_prompt("chess")
+
+
+def test_the_policy_sees_the_worked_example_before_the_first_observation() -> None:
+    policy = ScriptedPolicy(["<answer>1</answer>", "<answer>7</answer>"])
+    (trajectory,), _ = rollout([Episode(SOLVE, 0)], policy)
+    first, second = policy.prompts
+    assert first[:3] == agent_prompt("reasoning", trajectory.messages[0]["content"].split("Environment: ")[1])
+    assert first[3:] == trajectory.messages[1:2] and second[3:] == trajectory.messages[1:4]
+    # the trajectory records the episode's own conversation: the example is not repeated there
+    assert [m["role"] for m in trajectory.messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+
+
+def test_format_compliance_is_the_share_of_turns_with_a_parsable_action() -> None:
+    policy = ScriptedPolicy(["<answer>1</answer>", "no tags here", "<answer>3</answer>"])
+    (one, two), stats = rollout([Episode(ECHO, 0), Episode(ECHO, 1)], policy)
+    assert [t.format_ok for t in one.turns] == [True, False, True]
+    assert one.format_ok_turns == 2 and one.format_compliance == pytest.approx(2 / 3)
+    assert stats.turns == 6 and stats.format_ok_turns == 4 and stats.format_compliance == pytest.approx(2 / 3)
+    assert format_compliance([one, two]) == pytest.approx(2 / 3) and format_compliance([]) is None
+    (tools,), tool_stats = rollout([Episode(TOOLS, 0)], ScriptedPolicy(["<tool_call>{bad}</tool_call>"]))
+    assert tools.format_compliance == 0.0 and tool_stats.format_compliance == 0.0  # malformed calls count
+
+
+def test_self_play_reports_the_format_compliance_of_regret_and_replayed_episodes() -> None:
+    pytest.importorskip("torch")
+    from spade_gym.regret import regret_episodes, summarise
+    from spade_gym.trainer.selfplay import _agent_metrics
+
+    class Outcome:  # what _agent_metrics reads of a DesignOutcome
+        def __init__(self, estimate: Any) -> None:
+            self.estimate = estimate
+
+    regret, _ = rollout(regret_episodes(SOLVE, [0, 1]), ScriptedPolicy(["<answer>1</answer>", "no tag"]))
+    replayed, _ = rollout([Episode(ECHO, 0)], ScriptedPolicy(["<answer>1</answer>", "none", "<answer>2</answer>"]))
+    metrics = _agent_metrics([Outcome(summarise(regret)), Outcome(None)], replayed)  # type: ignore[list-item]
+    assert metrics["agent/format_compliance"] == pytest.approx(format_compliance(regret + replayed))
+    assert metrics["agent/format_compliance"] == pytest.approx((4 + 2) / (8 + 3))  # SayEnv: 2 turns each
+    assert _agent_metrics([], [])["agent/format_compliance"] is None
+
+
+def test_the_agent_sampling_defaults_live_in_one_place() -> None:
+    import inspect
+
+    from spade_gym.cli import envs_measure
+    from spade_gym.trainer.config import AgentSection
+
+    sampling = RolloutConfig().sampling
+    assert (sampling.temperature, sampling.top_p) == (AGENT_TEMPERATURE, AGENT_TOP_P)
+    assert (AgentSection().temperature, AgentSection().top_p) == (AGENT_TEMPERATURE, AGENT_TOP_P)
+    parameters = inspect.signature(envs_measure).parameters
+    assert (parameters["temperature"].default, parameters["top_p"].default) == (AGENT_TEMPERATURE, AGENT_TOP_P)
+    assert 0 < AGENT_TEMPERATURE and 0 < AGENT_TOP_P <= 1
 
 
 def test_the_hint_is_appended_to_the_first_observation_only_when_asked() -> None:

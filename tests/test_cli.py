@@ -136,6 +136,7 @@ def test_measure_stores_returns_and_regret_in_meta_json(tmp_path: Path) -> None:
     assert stats["episodes"] == 4
     assert 0 <= stats["mean_return_nohint"] <= 1 and 0 <= stats["mean_return_hint"] <= 1
     assert stats["regret"] == pytest.approx(max(stats["mean_return_hint"] - stats["mean_return_nohint"], 0))
+    assert 0 <= stats["format_compliance"] <= 1 and "format compliance" in out
     code, out = run("envs", "list", "-r", str(reg))
     assert code == 0 and f"{stats['mean_return_hint']:.2f} / {stats['mean_return_nohint']:.2f}" in out
     code, out = run("envs", "measure", "-r", str(reg), "NoSuchEnv-v0")

@@ -191,12 +191,15 @@ def test_write_prompt_holds_document_memory_and_setting(seeded_registry: Registr
 
 
 def test_edit_prompt_shows_the_parent_source(seeded_registry: Registry) -> None:
-    items = EnvironmentMemory(seeded_registry, MemoryConfig(k=2)).select(random.Random(1))
-    prompt = build_prompt(None, items, mode="edit", parent=items[1])
+    items = EnvironmentMemory(seeded_registry, MemoryConfig(k=8)).select(random.Random(1))
+    # the shortest one: a source longer than MemoryConfig.max_source_chars is shown truncated
+    parent = min(items, key=lambda item: len(item.record.program().source))
+    assert len(parent.record.program().source) <= MemoryConfig().max_source_chars
+    prompt = build_prompt(None, items, mode="edit", parent=parent)
     user = prompt.messages[1]["content"]
-    assert prompt.parent == items[1].record.env_id
-    assert f"variant of the environment {items[1].record.env_id}" in user
-    assert items[1].record.program().source.splitlines()[-1].strip() in user
+    assert prompt.parent == parent.record.env_id
+    assert f"variant of the environment {parent.record.env_id}" in user
+    assert parent.record.program().source.splitlines()[-1].strip() in user
     assert "No document is available" in user
 
 
@@ -501,6 +504,85 @@ def test_open_registry_can_leave_seed_environments_out(tmp_path: Path) -> None:
     reg = open_registry(tmp_path / "r", exclude=["LightsOut3x3", "InboxCodeRelay"])
     names = {r.name for r in reg.records()}
     reg.close()
-    assert len(names) == 28 and not names & {"LightsOut3x3", "InboxCodeRelay"}
+    library = {r.name for r in Registry(bundled_registry_path())}
+    assert names == library - {"LightsOut3x3", "InboxCodeRelay"} and len(names) == len(library) - 2
     with pytest.raises(ValueError, match="exclude names no seed environment: Nope"):
         open_registry(tmp_path / "s", exclude=["Nope"])
+
+
+# ---- settings for small models: the design token budget and edit weighting -------------------
+
+
+def test_the_design_token_floor_is_the_shortest_seed_program_under_the_tokenizer() -> None:
+    from tokenizers import Tokenizer
+
+    from spade_gym.designer import DESIGN_TOKEN_FLOOR, design_token_floor
+    from spade_gym.policies.embedded import embedded_model_dir
+
+    tokenizer = Tokenizer.from_file(str(embedded_model_dir(progress=False) / "tokenizer.json"))
+    library = Registry(bundled_registry_path())
+    shortest = min((len(tokenizer.encode(r.source_path.read_text()).ids), r.env_id) for r in library)
+    floor, why = design_token_floor("default")
+    assert (floor, shortest[1] in why) == (shortest[0], True)
+    assert floor > len(tokenizer.encode(DESIGNER_SYSTEM_PROMPT.split("```python")[1]).ids) // 2  # a real program
+    assert design_token_floor("no-such-org/no-such-model-7B") == (
+        DESIGN_TOKEN_FLOOR,
+        "the fixed floor DESIGN_TOKEN_FLOOR (no tokenizer of 'no-such-org/no-such-model-7B' on this machine)",
+    )
+
+
+def test_a_run_refuses_a_design_budget_below_the_floor_before_the_model_loads(tmp_path: Path) -> None:
+    from spade_gym.designer import design_token_floor
+    from spade_gym.trainer.config import ConfigError, SelfPlayConfig
+    from spade_gym.trainer.run import RunDir
+    from spade_gym.trainer.selfplay import SelfPlay
+
+    floor, _ = design_token_floor("default")
+    config = SelfPlayConfig.from_dict({"designer": {"max_new_tokens": floor - 1}, "run": {"out": str(tmp_path / "r")}})
+    with pytest.raises(ConfigError, match=rf"'designer.max_new_tokens' = {floor - 1} is below {floor} tokens") as info:
+        config.check_design_budget()
+    assert info.value.key == "designer.max_new_tokens"
+    with pytest.raises(ConfigError, match="designer.max_new_tokens"):  # SelfPlay checks it before loading a model
+        SelfPlay(config, RunDir.create(tmp_path / "r", config), say=lambda _: None)
+    SelfPlayConfig.from_dict({"designer": {"max_new_tokens": floor}}).check_design_budget()
+    SelfPlayConfig.from_dict({"designer": {"max_new_tokens": 8}, "run": {"designer": "off"}}).check_design_budget()
+    unknown = {"policy": {"spec": "no-such-org/no-such-model"}, "designer": {"max_new_tokens": 255}}
+    with pytest.raises(ConfigError, match="below 256 tokens, the fixed floor"):
+        SelfPlayConfig.from_dict(unknown).check_design_budget()
+
+
+def test_edit_probability_auto_weights_edits_up_for_small_models() -> None:
+    from spade_gym.designer import EDIT_PROBABILITY, EDIT_PROBABILITY_SMALL, auto_edit_probability, model_parameters
+    from spade_gym.trainer.config import ConfigError, SelfPlayConfig
+
+    assert model_parameters("default") == 1.35e8
+    assert model_parameters("HuggingFaceTB/SmolLM2-360M-Instruct") == 3.6e8
+    assert model_parameters("vllm:Qwen/Qwen2.5-0.5B-Instruct") == 5e8
+    assert model_parameters("Qwen/Qwen3-30B-A3B") == 3e10  # the active-parameter "A3B" is not the size
+    assert model_parameters("gpt2") is None
+    assert auto_edit_probability("default") == EDIT_PROBABILITY_SMALL == 0.75
+    assert auto_edit_probability("Qwen/Qwen2.5-7B-Instruct") == EDIT_PROBABILITY == 0.25
+    assert auto_edit_probability("Qwen/Qwen2.5-7B-Instruct", device="cpu") == EDIT_PROBABILITY_SMALL
+    assert auto_edit_probability("gpt2") == EDIT_PROBABILITY
+    assert SelfPlayConfig().designer.edit_probability == "auto"
+    assert SelfPlayConfig().designer_config().edit_probability == EDIT_PROBABILITY_SMALL
+    big = SelfPlayConfig.from_dict({"policy": {"spec": "Qwen/Qwen2.5-7B-Instruct"}})
+    assert big.designer_config().edit_probability == EDIT_PROBABILITY
+    fixed = SelfPlayConfig.from_dict({"designer": {"edit_probability": 0.5}})
+    assert fixed.designer_config().edit_probability == 0.5
+    with pytest.raises(ConfigError, match="designer.edit_probability"):
+        SelfPlayConfig.from_dict({"designer": {"edit_probability": "often"}})
+    assert DesignerConfig().edit_probability == EDIT_PROBABILITY
+
+
+def test_the_reward_section_is_the_reward_config() -> None:
+    from spade_gym.trainer.config import ConfigError, SelfPlayConfig
+
+    config = SelfPlayConfig().with_overrides(["designer.reward.shaping=window", "designer.reward.window_low=0.25"])
+    assert config.designer_config().reward == RewardConfig(shaping="window", window_low=0.25)
+    assert "learnability_times_regret: true" in config.to_yaml()
+    with pytest.raises(ConfigError, match="window_low = 0.9 and window_high = 0.8") as info:
+        SelfPlayConfig().with_overrides(["designer.reward.window_low=0.9"])
+    assert info.value.key == "designer.reward"
+    with pytest.raises(ConfigError, match="designer.reward.shaping"):
+        SelfPlayConfig().with_overrides(["designer.reward.shaping=regret"])

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from spade_gym import SandboxConfig
+from spade_gym.agent import agent_prompt
 from spade_gym.evaluation import (
     CodeFileSuite,
     MathFileSuite,
@@ -119,8 +120,8 @@ def test_gsm8k_answers_right_wrong_empty_and_malformed(tmp_path: Path) -> None:
     assert result.items[4].metadata == {"answer": "73", "read": "73"}  # the last answer block counts
     assert result.items[3].metadata["answer"].startswith("She earns")  # no tag: the whole completion
     assert result.n == 12 and result.errors == 6 and result.score == pytest.approx(5 / 12)
-    assert policy.seen[0][0]["content"].startswith("You solve reasoning problems")
-    assert policy.seen[0][1] == {"role": "user", "content": "Q-tag: 6 boxes of 12?"}
+    assert policy.seen[0][:3] == agent_prompt("reasoning")  # the instruction and the worked format example
+    assert policy.seen[0][3] == {"role": "user", "content": "Q-tag: 6 boxes of 12?"}
     assert progress[-1] == (12, 12)
 
 
@@ -318,7 +319,7 @@ def test_multiple_choice_labels_indices_texts_and_tolerated_answers(tmp_path: Pa
     ]
     assert [r.metadata["prediction"] for r in result.items[7:10]] == ["C", "A", None]
     assert [r.reference for r in result.items[:4]] == ["B", "B", "B", "B"]
-    prompt = policy.seen[0][1]["content"]
+    prompt = policy.seen[0][-1]["content"]
     assert prompt.startswith("M-plain\n\nA. red\nB. green\nC. blue\nD. yellow\n\n")
     assert "letter of the correct choice inside <answer></answer>" in prompt
 

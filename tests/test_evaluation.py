@@ -189,6 +189,26 @@ def test_program_suite_plays_seed_environments_on_held_out_seeds() -> None:
         ProgramSuite("tool_use", envs=["Nope"])
 
 
+def test_envs_suite_plays_named_environments_of_any_setting_with_the_oracle_scoring_one() -> None:
+    from spade_gym.env import SandboxedEnv
+    from spade_gym.registry.gymnasium import bundled_registry_path
+
+    suite = load_suite("envs:ArithmeticChain,InboxCodeRelay", SuiteOptions(items=1))
+    assert suite.name == "envs:ArithmeticChain,InboxCodeRelay"
+    assert {r.setting for r in suite.records} == {"reasoning", "tool_use"}
+    assert suite.run(Scripted(lambda q: "")).score == 0.0
+    env = SandboxedEnv(bundled_registry_path() / "envs" / "ArithmeticChain-v0" / "env.py")
+    env.reset(seed=HELD_OUT_SEED_BASE)
+    oracle = env.oracle()
+    env.close()
+    solved = load_suite("envs:ArithmeticChain", SuiteOptions(items=1)).run(Scripted(lambda q: oracle))
+    assert solved.n == 1 and solved.score == 1.0
+    with pytest.raises(ValueError, match="no environment named Nope"):
+        load_suite("envs:Nope")
+    with pytest.raises(ValueError, match="name at least one environment"):
+        load_suite("envs:")
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [

@@ -26,6 +26,7 @@ from spade_gym import EnvProgram
 from spade_gym.errors import DuplicateEnvironment, EnvNotFound, RegistryError
 from spade_gym.registry import EnvRecord, EnvStats, Registry, ReplayConfig, replay_probabilities
 from spade_gym.registry.dedup import ast_hash, jaccard, lsh_params, minhash, minhash_from_bytes, minhash_to_bytes
+from spade_gym.registry.index import SCHEMA_VERSION
 from spade_gym.registry.sampler import ReplaySampler, competition_ranks
 
 TESTS = Path(__file__).resolve().parent
@@ -450,7 +451,7 @@ def test_index_of_another_schema_is_rebuilt(registry: Registry) -> None:
     with sqlite3.connect(registry.root / "index.sqlite") as conn:
         conn.execute("PRAGMA user_version = 99")
     reopened, caught = reopen(registry.root)
-    assert "index.sqlite has schema version 99; this spade_gym reads version 1; rebuilt" in caught[0]
+    assert f"index.sqlite has schema version 99; this spade_gym reads version {SCHEMA_VERSION}; rebuilt" in caught[0]
     assert len(reopened) == 3
 
 

@@ -39,7 +39,7 @@ class HintReader:
     def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
         out = []
         for i, prompt in enumerate(prompts):
-            answer = "7" if "Hint: say 7" in prompt[1]["content"] else self.guess
+            answer = "7" if any("Hint: say 7" in m["content"] for m in prompt if m["role"] == "user") else self.guess
             out.append(Completion(f"<answer>{answer}</answer>", None, None, None, "stop", i))
         return out
 
@@ -83,6 +83,69 @@ def test_every_threshold_is_configurable() -> None:
         designer_reward(True)
 
 
+def shaped(mean_hint: float, p: float, **config: Any) -> tuple[float, str, float | None]:
+    """The reward of an estimate whose no-hint success rate (and mean return) is ``p``."""
+    result = designer_reward(True, estimate(mean_hint, p), config=RewardConfig(**config))
+    return result.reward, result.outcome, result.p_nohint
+
+
+@pytest.mark.parametrize(
+    ("mean_hint", "p", "expected"),
+    [
+        (1.0, 0.0, (0.0, "outside_window", 0.0)),  # the hint gives the answer away: regret 1, nothing to learn
+        (1.0, 0.25, (0.0, "outside_window", 0.25)),
+        (1.0, 0.3, (0.7, "regret", 0.3)),  # the low edge is inside
+        (1.0, 0.5, (0.5, "regret", 0.5)),
+        (1.0, 0.8, (pytest.approx(0.2), "regret", 0.8)),  # the high edge is inside
+        (0.9, 0.85, (0.0, "outside_window", 0.85)),
+        (1.0, 1.0, (0.0, "trivial", 1.0)),  # solved without the hint: trivial before the window
+        (0.04, 0.0, (0.0, "out_of_reach", 0.0)),  # hint below out_of_reach_below: out of reach first
+        (0.05, 0.0, (0.0, "outside_window", 0.0)),  # exactly at the threshold: reachable, p outside
+    ],
+)
+def test_window_shaping_pays_regret_only_inside_the_window(mean_hint: float, p: float, expected: Any) -> None:
+    assert shaped(mean_hint, p, shaping="window") == expected
+
+
+def test_window_edges_and_outside_reward_are_configurable() -> None:
+    config = {"shaping": "window", "window_low": 0.25, "window_high": 0.75, "outside_window": -0.1}
+    assert shaped(1.0, 0.25, **config) == (0.75, "regret", 0.25)
+    assert shaped(1.0, 0.75, **config) == (0.25, "regret", 0.75)
+    assert shaped(1.0, 0.0, **config) == (-0.1, "outside_window", 0.0)
+    assert shaped(0.9, 0.76, **config) == (-0.1, "outside_window", 0.76)
+    with pytest.raises(ValueError, match="window_low"):
+        RewardConfig(window_low=0.9, window_high=0.8)
+    with pytest.raises(ValueError, match="shaping"):
+        RewardConfig(shaping="regret")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("mean_hint", "p", "times_regret", "expected"),
+    [
+        (1.0, 0.0, True, (0.0, "learnability", 0.0)),  # p = 0: nothing to learn, whatever the regret
+        (1.0, 0.0, False, (0.0, "learnability", 0.0)),
+        (1.0, 0.5, True, (0.5, "learnability", 0.5)),  # 4 * 0.5 * 0.5 = 1, times regret 0.5
+        (1.0, 0.5, False, (1.0, "learnability", 0.5)),
+        (1.0, 0.25, True, (0.5625, "learnability", 0.25)),  # 0.75 * 0.75
+        (1.0, 0.75, False, (0.75, "learnability", 0.75)),
+        (0.5, 0.5, True, (0.0, "learnability", 0.5)),  # the hint does not help: regret 0
+        (0.5, 0.5, False, (1.0, "learnability", 0.5)),
+        (1.0, 1.0, True, (0.0, "trivial", 1.0)),  # p = 1: trivial
+        (0.0, 0.0, True, (0.0, "out_of_reach", 0.0)),
+    ],
+)
+def test_learnability_shaping(mean_hint: float, p: float, times_regret: bool, expected: Any) -> None:
+    assert shaped(mean_hint, p, shaping="learnability", learnability_times_regret=times_regret) == expected
+
+
+def test_shaping_uses_the_success_rate_when_known() -> None:
+    """Partial returns: a mean no-hint return of 0.5 from episodes that never reach 0.99 is p = 0."""
+    partial = RegretEstimate("E-v0", 4, [0, 1, 2, 3], 1.0, 0.5, 0.0, 0.0, 0.5, 0, success_hint=1.0, success_nohint=0.0)
+    assert partial.p_nohint == 0.0
+    assert designer_reward(True, partial).outcome == "regret"  # the default keeps the paper's regret
+    assert designer_reward(True, partial, config=RewardConfig(shaping="window")).outcome == "outside_window"
+
+
 def test_standard_error() -> None:
     assert standard_error([1.0, 0.0, 1.0, 0.0]) == pytest.approx((1 / 3) ** 0.5 / 2)
     assert standard_error([0.5]) == 0.0
@@ -107,7 +170,10 @@ def test_estimate_regret_with_a_known_agent() -> None:
         "se_nohint",
         "regret",
         "errors",
+        "success_hint",
+        "success_nohint",
     }
+    assert (result.success_hint, result.success_nohint, result.p_nohint) == (1.0, 0.0, 0.0)
     solved = estimate_regret(SAY7, HintReader(guess="7"), k=2)
     assert (solved.mean_nohint, solved.regret) == (1.0, 0.0)
     assert designer_reward(True, solved).outcome == "trivial"

@@ -14,7 +14,8 @@ pytest.importorskip("torch")
 from programs import EVEN_LENGTH  # noqa: E402
 
 from spade_gym.program import EnvProgram  # noqa: E402
-from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, open_registry  # noqa: E402
+from spade_gym.registry import Registry  # noqa: E402
+from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path, open_registry  # noqa: E402
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig  # noqa: E402
 from spade_gym.trainer.plot import plot_run  # noqa: E402
 from spade_gym.trainer.run import RunDir  # noqa: E402
@@ -128,7 +129,7 @@ def test_a_designer_iteration_with_a_model_that_writes_no_program(tmp_path: Path
     assert m["designer/designs"] == 2 and m["designer/accepted"] == 0 and m["designer/reward_mean"] == -1.0
     assert sum(m["designer/rejections"].values()) == 2 and m["designer/outcomes"] == {"invalid": 2}
     # the seed library, less the environments held out for evaluation, is the initial memory and replay pool
-    assert m["registry/size"] == 30 - len(HELD_OUT_SEED_ENVS)
+    assert m["registry/size"] == len(Registry(bundled_registry_path())) - len(HELD_OUT_SEED_ENVS)
     names = {r.name for r in loop.registry.records()}
     assert not names & set(HELD_OUT_SEED_ENVS) and "ArithmeticChain" in names
     assert m["designer/iterations_without_accept"] == 1 and m["tokens/designer"] > 0

@@ -191,9 +191,11 @@ def test_check_novelty_gives_the_verdict_of_validating_with_the_registry(tmp_pat
     arithmetic = EnvProgram.from_file(EXAMPLES / "arithmetic_chain.py")
     bank = EnvProgram.from_file(EXAMPLES / "bank_account.py")
     registry.add(arithmetic, name="ArithmeticChain", setting="reasoning", max_turns=4, description="")
-    near = EnvProgram(arithmetic.source.replace("Start with", "Begin with"))  # a near duplicate
+    # a near duplicate that behaves the same (refused), and a rewording of its task (a variant)
+    near = EnvProgram(arithmetic.source.replace("self.turn += 1", "self.turn = self.turn + 1"))
+    reworded = EnvProgram(arithmetic.source.replace("Start with", "Begin with"))
     broken = EnvProgram(program(step="raise ValueError('x')"))
-    for prog in (arithmetic, near, bank, broken):
+    for prog in (arithmetic, near, reworded, bank, broken):
         alone = validate(prog)
         direct = validate(prog, registry=registry)
         later = check_novelty(alone, prog, registry)
@@ -203,5 +205,71 @@ def test_check_novelty_gives_the_verdict_of_validating_with_the_registry(tmp_pat
         ]
         assert alone.check("novelty").passed in (True, None)  # the given report is not changed
     assert validate(near, registry=registry).category == "DUPLICATE"
+    assert validate(reworded, registry=registry).category == "ACCEPT"
     with pytest.raises(ValueError, match="not of the given program"):
         check_novelty(validate(bank), arithmetic, registry)
+
+
+# ---- the hint must not state the answer --------------------------------------------------------
+
+
+def sum_program(hint: str) -> str:
+    """Sum of two seeded numbers: one answer, the exact sum pays 1."""
+    return program(
+        reset="rng = random.Random(seed)\nself.a, self.b = rng.randint(10, 99), rng.randint(10, 99)\n"
+        'return "What is " + str(self.a) + " + " + str(self.b) + "?", {}',
+        step="ok = action.strip() == str(self.a + self.b)\nreturn 'done', (1.0 if ok else 0.0), True, False, {}",
+        hint=hint,
+        oracle="return str(self.a + self.b)",
+        max_turns=1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("hint", "category"),
+    [
+        ('return "The sum is " + str(self.a + self.b) + ". Add the tens first."', "HINT_LEAK"),
+        ('return "ADD: SUM = \'" + str(self.a + self.b) + "\'"', "HINT_LEAK"),  # case and quotes do not hide it
+        ('return "The sum starts with the digit " + str(self.a + self.b)[0] + "."', "ACCEPT"),  # a partial result
+        ('return "Add the tens: " + str(self.a // 10 * 10 + self.b // 10 * 10) + ", then the units."', "ACCEPT"),
+        ('return "Add the units first."', "ACCEPT"),  # a method
+    ],
+)
+def test_a_hint_that_states_the_answer_is_a_leak(hint: str, category: str) -> None:
+    report = validate(sum_program(hint))
+    assert report.category == category, report.feedback()
+    if category == "HINT_LEAK":
+        message = report.check("non_triviality").message
+        assert message.startswith("hint() states the oracle's answer at the start of 10 of 10 episodes")
+        assert "give a method, a partial result or the first digit or letter instead" in message
+
+
+def test_hint_states_answer_exact_cases() -> None:
+    from spade_gym.validation import hint_states_answer
+
+    def stated(*cases: tuple[str, str, str]) -> list[int]:
+        return hint_states_answer(dict(enumerate(cases)))
+
+    assert stated(("the answer is 17.", "17", "q")) == [0]
+    assert stated(("add 10 and 7 to get 117", "17", "q")) == []  # "17" inside "117" is not the answer
+    # a short answer counts only when most hints state theirs: once in three is a coincidence
+    assert stated(("7 is the answer", "7", "q"), ("it is 8", "8", "q"), ("add 2 and 2", "5", "q")) == [0, 1]
+    assert stated(("7 is the answer", "7", "q"), ("add 4 and 4", "8", "q"), ("add 2 and 2", "5", "q")) == []
+    assert stated(("Secret: ABC", "abc", "q"), ("nothing", "xyz", "q")) == [0]  # case-insensitive
+    assert stated(("", "7", "q"), ("hint", "", "q")) == []  # an empty hint or answer states nothing
+    # a word that most other hints use although their answers differ is boilerplate, not this answer
+    moves = [
+        ("move left or right", "left", "q"),
+        ("move left or right", "right", "q"),
+        ("move left or right", "up", "q"),
+    ]
+    assert stated(*moves) == []
+    # a move the oracle also makes before the end of an episode is a step of the game, not the answer
+    maze = [("the goal is right of you", "right", "q"), ("the goal is above you", "up", "q")]
+    assert stated(*maze) == [0]
+    assert hint_states_answer(dict(enumerate(maze)), steps=["up", "right", "up"]) == []
+    call = '{"name": "submit", "arguments": {"code": "K42", "account": "main"}}'
+    assert stated(("the code is k42", call, "submit a code for account main")) == [0]  # a tool argument
+    assert stated(("use the main account", call, "submit a code for account main")) == []  # the task names it
+    # a multiple-choice answer listed in the task is still stated by a hint that names it
+    assert stated(("it is paris", "Paris", "Which city? Paris, Rome or Oslo"), ("think", "Rome", "Which? Rome")) == [0]

@@ -8,9 +8,15 @@ likes, and the environments' workers step in parallel (``send_step`` to all, the
 Rules (documented here, tested in ``tests/test_agent.py``):
 
 * **Prompt.** A system prompt per setting (:data:`SYSTEM_PROMPTS`) states the action format of
-  DESIGN.md, then the environment's description and, for tool use, its tool schemas. The first
-  observation is the first user message; with ``hint=True`` the environment's privileged hint is
-  appended to it (``"\\n\\nHint: ..."``). Each later observation is a user message.
+  DESIGN.md, then the environment's description and, for tool use, one line per tool
+  (:func:`tool_signature`: name, argument names, description); then ONE
+  worked example of the setting (:data:`PROMPT_EXAMPLES`) follows as an earlier (user, assistant)
+  exchange (:func:`agent_prompt`; DESIGN.md, "Learning at small scale"). The first observation
+  is the next user message; with ``hint=True`` the environment's privileged hint is appended to
+  it (``"\\n\\nHint: ..."``). Each later observation is a user message.
+* **Sampling.** The default temperature and top-p of the Agent are :data:`AGENT_TEMPERATURE` and
+  :data:`AGENT_TOP_P`, chosen by measurement (see there); every default of the package
+  (:class:`RolloutConfig`, the trainer's ``agent`` section, ``spade envs measure``) uses them.
 * **Action extraction** (:func:`extract_action`). Reasoning and games: the text of the last
   ``<answer>...</answer>`` block; with no block, the last non-empty line of the completion (small
   models often forget the tags), marked ``format_ok=False``; an empty completion is the action
@@ -38,7 +44,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -46,6 +52,9 @@ from spade_gym.env import SandboxedEnv
 from spade_gym.policies.base import Completion, Policy, SamplingParams
 
 __all__ = [
+    "AGENT_TEMPERATURE",
+    "AGENT_TOP_P",
+    "PROMPT_EXAMPLES",
     "SYSTEM_PROMPTS",
     "Episode",
     "ParsedAction",
@@ -53,40 +62,90 @@ __all__ = [
     "RolloutStats",
     "Trajectory",
     "Turn",
+    "agent_prompt",
+    "example_messages",
     "extract_action",
+    "format_compliance",
     "rollout",
     "system_prompt",
+    "tool_signature",
 ]
 
+#: The Agent's instruction per setting: the action format of DESIGN.md, short (it is paid on
+#: every turn).
 SYSTEM_PROMPTS: dict[str, str] = {
-    "reasoning": (
-        "You solve reasoning problems step by step. Think briefly, then give your final answer "
-        "inside <answer></answer> tags, for example <answer>42</answer>. Only the last <answer> "
-        "block counts."
-    ),
-    "game": (
-        "You play a game by taking one move per turn. Think briefly, then give your move inside "
-        "<answer></answer> tags, for example <answer>up</answer>. Only the last <answer> block counts."
-    ),
+    "reasoning": "Solve the problem. Reply with the final answer inside <answer></answer> tags.",
+    "game": "You play a game, one move per turn. Reply with your move inside <answer></answer> tags.",
     "tool_use": (
-        "You complete tasks by calling tools, one call per turn. Write the call as a JSON object "
-        'inside <tool_call></tool_call> tags, for example <tool_call>{"name": "search", '
-        '"arguments": {"query": "weather"}}</tool_call>. The tool\'s result comes back as the next message.'
+        "You complete tasks by calling tools, one call per turn. Reply with the call as JSON inside "
+        "<tool_call></tool_call> tags. The result comes back as the next message."
     ),
 }
+
+#: ONE worked example per setting, ``(user message, the exact reply)``, played to the model as an
+#: earlier exchange between the system prompt and the first observation (:func:`agent_prompt`).
+#: Measured with the embedded SmolLM2-135M-Instruct (issue 17; 9 hinted first observations of
+#: ArithmeticChain, SequenceNextTerm and NumberBaseConversion, temperature 0.5): replies with an
+#: ``<answer>`` tag were 0/9 with the instruction alone, 0/9 with the example written inside the
+#: system prompt (with or without a reasoning step, or a reminder after the observation), 1/9
+#: with an example exchange whose reply reasons first (the model copied the example), and 9/9
+#: with an example exchange whose reply is the bare tag (that example was "What is 3 + 4?" ->
+#: ``<answer>7</answer>``). The model then copied the example's answer into similar tasks
+#: (``7`` on numeric tasks, ``left`` on two-door games), so the final answers are words no seed
+#: task asks for; with them, 0.70 of 126 agent turns on the five graded seed environments held a
+#: parsable action (``spade envs measure -k 8``, temperature 0.5).
+#: ``tests/test_agent.py`` checks that each reply parses with ``format_ok=True``.
+PROMPT_EXAMPLES: dict[str, tuple[str, str]] = {
+    "reasoning": ("What is the opposite of hot?", "<answer>cold</answer>"),
+    "game": ("You see a closed chest. Moves: open, leave.", "<answer>open</answer>"),
+    "tool_use": (
+        "Get the weather in Paris.",
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>',
+    ),
+}
+
+# The Agent's default decoding, chosen by measurement (issue 17). SmolLM2-135M-Instruct (the
+# embedded model) with the prompts above, on the five graded seed environments (ColorCodeLookup,
+# CountListItems, LargerOfTwo, ColorDoorRooms, OrderStatusLookup), seeds 0-3 with and without the
+# hint, 48 new tokens per turn; successes are episodes with return >= 0.99 out of 20, compliance
+# is the share of agent turns with a parsable action (pooled over ~60 turns):
+#
+#   temperature  top_p   success hint   success no hint   format compliance
+#   0.3          1.0     6/20           7/20              0.73
+#   0.5          1.0     4/20           3/20              0.67
+#   0.5          0.9     4/20           3/20              0.68
+#   0.7          1.0     4/20           6/20              0.52
+#   1.0          1.0     4/20           1/20              0.21
+#   1.0          0.9     2/20           2/20              0.33
+#
+# Compliance falls steeply above 0.5 (the earlier default, 1.0, loses four turns in five to
+# unparsable text); 0.3 and 0.5 are within noise of each other on both figures, so the default is
+# the more exploratory of the two (GRPO groups and regret estimates need varied samples). top_p
+# 0.9 changed nothing measurable and would make the sampled log-probabilities those of a truncated
+# distribution, so it stays 1.0. Re-measure with ``spade envs measure --temperature T --top-p P``.
+#: The Agent's default sampling temperature and nucleus mass (table above). One definition:
+#: :class:`RolloutConfig`, ``SelfPlayConfig.agent`` and ``spade envs measure`` use these.
+AGENT_TEMPERATURE: float = 0.5
+AGENT_TOP_P: float = 1.0
+#: Most new tokens per Agent turn by default.
+AGENT_MAX_NEW_TOKENS: int = 256
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL | re.IGNORECASE)
 HINT_PREFIX = "\n\nHint: "
 
 
-def system_prompt(setting: str, description: str = "", tools: Sequence[dict[str, Any]] = ()) -> str:
+def system_prompt(
+    setting: str, description: str = "", tools: Sequence[dict[str, Any]] = (), *, compact_tools: bool = False
+) -> str:
     """The Agent's system prompt for an environment.
 
     Args:
         setting: ``"reasoning"``, ``"tool_use"`` or ``"game"``.
         description: the environment's docstring (one paragraph).
         tools: the environment's OpenAI-style tool schemas (tool use).
+        compact_tools: one line per tool (:func:`tool_signature`) instead of its JSON schema;
+            :func:`agent_prompt` (what :func:`rollout` shows) uses it.
 
     Returns:
         The prompt text.
@@ -100,8 +159,64 @@ def system_prompt(setting: str, description: str = "", tools: Sequence[dict[str,
     if description:
         parts.append(f"Environment: {description.strip()}")
     if tools:
-        parts.append("Tools:\n" + "\n".join(json.dumps(t, sort_keys=True) for t in tools))
+        render = tool_signature if compact_tools else (lambda t: json.dumps(t, sort_keys=True))
+        parts.append("Tools:\n" + "\n".join(render(t) for t in tools))
     return "\n\n".join(parts)
+
+
+def tool_signature(tool: Mapping[str, Any]) -> str:
+    """One line for a tool in the Agent's prompt: ``name(arg, ...): description``.
+
+    A small model copies JSON it sees: shown its tools' JSON schemas, SmolLM2-135M wrote schema
+    fragments as tool calls (issue 17), so the prompt names each tool, its argument names and
+    what it does, and the call format comes from the worked example.
+
+    Args:
+        tool: an OpenAI-style function schema (``{"type": "function", "function": {...}}``) or
+            the bare function object; anything else is shown as compact JSON.
+
+    Returns:
+        The line.
+    """
+    function = tool.get("function", tool) if isinstance(tool, Mapping) else tool
+    if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+        return json.dumps(tool, sort_keys=True, separators=(",", ":"), default=str)
+    parameters = function.get("parameters")
+    properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+    args = ", ".join(str(name) for name in properties) if isinstance(properties, Mapping) else ""
+    description = function.get("description")
+    line = f"{function['name']}({args})"
+    return f"{line}: {description}" if isinstance(description, str) and description else line
+
+
+def example_messages(setting: str) -> list[dict[str, str]]:
+    """The worked example of ``setting`` as a (user, assistant) exchange (:data:`PROMPT_EXAMPLES`).
+
+    Raises:
+        ValueError: an unknown setting.
+    """
+    if setting not in PROMPT_EXAMPLES:
+        raise ValueError(f"setting must be one of {sorted(PROMPT_EXAMPLES)}, got {setting!r}")
+    question, reply = PROMPT_EXAMPLES[setting]
+    return [{"role": "user", "content": question}, {"role": "assistant", "content": reply}]
+
+
+def agent_prompt(setting: str, description: str = "", tools: Sequence[dict[str, Any]] = ()) -> list[dict[str, str]]:
+    """What the Agent sees before an environment's first observation: the system prompt
+    (:func:`system_prompt` with one line per tool) and the setting's worked example exchange
+    (:func:`example_messages`).
+
+    Args:
+        setting, description, tools: as :func:`system_prompt`.
+
+    Returns:
+        Three chat messages: system, user (the example's question), assistant (its exact reply).
+
+    Raises:
+        ValueError: an unknown setting.
+    """
+    system = system_prompt(setting, description, tools, compact_tools=True)
+    return [{"role": "system", "content": system}, *example_messages(setting)]
 
 
 @dataclass(frozen=True)
@@ -191,7 +306,8 @@ class Trajectory:
         env_id: the environment's id or name; ``seed``: the reset seed; ``hint``: whether the
             hint was shown.
         messages: the whole conversation (system, observations as user messages, completions as
-            assistant messages), untruncated.
+            assistant messages), untruncated; the worked example exchange that the policy sees
+            after the system prompt (:func:`example_messages`) is not repeated here.
         turns: one :class:`Turn` per agent turn.
         rewards: per-turn rewards; ``episode_return``: their sum, or 0 when ``error`` is set.
         terminated, truncated: how the episode ended (truncated also when the runner stopped it).
@@ -223,6 +339,16 @@ class Trajectory:
         """Whether the return reached 0.99 (DESIGN.md's success)."""
         return self.episode_return >= 0.99
 
+    @property
+    def format_ok_turns(self) -> int:
+        """Agent turns whose completion held a parsable action (``Turn.format_ok``)."""
+        return sum(turn.format_ok for turn in self.turns)
+
+    @property
+    def format_compliance(self) -> float | None:
+        """Share of agent turns with a parsable action, in [0, 1]; ``None`` for no turns."""
+        return self.format_ok_turns / len(self.turns) if self.turns else None
+
     def samples(self) -> list[tuple[list[int], list[int], list[float], list[int]]]:
         """The trainer's view: one ``(prompt_ids, completion_ids, logprobs, loss_mask)`` per turn.
 
@@ -237,6 +363,13 @@ class Trajectory:
             ids = turn.completion_token_ids
             out.append((turn.prompt_token_ids, ids, turn.logprobs, [1] * len(ids)))
         return out
+
+
+def format_compliance(trajectories: Sequence[Trajectory]) -> float | None:
+    """Share of all agent turns of ``trajectories`` with a parsable action (``Turn.format_ok``),
+    in [0, 1], each turn counted once; ``None`` when there are no turns."""
+    turns = sum(t.num_turns for t in trajectories)
+    return sum(t.format_ok_turns for t in trajectories) / turns if turns else None
 
 
 @dataclass(frozen=True)
@@ -263,7 +396,11 @@ class RolloutConfig:
             environment's ``max_turns``).
     """
 
-    sampling: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=1.0, max_new_tokens=256))
+    sampling: SamplingParams = field(
+        default_factory=lambda: SamplingParams(
+            temperature=AGENT_TEMPERATURE, top_p=AGENT_TOP_P, max_new_tokens=AGENT_MAX_NEW_TOKENS
+        )
+    )
     max_episodes: int = 64
     max_turns: int | None = None
 
@@ -277,14 +414,21 @@ class RolloutConfig:
 @dataclass
 class RolloutStats:
     """Figures of one :func:`rollout` call: ``generate_calls``, ``episodes``, ``turns`` (agent
-    turns in all), and seconds in ``generation_s``, ``env_s`` and ``total_s`` (wall)."""
+    turns in all), ``format_ok_turns`` (those whose completion held a parsable action), and
+    seconds in ``generation_s``, ``env_s`` and ``total_s`` (wall)."""
 
     generate_calls: int = 0
     episodes: int = 0
     turns: int = 0
+    format_ok_turns: int = 0
     generation_s: float = 0.0
     env_s: float = 0.0
     total_s: float = 0.0
+
+    @property
+    def format_compliance(self) -> float | None:
+        """Share of agent turns with a parsable action, in [0, 1]; ``None`` for no turns."""
+        return self.format_ok_turns / self.turns if self.turns else None
 
     @property
     def bookkeeping_s(self) -> float:
@@ -363,12 +507,20 @@ class _Running:
         self.done = True
 
 
-def _fit_messages(messages: list[dict[str, str]], fits: Callable[[list[dict[str, str]]], bool]) -> list[dict[str, str]]:
-    """Drop the oldest (assistant, user) exchanges after the first observation until ``fits``."""
+def _fit_messages(
+    messages: list[dict[str, str]], fits: Callable[[list[dict[str, str]]], bool], head: int = 2
+) -> list[dict[str, str]]:
+    """Drop the oldest (assistant, user) exchanges after the first ``head`` messages (the system
+    prompt, the worked example and the first observation) until ``fits``."""
     kept = list(messages)
-    while not fits(kept) and len(kept) > 4:  # system, first user, and at least the last exchange
-        del kept[2:4]
+    while not fits(kept) and len(kept) > head + 2:  # the head and at least the last exchange
+        del kept[head : head + 2]
     return kept
+
+
+def _prompt(trajectory: Trajectory, setting: str) -> list[dict[str, str]]:
+    """The conversation as sent to the policy: the worked example after the system prompt."""
+    return [trajectory.messages[0], *example_messages(setting), *trajectory.messages[1:]]
 
 
 def rollout(
@@ -416,7 +568,7 @@ def _start(episode: Episode, config: RolloutConfig) -> _Running:
     trajectory = Trajectory(env_id=_env_id(episode.env, env), seed=episode.seed, hint=episode.hint)
     limit = min(env.max_turns, config.max_turns or env.max_turns)
     running = _Running(env, trajectory, limit)
-    trajectory.messages.append({"role": "system", "content": system_prompt(env.setting, env.description, env.tools)})
+    trajectory.messages.append(agent_prompt(env.setting, env.description, env.tools)[0])
     try:
         observation, _info = env.reset(seed=episode.seed)
         if episode.hint:
@@ -460,7 +612,7 @@ def _play_wave(
             if not active:
                 break
             fits = _fits(policy, config.sampling)
-            prompts = [_fit_messages(r.trajectory.messages, fits) for r in active]
+            prompts = [_fit_messages(_prompt(r.trajectory, r.env.setting), fits, head=4) for r in active]
             # a seeded rollout is reproducible, and its turns still differ: seed + index of the call
             seed = config.sampling.seed
             sampling = replace(
@@ -488,6 +640,7 @@ def _play_wave(
                 r.trajectory.env_s += env_seconds / len(to_step)
             for r in active:
                 stats.turns += 1
+                stats.format_ok_turns += r.trajectory.turns[-1].format_ok
                 if not r.done and r.trajectory.num_turns >= r.turn_limit:
                     r.finish(truncated=True)
             if progress is not None:

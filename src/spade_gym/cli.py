@@ -22,6 +22,7 @@ from rich.panel import Panel
 from rich.progress import Progress, TimeElapsedColumn, track
 from rich.table import Table
 
+from spade_gym.agent import AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.env import SandboxedEnv, escape_text
 from spade_gym.errors import RegistryError, SpadeError
 from spade_gym.sandbox import LAYERS, SandboxClient, SandboxConfig
@@ -649,6 +650,81 @@ def resume(
     _run_selfplay(lambda say, progress: SelfPlay.resume(run_dir, say=say, progress=progress))
 
 
+@app.command()
+def warmstart(
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="The run's YAML configuration (as for `spade selfplay`).")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", "-s", help="Override one key, e.g. --set warmstart.agent_steps=20 (repeatable)."),
+    ] = None,
+) -> None:
+    """Run only the cold start of a self-play config: supervised steps on the oracle's actions (Agent) and
+    the seed programs (Designer), cached by content hash; prints where the adapters are and the loss.
+
+    `spade selfplay` with `warmstart.enabled: true` loads the same cached adapters before iteration 0;
+    an interrupted run continues from its last saved step when run again.
+    """
+    from spade_gym.trainer.config import SelfPlayConfig
+    from spade_gym.trainer.selfplay import _check_lora, _load_policy
+    from spade_gym.trainer.warmstart import check_warmstart_config, run_warmstart
+
+    if config is None:
+        console.print("[red]give the run's configuration with --config FILE (e.g. examples/selfplay_cpu.yaml)[/red]")
+        raise typer.Exit(2)
+    try:
+        cfg = SelfPlayConfig.from_yaml(config).with_overrides(list(overrides or []))
+        if cfg.policy.lora is not None:
+            _check_lora(cfg.policy.lora)
+        check_warmstart_config(cfg)
+    except (SpadeError, ValueError, OSError) as exc:
+        console.print(f"[red]{_safe(str(exc))}[/red]")
+        raise typer.Exit(2) from None
+    bars = Progress(*Progress.get_default_columns(), TimeElapsedColumn(), console=console, transient=True)
+    tasks: dict[str, Any] = {}
+
+    def progress(phase: str, done: int, total: int) -> None:
+        if phase not in tasks:
+            tasks[phase] = bars.add_task("cold start: " + phase, total=total)
+        bars.update(tasks[phase], completed=done, total=total)
+
+    try:
+        with console.status("loading the policy", spinner="dots"):
+            policy = _load_policy(cfg, cfg.policy.spec.removeprefix("vllm:"))
+        with bars:
+            result = run_warmstart(
+                cfg, policy, say=lambda line: console.print(_safe(line), soft_wrap=True), progress=progress
+            )
+    except SpadeError as exc:
+        console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: run the same command again to continue from the last saved step[/yellow]")
+        raise typer.Exit(130) from None
+
+    def loss(values: dict[str, float | None], role: str) -> str:
+        value = values.get(role)
+        return "-" if value is None else f"{value:.4f}"
+
+    console.print(
+        f"adapters: {_safe(str(result.adapter_path))} (hash {result.hash[:12]}{', cached' if result.cached else ''})"
+    )
+    console.print(
+        f"data: {result.agent_samples} Agent samples from {len(result.envs)} environments, "
+        f"{result.designer_samples} Designer samples; skipped {_safe(str(result.skipped or 'none'))}"
+    )
+    console.print(
+        f"train loss (nats per target token) before -> after: agent {loss(result.loss_before, 'agent')} -> "
+        f"{loss(result.loss_after, 'agent')}, designer {loss(result.loss_before, 'designer')} -> "
+        f"{loss(result.loss_after, 'designer')}"
+    )
+    console.print(
+        f"{result.steps} steps ({result.steps_run} in this call), {result.wall_s:.0f} s; loss curve: "
+        + " ".join(f"{v:.3f}" for v in result.losses)
+    )
+
+
 def _existing_folder(path: Path) -> Path:
     from spade_gym.trainer.run import RunDirError
 
@@ -698,8 +774,13 @@ def _run_selfplay(make: Any) -> None:
                 f"`spade resume {_safe(str(loop.run.path))}`[/yellow]"
             )
         raise typer.Exit(130) from None
+    from spade_gym.trainer.selfplay import what_moved
+
     plots = plot_run(loop.run.path)
     accepted = [env_id for r in results for env_id in r.accepted]
+    console.print("what moved (first -> last iteration):")
+    for line in what_moved(loop.run.read_metrics()):
+        console.print(f"  {_safe(line)}")
     console.print(f"run folder: {_safe(str(loop.run.path))}")
     console.print(f"metrics: {_safe(str(loop.run.metrics_path))}; checkpoints: {_safe(str(loop.run.checkpoints_dir))}")
     console.print(f"plots: {_safe(', '.join(str(p) for p in plots) or 'none')}")
@@ -1010,7 +1091,12 @@ def envs_measure(
     policy: Annotated[str, typer.Option("--policy", "-p", help="The Agent: see `spade generate --help`.")] = "default",
     k: Annotated[int, typer.Option("-k", help="Episodes with the hint and as many without, per environment.")] = 4,
     seed: Annotated[int, typer.Option(help="First reset seed; the k seeds are seed .. seed+k-1.")] = 0,
-    temperature: Annotated[float, typer.Option(help="The Agent's sampling temperature (> 0).")] = 1.0,
+    temperature: Annotated[
+        float, typer.Option(help="The Agent's sampling temperature (> 0); default: spade_gym.agent.AGENT_TEMPERATURE.")
+    ] = AGENT_TEMPERATURE,
+    top_p: Annotated[
+        float, typer.Option(help="The Agent's nucleus sampling mass in (0, 1]; default: spade_gym.agent.AGENT_TOP_P.")
+    ] = AGENT_TOP_P,
     max_new_tokens: Annotated[int, typer.Option(help="Most tokens per agent turn.")] = 128,
     max_turns: Annotated[int | None, typer.Option(help="Cap on agent turns per episode.")] = None,
     max_episodes: Annotated[int, typer.Option(help="Most episodes (workers) alive at once.")] = 64,
@@ -1019,10 +1105,12 @@ def envs_measure(
     and store them in its meta.json (shown by `spade envs list`).
 
     All environments' episodes are played in one batched rollout (one generate call per turn
-    across every running episode). Stored fields: episodes (2k), mean_return_hint,
-    mean_return_nohint and regret.
+    across every running episode). Shown: returns, success rates (return >= 0.99) with and without
+    the hint, regret, format compliance (the share of agent turns with a parsable action) and
+    errors. Stored fields: episodes (2k), mean_return_hint, mean_return_nohint, regret and
+    format_compliance.
     """
-    from spade_gym.agent import RolloutConfig, rollout
+    from spade_gym.agent import RolloutConfig, format_compliance, rollout
     from spade_gym.policies import SamplingParams, load_policy
     from spade_gym.regret import regret_episodes, summarise
 
@@ -1035,7 +1123,7 @@ def envs_measure(
     reg = _open_registry(registry)
     try:
         records = [reg.get(i) for i in ids] if ids else reg.records()
-        sampling = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+        sampling = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
         config = RolloutConfig(sampling=sampling, max_turns=max_turns, max_episodes=max_episodes)
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
@@ -1051,22 +1139,31 @@ def envs_measure(
     except (SpadeError, ValueError) as exc:
         console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
         raise typer.Exit(1) from None
-    table = Table(title=f"Measured with {_safe(agent.name)}, k={k}, seeds {seeds[0]}..{seeds[-1]}")
-    for column in ("id", "return hint / no hint", "regret", "errors"):
+    table = Table(
+        title=f"Measured with {_safe(agent.name)}, k={k}, seeds {seeds[0]}..{seeds[-1]}, "
+        f"temperature {temperature:g}, top_p {top_p:g}"
+    )
+    for column in ("id", "return hint / no hint", "success hint / no hint", "regret", "format compliance", "errors"):
         table.add_column(column)
     for n, record in enumerate(records):
-        result = summarise(trajectories[2 * k * n : 2 * k * (n + 1)])
+        played = trajectories[2 * k * n : 2 * k * (n + 1)]
+        result = summarise(played)
+        compliance = format_compliance(played)
         reg.update_stats(
             record.env_id,
             episodes=2 * k,
             mean_return_hint=result.mean_hint,
             mean_return_nohint=result.mean_nohint,
             regret=result.regret,
+            format_compliance=compliance,
         )
+        hinted, plain = played[:k], played[k:]
         table.add_row(
             record.env_id,
             f"{result.mean_hint:.2f} / {result.mean_nohint:.2f}",
+            f"{sum(t.success for t in hinted) / k:.2f} / {sum(t.success for t in plain) / k:.2f}",
             f"{result.regret:.2f}",
+            _fmt(compliance),
             str(result.errors),
         )
     console.print(table)
@@ -1074,6 +1171,7 @@ def envs_measure(
         f"{len(episodes)} episodes in {stats.total_s:.0f} s: generation {stats.generation_s:.0f} s in "
         f"{stats.generate_calls} generate calls, environments {stats.env_s:.1f} s; stored in each meta.json"
     )
+    console.print(f"format compliance {_fmt(stats.format_compliance)} over {stats.turns} agent turns")
 
 
 @envs_app.command("show")

@@ -56,20 +56,36 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DESIGNER_SYSTEM_PROMPT",
+    "DESIGN_TOKEN_FLOOR",
+    "EDIT_PROBABILITY",
+    "EDIT_PROBABILITY_SMALL",
     "MODES",
     "DesignOutcome",
     "DesignerConfig",
     "DesignerPrompt",
     "ExtractedProgram",
     "SpadeDesignerEnv",
+    "auto_edit_probability",
     "build_prompt",
+    "design_token_floor",
     "design",
     "evaluate_completion",
     "extract_program",
+    "model_parameters",
 ]
 
 #: The Designer's two modes: a new environment from the document, or a variant of a memory one.
 MODES = ("write", "edit")
+#: Default chance that a design is an edit of a memory environment (:attr:`DesignerConfig.edit_probability`).
+EDIT_PROBABILITY = 0.25
+#: The chance ``designer.edit_probability: auto`` gives a small model (see :func:`auto_edit_probability`).
+EDIT_PROBABILITY_SMALL = 0.75
+#: Parameters below which ``auto`` counts a model as small.
+SMALL_MODEL_PARAMETERS = 1.5e9
+#: The fewest new tokens a design may have when no tokenizer is at hand to measure the seed programs:
+#: about the token length of the worked example in :data:`DESIGNER_SYSTEM_PROMPT` (257 tokens, 860
+#: characters, with the embedded model's tokenizer), the shortest complete program the Designer is shown.
+DESIGN_TOKEN_FLOOR = 256
 #: Longest observation (prompt) and action (completion), in characters; a longer completion is
 #: refused (``TOO_LONG``) without being parsed.
 MAX_PROMPT_CHARS = 200_000
@@ -390,7 +406,8 @@ class DesignerConfig:
         memory: which past environments the prompt shows.
         settings: target settings drawn from at each reset (default: all three, uniformly).
         edit_probability: chance that a reset asks for an edit of a memory environment instead of
-            a new one (0: always write).
+            a new one (0: always write; default :data:`EDIT_PROBABILITY`; the self-play config's
+            ``auto`` picks it with :func:`auto_edit_probability`).
         repair_rounds: in :func:`design`, extra generations that get the failed report back.
         include_source: show every memory environment's source in write mode.
     """
@@ -405,7 +422,7 @@ class DesignerConfig:
     validation: ValidationConfig = field(default_factory=ValidationConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     settings: tuple[str, ...] = SETTINGS
-    edit_probability: float = 0.25
+    edit_probability: float = EDIT_PROBABILITY
     repair_rounds: int = 2
     include_source: bool = False
 
@@ -431,7 +448,8 @@ class DesignOutcome:
         source: the program extracted from it, or ``None``.
         report: the validation report (a ``NO_CODE`` report when there was no program).
         reward: the Designer's reward and its outcome (``"invalid"``, ``"duplicate"``,
-            ``"trivial"``, ``"out_of_reach"``, ``"regret"``).
+            ``"trivial"``, ``"out_of_reach"``, ``"regret"``, and with shaping ``"outside_window"``
+            or ``"learnability"``; :func:`~spade_gym.regret.designer_reward`).
         estimate: the regret estimate of an accepted program (``None`` otherwise); its
             ``nohint`` trajectories are Agent training data.
         record: the registry record of an accepted program (``None`` otherwise).
@@ -619,6 +637,9 @@ def evaluate_completion(
             document=prompt.provenance() if prompt else None,
             parents=(prompt.parent,) if prompt and prompt.parent else (),
             validation=report.to_dict(),
+            # the gate's novelty check judged near duplicates by behaviour (a variant passes); exact
+            # duplicates registered since then by another writer are still refused here
+            allow_near_duplicates=True,
             stats=EnvStats(
                 episodes=2 * estimate.k,
                 mean_return_hint=estimate.mean_hint,
@@ -703,6 +724,114 @@ def design(
     assert outcome is not None
     outcome.attempts, outcome.generation_s = attempts, generation_s
     return outcome
+
+
+# ------------------------------------------------------------------------------------------------
+# Settings for small models: edit weighting and the token budget of a design
+# ------------------------------------------------------------------------------------------------
+
+_SIZE = re.compile(r"(?<![0-9A-Za-z.])(\d+(?:\.\d+)?)\s*([MmBb])(?![A-Za-z])")
+
+
+def model_parameters(spec: str) -> float | None:
+    """The parameter count a policy spec states, or ``None``: the embedded default model is
+    SmolLM2-135M-Instruct (1.35e8); a model id or path that names its size (``"SmolLM2-360M"``,
+    ``"Qwen2.5-0.5B-Instruct"``, ``"vllm:Qwen/Qwen2.5-7B"``) gives that size (the last size in the
+    name); anything else ``None``."""
+    from spade_gym.policies import DEFAULT_NAMES
+
+    name = spec.strip().removeprefix("vllm:")
+    if name.lower() in DEFAULT_NAMES:
+        return 1.35e8
+    found = _SIZE.findall(name.rsplit("/", 1)[-1])
+    if not found:
+        return None
+    number, unit = found[-1]
+    return float(number) * (1e6 if unit in "Mm" else 1e9)
+
+
+def auto_edit_probability(spec: str, device: str | None = None) -> float:
+    """The edit probability of ``designer.edit_probability: auto``.
+
+    A small model (under :data:`SMALL_MODEL_PARAMETERS` parameters by :func:`model_parameters`, or
+    any model placed on ``device="cpu"``) gets :data:`EDIT_PROBABILITY_SMALL` (0.75), every other
+    :data:`EDIT_PROBABILITY` (0.25). Why: a small model rarely writes a whole valid program from
+    a document (write mode), while an edit starts from a valid program in the prompt, and a
+    variant that changes one knob or rule is a few tokens away from it (ACCEL's level editing,
+    Parker-Holder et al. 2022, section 3, grows the curriculum by small edits for the same
+    reason); a large model does well in write mode and keeps SPADE's document grounding.
+
+    Args:
+        spec: the policy spec (``policy.spec``).
+        device: ``policy.device`` (``None``: chosen at load time; not evidence of a small model).
+
+    Returns:
+        A probability in [0, 1].
+    """
+    parameters = model_parameters(spec)
+    small = device == "cpu" or (parameters is not None and parameters < SMALL_MODEL_PARAMETERS)
+    return EDIT_PROBABILITY_SMALL if small else EDIT_PROBABILITY
+
+
+def _tokenizer_file(spec: str) -> Path | None:
+    """The ``tokenizer.json`` of a policy spec when it is on this machine without a download."""
+    from spade_gym.policies import DEFAULT_NAMES
+
+    name = spec.strip().removeprefix("vllm:")
+    if name.lower() in DEFAULT_NAMES:
+        from spade_gym.policies.embedded import embedded_model_dir
+
+        return embedded_model_dir(progress=False) / "tokenizer.json"
+    if name.startswith("openai:"):
+        return None
+    local = Path(name).expanduser()
+    if local.is_dir():
+        return local / "tokenizer.json" if (local / "tokenizer.json").is_file() else None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    cached = try_to_load_from_cache(name, "tokenizer.json")
+    return Path(cached) if isinstance(cached, str) else None
+
+
+def design_token_floor(spec: str, registry: Registry | None = None) -> tuple[int, str]:
+    """The fewest new tokens a design needs: the token length of the shortest program of the seed
+    library under the policy's tokenizer (a design cut shorter can never be a whole program of
+    the size the Designer is shown and edits), or :data:`DESIGN_TOKEN_FLOOR` when that tokenizer
+    is not on this machine.
+
+    Args:
+        spec: the policy spec (``policy.spec``).
+        registry: the seed library (default: the bundled one).
+
+    Returns:
+        ``(tokens, why)``: the floor and a phrase saying where it comes from.
+
+    Raises:
+        SpadeError subclasses from converting the embedded model (as loading it would raise).
+    """
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:  # the train extra is not installed
+        path = None
+    else:
+        path = _tokenizer_file(spec)
+    if path is None or not path.is_file():
+        return DESIGN_TOKEN_FLOOR, f"the fixed floor DESIGN_TOKEN_FLOOR (no tokenizer of {spec!r} on this machine)"
+    tokenizer = Tokenizer.from_file(str(path))
+    if registry is None:
+        from spade_gym.registry.gymnasium import bundled_registry_path
+
+        registry = Registry(bundled_registry_path())
+    lengths = sorted(
+        (len(tokenizer.encode(record.source_path.read_text(encoding="utf-8")).ids), record.env_id)
+        for record in registry
+    )
+    if not lengths:
+        return DESIGN_TOKEN_FLOOR, "the fixed floor DESIGN_TOKEN_FLOOR (the seed library is empty)"
+    tokens, env_id = lengths[0]
+    return tokens, f"the shortest seed program, {env_id}, under the tokenizer of {spec!r}"
 
 
 # ------------------------------------------------------------------------------------------------

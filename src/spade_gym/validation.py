@@ -14,9 +14,22 @@ The checks of DESIGN.md ("The validation gate"), run on the real sandbox:
 7. ``non_triviality``: fixed trivial policies (the empty string, constants, random letters,
    malformed "garbage" actions, echoing the observation, the most common oracle answer, submitting
    the hint itself) do not succeed, the program answers all of them without raising, and the hint
-   is not the answer;
+   neither is nor states the answer (the oracle's last action, case-insensitive, as a whole token,
+   unless most hints use it: :func:`hint_states_answer`);
 8. ``variety``: different seeds give different first observations;
-9. ``novelty``: the program is not an exact or near duplicate of a registered environment.
+9. ``novelty``: the program is not a copy of a registered environment. An exact duplicate (the
+   same :func:`~spade_gym.registry.dedup.ast_hash`: equal up to names, ``self`` attributes, the
+   environment's name, docstrings, comments and layout) is refused: a renamed copy, or one whose
+   docstring alone was reworded, behaves exactly like its original (the docstring is shown in
+   the memory, never to the Agent). A near duplicate by text (MinHash Jaccard similarity of the
+   token shingles ``>= near_duplicate_threshold``) is refused only if it also *behaves* like the
+   registered program: the behaviour probe plays the new program with its oracle's actions, random
+   letters and malformed actions on the first ``novelty_probe_seeds`` seeds (``hint()`` read after
+   each reset), replays the same actions on the registered program, and compares the declared
+   ``setting``, ``max_turns`` and ``tools``, every observation, reward, flag, ``info`` and hint.
+   Any difference makes the program a variant and lets it through: a new rule, a new size (one
+   knob constant such as ``DIGITS = 2`` -> ``3``) or new wording of its observations changes what
+   the Agent sees; a reordering, a dead helper or an equivalent rewrite does not.
 
 :func:`validate` returns a :class:`ValidationReport`; its :meth:`~ValidationReport.feedback` is
 written for the Environment Designer's repair rounds.
@@ -26,9 +39,11 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import string
 import time
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -40,7 +55,16 @@ from spade_gym.sandbox import Budget, SandboxClient, SandboxConfig
 if TYPE_CHECKING:
     from spade_gym.registry import Registry
 
-__all__ = ["CHECKS", "CheckResult", "ValidationConfig", "ValidationReport", "check_novelty", "validate"]
+__all__ = [
+    "CHECKS",
+    "CheckResult",
+    "ValidationConfig",
+    "ValidationReport",
+    "behaviour_difference",
+    "check_novelty",
+    "hint_states_answer",
+    "validate",
+]
 
 #: The checks, in the order they are reported; the first failing one names the report's category.
 CHECKS = (
@@ -77,10 +101,13 @@ _REPAIR = {
     "from reset must reach a return of at least 0.99.",
     "TRIVIAL": "Check the answer exactly (not with 'in' or a prefix test) and do not reward empty, constant or "
     "echoed actions.",
-    "HINT_LEAK": "hint() must help without giving the answer away: submitting the hint text must not succeed.",
+    "HINT_LEAK": "hint() must help without giving the answer away: submitting the hint text must not succeed and "
+    "the hint must not contain the answer; give a method, a partial result or the first digit instead.",
     "WRONG_SETTING": "Write an environment of the setting the task asks for: set setting to it.",
     "SEED_INVARIANT": "Different seeds must give different tasks: generate the task from random.Random(seed).",
-    "DUPLICATE": "Write a substantially different environment, not a copy of an existing one.",
+    "DUPLICATE": "Write an environment that behaves differently from the existing one: change its rules, its "
+    "sizes (the constants, such as the number of digits or turns) or the wording of its observations; renaming, "
+    "reformatting, rewording the docstring or reordering the code is a copy.",
     "WORKER_CRASH": "The program crashed its worker process; simplify it.",
 }
 
@@ -113,7 +140,12 @@ class ValidationConfig:
         constant_answers: constant actions tried as trivial policies (default ``("0", "yes")``).
         random_text_seed: seed of the random-letters trivial policy.
         near_duplicate_threshold: estimated Jaccard similarity above which a program is a near
-            duplicate of a registered one (default 0.9).
+            duplicate of a registered one by text (default 0.9); it is refused only if it also
+            behaves like it on the behaviour probe (see ``novelty`` in the module docstring).
+        novelty_probe_seeds: how many of ``seeds`` (the first ones) the behaviour probe plays
+            (default 10).
+        novelty_max_candidates: the behaviour probe compares with at most this many near
+            duplicates, the most similar first (default 16); the others count as different.
         sandbox: the sandbox limits (per-call deadline 2 s, memory, ...); its ``hash_seed`` is
             replaced by ``hash_seeds``.
     """
@@ -133,6 +165,8 @@ class ValidationConfig:
     constant_answers: tuple[str, ...] = ("0", "yes")
     random_text_seed: int = 0
     near_duplicate_threshold: float = 0.9
+    novelty_probe_seeds: int = 10
+    novelty_max_candidates: int = 16
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
     def __post_init__(self) -> None:
@@ -413,6 +447,7 @@ class _Validator:
     def _oracle_episodes(self, a: SandboxClient) -> list[_Episode]:
         max_turns = self.report.max_turns or 1
         leaks: list[int] = []
+        hints: dict[int, str] = {}  # seed -> the hint at the start of its oracle episode
 
         def oracle_policy(client: SandboxClient, episode: _Episode) -> str:
             turn = len(episode.actions) + 1
@@ -422,6 +457,7 @@ class _Validator:
                 hint = self.call(client, "hint", None, "contract", f"hint() {where}")
                 if hint.strip() and hint.strip() == action.strip():
                     leaks.append(episode.seed)
+                hints[episode.seed] = hint
             return action
 
         episodes = []
@@ -454,7 +490,29 @@ class _Validator:
                 f"hint() equals oracle() at the start of {len(leaks)} of {len(self.config.seeds)} episodes "
                 f"(seeds {_seed_list(leaks)}); the hint gives the answer away",
             )
+        else:  # the answer: the oracle's last action, the one that completed the task
+            self._hint_states_answer(
+                {e.seed: (hints[e.seed], e.actions[-1], e.first[0]) for e in episodes if e.actions},
+                [action for e in episodes for action in e.actions[:-1]],
+            )
         return episodes
+
+    def _hint_states_answer(self, firsts: dict[int, tuple[str, str, str]], steps: list[str]) -> None:
+        """The hint alone must not contain the answer (see :func:`hint_states_answer`)."""
+        stated = hint_states_answer(firsts, steps)
+        rate = len(stated) / len(self.config.seeds)
+        if stated and rate > self.config.max_hint_success_rate:
+            seed = stated[0]
+            hint, action, observation = firsts[seed]
+            found = next(x for x in _secrets(action, observation) if _contains(_normalised(hint), x))
+            self.fail(
+                "non_triviality",
+                "HINT_LEAK",
+                f"hint() states the oracle's answer at the start of {len(stated)} of {len(self.config.seeds)} "
+                f"episodes (seeds {_seed_list(stated)}; seed {seed}: the hint {_clip(hint, 120)!r} contains the "
+                f"answer {_clip(found, 60)!r}); a hint must help without stating the answer: give "
+                "a method, a partial result or the first digit or letter instead",
+            )
 
     def _check_return(self, episode: _Episode, label: str) -> None:
         """The return (sum of rewards so far) must stay within [0, 1] on every turn of every episode."""
@@ -588,23 +646,142 @@ class _Validator:
                 )
 
     def _novelty(self) -> None:
-        problem = _duplicate_of(self.program, self.registry, self.config.near_duplicate_threshold)
+        problem = _duplicate_of(self.program, self.registry, self.config)
         if problem is None:
             self.passed("novelty")
         else:
             self.fail("novelty", "DUPLICATE", problem)
 
 
-def _duplicate_of(program: EnvProgram, registry: Registry | None, threshold: float) -> str | None:
-    """Why ``program`` duplicates an environment of ``registry``, or ``None`` when it is novel."""
+def _duplicate_of(program: EnvProgram, registry: Registry | None, config: ValidationConfig) -> str | None:
+    """Why ``program`` duplicates an environment of ``registry``, or ``None`` when it is novel (see
+    ``novelty`` in the module docstring)."""
     if registry is None:
         return None
-    found = registry.find_duplicate(program, threshold=threshold)
-    if found is None:
+    exact = registry.exact_duplicate(program)
+    if exact is not None:
+        return (
+            f"the program is an exact duplicate of the registered {exact.env_id}: the same code up to names, the "
+            "environment's name, docstrings, comments and layout"
+        )
+    candidates = registry.near_duplicates(program, threshold=config.near_duplicate_threshold)
+    for record, similarity in candidates[: config.novelty_max_candidates]:
+        try:
+            other = record.program()
+        except SpadeError:  # a damaged entry cannot be compared: it does not make the program a copy
+            continue
+        difference = behaviour_difference(program, other, config)
+        if difference is None:
+            seeds = list(config.seeds[: max(1, config.novelty_probe_seeds)])
+            return (
+                f"the program is a near duplicate (similarity {similarity:.2f}) of the registered {record.env_id} "
+                f"and behaves exactly like it: on seeds {_seed_list(seeds)} the oracle's, random and malformed "
+                "actions get the same observations, rewards, info and hints from both"
+            )
+    return None
+
+
+#: The behaviour probe's action sources: the new program's oracle, then two program-blind ones.
+_PROBES = ("oracle", "random_text", "garbage")
+
+
+def behaviour_difference(program: EnvProgram | str, other: EnvProgram | str, config: ValidationConfig) -> str | None:
+    """The first observable difference between two programs on the novelty check's behaviour probe.
+
+    Plays ``program`` on the first ``config.novelty_probe_seeds`` validation seeds with three action
+    sources (its own ``oracle()``, random letters, malformed actions; at most
+    ``config.trivial_max_turns`` turns each), reading ``hint()`` after every reset, and replays the
+    same actions on ``other`` in a second worker.
+
+    Args:
+        program: the new program.
+        other: the program to compare with (a registered one).
+        config: the gate's settings (seeds, turns, sandbox limits, ``budget_s`` for the whole probe).
+
+    Returns:
+        ``None`` when both declare the same ``setting``, ``max_turns`` and ``tools`` and give the
+        same first observations, info, hints, observations, rewards and flags throughout; else a
+        sentence naming the first difference. A program that fails (raises, times out) where the
+        other does not differs from it.
+
+    Raises:
+        SandboxSetupError: no sandbox worker can be started (not the programs' fault).
+    """
+    from spade_gym.errors import SandboxSetupError
+
+    program = EnvProgram(program) if isinstance(program, str) else program
+    other = EnvProgram(other) if isinstance(other, str) else other
+    budget = Budget(config.budget_s, what="the novelty check's behaviour probe", wall=True)
+    clients = [SandboxClient(replace(config.sandbox, hash_seed=config.hash_seeds[0])) for _ in range(2)]
+    try:
+        specs = []
+        for client, prog in zip(clients, (program, other), strict=True):
+            try:
+                specs.append(client.load(prog.source))
+            except SandboxSetupError:
+                raise
+            except SpadeError as exc:
+                return f"{'the new' if prog is program else 'the registered'} program does not load ({exc.message})"
+        mine, theirs = specs
+        for what in ("setting", "max_turns", "tools"):
+            if getattr(mine, what) != getattr(theirs, what):
+                return f"{what} differs ({getattr(mine, what)!r} vs {getattr(theirs, what)!r})"
+        turns = min(mine.max_turns, config.trivial_max_turns)
+        for seed in config.seeds[: max(1, config.novelty_probe_seeds)]:
+            for probe in _PROBES:
+                try:
+                    recorded, hint = _probe_episode(clients[0], seed, probe, turns, budget, config, None)
+                except SandboxSetupError:
+                    raise
+                except SpadeError as exc:
+                    return f"seed {seed}, {probe} actions: the new program failed ({exc.message})"
+                try:
+                    replayed, other_hint = _probe_episode(clients[1], seed, probe, turns, budget, config, recorded)
+                except SandboxSetupError:
+                    raise
+                except SpadeError as exc:
+                    return f"seed {seed}, {probe} actions: the registered program failed ({exc.message})"
+                if hint != other_hint:
+                    return f"seed {seed}: the hint differs ({_clip(hint, 80)!r} vs {_clip(other_hint, 80)!r})"
+                difference = _first_difference(recorded, replayed)
+                if difference:
+                    return f"seed {seed}, {probe} actions: {difference}"
         return None
-    record, similarity = found
-    kind = "an exact" if similarity >= 1.0 else f"a near (similarity {similarity:.2f})"
-    return f"the program is {kind} duplicate of the registered {record.env_id}"
+    finally:
+        for client in clients:
+            client.kill()
+
+
+def _probe_episode(
+    client: SandboxClient,
+    seed: int,
+    probe: str,
+    turns: int,
+    budget: Budget,
+    config: ValidationConfig,
+    replay: _Episode | None,
+) -> tuple[_Episode, str]:
+    """One behaviour-probe episode and the hint read after its reset; ``replay``: play its actions."""
+    policies: dict[str, Any] = {
+        "random_text": _random_text(config.random_text_seed),
+        "garbage": _garbage(config.random_text_seed),
+    }
+    obs, info = client.call("reset", {"seed": seed}, budget)
+    hint = str(client.call("hint", None, budget))
+    episode = _Episode(seed, (obs, info))
+    limit = len(replay.actions) if replay is not None else turns
+    for turn in range(limit):
+        if replay is not None:
+            action = replay.actions[turn]
+        elif probe == "oracle":
+            action = str(client.call("oracle", None, budget))
+        else:
+            action = policies[probe](client, episode)
+        episode.actions.append(action)
+        episode.transitions.append(tuple(client.call("step", {"action": action}, budget)))
+        if episode.ended:
+            break
+    return episode, hint
 
 
 def _conclude(report: ValidationReport) -> None:
@@ -628,7 +805,8 @@ def check_novelty(
         report: the report of ``program`` from :func:`validate` without a registry.
         program: the program it validated (its source text or :class:`EnvProgram`).
         registry: the registry whose environments the program must not duplicate.
-        config: the gate's settings (``near_duplicate_threshold``); default: the report's own.
+        config: the gate's settings (``near_duplicate_threshold``, the behaviour probe's seeds and
+            limits); default: the report's own.
 
     Returns:
         A new report (``report`` is not changed) whose ``novelty`` check, ``accepted`` and
@@ -641,16 +819,23 @@ def check_novelty(
     program = EnvProgram(program) if isinstance(program, str) else program
     if report.program_id != program.id:
         raise ValueError(f"the report is of program {report.program_id}, not of the given program {program.id}")
-    if config is None:
-        threshold = float(report.config.get("near_duplicate_threshold", ValidationConfig().near_duplicate_threshold))
-    else:
-        threshold = config.near_duplicate_threshold
+    if config is None:  # the report's own settings, as far as the novelty check uses them
+        defaults, saved = ValidationConfig(), report.config
+        config = replace(
+            defaults,
+            seeds=tuple(report.seeds) or defaults.seeds,
+            **{
+                key: type(getattr(defaults, key))(saved[key])
+                for key in ("near_duplicate_threshold", "novelty_probe_seeds", "novelty_max_candidates")
+                if key in saved
+            },
+        )
     out = ValidationReport.from_dict(report.to_dict())
     novelty = out.check("novelty")
     if novelty.passed is None:  # validation stopped before the novelty check
         return out
     started = time.perf_counter()
-    problem = _duplicate_of(program, registry, threshold)
+    problem = _duplicate_of(program, registry, config)
     seconds = round(time.perf_counter() - started, 6)
     novelty.passed, novelty.category, novelty.message = (
         (True, None, "") if problem is None else (False, "DUPLICATE", problem)
@@ -659,6 +844,101 @@ def check_novelty(
     out.seconds = round(out.seconds + seconds, 6)
     _conclude(out)
     return out
+
+
+#: Characters that may not touch a stated answer in the hint (a "7" inside "17" is not a "7").
+_WORD = re.compile(r"[0-9a-z]")
+#: An action found in the hints of at least this share of the other seeds, where it is not the
+#: answer, is hint boilerplate (a word such as "left" or "yes" in every hint), not a stated answer.
+COMMON_IN_HINTS = 0.5
+#: An answer of at most this many characters ("8", "no") turns up in a hint by chance (a partial
+#: result "76 mod 17 is 8" that happens to equal it): it counts only when the hints of more than
+#: :data:`COMMON_IN_HINTS` of the seeds state their answers.
+SHORT_ANSWER = 2
+
+
+def _normalised(text: str) -> str:
+    """Lower case, whitespace collapsed, surrounding quotes, brackets and sentence punctuation dropped."""
+    return " ".join(text.lower().split()).strip(" .,;:!?'\"`()[]")
+
+
+def _contains(hint: str, answer: str) -> bool:
+    """Whether the normalised ``answer`` occurs in the normalised ``hint`` as a whole token."""
+    start = hint.find(answer)
+    while start >= 0:
+        end = start + len(answer)
+        before = hint[start - 1] if start else ""
+        after = hint[end] if end < len(hint) else ""
+        if not (_WORD.fullmatch(before) and _WORD.fullmatch(answer[0])) and not (
+            _WORD.fullmatch(after) and _WORD.fullmatch(answer[-1])
+        ):
+            return True
+        start = hint.find(answer, start + 1)
+    return False
+
+
+def _secrets(action: str, observation: str) -> list[str]:
+    """What a hint must not state: the normalised action and, for a tool call (a JSON object with
+    ``"arguments"``), each argument's value (a hint naming the argument gives the call away) that
+    the first ``observation`` does not name already (the task's own parameters)."""
+    out = [_normalised(action)]
+    try:
+        call = json.loads(action)
+    except ValueError:
+        call = None
+    if isinstance(call, dict) and isinstance(call.get("arguments"), dict):
+        shown = _normalised(observation)
+        for value in call["arguments"].values():
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+                argument = _normalised(str(value))
+                if argument and not _contains(shown, argument):
+                    out.append(argument)
+    return [secret for secret in dict.fromkeys(out) if secret]
+
+
+def hint_states_answer(firsts: Mapping[int, tuple[str, str, str]], steps: Iterable[str] = ()) -> list[int]:
+    """The seeds whose hint, read at the start of the episode, states the answer.
+
+    The answer is the oracle's last action in the validation episode (the one that completed the
+    task: for a one-answer task its only action; a game's opening moves are steps, and a hint may
+    name them as a partial result); for a tool call, its argument values count as well, except
+    those the first observation names (the task's own parameters: the hint adds nothing). Normalised
+    (lower case, whitespace collapsed, outer quotes and punctuation dropped), an answer is stated
+    when it occurs in the seed's normalised hint as a whole token (case-insensitive; ``"7"`` is in
+    ``"the answer is 7."``, not in ``"17"``), unless it is *trivially common*: an action (or tool
+    argument) the oracle also takes before the end of some episode (a move such as ``"right"``, or
+    an id the task has the agent look up first: a step, not this seed's answer), or found in the
+    hints of at least :data:`COMMON_IN_HINTS` of the other seeds whose answers do not include it
+    (a word every hint uses, such as a status name). A short
+    answer (at most :data:`SHORT_ANSWER` characters) appears in hints by chance, and counts only
+    when more than :data:`COMMON_IN_HINTS` of all the seeds' hints state theirs.
+
+    Args:
+        firsts: ``{seed: (hint text at the start, the oracle's last action, the first
+            observation)}`` of the validation episodes.
+        steps: the oracle's other actions in those episodes (all but each episode's last).
+
+    Returns:
+        The seeds whose hint states their answer, in ascending order.
+    """
+    hints = {seed: _normalised(hint) for seed, (hint, _, _) in firsts.items()}
+    secrets = {seed: _secrets(action, observation) for seed, (_, action, observation) in firsts.items()}
+    moves = {secret for step in steps for secret in _secrets(step, "")}
+    stated: list[int] = []
+    short: list[int] = []
+    for seed in sorted(secrets):
+        for secret in secrets[seed]:
+            if secret in moves or not _contains(hints[seed], secret):
+                continue
+            others = [other for other in secrets if other != seed and secret not in secrets[other]]
+            common = sum(_contains(hints[other], secret) for other in others)
+            if others and common >= COMMON_IN_HINTS * len(others):
+                continue
+            (short if len(secret) <= SHORT_ANSWER else stated).append(seed)
+            break
+    if len(short) + len(stated) > COMMON_IN_HINTS * len(secrets):  # most hints state theirs: no coincidence
+        stated = sorted(stated + short)
+    return stated
 
 
 def _seed_list(seeds: list[int], shown: int = 10) -> str:

@@ -152,10 +152,12 @@ class ReasoningGymSuite(Suite):
 
 
 class ProgramSuite(Suite):
-    """The environment programs of one setting played to the end on held-out seeds.
+    """The environment programs of one setting, or named ones, played to the end on held-out seeds.
 
     Args:
-        setting: ``"tool_use"`` (suite ``"tool-use"``) or ``"game"`` (suite ``"games"``).
+        setting: ``"tool_use"`` (suite ``"tool-use"``), ``"game"`` (suite ``"games"``), or
+            ``None`` with ``envs`` (suite ``"envs:<name>,..."``: the named environments of any
+            setting, e.g. environments held out of a run's training pool).
         registry: a registry folder whose environments of ``setting`` are played (default: the
             bundled seed library).
         envs: only these environment names (default: all of the setting).
@@ -166,13 +168,14 @@ class ProgramSuite(Suite):
         max_episodes: episodes in flight at once.
 
     Raises:
-        ValueError: an unknown setting, ``episodes_per_env < 1``, or no environment to play.
+        ValueError: an unknown setting, ``setting=None`` without ``envs``, ``episodes_per_env < 1``,
+            or no environment to play.
         RegistryError: ``registry`` is not a registry.
     """
 
     def __init__(
         self,
-        setting: str,
+        setting: str | None,
         *,
         registry: str | Path | None = None,
         envs: Sequence[str] | None = None,
@@ -186,24 +189,29 @@ class ProgramSuite(Suite):
         from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 
         names = {"tool_use": "tool-use", "game": "games"}
-        if setting not in names:
-            raise ValueError(f"setting must be 'tool_use' or 'game', got {setting!r}")
+        if setting is None:
+            if not envs:
+                raise ValueError("ProgramSuite(setting=None) plays named environments: pass envs=[...]")
+        elif setting not in names:
+            raise ValueError(f"setting must be 'tool_use', 'game' or None (with envs), got {setting!r}")
         if episodes_per_env < 1:
             raise ValueError(f"episodes_per_env must be >= 1, got {episodes_per_env}")
-        self.name, self.setting = names[setting], setting
+        self.setting = setting
+        self.name = names[setting] if setting is not None else "envs:" + ",".join(sorted(set(envs or ())))
         self.registry_path = Path(registry) if registry is not None else bundled_registry_path()
         with Registry(self.registry_path) as reg:
             records = reg.records(setting)
+        what = f"{setting} environment" if setting is not None else "environment"
         if envs is not None:
             unknown = sorted(set(envs) - {r.name for r in records})
             if unknown:
                 raise ValueError(
-                    f"no {setting} environment named {', '.join(unknown)} in {self.registry_path} "
+                    f"no {what} named {', '.join(unknown)} in {self.registry_path} "
                     f"(it has {', '.join(sorted(r.name for r in records)) or 'none'})"
                 )
             records = [r for r in records if r.name in set(envs)]
         if not records:
-            raise ValueError(f"{self.registry_path} has no {setting} environment to evaluate on")
+            raise ValueError(f"{self.registry_path} has no {what} to evaluate on")
         self.records = sorted(records, key=lambda r: r.name)
         #: environments no self-play run trains on by default (only meaningful for the seed library)
         self.held_out_tasks = set(HELD_OUT_SEED_ENVS) if registry is None else set()

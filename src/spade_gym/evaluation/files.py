@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spade_gym.agent import SYSTEM_PROMPTS, extract_action
+from spade_gym.agent import agent_prompt, extract_action
 from spade_gym.env import SandboxedEnv
 from spade_gym.errors import SandboxSetupError, SpadeError
 from spade_gym.evaluation.base import DEFAULT_SAMPLING, ItemRecord, Suite, SuiteResult, generate_answers, read_jsonl
@@ -388,7 +388,7 @@ class MathFileSuite(_FileSuite):
     present) and the reference in ``answer`` (a string or a number; GSM8K's worked answer
     ``"... #### 1,234"`` gives the part after the last ``####``, commas between digits removed) or,
     without ``answer``, the last ``\\boxed{...}`` of ``solution`` (MATH). The policy sees
-    ``SYSTEM_PROMPTS["reasoning"]`` and the problem; its answer is the last ``<answer>...</answer>``
+    the reasoning prompt with its worked format example (:func:`~spade_gym.agent.agent_prompt`) and the problem; its answer is the last ``<answer>...</answer>``
     block, else the whole completion (math-verify then finds a ``\\boxed{}`` or the last number).
     Gold and answer are parsed by math-verify (a bare expression wrapped in ``$...$``) and compared
     with its ``verify``: ``1,234`` equals ``1234``, ``0.5`` equals ``\\frac{1}{2}``. Score 1 or 0.
@@ -462,7 +462,7 @@ class MathFileSuite(_FileSuite):
             reference = boxed
         else:
             raise _BadLine(f"{where}: missing field 'answer' (or a 'solution' with a \\boxed{{...}} answer)")
-        messages = [{"role": "system", "content": SYSTEM_PROMPTS["reasoning"]}, {"role": "user", "content": question}]
+        messages = [*agent_prompt("reasoning"), {"role": "user", "content": question}]
         return _Item(number, item_id, messages, reference)
 
     def _scoring(self) -> contextlib.AbstractContextManager[_MathVerifier]:
@@ -580,7 +580,7 @@ class MultipleChoiceFileSuite(_FileSuite):
         reference = self._reference(row, labels, choices, where)
         listing = "\n".join(f"{label}. {choice}" for label, choice in zip(labels, choices, strict=True))
         user = f"{question.strip()}\n\n{listing}\n\n{_MC_INSTRUCTION}"
-        messages = [{"role": "system", "content": SYSTEM_PROMPTS["reasoning"]}, {"role": "user", "content": user}]
+        messages = [*agent_prompt("reasoning"), {"role": "user", "content": user}]
         return _Item(number, item_id, messages, reference, {"labels": labels, "choices": choices})
 
     @staticmethod

@@ -5,6 +5,8 @@
                                (default tasks: the held-out selection)
 ``tool-use``                   :class:`~spade_gym.evaluation.environments.ProgramSuite`, tool use
 ``games``                      :class:`~spade_gym.evaluation.environments.ProgramSuite`, games
+``envs:Name1,Name2,...``       :class:`~spade_gym.evaluation.environments.ProgramSuite`, the named
+                               environments of any setting (e.g. those held out of training)
 ``math:FILE``                  :class:`~spade_gym.evaluation.files.MathFileSuite` (GSM8K/MATH JSONL)
 ``mc:FILE``                    :class:`~spade_gym.evaluation.files.MultipleChoiceFileSuite`
 ``code:FILE``                  :class:`~spade_gym.evaluation.files.CodeFileSuite` (tests in the sandbox)
@@ -28,6 +30,7 @@ SUITE_FORMS: tuple[str, ...] = (
     "reasoning-gym[:task,...]",
     "tool-use",
     "games",
+    "envs:Name,...",
     "math:FILE",
     "mc:FILE",
     "code:FILE",
@@ -97,6 +100,21 @@ def load_suite(spec: str, options: SuiteOptions | None = None) -> Suite:
             sampling=o.sampling,
             max_turns=o.max_turns,
         )
+    if kind == "envs":
+        from spade_gym.evaluation.environments import ProgramSuite
+
+        names = [n.strip() for n in rest.split(",") if n.strip()]
+        if not names:
+            raise ValueError(f"suite {spec!r}: name at least one environment after 'envs:'")
+        return ProgramSuite(
+            None,
+            registry=o.registry,
+            envs=names,
+            episodes_per_env=o.items or 2,
+            seed=o.seed,
+            sampling=o.sampling,
+            max_turns=o.max_turns,
+        )
     if kind in _FILE_KINDS and sep:
         path = Path(rest)
         if not rest or not path.is_file():
@@ -112,7 +130,7 @@ def load_suite(spec: str, options: SuiteOptions | None = None) -> Suite:
 
         suite_class = {"math": files.MathFileSuite, "mc": files.MultipleChoiceFileSuite, "code": files.CodeFileSuite}
         return suite_class[kind](path, sampling=o.sampling, limit=o.limit)
-    close = difflib.get_close_matches(kind, ["reasoning-gym", "tool-use", "games", *_FILE_KINDS], n=1)
+    close = difflib.get_close_matches(kind, ["reasoning-gym", "tool-use", "games", "envs", *_FILE_KINDS], n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     if kind in _FILE_KINDS:
         hint = f"; {kind!r} needs a file: '{kind}:FILE'"

@@ -2,21 +2,31 @@
 
 Two signatures are computed from a program's source, neither of which runs any of it:
 
-1. :func:`ast_hash`, a structural hash: the source is parsed, docstrings are dropped, and every
-   identifier the program binds itself (variables, parameters, functions, classes, import aliases)
-   that is not a builtin is renamed to a positional placeholder (``_0``, ``_1``, ... in order of
-   first appearance); attribute names, builtins, imported module names and literals are kept. The
-   SHA-256 of ``ast.dump`` of that tree is the hash. Equal hashes mean the programs are the same up
-   to comments, layout, docstrings and a consistent renaming of their own names: an exact duplicate.
+1. :func:`ast_hash`, a structural hash: the source is parsed, docstrings are dropped, the
+   environment's own name (the string of ``Env.name``) is replaced by one placeholder wherever it
+   occurs in a string literal, and every identifier the program binds itself (variables,
+   parameters, functions, classes, import aliases, and the attributes it assigns on ``self``) that
+   is not a builtin is renamed to a positional placeholder (``_0``, ``_1``, ... in order of first
+   appearance); other attribute names, builtins, imported module names and every other literal
+   are kept. The SHA-256 of ``ast.dump`` of that tree is the hash. Equal hashes mean the programs
+   are the same up to comments, layout, docstrings, the environment's name and a consistent
+   renaming of their own names: an exact duplicate (a renamed copy, which behaves the same). A
+   changed constant (``DIGITS = 2`` -> ``3``), string or statement changes the hash.
 2. :func:`minhash`, a MinHash sketch (Broder, "On the resemblance and containment of documents",
    1997) of the set of :data:`SHINGLE_SIZE`-token shingles of the source after the same docstring
    removal, with comments and layout dropped (an ``ast.unparse`` round trip) and every identifier
-   that is not a keyword or builtin replaced by one placeholder token (``$``), as in "type-2"
+   that is not a keyword or builtin replaced by one placeholder token (``$``) and the environment's
+   name normalised as in the hash, as in "type-2"
    code-clone detection: renaming and reformatting change nothing, edited constants, strings and
    statements change the shingles they fall in. ``datasketch.MinHash`` with :data:`NUM_PERM` permutations estimates the Jaccard
    similarity of two programs' shingle sets; :class:`NearDuplicateIndex` wraps
    ``datasketch.MinHashLSH`` to find the candidates above a threshold without comparing against
    every registered program.
+
+A near duplicate by text is not necessarily a copy: a size variant differs from its parent in one
+constant, a new wording in a few strings. The validation gate's novelty check
+(:mod:`spade_gym.validation`) therefore refuses a near duplicate only when it also *behaves* like
+the registered program on probe episodes; this module only finds the candidates.
 
 Signatures are stored in the registry's index as bytes (:func:`minhash_to_bytes`); their format is
 named by :data:`SIGNATURE_VERSION`, and an index written with another version is rebuilt.
@@ -29,7 +39,7 @@ import builtins
 import hashlib
 import keyword
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 from importlib.metadata import version as _version
 from typing import TYPE_CHECKING, Any
@@ -69,7 +79,10 @@ IDENTIFIER_TOKEN = "$"
 _HAS_SCHEME = int(_version("datasketch").split(".")[0]) >= 2
 _SCHEME = "affine32" if _HAS_SCHEME else "legacy"
 #: Names the signature format; the index is rebuilt when the version it was written with differs.
-SIGNATURE_VERSION = f"minhash-{_SCHEME}-p{NUM_PERM}-seed{MINHASH_SEED}-k{SHINGLE_SIZE}-v1"
+#: v2: ``ast_hash`` and the tokens also normalise the environment's name and ``self`` attributes.
+SIGNATURE_VERSION = f"minhash-{_SCHEME}-p{NUM_PERM}-seed{MINHASH_SEED}-k{SHINGLE_SIZE}-v2"
+#: The placeholder that stands for the environment's own name inside string literals.
+NAME_TOKEN = "\x00name\x00"
 
 _BUILTINS = frozenset(dir(builtins))
 # A lexer for ``ast.unparse`` output (well-formed, no comments): identifiers, numbers, string
@@ -126,8 +139,49 @@ def _bound_names(nodes: list[ast.AST]) -> set[str]:
     return bound - _BUILTINS
 
 
-def _rename(nodes: list[ast.AST], bound: set[str]) -> None:
-    """Rename the ``bound`` names to ``_0``, ``_1``, ... in order of first appearance in ``nodes``."""
+def _self_attributes(nodes: list[ast.AST]) -> tuple[set[int], set[str]]:
+    """The ``self.<attr>`` nodes (by ``id``) and the attribute names the program assigns on ``self``
+    (its own state: renaming them consistently changes nothing)."""
+    found = [
+        n for n in nodes if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+    ]
+    assigned = {n.attr for n in found if isinstance(n.ctx, ast.Store)}
+    return {id(n) for n in found}, assigned
+
+
+def _env_name(tree: ast.Module) -> str | None:
+    """The string assigned to ``name`` in the module-level ``class Env``, if any."""
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "Env":
+            for item in node.body:
+                if (
+                    isinstance(item, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "name" for t in item.targets)
+                    and isinstance(item.value, ast.Constant)
+                    and isinstance(item.value.value, str)
+                ):
+                    return item.value.value
+    return None
+
+
+def _normalise_env_name(tree: ast.Module, nodes: list[ast.AST]) -> None:
+    """Replace the environment's own name by :data:`NAME_TOKEN` in every string literal."""
+    name = _env_name(tree)
+    if not name:
+        return
+    for node in nodes:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and name in node.value:
+            node.value = node.value.replace(name, NAME_TOKEN)
+
+
+def _rename(
+    nodes: list[ast.AST], bound: set[str], self_nodes: Set[int] = frozenset(), attributes: Set[str] = frozenset()
+) -> None:
+    """Rename the ``bound`` names to ``_0``, ``_1``, ... in order of first appearance in ``nodes``.
+
+    The attribute of each ``self.<attr>`` node in ``self_nodes`` whose name is in ``attributes``
+    or ``bound`` is renamed too, from the same counter but in a namespace of its own (a local
+    ``value`` and ``self.value`` may be renamed independently)."""
     mapping: dict[str, str] = {}
 
     def new(name: str) -> str:
@@ -136,6 +190,14 @@ def _rename(nodes: list[ast.AST], bound: set[str]) -> None:
         if name not in mapping:
             mapping[name] = f"_{len(mapping)}"
         return mapping[name]
+
+    def new_attribute(name: str) -> str:
+        if name not in attributes and name not in bound:
+            return name
+        key = "." + name  # no identifier starts with a dot: the attributes' own namespace
+        if key not in mapping:
+            mapping[key] = f"_{len(mapping)}"
+        return mapping[key]
 
     for node in nodes:
         if isinstance(node, ast.Name):
@@ -157,6 +219,8 @@ def _rename(nodes: list[ast.AST], bound: set[str]) -> None:
                 node.name = new(node.name)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             node.rest = new(node.rest)
+        elif isinstance(node, ast.Attribute) and id(node) in self_nodes:
+            node.attr = new_attribute(node.attr)
 
 
 def _source_hash(source: str) -> str:
@@ -209,8 +273,10 @@ def signatures(source: str) -> Signatures:
         return Signatures(_source_hash(source), tuple(source.split()))
     tree, nodes = parsed
     try:
+        _normalise_env_name(tree, nodes)
         toks = tuple(_lex(ast.unparse(tree)))  # before renaming: the tokens keep no names anyway
-        _rename(nodes, _bound_names(nodes))
+        self_nodes, self_attributes = _self_attributes(nodes)
+        _rename(nodes, _bound_names(nodes), self_nodes, self_attributes)
         dump = ast.dump(tree)
     except (RecursionError, ValueError):
         return Signatures(_source_hash(source), tuple(source.split()))
@@ -218,8 +284,9 @@ def signatures(source: str) -> Signatures:
 
 
 def ast_hash(source: str) -> str:
-    """Structural hash of a program: equal for programs equal up to comments, layout, docstrings
-    and a consistent renaming of the names they bind.
+    """Structural hash of a program: equal for programs equal up to comments, layout, docstrings,
+    the environment's name and a consistent renaming of the names they bind (``self`` attributes
+    included): a renamed copy.
 
     Args:
         source: Python source text.

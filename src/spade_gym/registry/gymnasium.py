@@ -54,7 +54,11 @@ HELD_OUT_SEED_ENVS: tuple[str, ...] = (
 
 
 def open_registry(
-    path: str | os.PathLike[str], *, seed_library: bool = True, exclude: Collection[str] = ()
+    path: str | os.PathLike[str],
+    *,
+    seed_library: bool = True,
+    exclude: Collection[str] = (),
+    include_tags: Collection[str] = (),
 ) -> Registry:
     """Open the registry at ``path``, creating it (with the seed library as initial memory) if new.
 
@@ -68,6 +72,7 @@ def open_registry(
         seed_library: copy the bundled seed library into a new registry.
         exclude: names of seed environments not to copy (held out of training, e.g.
             :data:`HELD_OUT_SEED_ENVS`).
+        include_tags: copy only seed environments carrying one of these tags (empty: all).
 
     Returns:
         The open :class:`~spade_gym.registry.store.Registry`.
@@ -75,7 +80,8 @@ def open_registry(
     Raises:
         RegistryError: ``path`` is a file, or a non-empty folder that is not a registry (nothing is
             written into it).
-        ValueError: ``exclude`` names an environment the seed library does not have.
+        ValueError: ``exclude`` names an environment the seed library does not have, or no seed
+            environment carries any of ``include_tags``.
     """
     from spade_gym.errors import RegistryError
     from spade_gym.registry.store import ENVS_DIR, Registry
@@ -96,8 +102,14 @@ def open_registry(
             bundled.close()
             registry.close()
             raise ValueError(f"exclude names no seed environment: {', '.join(unknown)}")
+        tags = set(include_tags)
+        if tags and not any(tags & set(r.tags) for r in bundled):
+            known = sorted({t for r in bundled for t in r.tags})
+            bundled.close()
+            registry.close()
+            raise ValueError(f"no seed environment has any of the tags {sorted(tags)} (tags: {', '.join(known)})")
         for record in bundled:
-            if record.name in exclude:
+            if record.name in exclude or (tags and not tags & set(record.tags)):
                 continue
             registry.add(
                 record.program(),
@@ -194,6 +206,7 @@ def register_program(
             document=document,
             parents=tuple(parents),
             validation=report.to_dict(),
+            allow_near_duplicates=True,  # the gate judged near duplicates by behaviour; exact ones are refused
         )
     except DuplicateEnvironment as exc:  # added by another process since the novelty check
         novelty = report.check("novelty")

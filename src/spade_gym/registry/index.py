@@ -34,7 +34,7 @@ import numpy as np
 __all__ = ["SCHEMA_VERSION", "APPLICATION_ID", "Index", "IndexRow", "IndexState", "Change", "ROW_COLUMNS"]
 
 #: ``PRAGMA user_version`` of the index layout; an index with another version is rebuilt.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: ``PRAGMA application_id`` marking the file as a spade_gym index ("SPAD").
 APPLICATION_ID = 0x53504144
 #: Keep this many entries of the change log; a sampler cache further behind reloads.
@@ -44,7 +44,7 @@ CHANGE_LOG_KEEP = 100_000
 @dataclass(frozen=True)
 class IndexRow:
     """One environment as the index holds it: the columns of ``envs`` (up to ``validation``), then
-    of ``stats`` (``episodes`` to ``last_sampled``), then the signature (``seq`` aside).
+    of ``stats`` (``episodes`` to ``format_compliance``), then the signature (``seq`` aside).
 
     JSON-valued fields (``tags``, ``document``, ``parents``, ``validation``) are JSON text;
     ``document`` and ``validation`` are ``None`` when absent. ``minhash`` is the signature from
@@ -70,6 +70,7 @@ class IndexRow:
     regret: float | None
     times_sampled: int
     last_sampled: int | None
+    format_compliance: float | None
     minhash: bytes
 
 
@@ -111,7 +112,8 @@ CREATE TABLE stats (
     mean_return_nohint REAL,
     regret REAL,
     times_sampled INTEGER NOT NULL,
-    last_sampled INTEGER
+    last_sampled INTEGER,
+    format_compliance REAL
 );
 CREATE TABLE signatures (seq INTEGER PRIMARY KEY, minhash BLOB NOT NULL);
 CREATE VIEW records AS SELECT envs.seq AS seq, {", ".join("envs." + c for c in _STATIC_COLUMNS)},
@@ -381,7 +383,7 @@ class Index:
                     "UPDATE stats SET setting = :setting, episodes = :episodes, mean_return_hint = :hint, "
                     "mean_return_nohint = :nohint, regret = :regret, times_sampled = max(times_sampled, :times), "
                     "last_sampled = CASE WHEN last_sampled IS NULL THEN :last WHEN :last IS NULL THEN last_sampled "
-                    "ELSE max(last_sampled, :last) END WHERE seq = :seq",
+                    "ELSE max(last_sampled, :last) END, format_compliance = :compliance WHERE seq = :seq",
                     {
                         "setting": row.setting,
                         "episodes": row.episodes,
@@ -390,6 +392,7 @@ class Index:
                         "regret": row.regret,
                         "times": row.times_sampled,
                         "last": row.last_sampled,
+                        "compliance": row.format_compliance,
                         "seq": seq,
                     },
                 )
@@ -429,13 +432,23 @@ class Index:
         regret: float | None,
         times_sampled: int,
         last_sampled: int | None,
+        format_compliance: float | None = None,
     ) -> None:
         """Replace one environment's statistics and log a ``"stats"`` change (inside a write
         transaction)."""
         self.conn.execute(
             "UPDATE stats SET episodes = ?, mean_return_hint = ?, mean_return_nohint = ?, regret = ?, "
-            "times_sampled = ?, last_sampled = ? WHERE seq = ?",
-            (episodes, mean_return_hint, mean_return_nohint, regret, times_sampled, last_sampled, seq),
+            "times_sampled = ?, last_sampled = ?, format_compliance = ? WHERE seq = ?",
+            (
+                episodes,
+                mean_return_hint,
+                mean_return_nohint,
+                regret,
+                times_sampled,
+                last_sampled,
+                format_compliance,
+                seq,
+            ),
         )
         self._log("stats", seq, setting, regret, last_sampled)
         self.raise_counter(last_sampled)

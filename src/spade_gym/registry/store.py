@@ -108,6 +108,8 @@ class EnvStats:
         times_sampled: how many times :meth:`Registry.sample` drew it with ``mark=True``.
         last_sampled: the registry's global sample counter right after it was last drawn
             (``None``: never), the ``C_i`` of Prioritized Level Replay.
+        format_compliance: share of the measured Agent turns whose completion held a parsable
+            action (:func:`spade_gym.agent.format_compliance`), in [0, 1]; ``None``: not measured.
     """
 
     episodes: int = 0
@@ -116,6 +118,7 @@ class EnvStats:
     regret: float | None = None
     times_sampled: int = 0
     last_sampled: int | None = None
+    format_compliance: float | None = None
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first field with a value of the wrong type or range."""
@@ -131,6 +134,11 @@ class EnvStats:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"EnvStats.{name} = {value!r}; expected None or a finite number")
+        compliance = self.format_compliance
+        if compliance is not None and (
+            isinstance(compliance, bool) or not isinstance(compliance, (int, float)) or not 0 <= compliance <= 1
+        ):
+            raise ValueError(f"EnvStats.format_compliance = {compliance!r}; expected None or a number in [0, 1]")
         if self.regret is not None and self.regret < 0:
             raise ValueError(
                 f"EnvStats.regret = {self.regret!r}; expected None or a number >= 0 "
@@ -170,6 +178,7 @@ class EnvStats:
             mean_return_hint=real(self.mean_return_hint),
             mean_return_nohint=real(self.mean_return_nohint),
             regret=real(self.regret),
+            format_compliance=real(self.format_compliance),
         )
 
 
@@ -376,6 +385,7 @@ def _row(record: EnvRecord, ast_hash: str, minhash: bytes) -> IndexRow:
         regret=s.regret,
         times_sampled=s.times_sampled,
         last_sampled=s.last_sampled,
+        format_compliance=s.format_compliance,
         minhash=minhash,
     )
 
@@ -894,8 +904,9 @@ class Registry:
                     raise DuplicateEnvironment(
                         f"the program is a near duplicate of {near[0]}: the estimated Jaccard similarity of "
                         f"their token 5-shingles is {near[1]:.3f}, at least the threshold {near_duplicate_threshold}; "
-                        "register an environment whose mechanics differ, not only its names, constants or comments "
-                        "(or pass allow_near_duplicates=True)",
+                        "register an environment whose mechanics differ, not only its names, constants or comments, "
+                        "or pass allow_near_duplicates=True (the validation gate's novelty check does so for a near "
+                        "duplicate that behaves differently: a size, rule or wording variant)",
                         existing=near[0],
                         similarity=near[1],
                     )
@@ -962,6 +973,10 @@ class Registry:
         return None
 
     def _near_duplicate(self, sketch: MinHash, threshold: float) -> tuple[str, float] | None:
+        found = self._near_duplicates(sketch, threshold)
+        return found[0] if found else None
+
+    def _near_duplicates(self, sketch: MinHash, threshold: float) -> list[tuple[str, float]]:
         state = self._index.state()
         cache = self._near.get(threshold)
         if cache is None or cache.epoch != state.epoch:
@@ -970,8 +985,7 @@ class Registry:
         if fresh:
             cache.lsh.insert_many((env_id, bytes(blob)) for _seq, env_id, blob in fresh)
             cache.last_seq = fresh[-1][0]
-        found = cache.lsh.query(sketch)
-        return found[0] if found else None
+        return cache.lsh.query(sketch)
 
     def find_duplicate(
         self, program: EnvProgram, threshold: float = NEAR_DUPLICATE_THRESHOLD
@@ -1001,6 +1015,42 @@ class Registry:
                 return None
             return self.get(near[0]), near[1]
 
+    def exact_duplicate(self, program: EnvProgram) -> EnvRecord | None:
+        """The registered environment that ``program`` exactly duplicates (the same program id, or
+        the same :func:`~spade_gym.registry.dedup.ast_hash`: equal up to names, the environment's
+        name, docstrings, comments and layout), or ``None``."""
+        sig = signatures(program.source)
+        with self._thread_lock:
+            self._check_index_file()
+            exact = self._exact_duplicate(program.id, sig.ast_hash)
+            return None if exact is None else self.get(exact[0])
+
+    def near_duplicates(
+        self, program: EnvProgram, threshold: float = NEAR_DUPLICATE_THRESHOLD
+    ) -> list[tuple[EnvRecord, float]]:
+        """Every registered environment whose estimated Jaccard similarity to ``program`` (token
+        5-shingles) is at least ``threshold``, exact duplicates included when their shingles match.
+
+        The validation gate probes each of them for the same behaviour (a near duplicate by text
+        may be a size or wording variant); see :mod:`spade_gym.validation`.
+
+        Args:
+            program: the program to compare.
+            threshold: in (0, 1].
+
+        Returns:
+            ``(record, similarity)`` pairs, most similar first (ties by env id).
+
+        Raises:
+            ValueError: if ``threshold`` is not in (0, 1].
+        """
+        _check_threshold(threshold)
+        sketch = signatures(program.source).minhash()
+        with self._thread_lock:
+            self._check_index_file()
+            found = self._near_duplicates(sketch, threshold)
+            return [(self.get(env_id), similarity) for env_id, similarity in found]
+
     # -- reading ----------------------------------------------------------------------------------
 
     def _record(self, row: tuple) -> EnvRecord:
@@ -1025,6 +1075,7 @@ class Registry:
             regret,
             times_sampled,
             last_sampled,
+            format_compliance,
         ) = row
         return EnvRecord(
             env_id=env_id,
@@ -1040,7 +1091,9 @@ class Registry:
             document=None if document is None else json.loads(document),
             parents=() if parents == "[]" else tuple(json.loads(parents)),
             validation=None if validation is None else json.loads(validation),
-            stats=EnvStats(episodes, mean_return_hint, mean_return_nohint, regret, times_sampled, last_sampled),
+            stats=EnvStats(
+                episodes, mean_return_hint, mean_return_nohint, regret, times_sampled, last_sampled, format_compliance
+            ),
         )
 
     def _lookup(self, key: str) -> tuple | None:

@@ -40,8 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
+from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.errors import SpadeError
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
+from spade_gym.regret import RewardConfig
 
 __all__ = [
     "AgentSection",
@@ -53,6 +55,7 @@ __all__ = [
     "SECTIONS",
     "SelfPlayConfig",
     "TrainConfig",
+    "WarmstartSection",
     "describe_config",
     "parse_fixed_pool",
 ]
@@ -110,16 +113,9 @@ class PolicySection:
     max_batch_size: int = _opt(32, "most sequences per generate call of the transformers backend (>= 1)")
 
 
-@dataclass
-class DesignerRewardSection:
-    """The Designer's reward (DESIGN.md, "Regret and the Designer's reward"); regret otherwise."""
-
-    invalid: float = _opt(-1.0, "reward of a program that fails the validation gate")
-    duplicate: float = _opt(-0.5, "reward of an exact or near duplicate of a registered environment")
-    trivial: float = _opt(0.0, "reward of a trivial environment (the Agent solves it without the hint)")
-    trivial_at: float = _opt(1.0, "no-hint mean return in [0, 1] at or above which an environment is trivial")
-    out_of_reach: float = _opt(0.0, "reward of an environment out of reach (failed even with the hint)")
-    out_of_reach_below: float = _opt(0.05, "hint mean return in [0, 1] below which an environment is out of reach")
+#: The ``designer.reward`` section: :class:`spade_gym.regret.RewardConfig` itself, so that each
+#: threshold's default and help text have one definition (the reward's thresholds and shaping).
+DesignerRewardSection = RewardConfig
 
 
 @dataclass
@@ -134,7 +130,12 @@ class DesignerSection:
     document_max_tokens: int = _opt(1024, "token budget per document shown in the prompt (>= 1)")
     prompts_per_iteration: int = _opt(2, "Designer prompts (documents) per iteration (>= 1)")
     group_size: int = _opt(4, "designs sampled per prompt, G (>= 2): one GRPO group, advantages are relative within it")
-    max_new_tokens: int = _opt(1536, "most tokens per design (a whole program; >= 1)")
+    max_new_tokens: int = _opt(
+        1536,
+        "most tokens per design (a whole program): a run refuses a value below the token length of the shortest "
+        "seed program under the policy's tokenizer (256 when that tokenizer is not on the machine) before the "
+        "model loads",
+    )
     temperature: float = _opt(1.0, "sampling temperature of designs (> 0: a group of greedy samples is degenerate)")
     top_p: float = _opt(1.0, "nucleus sampling mass of designs, in (0, 1]")
     repair_rounds: int = _opt(
@@ -144,12 +145,18 @@ class DesignerSection:
         lambda: ["reasoning", "tool_use", "game"],
         "target settings, drawn uniformly per prompt (a non-empty subset of reasoning, tool_use, game)",
     )
-    edit_probability: float = _opt(
-        0.25, "chance in [0, 1] that a prompt asks to edit a memory environment instead of writing a new one"
+    edit_probability: float | Literal["auto"] = _opt(
+        "auto",
+        "chance in [0, 1] that a prompt asks to edit a memory environment instead of writing a new one; 'auto': "
+        "0.75 for a small model (under 1.5B parameters by its name, the embedded default, or policy.device cpu), "
+        "whose whole programs from a document are rarely valid while a variant of a shown program is a few tokens "
+        "away, else 0.25 (spade_gym.designer.auto_edit_probability)",
     )
     memory_k: int = _opt(4, "earlier environments shown in the prompt (the environment memory; >= 0, 0: off)")
     include_source: bool = _opt(False, "show the source of every memory environment (longer prompts)")
-    reward: DesignerRewardSection = _opt_factory(DesignerRewardSection, "the Designer's reward thresholds")
+    reward: RewardConfig = _opt_factory(
+        RewardConfig, "the Designer's reward: penalties, thresholds and shaping (spade_gym.regret.RewardConfig)"
+    )
 
 
 @dataclass
@@ -157,9 +164,11 @@ class AgentSection:
     """The Reasoning Agent: regret episodes, replayed environments and its sampling."""
 
     k: int = _opt(4, "regret episodes per arm (with and without the hint) for each accepted design (>= 1)")
-    max_new_tokens: int = _opt(256, "most tokens per Agent turn (>= 1)")
-    temperature: float = _opt(1.0, "sampling temperature of the Agent (> 0: regret needs sampling)")
-    top_p: float = _opt(1.0, "nucleus sampling mass of the Agent, in (0, 1]")
+    max_new_tokens: int = _opt(AGENT_MAX_NEW_TOKENS, "most tokens per Agent turn (>= 1)")
+    temperature: float = _opt(
+        AGENT_TEMPERATURE, "sampling temperature of the Agent (> 0: regret needs sampling; default measured, issue 17)"
+    )
+    top_p: float = _opt(AGENT_TOP_P, "nucleus sampling mass of the Agent, in (0, 1] (default measured, issue 17)")
     max_turns: int | None = _opt(None, "cap on Agent turns per episode (>= 1); null: the environment's max_turns")
     max_episodes: int = _opt(64, "most episodes (sandbox workers) alive at once; more are played in waves (>= 1)")
     train_on_regret_episodes: bool = _opt(True, "the no-hint regret episodes double as Agent training data (DESIGN.md)")
@@ -248,6 +257,12 @@ class RunSection:
         "seed environments left out of the run's registry (never designed from, replayed or trained on): "
         "whole tasks held out for `spade eval --suite tool-use / games`; [] trains on all 30",
     )
+    seed_tags: list[str] = _opt_factory(
+        list,
+        "only seed environments with one of these tags start the run's registry (its training pool and the "
+        "Designer's memory), e.g. [graded] for the small graded environments a CPU model can learn from; "
+        "[]: every seed environment",
+    )
     executor: Literal["local", "ray"] = _opt(
         "local",
         "where validation and the Agent's environments run: 'local' (this machine's worker processes) or "
@@ -275,6 +290,40 @@ class RaySection:
     )
 
 
+@dataclass
+class WarmstartSection:
+    """The cold start: a short supervised stage before self-play (spade_gym.trainer.warmstart): the
+    oracle's actions for the Agent, the seed programs for the Designer, never the held-out environments."""
+
+    enabled: bool = _opt(
+        False, "train (or load from the cache) the cold-start LoRA adapter before iteration 0 of self-play"
+    )
+    agent_seeds: int = _opt(2, "oracle episodes played per training-pool environment, one seed each (>= 1)")
+    agent_examples: int = _opt(
+        48, "most Agent samples (one per oracle turn), drawn round-robin over the pool's environments (>= 1)"
+    )
+    agent_steps: int = _opt(8, "optimizer steps on Agent batches (>= 0)")
+    designer_examples: int = _opt(
+        4, "most Designer samples (write and edit mode; a seed program or a variant of it as target; >= 0)"
+    )
+    designer_steps: int = _opt(2, "optimizer steps on Designer batches (>= 0; 0 with designer_examples 0)")
+    edit_share: float = _opt(
+        0.5, "share in [0, 1] of the Designer samples in edit mode (a variant of a seed program with knobs)"
+    )
+    learning_rate: float = _opt(3e-4, "AdamW learning rate of the adapters (> 0)")
+    micro_batch_size: int = _opt(2, "samples per optimizer step (>= 1); Designer steps take 1 (long sequences)")
+    max_seq_tokens: int = _opt(
+        3072, "samples whose prompt plus target is longer than this many tokens are skipped (>= 16)"
+    )
+    save_every: int = _opt(4, "save the resumable training state every N steps (>= 1)")
+    seed: int = _opt(0, "seed of the episodes, the data order and the variants (>= 0)")
+    cache_dir: str | None = _opt(
+        None,
+        "folder of the cached adapters, one per content hash; null: <cache>/warmstart, where <cache> is "
+        "$SPADE_CACHE or ~/.cache/spade_gym (the embedded model's cache)",
+    )
+
+
 #: Every section of :class:`SelfPlayConfig`, by key.
 SECTIONS: dict[str, type] = {
     "policy": PolicySection,
@@ -283,6 +332,7 @@ SECTIONS: dict[str, type] = {
     "train": TrainConfig,
     "run": RunSection,
     "ray": RaySection,
+    "warmstart": WarmstartSection,
 }
 
 
@@ -300,6 +350,7 @@ class SelfPlayConfig:
     train: TrainConfig = _opt_factory(TrainConfig, TrainConfig.__doc__ or "")
     run: RunSection = _opt_factory(RunSection, RunSection.__doc__ or "")
     ray: RaySection = _opt_factory(RaySection, RaySection.__doc__ or "")
+    warmstart: WarmstartSection = _opt_factory(WarmstartSection, WarmstartSection.__doc__ or "")
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -427,12 +478,14 @@ class SelfPlayConfig:
         _at_least("designer.repair_rounds", d.repair_rounds, 0)
         if not d.settings or len(set(d.settings)) != len(d.settings):
             _range("designer.settings", d.settings, "a non-empty list of distinct settings")
-        _probability("designer.edit_probability", d.edit_probability)
+        if d.edit_probability != "auto":
+            _probability("designer.edit_probability", d.edit_probability)
         _at_least("designer.memory_k", d.memory_k, 0)
         for name in ("invalid", "duplicate", "trivial", "out_of_reach"):
             _finite(f"designer.reward.{name}", getattr(d.reward, name))
         _probability("designer.reward.trivial_at", d.reward.trivial_at)
         _probability("designer.reward.out_of_reach_below", d.reward.out_of_reach_below)
+        _finite("designer.reward.outside_window", d.reward.outside_window)
 
         _at_least("agent.k", a.k, 1)
         _at_least("agent.max_new_tokens", a.max_new_tokens, 1)
@@ -492,6 +545,20 @@ class SelfPlayConfig:
                     "(`spade envs list` shows the seed library)",
                     key="run.held_out_envs",
                 )
+        if r.seed_tags and bundled_registry_path().is_dir():
+            tags: set[str] = set()
+            for meta in (bundled_registry_path() / "envs").glob("*/meta.json"):
+                try:
+                    tags.update(json.loads(meta.read_text()).get("tags", []))
+                except (OSError, ValueError):
+                    continue
+            unknown = sorted(set(r.seed_tags) - tags)
+            if unknown:
+                raise ConfigError(
+                    f"config key 'run.seed_tags' names tags no seed environment has: {', '.join(unknown)} "
+                    f"(tags: {', '.join(sorted(tags))})",
+                    key="run.seed_tags",
+                )
 
         y = self.ray
         if y.num_cpus is not None:
@@ -511,6 +578,21 @@ class SelfPlayConfig:
                 require("ray", "ray", "run.executor = 'ray'")
             except MissingDependency as exc:
                 raise ConfigError(f"config key 'run.executor': {exc}", key="run.executor") from None
+
+        w = self.warmstart
+        for name in ("agent_seeds", "agent_examples", "micro_batch_size", "save_every"):
+            _at_least(f"warmstart.{name}", getattr(w, name), 1)
+        for name in ("agent_steps", "designer_examples", "designer_steps", "seed"):
+            _at_least(f"warmstart.{name}", getattr(w, name), 0)
+        _at_least("warmstart.max_seq_tokens", w.max_seq_tokens, 16)
+        _probability("warmstart.edit_share", w.edit_share)
+        _positive("warmstart.learning_rate", w.learning_rate)
+        if w.cache_dir is not None and not w.cache_dir.strip():
+            _range("warmstart.cache_dir", w.cache_dir, "a folder path or null")
+        if w.agent_steps + w.designer_steps == 0:
+            _range(
+                "warmstart.agent_steps", w.agent_steps, "agent_steps + designer_steps >= 1 (nothing would be trained)"
+            )
 
         # Across sections: a run must produce some training data.
         if r.designer == "off" and a.replay_envs == 0:
@@ -555,7 +637,6 @@ class SelfPlayConfig:
         from spade_gym.designer import DesignerConfig
         from spade_gym.memory import MemoryConfig
         from spade_gym.policies.base import SamplingParams
-        from spade_gym.regret import RewardConfig
 
         d, a = self.designer, self.agent
         return DesignerConfig(
@@ -566,13 +647,49 @@ class SelfPlayConfig:
                 max_turns=a.max_turns,
             ),
             sampling=SamplingParams(temperature=d.temperature, top_p=d.top_p, max_new_tokens=d.max_new_tokens),
-            reward=RewardConfig(**dataclasses.asdict(d.reward)),
+            reward=d.reward,
             memory=MemoryConfig(k=d.memory_k, include_source=d.include_source),
             settings=tuple(d.settings),
-            edit_probability=d.edit_probability,
+            edit_probability=self.edit_probability(),
             repair_rounds=d.repair_rounds,
             include_source=d.include_source,
         )
+
+    def edit_probability(self) -> float:
+        """``designer.edit_probability``, with ``auto`` resolved for ``policy.spec`` and ``policy.device``
+        (:func:`spade_gym.designer.auto_edit_probability`)."""
+        value = self.designer.edit_probability
+        if value == "auto":
+            from spade_gym.designer import auto_edit_probability
+
+            return auto_edit_probability(self.policy.spec, self.policy.device)
+        return float(value)
+
+    def check_design_budget(self) -> None:
+        """Refuse a ``designer.max_new_tokens`` too small for any program, before the model loads.
+
+        The floor is the token length of the shortest seed program under the tokenizer of
+        ``policy.spec`` when that tokenizer is on this machine (the embedded model's, a local
+        folder's, or a Hugging Face cache entry; nothing is downloaded), else the fixed
+        :data:`spade_gym.designer.DESIGN_TOKEN_FLOOR` (256): a design cut at ``max_new_tokens``
+        is never a whole program, so every design would earn the invalid reward and the Designer
+        would learn nothing. Nothing is checked with ``run.designer: off``.
+
+        Raises:
+            ConfigError: naming ``designer.max_new_tokens``, the floor and where it comes from.
+        """
+        if self.run.designer == "off":
+            return
+        from spade_gym.designer import design_token_floor
+
+        floor, why = design_token_floor(self.policy.spec)
+        if self.designer.max_new_tokens < floor:
+            raise ConfigError(
+                f"config key 'designer.max_new_tokens' = {self.designer.max_new_tokens} is below {floor} tokens, "
+                f"{why}: a design cut there is never a whole program and earns the invalid reward every time; "
+                f"set designer.max_new_tokens >= {floor} (or run.designer: off)",
+                key="designer.max_new_tokens",
+            )
 
     def grpo_config(self) -> Any:
         """The :class:`spade_gym.trainer.grpo.GRPOConfig` of the ``train`` section (``role_weights``
@@ -768,7 +885,10 @@ def _build(cls: type[_T], data: Mapping[str, Any], prefix: str) -> _T:
         if not isinstance(key, str) or key not in names:
             raise _unknown(cls, key, prefix)
         kwargs[key] = _check(value, hints[key], f"{prefix}.{key}" if prefix else key)
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ValueError as exc:  # a section whose own checks refuse a combination (RewardConfig's window)
+        raise ConfigError(f"config section {prefix!r}: {exc}", key=prefix) from exc
 
 
 def _range(key: str, value: Any, expected: str) -> None:

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from spade_gym.agent import Episode, RolloutConfig, Trajectory, rollout
+from spade_gym.agent import Episode, RolloutConfig, Trajectory, format_compliance, rollout
 from spade_gym.designer import DesignOutcome, SpadeDesignerEnv
 from spade_gym.documents import load_documents
 from spade_gym.errors import DocumentError, PolicyError
@@ -52,7 +52,7 @@ from spade_gym.trainer.config import ConfigError, SelfPlayConfig, parse_fixed_po
 from spade_gym.trainer.grpo import GRPOTrainer, TrainSample, samples_from_completions, samples_from_trajectories
 from spade_gym.trainer.run import Checkpoint, RunDir, capture_rng_state, restore_rng_state
 
-__all__ = ["SelfPlay", "IterationResult", "STALL_WARNING_AFTER", "load_run_policy"]
+__all__ = ["MOVED_KEYS", "SelfPlay", "IterationResult", "STALL_WARNING_AFTER", "load_run_policy", "what_moved"]
 
 #: Iterations in a row without an accepted design after which the loop warns (and says so in the
 #: metrics as ``designer/iterations_without_accept``).
@@ -85,7 +85,12 @@ class SelfPlay:
             loaded from ``config.policy``.
         say: where one-line progress messages go (default: ``print``).
         progress: called as ``progress(phase, done, total)`` while a phase runs (``"design"``:
-            designs judged; ``"rollout"``: replay episodes finished; ``"update"``), for progress bars.
+            designs judged; ``"rollout"``: replay episodes finished; ``"update"``; ``"warmstart"``:
+            cold-start steps), for progress bars.
+        apply_warmstart: with ``warmstart.enabled``, load (or first train) the cold-start adapters
+            (:func:`~spade_gym.trainer.warmstart.run_warmstart`) before iteration 0 and record them
+            in ``<run>/warmstart.json``; :meth:`resume` passes ``False`` when a checkpoint's weights
+            follow (they already hold the cold start).
 
     Raises:
         ConfigError: a setting this loop cannot run (``ray.address`` unreachable, an unknown reasoning-gym task in
@@ -101,20 +106,21 @@ class SelfPlay:
         policy: Any = None,
         say: Callable[[str], None] = print,
         progress: Callable[[str, int, int], None] | None = None,
+        apply_warmstart: bool = True,
     ) -> None:
         self.config, self.run, self.say = config, run, say
         self.progress = progress or (lambda phase, done, total: None)
         run.lock()  # one process per run folder
         self.executor: Any = None
         try:
-            self._build(policy)
+            self._build(policy, apply_warmstart)
         except BaseException:
             if self.executor is not None:
                 self.executor.close()
             run.close()
             raise
 
-    def _build(self, policy: Any) -> None:
+    def _build(self, policy: Any, apply_warmstart: bool = True) -> None:
         config, run = self.config, self.run
         #: the designer='off' baseline's reasoning-gym tasks (empty: replay from the registry)
         self.fixed_tasks: list[str] = []
@@ -128,6 +134,13 @@ class SelfPlay:
         # the cheap settings first, so that a mistake fails before the model loads
         if policy is None and config.policy.lora is not None:
             _check_lora(config.policy.lora)
+        if policy is None:  # a design budget too small for any program (a policy passed in is the caller's)
+            config.check_design_budget()
+        warm = config.warmstart.enabled and apply_warmstart
+        if warm:
+            from spade_gym.trainer.warmstart import check_warmstart_config
+
+            check_warmstart_config(config)  # an empty or oracle-less pool fails before the model loads
         try:
             self.documents = load_documents(
                 config.designer.documents, seed=config.run.seed, max_tokens=config.designer.document_max_tokens
@@ -177,8 +190,14 @@ class SelfPlay:
                 "trained: self-play needs a transformers model (a hub id, a local path or 'default')",
                 key="policy.spec",
             )
+        #: the cold start applied before iteration 0 (:class:`~spade_gym.trainer.warmstart.WarmstartResult`)
+        self.warmstart: Any = None
+        if warm:
+            self._warmstart()
         self.trainer = GRPOTrainer(self.policy, config.grpo_config())
-        self.registry = open_registry(run.registry_dir, seed_library=True, exclude=config.run.held_out_envs)
+        self.registry = open_registry(
+            run.registry_dir, seed_library=True, exclude=config.run.held_out_envs, include_tags=config.run.seed_tags
+        )
         self.designer_env = SpadeDesignerEnv(
             agent=self.generator,
             registry=self.registry,
@@ -189,6 +208,27 @@ class SelfPlay:
         self.rng = np.random.default_rng(config.run.seed)
         self.start = 0
         self.stalled = 0
+
+    def _warmstart(self) -> None:
+        """Train or load the cold-start adapters into the policy, sync them to a separate generator,
+        and record the entry (hash, path, losses) in ``<run>/warmstart.json``."""
+        import json
+
+        from spade_gym.trainer.warmstart import run_warmstart
+
+        result = run_warmstart(
+            self.config,
+            self.policy,
+            say=self.say,
+            progress=lambda phase, done, total: self.progress("warmstart" if phase == "train" else phase, done, total),
+        )
+        self.warmstart = result
+        if self.generator is not self.policy:
+            self.generator.load_weights(self.policy.state_dict_for_inference())
+        target = self.run.path / "warmstart.json"
+        tmp = target.with_name(".warmstart.json.tmp")
+        tmp.write_text(json.dumps(result.to_dict(), indent=1), encoding="utf-8")
+        tmp.replace(target)
 
     # -- life cycle ------------------------------------------------------------------------------
 
@@ -214,7 +254,8 @@ class SelfPlay:
         except BaseException:
             run.close()
             raise
-        loop = cls(run.config, run, policy=policy, say=say, progress=progress)
+        # the checkpoint's weights already hold the cold start: it is not applied over them again
+        loop = cls(run.config, run, policy=policy, say=say, progress=progress, apply_warmstart=checkpoint is None)
         if checkpoint is not None:
             loop._restore(checkpoint)
             say(f"resuming {run.path} after iteration {checkpoint.iteration}")
@@ -393,6 +434,7 @@ class SelfPlay:
             "designer/designs": len(outcomes),
             "designer/accepted": len(accepted),
             "designer/acceptance_rate": len(accepted) / len(outcomes),
+            "designer/valid_rate": len(valid) / len(outcomes),  # passed the gate (duplicates included)
             "designer/rejections": dict(rejections),
             "designer/outcomes": dict(Counter(o.reward.outcome for o in outcomes)),
             "regret/mean": statistics.fmean(regrets) if regrets else math.nan,
@@ -540,6 +582,9 @@ def _agent_metrics(outcomes: list[DesignOutcome], replayed: list[Trajectory]) ->
     if replayed:
         out["agent/return_replay"] = statistics.fmean(t.episode_return for t in replayed)
         out["agent/success_rate"] = statistics.fmean(t.success for t in replayed)
+    # share of Agent turns with a parsable action, over the regret episodes and the replayed ones
+    played = [t for e in estimates for t in (*e.hint, *e.nohint)] + list(replayed)
+    out["agent/format_compliance"] = format_compliance(played)
     return out
 
 
@@ -554,3 +599,55 @@ def _summary_line(i: int, m: dict[str, Any]) -> str:
         f"{num('agent/return_replay')} | loss {num('train/loss', '.4f')} | registry {num('registry/size', 'd')} | "
         f"{num('time/total', '.0f')} s"
     )
+
+
+#: The figures of :func:`what_moved`: (metrics key, label).
+MOVED_KEYS: tuple[tuple[str, str], ...] = (
+    ("designer/valid_rate", "Designer valid rate (passed the gate)"),
+    ("designer/accepted", "Designer accepted designs"),
+    ("designer/reward_mean", "Designer mean reward"),
+    ("regret/mean", "regret of accepted designs"),
+    ("agent/return_hint", "Agent return with hint (regret episodes)"),
+    ("agent/return_nohint", "Agent return without hint (regret episodes)"),
+    ("agent/return_replay", "Agent return on replayed environments"),
+    ("agent/format_compliance", "Agent format compliance"),
+    ("train/designer/trained_samples", "Designer samples with nonzero advantage"),
+    ("train/agent/trained_samples", "Agent samples with nonzero advantage"),
+    ("train/optimizer_steps", "optimizer steps"),
+    ("train/loss", "loss"),
+)
+
+
+def what_moved(metrics: list[dict[str, Any]]) -> list[str]:
+    """One line per figure of :data:`MOVED_KEYS`: its value in the first and last iteration of
+    ``metrics`` (``metrics.jsonl`` rows) and its total or mean over the run, so a user sees at a
+    glance whether the loop carried a signal (nonzero advantages, optimizer steps) and what changed.
+
+    Returns:
+        Lines such as ``"Designer valid rate (passed the gate): 0.25 -> 0.50 (mean 0.38)"``; a
+        figure never logged reads ``"-"``, with why where it is known (no accepted design: no
+        regret episodes; no nonzero advantage: no optimizer step).
+    """
+    if not metrics:
+        return ["no iteration finished"]
+
+    def value(m: dict[str, Any], key: str) -> float | None:
+        v = m.get(key)
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
+
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else (f"{v:.0f}" if float(v).is_integer() else f"{v:.3f}")
+
+    lines = []
+    for key, label in MOVED_KEYS:
+        values = [v for v in (value(m, key) for m in metrics) if v is not None]
+        first, last = value(metrics[0], key), value(metrics[-1], key)
+        counted = key.endswith(("trained_samples", "optimizer_steps", "accepted"))
+        whole = f"total {fmt(sum(values))}" if counted else f"mean {fmt(statistics.fmean(values))}" if values else ""
+        line = f"{label}: {fmt(first)} -> {fmt(last)}" + (f" ({whole})" if values else "")
+        if not values and key.startswith("agent/return_") and "replay" not in key:
+            line += " (no accepted design: no regret episodes)"
+        if key == "train/loss" and not values:
+            line += " (no optimizer step: every group's rewards were equal, so every advantage was 0)"
+        lines.append(line)
+    return lines

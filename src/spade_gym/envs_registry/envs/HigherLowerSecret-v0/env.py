@@ -90,20 +90,21 @@ class Env:
         return msg, reward, terminated, truncated, info
 
     def hint(self):
+        # bounds are stated exclusively (never the secret itself, which would give the answer away)
         lo, hi = self.lo_known, self.hi_known
         size = hi - lo + 1
         if size <= 4:
             mid = (lo + hi) // 2
-            half = "at most " + str(mid) if self.secret <= mid else "above " + str(mid)
-            return ("Everything so far leaves " + str(lo) + " to " + str(hi) + "; the secret is " + half
+            half = "below " + str(mid + 1) if self.secret <= mid else "above " + str(mid)
+            return ("Everything so far leaves at most four numbers possible; the secret is " + half
                     + ". Always guess the middle of the numbers still possible.")
         quarter = (size + 3) // 4
         index = (self.secret - lo) // quarter
         a = lo + index * quarter
         b = min(hi, a + quarter - 1)
-        return ("The feedback so far leaves " + str(lo) + " to " + str(hi) + ", and the secret lies between "
-                + str(a) + " and " + str(b) + ". Keep guessing the middle of the numbers still possible "
-                "so that every answer halves them.")
+        return ("The secret is above " + str(a - 1) + " and below " + str(b + 1) + ", a quarter of the numbers "
+                "the feedback so far allows. Keep guessing the middle of the numbers still possible so that every "
+                "answer halves them.")
 
     def oracle(self):
         return str((self.lo_known + self.hi_known) // 2)

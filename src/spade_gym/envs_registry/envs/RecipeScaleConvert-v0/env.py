@@ -288,8 +288,11 @@ class Env:
         for dish, servings in self.needed:
             unit = self._line(dish)[2]
             if unit != self.target_unit:
-                text += ("The " + dish + " card lists " + self.ingredient + " in " + unit + "; 1 " + unit + " = "
-                         + show(unit_size(unit) / unit_size(self.target_unit)) + " " + self.target_unit + ". ")
+                factor = unit_size(unit) / unit_size(self.target_unit)
+                # when the answer is exactly one unit, "1 oz = 28.35 g" would state it: show ten units
+                count = 10 if show(factor) == show(self.answer) else 1
+                text += ("The " + dish + " card lists " + self.ingredient + " in " + unit + "; " + str(count) + " "
+                         + unit + " = " + show(count * factor) + " " + self.target_unit + ". ")
             else:
                 text += "The " + dish + " card already lists " + self.ingredient + " in " + self.target_unit + ". "
         text = text.strip()

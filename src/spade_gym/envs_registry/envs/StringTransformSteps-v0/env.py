@@ -199,7 +199,14 @@ class Env:
         return obs, reward, terminated, truncated, info
 
     def hint(self):
+        # the latest state up to the middle step that is not already the answer (up to case): a
+        # partial result, never the final string itself
         mid = (len(self.ops) - 1) // 2
+        while mid >= 0 and self.states[mid].lower() == self.answer.lower():
+            mid -= 1
+        if mid < 0:
+            return ("Write the string down after every step. The final string has " + str(len(self.answer))
+                    + " characters and starts with \"" + self.answer[0] + "\".")
         return ("Write the string down after every step. After step " + str(mid + 1) + " the string is \""
                 + self.states[mid] + "\"; continue from there with step " + str(mid + 2) + ".")
 

@@ -1,0 +1,955 @@
+"""The cold start: a short supervised stage that teaches a small model the formats before self-play.
+
+Self-play only carries a signal once the policy can produce what the loop parses: the Agent's
+``<answer>...</answer>`` / ``<tool_call>{...}</tool_call>`` actions and the Designer's whole
+environment program in a fenced ```` ```python ```` block. A base model that cannot yet do either
+gets reward 0 everywhere and nothing to learn from. Self-play systems therefore start with a small
+supervised stage on formatted examples: DeepSeek-R1's "cold start" SFT on a few thousand long
+chain-of-thought examples before RL (DeepSeek-AI 2025, *DeepSeek-R1*, section 2.3.1), and Absolute
+Zero (Zhao et al. 2025) and R-Zero (Huang et al. 2025) seed their proposer with formatted examples.
+DESIGN.md, "Learning at small scale", asks for the same here.
+
+The data (:func:`build_dataset`), never from the held-out environments (``run.held_out_envs``):
+
+* **Agent.** The training pool is the bundled seed library minus ``run.held_out_envs``: the
+  environments every arm of a run starts from, so the self-play run and the designer-off baseline
+  get the same data (``run.designer`` and ``run.fixed_pool`` change nothing here). For each
+  environment and ``warmstart.agent_seeds`` seeds the environment's own ``oracle()`` plays the
+  episode in the real sandbox (every other seed with the hint, as the regret episodes show it);
+  every turn is one sample: the prompt exactly as :func:`spade_gym.agent.rollout` shows it (the
+  system prompt and worked format example of :func:`~spade_gym.agent.agent_prompt`, the observations as user messages, the
+  earlier turns as assistant messages) and as target a short reply in the exact action format,
+  ``<answer>{oracle}</answer>`` or ``<tool_call>{oracle JSON}</tool_call>`` (:func:`format_action`).
+  Episodes in which the oracle does not succeed are left out.
+* **Designer.** Prompts by :func:`spade_gym.designer.build_prompt` with a document of the built-in
+  corpus and a memory of the pool (:class:`~spade_gym.memory.EnvironmentMemory`), the shortest seed
+  programs first. Write mode: the target is a seed program. Edit mode: the parent is a seed program
+  and the target a variant of it (:func:`variants`: its UPPERCASE integer constants, the difficulty
+  knobs, moved a little, and a new name) that the validation gate accepts; programs without knobs
+  are used in write mode only. Targets are fenced blocks that
+  :func:`~spade_gym.designer.extract_program` reads back as the program.
+
+Samples whose prompt plus target exceeds ``warmstart.max_seq_tokens`` are skipped.
+
+Training (:func:`run_warmstart`): LoRA adapters (peft; the run's ``policy.lora``, or
+:data:`WARMSTART_LORA` merged into the weights afterwards for a fully fine-tuned run), AdamW,
+token-mean negative log-likelihood of the target tokens only (the prompt is context, never a loss
+token), ``agent_steps`` Agent batches and ``designer_steps`` Designer batches in a seeded order.
+The stage is **cached by content**: the entry ``<cache>/warmstart/<hash>`` is named by the SHA-256
+of the base model (spec, dtype, architecture), the LoRA config, the ``warmstart`` section (without
+``enabled`` and ``cache_dir``) and the tokenized dataset; a finished entry is loaded instantly. It
+is **resumable**: every ``save_every`` steps the adapters, the optimizer, the step, the loss curve
+and the RNG state are written atomically to the entry, and a rerun continues from the last save.
+
+Example::
+
+    >>> config = SelfPlayConfig.from_yaml("examples/selfplay_cpu.yaml")  # doctest: +SKIP
+    >>> policy = load_policy("default", lora=config.policy.lora)          # doctest: +SKIP
+    >>> result = run_warmstart(config, policy)                           # doctest: +SKIP
+    >>> result.loss_before["agent"] > result.loss_after["agent"]         # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import random
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from spade_gym.agent import HINT_PREFIX, agent_prompt, extract_action
+from spade_gym.designer import build_prompt, extract_program
+from spade_gym.errors import SpadeError
+from spade_gym.registry.gymnasium import bundled_registry_path
+from spade_gym.registry.store import EnvRecord, Registry
+from spade_gym.trainer.config import ConfigError, SelfPlayConfig
+
+__all__ = [
+    "WARMSTART_LORA",
+    "SFTSample",
+    "WarmstartData",
+    "WarmstartResult",
+    "build_dataset",
+    "check_chat_template",
+    "check_warmstart_config",
+    "format_action",
+    "knobs",
+    "run_warmstart",
+    "training_pool",
+    "variants",
+    "warmstart_dir",
+    "warmstart_hash",
+]
+
+#: LoRA adapters of the cold start when the run trains all weights (``policy.lora: null``): they are
+#: merged into the weights after the stage, so the self-play run then trains a plain model.
+WARMSTART_LORA: dict[str, Any] = {"r": 16, "lora_alpha": 32, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
+
+#: Format version of the cache entries (part of the content hash).
+_CACHE_VERSION = 1
+_RESULT, _ADAPTER, _STATE, _DATA = "result.json", "adapter.pt", "state.pt", "data.json"
+#: Samples of each role whose loss is reported before and after the stage (the first ones).
+_EVAL_SAMPLES = {"agent": 6, "designer": 1}
+_MAX_GRAD_NORM = 1.0
+
+
+# ------------------------------------------------------------------------------------------------
+# Data
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SFTSample:
+    """One supervised sample: the loss is on ``target_ids`` only.
+
+    Attributes:
+        role: ``"agent"`` or ``"designer"``.
+        prompt_ids: the chat-templated prompt with the generation prompt (what the policy sees).
+        target_ids: the target's tokens followed by the end-of-turn token.
+        target: the target text.
+        env: the environment the sample comes from (``"ArithmeticChain"``).
+        kind: ``"turn<k>"`` / ``"turn<k>+hint"`` (Agent), ``"write"`` / ``"edit"`` (Designer).
+    """
+
+    role: str
+    prompt_ids: tuple[int, ...]
+    target_ids: tuple[int, ...]
+    target: str
+    env: str
+    kind: str
+
+
+@dataclass
+class WarmstartData:
+    """The cold-start dataset and what was left out.
+
+    Attributes:
+        samples: Agent samples first, then Designer samples.
+        envs: names of the training-pool environments (never a held-out one).
+        skipped: counts of left-out items by reason (``"too_long"``, ``"oracle_failed"``, ...).
+    """
+
+    samples: list[SFTSample]
+    envs: list[str]
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def of(self, role: str) -> list[SFTSample]:
+        """The samples of one role."""
+        return [s for s in self.samples if s.role == role]
+
+    def digest(self) -> str:
+        """SHA-256 hex of the samples' roles, token ids and sources (the dataset's content)."""
+        h = hashlib.sha256()
+        for s in self.samples:
+            h.update(json.dumps([s.role, s.env, s.kind, s.prompt_ids, s.target_ids]).encode())
+        return h.hexdigest()
+
+
+def format_action(setting: str, action: str) -> str:
+    """The Agent's reply that carries ``action`` in the exact format the runner extracts.
+
+    Args:
+        setting: ``"reasoning"``, ``"game"`` or ``"tool_use"``.
+        action: the oracle's action (for tool use, a JSON object ``{"name", "arguments"}``).
+
+    Returns:
+        ``<answer>{action}</answer>``, or ``<tool_call>{json}</tool_call>`` for a tool call (JSON
+        written the way :func:`~spade_gym.agent.extract_action` re-serialises it, so the extracted
+        action is exactly the one sent to ``step``).
+    """
+    if setting == "tool_use":
+        try:
+            call = json.loads(action)
+        except ValueError:
+            call = None
+        if isinstance(call, dict) and isinstance(call.get("name"), str):
+            return f"<tool_call>{json.dumps(call, ensure_ascii=False)}</tool_call>"
+    return f"<answer>{action}</answer>"
+
+
+def training_pool(config: SelfPlayConfig, registry: Registry | None = None) -> list[EnvRecord]:
+    """The environments the cold start learns from: the seed library minus ``run.held_out_envs``
+    (only those tagged with one of ``run.seed_tags``, when given), the run's own training pool.
+
+    Args:
+        config: the run's configuration.
+        registry: the library to draw from (default: the bundled seed library).
+
+    Returns:
+        The records, sorted by name.
+
+    Raises:
+        ConfigError: no environment is left (``run.held_out_envs`` holds every one), naming
+            ``run.held_out_envs``.
+    """
+    own = registry is None
+    reg = Registry(bundled_registry_path()) if registry is None else registry
+    try:
+        held, tags = set(config.run.held_out_envs), set(config.run.seed_tags)
+        pool = sorted((r for r in reg if r.name not in held and (not tags or tags & set(r.tags))), key=lambda r: r.name)
+    finally:
+        if own:
+            reg.close()
+    if not pool:
+        raise ConfigError(
+            f"config key 'run.held_out_envs' holds every environment of the seed library ({len(held)}) that "
+            f"run.seed_tags {sorted(tags) or '(all)'} selects: the cold start (warmstart.enabled) needs at least "
+            "one training environment with an oracle; hold fewer out",
+            key="run.held_out_envs",
+        )
+    return pool
+
+
+def check_warmstart_config(config: SelfPlayConfig) -> None:
+    """The cheap checks of the cold start, before any model loads.
+
+    Raises:
+        ConfigError: the training pool is empty (naming ``run.held_out_envs``), or the designer-off
+            baseline's ``run.fixed_pool`` is not the seed library (naming ``run.fixed_pool``): the
+            cold start learns from the seed library's oracles so that both arms start from one
+            checkpoint, and a baseline on another pool would not start from its own pool's data.
+    """
+    if config.run.designer == "off" and config.run.fixed_pool != "seed-library":
+        raise ConfigError(
+            f"config key 'run.fixed_pool' = {config.run.fixed_pool!r} with warmstart.enabled: the cold start "
+            "learns from the oracles of the seed library (minus run.held_out_envs), the pool both arms share; "
+            "set run.fixed_pool: seed-library or warmstart.enabled: false",
+            key="run.fixed_pool",
+        )
+    training_pool(config)
+
+
+def check_chat_template(tokenizer: Any, spec: str = "default") -> None:
+    """Refuse a model whose chat template has no system role (the Agent's and Designer's
+    instructions are system messages).
+
+    Args:
+        tokenizer: a transformers tokenizer with a chat template.
+        spec: the ``policy.spec`` named in the error.
+
+    Raises:
+        ConfigError: rendering a system + user conversation raises, or drops the system text;
+            naming ``policy.spec``.
+    """
+    marker = "SPADE-SYSTEM-ROLE-CHECK-7f3a"
+    try:
+        text = tokenizer.apply_chat_template(
+            [{"role": "system", "content": marker}, {"role": "user", "content": "hi"}],
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+    except Exception as exc:
+        raise ConfigError(
+            f"config key 'policy.spec' = {spec!r}: the model's chat template cannot render a system message "
+            f"({type(exc).__name__}: {exc}); the cold start and self-play need a template with a system role",
+            key="policy.spec",
+        ) from exc
+    if marker not in str(text):
+        raise ConfigError(
+            f"config key 'policy.spec' = {spec!r}: the model's chat template drops the system message; the cold "
+            "start and self-play need a template with a system role",
+            key="policy.spec",
+        )
+
+
+def _encode(policy: Any, messages: list[dict[str, str]], target: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``(prompt ids, target ids + end of turn)`` as the policy tokenizes them."""
+    prompt = tuple(policy.encode(messages))
+    ids = policy.tokenizer(target, add_special_tokens=False)["input_ids"]
+    return prompt, (*(int(t) for t in ids), int(policy.eos_token_ids[0]))
+
+
+def _agent_samples(
+    config: SelfPlayConfig, policy: Any, pool: Sequence[EnvRecord], skipped: dict[str, int], tick: Callable[[], None]
+) -> list[SFTSample]:
+    from spade_gym.env import SandboxedEnv
+
+    ws = config.warmstart
+    per_env: dict[str, list[SFTSample]] = {}
+    for record in pool:
+        tick()
+        try:
+            env = SandboxedEnv(record.program())
+        except SpadeError:
+            skipped["env_failed"] = skipped.get("env_failed", 0) + 1
+            continue
+        got: list[SFTSample] = []
+        try:
+            limit = min(env.max_turns, config.agent.max_turns or env.max_turns)
+            head = agent_prompt(env.setting, env.description, env.tools)  # as a rollout sends it
+            for j in range(ws.agent_seeds):
+                hint = j % 2 == 1
+                episode: list[SFTSample] = []
+                try:
+                    observation, _ = env.reset(seed=ws.seed * 1_000_003 + j)
+                    if hint:
+                        observation += HINT_PREFIX + env.hint()
+                    messages = [*head, {"role": "user", "content": observation}]
+                    total = 0.0
+                    # the oracle plays the whole episode (so its success is known); the turns the
+                    # Agent gets (agent.max_turns) are the samples
+                    for turn in range(env.max_turns):
+                        action = env.oracle()
+                        target = format_action(env.setting, action)
+                        parsed = extract_action(target, env.setting)
+                        if parsed.action is None or (parsed.action != action and env.setting != "tool_use"):
+                            total = -1.0
+                            break
+                        if turn < limit:
+                            prompt_ids, target_ids = _encode(policy, messages, target)
+                            kind = f"turn{turn}" + ("+hint" if hint else "")
+                            episode.append(SFTSample("agent", prompt_ids, target_ids, target, record.name, kind))
+                        observation, reward, terminated, truncated, info = env.step(parsed.action)
+                        total += float(reward)
+                        messages += [{"role": "assistant", "content": target}, {"role": "user", "content": observation}]
+                        if terminated or truncated or "sandbox_error" in info:
+                            break
+                except SpadeError:
+                    total = -1.0
+                if total < 0.99:  # never teach the actions of an episode the oracle does not solve
+                    skipped["oracle_failed"] = skipped.get("oracle_failed", 0) + 1
+                    continue
+                got.extend(episode)
+        finally:
+            env.close()
+        if got:
+            per_env[record.name] = got
+    # round robin over the environments (first turns first), so a small budget still covers the pool
+    rng = random.Random(ws.seed)
+    names = sorted(per_env)
+    rng.shuffle(names)
+    queues = {n: sorted(per_env[n], key=lambda s: (int(s.kind[4:].split("+")[0]), s.kind)) for n in names}
+    out: list[SFTSample] = []
+    while len(out) < ws.agent_examples and any(queues.values()):
+        for n in names:
+            while queues[n]:
+                sample = queues[n].pop(0)
+                if len(sample.prompt_ids) + len(sample.target_ids) > _max_tokens(config, policy):
+                    skipped["too_long"] = skipped.get("too_long", 0) + 1
+                    continue
+                out.append(sample)
+                break
+            if len(out) >= ws.agent_examples:
+                break
+    return out
+
+
+def _max_tokens(config: SelfPlayConfig, policy: Any) -> int:
+    window = getattr(policy, "context_window", None)
+    return min(config.warmstart.max_seq_tokens, window or config.warmstart.max_seq_tokens)
+
+
+# -- variants of a program (edit mode) ----------------------------------------------------------
+
+
+def _knob_nodes(tree: ast.Module) -> list[tuple[str, ast.Constant]]:
+    """``(name, value node)`` of the module-level ``UPPERCASE = <int>`` assignments."""
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if (
+            isinstance(target, ast.Name)
+            and target.id.isupper()
+            and isinstance(value, ast.Constant)
+            and type(value.value) is int
+        ):
+            out.append((target.id, value))
+    return out
+
+
+def knobs(source: str) -> dict[str, int]:
+    """The difficulty knobs of a program: its module-level UPPERCASE integer constants.
+
+    Args:
+        source: program source.
+
+    Returns:
+        ``{name: value}`` (``{}`` for a program without knobs or one that does not parse).
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    return {name: cast(int, node.value) for name, node in _knob_nodes(tree)}
+
+
+def _name_node(tree: ast.Module) -> ast.Constant | None:
+    """The string node of ``name = "..."`` in ``class Env``."""
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "Env":
+            for item in node.body:
+                if (
+                    isinstance(item, ast.Assign)
+                    and len(item.targets) == 1
+                    and isinstance(item.targets[0], ast.Name)
+                    and item.targets[0].id == "name"
+                    and isinstance(item.value, ast.Constant)
+                    and isinstance(item.value.value, str)
+                ):
+                    return item.value
+    return None
+
+
+def variants(source: str, rng: random.Random) -> str:
+    """A variant of a program for edit mode: each difficulty knob (a module-level UPPERCASE
+    integer constant, e.g. ``DIGITS = 2``) moved by a small amount and ``Env.name`` given a suffix.
+
+    Each knob moves by ``+-max(1, round(0.25 * |value|))`` (direction drawn per knob; at least one
+    knob changes; a positive knob stays >= 1, a zero knob moves up). The edits are made in the text
+    at the nodes' positions, so the docstring, comments and layout stay as they were.
+
+    Args:
+        source: program source with at least one knob and a ``name = "..."`` in ``class Env``.
+        rng: the random generator (advanced).
+
+    Returns:
+        The variant's source.
+
+    Raises:
+        ValueError: the program does not parse, has no knob, or no literal ``name``.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise ValueError(f"the program does not parse: {exc}") from exc
+    nodes = [node for _, node in _knob_nodes(tree)]
+    if not nodes:
+        raise ValueError("the program has no difficulty knob (module-level UPPERCASE integer constant)")
+    name = _name_node(tree)
+    if name is None:
+        raise ValueError('the program has no literal name = "..." in class Env')
+    edits: list[tuple[ast.Constant, str]] = []
+    changed = rng.randrange(len(nodes))  # this one always changes
+    for k, node in enumerate(nodes):
+        value = cast(int, node.value)
+        if k != changed and rng.random() < 0.5:
+            continue
+        step = max(1, round(0.25 * abs(value)))
+        new = value + step if value <= 0 or rng.random() < 0.5 else value - step
+        if value >= 1 and new < 1:
+            new = value + step
+        edits.append((node, str(new)))
+    suffix = "V" + str(rng.randint(2, 99))
+    edits.append((name, json.dumps(str(name.value) + suffix)))
+    lines = source.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    out = source
+    for node, text in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
+        assert node.end_lineno is not None and node.end_col_offset is not None
+        # ast offsets are UTF-8 byte columns: convert through the line's bytes
+        lo = _offset(lines, starts, node.lineno, node.col_offset)
+        hi = _offset(lines, starts, node.end_lineno, node.end_col_offset)
+        out = out[:lo] + text + out[hi:]
+    return out
+
+
+def _offset(lines: list[str], starts: list[int], lineno: int, col: int) -> int:
+    line = lines[lineno - 1]
+    return starts[lineno - 1] + len(line.encode("utf-8")[:col].decode("utf-8", "ignore"))
+
+
+def _fenced(source: str) -> str:
+    return f"```python\n{source}```"
+
+
+def _normalise(source: str) -> str:
+    return source.strip("\n") + "\n"
+
+
+def _designer_samples(
+    config: SelfPlayConfig,
+    policy: Any,
+    pool: Sequence[EnvRecord],
+    registry: Registry,
+    skipped: dict[str, int],
+    tick: Callable[[], None],
+) -> list[SFTSample]:
+    from spade_gym.documents import load_documents
+    from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, verdict
+    from spade_gym.validation import validate
+
+    ws, d = config.warmstart, config.designer
+    if ws.designer_examples == 0:
+        return []
+    rng = random.Random(ws.seed + 1)
+    documents = load_documents("builtin", seed=ws.seed, max_tokens=d.document_max_tokens)
+    memory = EnvironmentMemory(registry, MemoryConfig(k=d.memory_k, include_source=d.include_source))
+    pool_ids = {r.env_id for r in pool}
+    held = [r.env_id for r in registry if r.env_id not in pool_ids]
+    sources = {r.env_id: _normalise(r.program().source) for r in pool}
+    order = sorted(pool, key=lambda r: (len(sources[r.env_id]), r.name))  # the shortest programs first
+    n_edit = round(ws.designer_examples * ws.edit_share)
+    wanted = {"edit": n_edit, "write": ws.designer_examples - n_edit}
+    out: list[SFTSample] = []
+    limit = _max_tokens(config, policy)
+    for mode in ("write", "edit"):
+        taken = 0
+        for record in order:
+            if taken >= wanted[mode]:
+                break
+            tick()
+            source = sources[record.env_id]
+            items = memory.select(rng, setting=record.setting, exclude=[record.env_id, *held])
+            parent = None
+            if mode == "edit":
+                if not knobs(source):
+                    continue
+                target_source = None
+                for _ in range(3):  # a variant the gate accepts (a knob moved too far can break it)
+                    candidate = _normalise(variants(source, rng))
+                    if validate(candidate).accepted:
+                        target_source = candidate
+                        break
+                if target_source is None:
+                    skipped["variant_invalid"] = skipped.get("variant_invalid", 0) + 1
+                    continue
+                parent = MemoryItem(record, "random", verdict(record.stats), source)
+            else:
+                target_source = source
+            document = documents.sample(1)[0]
+            prompt = build_prompt(
+                document, items, setting=record.setting, mode=mode, parent=parent, include_source=d.include_source
+            )
+            target = _fenced(target_source)
+            if extract_program(target).source != target_source:
+                skipped["extraction_mismatch"] = skipped.get("extraction_mismatch", 0) + 1
+                continue
+            prompt_ids, target_ids = _encode(policy, prompt.messages, target)
+            if len(prompt_ids) + len(target_ids) > limit:
+                skipped["too_long"] = skipped.get("too_long", 0) + 1
+                continue
+            out.append(SFTSample("designer", prompt_ids, target_ids, target, record.name, mode))
+            taken += 1
+    return out
+
+
+def build_dataset(
+    config: SelfPlayConfig,
+    policy: Any,
+    *,
+    registry: Registry | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> WarmstartData:
+    """The cold-start samples of both roles (see the module docstring).
+
+    Args:
+        config: the run's configuration (``warmstart``, ``run.held_out_envs``, ``agent.max_turns``,
+            ``designer.document_max_tokens``, ``designer.memory_k``, ``designer.include_source``).
+        policy: a :class:`~spade_gym.policies.transformers.TransformersPolicy` (its tokenizer and
+            chat template make the token ids).
+        registry: the library to draw the pool from (default: the bundled seed library).
+        progress: called as ``progress(done, total)`` over the environments visited.
+
+    Returns:
+        The :class:`WarmstartData`.
+
+    Raises:
+        ConfigError: the pool is empty, or no environment of it gives an oracle episode (naming
+            ``run.held_out_envs``).
+    """
+    own = registry is None
+    reg = Registry(bundled_registry_path()) if registry is None else registry
+    try:
+        pool = training_pool(config, reg)
+        skipped: dict[str, int] = {}
+        total = len(pool) + min(config.warmstart.designer_examples, len(pool)) * 2
+        done = [0]
+
+        def tick() -> None:
+            done[0] += 1
+            if progress is not None:
+                progress(min(done[0], total), total)
+
+        agent = _agent_samples(config, policy, pool, skipped, tick)
+        if not agent:
+            raise ConfigError(
+                f"config key 'run.held_out_envs': no environment of the cold start's training pool "
+                f"({', '.join(r.name for r in pool)}) gave an oracle episode that succeeds within "
+                f"warmstart.max_seq_tokens = {config.warmstart.max_seq_tokens} (skipped: {skipped or 'none'}); "
+                "the cold start needs environments whose oracle() solves them",
+                key="run.held_out_envs",
+            )
+        designer = _designer_samples(config, policy, pool, reg, skipped, tick)
+        if progress is not None:
+            progress(total, total)
+        return WarmstartData(agent + designer, [r.name for r in pool], skipped)
+    finally:
+        if own:
+            reg.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# Hash and cache
+# ------------------------------------------------------------------------------------------------
+
+
+def _lora_config(config: SelfPlayConfig, policy: Any) -> dict[str, Any]:
+    model = getattr(policy, "model", None)
+    peft_config = getattr(model, "peft_config", None)
+    if peft_config:
+        return dict(next(iter(peft_config.values())).to_dict())
+    return dict(config.policy.lora) if config.policy.lora is not None else dict(WARMSTART_LORA)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=str)
+    return str(value)
+
+
+def warmstart_hash(config: SelfPlayConfig, policy: Any, data: WarmstartData) -> str:
+    """The content hash naming a cold-start cache entry.
+
+    SHA-256 hex of: the base model (``policy.spec``, the policy's dtype, its architecture config),
+    the LoRA config, the ``warmstart`` section without ``enabled`` and ``cache_dir`` (switches and
+    places, not content), and :meth:`WarmstartData.digest`. Nothing else of the config enters, so
+    ``run.designer`` (self-play vs the designer-off baseline) and ``run.out`` do not change it.
+    """
+    section = dataclasses.asdict(config.warmstart)
+    section.pop("enabled")
+    section.pop("cache_dir")
+    model_config = getattr(getattr(policy, "model", None), "config", None)
+    to_dict = getattr(model_config, "to_dict", None)
+    arch = to_dict() if callable(to_dict) else {}
+    arch = {k: v for k, v in arch.items() if k not in ("_name_or_path", "transformers_version")}
+    key = {
+        "version": _CACHE_VERSION,
+        "model": {"spec": config.policy.spec.removeprefix("vllm:"), "dtype": str(policy.dtype), "arch": arch},
+        "lora": _lora_config(config, policy),
+        "warmstart": section,
+        "data": data.digest(),
+    }
+    text = json.dumps(key, sort_keys=True, default=_json_default)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def warmstart_dir(config: SelfPlayConfig) -> Path:
+    """The folder of the cache entries: ``warmstart.cache_dir``, else ``<cache>/warmstart`` with
+    ``<cache>`` the embedded model's cache (:func:`spade_gym.policies.embedded.cache_dir`)."""
+    if config.warmstart.cache_dir is not None:
+        return Path(config.warmstart.cache_dir).expanduser()
+    from spade_gym.policies.embedded import cache_dir
+
+    return cache_dir() / "warmstart"
+
+
+def _atomic_save(obj: Any, path: Path) -> None:
+    import torch
+
+    fd, tmp = tempfile.mkstemp(prefix="." + path.name, dir=path.parent)
+    os.close(fd)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _atomic_text(text: str, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix="." + path.name, dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------------------------
+# Training
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class WarmstartResult:
+    """What :func:`run_warmstart` did.
+
+    Attributes:
+        hash: the content hash (:func:`warmstart_hash`); ``path``: the cache entry folder;
+            ``adapter_path``: the trained adapters (``torch.save`` of the peft state dict).
+        cached: the finished entry was loaded, no step was trained in this call.
+        steps: optimizer steps of the stage; ``steps_run``: those trained in this call;
+            ``resumed_from``: the step a saved state was continued from (0: a fresh start).
+        losses: the training loss of every step (token-mean NLL of the targets, nats), the curve.
+        loss_before, loss_after: token-mean NLL of the first target samples of each role
+            (``{"agent": ..., "designer": ...}``; ``None`` for a role without samples) before and
+            after the stage.
+        agent_samples, designer_samples: dataset sizes; ``envs``: the training pool; ``skipped``:
+            left-out items by reason; ``wall_s``: seconds of the stage that trained it (data,
+            training and the loss measurements).
+        merged: the adapters were merged into the weights (a run without ``policy.lora``).
+        step_s: wall seconds of every step (forward, backward and optimizer step).
+    """
+
+    hash: str
+    path: Path
+    adapter_path: Path
+    cached: bool
+    steps: int
+    steps_run: int
+    resumed_from: int
+    losses: list[float]
+    loss_before: dict[str, float | None]
+    loss_after: dict[str, float | None]
+    agent_samples: int
+    designer_samples: int
+    envs: list[str]
+    skipped: dict[str, int]
+    wall_s: float
+    merged: bool = False
+    step_s: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON values (paths as strings)."""
+        out = dataclasses.asdict(self)
+        out["path"], out["adapter_path"] = str(self.path), str(self.adapter_path)
+        return out
+
+
+def _schedule(data: WarmstartData, config: SelfPlayConfig) -> list[list[int]]:
+    """The batches of every step (sample indices), seeded: Agent batches of ``micro_batch_size``
+    and single-sample Designer batches, each role cycling through its shuffled samples."""
+    ws = config.warmstart
+    rng = random.Random(ws.seed + 2)
+    index = {"agent": [], "designer": []}  # type: dict[str, list[int]]
+    for i, s in enumerate(data.samples):
+        index[s.role].append(i)
+    roles = ["agent"] * (ws.agent_steps if index["agent"] else 0)
+    roles += ["designer"] * (ws.designer_steps if index["designer"] else 0)
+    rng.shuffle(roles)
+    queues: dict[str, list[int]] = {"agent": [], "designer": []}
+    batches = []
+    for role in roles:
+        size = ws.micro_batch_size if role == "agent" else 1
+        batch = []
+        for _ in range(size):
+            if not queues[role]:
+                queues[role] = list(index[role])
+                rng.shuffle(queues[role])
+            batch.append(queues[role].pop())
+        batches.append(batch)
+    return batches
+
+
+def _mean_nll(policy: Any, samples: Sequence[SFTSample]) -> float | None:
+    import torch
+
+    if not samples:
+        return None
+    with torch.no_grad():
+        total, tokens = 0.0, 0
+        for s in samples:
+            lp = policy.sequence_logprobs([(list(s.prompt_ids), list(s.target_ids))], micro_batch_size=1)[0]
+            total -= float(lp.sum())
+            tokens += len(s.target_ids)
+    return total / tokens
+
+
+def _eval_losses(policy: Any, data: WarmstartData) -> dict[str, float | None]:
+    return {role: _mean_nll(policy, data.of(role)[:n]) for role, n in _EVAL_SAMPLES.items()}
+
+
+def sample_loss(policy: Any, batch: Sequence[SFTSample]) -> Any:
+    """The token-mean negative log-likelihood of the batch's target tokens (a scalar tensor with
+    gradients): ``-sum(log p(target token | prompt, earlier target tokens)) / target tokens``. The
+    prompt tokens are conditioning only, never loss tokens."""
+    lps = policy.sequence_logprobs([(list(s.prompt_ids), list(s.target_ids)) for s in batch], micro_batch_size=1)
+    tokens = sum(len(s.target_ids) for s in batch)
+    return -sum(lp.sum() for lp in lps) / tokens
+
+
+def run_warmstart(
+    config: SelfPlayConfig,
+    policy: Any,
+    *,
+    registry: Registry | None = None,
+    say: Callable[[str], None] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+    stop_after: int | None = None,
+) -> WarmstartResult:
+    """Train (or load from the cache) the cold-start adapters into ``policy``.
+
+    On return the policy holds the cold-start weights: its LoRA adapters (a peft policy), or the
+    weights with :data:`WARMSTART_LORA` adapters merged in (a policy without adapters).
+
+    Args:
+        config: the run's configuration (the ``warmstart`` section and what the data depends on;
+            ``warmstart.enabled`` is not read: calling this runs the stage).
+        policy: a trainable :class:`~spade_gym.policies.transformers.TransformersPolicy`.
+        registry: the library the pool is drawn from (default: the bundled seed library).
+        say: one-line messages (default: none).
+        progress: ``progress(phase, done, total)`` with phases ``"data"``, ``"train"``, for bars.
+        stop_after: stop (state saved) once this many steps are done in all, as an interruption
+            would; a later call continues from there. ``None``: train to the end.
+
+    Returns:
+        The :class:`WarmstartResult`.
+
+    Raises:
+        ConfigError: a pool without successful oracle episodes or an empty one (naming
+            ``run.held_out_envs``), the designer-off baseline on another pool (``run.fixed_pool``),
+            a chat template without a system role (``policy.spec``).
+        ValueError: ``policy`` cannot be trained (no ``sequence_logprobs``).
+    """
+    import torch
+
+    say = say or (lambda line: None)
+    report = progress or (lambda phase, done, total: None)
+    if not hasattr(policy, "sequence_logprobs"):
+        raise ValueError(f"the cold start trains a transformers policy, got a {type(policy).__name__}")
+    if registry is None:
+        check_warmstart_config(config)
+    check_chat_template(policy.tokenizer, config.policy.spec)
+    started = time.perf_counter()
+    data = build_dataset(config, policy, registry=registry, progress=lambda d, t: report("data", d, t))
+    digest = warmstart_hash(config, policy, data)
+    entry = warmstart_dir(config) / digest[:24]
+    entry.mkdir(parents=True, exist_ok=True)
+    merged = not hasattr(policy.model, "peft_config")
+    if merged:  # a fully fine-tuned run: train temporary adapters, merged into the weights at the end
+        policy.model = policy._attach_peft(dict(WARMSTART_LORA), None)
+    schedule = _schedule(data, config)
+    result_path, adapter_path, state_path = entry / _RESULT, entry / _ADAPTER, entry / _STATE
+    from spade_gym.trainer.selfplay import _load_trainable_state, _trainable_state
+
+    if result_path.is_file() and adapter_path.is_file():
+        _load_trainable_state(policy, torch.load(adapter_path, map_location="cpu", weights_only=True))
+        saved = json.loads(result_path.read_text(encoding="utf-8"))
+        _finish(policy, merged)
+        report("train", len(schedule), len(schedule))
+        say(f"cold start: loaded the cached adapters {adapter_path} (hash {digest[:12]})")
+        saved.update(path=entry, adapter_path=adapter_path, cached=True, steps_run=0, merged=merged, hash=digest)
+        return WarmstartResult(**saved)
+
+    _atomic_text(
+        json.dumps(
+            {"envs": data.envs, "skipped": data.skipped, "samples": [[s.role, s.env, s.kind] for s in data.samples]},
+            indent=1,
+        ),
+        entry / _DATA,
+    )
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.warmstart.learning_rate, weight_decay=0.0)
+    start, losses, loss_before = 0, [], None
+    step_s: list[float] = []
+    if state_path.is_file():
+        state = torch.load(state_path, map_location="cpu", weights_only=False)
+        _load_trainable_state(policy, state["adapter"])
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"]["torch"])  # the data order is a function of warmstart.seed
+        start, losses, loss_before = int(state["step"]), list(state["losses"]), state["loss_before"]
+        step_s = list(state.get("step_s", []))
+        say(f"cold start: resuming at step {start} of {len(schedule)} from {state_path}")
+    else:  # a fresh start: the stage's own initial adapters, whatever the policy held before
+        _reset_adapters(policy, config.warmstart.seed)
+    if loss_before is None:
+        loss_before = _eval_losses(policy, data)
+
+    def save(step: int) -> None:
+        _atomic_save(
+            {
+                "step": step,
+                "losses": losses,
+                "step_s": step_s,
+                "loss_before": loss_before,
+                "adapter": _trainable_state(policy),
+                "optimizer": optimizer.state_dict(),
+                "rng": {"torch": torch.get_rng_state()},
+            },
+            state_path,
+        )
+
+    was_training = policy.model.training
+    policy.model.train()
+    report("train", start, len(schedule))
+    steps_run = 0
+    try:
+        for step in range(start, len(schedule)):
+            if stop_after is not None and step >= stop_after:
+                save(step)
+                say(f"cold start: stopped after step {step} of {len(schedule)} (state in {state_path})")
+                policy.model.train(was_training)
+                return WarmstartResult(
+                    digest, entry, adapter_path, False, len(schedule), steps_run, start, losses,
+                    loss_before, {}, len(data.of("agent")), len(data.of("designer")), data.envs,
+                    data.skipped, time.perf_counter() - started, merged, step_s,
+                )  # fmt: skip
+            began = time.perf_counter()
+            optimizer.zero_grad(set_to_none=True)
+            batch = [data.samples[i] for i in schedule[step]]
+            tokens = sum(len(s.target_ids) for s in batch)
+            total = 0.0
+            for s in batch:  # one sequence per forward pass: Designer samples are thousands of tokens
+                loss = sample_loss(policy, [s]) * (len(s.target_ids) / tokens)
+                loss.backward()
+                total += float(loss.detach())
+            torch.nn.utils.clip_grad_norm_(params, _MAX_GRAD_NORM)
+            optimizer.step()
+            losses.append(total)
+            step_s.append(time.perf_counter() - began)
+            steps_run += 1
+            report("train", step + 1, len(schedule))
+            if (step + 1) % config.warmstart.save_every == 0 and step + 1 < len(schedule):
+                save(step + 1)
+    finally:
+        policy.model.train(was_training)
+        optimizer.zero_grad(set_to_none=True)
+    loss_after = _eval_losses(policy, data)
+    _atomic_save(_trainable_state(policy), adapter_path)
+    result = WarmstartResult(
+        digest, entry, adapter_path, False, len(schedule), steps_run, start, losses, loss_before, loss_after,
+        len(data.of("agent")), len(data.of("designer")), data.envs, data.skipped,
+        time.perf_counter() - started, merged, step_s,
+    )  # fmt: skip
+    saved = result.to_dict()
+    for key in ("path", "adapter_path", "cached", "steps_run", "merged", "hash"):
+        saved.pop(key)
+    _atomic_text(json.dumps(saved, indent=1), result_path)  # the entry is finished once this exists
+    state_path.unlink(missing_ok=True)
+    _finish(policy, merged)
+    say(
+        f"cold start: {len(schedule)} steps in {result.wall_s:.0f} s, loss agent {_fmt(loss_before['agent'])} -> "
+        f"{_fmt(loss_after['agent'])}, designer {_fmt(loss_before['designer'])} -> {_fmt(loss_after['designer'])}; "
+        f"adapters {adapter_path}"
+    )
+    return result
+
+
+def _reset_adapters(policy: Any, seed: int) -> None:
+    """Re-initialise every LoRA adapter as peft does (``lora_A`` Kaiming-uniform, ``lora_B`` zero)
+    from ``seed``: the stage starts from the same adapters whatever the policy held before, so its
+    result is a function of the content hash."""
+    import torch
+    from peft.tuners.lora import LoraLayer
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for module in policy.model.modules():
+            if isinstance(module, LoraLayer):
+                for name in list(module.lora_A):
+                    module.reset_lora_parameters(name, True)
+
+
+def _finish(policy: Any, merged: bool) -> None:
+    """Merge the temporary adapters of a fully fine-tuned run into its weights."""
+    if merged:
+        policy.model = policy.model.merge_and_unload()
+    policy.model.eval()
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.3f}"
