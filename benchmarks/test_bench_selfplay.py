@@ -39,7 +39,10 @@ from spade_gym.trainer.run import RunDir
 from spade_gym.trainer.selfplay import SelfPlay
 
 out = sys.argv[1]
-config = SelfPlayConfig.from_yaml(sys.argv[2]).with_overrides(["run.iterations=1", f"run.out={out}"])
+# one iteration's cost, without the cold start (its cost is in test_bench_learning.py's run)
+config = SelfPlayConfig.from_yaml(sys.argv[2]).with_overrides(
+    ["run.iterations=1", f"run.out={out}", "warmstart.enabled=false"]
+)
 run = RunDir.create(out, config)
 if len(sys.argv) > 3:  # a registry holding only this program instead of the seed library
     from spade_gym.program import EnvProgram

@@ -32,19 +32,31 @@ parser.add_argument("--iterations", type=int, default=None, help="self-play iter
 parser.add_argument("--eval-envs", default=DEFAULT_EVAL_ENVS, help="held-out evaluation environments, comma-separated")
 parser.add_argument("--episodes", type=int, default=32, help="held-out episodes (seeds) per evaluation environment")
 parser.add_argument("--max-new-tokens", type=int, default=64, help="most new tokens per Agent turn at evaluation")
-parser.add_argument("--short", action="store_true", help="CI size: 1 iteration, 8 episodes per environment")
+parser.add_argument(
+    "--short", action="store_true", help="CI size: 1 iteration, a 3-step cold start, 4 episodes per environment"
+)
 parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
 args = parser.parse_args()
 
-overrides = list(args.set)
-iterations = 1 if args.short else args.iterations
-if iterations is not None:
-    overrides.append(f"run.iterations={iterations}")
+#: What --short changes: the smallest run that still exercises every phase (CI checks the pipeline,
+#: not the learning; its figures are far too small for a claim).
+SHORT = [
+    "run.iterations=1",
+    "warmstart.agent_steps=2",
+    "warmstart.designer_examples=1",
+    "warmstart.designer_steps=1",
+    "designer.group_size=2",
+    "designer.max_new_tokens=700",
+    "agent.replay_envs=1",
+]
+overrides = [*SHORT, *args.set] if args.short else list(args.set)
+if args.iterations is not None:
+    overrides.append(f"run.iterations={args.iterations}")
 try:
     config = SelfPlayConfig.from_yaml(args.config).with_overrides(overrides)
     settings = LearningSettings(
         eval_envs=tuple(e.strip() for e in args.eval_envs.split(",") if e.strip()),
-        episodes_per_env=8 if args.short else args.episodes,
+        episodes_per_env=4 if args.short else args.episodes,
         sampling=SamplingParams(temperature=0.0, max_new_tokens=args.max_new_tokens),
     )
     result = learning_benchmark(config, args.out, settings)

@@ -412,6 +412,12 @@ class Env:
                 value = value * k
             self.ops.append([op, k])
             self.values.append(value)
+        middle = STEPS // 2
+        if middle >= 1 and self.values[middle - 1] == value and self.ops[-1][0] != "multiply":
+            # the later steps cancel out: move the last operand by one, so the hint never states the answer
+            self.ops[-1][1] += 1
+            value = value + 1 if self.ops[-1][0] == "add" else value - 1
+            self.values[-1] = value
         self.answer = value
         self.turn = 0
         self.done = False
@@ -686,7 +692,10 @@ class ChainSolverAgent(Policy):
         sampling = resolve_sampling(sampling)
         out: list[Completion] = []
         for i, prompt in enumerate(prompts):
-            first = next((m["content"] for m in prompt if m["role"] == "user"), "")
+            # the first observation: the first user message that states a chain (the worked format
+            # example of spade_gym.agent comes before it)
+            users = [m["content"] for m in prompt if m["role"] == "user"]
+            first = next((u for u in users if _START.search(u)), users[0] if users else "")
             value = self.answer(first)
             text = f"<answer>{value}</answer>" if value is not None else "Too long for me. <answer>0</answer>"
             out.extend(Completion(text, None, None, None, "stop", i) for _ in range(sampling.n))
