@@ -441,3 +441,25 @@ def test_designer_and_replay_config() -> None:
     assert dc.repair_rounds == 0
     rc = config.replay_config()
     assert (rc.beta, rc.rho, rc.unmeasured_first) == (0.1, 0.3, True)
+
+
+def test_seed_tags_pick_the_run_pool_and_an_unknown_tag_is_refused(tmp_path: Path) -> None:
+    from spade_gym.registry.gymnasium import open_registry
+
+    with pytest.raises(ConfigError, match="run.seed_tags") as caught:
+        SelfPlayConfig.from_dict({"run": {"seed_tags": ["nope"]}})
+    assert caught.value.key == "run.seed_tags" and "graded" in str(caught.value)
+    config = SelfPlayConfig.from_dict({"run": {"seed_tags": ["graded"], "held_out_envs": ["LargerOfTwo"]}})
+    registry = open_registry(tmp_path / "reg", exclude=config.run.held_out_envs, include_tags=config.run.seed_tags)
+    try:
+        records = registry.records()
+        assert records and all("graded" in r.tags for r in records)
+        assert "LargerOfTwo" not in {r.name for r in records}
+    finally:
+        registry.close()
+    with pytest.raises(ValueError, match="no seed environment has any of the tags"):
+        open_registry(tmp_path / "other", include_tags=["nope"])
+    from spade_gym.trainer.warmstart import training_pool
+
+    pool = training_pool(config)  # the cold start learns from the same pool
+    assert {r.name for r in pool} == {r.name for r in records}
