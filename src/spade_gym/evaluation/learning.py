@@ -187,16 +187,7 @@ class LearningResult:
             "| format compliance | loss | optimizer steps |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
-        keys = (
-            "designer/valid_rate",
-            "designer/reward_mean",
-            "agent/return_hint",
-            "agent/return_nohint",
-            "agent/return_replay",
-            "agent/format_compliance",
-            "train/loss",
-            "train/optimizer_steps",
-        )
+        keys = tuple(k for k in CURVE_KEYS if k != "designer/acceptance_rate")
         for a in (self.selfplay, self.baseline):
             for i, row in enumerate(a.curve):
                 cells = " | ".join(_fmt(row.get(k)) for k in keys)
