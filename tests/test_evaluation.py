@@ -207,6 +207,9 @@ def test_envs_suite_plays_named_environments_of_any_setting_with_the_oracle_scor
         load_suite("envs:Nope")
     with pytest.raises(ValueError, match="name at least one environment"):
         load_suite("envs:")
+    assert load_suite("envs:spade/ArithmeticChain-v0,InboxCodeRelay-v0").name == suite.name  # ids as listed
+    with pytest.raises(ValueError, match="named more than once"):
+        load_suite("envs:ArithmeticChain,ArithmeticChain-v0")
 
 
 @pytest.mark.parametrize(

@@ -840,7 +840,7 @@ def eval_(
         typer.Option(
             "--suite",
             "-s",
-            help="A suite (repeatable): reasoning-gym[:task,...], tool-use, games, math:FILE, mc:FILE, code:FILE, "
+            help="A suite (repeatable): reasoning-gym[:task,...], tool-use, games, envs:Name,..., math:FILE, mc:FILE, code:FILE, "
             "bfcl:FILE.",
         ),
     ],

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,9 +104,12 @@ def load_suite(spec: str, options: SuiteOptions | None = None) -> Suite:
     if kind == "envs":
         from spade_gym.evaluation.environments import ProgramSuite
 
-        names = [n.strip() for n in rest.split(",") if n.strip()]
+        # names as the registry shows them (Name, Name-v0, spade/Name-v0) all mean the environment Name
+        names = [re.sub(r"-v\d+$", "", n.strip().removeprefix("spade/")) for n in rest.split(",") if n.strip()]
         if not names:
             raise ValueError(f"suite {spec!r}: name at least one environment after 'envs:'")
+        if len(set(names)) != len(names):
+            raise ValueError(f"suite {spec!r}: an environment is named more than once")
         return ProgramSuite(
             None,
             registry=o.registry,

@@ -255,7 +255,7 @@ class RunSection:
     held_out_envs: list[str] = _opt_factory(
         lambda: list(HELD_OUT_SEED_ENVS),
         "seed environments left out of the run's registry (never designed from, replayed or trained on): "
-        "whole tasks held out for `spade eval --suite tool-use / games`; [] trains on all 30",
+        "whole tasks held out for `spade eval --suite tool-use / games`; [] trains on the whole seed library",
     )
     seed_tags: list[str] = _opt_factory(
         list,
