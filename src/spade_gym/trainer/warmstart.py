@@ -57,9 +57,7 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import random
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -650,23 +648,22 @@ def warmstart_dir(config: SelfPlayConfig) -> Path:
 
 
 def _atomic_save(obj: Any, path: Path) -> None:
+    """``torch.save`` ``obj`` to ``path`` atomically (the run folder's own atomic replace)."""
+    import io
+
     import torch
 
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name, dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from spade_gym.trainer.run import _replace_atomically
+
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    _replace_atomically(path, buffer.getvalue())
 
 
 def _atomic_text(text: str, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name, dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    from spade_gym.trainer.run import _replace_atomically
+
+    _replace_atomically(path, text.encode("utf-8"))
 
 
 # ------------------------------------------------------------------------------------------------
