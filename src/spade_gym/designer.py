@@ -41,7 +41,7 @@ import gymnasium
 from spade_gym.agent import RolloutConfig
 from spade_gym.documents import Document, DocumentSource, load_documents, make_document
 from spade_gym.errors import DuplicateEnvironment
-from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent
+from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent, read_source
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
 from spade_gym.program import SETTINGS, EnvProgram
 from spade_gym.registry.gymnasium import open_registry, register_record
@@ -58,6 +58,8 @@ __all__ = [
     "DESIGNER_SYSTEM_PROMPT",
     "DESIGN_TOKEN_FLOOR",
     "EDIT_PROBABILITY",
+    "EDIT_MAX_NEW_TOKENS",
+    "EDIT_TOKEN_FLOOR",
     "EDIT_PROBABILITY_SMALL",
     "MODES",
     "DesignOutcome",
@@ -71,6 +73,14 @@ __all__ = [
     "design",
     "evaluate_completion",
     "extract_program",
+    "extract_design",
+    "apply_edits",
+    "edit_blocks",
+    "has_edits",
+    "DESIGNER_EDIT_SYSTEM_PROMPT",
+    "EDIT_SEARCH",
+    "EDIT_DIVIDER",
+    "EDIT_REPLACE",
     "model_parameters",
 ]
 
@@ -88,6 +98,11 @@ SMALL_MODEL_PARAMETERS = 1.5e9
 DESIGN_TOKEN_FLOOR = 256
 #: Longest observation (prompt) and action (completion), in characters; a longer completion is
 #: refused (``TOO_LONG``) without being parsed.
+#: New tokens of an edit-mode design by default: a few edit blocks (a knob, a rule, a name), measured
+#: at 40-120 tokens with the embedded model's tokenizer for the cold start's knob variants.
+EDIT_MAX_NEW_TOKENS = 256
+#: The fewest new tokens an edit-mode design may have: one short edit block.
+EDIT_TOKEN_FLOOR = 32
 MAX_PROMPT_CHARS = 200_000
 MAX_COMPLETION_CHARS = 1_000_000
 
@@ -120,7 +135,7 @@ class Env:
 
 #: The Designer's system prompt: the environment program contract of DESIGN.md, in the words a
 #: model needs to write a program the validation gate accepts.
-DESIGNER_SYSTEM_PROMPT = f"""You design training environments for a reasoning agent. An environment is one Python module that defines exactly one class named Env. Write the whole module in one ```python code block.
+_CONTRACT = f"""You design training environments for a reasoning agent. An environment is one Python module that defines exactly one class named Env.
 
 The module may import only: {", ".join(ALLOWED_MODULES)}. No file, network or system access.
 
@@ -133,11 +148,38 @@ class Env must have:
 - hint(self) -> str: privileged help for the current episode that does not give the answer away;
 - oracle(self) -> str: the action a perfect agent takes now.
 
-Rules: the episode return (sum of rewards) is between 0 and 1 and success means return >= 0.99; every episode ends by max_turns; info holds only JSON values; the same seed and actions give the same observations; different seeds give different tasks; following oracle() succeeds on every seed; trivial actions (empty text, random text, echoing the observation, submitting the hint, one fixed answer) must not succeed. Reasoning and game actions are the agent's final answer text; a tool_use action is a JSON string {{"name": ..., "arguments": {{...}}}}.
+Rules: the episode return (sum of rewards) is between 0 and 1 and success means return >= 0.99; every episode ends by max_turns; info holds only JSON values; the same seed and actions give the same observations; different seeds give different tasks; following oracle() succeeds on every seed; trivial actions (empty text, random text, echoing the observation, submitting the hint, one fixed answer) must not succeed. Reasoning and game actions are the agent's final answer text; a tool_use action is a JSON string {{"name": ..., "arguments": {{...}}}}."""
 
-Example of a complete, valid module:
+#: The Designer's system prompt in write mode: the environment program contract of DESIGN.md, in
+#: the words a model needs to write a program the validation gate accepts, and a worked example.
+DESIGNER_SYSTEM_PROMPT = f"""{_CONTRACT}
+
+Write the whole module in one ```python code block. Example of a complete, valid module:
 ```python
 {_EXAMPLE}```"""
+
+#: Markers of one edit block (the SEARCH/REPLACE format of aider's code edits): the lines to find in
+#: the parent program, then the lines that replace them.
+EDIT_SEARCH, EDIT_DIVIDER, EDIT_REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
+
+_EDIT_EXAMPLE = f"""{EDIT_SEARCH}
+    name = "ListSum"
+{EDIT_DIVIDER}
+    name = "ListSumLong"
+{EDIT_REPLACE}
+{EDIT_SEARCH}
+        self.numbers = [rng.randint(10, 99) for _ in range(rng.randint(3, 6))]
+{EDIT_DIVIDER}
+        self.numbers = [rng.randint(100, 999) for _ in range(rng.randint(5, 8))]
+{EDIT_REPLACE}
+"""
+
+#: The Designer's system prompt in edit mode: the same contract, and the edit-block answer format
+#: (a variant is a few changed lines of a valid program, not a whole module to retype).
+DESIGNER_EDIT_SYSTEM_PROMPT = f"""{_CONTRACT}
+
+You vary an existing environment. Answer with edit blocks only: each block copies some lines of the program exactly as they are, then gives the lines that replace them. Change the name and at least one rule or size. Example of an answer:
+{_EDIT_EXAMPLE}"""
 
 _WRITE_TASK = (
     "Write a new {setting} environment grounded in the document above: the task should need the knowledge or "
@@ -146,7 +188,8 @@ _WRITE_TASK = (
 )
 _EDIT_TASK = (
     "Write a variant of the environment {parent} above: keep what works, change the task so that it is "
-    "{direction}, and give it a new name. It must stay a valid {setting} environment."
+    "{direction}, and give it a new name. It must stay a valid {setting} environment. Answer with edit blocks "
+    "(" + EDIT_SEARCH + " ... " + EDIT_DIVIDER + " ... " + EDIT_REPLACE + ") against its program."
 )
 _ANY_SETTING = "reasoning, tool_use or game (your choice)"
 
@@ -163,6 +206,8 @@ class DesignerPrompt:
         memory: the memory environments shown, in prompt order.
         parent: in edit mode, the env id of the environment to vary (it becomes the new
             environment's parent in the registry); else ``None``.
+        parent_source: in edit mode, the parent's program source, which the completion's edit
+            blocks apply to (:func:`apply_edits`); else ``None``.
     """
 
     messages: list[dict[str, str]]
@@ -171,6 +216,7 @@ class DesignerPrompt:
     document: Document | None
     memory: tuple[MemoryItem, ...] = ()
     parent: str | None = None
+    parent_source: str | None = None
 
     @property
     def text(self) -> str:
@@ -244,8 +290,15 @@ def build_prompt(
         shown = format_memory([i for i in items if i is not parent], include_source=include_source)
         if shown:
             sections.append("Environments written before, with the agent's measured returns:\n" + shown)
+    parent_source = None
     if mode == "edit":
         assert parent is not None
+        parent_source = parent.source if parent.source is not None else read_source(parent.record)
+        if parent_source is None:
+            raise ValueError(
+                f"edit mode: the program of {parent.record.env_id} cannot be read (damaged registry entry)"
+            )
+        parent = replace(parent, source=parent_source)
         sections.append("The environment to vary:\n" + format_memory([parent], include_source=True))
         stats = parent.record.stats
         direction = "harder"
@@ -260,9 +313,11 @@ def build_prompt(
         task = _WRITE_TASK.format(setting=setting or _ANY_SETTING)
         if document is None:
             task = task.replace("grounded in the document above", "unlike the environments above")
-    sections.append(task + " Answer with the complete module in one ```python code block.")
+    if mode == "write":
+        task += " Answer with the complete module in one ```python code block."
+    sections.append(task)
     messages = [
-        {"role": "system", "content": DESIGNER_SYSTEM_PROMPT},
+        {"role": "system", "content": DESIGNER_SYSTEM_PROMPT if mode == "write" else DESIGNER_EDIT_SYSTEM_PROMPT},
         {"role": "user", "content": "\n\n".join(sections)},
     ]
     return DesignerPrompt(
@@ -272,6 +327,7 @@ def build_prompt(
         document=document,
         memory=items,
         parent=parent.record.env_id if mode == "edit" and parent is not None else None,
+        parent_source=parent_source,
     )
 
 
@@ -367,6 +423,151 @@ def extract_program(completion: str) -> ExtractedProgram:
     return ExtractedProgram("\n".join(lines).strip("\n") + "\n", note="no code fence; took the unfenced code")
 
 
+_EDIT_MARKER = re.compile(r"^[ \t]*(<{5,9}[ \t]*SEARCH|={5,9}|>{5,9}[ \t]*REPLACE)[ \t]*$", re.MULTILINE)
+
+
+def has_edits(completion: str) -> bool:
+    """Whether a completion holds at least one edit-block marker (``<<<<<<< SEARCH``)."""
+    return isinstance(completion, str) and any(m.group(1).startswith("<") for m in _EDIT_MARKER.finditer(completion))
+
+
+def edit_blocks(parent: str, child: str) -> str:
+    """The edit blocks that turn ``parent`` into ``child`` (the format :func:`apply_edits` reads).
+
+    One block per changed run of lines (:class:`difflib.SequenceMatcher` over lines); a block's
+    SEARCH text is widened by neighbouring lines until it occurs once in ``parent``.
+
+    Args:
+        parent, child: program sources.
+
+    Returns:
+        The blocks, ``EDIT_SEARCH`` / ``EDIT_DIVIDER`` / ``EDIT_REPLACE`` lines around each; ``""``
+        when the two are equal.
+    """
+    import difflib
+
+    old, new = parent.splitlines(), child.splitlines()
+    blocks = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        while True:  # widen until the SEARCH text is unique and not empty
+            search = "\n".join(old[i1:i2])
+            if i2 > i1 and search.strip() and "\n".join(old).count(search) == 1:
+                break
+            if i1 == 0 and i2 == len(old):
+                break
+            if i2 < len(old):
+                i2, j2 = i2 + 1, j2 + 1
+            if i1 > 0 and (i2 - i1 < 2 or i2 == len(old)):
+                i1, j1 = i1 - 1, j1 - 1
+        blocks.append("\n".join([EDIT_SEARCH, *old[i1:i2], EDIT_DIVIDER, *new[j1:j2], EDIT_REPLACE]))
+    return "\n".join(blocks) + ("\n" if blocks else "")
+
+
+def _find_lines(haystack: list[str], needle: list[str]) -> int | None:
+    """First index where ``needle`` matches ``haystack`` line by line, ignoring the lines'
+    leading and trailing whitespace; ``None`` if nowhere."""
+    stripped = [line.strip() for line in needle]
+    for start in range(len(haystack) - len(needle) + 1):
+        if all(haystack[start + k].strip() == stripped[k] for k in range(len(needle))):
+            return start
+    return None
+
+
+def apply_edits(parent: str, completion: str) -> ExtractedProgram:
+    """Apply the edit blocks of a Designer completion to the parent program (edit mode).
+
+    Each block is ``<<<<<<< SEARCH`` / lines to find / ``=======`` / their replacement /
+    ``>>>>>>> REPLACE`` (aider's SEARCH/REPLACE edit format), anywhere in the completion, fenced
+    or not. Blocks apply in order, each to the program as the blocks before it left it: the
+    SEARCH lines must occur in it exactly, or else line by line up to each line's leading and
+    trailing whitespace (then the replacement is re-indented by the difference of the first
+    lines' indentation); the first occurrence is replaced.
+
+    Args:
+        parent: the program being varied (:attr:`DesignerPrompt.parent_source`).
+        completion: the Designer's completion text.
+
+    Returns:
+        An :class:`ExtractedProgram` with the edited source, or ``source=None`` and the problem:
+        no block, an unclosed or malformed block, an empty SEARCH, SEARCH text not in the program,
+        or edits that leave the program unchanged.
+    """
+    text = completion.replace("\r\n", "\n")
+    source = parent.replace("\r\n", "\n")
+    markers = list(_EDIT_MARKER.finditer(text))
+    if not markers:
+        return ExtractedProgram(
+            None, f"no edit block: answer with {EDIT_SEARCH} / {EDIT_DIVIDER} / {EDIT_REPLACE} blocks"
+        )
+    notes: list[str] = []
+    n = 0
+    k = 0
+    while k < len(markers):
+        kinds = [m.group(1)[0] for m in markers[k : k + 3]]
+        if kinds[:1] != ["<"]:
+            return ExtractedProgram(None, f"edit block {n + 1}: expected {EDIT_SEARCH} before {markers[k].group(1)!r}")
+        if len(kinds) < 3:
+            return ExtractedProgram(
+                None, f"edit block {n + 1} was never closed with {EDIT_REPLACE} (cut at the token limit?)"
+            )
+        if kinds != ["<", "=", ">"]:
+            return ExtractedProgram(
+                None,
+                f"edit block {n + 1} is malformed: expected {EDIT_SEARCH}, {EDIT_DIVIDER}, {EDIT_REPLACE} in order",
+            )
+        n += 1
+        search = text[markers[k].end() + 1 : markers[k + 1].start()].rstrip("\n")
+        replace_ = text[markers[k + 1].end() + 1 : markers[k + 2].start()].rstrip("\n")
+        k += 3
+        if not search.strip():
+            return ExtractedProgram(None, f"edit block {n} has an empty SEARCH part: copy the lines to change")
+        if search in source:
+            source = source.replace(search, replace_, 1)
+            continue
+        lines = source.split("\n")
+        wanted = search.split("\n")
+        at = _find_lines(lines, wanted)
+        if at is None:
+            first = wanted[0].strip()[:80]
+            return ExtractedProgram(
+                None, f"edit block {n}: its SEARCH lines (starting {first!r}) are not in the program; copy them exactly"
+            )
+        have = len(lines[at]) - len(lines[at].lstrip())
+        given = len(wanted[0]) - len(wanted[0].lstrip())
+        shift = have - given
+        new_lines = [
+            (" " * shift + line if shift > 0 else line[min(-shift, len(line) - len(line.lstrip())) :])
+            if line.strip()
+            else line
+            for line in replace_.split("\n")
+        ]
+        lines[at : at + len(wanted)] = new_lines
+        source = "\n".join(lines)
+        notes.append(f"edit block {n} matched up to whitespace")
+    if source.strip() == parent.replace("\r\n", "\n").strip():
+        return ExtractedProgram(None, "the edit blocks leave the program unchanged: change the name and a rule or size")
+    return ExtractedProgram(source.strip("\n") + "\n", note="; ".join([f"{n} edit block(s) applied", *notes]))
+
+
+def extract_design(completion: str, prompt: DesignerPrompt | None) -> ExtractedProgram:
+    """The program a completion designs for ``prompt``: in edit mode a completion with edit blocks
+    is applied to the parent (:func:`apply_edits`); any other completion is read as a whole module
+    (:func:`extract_program`).
+
+    Args:
+        completion: the Designer's completion text.
+        prompt: the prompt it answers, or ``None`` (then only a whole module counts).
+
+    Returns:
+        An :class:`ExtractedProgram`.
+    """
+    if prompt is not None and prompt.parent_source is not None and has_edits(completion):
+        return apply_edits(prompt.parent_source, completion)
+    return extract_program(completion)
+
+
 def _looks_like_code(line: str) -> bool:
     return (
         line.startswith((" ", "\t", "#")) or bool(_CODE_START.match(line)) or "=" in line or line.rstrip().endswith(":")
@@ -410,6 +611,8 @@ class DesignerConfig:
             ``auto`` picks it with :func:`auto_edit_probability`).
         repair_rounds: in :func:`design`, extra generations that get the failed report back.
         include_source: show every memory environment's source in write mode.
+        edit_max_new_tokens: new tokens of an edit-mode design (edit blocks, not a whole module;
+            default :data:`EDIT_MAX_NEW_TOKENS`); write mode uses ``sampling.max_new_tokens``.
     """
 
     k: int = 4
@@ -425,8 +628,14 @@ class DesignerConfig:
     edit_probability: float = EDIT_PROBABILITY
     repair_rounds: int = 2
     include_source: bool = False
+    edit_max_new_tokens: int = EDIT_MAX_NEW_TOKENS
 
     def __post_init__(self) -> None:
+        if self.edit_max_new_tokens < EDIT_TOKEN_FLOOR:
+            raise ValueError(
+                f"DesignerConfig.edit_max_new_tokens must be >= {EDIT_TOKEN_FLOOR} (one edit block), "
+                f"got {self.edit_max_new_tokens}"
+            )
         if self.k < 1:
             raise ValueError(f"DesignerConfig.k must be >= 1, got {self.k}")
         if self.rollout.sampling.greedy:
@@ -437,6 +646,13 @@ class DesignerConfig:
             raise ValueError(f"DesignerConfig.edit_probability must be in [0, 1], got {self.edit_probability}")
         if self.repair_rounds < 0:
             raise ValueError(f"DesignerConfig.repair_rounds must be >= 0, got {self.repair_rounds}")
+
+    def sampling_for(self, mode: str) -> SamplingParams:
+        """The Designer's sampling settings for a prompt of ``mode``: ``sampling``, with
+        ``edit_max_new_tokens`` new tokens in edit mode."""
+        if mode == "edit":
+            return replace(self.sampling, max_new_tokens=self.edit_max_new_tokens)
+        return self.sampling
 
 
 @dataclass
@@ -573,7 +789,7 @@ def evaluate_completion(
         problem = f"the completion has {len(completion):,} characters; at most {MAX_COMPLETION_CHARS:,} are read"
         report = _no_code_report(problem, "TOO_LONG")
         return DesignOutcome(completion, None, report, designer_reward(False, config=config.reward))
-    extracted = extract_program(completion)
+    extracted = extract_design(completion, prompt)
     if extracted.source is None:
         report = _no_code_report(extracted.problem or "no program")
         return DesignOutcome(completion, None, report, designer_reward(False, config=config.reward))
@@ -698,8 +914,13 @@ def design(
     attempts: list[dict[str, str]] = []
     generation_s = 0.0
     outcome: DesignOutcome | None = None
+    again = (
+        "Write the whole corrected module again in one ```python code block."
+        if prompt.mode == "write"
+        else f"Answer again with edit blocks against the program of {prompt.parent} (not against your attempt)."
+    )
     for round_ in range(config.repair_rounds + 1):
-        sampling = config.sampling
+        sampling = config.sampling_for(prompt.mode)
         if seed is not None and sampling.seed is None:
             sampling = replace(sampling, seed=seed + round_)
         started = time.perf_counter()
@@ -718,7 +939,7 @@ def design(
             {"role": "assistant", "content": completion},
             {
                 "role": "user",
-                "content": feedback + "\n\nWrite the whole corrected module again in one ```python code block.",
+                "content": feedback + "\n\n" + again,
             },
         ]
     assert outcome is not None
@@ -1014,7 +1235,7 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         for text in completions:
             if not isinstance(text, str) or len(text) > MAX_COMPLETION_CHARS or text in self._validated:
                 continue
-            extracted = extract_program(text)
+            extracted = extract_design(text, self._prompt)
             if extracted.source is not None:
                 programs[text] = EnvProgram(extracted.source, origin="designer")
         executor = self.executor or LocalExecutor()

@@ -64,6 +64,7 @@ __all__ = [
     "verdict",
     "format_memory",
     "pick_parent",
+    "read_source",
     "VERDICT_UNMEASURED",
     "VERDICT_PARTLY_MEASURED",
     "VERDICT_TOO_EASY",
@@ -337,7 +338,7 @@ class _Table:
             return None
 
 
-def _read_source(record: EnvRecord) -> str | None:
+def read_source(record: EnvRecord) -> str | None:
     """The program source, or ``None`` when ``env.py`` is missing, changed or unreadable."""
     try:
         return record.program().source
@@ -388,7 +389,7 @@ class _Selection:
             return False
         source = None
         if self.config.include_source:
-            source = _read_source(record)
+            source = read_source(record)
             if source is None:
                 return False
         self.items.append(MemoryItem(record, reason, verdict(record.stats, self.config), source))
@@ -653,7 +654,7 @@ def format_memory(
             f"    {_returns_line(item)}",
         ]
         if include_source:
-            source = item.source if item.source is not None else _read_source(record)
+            source = item.source if item.source is not None else read_source(record)
             if source is None:
                 lines.append(f"    {_SOURCE_UNAVAILABLE}")
             else:
@@ -710,10 +711,10 @@ def pick_parent(
     while good:
         i = generator.choices(range(len(good)), weights=[r for r, _ in good])[0]
         item = good.pop(i)[1]
-        if item.source is not None or _read_source(item.record) is not None:
+        if item.source is not None or read_source(item.record) is not None:
             return item
     while rest:
         item = rest.pop(generator.randrange(len(rest)))
-        if item.source is not None or _read_source(item.record) is not None:
+        if item.source is not None or read_source(item.record) is not None:
             return item
     return None

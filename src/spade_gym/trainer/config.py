@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
+from spade_gym.designer import EDIT_MAX_NEW_TOKENS, EDIT_TOKEN_FLOOR
 from spade_gym.errors import SpadeError
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.regret import RewardConfig
@@ -135,6 +136,11 @@ class DesignerSection:
         "most tokens per design (a whole program): a run refuses a value below the token length of the shortest "
         "seed program under the policy's tokenizer (256 when that tokenizer is not on the machine) before the "
         "model loads",
+    )
+    edit_max_new_tokens: int = _opt(
+        EDIT_MAX_NEW_TOKENS,
+        f"most tokens per edit-mode design: edit blocks against the parent program, not a whole module "
+        f"(>= {EDIT_TOKEN_FLOOR})",
     )
     temperature: float = _opt(1.0, "sampling temperature of designs (> 0: a group of greedy samples is degenerate)")
     top_p: float = _opt(1.0, "nucleus sampling mass of designs, in (0, 1]")
@@ -473,6 +479,7 @@ class SelfPlayConfig:
         _at_least("designer.prompts_per_iteration", d.prompts_per_iteration, 1)
         _at_least("designer.group_size", d.group_size, 2, "(a group of one design has no relative advantage)")
         _at_least("designer.max_new_tokens", d.max_new_tokens, 1)
+        _at_least("designer.edit_max_new_tokens", d.edit_max_new_tokens, EDIT_TOKEN_FLOOR, "(one edit block)")
         _positive("designer.temperature", d.temperature, "(a group of greedy samples is degenerate)")
         _top_p("designer.top_p", d.top_p)
         _at_least("designer.repair_rounds", d.repair_rounds, 0)
@@ -653,6 +660,7 @@ class SelfPlayConfig:
             edit_probability=self.edit_probability(),
             repair_rounds=d.repair_rounds,
             include_source=d.include_source,
+            edit_max_new_tokens=d.edit_max_new_tokens,
         )
 
     def edit_probability(self) -> float:
@@ -673,12 +681,13 @@ class SelfPlayConfig:
         folder's, or a Hugging Face cache entry; nothing is downloaded), else the fixed
         :data:`spade_gym.designer.DESIGN_TOKEN_FLOOR` (256): a design cut at ``max_new_tokens``
         is never a whole program, so every design would earn the invalid reward and the Designer
-        would learn nothing. Nothing is checked with ``run.designer: off``.
+        would learn nothing. Nothing is checked with ``run.designer: off`` or when every design is an
+        edit (``designer.edit_probability`` 1; edits have ``designer.edit_max_new_tokens``).
 
         Raises:
             ConfigError: naming ``designer.max_new_tokens``, the floor and where it comes from.
         """
-        if self.run.designer == "off":
+        if self.run.designer == "off" or self.edit_probability() == 1.0:  # edits only: no whole module
             return
         from spade_gym.designer import design_token_floor
 

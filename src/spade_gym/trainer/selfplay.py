@@ -34,7 +34,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -307,10 +307,9 @@ class SelfPlay:
             for p in range(cfg.designer.prompts_per_iteration):
                 _, info = self.designer_env.reset(seed=seed * 100 + p)
                 prompt = self.designer_env.prompt
-                sampling = SamplingParams(
-                    temperature=cfg.designer.temperature,
-                    top_p=cfg.designer.top_p,
-                    max_new_tokens=cfg.designer.max_new_tokens,
+                assert prompt is not None
+                sampling = replace(
+                    self.designer_env.config.sampling_for(prompt.mode),
                     n=cfg.designer.group_size,
                     seed=seed * 100 + p,
                 )

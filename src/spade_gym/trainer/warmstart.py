@@ -26,8 +26,10 @@ The data (:func:`build_dataset`), never from the held-out environments (``run.he
   programs first. Write mode: the target is a seed program. Edit mode: the parent is a seed program
   and the target a variant of it (:func:`variants`: its UPPERCASE integer constants, the difficulty
   knobs, moved a little, and a new name) that the validation gate accepts; programs without knobs
-  are used in write mode only. Targets are fenced blocks that
-  :func:`~spade_gym.designer.extract_program` reads back as the program.
+  are used in write mode only. A write-mode target is the program in a fenced block; an edit-mode
+  target is the edit blocks that turn the parent into the variant
+  (:func:`~spade_gym.designer.edit_blocks`), the answer format of edit mode. Every target is
+  checked to read back as its program (:func:`~spade_gym.designer.extract_design`).
 
 Samples whose prompt plus target exceeds ``warmstart.max_seq_tokens`` are skipped.
 
@@ -65,7 +67,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from spade_gym.agent import HINT_PREFIX, agent_prompt, extract_action
-from spade_gym.designer import build_prompt, extract_program
+from spade_gym.designer import build_prompt, edit_blocks, extract_design
 from spade_gym.errors import SpadeError
 from spade_gym.registry.gymnasium import bundled_registry_path
 from spade_gym.registry.store import EnvRecord, Registry
@@ -524,8 +526,8 @@ def _designer_samples(
             prompt = build_prompt(
                 document, items, setting=record.setting, mode=mode, parent=parent, include_source=d.include_source
             )
-            target = _fenced(target_source)
-            if extract_program(target).source != target_source:
+            target = _fenced(target_source) if parent is None else edit_blocks(source, target_source)
+            if extract_design(target, prompt).source != target_source:
                 skipped["extraction_mismatch"] = skipped.get("extraction_mismatch", 0) + 1
                 continue
             prompt_ids, target_ids = _encode(policy, prompt.messages, target)
