@@ -52,6 +52,7 @@ from spade_gym.env import SandboxedEnv
 from spade_gym.policies.base import Completion, Policy, SamplingParams
 
 __all__ = [
+    "start_episode",
     "AGENT_TEMPERATURE",
     "AGENT_TOP_P",
     "PROMPT_EXAMPLES",
@@ -133,6 +134,29 @@ AGENT_MAX_NEW_TOKENS: int = 256
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL | re.IGNORECASE)
 HINT_PREFIX = "\n\nHint: "
+
+
+def start_episode(env: PlayableEnv, seed: int | None, hinted: bool) -> str:
+    """Reset ``env`` and build the first observation of an episode, with the hint when ``hinted``.
+
+    ``hint()`` is called in **every** episode, right after ``reset``, and its text is shown only in
+    hinted ones: the program sees the same calls in both arms of the regret estimate, so it cannot
+    pay more when it is hinted (a reward gap the Designer would otherwise learn to exploit).
+
+    Args:
+        env: the environment (a :class:`~spade_gym.env.SandboxedEnv` or any :class:`PlayableEnv`).
+        seed: the reset seed.
+        hinted: append ``HINT_PREFIX + hint`` to the observation.
+
+    Returns:
+        The first observation.
+
+    Raises:
+        Exception: whatever the program raised in ``reset`` or ``hint`` (the episode's error).
+    """
+    observation, _info = env.reset(seed=seed)
+    hint = env.hint()
+    return observation + HINT_PREFIX + hint if hinted else observation
 
 
 def system_prompt(
@@ -570,9 +594,7 @@ def _start(episode: Episode, config: RolloutConfig) -> _Running:
     running = _Running(env, trajectory, limit)
     trajectory.messages.append(agent_prompt(env.setting, env.description, env.tools)[0])
     try:
-        observation, _info = env.reset(seed=episode.seed)
-        if episode.hint:
-            observation += HINT_PREFIX + env.hint()
+        observation = start_episode(env, episode.seed, episode.hint)
     except Exception as exc:  # the program failed in reset or hint: this episode only
         trajectory.messages.append({"role": "user", "content": ""})
         running.finish(truncated=True, error=error_record(exc))

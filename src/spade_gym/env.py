@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 import gymnasium as gym
 
-from spade_gym.errors import SandboxError
-from spade_gym.program import EnvProgram
+from spade_gym.errors import ContractError, SandboxError
+from spade_gym.program import RETURN_TOLERANCE, EnvProgram
 from spade_gym.sandbox import Budget, SandboxClient, SandboxConfig
 from spade_gym.spaces import UnicodeText
 
@@ -67,7 +67,8 @@ class SandboxedEnv(gym.Env[str, str]):
             with a newline). JSON-able, so it works as a ``gymnasium.make`` keyword.
         config: sandbox limits (:class:`SandboxConfig`).
         on_error: what ``step`` does when the program fails mid-episode (exception, timeout,
-            contract violation, guard violation): ``"truncate"`` (default) ends the episode with
+            contract violation, guard violation, or a reward that takes the episode return outside
+            [0, 1], checked here on every step of every episode, category ``INVALID_REWARD``): ``"truncate"`` (default) ends the episode with
             ``truncated=True``, reward 0, the previous observation and ``info["sandbox_error"]``
             (``{"type", "category", "message", "traceback"}``); ``"raise"`` raises the
             :class:`~spade_gym.errors.SandboxError`. ``reset``, ``hint`` and ``oracle`` always raise.
@@ -197,11 +198,22 @@ class SandboxedEnv(gym.Env[str, str]):
                 raise
             return self._last_obs, 0.0, False, True, {"sandbox_error": exc.to_dict()}
         self._turn += 1
+        partial = self.episode_return + reward
+        if not -RETURN_TOLERANCE <= partial <= 1 + RETURN_TOLERANCE:  # the contract, on every episode
+            self._done = True
+            error = ContractError(
+                f"seed {self.episode_seed}: the return reached {partial:g} on turn {self._turn}; the sum of rewards "
+                "must stay within [0, 1]",
+                category="INVALID_REWARD",
+            )
+            if self.on_error == "raise":
+                raise error
+            return self._last_obs, 0.0, False, True, {"sandbox_error": error.to_dict()}
         if not terminated and self._turn >= self.max_turns:
             truncated = True
         self._done = terminated or truncated
         self._last_obs = obs
-        self.episode_return += reward
+        self.episode_return = partial
         if self.render_mode == "human":
             self.render()
         return obs, reward, terminated, truncated, info

@@ -20,7 +20,7 @@ from typing import Any
 from spade_gym.errors import ProgramError
 from spade_gym.sandbox.policy import ALLOWED_MODULES, compile_program
 
-__all__ = ["EnvProgram", "REQUIRED_METHODS", "SETTINGS", "MAX_SOURCE_BYTES"]
+__all__ = ["EnvProgram", "REQUIRED_METHODS", "RETURN_TOLERANCE", "SETTINGS", "MAX_SOURCE_BYTES"]
 
 #: Largest program accepted, in bytes of UTF-8 source.
 MAX_SOURCE_BYTES = 100_000
@@ -29,6 +29,9 @@ MAX_SOURCE_BYTES = 100_000
 MAX_AST_DEPTH = 64
 #: The three settings of DESIGN.md.
 SETTINGS = ("reasoning", "tool_use", "game")
+#: Slack on the contract's [0, 1] bounds of an episode return (the sum of rewards so far), for
+#: float sums such as 1/3 + 1/3 + 1/3; the gate and every host-side episode use it.
+RETURN_TOLERANCE = 1e-6
 #: Methods ``Env`` must define, with their positional parameters after ``self``.
 REQUIRED_METHODS: dict[str, int] = {"reset": 1, "step": 1, "hint": 0, "oracle": 0}
 #: Class attributes ``Env`` must define.

@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from spade_gym.errors import ContractError, ResourceLimitExceeded, SpadeError
-from spade_gym.program import EnvProgram
+from spade_gym.program import RETURN_TOLERANCE, EnvProgram
 from spade_gym.sandbox import Budget, SandboxClient, SandboxConfig
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ class ValidationConfig:
     max_hint_success_rate: float = 0.0
     termination_max_turns: int = 2000
     min_distinct_first_observations: float = 0.5
-    return_tolerance: float = 1e-6
+    return_tolerance: float = RETURN_TOLERANCE
     budget_s: float = 20.0
     hash_seeds: tuple[int, int] = (11, 12)
     constant_answers: tuple[str, ...] = ("0", "yes")

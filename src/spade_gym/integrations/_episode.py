@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import gymnasium
 
-from spade_gym.agent import HINT_PREFIX, PlayableEnv, _make_env, error_record, extract_action, system_prompt
+from spade_gym.agent import PlayableEnv, _make_env, error_record, extract_action, start_episode, system_prompt
 from spade_gym.errors import EnvNotFound
 
 __all__ = [
@@ -261,9 +261,7 @@ class SpadeEpisode:
         self.tools = list(env.tools or [])
         self._limit = min(env.max_turns, self.max_turns or env.max_turns)
         try:
-            observation, _info = env.reset(seed=self.seed)
-            if self.hint:
-                observation += HINT_PREFIX + env.hint()
+            observation = start_episode(env, self.seed, self.hint)
         except Exception as exc:  # the program failed in reset or hint
             self.error, self.truncated = error_record(exc), True
             return ""
@@ -371,9 +369,7 @@ def first_observations(env_id: str, seeds: Sequence[int], *, hint: bool = False)
         prompt = system_prompt(env.setting, env.description, env.tools)
         for seed in seeds:
             try:
-                observation, _info = env.reset(seed=seed)
-                if hint:
-                    observation += HINT_PREFIX + env.hint()
+                observation = start_episode(env, seed, hint)
             except Exception as exc:  # the program failed in reset or hint at this seed
                 out.append(StartedEpisode(env_id, seed, env.setting, prompt, "", error_record(exc)))
             else:

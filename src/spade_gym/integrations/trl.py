@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union, cast
 
-from spade_gym.agent import HINT_PREFIX, _env_id, error_record
+from spade_gym.agent import _env_id, error_record, start_episode
 from spade_gym.designer import DesignerConfig, DesignerPrompt, DesignOutcome, SpadeDesignerEnv, evaluate_completion
 from spade_gym.documents import DocumentSource
 from spade_gym.env import SandboxedEnv, escape_text
@@ -992,9 +992,7 @@ class SpadeEnvironment:
             if self._env is None:
                 self._env = _open_env(self._spec, self._sandbox)
                 self._finalizer = weakref.finalize(self, self._env.close)
-            observation, _info = self._env.reset(seed=seed)
-            if kwargs.get("hint"):
-                observation += HINT_PREFIX + self._env.hint()
+            observation = start_episode(self._env, seed, bool(kwargs.get("hint")))
         except SandboxSetupError:
             raise
         except Exception as exc:  # the program failed to load, reset or hint: this episode only
@@ -1291,9 +1289,7 @@ def agent_dataset(
             if env.description:
                 system += f"\n\nEnvironment: {str(env.description).strip()}"
             for seed in seed_list:
-                observation, _info = env.reset(seed=seed)
-                if hint:
-                    observation += HINT_PREFIX + env.hint()
+                observation = start_episode(env, seed, hint)
                 rows["prompt"].append([{"role": "system", "content": system}, {"role": "user", "content": observation}])
                 rows["environment"].append(key)
                 rows["env_id"].append(key)

@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from spade_gym.agent import HINT_PREFIX, agent_prompt, extract_action
+from spade_gym.agent import agent_prompt, extract_action, start_episode
 from spade_gym.designer import build_prompt, edit_blocks, extract_design
 from spade_gym.errors import SpadeError
 from spade_gym.registry.gymnasium import bundled_registry_path
@@ -290,9 +290,7 @@ def _agent_samples(
                 hint = j % 2 == 1
                 episode: list[SFTSample] = []
                 try:
-                    observation, _ = env.reset(seed=ws.seed * 1_000_003 + j)
-                    if hint:
-                        observation += HINT_PREFIX + env.hint()
+                    observation = start_episode(env, ws.seed * 1_000_003 + j, hint)
                     messages = [*head, {"role": "user", "content": observation}]
                     total = 0.0
                     # the oracle plays the whole episode (so its success is known); the turns the

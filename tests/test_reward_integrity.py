@@ -1,0 +1,104 @@
+"""Reward integrity (issue 18): programs that pass the gate and then try to pay what the contract
+forbids earn the invalid reward, and the rewards the host sees stay within [0, 1]."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from reward_exploits import HINT_DETECTOR, NEGATIVE, OVERPAY
+from test_designer import FAST, HintReader
+
+from spade_gym.agent import Episode, RolloutConfig, rollout
+from spade_gym.designer import evaluate_completion
+from spade_gym.env import SandboxedEnv
+from spade_gym.errors import ContractError
+from spade_gym.policies.base import Completion, SamplingParams
+from spade_gym.registry.gymnasium import open_registry
+from spade_gym.regret import estimate_regret
+from spade_gym.validation import validate
+
+
+class Oracle:
+    """An Agent that answers with the number in the observation's digits, or its last digit's number."""
+
+    name, context_window = "oracle-reader", None
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+
+    def generate(self, prompts: list[object], sampling: SamplingParams | None = None) -> list[Completion]:
+        return [Completion(f"<answer>{self.answer}</answer>", None, None, None, "stop", i) for i in range(len(prompts))]
+
+
+def fenced(source: str) -> str:
+    return f"```python\n{source}```"
+
+
+@pytest.mark.parametrize("program", [OVERPAY, NEGATIVE], ids=["above-1", "below-0"])
+def test_a_return_outside_the_contract_ends_the_episode_as_an_error(program: str) -> None:
+    assert validate(program).accepted  # the gate's seeds see an honest program
+    env = SandboxedEnv(program)
+    try:
+        env.reset(seed=7)
+        action = env.oracle() if program is OVERPAY else "wrong"
+        _obs, reward, terminated, truncated, info = env.step(action)
+        assert reward == 0.0 and truncated and not terminated
+        assert info["sandbox_error"]["category"] == "INVALID_REWARD"
+        assert env.episode_return == 0.0
+        raising = SandboxedEnv(program, on_error="raise")
+        try:
+            raising.reset(seed=7)
+            with pytest.raises(ContractError, match="within \\[0, 1\\]"):
+                raising.step(action)
+        finally:
+            raising.close()
+        env.reset(seed=1003)  # on the gate's seeds it pays by the contract
+        assert env.step(env.oracle())[1] == 1.0
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("program", [OVERPAY, NEGATIVE], ids=["above-1", "below-0"])
+def test_a_design_that_overpays_after_the_gate_earns_the_invalid_reward(program: str, tmp_path: Path) -> None:
+    registry = open_registry(tmp_path / "registry", seed_library=False)
+    answer = "nothing"
+    if program is OVERPAY:  # an Agent that is right on the regret seeds 0 and 1
+        env = SandboxedEnv(program)
+        env.reset(seed=0)
+        answer = env.oracle()
+        env.close()
+    outcome = evaluate_completion(fenced(program), None, registry=registry, agent=Oracle(answer), config=FAST)
+    assert not outcome.accepted and outcome.report.category == "INVALID_REWARD"
+    assert outcome.reward.reward == FAST.reward.invalid and outcome.reward.outcome == "invalid"
+    assert len(registry) == 0
+
+
+def test_every_rollout_return_is_within_the_contract() -> None:
+    env = SandboxedEnv(OVERPAY)
+    env.reset(seed=0)
+    answer = env.oracle()
+    env.close()
+    episodes = [Episode(OVERPAY, seed) for seed in range(3)]
+    config = RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=8))
+    trajectories, _ = rollout(episodes, Oracle(answer), config)
+    assert all(0.0 <= t.episode_return <= 1.0 for t in trajectories)
+    assert trajectories[0].error is not None and trajectories[0].error["category"] == "INVALID_REWARD"
+
+
+def test_hinted_and_unhinted_episodes_look_the_same_to_the_program() -> None:
+    # the program pays any action once hint() was called (off the gate's seeds): if only hinted
+    # episodes called it, an Agent that never knows the number would show regret 1
+    assert validate(HINT_DETECTOR).accepted
+    estimate = estimate_regret(
+        HINT_DETECTOR, HintReader(), 4, [0, 1, 2, 3], config=RolloutConfig(sampling=SamplingParams(temperature=1.0))
+    )
+    assert estimate.mean_hint == estimate.mean_nohint == 1.0
+    assert estimate.regret == 0.0
+
+
+def test_a_hint_detector_design_earns_no_regret(tmp_path: Path) -> None:
+    registry = open_registry(tmp_path / "registry", seed_library=False)
+    outcome = evaluate_completion(fenced(HINT_DETECTOR), None, registry=registry, agent=HintReader(), config=FAST)
+    assert outcome.estimate is not None and outcome.estimate.regret == 0.0
+    assert outcome.reward.reward <= 0.0 and outcome.reward.outcome != "regret"
