@@ -57,7 +57,7 @@ def test_the_edit_prompt_example_applies_to_the_write_example_and_passes_the_gat
     assert has_edits(example)
     edited = apply_edits(_EXAMPLE, example)
     assert edited.source is not None, edited.problem
-    assert 'name = "ListSumLong"' in edited.source and "randint(100, 999)" in edited.source
+    assert "COUNT = 5" in edited.source and "randint(100, 999)" in edited.source
     report = validate(edited.source)
     assert report.accepted, report.feedback()
 
@@ -71,7 +71,7 @@ def test_blocks_of_every_seed_variant_round_trip(registry: Registry) -> None:
             continue
         variant = variants(source, rng)
         blocks = edit_blocks(source, variant)
-        assert blocks.count(EDIT_SEARCH) >= 2  # the name and at least one knob
+        assert blocks.count(EDIT_SEARCH) >= 1  # at least one knob moved
         assert apply_edits(source, f"Here are the changes.\n\n{blocks}\nDone.").source == variant.strip("\n") + "\n"
         checked += 1
     assert checked >= 4

@@ -14,7 +14,7 @@ import pytest
 
 from spade_gym.agent import extract_action
 from spade_gym.designer import extract_program
-from spade_gym.program import EnvProgram
+from spade_gym.program import EnvProgram, knobs
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.registry.store import Registry
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig
@@ -23,7 +23,6 @@ from spade_gym.trainer.warmstart import (
     check_chat_template,
     check_warmstart_config,
     format_action,
-    knobs,
     run_warmstart,
     sample_loss,
     training_pool,
@@ -195,7 +194,7 @@ def test_variants_move_knobs_and_rename_and_still_validate() -> None:
         seen.add(variant)
         assert knobs(variant)["DIGITS"] in (3, 5)
         assert variant.count('"""Reverse the digits of a seeded number') == 1  # docstring kept
-        assert 'name = "ReverseDigitsV' in variant
+        assert 'name = "ReverseDigits"' in variant  # the registry gives it the next version
         fenced = f"```python\n{variant}```"
         assert extract_program(fenced).source == variant
     assert len(seen) > 1

@@ -43,7 +43,7 @@ from spade_gym.documents import Document, DocumentSource, load_documents, make_d
 from spade_gym.errors import DuplicateEnvironment
 from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent, read_source
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
-from spade_gym.program import SETTINGS, EnvProgram
+from spade_gym.program import SETTINGS, EnvProgram, knobs
 from spade_gym.registry.gymnasium import open_registry, register_record
 from spade_gym.registry.store import EnvRecord, EnvStats, Registry
 from spade_gym.regret import DesignerReward, RegretEstimate, RewardConfig, designer_reward, estimate_regret
@@ -108,8 +108,11 @@ MAX_COMPLETION_CHARS = 1_000_000
 
 _EXAMPLE = '''import random
 
+COUNT = 3
+
+
 class Env:
-    """Add up a short list of seeded integers; one answer per episode, exact sum pays 1.0."""
+    """Add up COUNT to COUNT + 3 seeded integers; one answer per episode, exact sum pays 1.0."""
 
     name = "ListSum"
     setting = "reasoning"
@@ -117,7 +120,7 @@ class Env:
 
     def reset(self, seed):
         rng = random.Random(seed)
-        self.numbers = [rng.randint(10, 99) for _ in range(rng.randint(3, 6))]
+        self.numbers = [rng.randint(10, 99) for _ in range(rng.randint(COUNT, COUNT + 3))]
         self.done = False
         return "What is the sum of " + ", ".join(str(n) for n in self.numbers) + "?", {}
 
@@ -163,14 +166,14 @@ Write the whole module in one ```python code block. Example of a complete, valid
 EDIT_SEARCH, EDIT_DIVIDER, EDIT_REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
 
 _EDIT_EXAMPLE = f"""{EDIT_SEARCH}
-    name = "ListSum"
+COUNT = 3
 {EDIT_DIVIDER}
-    name = "ListSumLong"
+COUNT = 5
 {EDIT_REPLACE}
 {EDIT_SEARCH}
-        self.numbers = [rng.randint(10, 99) for _ in range(rng.randint(3, 6))]
+        self.numbers = [rng.randint(10, 99) for _ in range(rng.randint(COUNT, COUNT + 3))]
 {EDIT_DIVIDER}
-        self.numbers = [rng.randint(100, 999) for _ in range(rng.randint(5, 8))]
+        self.numbers = [rng.randint(100, 999) for _ in range(rng.randint(COUNT, COUNT + 3))]
 {EDIT_REPLACE}
 """
 
@@ -178,7 +181,7 @@ _EDIT_EXAMPLE = f"""{EDIT_SEARCH}
 #: (a variant is a few changed lines of a valid program, not a whole module to retype).
 DESIGNER_EDIT_SYSTEM_PROMPT = f"""{_CONTRACT}
 
-You vary an existing environment. Answer with edit blocks only: each block copies some lines of the program exactly as they are, then gives the lines that replace them. Change the name and at least one rule or size. Example of an answer:
+You vary an existing environment. Answer with edit blocks only: each block copies some lines of the program exactly as they are, then gives the lines that replace them. Change at least one difficulty knob (a module-level UPPERCASE number) or rule; the variant keeps the name and becomes its next version. Example of an answer:
 {_EDIT_EXAMPLE}"""
 
 _WRITE_TASK = (
@@ -187,8 +190,8 @@ _WRITE_TASK = (
     "but always solvable by oracle()."
 )
 _EDIT_TASK = (
-    "Write a variant of the environment {parent} above: keep what works, change the task so that it is "
-    "{direction}, and give it a new name. It must stay a valid {setting} environment. Answer with edit blocks "
+    "Write a variant of the environment {parent} above: keep what works and change the task so that it is "
+    "{direction}{knobs}. It must stay a valid {setting} environment. Answer with edit blocks "
     "(" + EDIT_SEARCH + " ... " + EDIT_DIVIDER + " ... " + EDIT_REPLACE + ") against its program."
 )
 _ANY_SETTING = "reasoning, tool_use or game (your choice)"
@@ -304,9 +307,15 @@ def build_prompt(
         direction = "harder"
         if stats.mean_return_hint is not None and stats.mean_return_hint < 0.05:
             direction = "easier"
+        found = knobs(parent_source)
         task = _EDIT_TASK.format(
             parent=parent.record.env_id,
             direction=direction,
+            knobs=(
+                ": move a difficulty knob (" + ", ".join(f"{k} = {v}" for k, v in found.items()) + ") or change a rule"
+            )
+            if found
+            else "",
             setting=setting or parent.record.setting,
         )
     else:

@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from spade_gym.errors import ProgramError
 from spade_gym.sandbox.policy import ALLOWED_MODULES, compile_program
 
-__all__ = ["EnvProgram", "REQUIRED_METHODS", "RETURN_TOLERANCE", "SETTINGS", "MAX_SOURCE_BYTES"]
+__all__ = ["EnvProgram", "REQUIRED_METHODS", "RETURN_TOLERANCE", "SETTINGS", "MAX_SOURCE_BYTES", "knob_nodes", "knobs"]
 
 #: Largest program accepted, in bytes of UTF-8 source.
 MAX_SOURCE_BYTES = 100_000
@@ -245,3 +245,42 @@ def _defines_name(node: ast.stmt, name: str) -> bool:
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return any((a.asname or a.name) == name for a in node.names)
     return False
+
+
+# Difficulty knobs
+
+
+def knob_nodes(tree: ast.Module) -> list[tuple[str, ast.Constant]]:
+    """``(name, value node)`` of the module-level ``UPPERCASE = <int>`` assignments."""
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if (
+            isinstance(target, ast.Name)
+            and target.id.isupper()
+            and isinstance(value, ast.Constant)
+            and type(value.value) is int
+        ):
+            out.append((target.id, value))
+    return out
+
+
+def knobs(source: str) -> dict[str, int]:
+    """The difficulty knobs of a program: its module-level UPPERCASE integer constants.
+
+    Args:
+        source: program source.
+
+    Returns:
+        ``{name: value}`` (``{}`` for a program without knobs or one that does not parse).
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    return {name: cast(int, node.value) for name, node in knob_nodes(tree)}

@@ -25,7 +25,7 @@ The data (:func:`build_dataset`), never from the held-out environments (``run.he
   corpus and a memory of the pool (:class:`~spade_gym.memory.EnvironmentMemory`), the shortest seed
   programs first. Write mode: the target is a seed program. Edit mode: the parent is a seed program
   and the target a variant of it (:func:`variants`: its UPPERCASE integer constants, the difficulty
-  knobs, moved a little, and a new name) that the validation gate accepts; programs without knobs
+  knobs, moved a little) that the validation gate accepts; programs without knobs
   are used in write mode only. A write-mode target is the program in a fenced block; an edit-mode
   target is the edit blocks that turn the parent into the variant
   (:func:`~spade_gym.designer.edit_blocks`), the answer format of edit mode. Every target is
@@ -69,6 +69,7 @@ from typing import Any, cast
 from spade_gym.agent import agent_prompt, extract_action, start_episode
 from spade_gym.designer import build_prompt, edit_blocks, extract_design
 from spade_gym.errors import SpadeError
+from spade_gym.program import knob_nodes, knobs
 from spade_gym.registry.gymnasium import bundled_registry_path
 from spade_gym.registry.store import EnvRecord, Registry
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig
@@ -82,7 +83,6 @@ __all__ = [
     "check_chat_template",
     "check_warmstart_config",
     "format_action",
-    "knobs",
     "run_warmstart",
     "training_pool",
     "variants",
@@ -349,87 +349,32 @@ def _max_tokens(config: SelfPlayConfig, policy: Any) -> int:
 # -- variants of a program (edit mode) ----------------------------------------------------------
 
 
-def _knob_nodes(tree: ast.Module) -> list[tuple[str, ast.Constant]]:
-    """``(name, value node)`` of the module-level ``UPPERCASE = <int>`` assignments."""
-    out = []
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            target, value = node.target, node.value
-        else:
-            continue
-        if (
-            isinstance(target, ast.Name)
-            and target.id.isupper()
-            and isinstance(value, ast.Constant)
-            and type(value.value) is int
-        ):
-            out.append((target.id, value))
-    return out
-
-
-def knobs(source: str) -> dict[str, int]:
-    """The difficulty knobs of a program: its module-level UPPERCASE integer constants.
-
-    Args:
-        source: program source.
-
-    Returns:
-        ``{name: value}`` (``{}`` for a program without knobs or one that does not parse).
-    """
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return {}
-    return {name: cast(int, node.value) for name, node in _knob_nodes(tree)}
-
-
-def _name_node(tree: ast.Module) -> ast.Constant | None:
-    """The string node of ``name = "..."`` in ``class Env``."""
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == "Env":
-            for item in node.body:
-                if (
-                    isinstance(item, ast.Assign)
-                    and len(item.targets) == 1
-                    and isinstance(item.targets[0], ast.Name)
-                    and item.targets[0].id == "name"
-                    and isinstance(item.value, ast.Constant)
-                    and isinstance(item.value.value, str)
-                ):
-                    return item.value
-    return None
-
-
 def variants(source: str, rng: random.Random) -> str:
-    """A variant of a program for edit mode: each difficulty knob (a module-level UPPERCASE
-    integer constant, e.g. ``DIGITS = 2``) moved by a small amount and ``Env.name`` given a suffix.
+    """A variant of a program for edit mode: its difficulty knobs (module-level UPPERCASE integer
+    constants, e.g. ``DIGITS = 2``; :func:`~spade_gym.program.knobs`) moved a little.
 
     Each knob moves by ``+-max(1, round(0.25 * |value|))`` (direction drawn per knob; at least one
     knob changes; a positive knob stays >= 1, a zero knob moves up). The edits are made in the text
-    at the nodes' positions, so the docstring, comments and layout stay as they were.
+    at the nodes' positions, so the docstring, comments, layout and name stay as they were (the
+    registry gives the variant the name's next version, ``Name-v1``).
 
     Args:
-        source: program source with at least one knob and a ``name = "..."`` in ``class Env``.
+        source: program source with at least one knob.
         rng: the random generator (advanced).
 
     Returns:
         The variant's source.
 
     Raises:
-        ValueError: the program does not parse, has no knob, or no literal ``name``.
+        ValueError: the program does not parse or has no knob.
     """
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         raise ValueError(f"the program does not parse: {exc}") from exc
-    nodes = [node for _, node in _knob_nodes(tree)]
+    nodes = [node for _, node in knob_nodes(tree)]
     if not nodes:
         raise ValueError("the program has no difficulty knob (module-level UPPERCASE integer constant)")
-    name = _name_node(tree)
-    if name is None:
-        raise ValueError('the program has no literal name = "..." in class Env')
     edits: list[tuple[ast.Constant, str]] = []
     changed = rng.randrange(len(nodes))  # this one always changes
     for k, node in enumerate(nodes):
@@ -441,8 +386,6 @@ def variants(source: str, rng: random.Random) -> str:
         if value >= 1 and new < 1:
             new = value + step
         edits.append((node, str(new)))
-    suffix = "V" + str(rng.randint(2, 99))
-    edits.append((name, json.dumps(str(name.value) + suffix)))
     lines = source.splitlines(keepends=True)
     starts = [0]
     for line in lines:
