@@ -453,11 +453,12 @@ def test_a_program_that_breaks_on_the_agents_seeds_is_not_registered(empty_regis
         "        if seed < 1000:\n            raise ValueError('low seed')\n        rng = random.Random(seed)\n",
     )
     outcome = evaluate_completion(fenced(crashing), None, registry=empty_registry, agent=HintReader(), config=FAST)
-    assert outcome.estimate is not None and outcome.estimate.errors == 4
+    # the audit on the regret seeds finds it before any Agent episode is spent
+    assert outcome.estimate is None
     assert not outcome.accepted and len(empty_registry) == 0 and outcome.reward.outcome == "invalid"
-    assert (
-        outcome.report.check("contract").passed is False and "4 of 4 Agent episodes failed" in outcome.report.feedback()
-    )
+    feedback = outcome.report.feedback()
+    assert outcome.report.check("contract").passed is False
+    assert "audit on the regret seeds" in feedback and "low seed" in feedback
 
 
 def test_an_overlong_completion_is_refused_unread(empty_registry: Registry) -> None:

@@ -383,6 +383,30 @@ def test_corrupt_meta_json_is_skipped(registry: Registry) -> None:
     assert reopened.get("Gen1-v0") == records[1]
 
 
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        ("deep", "nested too deeply"),
+        ("huge", "bytes; at most"),
+        ("latin1", "cannot be read"),
+    ],
+)
+def test_any_damaged_meta_json_is_skipped_with_a_warning(registry: Registry, damage: str, problem: str) -> None:
+    records = _three(registry)
+    meta = records[1].meta_path
+    if damage == "deep":
+        meta.write_text("[" * 200_000 + "]" * 200_000)
+    elif damage == "huge":
+        meta.write_text(json.dumps({**records[1].to_meta(), "pad": "x" * (5 * 1024 * 1024)}))
+    else:
+        meta.write_bytes(json.dumps(records[1].to_meta()).encode().replace(b'"', b'\xff"', 1))
+    reopened, caught = reopen(registry.root)
+    assert any("cannot be read and are skipped" in w for w in caught)
+    assert [r.env_id for r in reopened] == ["Gen0-v0", "Gen2-v0"]
+    ((directory, message),) = reopened.problems()
+    assert directory == str(records[1].path) and problem in message
+
+
 def test_missing_env_py_is_skipped(registry: Registry) -> None:
     records = _three(registry)
     records[0].source_path.unlink()

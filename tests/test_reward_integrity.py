@@ -3,10 +3,19 @@ forbids earn the invalid reward, and the rewards the host sees stay within [0, 1
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
-from reward_exploits import HINT_DETECTOR, NEGATIVE, OVERPAY
+from reward_exploits import (
+    HASH_DETECTOR,
+    HASH_PROBE,
+    HINT_DETECTOR,
+    LYING_SETTING,
+    NEGATIVE,
+    OVERPAY,
+    TRIVIAL_OFF_GATE,
+)
 from test_designer import FAST, HintReader
 
 from spade_gym.agent import Episode, RolloutConfig, rollout
@@ -16,7 +25,8 @@ from spade_gym.errors import ContractError
 from spade_gym.policies.base import Completion, SamplingParams
 from spade_gym.registry.gymnasium import open_registry
 from spade_gym.regret import estimate_regret
-from spade_gym.validation import validate
+from spade_gym.sandbox import SandboxConfig
+from spade_gym.validation import ValidationConfig, audit, validate
 
 
 class Oracle:
@@ -100,5 +110,48 @@ def test_hinted_and_unhinted_episodes_look_the_same_to_the_program() -> None:
 def test_a_hint_detector_design_earns_no_regret(tmp_path: Path) -> None:
     registry = open_registry(tmp_path / "registry", seed_library=False)
     outcome = evaluate_completion(fenced(HINT_DETECTOR), None, registry=registry, agent=HintReader(), config=FAST)
-    assert outcome.estimate is not None and outcome.estimate.regret == 0.0
-    assert outcome.reward.reward <= 0.0 and outcome.reward.outcome != "regret"
+    # its trivial payouts off the gate's seeds are found by the audit before any regret is measured
+    assert outcome.estimate is None and outcome.report.category == "TRIVIAL"
+    assert outcome.reward.reward == FAST.reward.invalid
+
+
+def test_a_trivial_program_off_the_gate_seeds_is_caught_by_the_audit(tmp_path: Path) -> None:
+    assert validate(TRIVIAL_OFF_GATE).accepted  # the gate's fixed seeds see an honest program
+    found = audit(TRIVIAL_OFF_GATE, [0, 1, 2, 3])
+    assert found.category == "TRIVIAL" and found.success_rates["empty"] == 1.0
+    registry = open_registry(tmp_path / "registry", seed_library=False)
+    outcome = evaluate_completion(fenced(TRIVIAL_OFF_GATE), None, registry=registry, agent=HintReader(), config=FAST)
+    assert not outcome.accepted and outcome.report.category == "TRIVIAL"
+    assert "audit on the regret seeds" in outcome.report.feedback()
+    assert outcome.reward.reward == FAST.reward.invalid and len(registry) == 0
+    assert audit(OVERPAY, [0]).category == "INVALID_REWARD"
+
+
+def _hash_under(seed: int) -> int:
+    env = SandboxedEnv(HASH_PROBE, config=SandboxConfig(hash_seed=seed))
+    try:
+        return int(env.reset(seed=0)[0])
+    finally:
+        env.close()
+
+
+def test_the_gate_cannot_be_recognised_by_its_hash_seeds(tmp_path: Path) -> None:
+    # with the gate's hash seeds known (a fixed pair, as before), hash() tells a program it is validated
+    known = (11, 12)
+    detector = HASH_DETECTOR.format(honest=repr({_hash_under(known[0]), _hash_under(known[1])}))
+    assert validate(detector, ValidationConfig(hash_seeds=known)).accepted
+    # the default pair is drawn at random per process: the same program is trivial at the gate
+    assert set(known).isdisjoint(ValidationConfig().hash_seeds)
+    assert not validate(detector).accepted
+    # and if a program does recognise the gate, the audit on the regret seeds refuses it
+    config = dataclasses.replace(FAST, validation=ValidationConfig(hash_seeds=known))
+    registry = open_registry(tmp_path / "registry", seed_library=False)
+    outcome = evaluate_completion(fenced(detector), None, registry=registry, agent=HintReader(), config=config)
+    assert outcome.report.category == "TRIVIAL" and outcome.reward.reward == FAST.reward.invalid
+
+
+def test_a_value_json_cannot_carry_is_a_protocol_error_not_a_crash() -> None:
+    with pytest.raises(ContractError, match="not serialisable") as info:
+        SandboxedEnv(LYING_SETTING)
+    assert info.value.category == "PROTOCOL_ERROR"
+    assert validate(LYING_SETTING).category == "PROTOCOL_ERROR"

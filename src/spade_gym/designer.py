@@ -49,7 +49,15 @@ from spade_gym.registry.store import EnvRecord, EnvStats, Registry
 from spade_gym.regret import DesignerReward, RegretEstimate, RewardConfig, designer_reward, estimate_regret
 from spade_gym.sandbox.policy import ALLOWED_MODULES
 from spade_gym.spaces import UnicodeText
-from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport, check_novelty, validate
+from spade_gym.validation import (
+    CHECKS,
+    CheckResult,
+    ValidationConfig,
+    ValidationReport,
+    audit,
+    check_novelty,
+    validate,
+)
 
 if TYPE_CHECKING:
     from spade_gym.executor import Executor
@@ -836,6 +844,15 @@ def evaluate_completion(
         rollout = replace(rollout, sampling=replace(rollout.sampling, seed=sampling_seed))
     seeds = list(range(config.regret_seeds, config.regret_seeds + config.k))
     env = program if executor is None else executor.env(program)
+    # the gate's checks again, on the regret seeds and in the Agent's kind of episode: a program
+    # that behaves only while validated, or only on the gate's seeds, is refused here
+    checked = audit(env, seeds, config.validation)
+    if not checked.passed:
+        assert checked.category is not None
+        check = {"TRIVIAL": "non_triviality", "ORACLE_FAILED": "feasibility"}.get(checked.category, "contract")
+        _refuse(report, check, checked.category, f"audit on the regret seeds: {checked.message}")
+        outcome.regret_s = time.perf_counter() - started
+        return outcome
     estimate = estimate_regret(env, agent, config.k, seeds, config=rollout)
     outcome.estimate, outcome.regret_s = estimate, time.perf_counter() - started
     failed = [t for t in (*estimate.hint, *estimate.nohint) if t.error is not None]

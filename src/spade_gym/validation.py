@@ -38,6 +38,7 @@ written for the Environment Designer's repair rounds.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import string
@@ -57,7 +58,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHECKS",
+    "AuditResult",
     "CheckResult",
+    "audit",
     "ValidationConfig",
     "ValidationReport",
     "behaviour_difference",
@@ -65,6 +68,13 @@ __all__ = [
     "hint_states_answer",
     "validate",
 ]
+
+#: The gate's two ``PYTHONHASHSEED`` values in this process: random, so that ``hash()`` of a known
+#: string does not tell a program it is being validated (a fixed pair did).
+_GATE_HASH_SEEDS: tuple[int, int] = (
+    int.from_bytes(os.urandom(4), "big") >> 1,
+    (int.from_bytes(os.urandom(4), "big") >> 1) | (1 << 31),
+)
 
 #: The checks, in the order they are reported; the first failing one names the report's category.
 CHECKS = (
@@ -136,7 +146,9 @@ class ValidationConfig:
         return_tolerance: slack on the [0, 1] bounds of an episode return (default 1e-6).
         budget_s: wall-clock seconds for the whole validation run, worker start-up included
             (default 20 s).
-        hash_seeds: ``PYTHONHASHSEED`` of the two workers compared by the determinism check.
+        hash_seeds: ``PYTHONHASHSEED`` of the two workers compared by the determinism check
+            (default: two values drawn from ``os.urandom`` once per process, so a program cannot
+            tell from ``hash()`` that it is being validated; pass fixed ones to reproduce a report).
         constant_answers: constant actions tried as trivial policies (default ``("0", "yes")``).
         random_text_seed: seed of the random-letters trivial policy.
         near_duplicate_threshold: estimated Jaccard similarity above which a program is a near
@@ -161,7 +173,7 @@ class ValidationConfig:
     min_distinct_first_observations: float = 0.5
     return_tolerance: float = RETURN_TOLERANCE
     budget_s: float = 20.0
-    hash_seeds: tuple[int, int] = (11, 12)
+    hash_seeds: tuple[int, int] = field(default_factory=lambda: _GATE_HASH_SEEDS)
     constant_answers: tuple[str, ...] = ("0", "yes")
     random_text_seed: int = 0
     near_duplicate_threshold: float = 0.9
@@ -950,12 +962,13 @@ def _constant(text: str) -> Any:
     return lambda client, episode: text
 
 
-def _random_text(seed: int) -> Any:
-    def policy(client: SandboxClient, episode: _Episode) -> str:
-        rng = random.Random(f"{seed}-{episode.seed}-{len(episode.actions)}")  # the same whichever worker
-        return "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 12)))
+def _random_text_action(seed: int, episode_seed: int, turn: int) -> str:
+    rng = random.Random(f"{seed}-{episode_seed}-{turn}")  # the same whichever worker
+    return "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 12)))
 
-    return policy
+
+def _random_text(seed: int) -> Any:
+    return lambda client, episode: _random_text_action(seed, episode.seed, len(episode.actions))
 
 
 #: Malformed actions of the kinds agents produce: numbers out of range, broken JSON, odd whitespace.
@@ -983,12 +996,12 @@ _GARBAGE = (
 )
 
 
-def _garbage(seed: int) -> Any:
-    def policy(client: SandboxClient, episode: _Episode) -> str:
-        rng = random.Random(f"garbage-{seed}-{episode.seed}-{len(episode.actions)}")
-        return rng.choice(_GARBAGE)
+def _garbage_action(seed: int, episode_seed: int, turn: int) -> str:
+    return random.Random(f"garbage-{seed}-{episode_seed}-{turn}").choice(_GARBAGE)
 
-    return policy
+
+def _garbage(seed: int) -> Any:
+    return lambda client, episode: _garbage_action(seed, episode.seed, len(episode.actions))
 
 
 def _echo(client: SandboxClient, episode: _Episode) -> str:
@@ -1010,6 +1023,130 @@ def _first_difference(a: _Episode, b: _Episode) -> str | None:
     if len(a.transitions) != len(b.transitions):
         return "the episode length differs"
     return None
+
+
+# ------------------------------------------------------------------------------------------------
+# The audit: the gate's trivial-policy and oracle checks on seeds the gate did not play
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AuditResult:
+    """What :func:`audit` found.
+
+    Attributes:
+        seeds: the seeds played.
+        success_rates: per trivial policy, the share of ``seeds`` on which it succeeded.
+        oracle_failures: seeds on which following ``oracle()`` did not succeed.
+        category: ``None`` when the program behaved as at the gate; else ``"TRIVIAL"``,
+            ``"ORACLE_FAILED"`` or the category of an episode's sandbox error (e.g. ``"INVALID_REWARD"``).
+        message: what was found, naming the seed and the policy; ``""`` when it passed.
+    """
+
+    seeds: tuple[int, ...]
+    success_rates: dict[str, float] = field(default_factory=dict)
+    oracle_failures: list[int] = field(default_factory=list)
+    category: str | None = None
+    message: str = ""
+
+    @property
+    def passed(self) -> bool:
+        """Whether the program behaved on these seeds as the gate requires."""
+        return self.category is None
+
+
+def audit(env: Any, seeds: Iterable[int], config: ValidationConfig | None = None) -> AuditResult:
+    """Replay the gate's feasibility and non-triviality checks on ``seeds`` (the seeds of the regret
+    or training episodes), in episodes made exactly as the Agent's are
+    (:func:`spade_gym.agent.start_episode`: ``reset``, ``hint()``, then actions through ``step``).
+
+    A program that behaves only on the gate's seeds, or only while it is being validated, is caught
+    here: the trivial policies (empty, random letters, malformed actions, echoing the observation,
+    the constant answers) must not succeed on more than ``config.max_trivial_success_rate`` of the
+    seeds, and following ``oracle()`` must succeed on every one.
+
+    Args:
+        env: what :class:`~spade_gym.agent.Episode` accepts (a program, a ``spade/`` id, a factory).
+        seeds: reset seeds, at least one.
+        config: the gate's thresholds (default ``ValidationConfig()``).
+
+    Returns:
+        An :class:`AuditResult`; a program error is a failed audit, never an exception.
+
+    Raises:
+        ValueError: no seeds.
+        SandboxSetupError: no sandbox worker can start (not the program's fault).
+    """
+    from spade_gym.agent import _make_env, start_episode
+    from spade_gym.errors import SandboxSetupError
+
+    config = config or ValidationConfig()
+    seeds = tuple(seeds)
+    if not seeds:
+        raise ValueError("audit() needs at least one seed")
+    result = AuditResult(seeds)
+    policies: dict[str, Any] = {
+        "empty": lambda obs, seed, turn: "",
+        "random_text": lambda obs, seed, turn: _random_text_action(config.random_text_seed, seed, turn),
+        "garbage": lambda obs, seed, turn: _garbage_action(config.random_text_seed, seed, turn),
+        "echo": lambda obs, seed, turn: obs,
+        **{f"constant {a!r}": (lambda obs, seed, turn, a=a: a) for a in config.constant_answers},
+    }
+    wins: Counter[str] = Counter()
+    try:
+        playable: Any = _make_env(env)  # a SandboxedEnv (with oracle()) or another playable env
+    except SandboxSetupError:
+        raise
+    except Exception as exc:  # the program fails to load here
+        result.category, result.message = getattr(exc, "category", None) or "ENV_EXCEPTION", str(exc)[:300]
+        return result
+    try:
+        limit = min(playable.max_turns, config.trivial_max_turns)
+        # the trivial policies first: a program that notes oracle() calls (the gate's habit) sees none
+        for label, seed in [(label, seed) for label in (*policies, "oracle") for seed in seeds]:
+            try:
+                observation = start_episode(playable, seed, False)
+                total = 0.0
+                for turn in range(limit):
+                    action = playable.oracle() if label == "oracle" else policies[label](observation, seed, turn)
+                    observation, reward, terminated, truncated, info = playable.step(action)
+                    error = info.get("sandbox_error") if isinstance(info, dict) else None
+                    if error:
+                        result.category = str(error.get("category") or "ENV_EXCEPTION")
+                        result.message = f"seed {seed}, the {label} policy: {str(error.get('message', ''))[:300]}"
+                        return result
+                    total += reward
+                    if terminated or truncated:
+                        break
+            except SandboxSetupError:
+                raise
+            except Exception as exc:  # the program failed in reset, hint or oracle
+                result.category = getattr(exc, "category", None) or "ENV_EXCEPTION"
+                result.message = f"seed {seed}, the {label} policy: {str(exc)[:300]}"
+                return result
+            if total >= config.success_threshold:
+                wins[label] += 1
+            elif label == "oracle":
+                result.oracle_failures.append(seed)
+    finally:
+        playable.close()
+    n = len(seeds)
+    result.success_rates = {label: wins[label] / n for label in policies}
+    if result.oracle_failures:
+        result.category = "ORACLE_FAILED"
+        result.message = (
+            f"following oracle() did not succeed on {len(result.oracle_failures)} of {n} seeds the gate did not play "
+            f"(seeds {_seed_list(result.oracle_failures)})"
+        )
+    else:
+        worst = max(result.success_rates, key=lambda k: result.success_rates[k])
+        if result.success_rates[worst] > config.max_trivial_success_rate:
+            result.category = "TRIVIAL"
+            result.message = (
+                f"the trivial policy {worst} succeeded on {wins[worst]} of {n} seeds the gate did not play "
+                f"(episodes played as the Agent's); a trivial policy must not succeed"
+            )
+    return result
 
 
 def validate(

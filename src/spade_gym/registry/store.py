@@ -74,6 +74,8 @@ META_SCHEMA_VERSION = 1
 ENVS_DIR = "envs"
 SOURCE_FILE = "env.py"
 META_FILE = "meta.json"
+#: Largest meta.json read; a bigger one is a damaged entry (skipped with a warning).
+MAX_META_BYTES = 4 * 1024 * 1024
 INDEX_FILE = "index.sqlite"
 LOCK_FILE = ".lock"
 TMP_DIR = ".tmp"
@@ -445,6 +447,11 @@ def _read_entry(directory: Path, fingerprint: str) -> _Entry:
         return _Entry(name, fingerprint, problem="not a folder; expected a folder holding env.py and meta.json")
     meta_path, source_path = directory / META_FILE, directory / SOURCE_FILE
     try:
+        size = meta_path.stat().st_size
+        if size > MAX_META_BYTES:
+            return _Entry(
+                name, fingerprint, problem=f"{META_FILE} is {size:,} bytes; at most {MAX_META_BYTES:,} are read"
+            )
         text = meta_path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         return _Entry(name, fingerprint, problem=f"{META_FILE} is missing; expected the JSON file Registry.add writes")
@@ -458,10 +465,15 @@ def _read_entry(directory: Path, fingerprint: str) -> _Entry:
             fingerprint,
             problem=f"{META_FILE} is not valid JSON ({exc}); expected the JSON object Registry.add writes",
         )
+    except RecursionError:
+        return _Entry(name, fingerprint, problem=f"{META_FILE} is nested too deeply to read")
     try:
         record = EnvRecord.from_meta(meta, directory)
+        json.dumps(record.to_meta())  # what the index stores must encode back
     except RegistryError as exc:
         return _Entry(name, fingerprint, problem=exc.message)
+    except (RecursionError, ValueError, TypeError) as exc:
+        return _Entry(name, fingerprint, problem=f"{META_FILE} cannot be indexed ({type(exc).__name__}: {exc})"[:300])
     if record.env_id != name:
         return _Entry(
             name, fingerprint, problem=f"{META_FILE} says env_id {record.env_id!r} but the folder is named {name!r}"
