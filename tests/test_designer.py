@@ -8,6 +8,7 @@ import json
 import random
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from spade_gym.program import EnvProgram
 from spade_gym.registry import Registry
 from spade_gym.registry.gymnasium import bundled_registry_path, open_registry
 from spade_gym.regret import RewardConfig
-from spade_gym.validation import validate
+from spade_gym.validation import ValidationConfig, validate
 
 # A program the gate accepts, whose hint lets a reader of the hint (HintReader below) win and
 # nobody else: regret 1 for that Agent, exactly.
@@ -103,9 +104,12 @@ class Scripted:
 
 FAST = DesignerConfig(
     k=2,
+    regret_seeds=0,  # fixed regret seeds 0 and 1 (the default draws them per design)
     rollout=RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=16)),
     repair_rounds=1,
 )
+#: The gate on fixed, known seeds: what a program that behaves only there can exploit.
+KNOWN_GATE = ValidationConfig(seeds=tuple(range(1000, 1010)), answer_seeds=tuple(range(5000, 5010)))
 
 
 @pytest.fixture()
@@ -447,12 +451,13 @@ def test_an_environment_of_another_setting_than_asked_is_refused(empty_registry:
 
 
 def test_a_program_that_breaks_on_the_agents_seeds_is_not_registered(empty_registry: Registry) -> None:
-    # passes the gate (seeds 1000-1009) but raises on the regret seeds 0..k-1
+    # passes a gate on seeds 1000-1009 but raises on the regret seeds 0..k-1
     crashing = SECRET_WORD.replace(
         "        rng = random.Random(seed)\n",
         "        if seed < 1000:\n            raise ValueError('low seed')\n        rng = random.Random(seed)\n",
     )
-    outcome = evaluate_completion(fenced(crashing), None, registry=empty_registry, agent=HintReader(), config=FAST)
+    config = replace(FAST, validation=KNOWN_GATE)
+    outcome = evaluate_completion(fenced(crashing), None, registry=empty_registry, agent=HintReader(), config=config)
     # the audit on the regret seeds finds it before any Agent episode is spent
     assert outcome.estimate is None
     assert not outcome.accepted and len(empty_registry) == 0 and outcome.reward.outcome == "invalid"

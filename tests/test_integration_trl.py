@@ -72,7 +72,8 @@ class Env:
         return self.word
 '''
 
-# Passes the gate (seeds 1000+) but crashes in reset on the regret seeds (0 .. k-1).
+# Passes the gate (its fresh seeds are >= 100 but for a chance of 5e-7) but crashes in reset on the
+# regret seeds FAST fixes (0 .. k-1).
 BROKEN_ON_REGRET_SEEDS = HIDDEN_WORD.replace("HiddenWordBackwards", "HiddenWordBroken").replace(
     "        rng = random.Random(seed)\n",
     "        if seed < 100:\n            raise ValueError('no such seed')\n        rng = random.Random(seed)\n",
@@ -143,6 +144,7 @@ NO_TOOLS = CODE_SUBMIT.replace('name = "CodeSubmit"', 'name = "NoTools"').replac
 
 FAST = DesignerConfig(
     k=2,
+    regret_seeds=0,  # seeds 0 and 1, which BROKEN_ON_REGRET_SEEDS breaks on
     rollout=RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=8)),
     settings=("reasoning",),
 )

@@ -180,7 +180,7 @@ def test_behaviour_difference_names_the_first_difference() -> None:
     config = ValidationConfig(novelty_probe_seeds=2)
     assert behaviour_difference(KNOB_SUM, KNOB_SUM.replace("10 * low - 1", "low * 10 - 1"), config) is None
     wider = behaviour_difference(KNOB_SUM.replace("DIGITS = 2", "DIGITS = 3"), KNOB_SUM, config)
-    assert wider is not None and wider.startswith("seed 1000: the hint differs")
+    assert wider is not None and re.match(r"seed \d+: the hint differs", wider)
     turns = behaviour_difference(KNOB_SUM.replace("max_turns = 1", "max_turns = 2"), KNOB_SUM, config)
     assert turns == "max_turns differs (2 vs 1)"
 

@@ -16,10 +16,10 @@ from reward_exploits import (
     OVERPAY,
     TRIVIAL_OFF_GATE,
 )
-from test_designer import FAST, HintReader
+from test_designer import FAST, KNOWN_GATE, HintReader
 
 from spade_gym.agent import Episode, RolloutConfig, rollout
-from spade_gym.designer import evaluate_completion
+from spade_gym.designer import _EXAMPLE, evaluate_completion
 from spade_gym.env import SandboxedEnv
 from spade_gym.errors import ContractError
 from spade_gym.policies.base import Completion, SamplingParams
@@ -41,13 +41,19 @@ class Oracle:
         return [Completion(f"<answer>{self.answer}</answer>", None, None, None, "stop", i) for i in range(len(prompts))]
 
 
+#: Designer settings whose gate plays known seeds (1000-1009), so the exploits below get past it and
+#: what comes after the gate is tested.
+KNOWN = dataclasses.replace(FAST, validation=KNOWN_GATE)
+
+
 def fenced(source: str) -> str:
     return f"```python\n{source}```"
 
 
 @pytest.mark.parametrize("program", [OVERPAY, NEGATIVE], ids=["above-1", "below-0"])
 def test_a_return_outside_the_contract_ends_the_episode_as_an_error(program: str) -> None:
-    assert validate(program).accepted  # the gate's seeds see an honest program
+    assert validate(program, KNOWN_GATE).accepted  # a gate on known seeds sees an honest program
+    assert not validate(program).accepted  # the gate's fresh seeds see the overpayment
     env = SandboxedEnv(program)
     try:
         env.reset(seed=7)
@@ -63,7 +69,7 @@ def test_a_return_outside_the_contract_ends_the_episode_as_an_error(program: str
                 raising.step(action)
         finally:
             raising.close()
-        env.reset(seed=1003)  # on the gate's seeds it pays by the contract
+        env.reset(seed=1003)  # on the seeds it expects the gate to play it pays by the contract
         assert env.step(env.oracle())[1] == 1.0
     finally:
         env.close()
@@ -78,7 +84,7 @@ def test_a_design_that_overpays_after_the_gate_earns_the_invalid_reward(program:
         env.reset(seed=0)
         answer = env.oracle()
         env.close()
-    outcome = evaluate_completion(fenced(program), None, registry=registry, agent=Oracle(answer), config=FAST)
+    outcome = evaluate_completion(fenced(program), None, registry=registry, agent=Oracle(answer), config=KNOWN)
     assert not outcome.accepted and outcome.report.category == "INVALID_REWARD"
     assert outcome.reward.reward == FAST.reward.invalid and outcome.reward.outcome == "invalid"
     assert len(registry) == 0
@@ -99,7 +105,7 @@ def test_every_rollout_return_is_within_the_contract() -> None:
 def test_hinted_and_unhinted_episodes_look_the_same_to_the_program() -> None:
     # the program pays any action once hint() was called (off the gate's seeds): if only hinted
     # episodes called it, an Agent that never knows the number would show regret 1
-    assert validate(HINT_DETECTOR).accepted
+    assert validate(HINT_DETECTOR, KNOWN_GATE).accepted
     estimate = estimate_regret(
         HINT_DETECTOR, HintReader(), 4, [0, 1, 2, 3], config=RolloutConfig(sampling=SamplingParams(temperature=1.0))
     )
@@ -109,18 +115,19 @@ def test_hinted_and_unhinted_episodes_look_the_same_to_the_program() -> None:
 
 def test_a_hint_detector_design_earns_no_regret(tmp_path: Path) -> None:
     registry = open_registry(tmp_path / "registry", seed_library=False)
-    outcome = evaluate_completion(fenced(HINT_DETECTOR), None, registry=registry, agent=HintReader(), config=FAST)
+    outcome = evaluate_completion(fenced(HINT_DETECTOR), None, registry=registry, agent=HintReader(), config=KNOWN)
     # its trivial payouts off the gate's seeds are found by the audit before any regret is measured
     assert outcome.estimate is None and outcome.report.category == "TRIVIAL"
     assert outcome.reward.reward == FAST.reward.invalid
 
 
 def test_a_trivial_program_off_the_gate_seeds_is_caught_by_the_audit(tmp_path: Path) -> None:
-    assert validate(TRIVIAL_OFF_GATE).accepted  # the gate's fixed seeds see an honest program
+    assert validate(TRIVIAL_OFF_GATE, KNOWN_GATE).accepted  # a gate on known seeds sees an honest program
+    assert validate(TRIVIAL_OFF_GATE).category == "TRIVIAL"  # the gate's fresh seeds do not
     found = audit(TRIVIAL_OFF_GATE, [0, 1, 2, 3])
     assert found.category == "TRIVIAL" and found.success_rates["empty"] == 1.0
     registry = open_registry(tmp_path / "registry", seed_library=False)
-    outcome = evaluate_completion(fenced(TRIVIAL_OFF_GATE), None, registry=registry, agent=HintReader(), config=FAST)
+    outcome = evaluate_completion(fenced(TRIVIAL_OFF_GATE), None, registry=registry, agent=HintReader(), config=KNOWN)
     assert not outcome.accepted and outcome.report.category == "TRIVIAL"
     assert "audit on the regret seeds" in outcome.report.feedback()
     assert outcome.reward.reward == FAST.reward.invalid and len(registry) == 0
@@ -139,12 +146,12 @@ def test_the_gate_cannot_be_recognised_by_its_hash_seeds(tmp_path: Path) -> None
     # with the gate's hash seeds known (a fixed pair, as before), hash() tells a program it is validated
     known = (11, 12)
     detector = HASH_DETECTOR.format(honest=repr({_hash_under(known[0]), _hash_under(known[1])}))
-    assert validate(detector, ValidationConfig(hash_seeds=known)).accepted
+    assert validate(detector, dataclasses.replace(KNOWN_GATE, hash_seeds=known)).accepted
     # the default pair is drawn at random per process: the same program is trivial at the gate
     assert set(known).isdisjoint(ValidationConfig().hash_seeds)
     assert not validate(detector).accepted
     # and if a program does recognise the gate, the audit on the regret seeds refuses it
-    config = dataclasses.replace(FAST, validation=ValidationConfig(hash_seeds=known))
+    config = dataclasses.replace(FAST, validation=dataclasses.replace(KNOWN_GATE, hash_seeds=known))
     registry = open_registry(tmp_path / "registry", seed_library=False)
     outcome = evaluate_completion(fenced(detector), None, registry=registry, agent=HintReader(), config=config)
     assert outcome.report.category == "TRIVIAL" and outcome.reward.reward == FAST.reward.invalid
@@ -155,3 +162,25 @@ def test_a_value_json_cannot_carry_is_a_protocol_error_not_a_crash() -> None:
         SandboxedEnv(LYING_SETTING)
     assert info.value.category == "PROTOCOL_ERROR"
     assert validate(LYING_SETTING).category == "PROTOCOL_ERROR"
+
+
+def test_the_gate_and_the_regret_episodes_play_fresh_seeds() -> None:
+    a, b = ValidationConfig().resolved(), ValidationConfig().resolved()
+    assert len(a.seeds) == 10 and len(set(a.seeds) | set(a.answer_seeds)) == 20
+    assert a.seeds != b.seeds  # drawn per validation
+    assert validate(_EXAMPLE).seeds != validate(_EXAMPLE).seeds
+    fixed = ValidationConfig(seeds=(1, 2, 3))
+    assert validate(_EXAMPLE, fixed).seeds == [1, 2, 3]  # a report is reproduced from its seeds
+
+
+def test_regret_seeds_are_drawn_per_design_and_reproducible_from_the_sampling_seed(tmp_path: Path) -> None:
+    config = dataclasses.replace(FAST, regret_seeds=None)
+    seeds = []
+    for i, sampling_seed in enumerate((1, 1, 2)):
+        registry = open_registry(tmp_path / f"registry{i}", seed_library=False)  # no duplicate refusals
+        outcome = evaluate_completion(
+            fenced(_EXAMPLE), None, registry=registry, agent=HintReader(), config=config, sampling_seed=sampling_seed
+        )
+        assert outcome.estimate is not None
+        seeds.append(tuple(t.seed for t in outcome.estimate.nohint))
+    assert seeds[0] == seeds[1] != seeds[2] and min(seeds[0]) >= 0

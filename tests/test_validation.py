@@ -195,9 +195,10 @@ def test_check_novelty_gives_the_verdict_of_validating_with_the_registry(tmp_pat
     near = EnvProgram(arithmetic.source.replace("self.turn += 1", "self.turn = self.turn + 1"))
     reworded = EnvProgram(arithmetic.source.replace("Start with", "Begin with"))
     broken = EnvProgram(program(step="raise ValueError('x')"))
-    for prog in (arithmetic, near, reworded, bank, broken):
-        alone = validate(prog)
-        direct = validate(prog, registry=registry)
+    fixed = ValidationConfig(seeds=tuple(range(1000, 1010)), answer_seeds=tuple(range(5000, 5010)))
+    for prog in (arithmetic, near, reworded, bank, broken):  # on the same seeds, the same messages
+        alone = validate(prog, fixed)
+        direct = validate(prog, fixed, registry=registry)
         later = check_novelty(alone, prog, registry)
         assert (later.accepted, later.category) == (direct.accepted, direct.category)
         assert [(c.name, c.passed, c.category, c.message) for c in later.checks] == [

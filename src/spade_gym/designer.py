@@ -612,8 +612,10 @@ class DesignerConfig:
 
     Attributes:
         k: regret episodes per arm (with and without the hint), ``>= 1``.
-        regret_seeds: first reset seed of the regret episodes (seeds ``regret_seeds .. +k-1``);
-            disjoint from the validation seeds (1000-1009) by default.
+        regret_seeds: first reset seed of the regret episodes (seeds ``regret_seeds .. +k-1``),
+            or ``None`` (default): ``k`` seeds in ``[0, 2**31)`` drawn for each design, from the
+            sampling seed when one is given (reproducible) else from the operating system, so a
+            program cannot tell the regret episodes from the gate's or from training episodes.
         rollout: the Agent's rollout settings for regret (sampling temperature must be > 0); its
             sampling seed, when ``None``, is drawn from the environment's RNG, so a seeded
             :class:`SpadeDesignerEnv` step is reproducible.
@@ -633,7 +635,7 @@ class DesignerConfig:
     """
 
     k: int = 4
-    regret_seeds: int = 0
+    regret_seeds: int | None = None
     rollout: RolloutConfig = field(
         default_factory=lambda: RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=256))
     )
@@ -842,7 +844,11 @@ def evaluate_completion(
     rollout = config.rollout
     if rollout.sampling.seed is None and sampling_seed is not None:
         rollout = replace(rollout, sampling=replace(rollout.sampling, seed=sampling_seed))
-    seeds = list(range(config.regret_seeds, config.regret_seeds + config.k))
+    if config.regret_seeds is not None:
+        seeds = list(range(config.regret_seeds, config.regret_seeds + config.k))
+    else:
+        source = random.Random(f"regret-{sampling_seed}") if sampling_seed is not None else random.SystemRandom()
+        seeds = source.sample(range(2**31), config.k)
     env = program if executor is None else executor.env(program)
     # the gate's checks again, on the regret seeds and in the Agent's kind of episode: a program
     # that behaves only while validated, or only on the gate's seeds, is refused here

@@ -127,11 +127,17 @@ class ValidationConfig:
     """Every limit of the validation gate. All fields have documented defaults.
 
     Attributes:
-        seeds: validation seeds; every check runs on each of them (default: 10 seeds, 1000-1009).
+        seeds: validation seeds; every check runs on each of them. Default ``()``: ``n_seeds``
+            seeds drawn fresh for each validation from the operating system's random source
+            (:class:`random.SystemRandom`, in ``[0, 2**31)``), so a program cannot know which of its
+            episodes the gate plays; the report records them (``ValidationReport.seeds``), and
+            passing them here reproduces it.
+        n_seeds: how many seeds are drawn when ``seeds`` is empty (default 10).
         trivial_seeds: how many of ``seeds`` (the first ones) the trivial policies play (default 10).
         trivial_max_turns: turns a trivial-policy episode is played at most (default 64).
-        answer_seeds: extra seeds (default 5000-5009) whose first oracle actions decide the "most
-            common answer" policy, so that it is measured out of sample.
+        answer_seeds: extra seeds whose first oracle actions decide the "most common answer"
+            policy, so that it is measured out of sample (default ``()``: ``n_seeds`` more drawn
+            fresh, as ``seeds``).
         success_threshold: an episode succeeds when its return is at least this (default 0.99).
         max_trivial_success_rate: a trivial policy may succeed on at most this fraction of the
             trivial seeds (default 0.5: an answer space small enough to guess sometimes is weak, not
@@ -162,10 +168,11 @@ class ValidationConfig:
             replaced by ``hash_seeds``.
     """
 
-    seeds: tuple[int, ...] = tuple(range(1000, 1010))
+    seeds: tuple[int, ...] = ()
+    n_seeds: int = 10
     trivial_seeds: int = 10
     trivial_max_turns: int = 64
-    answer_seeds: tuple[int, ...] = tuple(range(5000, 5010))
+    answer_seeds: tuple[int, ...] = ()
     success_threshold: float = 0.99
     max_trivial_success_rate: float = 0.5
     max_hint_success_rate: float = 0.0
@@ -182,12 +189,26 @@ class ValidationConfig:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
     def __post_init__(self) -> None:
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise ValueError("ValidationConfig.seeds must be a non-empty tuple of distinct ints")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError("ValidationConfig.seeds must be distinct ints (or empty: drawn fresh)")
+        if self.n_seeds < 1:
+            raise ValueError(f"ValidationConfig.n_seeds must be >= 1, got {self.n_seeds}")
         if self.hash_seeds[0] == self.hash_seeds[1]:
             raise ValueError("ValidationConfig.hash_seeds must differ, or the determinism check proves nothing")
         if not 0 <= self.max_trivial_success_rate < 1:
             raise ValueError("max_trivial_success_rate must be in [0, 1)")
+
+    def resolved(self) -> ValidationConfig:
+        """This configuration with ``seeds`` and ``answer_seeds`` drawn fresh where they are empty
+        (see ``seeds``); ``self`` when both are given."""
+        if self.seeds and self.answer_seeds:
+            return self
+        drawn = random.SystemRandom().sample(range(2**31), 2 * self.n_seeds)
+        return replace(
+            self,
+            seeds=self.seeds or tuple(drawn[: self.n_seeds]),
+            answer_seeds=self.answer_seeds or tuple(drawn[self.n_seeds :]),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The configuration as JSON values (tuples become lists)."""
@@ -342,6 +363,7 @@ class _Episode:
 
 class _Validator:
     def __init__(self, program: EnvProgram, config: ValidationConfig, registry: Registry | None) -> None:
+        config = config.resolved()  # this validation's own fresh seeds
         self.program = program
         self.config = config
         self.registry = registry
@@ -719,6 +741,7 @@ def behaviour_difference(program: EnvProgram | str, other: EnvProgram | str, con
     Raises:
         SandboxSetupError: no sandbox worker can be started (not the programs' fault).
     """
+    config = config.resolved()  # both programs on the same seeds
     from spade_gym.errors import SandboxSetupError
 
     program = EnvProgram(program) if isinstance(program, str) else program
@@ -831,11 +854,13 @@ def check_novelty(
     program = EnvProgram(program) if isinstance(program, str) else program
     if report.program_id != program.id:
         raise ValueError(f"the report is of program {report.program_id}, not of the given program {program.id}")
+    if config is not None and not config.seeds:  # the seeds the report was made on
+        config = replace(config, seeds=tuple(report.seeds) or config.resolved().seeds)
     if config is None:  # the report's own settings, as far as the novelty check uses them
         defaults, saved = ValidationConfig(), report.config
         config = replace(
             defaults,
-            seeds=tuple(report.seeds) or defaults.seeds,
+            seeds=tuple(report.seeds) or defaults.resolved().seeds,
             **{
                 key: type(getattr(defaults, key))(saved[key])
                 for key in ("near_duplicate_threshold", "novelty_probe_seeds", "novelty_max_candidates")
