@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cases import EXAMPLES, SHARED_CASES
+from cases import EXAMPLES
 from typer.testing import CliRunner
 
 from spade_gym.cli import app
@@ -25,13 +25,43 @@ def test_help_explains_every_command() -> None:
     assert code == 0 and all(c in out for c in ("list", "show", "validate", "add", "play", "rebuild-index"))
 
 
-def test_validate_passes_good_programs_and_fails_hostile_ones() -> None:
+_SAY_BACK = '''import random
+
+
+class Env:
+    """Say the seeded number back; the right number pays 1.0."""
+
+    name = "SayBack"
+    setting = "reasoning"
+    max_turns = 1
+
+    def reset(self, seed):
+        self.number = random.Random(seed).randint(100, 999)
+        return "Say the number " + str(self.number) + " back.", {}
+
+    def step(self, action):
+        ok = action.strip() == str(self.number)
+        return ("Right." if ok else "Wrong."), (1.0 if ok else 0.0), True, False, {}
+
+    def hint(self):
+        return "Copy the digits."
+
+    def oracle(self):
+        return str(self.number)
+'''
+
+
+def test_validate_passes_good_programs_and_fails_hostile_ones(tmp_path: Path) -> None:
     code, out = run("envs", "validate", *map(str, sorted(EXAMPLES.glob("*.py"))))
     assert code == 0, out
     assert out.count("accepted") == 2
-    code, out = run("envs", "validate", str(SHARED_CASES / "a57_hint_is_answer.py"))
+    hint_is_answer = tmp_path / "hint_is_answer.py"  # cases of this suite's own (no ../shared needed)
+    hint_is_answer.write_text(_SAY_BACK.replace('return "Copy the digits."', "return str(self.number)"))
+    code, out = run("envs", "validate", str(hint_is_answer))
     assert code == 1 and "HINT_LEAK" in out and "feedback for the Designer" in out
-    code, out = run("envs", "validate", "--json", str(SHARED_CASES / "a58_empty_action_succeeds.py"))
+    empty_wins = tmp_path / "empty_action_succeeds.py"
+    empty_wins.write_text(_SAY_BACK.replace("ok = action.strip() == str(self.number)", "ok = not action.strip()"))
+    code, out = run("envs", "validate", "--json", str(empty_wins))
     assert code == 1 and '"category": "TRIVIAL"' in out
 
 
