@@ -4,16 +4,21 @@ forbids earn the invalid reward, and the rewards the host sees stay within [0, 1
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 from reward_exploits import (
+    FRESH_WORKER,
     HASH_DETECTOR,
     HASH_PROBE,
     HINT_DETECTOR,
+    LEAK_UNLESS_ORACLE,
+    LONG_EPISODE,
     LYING_SETTING,
     NEGATIVE,
     OVERPAY,
+    PASSWORD,
     TRIVIAL_OFF_GATE,
 )
 from test_designer import FAST, KNOWN_GATE, HintReader
@@ -184,3 +189,53 @@ def test_regret_seeds_are_drawn_per_design_and_reproducible_from_the_sampling_se
         assert outcome.estimate is not None
         seeds.append(tuple(t.seed for t in outcome.estimate.nohint))
     assert seeds[0] == seeds[1] != seeds[2] and min(seeds[0]) >= 0
+
+
+class Copier:
+    """An Agent that copies the number after "The answer is" in its prompt, else says nothing."""
+
+    name, context_window = "copier", None
+
+    def generate(self, prompts: list[list[dict[str, str]]], sampling: SamplingParams | None = None) -> list[Completion]:
+        out = []
+        for i, prompt in enumerate(prompts):
+            found = re.search(r"The answer is (\d+)", prompt[-1]["content"])
+            out.append(
+                Completion(f"<answer>{found.group(1) if found else 'nothing'}</answer>", None, None, None, "stop", i)
+            )
+        return out
+
+
+@pytest.mark.parametrize(
+    ("program", "category"),
+    [
+        (LEAK_UNLESS_ORACLE, "HINT_LEAK"),  # the hint states the answer unless oracle() came first
+        (PASSWORD, "HINT_LEAK"),  # a word of the hint is accepted as the answer
+        (FRESH_WORKER, "TRIVIAL"),  # pays anything in a fresh worker's first episode
+        (LONG_EPISODE, "TRIVIAL"),  # pays anything after turn 64
+    ],
+    ids=["leak-unless-oracle", "password", "fresh-worker", "long-episode"],
+)
+def test_programs_that_pass_the_gate_but_not_the_audit_earn_the_invalid_reward(
+    program: str, category: str, tmp_path: Path
+) -> None:
+    assert validate(program).accepted  # the gate does not see it
+    registry = open_registry(tmp_path / "registry", seed_library=False)
+    config = dataclasses.replace(FAST, k=4)
+    outcome = evaluate_completion(fenced(program), None, registry=registry, agent=Copier(), config=config)
+    assert outcome.report.category == category, outcome.report.feedback()
+    assert outcome.estimate is None and outcome.reward.reward == FAST.reward.invalid and len(registry) == 0
+
+
+def test_a_change_the_agent_cannot_see_is_no_variant(tmp_path: Path) -> None:
+    registry = open_registry(tmp_path / "registry", seed_library=False)
+    first = evaluate_completion(fenced(_EXAMPLE), None, registry=registry, agent=HintReader(), config=FAST)
+    assert first.accepted
+    info_only = _EXAMPLE.replace('{"correct": correct}', '{"correct": correct, "v": 1}')
+    spaced = _EXAMPLE.replace('give " + str(', 'give  " + str(')
+    assert info_only != _EXAMPLE and spaced != _EXAMPLE
+    for variant in (info_only, spaced):
+        outcome = evaluate_completion(fenced(variant), None, registry=registry, agent=HintReader(), config=FAST)
+        assert outcome.report.category == "DUPLICATE", outcome.report.feedback()
+        assert outcome.reward.outcome == "duplicate"
+    assert len(registry) == 1

@@ -809,6 +809,7 @@ def evaluate_completion(
         report = _no_code_report(problem, "TOO_LONG")
         return DesignOutcome(completion, None, report, designer_reward(False, config=config.reward))
     extracted = extract_design(completion, prompt)
+    edited = prompt is not None and prompt.parent_source is not None and has_edits(completion)
     if extracted.source is None:
         report = _no_code_report(extracted.problem or "no program")
         return DesignOutcome(completion, None, report, designer_reward(False, config=config.reward))
@@ -852,10 +853,12 @@ def evaluate_completion(
     env = program if executor is None else executor.env(program)
     # the gate's checks again, on the regret seeds and in the Agent's kind of episode: a program
     # that behaves only while validated, or only on the gate's seeds, is refused here
-    checked = audit(env, seeds, config.validation)
+    checked = audit(env, seeds, config.validation, max_turns=rollout.max_turns)
     if not checked.passed:
         assert checked.category is not None
-        check = {"TRIVIAL": "non_triviality", "ORACLE_FAILED": "feasibility"}.get(checked.category, "contract")
+        check = {"TRIVIAL": "non_triviality", "HINT_LEAK": "non_triviality", "ORACLE_FAILED": "feasibility"}.get(
+            checked.category, "contract"
+        )
         _refuse(report, check, checked.category, f"audit on the regret seeds: {checked.message}")
         outcome.regret_s = time.perf_counter() - started
         return outcome
@@ -881,9 +884,10 @@ def evaluate_completion(
             setting=report.setting,
             max_turns=report.max_turns,
             description=report.description or "",
-            tags=("designer", prompt.mode) if prompt else ("designer",),
+            tags=("designer", "edit" if edited else "write") if prompt else ("designer",),
             document=prompt.provenance() if prompt else None,
-            parents=(prompt.parent,) if prompt and prompt.parent else (),
+            # a variant only when its edit blocks were applied to the parent (a whole module is new)
+            parents=(prompt.parent,) if prompt and prompt.parent and edited else (),
             validation=report.to_dict(),
             # the gate's novelty check judged near duplicates by behaviour (a variant passes); exact
             # duplicates registered since then by another writer are still refused here

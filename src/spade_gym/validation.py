@@ -44,7 +44,7 @@ import re
 import string
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -710,7 +710,7 @@ def _duplicate_of(program: EnvProgram, registry: Registry | None, config: Valida
             return (
                 f"the program is a near duplicate (similarity {similarity:.2f}) of the registered {record.env_id} "
                 f"and behaves exactly like it: on seeds {_seed_list(seeds)} the oracle's, random and malformed "
-                "actions get the same observations, rewards, info and hints from both"
+                "actions get the same observations, rewards and hints from both (what the Agent sees; whitespace and info do not count)"
             )
     return None
 
@@ -725,7 +725,9 @@ def behaviour_difference(program: EnvProgram | str, other: EnvProgram | str, con
     Plays ``program`` on the first ``config.novelty_probe_seeds`` validation seeds with three action
     sources (its own ``oracle()``, random letters, malformed actions; at most
     ``config.trivial_max_turns`` turns each), reading ``hint()`` after every reset, and replays the
-    same actions on ``other`` in a second worker.
+    same actions on ``other`` in a second worker. Only what the Agent sees counts: observations and
+    hints up to whitespace, rewards and flags; ``info`` never reaches the Agent, so a change there
+    alone is no variant.
 
     Args:
         program: the new program.
@@ -776,9 +778,9 @@ def behaviour_difference(program: EnvProgram | str, other: EnvProgram | str, con
                     raise
                 except SpadeError as exc:
                     return f"seed {seed}, {probe} actions: the registered program failed ({exc.message})"
-                if hint != other_hint:
+                if _seen(hint) != _seen(other_hint):
                     return f"seed {seed}: the hint differs ({_clip(hint, 80)!r} vs {_clip(other_hint, 80)!r})"
-                difference = _first_difference(recorded, replayed)
+                difference = _first_difference(recorded, replayed, agent_view=True)
                 if difference:
                     return f"seed {seed}, {probe} actions: {difference}"
         return None
@@ -1033,17 +1035,25 @@ def _echo(client: SandboxClient, episode: _Episode) -> str:
     return episode.transitions[-1][0] if episode.transitions else episode.first[0]
 
 
-def _first_difference(a: _Episode, b: _Episode) -> str | None:
-    if a.first[0] != b.first[0]:
+def _seen(text: str) -> str:
+    """Text as the Agent reads it, for the novelty probe: whitespace runs collapsed, ends stripped."""
+    return " ".join(text.split())
+
+
+def _first_difference(a: _Episode, b: _Episode, agent_view: bool = False) -> str | None:
+    """The first difference of two episodes; with ``agent_view`` (novelty), only what the Agent sees
+    counts: observations up to whitespace, rewards and flags, not ``info``."""
+    same: Callable[[str, str], bool] = (lambda x, y: _seen(x) == _seen(y)) if agent_view else (lambda x, y: x == y)
+    if not same(a.first[0], b.first[0]):
         return f"the first observation differs ({_clip(a.first[0], 80)!r} vs {_clip(b.first[0], 80)!r})"
-    if a.first[1] != b.first[1]:
+    if not agent_view and a.first[1] != b.first[1]:
         return "the info returned by reset() differs"
     for turn, (x, y) in enumerate(zip(a.transitions, b.transitions, strict=False), 1):
-        if x[0] != y[0]:
+        if not same(x[0], y[0]):
             return f"the observation on turn {turn} differs ({_clip(x[0], 80)!r} vs {_clip(y[0], 80)!r})"
         if x[1:4] != y[1:4]:
             return f"reward or flags on turn {turn} differ ({x[1:4]} vs {y[1:4]})"
-        if x[4] != y[4]:
+        if not agent_view and x[4] != y[4]:
             return f"the info on turn {turn} differs"
     if len(a.transitions) != len(b.transitions):
         return "the episode length differs"
@@ -1080,20 +1090,30 @@ class AuditResult:
         return self.category is None
 
 
-def audit(env: Any, seeds: Iterable[int], config: ValidationConfig | None = None) -> AuditResult:
+def audit(
+    env: Any, seeds: Iterable[int], config: ValidationConfig | None = None, max_turns: int | None = None
+) -> AuditResult:
     """Replay the gate's feasibility and non-triviality checks on ``seeds`` (the seeds of the regret
-    or training episodes), in episodes made exactly as the Agent's are
-    (:func:`spade_gym.agent.start_episode`: ``reset``, ``hint()``, then actions through ``step``).
+    or training episodes), in episodes made exactly as the Agent's are: each in a fresh worker,
+    ``reset``, ``hint()`` (:func:`spade_gym.agent.start_episode`), then actions through ``step``.
 
     A program that behaves only on the gate's seeds, or only while it is being validated, is caught
-    here: the trivial policies (empty, random letters, malformed actions, echoing the observation,
-    the constant answers) must not succeed on more than ``config.max_trivial_success_rate`` of the
-    seeds, and following ``oracle()`` must succeed on every one.
+    here. On every seed:
+
+    * the trivial policies (empty, random letters, malformed actions, echoing the observation,
+      the constant answers) must not succeed on more than ``config.max_trivial_success_rate`` of
+      the seeds (``TRIVIAL``); they are played first, before any ``oracle()`` call;
+    * no word of the hint that the first observation does not already hold may succeed as a
+      constant answer, on the first two seeds (``HINT_LEAK``: a hint that names a password);
+    * following ``oracle()`` must succeed, and the hint read before it (in the Agent's order) must
+      not state its answer (:func:`hint_states_answer`; ``ORACLE_FAILED`` / ``HINT_LEAK``).
 
     Args:
         env: what :class:`~spade_gym.agent.Episode` accepts (a program, a ``spade/`` id, a factory).
         seeds: reset seeds, at least one.
         config: the gate's thresholds (default ``ValidationConfig()``).
+        max_turns: turns a trivial episode is played at most: the Agent's turn limit (default: the
+            environment's ``max_turns`` up to ``config.termination_max_turns``).
 
     Returns:
         An :class:`AuditResult`; a program error is a failed audit, never an exception.
@@ -1102,7 +1122,7 @@ def audit(env: Any, seeds: Iterable[int], config: ValidationConfig | None = None
         ValueError: no seeds.
         SandboxSetupError: no sandbox worker can start (not the program's fault).
     """
-    from spade_gym.agent import _make_env, start_episode
+    from spade_gym.agent import _make_env
     from spade_gym.errors import SandboxSetupError
 
     config = config or ValidationConfig()
@@ -1117,60 +1137,101 @@ def audit(env: Any, seeds: Iterable[int], config: ValidationConfig | None = None
         "echo": lambda obs, seed, turn: obs,
         **{f"constant {a!r}": (lambda obs, seed, turn, a=a: a) for a in config.constant_answers},
     }
+
+    class _Failed(Exception):
+        pass
+
+    def fail(category: str, message: str) -> None:
+        result.category, result.message = category, message[:500]
+        raise _Failed
+
+    def play(seed: int, label: str, act: Any, limit_turns: int | None) -> tuple[float, str, str, list[str]]:
+        """One episode in a fresh worker: ``(return, hint, first observation, actions)``."""
+        try:
+            playable: Any = _make_env(env)  # a SandboxedEnv (with oracle()) or another playable env
+        except SandboxSetupError:
+            raise
+        except Exception as exc:  # the program fails to load here
+            fail(getattr(exc, "category", None) or "ENV_EXCEPTION", f"seed {seed}, the {label} policy: {exc}")
+        try:
+            first, _info = playable.reset(seed=seed)
+            hint = playable.hint()  # as start_episode: every episode reads it right after reset
+            observation, total, actions = first, 0.0, []
+            limit = min(playable.max_turns, limit_turns or config.termination_max_turns)
+            for turn in range(limit):
+                action = act(playable, observation, seed, turn)
+                actions.append(action)
+                observation, reward, terminated, truncated, info = playable.step(action)
+                error = info.get("sandbox_error") if isinstance(info, dict) else None
+                if error:
+                    fail(
+                        str(error.get("category") or "ENV_EXCEPTION"),
+                        f"seed {seed}, the {label} policy: {error.get('message', '')}",
+                    )
+                total += reward
+                if terminated or truncated:
+                    break
+            return total, hint, first, actions
+        except (_Failed, SandboxSetupError):
+            raise
+        except Exception as exc:  # the program failed in reset, hint or oracle
+            fail(getattr(exc, "category", None) or "ENV_EXCEPTION", f"seed {seed}, the {label} policy: {exc}")
+            raise  # unreachable: fail() raises
+        finally:
+            playable.close()
+
     wins: Counter[str] = Counter()
     try:
-        playable: Any = _make_env(env)  # a SandboxedEnv (with oracle()) or another playable env
-    except SandboxSetupError:
-        raise
-    except Exception as exc:  # the program fails to load here
-        result.category, result.message = getattr(exc, "category", None) or "ENV_EXCEPTION", str(exc)[:300]
-        return result
-    try:
-        limit = min(playable.max_turns, config.trivial_max_turns)
         # the trivial policies first: a program that notes oracle() calls (the gate's habit) sees none
-        for label, seed in [(label, seed) for label in (*policies, "oracle") for seed in seeds]:
-            try:
-                observation = start_episode(playable, seed, False)
-                total = 0.0
-                for turn in range(limit):
-                    action = playable.oracle() if label == "oracle" else policies[label](observation, seed, turn)
-                    observation, reward, terminated, truncated, info = playable.step(action)
-                    error = info.get("sandbox_error") if isinstance(info, dict) else None
-                    if error:
-                        result.category = str(error.get("category") or "ENV_EXCEPTION")
-                        result.message = f"seed {seed}, the {label} policy: {str(error.get('message', ''))[:300]}"
-                        return result
-                    total += reward
-                    if terminated or truncated:
-                        break
-            except SandboxSetupError:
-                raise
-            except Exception as exc:  # the program failed in reset, hint or oracle
-                result.category = getattr(exc, "category", None) or "ENV_EXCEPTION"
-                result.message = f"seed {seed}, the {label} policy: {str(exc)[:300]}"
-                return result
-            if total >= config.success_threshold:
-                wins[label] += 1
-            elif label == "oracle":
+        for label, policy in policies.items():
+            for seed in seeds:
+                total, *_ = play(seed, label, lambda e, obs, s, t, p=policy: p(obs, s, t), max_turns)
+                if total >= config.success_threshold:
+                    wins[label] += 1
+        result.success_rates = {label: wins[label] / len(seeds) for label in policies}
+        worst = max(result.success_rates, key=lambda k: result.success_rates[k])
+        if result.success_rates[worst] > config.max_trivial_success_rate:
+            fail(
+                "TRIVIAL",
+                f"the trivial policy {worst} succeeded on {wins[worst]} of {len(seeds)} seeds the gate did not "
+                "play (episodes played as the Agent's); a trivial policy must not succeed",
+            )
+        firsts: dict[int, tuple[str, str, str]] = {}
+        steps: list[str] = []
+        for seed in seeds:
+            total, hint, first, actions = play(seed, "oracle", lambda e, obs, s, t: e.oracle(), None)
+            if total < config.success_threshold:
                 result.oracle_failures.append(seed)
-    finally:
-        playable.close()
+            if actions:
+                firsts[seed] = (hint, actions[-1], first)
+                steps += actions[:-1]
+            if seed in seeds[:2]:
+                words = [w for w in dict.fromkeys(re.findall(r"[\w'-]+", hint)) if w.lower() not in first.lower()]
+                for word in words[:24]:
+                    won, *_ = play(seed, f"hint word {word!r}", lambda e, obs, s, t, w=word: w, max_turns)
+                    if won >= config.success_threshold:
+                        fail(
+                            "HINT_LEAK",
+                            f"seed {seed}: the word {_clip(word, 40)!r} of the hint succeeds as the answer "
+                            f"(hint {_clip(hint, 80)!r}); a hint must help without naming an answer",
+                        )
+    except _Failed:
+        return result
     n = len(seeds)
-    result.success_rates = {label: wins[label] / n for label in policies}
+    stated = hint_states_answer(firsts, steps)
     if result.oracle_failures:
         result.category = "ORACLE_FAILED"
         result.message = (
             f"following oracle() did not succeed on {len(result.oracle_failures)} of {n} seeds the gate did not play "
             f"(seeds {_seed_list(result.oracle_failures)})"
         )
-    else:
-        worst = max(result.success_rates, key=lambda k: result.success_rates[k])
-        if result.success_rates[worst] > config.max_trivial_success_rate:
-            result.category = "TRIVIAL"
-            result.message = (
-                f"the trivial policy {worst} succeeded on {wins[worst]} of {n} seeds the gate did not play "
-                f"(episodes played as the Agent's); a trivial policy must not succeed"
-            )
+    elif stated:
+        hint, answer, _ = firsts[stated[0]]
+        result.category = "HINT_LEAK"
+        result.message = (
+            f"the hint read after reset (as the Agent reads it) states the oracle's answer on {len(stated)} of {n} "
+            f"seeds (seed {stated[0]}: {_clip(hint, 80)!r}, answer {_clip(answer, 40)!r})"
+        )
     return result
 
 
