@@ -73,6 +73,7 @@ from spade_gym.program import knob_nodes, knobs
 from spade_gym.registry.gymnasium import bundled_registry_path
 from spade_gym.registry.store import EnvRecord, Registry
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig
+from spade_gym.validation import ValidationConfig
 
 __all__ = [
     "WARMSTART_LORA",
@@ -413,6 +414,11 @@ def _normalise(source: str) -> str:
     return source.strip("\n") + "\n"
 
 
+#: The gate on fixed seeds for the cold start's variant targets: the dataset, and so its hash, must be
+#: the same in every run (the gate's own seeds are drawn fresh per validation).
+_TARGET_GATE = ValidationConfig(seeds=tuple(range(1000, 1010)), answer_seeds=tuple(range(5000, 5010)))
+
+
 def _designer_samples(
     config: SelfPlayConfig,
     policy: Any,
@@ -454,7 +460,7 @@ def _designer_samples(
                 target_source = None
                 for _ in range(3):  # a variant the gate accepts (a knob moved too far can break it)
                     candidate = _normalise(variants(source, rng))
-                    if validate(candidate).accepted:
+                    if validate(candidate, _TARGET_GATE).accepted:
                         target_source = candidate
                         break
                 if target_source is None:
