@@ -31,7 +31,7 @@ from spade_gym.policies.base import Completion, SamplingParams
 from spade_gym.registry.gymnasium import open_registry
 from spade_gym.regret import estimate_regret
 from spade_gym.sandbox import SandboxConfig
-from spade_gym.validation import ValidationConfig, audit, validate
+from spade_gym.validation import SEED_VARIABLE, ValidationConfig, audit, validate
 
 
 class Oracle:
@@ -169,7 +169,11 @@ def test_a_value_json_cannot_carry_is_a_protocol_error_not_a_crash() -> None:
     assert validate(LYING_SETTING).category == "PROTOCOL_ERROR"
 
 
-def test_the_gate_and_the_regret_episodes_play_fresh_seeds() -> None:
+def test_the_gate_and_the_regret_episodes_play_fresh_seeds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SEED_VARIABLE, "a secret")  # reproducible per program, different per program
+    assert ValidationConfig().resolved("p1").seeds == ValidationConfig().resolved("p1").seeds
+    assert ValidationConfig().resolved("p1").seeds != ValidationConfig().resolved("p2").seeds
+    monkeypatch.delenv(SEED_VARIABLE)  # the default: the operating system's random source
     a, b = ValidationConfig().resolved(), ValidationConfig().resolved()
     assert len(a.seeds) == 10 and len(set(a.seeds) | set(a.answer_seeds)) == 20
     assert a.seeds != b.seeds  # drawn per validation

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHECKS",
+    "SEED_VARIABLE",
     "AuditResult",
     "CheckResult",
     "audit",
@@ -69,6 +70,8 @@ __all__ = [
     "validate",
 ]
 
+#: Environment variable that makes the gate's seed draw reproducible (see :meth:`ValidationConfig.resolved`).
+SEED_VARIABLE = "SPADE_VALIDATION_SEED"
 #: The gate's two ``PYTHONHASHSEED`` values in this process: random, so that ``hash()`` of a known
 #: string does not tell a program it is being validated (a fixed pair did).
 _GATE_HASH_SEEDS: tuple[int, int] = (
@@ -198,12 +201,19 @@ class ValidationConfig:
         if not 0 <= self.max_trivial_success_rate < 1:
             raise ValueError("max_trivial_success_rate must be in [0, 1)")
 
-    def resolved(self) -> ValidationConfig:
-        """This configuration with ``seeds`` and ``answer_seeds`` drawn fresh where they are empty
-        (see ``seeds``); ``self`` when both are given."""
+    def resolved(self, program_id: str = "") -> ValidationConfig:
+        """This configuration with ``seeds`` and ``answer_seeds`` drawn where they are empty (see
+        ``seeds``); ``self`` when both are given.
+
+        The draw comes from the operating system, or, when the environment variable
+        :data:`SEED_VARIABLE` is set (a test suite, a reproducible study), from that secret and
+        ``program_id``: the same program then gets the same seeds, which it still cannot know.
+        """
         if self.seeds and self.answer_seeds:
             return self
-        drawn = random.SystemRandom().sample(range(2**31), 2 * self.n_seeds)
+        secret = os.environ.get(SEED_VARIABLE)
+        source = random.Random(f"{secret}-{program_id}") if secret else random.SystemRandom()
+        drawn = source.sample(range(2**31), 2 * self.n_seeds)
         return replace(
             self,
             seeds=self.seeds or tuple(drawn[: self.n_seeds]),
@@ -363,7 +373,7 @@ class _Episode:
 
 class _Validator:
     def __init__(self, program: EnvProgram, config: ValidationConfig, registry: Registry | None) -> None:
-        config = config.resolved()  # this validation's own fresh seeds
+        config = config.resolved(program.id)  # this validation's own fresh seeds
         self.program = program
         self.config = config
         self.registry = registry
@@ -743,7 +753,9 @@ def behaviour_difference(program: EnvProgram | str, other: EnvProgram | str, con
     Raises:
         SandboxSetupError: no sandbox worker can be started (not the programs' fault).
     """
-    config = config.resolved()  # both programs on the same seeds
+    config = config.resolved(
+        EnvProgram(program).id if isinstance(program, str) else program.id
+    )  # both on the same seeds
     from spade_gym.errors import SandboxSetupError
 
     program = EnvProgram(program) if isinstance(program, str) else program
@@ -857,12 +869,12 @@ def check_novelty(
     if report.program_id != program.id:
         raise ValueError(f"the report is of program {report.program_id}, not of the given program {program.id}")
     if config is not None and not config.seeds:  # the seeds the report was made on
-        config = replace(config, seeds=tuple(report.seeds) or config.resolved().seeds)
+        config = replace(config, seeds=tuple(report.seeds) or config.resolved(report.program_id).seeds)
     if config is None:  # the report's own settings, as far as the novelty check uses them
         defaults, saved = ValidationConfig(), report.config
         config = replace(
             defaults,
-            seeds=tuple(report.seeds) or defaults.resolved().seeds,
+            seeds=tuple(report.seeds) or defaults.resolved(report.program_id).seeds,
             **{
                 key: type(getattr(defaults, key))(saved[key])
                 for key in ("near_duplicate_threshold", "novelty_probe_seeds", "novelty_max_candidates")
