@@ -37,6 +37,7 @@ written for the Environment Designer's repair rounds.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -70,14 +71,19 @@ __all__ = [
     "validate",
 ]
 
+#: Words of the hint the audit tries as constant answers (the first ones the observation lacks).
+AUDIT_HINT_WORDS = 16
 #: Environment variable that makes the gate's seed draw reproducible (see :meth:`ValidationConfig.resolved`).
 SEED_VARIABLE = "SPADE_VALIDATION_SEED"
 #: The gate's two ``PYTHONHASHSEED`` values in this process: random, so that ``hash()`` of a known
 #: string does not tell a program it is being validated (a fixed pair did).
-_GATE_HASH_SEEDS: tuple[int, int] = (
-    int.from_bytes(os.urandom(4), "big") >> 1,
-    (int.from_bytes(os.urandom(4), "big") >> 1) | (1 << 31),
-)
+def _gate_hash_seeds() -> tuple[int, int]:
+    secret = os.environ.get(SEED_VARIABLE)  # set: the same pair in every process (Ray workers too)
+    raw = hashlib.sha256(f"hash-seeds-{secret}".encode()).digest() if secret else os.urandom(8)
+    return int.from_bytes(raw[:4], "big") >> 1, (int.from_bytes(raw[4:8], "big") >> 1) | (1 << 31)
+
+
+_GATE_HASH_SEEDS: tuple[int, int] = _gate_hash_seeds()
 
 #: The checks, in the order they are reported; the first failing one names the report's category.
 CHECKS = (
@@ -1115,8 +1121,9 @@ def audit(
     * the trivial policies (empty, random letters, malformed actions, echoing the observation,
       the constant answers) must not succeed on more than ``config.max_trivial_success_rate`` of
       the seeds (``TRIVIAL``); they are played first, before any ``oracle()`` call;
-    * no word of the hint that the first observation does not already hold may succeed as a
-      constant answer, on the first two seeds (``HINT_LEAK``: a hint that names a password);
+    * no word of the hint that the first observation does not already hold (the first
+      :data:`AUDIT_HINT_WORDS`) may succeed as a constant answer, on the first seed
+      (``HINT_LEAK``: a hint that names a password);
     * following ``oracle()`` must succeed, and the hint read before it (in the Agent's order) must
       not state its answer (:func:`hint_states_answer`; ``ORACLE_FAILED`` / ``HINT_LEAK``).
 
@@ -1125,7 +1132,7 @@ def audit(
         seeds: reset seeds, at least one.
         config: the gate's thresholds (default ``ValidationConfig()``).
         max_turns: turns a trivial episode is played at most: the Agent's turn limit (default: the
-            environment's ``max_turns`` up to ``config.termination_max_turns``).
+            environment's ``max_turns`` up to ``config.trivial_max_turns``).
 
     Returns:
         An :class:`AuditResult`; a program error is a failed audit, never an exception.
@@ -1169,7 +1176,7 @@ def audit(
             first, _info = playable.reset(seed=seed)
             hint = playable.hint()  # as start_episode: every episode reads it right after reset
             observation, total, actions = first, 0.0, []
-            limit = min(playable.max_turns, limit_turns or config.termination_max_turns)
+            limit = min(playable.max_turns, limit_turns or config.trivial_max_turns)
             for turn in range(limit):
                 action = act(playable, observation, seed, turn)
                 actions.append(action)
@@ -1217,9 +1224,9 @@ def audit(
             if actions:
                 firsts[seed] = (hint, actions[-1], first)
                 steps += actions[:-1]
-            if seed in seeds[:2]:
+            if seed == seeds[0]:
                 words = [w for w in dict.fromkeys(re.findall(r"[\w'-]+", hint)) if w.lower() not in first.lower()]
-                for word in words[:24]:
+                for word in words[:AUDIT_HINT_WORDS]:
                     won, *_ = play(seed, f"hint word {word!r}", lambda e, obs, s, t, w=word: w, max_turns)
                     if won >= config.success_threshold:
                         fail(
