@@ -226,6 +226,8 @@ def test_programs_that_pass_the_gate_but_not_the_audit_earn_the_invalid_reward(
     assert validate(program).accepted  # the gate does not see it
     registry = open_registry(tmp_path / "registry", seed_library=False)
     config = dataclasses.replace(FAST, k=4)
+    if program is LONG_EPISODE:  # the audit plays as many turns as the Agent does (here 80)
+        config = dataclasses.replace(config, rollout=dataclasses.replace(FAST.rollout, max_turns=80))
     outcome = evaluate_completion(fenced(program), None, registry=registry, agent=Copier(), config=config)
     assert outcome.report.category == category, outcome.report.feedback()
     assert outcome.estimate is None and outcome.reward.reward == FAST.reward.invalid and len(registry) == 0

@@ -853,7 +853,7 @@ def evaluate_completion(
     env = program if executor is None else executor.env(program)
     # the gate's checks again, on the regret seeds and in the Agent's kind of episode: a program
     # that behaves only while validated, or only on the gate's seeds, is refused here
-    checked = audit(env, seeds, config.validation, max_turns=rollout.max_turns or report.max_turns)
+    checked = audit(env, seeds, config.validation, max_turns=rollout.max_turns)
     if not checked.passed:
         assert checked.category is not None
         check = {"TRIVIAL": "non_triviality", "HINT_LEAK": "non_triviality", "ORACLE_FAILED": "feasibility"}.get(

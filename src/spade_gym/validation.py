@@ -75,6 +75,8 @@ __all__ = [
 AUDIT_HINT_WORDS = 16
 #: Environment variable that makes the gate's seed draw reproducible (see :meth:`ValidationConfig.resolved`).
 SEED_VARIABLE = "SPADE_VALIDATION_SEED"
+
+
 #: The gate's two ``PYTHONHASHSEED`` values in this process: random, so that ``hash()`` of a known
 #: string does not tell a program it is being validated (a fixed pair did).
 def _gate_hash_seeds() -> tuple[int, int]:
@@ -1135,7 +1137,8 @@ def audit(
             environment's ``max_turns`` up to ``config.trivial_max_turns``).
 
     Returns:
-        An :class:`AuditResult`; a program error is a failed audit, never an exception.
+        An :class:`AuditResult`; a program error is a failed audit, never an exception. The audit
+        as a whole has ``config.budget_s`` wall seconds (``TIMEOUT`` past them).
 
     Raises:
         ValueError: no seeds.
@@ -1164,8 +1167,12 @@ def audit(
         result.category, result.message = category, message[:500]
         raise _Failed
 
+    deadline = time.monotonic() + config.budget_s  # the whole audit: a slow program cannot stall the trainer
+
     def play(seed: int, label: str, act: Any, limit_turns: int | None) -> tuple[float, str, str, list[str]]:
         """One episode in a fresh worker: ``(return, hint, first observation, actions)``."""
+        if time.monotonic() > deadline:
+            fail("TIMEOUT", f"the audit ran past its budget of {config.budget_s:g} s (ValidationConfig.budget_s)")
         try:
             playable: Any = _make_env(env)  # a SandboxedEnv (with oracle()) or another playable env
         except SandboxSetupError:
