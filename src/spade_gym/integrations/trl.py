@@ -69,7 +69,7 @@ from spade_gym.agent import _env_id, error_record, start_episode
 from spade_gym.designer import DesignerConfig, DesignerPrompt, DesignOutcome, SpadeDesignerEnv, evaluate_completion
 from spade_gym.documents import DocumentSource
 from spade_gym.env import SandboxedEnv, escape_text
-from spade_gym.errors import EnvNotFound, GenerationError, PolicyError, SandboxSetupError
+from spade_gym.errors import GenerationError, PolicyError, SandboxSetupError
 from spade_gym.integrations import require
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
 from spade_gym.program import SETTINGS, EnvProgram
@@ -655,11 +655,10 @@ class DesignerReward:
         from spade_gym.designer import extract_design
         from spade_gym.memory import read_source
 
-        if prompt is not None and prompt.parent and prompt.parent_source is None:
-            try:  # edit blocks apply to the parent's program, read from the registry
-                prompt = dataclasses.replace(prompt, parent_source=read_source(self.registry.get(prompt.parent)))
-            except EnvNotFound:
-                pass  # a parent not in this registry: only a whole module counts
+        if prompt is not None and prompt.parent and prompt.parent_source is None and prompt.parent in self.registry:
+            # edit blocks apply to the parent's program, read from the registry (a parent not in this
+            # registry: only a whole module counts)
+            prompt = dataclasses.replace(prompt, parent_source=read_source(self.registry.get(prompt.parent)))
         source = extract_design(text, prompt).source
         key = f"{prompt.setting if prompt else None}\n{source}" if source is not None else None
         if key is not None and key in seen:
