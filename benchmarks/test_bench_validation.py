@@ -54,3 +54,30 @@ def test_validation_of_a_typical_program(benchmark, n_seeds: int) -> None:  # ty
         f"(target < 1000 ms: {'met' if wall < 1 else 'MISSED'}); start-up of the two workers {startup * 1000:.0f} ms "
         f"({startup / wall:.0%}); {wall / load:.1f}x one warm SandboxClient().load ({load * 1000:.1f} ms)"
     )
+
+
+def test_host_memory_of_a_1000_turn_validation() -> None:
+    """Host memory of validating a 1000-turn program with 4 KB observations, against the same
+    program at 100 turns in the same run (validation keeps per-step digests, not transitions)."""
+    import sys
+    import tracemalloc
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from programs import long_episode
+
+    def peak(turns: int) -> tuple[float, float]:
+        tracemalloc.start()
+        try:
+            report = validate(EnvProgram(long_episode(turns, padding=4000)), ValidationConfig())
+            assert report.accepted, report.feedback()
+            return tracemalloc.get_traced_memory()[1] / 2**20, report.seconds
+        finally:
+            tracemalloc.stop()
+
+    (short, short_s), (long, long_s) = peak(100), peak(1000)
+    print(
+        f"\n[bench] host memory of one validation (10 seeds, 4 KB observations): 100 turns {short:.1f} MiB "
+        f"({short_s:.1f} s), 1000 turns {long:.1f} MiB ({long_s:.1f} s): "
+        f"{(long - short) * 2**20 / (900 * 10 * 3):.0f} bytes per added step (observations are 4,000 bytes)"
+    )
+    assert (long - short) * 2**20 / (900 * 10 * 3) < 1024, "validation keeps more than a digest per step"

@@ -64,3 +64,42 @@ def program(
         f"    def hint(self):\n{body(hint)}\n\n"
         f"    def oracle(self):\n{body(oracle)}\n"
     )
+
+
+def long_episode(turns: int, padding: int = 0) -> str:
+    """A valid game whose perfect episode lasts exactly ``turns`` turns (each correct term pays
+    ``1 / turns``, the last one the rest up to 1.0; a wrong term ends the episode), every
+    observation padded with ``padding`` characters: long episodes with large observations."""
+    return f'''import random
+
+TURNS = {turns}
+PAD = "." * {padding}
+
+
+class Env:
+    """Count along a seeded arithmetic sequence for a fixed number of turns, one term a turn."""
+
+    name = "LongCount"
+    setting = "game"
+    max_turns = TURNS
+
+    def reset(self, seed):
+        rng = random.Random(seed)
+        self.start, self.k, self.t = rng.randint(1, 100000), rng.randint(2, 9), 0
+        return "Start at " + str(self.start) + ", add " + str(self.k) + ". Say term 1." + PAD, {{"t": 0}}
+
+    def step(self, action):
+        want = self.start + self.t * self.k
+        if action.strip() != str(want):
+            return "wrong", 0.0, True, False, {{"t": self.t}}
+        self.t += 1
+        done = self.t >= TURNS
+        reward = 1.0 - (TURNS - 1) / TURNS if done else 1.0 / TURNS
+        return "ok " + str(want) + ". Say term " + str(self.t + 1) + "." + PAD, reward, done, False, {{"t": self.t}}
+
+    def hint(self):
+        return "Add " + str(self.k) + " to the last term."
+
+    def oracle(self):
+        return str(self.start + self.t * self.k)
+'''

@@ -458,10 +458,12 @@ def test_hostile_code_scores_zero_with_the_sandbox_reason(tmp_path: Path, fast_c
     )
     assert "defines 'class Env' 2 times" in errors["H-own-env"]
     assert (
-        errors["H-loop-at-load"] == "TIMEOUT: the program ran past the 0.5 s deadline of load(); the worker was killed"
+        errors["H-loop-at-load"]
+        == "TIMEOUT: the program ran past the CPU budget of 0.5 s of load(); the worker was killed"
     )
     assert (
-        errors["H-loop-in-test"] == "TIMEOUT: the program ran past the 0.5 s deadline of step(); the worker was killed"
+        errors["H-loop-in-test"]
+        == "TIMEOUT: the program ran past the CPU budget of 0.5 s of step(); the worker was killed"
     )
     assert errors["H-memory-at-load"] == "MEMORY_LIMIT: the program ran out of memory"
     assert errors["H-memory-in-test"] == "MEMORY_LIMIT: the program ran out of memory"

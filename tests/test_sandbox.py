@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 
 import pytest
@@ -85,7 +87,7 @@ def test_deadline_kills_the_worker_from_outside(fast_config: SandboxConfig) -> N
         client.reset(0)
         pid = client.pid
         started = time.monotonic()
-        with pytest.raises(SandboxTimeout, match="deadline of step"):
+        with pytest.raises(SandboxTimeout, match=r"CPU budget of 0.5 s of step\(\)"):
             client.step("x")
         assert time.monotonic() - started < fast_config.call_timeout_s + 1.0
         assert not client.alive
@@ -101,10 +103,56 @@ def test_budget_spans_calls() -> None:
         client.load(slow)
         budget = Budget(0.3, what="validation")
         client.reset(0, budget)
-        with pytest.raises(SandboxTimeout, match="validation time budget"):
+        with pytest.raises(SandboxTimeout, match="validation CPU budget"):
             for _ in range(1000):
                 client.step("x", budget)
         assert budget.remaining <= 0.05
+
+
+def _pause(pid: int, seconds: float | None) -> threading.Thread:
+    """SIGSTOP ``pid`` now (as a loaded machine would leave it unscheduled); SIGCONT after ``seconds``."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def resume() -> None:
+        if seconds is not None:
+            time.sleep(seconds)
+            os.kill(pid, signal.SIGCONT)
+
+    thread = threading.Thread(target=resume, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_worker_that_waits_for_the_cpu_is_not_timed_out(fast_config: SandboxConfig) -> None:
+    # the call budget is CPU seconds of the worker: a worker left unscheduled for three times its
+    # budget (a loaded machine) still answers, and the episode budget is charged its CPU time only
+    source = program(step="n = 0\nfor i in range(2000):\n    n += i\nreturn str(n), 0.0, False, False, {}")
+    with SandboxClient(fast_config) as client:
+        client.load(source)
+        budget = Budget(0.5, what="episode", wall_factor=fast_config.wall_factor)
+        client.reset(0, budget)
+        assert client.pid is not None
+        resumer = _pause(client.pid, 3 * fast_config.call_timeout_s)
+        started = time.monotonic()
+        assert client.step("x", budget)[0] == str(sum(range(2000)))
+        assert time.monotonic() - started >= 3 * fast_config.call_timeout_s
+        resumer.join()
+        assert budget.used < 0.5 and budget.wall_used >= 3 * fast_config.call_timeout_s
+
+
+def test_a_stalled_worker_is_stopped_by_the_wall_clock_bound() -> None:
+    config = SandboxConfig(call_timeout_s=0.5, wall_factor=3.0)
+    with SandboxClient(config) as client:
+        client.load(program())
+        client.reset(0)
+        pid = client.pid
+        assert pid is not None
+        _pause(pid, None)  # never resumed
+        started = time.monotonic()
+        with pytest.raises(SandboxTimeout, match=r"wall-clock bound of 1.5 s of step\(\) \(3x its CPU budget"):
+            client.step("x")
+        assert 1.5 <= time.monotonic() - started < 3.0
+        assert not client.alive and wait_gone(pid)
 
 
 def test_hash_seed_reaches_the_workers() -> None:

@@ -274,3 +274,68 @@ def test_hint_states_answer_exact_cases() -> None:
     assert stated(("use the main account", call, "submit a code for account main")) == []  # the task names it
     # a multiple-choice answer listed in the task is still stated by a hint that names it
     assert stated(("it is paris", "Paris", "Which city? Paris, Rome or Oslo"), ("think", "Rome", "Which? Rome")) == [0]
+
+
+def _validation_peak_bytes(source: str) -> tuple[ValidationReport, int]:
+    import tracemalloc
+
+    config = ValidationConfig(n_seeds=2, trivial_seeds=2)
+    tracemalloc.start()
+    try:
+        report = validate(EnvProgram(source), config)
+        return report, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_validation_keeps_digests_not_transitions() -> None:
+    # every transition used to be kept whole: host memory grew with the size of each observation
+    # (about 1 MB a step for a program with large ones); now a step costs a digest
+    from programs import long_episode
+
+    short, short_peak = _validation_peak_bytes(long_episode(100, padding=20_000))
+    long, long_peak = _validation_peak_bytes(long_episode(1000, padding=20_000))
+    assert short.accepted and long.accepted, (short.feedback(), long.feedback())
+    steps = 3 * 900 * 2  # about three kept or compared episodes per seed, 2 seeds, 900 more turns each
+    assert (long_peak - short_peak) / steps < 1024, (short_peak, long_peak)
+
+
+def test_a_verdict_is_the_same_on_a_loaded_machine() -> None:
+    # budgets are CPU seconds of the workers; wall time is only an outer bound (SandboxConfig.wall_factor)
+    import os
+    import subprocess
+    import sys
+    from dataclasses import replace
+
+    from programs import long_episode
+
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("needs sched_setaffinity to load one core")
+    core = sorted(os.sched_getaffinity(0))[0]
+    config = ValidationConfig(n_seeds=3, trivial_seeds=3, budget_s=1.0)
+    config = replace(config, sandbox=replace(config.sandbox, cpu_affinity=(core,), wall_factor=60.0))
+    source = EnvProgram(long_episode(300))
+    hogs = [  # 16 busy processes on the workers' core: they get at most 1/17 of it
+        subprocess.Popen(  # noqa: S603 - our own interpreter
+            [
+                sys.executable,
+                "-c",
+                f"import os; os.sched_setaffinity(0, {{{core}}}); print(flush=True)\nwhile True: pass",
+            ],
+            stdout=subprocess.PIPE,
+        )
+        for _ in range(16)
+    ]
+    try:
+        for hog in hogs:  # each is pinned and spinning
+            assert hog.stdout is not None and hog.stdout.readline() == b"\n"
+        loaded = validate(source, config)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert loaded.accepted, loaded.feedback()
+    # a wall-clock budget of the same 1 s would have refused it (TIMEOUT), as it did before
+    assert loaded.seconds > config.budget_s, f"the load did not slow the workers ({loaded.seconds} s)"
+    idle = validate(source, replace(config, seeds=tuple(loaded.seeds)))
+    assert idle.accepted and [c.passed for c in idle.checks] == [c.passed for c in loaded.checks]

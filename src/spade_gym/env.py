@@ -124,7 +124,7 @@ class SandboxedEnv(gym.Env[str, str]):
         self.action_space = UnicodeText(max_length=self.config.max_action_chars)
         self.episode_seed: int | None = None
         self.episode_return = 0.0
-        self._budget = Budget(self.config.episode_budget_s)
+        self._budget = Budget(self.config.episode_budget_s, wall_factor=self.config.wall_factor)
         self._turn = 0
         self._done = True
         self._last_obs = ""
@@ -153,7 +153,7 @@ class SandboxedEnv(gym.Env[str, str]):
             # The previous episode killed the worker, or it has used half of its lifetime CPU limit
             # (RLIMIT_CPU): start a fresh one between episodes rather than lose one mid-episode.
             self.client.load(self.program.source)
-        self._budget = Budget(self.config.episode_budget_s)
+        self._budget = Budget(self.config.episode_budget_s, wall_factor=self.config.wall_factor)
         self._done = True
         obs, info = self.client.reset(program_seed, self._budget)
         self.episode_seed = program_seed

@@ -161,8 +161,10 @@ class ValidationConfig:
         min_distinct_first_observations: fraction of seeds that must give distinct first
             observations (default 0.5).
         return_tolerance: slack on the [0, 1] bounds of an episode return (default 1e-6).
-        budget_s: wall-clock seconds for the whole validation run, worker start-up included
-            (default 20 s).
+        budget_s: CPU seconds the workers may spend in all on the whole validation run (default
+            20 s), and on the audit and the novelty check's behaviour probe each; wall time is only
+            an outer bound, ``sandbox.wall_factor`` times as long, so a verdict is the same on an
+            idle and a loaded machine.
         hash_seeds: ``PYTHONHASHSEED`` of the two workers compared by the determinism check
             (default: two values drawn from ``os.urandom`` once per process, so a program cannot
             tell from ``hash()`` that it is being validated; pass fixed ones to reproduce a report).
@@ -361,22 +363,43 @@ def _error_check(error: SpadeError, default: str) -> str:
     return default
 
 
+def _digest(*parts: object) -> bytes:
+    text = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 @dataclass
 class _Episode:
-    """One played episode: the first observation and info, then every transition."""
+    """One played episode as validation keeps it: the first observation and info, the actions,
+    and per step only a digest (32 bytes: the whole transition, then what the Agent sees of it),
+    with the return checked as it goes, so host memory stays flat in the episode's length."""
 
     seed: int
     first: tuple[str, dict[str, Any]]
     actions: list[str] = field(default_factory=list)
-    transitions: list[tuple[str, float, bool, bool, dict[str, Any]]] = field(default_factory=list)
+    digests: list[bytes] = field(default_factory=list)
+    last: tuple[str, float, bool, bool] = ("", 0.0, False, False)  # the last transition, less info
+    total: float = 0.0
+    excursion: tuple[int, float] | None = None  # the first (turn, return) outside [0, 1]
+    tolerance: float = RETURN_TOLERANCE
 
-    @property
-    def total(self) -> float:
-        return sum(t[1] for t in self.transitions)
+    def add(self, transition: tuple[str, float, bool, bool, dict[str, Any]]) -> None:
+        obs, reward, terminated, truncated, info = transition
+        self.digests.append(
+            _digest(obs, reward, terminated, truncated, info) + _digest(_seen(obs), reward, terminated, truncated)
+        )
+        self.last = (obs, reward, terminated, truncated)
+        self.total += reward
+        if self.excursion is None and not -self.tolerance <= self.total <= 1 + self.tolerance:
+            self.excursion = (len(self.digests), self.total)
 
     @property
     def ended(self) -> bool:
-        return bool(self.transitions) and (self.transitions[-1][2] or self.transitions[-1][3])
+        return bool(self.digests) and (self.last[2] or self.last[3])
+
+    @property
+    def last_observation(self) -> str:
+        return self.last[0] if self.digests else self.first[0]
 
 
 class _Validator:
@@ -387,7 +410,7 @@ class _Validator:
         self.registry = registry
         self.results = {name: CheckResult(name) for name in CHECKS}
         self.report = ValidationReport(program_id=program.id, seeds=list(config.seeds), config=config.to_dict())
-        self.budget = Budget(config.budget_s, what="validation", wall=True)
+        self.budget = Budget(config.budget_s, what="validation", wall=True, wall_factor=config.sandbox.wall_factor)
         self.clients: list[SandboxClient] = []
 
     # -- bookkeeping --------------------------------------------------------------------------
@@ -485,13 +508,12 @@ class _Validator:
         obs, info = self.call(client, "reset", {"seed": seed}, check, f"reset({seed}) in the {label} episode")
         if hint:
             self.call(client, "hint", None, "contract", f"hint() after reset({seed}) in the {label} episode")
-        episode = _Episode(seed, (obs, info))
+        episode = _Episode(seed, (obs, info), tolerance=self.config.return_tolerance)
         for turn in range(1, max_turns + 1):
             action = policy(client, episode)
             episode.actions.append(action)
             where = f"step() on turn {turn} of the {label} episode for seed {seed}"
-            transition = tuple(self.call(client, "step", {"action": action}, check, where))
-            episode.transitions.append(transition)
+            episode.add(tuple(self.call(client, "step", {"action": action}, check, where)))
             if episode.ended:
                 break
         return episode
@@ -532,7 +554,7 @@ class _Validator:
                     "ORACLE_FAILED",
                     f"seed {seed}: following oracle() for {len(episode.actions)} turn(s) returned {total:g}; "
                     f"it must reach {self.config.success_threshold:g} (last observation: "
-                    f"{_clip(episode.transitions[-1][0])!r})",
+                    f"{_clip(episode.last_observation)!r})",
                 )
         rate = len(leaks) / len(self.config.seeds)
         if leaks and rate > self.config.max_hint_success_rate:
@@ -568,17 +590,14 @@ class _Validator:
 
     def _check_return(self, episode: _Episode, label: str) -> None:
         """The return (sum of rewards so far) must stay within [0, 1] on every turn of every episode."""
-        tolerance, partial = self.config.return_tolerance, 0.0
-        for turn, transition in enumerate(episode.transitions, 1):
-            partial += transition[1]
-            if not -tolerance <= partial <= 1 + tolerance:
-                self.fail(
-                    "contract",
-                    "INVALID_REWARD",
-                    f"seed {episode.seed}: the return reached {partial:g} on turn {turn} of the {label} episode; "
-                    "the sum of rewards must stay within [0, 1]",
-                )
-                return
+        if episode.excursion is not None:
+            turn, partial = episode.excursion
+            self.fail(
+                "contract",
+                "INVALID_REWARD",
+                f"seed {episode.seed}: the return reached {partial:g} on turn {turn} of the {label} episode; "
+                "the sum of rewards must stay within [0, 1]",
+            )
 
     def _replays_then_trivial(
         self, b: SandboxClient, episodes: list[_Episode], jobs: list[tuple[str, int, int, bool]]
@@ -768,7 +787,9 @@ def behaviour_difference(program: EnvProgram | str, other: EnvProgram | str, con
 
     program = EnvProgram(program) if isinstance(program, str) else program
     other = EnvProgram(other) if isinstance(other, str) else other
-    budget = Budget(config.budget_s, what="the novelty check's behaviour probe", wall=True)
+    budget = Budget(
+        config.budget_s, what="the novelty check's behaviour probe", wall=True, wall_factor=config.sandbox.wall_factor
+    )
     clients = [SandboxClient(replace(config.sandbox, hash_seed=config.hash_seeds[0])) for _ in range(2)]
     try:
         specs = []
@@ -835,7 +856,7 @@ def _probe_episode(
         else:
             action = policies[probe](client, episode)
         episode.actions.append(action)
-        episode.transitions.append(tuple(client.call("step", {"action": action}, budget)))
+        episode.add(tuple(client.call("step", {"action": action}, budget)))
         if episode.ended:
             break
     return episode, hint
@@ -1052,7 +1073,7 @@ def _garbage(seed: int) -> Any:
 
 
 def _echo(client: SandboxClient, episode: _Episode) -> str:
-    return episode.transitions[-1][0] if episode.transitions else episode.first[0]
+    return episode.last_observation
 
 
 def _seen(text: str) -> str:
@@ -1068,14 +1089,12 @@ def _first_difference(a: _Episode, b: _Episode, agent_view: bool = False) -> str
         return f"the first observation differs ({_clip(a.first[0], 80)!r} vs {_clip(b.first[0], 80)!r})"
     if not agent_view and a.first[1] != b.first[1]:
         return "the info returned by reset() differs"
-    for turn, (x, y) in enumerate(zip(a.transitions, b.transitions, strict=False), 1):
-        if not same(x[0], y[0]):
-            return f"the observation on turn {turn} differs ({_clip(x[0], 80)!r} vs {_clip(y[0], 80)!r})"
-        if x[1:4] != y[1:4]:
-            return f"reward or flags on turn {turn} differ ({x[1:4]} vs {y[1:4]})"
-        if not agent_view and x[4] != y[4]:
-            return f"the info on turn {turn} differs"
-    if len(a.transitions) != len(b.transitions):
+    half = slice(16, 32) if agent_view else slice(0, 16)
+    for turn, (x, y) in enumerate(zip(a.digests, b.digests, strict=False), 1):
+        if x[half] != y[half]:
+            seen = "the observation, reward or flags" if agent_view else "the observation, reward, flags or info"
+            return f"{seen} on turn {turn} differ"
+    if len(a.digests) != len(b.digests):
         return "the episode length differs"
     return None
 
@@ -1167,12 +1186,13 @@ def audit(
         result.category, result.message = category, message[:500]
         raise _Failed
 
-    deadline = time.monotonic() + config.budget_s  # the whole audit: a slow program cannot stall the trainer
+    # the whole audit: a slow program cannot stall the trainer (CPU seconds of its workers)
+    budget = Budget(config.budget_s, what="audit", wall=True, wall_factor=config.sandbox.wall_factor)
 
     def play(seed: int, label: str, act: Any, limit_turns: int | None) -> tuple[float, str, str, list[str]]:
         """One episode in a fresh worker: ``(return, hint, first observation, actions)``."""
-        if time.monotonic() > deadline:
-            fail("TIMEOUT", f"the audit ran past its budget of {config.budget_s:g} s (ValidationConfig.budget_s)")
+        if why := budget.exhausted():
+            fail("TIMEOUT", f"{why} (ValidationConfig.budget_s)")
         try:
             playable: Any = _make_env(env)  # a SandboxedEnv (with oracle()) or another playable env
         except SandboxSetupError:
@@ -1204,6 +1224,9 @@ def audit(
             fail(getattr(exc, "category", None) or "ENV_EXCEPTION", f"seed {seed}, the {label} policy: {exc}")
             raise  # unreachable: fail() raises
         finally:
+            client = getattr(playable, "client", None)  # a SandboxedEnv: charge its worker's CPU seconds
+            if client is not None:
+                budget.charge(client.cpu_used_s)
             playable.close()
 
     wins: Counter[str] = Counter()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import math
 import os
 import select
 import signal
@@ -22,7 +23,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from spade_gym.errors import (
     ContractError,
@@ -54,11 +55,16 @@ class SandboxConfig:
     """Limits and requirements of sandboxed workers. Every field has a documented default.
 
     Attributes:
-        call_timeout_s: wall-clock deadline of one call (load, reset, step, hint, oracle), seconds.
+        call_timeout_s: CPU seconds the worker may spend on one call (load, reset, step, hint,
+            oracle); a call also ends after ``wall_factor`` times as many wall seconds.
         start_timeout_s: deadline for a worker to fork and lock down (and, the first time, for the
             zygote to start), seconds.
-        episode_budget_s: total wall time of the calls of one episode, seconds (used by
-            :class:`~spade_gym.env.SandboxedEnv`).
+        episode_budget_s: CPU seconds the calls of one episode may spend in all (used by
+            :class:`~spade_gym.env.SandboxedEnv`); their wall time is bounded by ``wall_factor``
+            times as much.
+        wall_factor: wall clock is only an outer bound: a CPU budget of ``s`` seconds (a call, an
+            episode, a validation) also ends after ``wall_factor * s`` wall seconds, so load on the
+            machine does not change a verdict while a stalled worker still cannot hang the host.
         memory_bytes: address-space limit of a worker (``RLIMIT_AS``), bytes.
         cpu_seconds: CPU-time limit of a worker over its whole life (``RLIMIT_CPU``), seconds.
         max_print_bytes: ``print`` output kept per call, bytes; more is an ``OUTPUT_LIMIT``.
@@ -77,6 +83,7 @@ class SandboxConfig:
     call_timeout_s: float = 2.0
     start_timeout_s: float = 20.0
     episode_budget_s: float = 60.0
+    wall_factor: float = 10.0
     memory_bytes: int = 1 << 30
     cpu_seconds: int = 600
     max_print_bytes: int = 64 << 10
@@ -99,6 +106,8 @@ class SandboxConfig:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 < value < 1e6):
                 raise ValueError(f"{name} must be a positive number of seconds below 1e6, got {value!r}")
+        if not (isinstance(self.wall_factor, (int, float)) and 1 <= self.wall_factor <= 1000):
+            raise ValueError(f"wall_factor must be a number in [1, 1000], got {self.wall_factor!r}")
         for name in ("memory_bytes", "cpu_seconds", "max_print_bytes", "max_action_chars", "recursion_limit"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value > 0):
@@ -128,35 +137,73 @@ class SandboxConfig:
 
 
 class Budget:
-    """A total of seconds that several calls draw on (an episode, a validation run).
+    """A total of CPU seconds that several calls draw on (an episode, a validation run).
+
+    The CPU seconds are the worker's own (what it spent running the program), so a verdict does
+    not depend on how loaded the machine is; wall time is only a generous outer bound
+    (``wall_factor`` times the budget).
 
     Args:
-        seconds: the budget, seconds.
+        seconds: the budget, CPU seconds.
         what: what it is the budget of, for messages ("episode", "validation").
-        wall: ``False`` (default): only the time spent in calls counts, so an agent's thinking
-            between steps is free; ``True``: wall-clock time since the budget was created counts,
-            whatever runs concurrently (a validation run over several workers).
+        wall: ``False`` (default): the outer bound counts only wall time spent in calls, so an
+            agent's thinking between steps is free; ``True``: wall time since the budget was
+            created counts (a validation run over several workers).
+        wall_factor: the outer bound is ``wall_factor * seconds`` wall seconds.
     """
 
-    def __init__(self, seconds: float, what: str = "episode", *, wall: bool = False) -> None:
+    def __init__(self, seconds: float, what: str = "episode", *, wall: bool = False, wall_factor: float = 10.0) -> None:
         self.seconds = seconds
         self.what = what
         self.wall = wall
-        self.used = 0.0
+        self.wall_seconds = seconds * wall_factor
+        self.used = 0.0  # CPU seconds
+        self.wall_used = 0.0  # wall seconds spent in calls
         self._started = time.monotonic()
         self._lock = threading.Lock()
 
     @property
     def remaining(self) -> float:
-        """Seconds left (may be negative once exhausted)."""
-        if self.wall:
-            return self.seconds - (time.monotonic() - self._started)
+        """CPU seconds left (may be negative once exhausted)."""
         return self.seconds - self.used
 
-    def charge(self, seconds: float) -> None:
-        """Record ``seconds`` spent in a call (thread-safe; ignored by a wall-clock budget)."""
+    @property
+    def wall_remaining(self) -> float:
+        """Wall seconds left before the outer bound (may be negative)."""
+        spent = time.monotonic() - self._started if self.wall else self.wall_used
+        return self.wall_seconds - spent
+
+    def exhausted(self) -> str | None:
+        """``None`` while the budget lasts, else a sentence naming the limit that was reached."""
+        if self.remaining <= 0:
+            return f"the {self.what} CPU budget of {self.seconds:g} s is exhausted"
+        if self.wall_remaining <= 0:
+            return (
+                f"the {self.what} wall-clock bound of {self.wall_seconds:g} s is exhausted "
+                f"(after {self.used:.3g} of {self.seconds:g} CPU seconds)"
+            )
+        return None
+
+    def charge(self, seconds: float, wall_seconds: float = 0.0) -> None:
+        """Record ``seconds`` of the worker's CPU time and ``wall_seconds`` spent in a call (thread-safe)."""
         with self._lock:
             self.used += seconds
+            self.wall_used += wall_seconds
+
+
+def _worker_cpu_seconds(pid: int | None) -> float | None:
+    """CPU seconds (user + system) process ``pid`` has used, from ``/proc``; ``None`` if unreadable."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime (fields 14 and 15)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass(frozen=True)
@@ -371,7 +418,11 @@ class SandboxClient:
         except (OSError, AttributeError):
             self._pidfd = None
         try:
-            hello = self._read_response(time.monotonic() + self.config.start_timeout_s, "start")
+            now = time.monotonic()
+            limit = self.config.start_timeout_s
+            hello = self._read_response(
+                _CallLimits(now, math.inf, "", now + limit, f"the {limit:g} s deadline of the worker's start")
+            )
         except SandboxError as exc:
             self.kill()
             raise SandboxSetupError(f"the sandbox worker failed to start: {exc.message}") from None
@@ -501,18 +552,37 @@ class SandboxClient:
         """
         if self._write_fd is None:
             raise WorkerCrash("the sandbox worker is not running; load the program again")
-        if budget is not None and budget.remaining <= 0:
-            raise SandboxTimeout(f"the {budget.what} time budget of {budget.seconds:g} s is exhausted")
+        if budget is not None and (why := budget.exhausted()):
+            raise SandboxTimeout(why)
         sent = time.monotonic()
-        timeout = self.config.call_timeout_s if budget is None else min(self.config.call_timeout_s, budget.remaining)
+        limits = self._call_limits(op, sent, budget)
         try:
-            self._write_with_deadline(encode_frame({"op": op, "args": args or {}}), sent + timeout, op)
+            self._write_within(encode_frame({"op": op, "args": args or {}}), limits, op)
         except BaseException:  # interrupted half-way (KeyboardInterrupt, a signal): the stream is unusable
             self.kill()
             raise
         self._pending = (op, sent, budget)
 
-    def _write_with_deadline(self, frame: bytes, deadline: float, op: str) -> None:
+    def _call_limits(self, op: str, sent: float, budget: Budget | None) -> _CallLimits:
+        """The CPU budget and wall bound of one call sent at ``sent``: the per-call ones, or less
+        when ``budget`` has less left."""
+        config = self.config
+        cpu_limit, wall_limit = config.call_timeout_s, config.call_timeout_s * config.wall_factor
+        cpu_what = f"the CPU budget of {cpu_limit:g} s of {op}()"
+        wall_what = (
+            f"the wall-clock bound of {wall_limit:g} s of {op}() ({config.wall_factor:g}x its CPU budget; "
+            "the machine may be overloaded, or the worker stalled)"
+        )
+        if budget is not None:
+            if budget.remaining < cpu_limit:
+                cpu_limit = max(budget.remaining, 0.0)
+                cpu_what = f"the {budget.what} CPU budget of {budget.seconds:g} s during {op}()"
+            if budget.wall_remaining < wall_limit:
+                wall_limit = max(budget.wall_remaining, 0.0)
+                wall_what = f"the {budget.what} wall-clock bound of {budget.wall_seconds:g} s during {op}()"
+        return _CallLimits(sent, cpu_limit, cpu_what, sent + wall_limit, wall_what)
+
+    def _write_within(self, frame: bytes, limits: _CallLimits, op: str) -> None:
         fd = self._write_fd
         assert fd is not None
         view = memoryview(frame)
@@ -527,53 +597,59 @@ class SandboxClient:
                 raise WorkerCrash(f"the sandbox worker is gone ({exc.strerror or exc})") from None
             if not view:
                 return
-            if poller is None:  # the pipe is full: wait for room, within the deadline
+            if poller is None:  # the pipe is full: wait for room, within the call's limits
                 poller = select.poll()
                 poller.register(fd, select.POLLOUT)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not poller.poll(remaining * 1000):
-                self.kill()
-                raise SandboxTimeout(f"the sandbox worker did not accept the {op}() request in time; it was killed")
+            try:
+                self._wait(poller, limits)
+            except SandboxTimeout as exc:
+                raise SandboxTimeout(f"the sandbox worker did not accept the {op}() request: {exc.message}") from None
 
     def receive(self) -> Any:
-        """Wait for the answer to the last :meth:`send`, within the call's deadline and budget.
+        """Wait for the answer to the last :meth:`send`, within the call's CPU budget and its wall bound.
+
+        The call may use ``config.call_timeout_s`` CPU seconds of the worker (less when ``budget``
+        has less left); wall time is bounded by ``config.wall_factor`` times that, so a verdict
+        does not depend on the machine's load.
 
         Returns:
             The decoded value.
 
         Raises:
-            SandboxTimeout: the deadline or budget passed; the worker was killed.
+            SandboxTimeout: a budget passed (the message names which: CPU or wall clock); the
+                worker was killed.
             WorkerCrash: the worker died or broke the protocol.
             SandboxError: any fault the worker reported (a subclass naming it).
         """
         if self._pending is None:
             raise WorkerCrash("receive() without a request in flight")
         op, sent, budget = self._pending
-        timeout = self.config.call_timeout_s
-        limit_what = f"the {timeout:g} s deadline of {op}()"
-        if budget is not None and budget.remaining < timeout:
-            timeout = max(budget.remaining, 0.0)
-            limit_what = f"the {budget.what} time budget of {budget.seconds:g} s during {op}()"
+        config = self.config
+        limits = self._call_limits(op, sent, budget)
+        self.last_cpu_s = 0.0
         try:
-            response = self._read_response(sent + timeout, limit_what)
+            response = self._read_response(limits)
         except SpadeError:
-            raise
-        except BaseException:  # interrupted (KeyboardInterrupt, a signal): a late answer would desync
-            self.kill()
-            raise
-        finally:
             self._pending = None
             if budget is not None:
-                budget.charge(time.monotonic() - sent)
+                budget.charge(self.last_cpu_s, time.monotonic() - sent)
+            raise
+        except BaseException:  # interrupted (KeyboardInterrupt, a signal): a late answer would desync
+            self._pending = None
+            self.kill()
+            raise
+        self._pending = None
         if not isinstance(response, dict) or not isinstance(response.get("ok"), bool):
             self.kill()
             raise WorkerCrash("the sandbox worker sent a malformed response")
         printed = response.get("printed")
-        self.last_printed = printed[: self.config.max_print_bytes] if isinstance(printed, str) else ""
+        self.last_printed = printed[: config.max_print_bytes] if isinstance(printed, str) else ""
         cpu = response.get("cpu_s")
-        self.last_cpu_s = float(cpu) if isinstance(cpu, (int, float)) else 0.0
+        self.last_cpu_s = float(cpu) if isinstance(cpu, (int, float)) and cpu >= 0 else 0.0
         total = response.get("cpu_total_s")
         self.cpu_used_s = float(total) if isinstance(total, (int, float)) else self.cpu_used_s + self.last_cpu_s
+        if budget is not None:
+            budget.charge(self.last_cpu_s, time.monotonic() - sent)
         if response["ok"]:
             return self._check_value(op, response.get("value"))
         error = error_from_payload(response.get("error"))
@@ -581,9 +657,9 @@ class SandboxClient:
             self.kill()  # the program's state can no longer be trusted
         raise error
 
-    def _read_response(self, deadline: float, limit_what: str) -> Any:
+    def _read_response(self, limits: _CallLimits) -> Any:
         assert self._read_fd is not None
-        header = self._read_exact(_HEADER_BYTES, deadline, limit_what)
+        header = self._read_exact(_HEADER_BYTES, limits)
         length = int.from_bytes(header, "big")
         if length > self.config.max_frame_bytes:
             self.kill()
@@ -591,7 +667,7 @@ class SandboxClient:
                 f"the sandbox worker sent a {length}-byte frame; the cap is {self.config.max_frame_bytes}",
                 category="OUTPUT_LIMIT",
             )
-        body = self._read_exact(length, deadline, limit_what)
+        body = self._read_exact(length, limits)
         if self._inbuf:  # one request, one frame: anything more breaks the protocol
             self.kill()
             raise WorkerCrash("the sandbox worker sent more than one frame for one request")
@@ -601,15 +677,39 @@ class SandboxClient:
             self.kill()
             raise
 
-    def _read_exact(self, n: int, deadline: float, limit_what: str) -> bytes:
-        """``n`` bytes from the response pipe, waiting at most until ``deadline``."""
-        fd, buffer, poller = self._read_fd, self._inbuf, self._poller
-        assert fd is not None and poller is not None
+    def _wait(self, poller: Any, limits: _CallLimits) -> None:
+        """Wait until ``poller`` reports the pipe ready, or raise once a limit of ``limits`` passes.
+
+        The worker's CPU time is read from ``/proc`` only after as many wall seconds as its CPU
+        budget (a single-threaded worker cannot have used more), so a quick call costs no read.
+        """
+        cpu_start = self.cpu_used_s  # the worker's CPU total at its last answer; it idles in between
+        while True:
+            now = time.monotonic()
+            wall_left = limits.wall_deadline - now
+            used = now - limits.sent  # an upper bound of the worker's CPU seconds in this call
+            if used >= limits.cpu_limit:
+                measured = _worker_cpu_seconds(self.pid)
+                if measured is not None:
+                    used = measured - cpu_start
+                if used >= limits.cpu_limit:
+                    self._timed_out(limits.cpu_what, used)
+            if wall_left <= 0:
+                self._timed_out(f"{limits.wall_what} after {min(used, limits.cpu_limit):.3g} CPU seconds", used)
+            if poller.poll(min(wall_left, max(limits.cpu_limit - used, 0.02)) * 1000):
+                return
+
+    def _timed_out(self, what: str, cpu_used: float) -> NoReturn:
+        self.last_cpu_s = max(cpu_used, 0.0)
+        self.kill()
+        raise SandboxTimeout(f"the program ran past {what}; the worker was killed")
+
+    def _read_exact(self, n: int, limits: _CallLimits) -> bytes:
+        """``n`` bytes from the response pipe, within ``limits``."""
+        fd, buffer = self._read_fd, self._inbuf
+        assert fd is not None
         while len(buffer) < n:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not poller.poll(remaining * 1000):
-                self.kill()
-                raise SandboxTimeout(f"the program ran past {limit_what}; the worker was killed")
+            self._wait(self._poller, limits)
             try:
                 chunk = os.read(fd, min(max(n - len(buffer), 1 << 16), 1 << 20))
             except OSError as exc:
@@ -623,6 +723,17 @@ class SandboxClient:
         data = bytes(buffer[:n])
         del buffer[:n]
         return data
+
+
+@dataclass(frozen=True)
+class _CallLimits:
+    """The limits of one wait for a response: CPU seconds of the worker since ``sent``, and a wall deadline."""
+
+    sent: float
+    cpu_limit: float
+    cpu_what: str
+    wall_deadline: float
+    wall_what: str
 
 
 def call_many(
