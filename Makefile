@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-dev
 TORCH_VERSION ?= 2.13.0
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: install torch demo sandbox-demo test bench lint clean
+.PHONY: install torch demo sandbox-demo test test-slow bench lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +35,11 @@ demo: $(STAMP)  ## the main job: a short SPADE self-play run with the embedded m
 sandbox-demo: $(STAMP)  ## check, load and play the example programs in the sandbox
 	$(BIN)/spade demo
 
-test: $(STAMP)  ## the whole test suite, slow tests included
-	$(BIN)/python -m pytest -q
+test: $(STAMP)  ## the test suite (about 5 minutes on 2 cores); the end-to-end runs are `make test-slow`
+	$(BIN)/python -m pytest -q -m "not slow" --durations=10
+
+test-slow: $(STAMP)  ## end-to-end runs with the embedded model: the examples, README snippets, cold start (about 30 minutes)
+	$(BIN)/python -m pytest -q -m slow --durations=25
 
 bench: $(STAMP)  ## speed figures (pytest-benchmark), printed as ratios and absolute numbers
 	$(BIN)/python -m pytest benchmarks -q -s -p no:cacheprovider

@@ -245,3 +245,41 @@ def test_a_change_the_agent_cannot_see_is_no_variant(tmp_path: Path) -> None:
         assert outcome.report.category == "DUPLICATE", outcome.report.feedback()
         assert outcome.reward.outcome == "duplicate"
     assert len(registry) == 1
+
+
+def test_a_registered_environment_that_overpays_in_replay_is_flagged_and_never_drawn_again(tmp_path: Path) -> None:
+    # an environment already in a registry (say, accepted by an older gate) that pays 5.0 on a
+    # seed the gate did not play: its replayed episode ends as an error, and it is flagged
+    from programs import EVEN_LENGTH
+
+    from spade_gym import EnvProgram
+    from spade_gym.registry import FLAGGED_TAG
+    from spade_gym.registry.gymnasium import register_record
+    from spade_gym.trainer.selfplay import flag_contract_breakers
+
+    registry = open_registry(tmp_path / "registry", seed_library=False)
+    records = [
+        registry.add(EnvProgram(src), name=name, setting="reasoning", max_turns=1, description="d")
+        for src, name in ((OVERPAY, "OverPay"), (EVEN_LENGTH, "EvenLength"))
+    ]
+    for record in records:
+        register_record(record)
+    env = SandboxedEnv(OVERPAY)
+    env.reset(seed=7)
+    answer = env.oracle()
+    env.close()
+    episodes = [Episode(records[0].gym_id, 7), Episode(records[1].gym_id, 7)]
+    trajectories, _ = rollout(episodes, Oracle(answer), RolloutConfig(sampling=SamplingParams(temperature=0.5)))
+    assert trajectories[0].error is not None and trajectories[0].error["category"] == "INVALID_REWARD"
+    assert trajectories[0].episode_return == 0.0
+
+    assert flag_contract_breakers(registry, trajectories) == ["OverPay-v0"]
+    flagged = registry.get("OverPay-v0")
+    assert FLAGGED_TAG in flagged.tags and "seed 7" in (flagged.validation or {})["flagged"]
+    assert len(registry) == 2  # kept on disk for inspection
+    draws = registry.sample(50, strategy="uniform", mark=False)
+    assert {r.env_id for r in draws} == {"EvenLength-v0"}
+    # the flag is in meta.json: a rebuilt index still excludes it
+    registry.rebuild_index()
+    assert {r.env_id for r in registry.sample(50, strategy="uniform", mark=False)} == {"EvenLength-v0"}
+    assert flag_contract_breakers(registry, trajectories) == ["OverPay-v0"]  # flagging again changes nothing

@@ -245,3 +245,27 @@ def test_one_process_per_run_folder(tmp_path: Path, tokenizer: Any) -> None:
     loop.close()
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r")], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_replayed_episodes_spread_over_seeds_form_one_group_per_environment(tmp_path: Path, tokenizer: Any) -> None:
+    # agent.replay_seeds: 1 plays a group on one seed (GRPO); 3 spreads 6 episodes over 3 seeds,
+    # and the group is the environment
+    for seeds in (1, 3):
+        config = baseline_config(tmp_path / f"s{seeds}", iterations=1).with_overrides(
+            [f"agent.replay_seeds={seeds}", "agent.replay_envs=1"]
+        )
+        loop = SelfPlay(
+            config, even_length_run(tmp_path / f"s{seeds}", config), policy=tiny_policy(tokenizer), say=lambda _: None
+        )
+        (result,) = loop.train()
+        loop.close()
+        assert len(result.replayed) == 6
+        assert len({t.seed for t in result.replayed}) == seeds
+        assert [t.seed for t in result.replayed].count(result.replayed[0].seed) == 6 // seeds
+
+
+def test_replay_seeds_is_checked() -> None:
+    with pytest.raises(ConfigError, match="agent.replay_seeds"):
+        SelfPlayConfig.from_dict({"agent": {"episodes_per_env": 4, "replay_seeds": 5}})
+    with pytest.raises(ConfigError, match="agent.replay_seeds"):
+        SelfPlayConfig.from_dict({"agent": {"replay_seeds": 0}})

@@ -7,7 +7,8 @@
 - :mod:`~spade_gym.registry.sampler`: uniform and rank-based Prioritized Level Replay sampling.
 """
 
+from spade_gym.registry.index import FLAGGED_TAG
 from spade_gym.registry.sampler import ReplayConfig, replay_probabilities
 from spade_gym.registry.store import EnvRecord, EnvStats, Registry
 
-__all__ = ["EnvRecord", "EnvStats", "Registry", "ReplayConfig", "replay_probabilities"]
+__all__ = ["FLAGGED_TAG", "EnvRecord", "EnvStats", "Registry", "ReplayConfig", "replay_probabilities"]

@@ -31,10 +31,21 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SCHEMA_VERSION", "APPLICATION_ID", "Index", "IndexRow", "IndexState", "Change", "ROW_COLUMNS"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "FLAGGED_TAG",
+    "APPLICATION_ID",
+    "Index",
+    "IndexRow",
+    "IndexState",
+    "Change",
+    "ROW_COLUMNS",
+]
 
 #: ``PRAGMA user_version`` of the index layout; an index with another version is rebuilt.
 SCHEMA_VERSION = 2
+#: The tag of an environment that broke the contract after it was registered (never drawn again).
+FLAGGED_TAG = "flagged"
 #: ``PRAGMA application_id`` marking the file as a spade_gym index ("SPAD").
 APPLICATION_ID = 0x53504144
 #: Keep this many entries of the change log; a sampler cache further behind reloads.
@@ -453,6 +464,12 @@ class Index:
         self._log("stats", seq, setting, regret, last_sampled)
         self.raise_counter(last_sampled)
 
+    def flag(self, seq: int, tags: str, validation: str) -> None:
+        """Replace one environment's tags and validation (JSON text) when it is flagged, and mark
+        cached samplers stale (inside a write transaction): a flag changes who may be drawn."""
+        self.conn.execute("UPDATE envs SET tags = ?, validation = ? WHERE seq = ?", (tags, validation, seq))
+        self.bump_epoch()
+
     def mark(self, draws: Sequence[tuple[int, int]], setting: str) -> None:
         """Record samples ``(seq, counter after the draw)`` (inside a write transaction): each adds
         one to ``times_sampled``, sets ``last_sampled``, logs a ``"mark"`` change, and the counter
@@ -542,11 +559,13 @@ class Index:
         none) and ``last_sampled`` (int64, 0 for never), of ``setting`` or of all environments."""
         # NULLs become numbers in SQL (regret is never negative), so numpy converts the rows in one go.
         columns = "seq, ifnull(regret, -1.0), ifnull(last_sampled, 0)"
+        # environments flagged for breaking the contract (Registry.flag) are never drawn
+        playable = f"seq NOT IN (SELECT seq FROM envs WHERE tags LIKE '%\"{FLAGGED_TAG}\"%')"
         if setting is None:
-            rows = self.conn.execute(f"SELECT {columns} FROM stats ORDER BY seq").fetchall()
+            rows = self.conn.execute(f"SELECT {columns} FROM stats WHERE {playable} ORDER BY seq").fetchall()
         else:
             rows = self.conn.execute(
-                f"SELECT {columns} FROM stats WHERE setting = ? ORDER BY seq", (setting,)
+                f"SELECT {columns} FROM stats WHERE setting = ? AND {playable} ORDER BY seq", (setting,)
             ).fetchall()
         if not rows:
             return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64)

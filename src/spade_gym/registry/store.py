@@ -64,7 +64,7 @@ from spade_gym.registry.dedup import (
     minhash_to_bytes,
     signatures,
 )
-from spade_gym.registry.index import Index, IndexRow, IndexState
+from spade_gym.registry.index import FLAGGED_TAG, Index, IndexRow, IndexState
 from spade_gym.registry.sampler import STRATEGIES, ReplayConfig, ReplaySampler
 
 __all__ = ["EnvStats", "EnvRecord", "Registry", "META_SCHEMA_VERSION"]
@@ -1277,6 +1277,40 @@ class Registry:
             self._rewrite_meta(record)
             with self._index.write():
                 self._index.update_stats(seq, record.setting, **stats.to_dict())
+                self._index.set_fingerprint(record.env_id, _fingerprint(record.path))
+        return record
+
+    def flag(self, env_id: str, reason: str) -> EnvRecord:
+        """Flag an environment that broke the contract after it was registered (say, a reward
+        outside [0, 1] on a seed the gate did not play): it gets the tag :data:`FLAGGED_TAG` and
+        its validation report a ``"flagged"`` entry with ``reason``, and replay (:meth:`sample`, so also
+        ``spade/Generated-v0``) never draws it again. It stays on disk, listed, for inspection.
+
+        Args:
+            env_id: the environment (any key :meth:`get` accepts).
+            reason: what it did, e.g. the episode's error message (kept up to 500 characters).
+
+        Returns:
+            The flagged record (unchanged if it was flagged already).
+
+        Raises:
+            EnvNotFound: if there is no such environment.
+            RegistryError: if ``meta.json`` could not be written.
+        """
+        self._require_writable(f"flag {env_id}")
+        with self._locked():
+            self._check_index_file()
+            row = self._lookup(env_id)
+            if row is None:
+                raise EnvNotFound(self._not_found(env_id))
+            seq, current = row[0], self._record(row)
+            if FLAGGED_TAG in current.tags:
+                return current
+            validation = {**(current.validation or {}), "flagged": str(reason)[:500]}
+            record = dataclasses.replace(current, tags=(*current.tags, FLAGGED_TAG), validation=validation)
+            self._rewrite_meta(record)
+            with self._index.write():
+                self._index.flag(seq, _json(list(record.tags)), _json(validation))
                 self._index.set_fingerprint(record.env_id, _fingerprint(record.path))
         return record
 

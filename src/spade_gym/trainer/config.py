@@ -180,6 +180,12 @@ class AgentSection:
     train_on_regret_episodes: bool = _opt(True, "the no-hint regret episodes double as Agent training data (DESIGN.md)")
     replay_envs: int = _opt(4, "registry environments replayed per iteration for Agent training (>= 0)")
     episodes_per_env: int = _opt(4, "Agent episodes per replayed environment: one GRPO group (>= 2)")
+    replay_seeds: int = _opt(
+        1,
+        "reset seeds the episodes of one replayed environment are spread over (1..episodes_per_env); 1: GRPO's "
+        "group of one task instance; more: the group is the environment, its mean return the baseline (a small "
+        "model's answers to one instance are nearly constant, so one-seed groups give no advantage)",
+    )
     replay_strategy: Literal["replay", "uniform"] = _opt(
         "replay", "how replayed environments are drawn: 'replay' (rank-based prioritised by regret) or 'uniform'"
     )
@@ -503,6 +509,9 @@ class SelfPlayConfig:
         _at_least("agent.max_episodes", a.max_episodes, 1)
         _at_least("agent.replay_envs", a.replay_envs, 0)
         _at_least("agent.episodes_per_env", a.episodes_per_env, 2, "(a group of one episode has no relative advantage)")
+        _at_least("agent.replay_seeds", a.replay_seeds, 1)
+        if a.replay_seeds > a.episodes_per_env:
+            _range("agent.replay_seeds", a.replay_seeds, f"at most agent.episodes_per_env ({a.episodes_per_env})")
         _positive("agent.replay_beta", a.replay_beta)
         _probability("agent.replay_rho", a.replay_rho)
 

@@ -8,7 +8,8 @@ One iteration follows DESIGN.md's data flow, phase by phase:
    Agent, registration, the Designer's reward. The G designs are one GRPO group.
 2. **Agent episodes.** The no-hint regret episodes of accepted designs (``agent.train_on_regret_episodes``)
    and ``agent.replay_envs`` environments drawn from the registry by prioritised replay (Jiang et
-   al. 2021), ``agent.episodes_per_env`` episodes each on one seed (one GRPO group).
+   al. 2021), ``agent.episodes_per_env`` episodes each on ``agent.replay_seeds`` seeds (one GRPO
+   group per seed, or per environment when the episodes are spread over several seeds).
 3. **Update.** One :class:`~spade_gym.trainer.grpo.GRPOTrainer` update on both roles' samples,
    advantages relative within each (role, group) (Shao et al. 2024).
 4. **Sync** the new weights to the generation backend: nothing to do when the trained
@@ -44,15 +45,24 @@ import numpy as np
 from spade_gym.agent import Episode, RolloutConfig, Trajectory, format_compliance, rollout
 from spade_gym.designer import DesignOutcome, SpadeDesignerEnv
 from spade_gym.documents import load_documents
-from spade_gym.errors import DocumentError, PolicyError
+from spade_gym.errors import DocumentError, EnvNotFound, PolicyError
 from spade_gym.policies.base import SamplingParams
 from spade_gym.reasoning_gym import ReasoningGymEnv, check_task
 from spade_gym.registry.gymnasium import open_registry, register_record
+from spade_gym.registry.store import Registry
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig, parse_fixed_pool
 from spade_gym.trainer.grpo import GRPOTrainer, TrainSample, samples_from_completions, samples_from_trajectories
 from spade_gym.trainer.run import Checkpoint, RunDir, capture_rng_state, restore_rng_state
 
-__all__ = ["MOVED_KEYS", "SelfPlay", "IterationResult", "STALL_WARNING_AFTER", "load_run_policy", "what_moved"]
+__all__ = [
+    "MOVED_KEYS",
+    "SelfPlay",
+    "flag_contract_breakers",
+    "IterationResult",
+    "STALL_WARNING_AFTER",
+    "load_run_policy",
+    "what_moved",
+]
 
 #: Iterations in a row without an accepted design after which the loop warns (and says so in the
 #: metrics as ``designer/iterations_without_accept``).
@@ -71,6 +81,32 @@ class IterationResult:
     accepted: list[str] = field(default_factory=list)
     replayed: list[Trajectory] = field(default_factory=list, repr=False)
     messages: list[str] = field(default_factory=list)
+
+
+def flag_contract_breakers(registry: Registry, trajectories: list[Trajectory]) -> list[str]:
+    """Flag (:meth:`~spade_gym.registry.Registry.flag`) each registered environment of
+    ``trajectories`` whose episode ended with ``INVALID_REWARD`` (a return outside [0, 1]), so
+    replay never draws it again.
+
+    Args:
+        registry: the registry the environments were drawn from.
+        trajectories: the Agent's episodes.
+
+    Returns:
+        The env ids flagged now, in order; environments not in ``registry`` are skipped.
+    """
+    flagged: list[str] = []
+    for trajectory in trajectories:
+        error = trajectory.error or {}
+        if error.get("category") != "INVALID_REWARD":
+            continue
+        try:
+            record = registry.flag(trajectory.env_id, f"seed {trajectory.seed}: {error.get('message', '')}")
+        except EnvNotFound:  # not a registry environment (a reasoning-gym task)
+            continue
+        if record.env_id not in flagged:
+            flagged.append(record.env_id)
+    return flagged
 
 
 class SelfPlay:
@@ -340,7 +376,14 @@ class SelfPlay:
         began = time.perf_counter()
         replayed = result.replayed = self._replay(seed) if cfg.agent.replay_envs else []
         rollout_s = time.perf_counter() - began
-        for trajectories, group_by in ((agent_trajectories, "env"), (replayed, "seed")):
+        flagged = flag_contract_breakers(self.registry, replayed)
+        if flagged:
+            result.messages.append(
+                f"flagged {len(flagged)} registered environment(s) whose episodes paid a return outside [0, 1] "
+                f"(never replayed again): {', '.join(flagged)}"
+            )
+        replay_group = "seed" if cfg.agent.replay_seeds == 1 else "env"
+        for trajectories, group_by in ((agent_trajectories, "env"), (replayed, replay_group)):
             for sample in samples_from_trajectories(trajectories, group_by=group_by):  # type: ignore[arg-type]
                 samples.append(sample)
         tokens["agent"] = sum(
@@ -404,9 +447,9 @@ class SelfPlay:
                     register_record(record)
                 envs.append(self.executor.env(record.gym_id))
         episodes = []
-        for env in envs:
-            env_seed = int(self.rng.integers(1 << 31))
-            episodes += [Episode(env, env_seed) for _ in range(cfg.episodes_per_env)]
+        for env in envs:  # episodes_per_env episodes spread evenly over replay_seeds seeds
+            seeds = [int(self.rng.integers(1 << 31)) for _ in range(cfg.replay_seeds)]
+            episodes += [Episode(env, seeds[j % cfg.replay_seeds]) for j in range(cfg.episodes_per_env)]
         if not episodes:
             return []
         sampling = SamplingParams(
