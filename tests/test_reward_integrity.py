@@ -262,6 +262,9 @@ def test_a_registered_environment_that_overpays_in_replay_is_flagged_and_never_d
         registry.add(EnvProgram(src), name=name, setting="reasoning", max_turns=1, description="d")
         for src, name in ((OVERPAY, "OverPay"), (EVEN_LENGTH, "EvenLength"))
     ]
+    other = EVEN_LENGTH.replace('name = "EvenLength"', 'name = "Tagged"').replace("even number", "even count")
+    # a tag that only looks like the flag is drawn as usual
+    registry.add(EnvProgram(other), name="Tagged", setting="reasoning", max_turns=1, description="d", tags=["Flagged"])
     for record in records:
         register_record(record)
     env = SandboxedEnv(OVERPAY)
@@ -276,10 +279,10 @@ def test_a_registered_environment_that_overpays_in_replay_is_flagged_and_never_d
     assert flag_contract_breakers(registry, trajectories) == ["OverPay-v0"]
     flagged = registry.get("OverPay-v0")
     assert FLAGGED_TAG in flagged.tags and "seed 7" in (flagged.validation or {})["flagged"]
-    assert len(registry) == 2  # kept on disk for inspection
+    assert len(registry) == 3  # kept on disk for inspection
     draws = registry.sample(50, strategy="uniform", mark=False)
-    assert {r.env_id for r in draws} == {"EvenLength-v0"}
+    assert {r.env_id for r in draws} == {"EvenLength-v0", "Tagged-v0"}
     # the flag is in meta.json: a rebuilt index still excludes it
     registry.rebuild_index()
-    assert {r.env_id for r in registry.sample(50, strategy="uniform", mark=False)} == {"EvenLength-v0"}
+    assert {r.env_id for r in registry.sample(50, strategy="uniform", mark=False)} == {"EvenLength-v0", "Tagged-v0"}
     assert flag_contract_breakers(registry, trajectories) == ["OverPay-v0"]  # flagging again changes nothing

@@ -1164,6 +1164,7 @@ def audit(
         SandboxSetupError: no sandbox worker can start (not the program's fault).
     """
     from spade_gym.agent import _make_env
+    from spade_gym.env import SandboxedEnv
     from spade_gym.errors import SandboxSetupError
 
     config = config or ValidationConfig()
@@ -1194,7 +1195,11 @@ def audit(
         if why := budget.exhausted():
             fail("TIMEOUT", f"{why} (ValidationConfig.budget_s)")
         try:
-            playable: Any = _make_env(env)  # a SandboxedEnv (with oracle()) or another playable env
+            if isinstance(env, EnvProgram):  # each episode draws on what is left of the audit's CPU budget
+                sandbox = replace(config.sandbox, episode_budget_s=max(min(budget.remaining, 1e5), 1e-3))
+                playable: Any = SandboxedEnv(env, config=sandbox)
+            else:
+                playable = _make_env(env)  # a SandboxedEnv (with oracle()) or another playable env
         except SandboxSetupError:
             raise
         except Exception as exc:  # the program fails to load here

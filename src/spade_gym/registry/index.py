@@ -560,7 +560,7 @@ class Index:
         # NULLs become numbers in SQL (regret is never negative), so numpy converts the rows in one go.
         columns = "seq, ifnull(regret, -1.0), ifnull(last_sampled, 0)"
         # environments flagged for breaking the contract (Registry.flag) are never drawn
-        playable = f"seq NOT IN (SELECT seq FROM envs WHERE tags LIKE '%\"{FLAGGED_TAG}\"%')"
+        playable = f"seq NOT IN (SELECT seq FROM envs WHERE instr(tags, '\"{FLAGGED_TAG}\"') > 0)"  # case-sensitive
         if setting is None:
             rows = self.conn.execute(f"SELECT {columns} FROM stats WHERE {playable} ORDER BY seq").fetchall()
         else:
