@@ -268,7 +268,7 @@ TINY_RUN = """
 policy:
   spec: default
   lora: {r: 4, lora_alpha: 8, target_modules: [q_proj]}
-designer: {prompts_per_iteration: 1, group_size: 2, max_new_tokens: 700, document_max_tokens: 128, memory_k: 1}  # 700: above the design floor
+designer: {prompts_per_iteration: 1, group_size: 2, edit_probability: 1.0, max_new_tokens: 64, edit_max_new_tokens: 48, document_max_tokens: 128, memory_k: 1}  # edits only: no design floor
 agent: {k: 2, max_new_tokens: 12, max_turns: 1, replay_envs: 1, episodes_per_env: 2}
 run: {iterations: 1, tensorboard: false}
 """

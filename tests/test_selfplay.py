@@ -134,6 +134,14 @@ def test_a_designer_iteration_with_a_model_that_writes_no_program(tmp_path: Path
     assert not names & set(HELD_OUT_SEED_ENVS) and "ArithmeticChain" in names
     assert m["designer/iterations_without_accept"] == 1 and m["tokens/designer"] > 0
     assert (run.checkpoints_dir / "latest").is_file() and any(run.tb_dir.iterdir())
+    # what the Designer wrote and why it was refused is in the run folder
+    import json
+
+    designs = [json.loads(line) for line in run.designs_path.read_text().splitlines()]
+    assert [d["iteration"] for d in designs] == [0, 0]
+    assert [d["completion"] for d in designs] == [o.completion for o in result.outcomes]
+    assert all(d["reward"] == -1.0 and d["outcome"] == "invalid" and d["program"] is None for d in designs)
+    assert all(d["category"] == o.report.category and d["feedback"] for d, o in zip(designs, result.outcomes))
 
 
 def test_the_baseline_on_reasoning_gym_tasks(tmp_path: Path, tokenizer: Any) -> None:

@@ -582,8 +582,9 @@ def selfplay(
 
     Each iteration: the Designer writes G programs per prompt (validation, regret, registration), the
     Agent plays the accepted environments and ones replayed from the registry, and one GRPO update
-    trains both roles. The run folder gets the config, the registry, metrics.jsonl, TensorBoard
-    events, checkpoints (`spade resume RUN_DIR` continues a killed run) and plots.
+    trains both roles. The run folder gets the config, the registry, metrics.jsonl, designs.jsonl
+    (each design's completion, program and verdict), TensorBoard events, checkpoints
+    (`spade resume RUN_DIR` continues a killed run) and plots.
     """
     from spade_gym.trainer.config import SelfPlayConfig, describe_config
 
@@ -783,6 +784,8 @@ def _run_selfplay(make: Any) -> None:
         console.print(f"  {_safe(line)}")
     console.print(f"run folder: {_safe(str(loop.run.path))}")
     console.print(f"metrics: {_safe(str(loop.run.metrics_path))}; checkpoints: {_safe(str(loop.run.checkpoints_dir))}")
+    if loop.run.designs_path.exists():
+        console.print(f"designs (completions, programs, verdicts): {_safe(str(loop.run.designs_path))}")
     console.print(f"plots: {_safe(', '.join(str(p) for p in plots) or 'none')}")
     console.print(
         f"newly accepted environments ({len(accepted)}): {_safe(', '.join(accepted) or 'none')} "

@@ -78,6 +78,9 @@ __all__ = [
 
 CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
+DESIGNS_FILE = "designs.jsonl"
+#: Longest completion or program text kept per design in ``designs.jsonl``, characters.
+DESIGN_TEXT_CHARS = 20_000
 REGISTRY_DIR = "registry"
 TB_DIR = "tb"
 CHECKPOINTS_DIR = "checkpoints"
@@ -432,6 +435,11 @@ class RunDir:
         return self.path / METRICS_FILE
 
     @property
+    def designs_path(self) -> Path:
+        """``designs.jsonl``: every design the Designer wrote, one JSON object a line (see :meth:`log_designs`)."""
+        return self.path / DESIGNS_FILE
+
+    @property
     def tb_dir(self) -> Path:
         return self.path / TB_DIR
 
@@ -511,6 +519,15 @@ class RunDir:
         return cls(path, config)
 
     # -- metrics -----------------------------------------------------------------------------
+
+    def log_designs(self, iteration: int, designs: list[dict[str, Any]]) -> None:
+        """Append one iteration's designs to ``designs.jsonl``, one JSON object a line with
+        ``iteration`` added: what the Designer wrote and how the gate judged it, so a refusal such
+        as ``NO_CODE`` can be read (texts are cut at :data:`DESIGN_TEXT_CHARS` characters)."""
+        _check_iteration(iteration)
+        lines = b"".join(_dump_json({"iteration": iteration, **d}, "designs") + b"\n" for d in designs)
+        with open(self.designs_path, "ab") as fh:
+            fh.write(lines)
 
     def log_metrics(self, iteration: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
         """Append one iteration's metrics to ``metrics.jsonl`` (fsync'ed) and to TensorBoard.

@@ -52,7 +52,7 @@ from spade_gym.registry.gymnasium import open_registry, register_record
 from spade_gym.registry.store import Registry
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig, parse_fixed_pool
 from spade_gym.trainer.grpo import GRPOTrainer, TrainSample, samples_from_completions, samples_from_trajectories
-from spade_gym.trainer.run import Checkpoint, RunDir, capture_rng_state, restore_rng_state
+from spade_gym.trainer.run import DESIGN_TEXT_CHARS, Checkpoint, RunDir, capture_rng_state, restore_rng_state
 
 __all__ = [
     "MOVED_KEYS",
@@ -81,6 +81,24 @@ class IterationResult:
     accepted: list[str] = field(default_factory=list)
     replayed: list[Trajectory] = field(default_factory=list, repr=False)
     messages: list[str] = field(default_factory=list)
+
+
+def _design_line(p: int, prompt: Any, outcome: DesignOutcome) -> dict[str, Any]:
+    """One line of ``designs.jsonl``: the prompt it answered, what was written, the verdict."""
+    report, cut = outcome.report, DESIGN_TEXT_CHARS
+    return {
+        "prompt": p,
+        "mode": prompt.mode,
+        "parent": prompt.parent,
+        "setting": prompt.setting,
+        "completion": outcome.completion[:cut],
+        "program": outcome.source[:cut] if outcome.source is not None else None,
+        "category": report.category,
+        "feedback": None if report.accepted else report.feedback()[:2000],
+        "reward": outcome.reward.reward,
+        "outcome": outcome.reward.outcome,
+        "env_id": outcome.record.env_id if outcome.record is not None else None,
+    }
 
 
 def flag_contract_breakers(registry: Registry, trajectories: list[Trajectory]) -> list[str]:
@@ -370,6 +388,7 @@ class SelfPlay:
                         if outcome.estimate is not None and cfg.agent.train_on_regret_episodes:
                             agent_trajectories.extend(outcome.estimate.nohint)
                 samples += samples_from_completions(completions, rewards, group=f"designer:{i}:{p}")
+                self.run.log_designs(i, [_design_line(p, prompt, o) for o in result.outcomes[-len(completions) :]])
         design_s = time.perf_counter() - began
 
         # 2. Agent episodes: regret episodes of accepted designs + environments replayed from the registry
