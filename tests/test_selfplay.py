@@ -141,7 +141,9 @@ def test_a_designer_iteration_with_a_model_that_writes_no_program(tmp_path: Path
     assert [d["iteration"] for d in designs] == [0, 0]
     assert [d["completion"] for d in designs] == [o.completion for o in result.outcomes]
     assert all(d["reward"] == -1.0 and d["outcome"] == "invalid" and d["program"] is None for d in designs)
-    assert all(d["category"] == o.report.category and d["feedback"] for d, o in zip(designs, result.outcomes))
+    assert all(
+        d["category"] == o.report.category and d["feedback"] for d, o in zip(designs, result.outcomes, strict=True)
+    )
 
 
 def test_the_baseline_on_reasoning_gym_tasks(tmp_path: Path, tokenizer: Any) -> None:
