@@ -447,7 +447,9 @@ def _designer_samples(
     limit = _max_tokens(config, policy)
     for mode in ("write", "edit"):
         taken = 0
-        for record in order:
+        # edit targets are random knob variants: the pool is visited again until there are enough
+        passes = 1 if mode == "write" else -(-wanted[mode] // max(len(order), 1)) + 1
+        for record in [r for _ in range(passes) for r in order]:
             if taken >= wanted[mode]:
                 break
             tick()
@@ -458,7 +460,7 @@ def _designer_samples(
                 if not knobs(source):
                     continue
                 target_source = None
-                for _ in range(3):  # a variant the gate accepts (a knob moved too far can break it)
+                for _ in range(10):  # a variant the gate accepts (a knob moved too far can break it)
                     candidate = _normalise(variants(source, rng))
                     if validate(candidate, _TARGET_GATE).accepted:
                         target_source = candidate
@@ -515,7 +517,8 @@ def build_dataset(
     try:
         pool = training_pool(config, reg)
         skipped: dict[str, int] = {}
-        total = len(pool) + min(config.warmstart.designer_examples, len(pool)) * 2
+        examples = config.warmstart.designer_examples
+        total = len(pool) + min(examples, len(pool)) + examples  # Agent, write, edit visits
         done = [0]
 
         def tick() -> None:
