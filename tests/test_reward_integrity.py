@@ -286,3 +286,37 @@ def test_a_registered_environment_that_overpays_in_replay_is_flagged_and_never_d
     registry.rebuild_index()
     assert {r.env_id for r in registry.sample(50, strategy="uniform", mark=False)} == {"EvenLength-v0", "Tagged-v0"}
     assert flag_contract_breakers(registry, trajectories) == ["OverPay-v0"]  # flagging again changes nothing
+
+
+def test_every_adapter_scores_an_overpaying_episode_within_the_contract(tmp_path: Path) -> None:
+    # the same episode (seed 7, the right answer, 5.0 paid) through each path that plays a
+    # registered environment outside the self-play loop: each reports a failed episode, return 0
+    from spade_gym import EnvProgram
+    from spade_gym.evaluation.environments import ProgramSuite
+    from spade_gym.integrations._episode import SpadeEpisode
+    from spade_gym.integrations.trl import environment_factory
+    from spade_gym.registry.gymnasium import register_record
+
+    env = SandboxedEnv(OVERPAY)
+    env.reset(seed=7)
+    answer = env.oracle()
+    env.close()
+    registry = open_registry(tmp_path / "registry", seed_library=False)
+    record = registry.add(EnvProgram(OVERPAY), name="OverPay", setting="reasoning", max_turns=1, description="d")
+    register_record(record)
+
+    trl_env = environment_factory(record.gym_id)()  # TRL's environment_factory
+    trl_env.reset(seed=7)
+    assert "INVALID_REWARD" in trl_env.answer(answer=answer) and trl_env.get_reward() == 0.0
+
+    episode = SpadeEpisode(record.gym_id, 7)  # verl, OpenRLHF and verifiers play this
+    episode.start()
+    step = episode.act(f"<answer>{answer}</answer>")
+    episode.close()
+    assert episode.error is not None and episode.error["category"] == "INVALID_REWARD"
+    assert episode.episode_return == 0.0 and step.reward <= 1.0
+
+    # held-out evaluation: every score is in [0, 1] whatever the seed
+    suite = ProgramSuite(None, registry=tmp_path / "registry", envs=["OverPay"], episodes_per_env=2)
+    result = suite.run(Oracle(answer))
+    assert all(0.0 <= item.score <= 1.0 for item in result.items)
