@@ -176,3 +176,26 @@ def test_examples_are_in_the_bundled_registry() -> None:
         assert EnvProgram.from_file(path).id in bundled, path.name
     meta = json.loads(next(iter(Registry(bundled_registry_path()))).path.joinpath("meta.json").read_text())
     assert meta["validation"]["accepted"] is True
+
+
+def test_generated_never_draws_the_held_out_seed_environments() -> None:
+    from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS
+
+    env = gym.make("spade/Generated-v0").unwrapped
+    try:
+        drawn = set()
+        for seed in range(60):
+            _, info = env.reset(seed=seed)
+            drawn.add(info["spade"]["env_id"].rsplit("-v", 1)[0])
+        assert drawn and not drawn & set(HELD_OUT_SEED_ENVS)
+        assert len(drawn) > 5  # still the rest of the library
+    finally:
+        env.close()
+
+
+def test_generated_on_a_missing_registry_names_the_folder(tmp_path: Path) -> None:
+    from spade_gym.errors import RegistryError
+
+    with pytest.raises(RegistryError, match="no environment registry at .*missing: the folder does not exist") as info:
+        gym.make("spade/Generated-v0", registry=tmp_path / "missing")
+    assert "create=True" not in str(info.value)

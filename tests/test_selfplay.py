@@ -279,3 +279,23 @@ def test_replay_seeds_is_checked() -> None:
         SelfPlayConfig.from_dict({"agent": {"episodes_per_env": 4, "replay_seeds": 5}})
     with pytest.raises(ConfigError, match="agent.replay_seeds"):
         SelfPlayConfig.from_dict({"agent": {"replay_seeds": 0}})
+
+
+def test_the_summary_line_says_why_there_is_no_loss() -> None:
+    from spade_gym.trainer.selfplay import _summary_line
+
+    stepped = _summary_line(0, {"train/loss": 0.5, "train/optimizer_steps": 1.0})
+    idle = _summary_line(0, {"train/loss": None, "train/optimizer_steps": 0.0})
+    assert "loss 0.5000 |" in stepped and "no optimizer step" not in stepped
+    assert "loss - (no optimizer step: every group's returns were equal)" in idle
+
+
+def test_the_one_screen_example_shows_its_defaults() -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, str(root / "examples" / "selfplay.py"), "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and "(default: 2)" in done.stdout and "runs/example-registry" in done.stdout

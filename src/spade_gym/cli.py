@@ -746,6 +746,11 @@ def _run_selfplay(make: Any) -> None:
         console.print(_safe(line), soft_wrap=True)  # one line per message, whatever the width
 
     def progress(phase: str, done: int, total: int) -> None:  # one bar per phase, reset each iteration
+        if not console.is_terminal:  # output to a file: a line as each phase starts and ends, no bars
+            if done == 0 or done == total:
+                stamp = time.strftime("%H:%M:%S")
+                say(f"{stamp} {phase}: {'started' if done == 0 else 'done'} ({done}/{total})")
+            return
         if phase not in tasks:
             tasks[phase] = bars.add_task(phase, total=total)
         if done == 0:

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Literal
 
 import gymnasium as gym
 
 from spade_gym.env import SandboxedEnv, escape_text
+from spade_gym.errors import RegistryError
 from spade_gym.registry import EnvRecord, Registry
-from spade_gym.registry.gymnasium import bundled_registry_path
+from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.sandbox import SandboxConfig
 from spade_gym.spaces import UnicodeText
 
@@ -38,9 +40,13 @@ class GeneratedEnv(gym.Env[str, str]):
         config: sandbox limits of the environments.
         cache_size: environments kept loaded (each holds one worker process) between resets.
         render_mode: ``None``, ``"ansi"`` or ``"human"``.
+        exclude: environment names never drawn; default: with the bundled registry, the seed
+            environments held out for evaluation
+            (:data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS`), so training on this id never
+            sees them; with any other registry, none.
 
     Raises:
-        RegistryError: the registry cannot be opened.
+        RegistryError: the registry cannot be opened (a missing folder names the path).
         ValueError: bad ``sampling`` or ``setting``, or no environment matches.
 
     ``info["spade"]`` after ``reset`` holds ``{"env_id", "gym_id", "setting", "seed"}``.
@@ -56,16 +62,26 @@ class GeneratedEnv(gym.Env[str, str]):
         config: SandboxConfig | None = None,
         cache_size: int = 4,
         render_mode: str | None = None,
+        exclude: Collection[str] | None = None,
     ) -> None:
         if sampling not in ("uniform", "replay"):
             raise ValueError(f"sampling must be 'uniform' or 'replay', got {sampling!r}")
         if setting not in (None, "reasoning", "tool_use", "game"):
             raise ValueError(f"setting must be 'reasoning', 'tool_use', 'game' or None, got {setting!r}")
         path = Path(registry or os.environ.get("SPADE_REGISTRY") or bundled_registry_path())
+        if not path.exists():
+            raise RegistryError(
+                f"no environment registry at {path}: the folder does not exist (a registry is made by "
+                "`spade selfplay`, `spade design` or spade_gym.registry.gymnasium.open_registry)"
+            )
         self.registry = Registry(path)
-        if not self.registry.records(setting=setting):
+        if exclude is None:
+            exclude = HELD_OUT_SEED_ENVS if path.resolve() == bundled_registry_path().resolve() else ()
+        self.exclude = frozenset(exclude)
+        if not [r for r in self.registry.records(setting=setting) if r.name not in self.exclude]:
             raise ValueError(
                 f"the registry at {path} has no environment{f' of setting {setting!r}' if setting else ''}"
+                + (f" besides the excluded {sorted(self.exclude)}" if self.exclude else "")
             )
         self.setting_filter, self.sampling = setting, sampling
         self.config = config or SandboxConfig()
@@ -86,9 +102,12 @@ class GeneratedEnv(gym.Env[str, str]):
             ``(observation, info)``; ``info["spade"]`` names the environment drawn.
         """
         super().reset(seed=seed)
-        record = self.registry.sample(
-            1, strategy=self.sampling, setting=self.setting_filter, rng=self.np_random, mark=self._writable
-        )[0]
+        while True:  # an excluded environment is drawn again (the constructor checked that others exist)
+            record = self.registry.sample(
+                1, strategy=self.sampling, setting=self.setting_filter, rng=self.np_random, mark=self._writable
+            )[0]
+            if record.name not in self.exclude:
+                break
         env = self._load(record)
         program_seed = int(self.np_random.integers(0, 2**31 - 1))
         obs, info = env.reset(seed=program_seed)

@@ -444,8 +444,12 @@ class SelfPlay:
             if self.stalled >= STALL_WARNING_AFTER:
                 result.messages.append(
                     f"warning: no design accepted for {self.stalled} iterations in a row (the last refusals: "
-                    f"{', '.join(sorted({o.report.category for o in result.outcomes}))}); the Agent still trains on "
-                    "replayed environments"
+                    f"{', '.join(sorted({o.report.category for o in result.outcomes}))}); "
+                    + (
+                        "the Agent still trains on replayed environments"
+                        if update is not None and update.optimizer_steps
+                        else "no optimizer step was taken this iteration (every group's returns were equal)"
+                    )
                 )
         return result
 
@@ -654,11 +658,12 @@ def _summary_line(i: int, m: dict[str, Any]) -> str:
         value = m.get(key)
         return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, fmt)
 
+    no_step = "" if m.get("train/optimizer_steps") else " (no optimizer step: every group's returns were equal)"
     return (
         f"iteration {i}: designs {num('designer/designs', 'd')} accepted {num('designer/accepted', 'd')} "
         f"reward {num('designer/reward_mean')} regret {num('regret/mean')} | agent replay return "
-        f"{num('agent/return_replay')} | loss {num('train/loss', '.4f')} | registry {num('registry/size', 'd')} | "
-        f"{num('time/total', '.0f')} s"
+        f"{num('agent/return_replay')} | loss {num('train/loss', '.4f')}{no_step} | registry "
+        f"{num('registry/size', 'd')} | {num('time/total', '.0f')} s"
     )
 
 
