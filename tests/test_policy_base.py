@@ -142,3 +142,21 @@ def test_importing_spade_gym_does_not_import_torch() -> None:
     code = "import sys, spade_gym, spade_gym.policies; print(sorted(m for m in ('torch', 'transformers', 'vllm', 'openai') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_hub_id_that_is_not_cached_fails_at_once_when_the_hub_is_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a mistyped id used to spend about 90 s in the hub client's retries before failing
+    pytest.importorskip("transformers")
+    import time
+
+    from huggingface_hub import constants
+
+    from spade_gym.errors import ModelNotFound
+    from spade_gym.policies import load_policy
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    started = time.monotonic()
+    with pytest.raises(ModelNotFound, match="not in the Hugging Face cache and the hub cannot be reached"):
+        load_policy("no-such-org/no-such-modle")
+    assert time.monotonic() - started < 10

@@ -117,10 +117,23 @@ def _load_pretrained(auto_class: Any, source: str, *, local: bool, **kwargs: Any
     the hub being reachable (and without its retries).
     """
     if not local:
-        try:
-            return auto_class.from_pretrained(source, local_files_only=True, **kwargs)
-        except Exception:  # not cached (or not fully): try the hub below
-            pass
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = any(
+            isinstance(try_to_load_from_cache(source, name), str) for name in ("config.json", "tokenizer_config.json")
+        )
+        if cached:
+            try:
+                return auto_class.from_pretrained(source, local_files_only=True, **kwargs)
+            except Exception:  # not fully cached: try the hub below
+                pass
+        unreachable = _hub_unreachable()
+        if unreachable:  # fail at once: the hub client would retry for minutes
+            raise ModelNotFound(
+                f"cannot load model {source!r}: it is not in the Hugging Face cache and the hub cannot be reached "
+                f"({unreachable}). Check the id for a typo, or give a local checkpoint folder, or 'default' for the "
+                "embedded model"
+            )
     try:
         return auto_class.from_pretrained(source, **kwargs)
     except Exception as exc:
@@ -134,6 +147,25 @@ def _load_pretrained(auto_class: Any, source: str, *, local: bool, **kwargs: Any
             "Face cache, or 'default' for the embedded model; set HF_HUB_OFFLINE=1 on machines that cannot reach the "
             "hub to fail at once instead of retrying"
         ) from exc
+
+
+def _hub_unreachable(timeout_s: float = 3.0) -> str | None:
+    """Why the Hugging Face hub cannot be reached (offline mode, or no TCP connection to its
+    endpoint within ``timeout_s`` seconds), or ``None`` when it answers."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE is set"
+    url = urlsplit(constants.ENDPOINT)
+    host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        return f"no connection to {host}:{port}: {exc.strerror or exc}"
+    return None
 
 
 def _looks_like_path(model: str) -> bool:
