@@ -188,6 +188,7 @@ def test_design_writes_a_program_and_prints_its_full_report(tmp_path: Path) -> N
     outcome = json.loads(out_file.read_text())
     assert [c["name"] for c in outcome["report"]["checks"]][:2] == ["static", "load"]
     assert "static" in out and "Reward:" in out and "generation" in out
+    assert "(edit mode," in out  # sized for the embedded model: edit blocks, no repair rounds
     assert outcome["provenance"]["document"]["kind"] == "file" and outcome["rounds"] == 1
     assert (outcome["source"] is not None) == (outcome["category"] != "NO_CODE")
     assert outcome["accepted"] == (code == 0) and (reg / "envs").is_dir()  # created with the seed library
@@ -198,7 +199,7 @@ def test_design_writes_a_program_and_prints_its_full_report(tmp_path: Path) -> N
     ("args", "message"),
     [
         (("-d", "/no/such/file.txt"), "No such file"),
-        (("--mode", "rewrite"), "--mode must be one of write, edit, got 'rewrite'"),
+        (("--mode", "rewrite"), "--mode must be one of auto, write, edit, got 'rewrite'"),
         (("--setting", "puzzle"), "--setting must be one of reasoning, tool_use, game, got 'puzzle'"),
     ],
 )

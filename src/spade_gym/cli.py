@@ -452,12 +452,25 @@ def design(
         str | None, typer.Option(help="Target setting: reasoning, tool_use or game (default: the Designer's choice).")
     ] = None,
     mode: Annotated[
-        str, typer.Option(help="write: a new environment; edit: a variant of a memory environment.")
-    ] = "write",
-    repairs: Annotated[int, typer.Option(help="Repair rounds that feed the validation report back.")] = 2,
+        str,
+        typer.Option(
+            help="write: a new environment; edit: a variant of a memory environment (edit blocks); auto: edit for "
+            "a small model (the embedded one, under 1.5B parameters by name, or on CPU), else write."
+        ),
+    ] = "auto",
+    repairs: Annotated[
+        int | None,
+        typer.Option(
+            help="Repair rounds that feed the validation report back (default: 0 for a small model, each round "
+            "is minutes on a CPU; else 2)."
+        ),
+    ] = None,
     k: Annotated[int, typer.Option("-k", help="Regret episodes with the hint and as many without.")] = 4,
     memory_k: Annotated[int, typer.Option("--memory", help="Past environments shown in the prompt.")] = 4,
-    max_new_tokens: Annotated[int, typer.Option(help="Most tokens of the Designer's completion.")] = 1536,
+    max_new_tokens: Annotated[
+        int | None,
+        typer.Option(help="Most tokens of the Designer's completion (default: 1536 in write mode, 256 in edit mode)."),
+    ] = None,
     agent_max_new_tokens: Annotated[int, typer.Option(help="Most tokens per agent turn.")] = 256,
     temperature: Annotated[
         float,
@@ -466,7 +479,9 @@ def design(
             "low temperatures; larger models do well at 0.7-1.0."
         ),
     ] = 0.3,
-    agent_temperature: Annotated[float, typer.Option(help="The Agent's sampling temperature (> 0).")] = 1.0,
+    agent_temperature: Annotated[
+        float, typer.Option(help="The Agent's sampling temperature (> 0; default measured, see the README).")
+    ] = AGENT_TEMPERATURE,
     seed: Annotated[int, typer.Option(help="Seed of the memory choice and of both roles' sampling.")] = 0,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write the whole outcome (report, regret, source) as JSON.")
@@ -484,7 +499,7 @@ def design(
     from rich.syntax import Syntax
 
     from spade_gym.agent import RolloutConfig
-    from spade_gym.designer import MODES, DesignerConfig, build_prompt
+    from spade_gym.designer import EDIT_MAX_NEW_TOKENS, MODES, DesignerConfig, auto_edit_probability, build_prompt
     from spade_gym.designer import design as run_design
     from spade_gym.documents import Document, load_documents, make_document
     from spade_gym.memory import EnvironmentMemory, MemoryConfig, pick_parent
@@ -493,8 +508,15 @@ def design(
     from spade_gym.registry.gymnasium import open_registry
 
     try:
+        small = auto_edit_probability(policy) >= 0.5
+        if mode == "auto":
+            mode = "edit" if small else "write"
         if mode not in MODES:
-            raise ValueError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+            raise ValueError(f"--mode must be one of auto, {', '.join(MODES)}, got {mode!r}")
+        if repairs is None:
+            repairs = 0 if small else 2
+        if max_new_tokens is None:
+            max_new_tokens = EDIT_MAX_NEW_TOKENS if mode == "edit" else 1536
         if setting is not None and setting not in SETTINGS:
             raise ValueError(f"--setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
         config = DesignerConfig(
@@ -503,6 +525,7 @@ def design(
                 sampling=SamplingParams(temperature=agent_temperature, max_new_tokens=agent_max_new_tokens)
             ),
             sampling=SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens),
+            edit_max_new_tokens=max_new_tokens if mode == "edit" else EDIT_MAX_NEW_TOKENS,
             memory=MemoryConfig(k=memory_k),
             repair_rounds=repairs,
         )
