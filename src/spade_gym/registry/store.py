@@ -1265,13 +1265,7 @@ class Registry:
             raise TypeError(
                 f"update_stats() got unknown field(s) {', '.join(map(repr, unknown))}; EnvStats fields are {sorted(known)}"
             )
-        self._require_writable(f"update the statistics of {env_id}")
-        with self._locked():
-            self._check_index_file()
-            row = self._lookup(env_id)
-            if row is None:
-                raise EnvNotFound(self._not_found(env_id))
-            seq, current = row[0], self._record(row)
+        with self._editing(env_id, f"update the statistics of {env_id}") as (seq, current):
             stats = dataclasses.replace(current.stats, **fields).normalised()
             record = dataclasses.replace(current, stats=stats)
             self._rewrite_meta(record)
@@ -1297,13 +1291,7 @@ class Registry:
             EnvNotFound: if there is no such environment.
             RegistryError: if ``meta.json`` could not be written.
         """
-        self._require_writable(f"flag {env_id}")
-        with self._locked():
-            self._check_index_file()
-            row = self._lookup(env_id)
-            if row is None:
-                raise EnvNotFound(self._not_found(env_id))
-            seq, current = row[0], self._record(row)
+        with self._editing(env_id, f"flag {env_id}") as (seq, current):
             if FLAGGED_TAG in current.tags:
                 return current
             validation = {**(current.validation or {}), "flagged": str(reason)[:500]}
@@ -1313,6 +1301,21 @@ class Registry:
                 self._index.flag(seq, _json(list(record.tags)), _json(validation))
                 self._index.set_fingerprint(record.env_id, _fingerprint(record.path))
         return record
+
+    @contextmanager
+    def _editing(self, env_id: str, what: str) -> Iterator[tuple[int, EnvRecord]]:
+        """Hold the registry's lock for a change of ``env_id``; yield its index ``seq`` and record.
+
+        Raises:
+            EnvNotFound: if there is no such environment. RegistryError: a read-only registry.
+        """
+        self._require_writable(what)
+        with self._locked():
+            self._check_index_file()
+            row = self._lookup(env_id)
+            if row is None:
+                raise EnvNotFound(self._not_found(env_id))
+            yield row[0], self._record(row)
 
     def _rewrite_meta(self, record: EnvRecord) -> None:
         tmp = self.tmp_dir / f"{uuid.uuid4().hex}.json"
