@@ -280,3 +280,18 @@ def test_a_start_that_fails_leaves_no_run_folder(tmp_path: Path) -> None:
     config.write_text("policy:\n  lora: {r: 4, bogus: 1}\nrun:\n  tensorboard: false\n")
     code, out = run("selfplay", "--config", str(config), "--out", str(tmp_path / "run"))
     assert code == 1 and "policy.lora" in out and "'bogus'" in out and not (tmp_path / "run").exists()
+
+
+def test_plot_points_at_what_the_designer_wrote(tmp_path: Path) -> None:
+    from spade_gym.trainer.config import SelfPlayConfig
+    from spade_gym.trainer.run import RunDir
+
+    config = SelfPlayConfig.from_dict({"run": {"tensorboard": False}})
+    folder = RunDir.create(tmp_path / "run", config)
+    folder.log_metrics(0, {"designer/reward_mean": -1.0, "time/total": 1.0})
+    code, out = run("plot", str(tmp_path / "run"))
+    assert code == 0 and "designs.jsonl" not in out  # none written yet
+    folder.log_designs(0, [{"completion": "no code here", "category": "NO_CODE"}])
+    folder.close()
+    code, out = run("plot", str(tmp_path / "run"))
+    assert code == 0 and "what the Designer wrote" in out and "designs.jsonl" in out

@@ -826,7 +826,7 @@ def plot(run_dir: Annotated[Path, typer.Argument(help="A run folder written by `
     """Draw a self-play run's curves (designer reward, acceptance, regret, returns, registry, time,
     tokens, training) as PNGs in RUN_DIR/plots."""
     from spade_gym.trainer.plot import plot_run
-    from spade_gym.trainer.run import CONFIG_FILE, METRICS_FILE, read_metrics
+    from spade_gym.trainer.run import CONFIG_FILE, DESIGNS_FILE, METRICS_FILE, read_metrics
 
     try:
         folder = _existing_folder(run_dir)
@@ -840,6 +840,8 @@ def plot(run_dir: Annotated[Path, typer.Argument(help="A run folder written by `
         raise typer.Exit(2) from None
     for path in paths:
         console.print(_safe(str(path)))
+    if (folder / DESIGNS_FILE).is_file():
+        console.print(f"what the Designer wrote, and each verdict: {_safe(str(folder / DESIGNS_FILE))}")
 
 
 def _num(value: float, fmt: str = ".3f") -> str:
