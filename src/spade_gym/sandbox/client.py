@@ -420,9 +420,7 @@ class SandboxClient:
         try:
             now = time.monotonic()
             limit = self.config.start_timeout_s
-            hello = self._read_response(
-                _CallLimits(now, math.inf, "", now + limit, f"the {limit:g} s deadline of the worker's start")
-            )
+            hello = self._read_response(_CallLimits(now, math.inf, now + limit, "start", self.config))
         except SandboxError as exc:
             self.kill()
             raise SandboxSetupError(f"the sandbox worker failed to start: {exc.message}") from None
@@ -565,22 +563,16 @@ class SandboxClient:
 
     def _call_limits(self, op: str, sent: float, budget: Budget | None) -> _CallLimits:
         """The CPU budget and wall bound of one call sent at ``sent``: the per-call ones, or less
-        when ``budget`` has less left."""
+        when ``budget`` has less left (its messages are made only on a timeout)."""
         config = self.config
         cpu_limit, wall_limit = config.call_timeout_s, config.call_timeout_s * config.wall_factor
-        cpu_what = f"the CPU budget of {cpu_limit:g} s of {op}()"
-        wall_what = (
-            f"the wall-clock bound of {wall_limit:g} s of {op}() ({config.wall_factor:g}x its CPU budget; "
-            "the machine may be overloaded, or the worker stalled)"
-        )
+        cpu_by = wall_by = None
         if budget is not None:
             if budget.remaining < cpu_limit:
-                cpu_limit = max(budget.remaining, 0.0)
-                cpu_what = f"the {budget.what} CPU budget of {budget.seconds:g} s during {op}()"
+                cpu_limit, cpu_by = max(budget.remaining, 0.0), budget
             if budget.wall_remaining < wall_limit:
-                wall_limit = max(budget.wall_remaining, 0.0)
-                wall_what = f"the {budget.what} wall-clock bound of {budget.wall_seconds:g} s during {op}()"
-        return _CallLimits(sent, cpu_limit, cpu_what, sent + wall_limit, wall_what)
+                wall_limit, wall_by = max(budget.wall_remaining, 0.0), budget
+        return _CallLimits(sent, cpu_limit, sent + wall_limit, op, config, cpu_by, wall_by)
 
     def _write_within(self, frame: bytes, limits: _CallLimits, op: str) -> None:
         fd = self._write_fd
@@ -693,9 +685,9 @@ class SandboxClient:
                 if measured is not None:
                     used = measured - cpu_start
                 if used >= limits.cpu_limit:
-                    self._timed_out(limits.cpu_what, used)
+                    self._timed_out(limits.cpu_what(), used)
             if wall_left <= 0:
-                self._timed_out(f"{limits.wall_what} after {min(used, limits.cpu_limit):.3g} CPU seconds", used)
+                self._timed_out(f"{limits.wall_what()} after {min(used, limits.cpu_limit):.3g} CPU seconds", used)
             if poller.poll(min(wall_left, max(limits.cpu_limit - used, 0.02)) * 1000):
                 return
 
@@ -727,13 +719,32 @@ class SandboxClient:
 
 @dataclass(frozen=True)
 class _CallLimits:
-    """The limits of one wait for a response: CPU seconds of the worker since ``sent``, and a wall deadline."""
+    """The limits of one wait for a response: CPU seconds of the worker since ``sent``, and a wall
+    deadline; ``cpu_by``/``wall_by``: the :class:`Budget` that set each limit, if not the call's own."""
 
     sent: float
     cpu_limit: float
-    cpu_what: str
     wall_deadline: float
-    wall_what: str
+    op: str
+    config: SandboxConfig
+    cpu_by: Budget | None = None
+    wall_by: Budget | None = None
+
+    def cpu_what(self) -> str:
+        if self.cpu_by is not None:
+            return f"the {self.cpu_by.what} CPU budget of {self.cpu_by.seconds:g} s during {self.op}()"
+        return f"the CPU budget of {self.config.call_timeout_s:g} s of {self.op}()"
+
+    def wall_what(self) -> str:
+        if self.op == "start":
+            return f"the {self.config.start_timeout_s:g} s deadline of the worker's start"
+        if self.wall_by is not None:
+            return f"the {self.wall_by.what} wall-clock bound of {self.wall_by.wall_seconds:g} s during {self.op}()"
+        c = self.config
+        return (
+            f"the wall-clock bound of {c.call_timeout_s * c.wall_factor:g} s of {self.op}() ({c.wall_factor:g}x its "
+            "CPU budget; the machine may be overloaded, or the worker stalled)"
+        )
 
 
 def call_many(
