@@ -183,7 +183,8 @@ def test_contract_is_checked_on_the_host_too() -> None:
         client.load(program())
         client.reset(0)
         client.send("reset", {"seed": 0})
-        client._pending = ("step", time.monotonic(), None)  # a reset answer read as a step answer
+        sent = time.monotonic()  # a reset answer read as a step answer
+        client._pending = ("step", sent, None, client._call_limits("step", sent, None))
         with pytest.raises(ContractError, match="must return"):
             client.receive()
 

@@ -371,8 +371,9 @@ def _digest(*parts: object) -> bytes:
 @dataclass
 class _Episode:
     """One played episode as validation keeps it: the first observation and info, the actions,
-    and per step only a digest (32 bytes: the whole transition, then what the Agent sees of it),
-    with the return checked as it goes, so host memory stays flat in the episode's length."""
+    and per step only a 16-byte digest (of the whole transition, or with ``agent_view`` of what
+    the Agent sees of it: the novelty probe), with the return checked as it goes, so host memory
+    stays flat in the episode's length."""
 
     seed: int
     first: tuple[str, dict[str, Any]]
@@ -382,11 +383,14 @@ class _Episode:
     total: float = 0.0
     excursion: tuple[int, float] | None = None  # the first (turn, return) outside [0, 1]
     tolerance: float = RETURN_TOLERANCE
+    agent_view: bool = False
 
     def add(self, transition: tuple[str, float, bool, bool, dict[str, Any]]) -> None:
         obs, reward, terminated, truncated, info = transition
         self.digests.append(
-            _digest(obs, reward, terminated, truncated, info) + _digest(_seen(obs), reward, terminated, truncated)
+            _digest(_seen(obs), reward, terminated, truncated)
+            if self.agent_view
+            else _digest(obs, reward, terminated, truncated, info)
         )
         self.last = (obs, reward, terminated, truncated)
         self.total += reward
@@ -846,7 +850,7 @@ def _probe_episode(
     }
     obs, info = client.call("reset", {"seed": seed}, budget)
     hint = str(client.call("hint", None, budget))
-    episode = _Episode(seed, (obs, info))
+    episode = _Episode(seed, (obs, info), agent_view=True)
     limit = len(replay.actions) if replay is not None else turns
     for turn in range(limit):
         if replay is not None:
@@ -1089,9 +1093,10 @@ def _first_difference(a: _Episode, b: _Episode, agent_view: bool = False) -> str
         return f"the first observation differs ({_clip(a.first[0], 80)!r} vs {_clip(b.first[0], 80)!r})"
     if not agent_view and a.first[1] != b.first[1]:
         return "the info returned by reset() differs"
-    half = slice(16, 32) if agent_view else slice(0, 16)
+    if a.agent_view != agent_view or b.agent_view != agent_view:
+        raise ValueError("both episodes must keep the digests of the view compared")
     for turn, (x, y) in enumerate(zip(a.digests, b.digests, strict=False), 1):
-        if x[half] != y[half]:
+        if x != y:
             seen = "the observation, reward or flags" if agent_view else "the observation, reward, flags or info"
             return f"{seen} on turn {turn} differ"
     if len(a.digests) != len(b.digests):

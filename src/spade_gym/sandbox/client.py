@@ -377,7 +377,7 @@ class SandboxClient:
         self._owner_pid = os.getpid()
         self._read_fd: int | None = None
         self._write_fd: int | None = None
-        self._pending: tuple[str, float, Budget | None] | None = None
+        self._pending: tuple[str, float, Budget | None, _CallLimits] | None = None
         self._inbuf = bytearray()
         self._poller: Any = None
 
@@ -559,7 +559,7 @@ class SandboxClient:
         except BaseException:  # interrupted half-way (KeyboardInterrupt, a signal): the stream is unusable
             self.kill()
             raise
-        self._pending = (op, sent, budget)
+        self._pending = (op, sent, budget, limits)
 
     def _call_limits(self, op: str, sent: float, budget: Budget | None) -> _CallLimits:
         """The CPU budget and wall bound of one call sent at ``sent``: the per-call ones, or less
@@ -615,9 +615,8 @@ class SandboxClient:
         """
         if self._pending is None:
             raise WorkerCrash("receive() without a request in flight")
-        op, sent, budget = self._pending
+        op, sent, budget, limits = self._pending  # the limits made when it was sent
         config = self.config
-        limits = self._call_limits(op, sent, budget)
         self.last_cpu_s = 0.0
         try:
             response = self._read_response(limits)
