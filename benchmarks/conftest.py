@@ -16,6 +16,9 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# As in tests/conftest.py: the gate's seeds are reproducible per program, so executors compared on
+# the same programs (test_bench_ray) judge them on the same seeds; Ray's workers inherit it.
+os.environ.setdefault("SPADE_VALIDATION_SEED", "spade-benchmarks")
 sys.path.insert(0, str(ROOT / "tests"))  # tests/programs.py builds the benchmark programs
 
 from spade_gym.sandbox import Zygote  # noqa: E402

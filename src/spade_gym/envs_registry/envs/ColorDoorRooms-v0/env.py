@@ -2,7 +2,7 @@ import random
 import re
 
 ROOMS = 1
-N_DOORS = 2
+N_DOORS = 3
 SIDES = ["left", "right", "middle"]
 THINGS = {"grass": "green", "the sky": "blue", "a ripe tomato": "red", "snow": "white", "coal": "black",
           "a banana": "yellow", "an orange": "orange"}
