@@ -114,3 +114,27 @@ def test_from_file_rejects_non_utf8(tmp_path) -> None:  # type: ignore[no-untype
     path.write_bytes(GOOD.encode() + b"\n# \xff\xfe\n")
     with pytest.raises(ProgramError, match="not UTF-8"):
         EnvProgram.from_file(path)
+
+
+def test_the_host_parses_programs_one_thread_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CPython 3.11's AST builder is not thread-safe (gh-106905): verifiers starts episodes in
+    # threads, and 2 of 100 runs of its 5-episode test lost an episode to "SystemError: AST
+    # constructor recursion depth mismatch". The race is too rare to provoke here, so the test
+    # checks the rule that prevents it: every parse in spade_gym.program holds its lock.
+    import ast
+
+    import spade_gym.program as program
+
+    parse, unlocked = ast.parse, []
+
+    def checked_parse(*args: object, **kwargs: object) -> ast.AST:
+        if not program._AST_LOCK._is_owned():  # type: ignore[attr-defined]
+            unlocked.append(args[0])
+        return parse(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(program.ast, "parse", checked_parse)
+    source = "N_ITEMS = 3\n" + GOOD
+    candidate = EnvProgram(source)
+    candidate.problems()
+    assert candidate.normalized_source and program.knobs(source) == {"N_ITEMS": 3}
+    assert unlocked == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,6 +20,12 @@ from typing import Any, cast
 
 from spade_gym.errors import ProgramError
 from spade_gym.sandbox.policy import ALLOWED_MODULES, compile_program
+
+#: Held while the host parses or compiles a program: CPython 3.11's AST builder keeps a depth
+#: counter shared by threads, so two threads parsing at once can fail with ``SystemError: AST
+#: constructor recursion depth mismatch`` (CPython gh-106905), which the integrations hit when they
+#: make environments in worker threads (verifiers' ``asyncio.to_thread``).
+_AST_LOCK = threading.RLock()
 
 __all__ = ["EnvProgram", "REQUIRED_METHODS", "RETURN_TOLERANCE", "SETTINGS", "MAX_SOURCE_BYTES", "knob_nodes", "knobs"]
 
@@ -84,7 +91,8 @@ class EnvProgram:
     def normalized_source(self) -> str:
         """The source after an AST round trip (``ast.unparse``); the raw source if it does not parse."""
         try:
-            return ast.unparse(ast.parse(self.source))
+            with _AST_LOCK:
+                return ast.unparse(ast.parse(self.source))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return self.source
 
@@ -104,6 +112,10 @@ class EnvProgram:
                 nesting depth times size (seconds for a hostile 100 KB program), so the sandbox passes
                 ``False`` and compiles in the worker instead, under the load deadline.
         """
+        with _AST_LOCK:  # one parse at a time in this process (see _AST_LOCK)
+            return self._problems(restricted_compile)
+
+    def _problems(self, restricted_compile: bool) -> list[str]:
         size = len(self.source.encode("utf-8", "surrogatepass"))
         if size > MAX_SOURCE_BYTES:
             return [f"the program is {size} bytes; the limit is {MAX_SOURCE_BYTES} bytes"]
@@ -280,7 +292,8 @@ def knobs(source: str) -> dict[str, int]:
         ``{name: value}`` (``{}`` for a program without knobs or one that does not parse).
     """
     try:
-        tree = ast.parse(source)
+        with _AST_LOCK:
+            tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return {}
     return {name: cast(int, node.value) for name, node in knob_nodes(tree)}
