@@ -17,7 +17,14 @@ How generation is wired (so that logprobs and finish reasons are exact):
   records ``logit[token] - logsumexp(logits)`` of the token sampled from them;
 * one stopping criterion checks end-of-sequence tokens and stop strings (transformers'
   ``StopStringCriteria``) and records the step at which each row finished, so the completion's
-  tokens, text and finish reason are cut at exactly that step.
+  tokens, text and finish reason are cut at exactly that step;
+* key/value caches are reused where prompts share a prefix (:class:`PrefixCache`): the rows of a
+  call that share a prefix (the ``n`` samples of a prompt; the episodes of one environment, whose
+  system prompt, description and worked example are the same) have it computed once, and every
+  row's sequence (prompt and completion) is kept, so the next turn of a conversation starts from
+  it. Each row's cached tokens are placed before a gap of padding, so every row's uncached part
+  starts in the same column; positions come from the attention mask, as in uncached generation.
+  Greedy outputs are the same with and without reuse (tested).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import contextlib
 import threading
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,7 +53,7 @@ from spade_gym.policies.base import (
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["TransformersPolicy", "import_torch_stack", "resolve_device_dtype"]
+__all__ = ["PrefixCache", "TransformersPolicy", "import_torch_stack", "resolve_device_dtype"]
 
 _TRAIN_HINT = "install the train extra: pip install 'spade-gym[train]' (on a machine without an NVIDIA GPU, install torch's CPU build first)"
 
@@ -191,6 +199,9 @@ class TransformersPolicy:
             ``max_position_embeddings``.
         chat_template: a Jinja chat template to use instead of the tokenizer's own.
         name: the name reported in logs; default: ``model``.
+        prefix_cache_mb: most MiB of key/value caches kept for reuse by later prompts that share
+            a prefix (:class:`PrefixCache`, least recently used dropped first); ``0`` turns reuse
+            off. Default 1024.
 
     Attributes:
         model: the ``torch.nn.Module`` (a ``PeftModel`` when adapters are attached).
@@ -198,7 +209,10 @@ class TransformersPolicy:
         device, dtype: where the model lives.
         name, context_window: see :class:`~spade_gym.policies.base.Policy`.
         last_stats: figures of the last ``generate`` call: ``generate_calls``,
-            ``completion_tokens``, ``wall_s`` (seconds) and ``tokens_per_s``.
+            ``completion_tokens``, ``prompt_tokens``, ``reused_prompt_tokens`` (prompt tokens not
+            run through the model: their keys and values were cached, or computed once for several
+            rows), ``wall_s`` (seconds) and ``tokens_per_s``.
+        prefix_cache: the :class:`PrefixCache`, or ``None`` when reuse is off.
 
     Raises:
         ModelNotFound: the path does not exist, or the hub id is neither cached nor reachable.
@@ -219,6 +233,7 @@ class TransformersPolicy:
         context_window: int | None = None,
         chat_template: str | None = None,
         name: str | None = None,
+        prefix_cache_mb: int = 1024,
     ) -> None:
         import_torch_stack()
         from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
@@ -229,6 +244,8 @@ class TransformersPolicy:
             isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1
         ):
             raise ValueError(f"context_window must be an int >= 1 (tokens) or None, got {context_window!r}")
+        if isinstance(prefix_cache_mb, bool) or not isinstance(prefix_cache_mb, int) or prefix_cache_mb < 0:
+            raise ValueError(f"prefix_cache_mb must be an int >= 0 (MiB; 0 turns reuse off), got {prefix_cache_mb!r}")
         self.device, self.dtype = resolve_device_dtype(device, dtype)
         if isinstance(model, str | Path):
             source = str(model)
@@ -300,6 +317,8 @@ class TransformersPolicy:
         # generate() seeds torch's global generator inside fork_rng: one call at a time per policy
         self._lock = threading.Lock()
         self._stop_criteria: dict[tuple[str, ...], Any] = {}  # built once per set of stop strings
+        self._computed = 0  # prompt tokens the current call ran through the model before generate
+        self.prefix_cache: PrefixCache | None = PrefixCache(prefix_cache_mb * 2**20) if prefix_cache_mb else None
 
     def _attach_peft(self, lora: Any, adapter: str | Path | None) -> Any:
         try:
@@ -367,7 +386,7 @@ class TransformersPolicy:
         # Group rows of similar length into one generate call; the result is put back in order.
         order = sorted(range(len(rows)), key=lambda r: len(rows[r][1]))
         results: list[Completion | None] = [None] * len(rows)
-        started, calls = time.perf_counter(), 0
+        started, calls, reused = time.perf_counter(), 0, 0
         # A seed applies to this call only: torch's global generator is forked and restored. Without
         # one, the global generator is used and advances, so successive calls differ.
         seeded = (
@@ -380,8 +399,9 @@ class TransformersPolicy:
                 torch.manual_seed(sampling.seed)
             for lo in range(0, len(order), self.max_batch_size):
                 chunk = order[lo : lo + self.max_batch_size]
-                done = self._generate_rows([rows[r] for r in chunk], sampling)
+                done, chunk_reused = self._generate_rows([rows[r] for r in chunk], sampling)
                 calls += 1
+                reused += chunk_reused
                 for r, completion in zip(chunk, done, strict=True):
                     results[r] = completion
         out = [c for c in results if c is not None]
@@ -390,22 +410,43 @@ class TransformersPolicy:
         self.last_stats = {
             "generate_calls": calls,
             "completion_tokens": tokens,
+            "prompt_tokens": sum(len(ids) for _, ids in rows),
+            "reused_prompt_tokens": reused,
             "wall_s": wall,
             "tokens_per_s": tokens / wall if wall else 0.0,
         }
         return out
 
-    def _generate_rows(self, rows: list[tuple[int, list[int]]], sampling: SamplingParams) -> list[Completion]:
+    def _generate_rows(
+        self, rows: list[tuple[int, list[int]]], sampling: SamplingParams
+    ) -> tuple[list[Completion], int]:
+        """One ``model.generate`` call for ``rows`` (prompt index, prompt ids); returns the
+        completions in order and the number of prompt tokens not run through the model (their keys
+        and values were cached, or computed once for several rows)."""
         import torch
         from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
-        width = max(len(ids) for _, ids in rows)
+        store = self.prefix_cache if self.prefix_cache is not None and not self.model.training else None
+        sources: list[tuple[torch.Tensor | None, int]] = [(None, 0)] * len(rows)
+        self._computed = 0  # prompt tokens run through the model by _fill
+        if store is not None:
+            store.check_weights(self.model)
+            sources = self._prefix_sources([ids for _, ids in rows], store)
+        cached = max(length for _, length in sources)  # columns held in the cache
+        tails = [ids[length:] for (_, ids), (_, length) in zip(rows, sources, strict=True)]
+        width = cached + max(len(t) for t in tails)
         input_ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
         attention = torch.zeros((len(rows), width), dtype=torch.long)
-        for k, (_, ids) in enumerate(rows):
-            input_ids[k, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention[k, width - len(ids) :] = 1
+        for k, ((_, ids), (_, length), tail) in enumerate(zip(rows, sources, tails, strict=True)):
+            # [padding][cached tokens | gap of padding][uncached tokens]: every tail starts a generate step
+            input_ids[k, cached - length : cached] = torch.tensor(ids[:length], dtype=torch.long)
+            attention[k, cached - length : cached] = 1
+            input_ids[k, width - len(tail) :] = torch.tensor(tail, dtype=torch.long)
+            attention[k, width - len(tail) :] = 1
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
+        cache_kwargs: dict[str, Any] = {}
+        if cached:
+            cache_kwargs[_CACHE_KWARG] = self._batch_cache(sources, cached)
         recorder = _LogprobRecorder()
         stop_criterion = None
         if sampling.stop:
@@ -429,15 +470,18 @@ class TransformersPolicy:
             # stopping criterion checks the same ids and stop strings, and records where each row ended
             pad_token_id=self.pad_token_id,
             bos_token_id=self.model.generation_config.bos_token_id,
+            return_dict_in_generate=store is not None,
         )
         with torch.inference_mode():
-            sequences = self.model.generate(
+            output = self.model.generate(
                 input_ids=input_ids,
                 attention_mask=attention,
                 generation_config=config,
                 logits_processor=LogitsProcessorList([recorder]),
                 stopping_criteria=StoppingCriteriaList([finish]),
+                **cache_kwargs,
             )
+        sequences = output.sequences if store is not None else output
         new = sequences[:, width:]
         logprobs = recorder.result(new)
         new_cpu, logprobs_cpu = new.cpu().tolist(), logprobs.cpu().tolist()
@@ -449,7 +493,125 @@ class TransformersPolicy:
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)
             text, _ = cut_at_stop(text, sampling.stop)
             out.append(Completion(text, list(ids), tokens, logprobs_cpu[k][:length], reason, index))
-        return out
+        if store is not None:
+            final = getattr(output, "cache", None) or getattr(output, "past_key_values", None)
+            if final is not None:
+                self._keep_sequences(store, final, cached, width, sources, tails, out)
+        return out, sum(len(ids) for _, ids in rows) - self._computed - sum(len(t) for t in tails)
+
+    # ------------------------------------------------------------------ prefix reuse
+
+    def _prefix_sources(self, prompts: list[list[int]], store: PrefixCache) -> list[tuple[torch.Tensor | None, int]]:
+        """For each prompt, cached keys and values of all its tokens but the last (which is run to
+        give the first logits), and that length; ``(None, 0)`` when reuse does not apply.
+
+        Prefixes shared by two or more prompts (at least :data:`PrefixCache.MIN_TOKENS` tokens)
+        are computed first, once each; then every prompt's remaining tokens, continuing from the
+        longest cached prefix it has; both in batched forward passes, kept in ``store``.
+        """
+        order = sorted(range(len(prompts)), key=lambda k: prompts[k])
+        shared: list[list[int]] = []
+        group, length = [order[0]], 0
+        for previous, current in zip(order, [*order[1:], None], strict=True):
+            common = _common_length(prompts[previous], prompts[current]) if current is not None else 0
+            if current is not None and common >= PrefixCache.MIN_TOKENS:
+                length = common if len(group) == 1 else min(length, common)
+                group.append(current)
+                continue
+            if len(group) > 1:
+                shared.append(prompts[group[0]][: min(length, *(len(prompts[k]) - 1 for k in group))])
+            group, length = ([current] if current is not None else []), 0
+        self._fill(store, shared)
+        self._fill(store, [ids[:-1] for ids in {tuple(p): p for p in prompts}.values()])
+        sources: list[tuple[torch.Tensor | None, int]] = []
+        for ids in prompts:
+            kv, known = store.lookup(ids, limit=len(ids) - 1)
+            sources.append((kv, known) if known >= PrefixCache.MIN_TOKENS else (None, 0))
+        return sources
+
+    def _fill(self, store: PrefixCache, sequences: list[list[int]]) -> None:
+        """Compute and keep the keys and values of each sequence not yet cached, continuing from
+        its longest cached prefix: one forward pass per ``max_batch_size`` sequences, cached
+        prefixes right-aligned before the new tokens, the new tokens right-padded."""
+        import torch
+
+        todo = []
+        for tokens in sequences:
+            kv, known = store.lookup(tokens, limit=len(tokens))
+            if known < len(tokens) and len(tokens) >= PrefixCache.MIN_TOKENS:
+                todo.append((tokens, *((kv, known) if known >= PrefixCache.MIN_TOKENS else (None, 0))))
+        for chunk in _similar_chunks(todo, self.max_batch_size):
+            cached = max(known for _, _, known in chunk)
+            width = max(len(tokens) - known for tokens, _, known in chunk)
+            ids = torch.full((len(chunk), width), self.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(chunk), cached + width), dtype=torch.long)
+            positions = torch.zeros((len(chunk), width), dtype=torch.long)
+            for k, (tokens, _, known) in enumerate(chunk):
+                new = len(tokens) - known
+                self._computed += new
+                ids[k, :new] = torch.tensor(tokens[known:], dtype=torch.long)
+                mask[k, cached - known : cached + new] = 1
+                positions[k] = torch.arange(known, known + width)
+            cache = self._batch_cache([(kv, known) for _, kv, known in chunk], cached)
+            with torch.inference_mode():
+                output = self.model(
+                    input_ids=ids.to(self.device),
+                    attention_mask=mask.to(self.device),
+                    position_ids=positions.to(self.device),
+                    use_cache=True,
+                    logits_to_keep=1,
+                    **{_CACHE_KWARG: cache},
+                )
+            final = getattr(output, "cache", None) or output.past_key_values
+            for k, (tokens, _, known) in enumerate(chunk):
+                columns = torch.arange(cached - known, cached + len(tokens) - known)
+                store.add(tokens, _row(final, k, columns))
+
+    def _new_cache(self) -> Any:
+        from transformers import DynamicCache
+
+        try:
+            return DynamicCache(config=self.model.config)
+        except TypeError:  # transformers < 4.56's signature
+            return DynamicCache()
+
+    def _batch_cache(self, sources: list[tuple[torch.Tensor | None, int]], cached: int) -> Any:
+        """A cache of ``cached`` columns: each row's known prefix right-aligned, zeros (masked) before it."""
+        cache = self._new_cache()
+        if not cached:
+            return cache
+        template = next(kv for kv, known in sources if kv is not None and known)
+        layers, _, heads, _, dim = template.shape
+        for layer in range(layers):  # one layer at a time: blocks the allocator can reuse
+            pair = template.new_zeros((2, len(sources), heads, cached, dim))
+            for k, (kv, known) in enumerate(sources):
+                if kv is not None and known:
+                    pair[:, k, :, cached - known :] = kv[layer, :, :, :known]
+            cache.update(pair[0], pair[1], layer)
+        return cache
+
+    def _keep_sequences(
+        self,
+        store: PrefixCache,
+        final: Any,
+        cached: int,
+        width: int,
+        sources: list[tuple[torch.Tensor | None, int]],
+        tails: list[list[int]],
+        completions: list[Completion],
+    ) -> None:
+        """Keep each row's prompt and completion keys and values, for a later turn of its conversation."""
+        import torch
+
+        held = int(_layers(final)[0][0].shape[2])  # the last sampled token was never run: one column fewer
+        for k, ((_, known), tail, completion) in enumerate(zip(sources, tails, completions, strict=True)):
+            new = completion.completion_token_ids or []
+            steps = min(len(new), held - width)
+            tokens = list(completion.prompt_token_ids or []) + new[:steps]
+            if len(tokens) < PrefixCache.MIN_TOKENS or store.lookup(tokens, limit=len(tokens))[1] == len(tokens):
+                continue
+            columns = torch.cat([torch.arange(cached - known, cached), torch.arange(width - len(tail), width + steps)])
+            store.add(tokens, _row(final, k, columns))
 
     # ------------------------------------------------------------------ re-scoring
 
@@ -649,3 +811,143 @@ class _FinishRecorder:
         newly = done & (self.length < 0)
         self.length[newly] = input_ids.shape[1] - self.prompt_width
         return self.length >= 0
+
+
+#: ``generate``'s and the model's keyword for a cache object (renamed from ``past_key_values`` in transformers 5)
+_CACHE_KWARG = "past_key_values"
+try:  # pragma: no cover - depends on the installed transformers
+    from transformers.generation.utils import ALL_CACHE_NAMES as _CACHE_NAMES
+
+    if "cache" in _CACHE_NAMES:
+        _CACHE_KWARG = "cache"
+except ImportError:  # pragma: no cover
+    pass
+
+
+def _layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``(keys, values)`` per layer of a transformers cache (``(batch, heads, tokens, head_dim)`` each)."""
+    if hasattr(cache, "layers"):
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    return [(cache.key_cache[i], cache.value_cache[i]) for i in range(len(cache.key_cache))]
+
+
+def _row(cache: Any, row: int, columns: torch.Tensor) -> torch.Tensor:
+    """Row ``row``'s keys and values at ``columns`` of a batched cache, as one ``(layers, 2, heads,
+    len(columns), head_dim)`` tensor (a copy)."""
+    import torch
+
+    layers = _layers(cache)
+    keys0 = layers[0][0]
+    columns = columns.to(keys0.device)
+    out = keys0.new_empty((len(layers), 2, keys0.shape[1], len(columns), keys0.shape[3]))
+    for layer, (keys, values) in enumerate(layers):  # copies only the row's columns, once
+        torch.index_select(keys[row], 1, columns, out=out[layer, 0])
+        torch.index_select(values[row], 1, columns, out=out[layer, 1])
+    return out
+
+
+def _similar_chunks(
+    todo: list[tuple[list[int], torch.Tensor | None, int]], size: int
+) -> list[list[tuple[list[int], torch.Tensor | None, int]]]:
+    """``todo`` in chunks of at most ``size`` whose new-token counts are within 1.5x of each
+    other (padded columns are computed too), shortest first."""
+    chunks: list[list[tuple[list[int], torch.Tensor | None, int]]] = []
+    for item in sorted(todo, key=lambda t: len(t[0]) - t[2]):
+        new = len(item[0]) - item[2]
+        if not chunks or len(chunks[-1]) >= size or new > 1.5 * (len(chunks[-1][0][0]) - chunks[-1][0][2]) + 8:
+            chunks.append([])
+        chunks[-1].append(item)
+    return chunks
+
+
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences (a binary search over slice
+    comparisons, which run in C: thousands of tokens against dozens of entries per call)."""
+    a, b = tuple(a), tuple(b)
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+class PrefixCache:
+    """Keys and values of token sequences a :class:`TransformersPolicy` has run, for reuse by later
+    prompts that start with them (the vLLM option of the same name does this on GPU).
+
+    Entries are whole sequences (a shared prefix, or a prompt with its completion); a prompt
+    reuses the longest common prefix it has with any entry. The least recently used entries are
+    dropped beyond ``max_bytes``. Keys and values depend on the weights: the cache empties itself
+    when any parameter changes (an optimizer step, a loaded adapter; :meth:`check_weights`).
+
+    Args:
+        max_bytes: most bytes of tensors kept.
+
+    Attributes:
+        MIN_TOKENS: shortest prefix worth reusing (tokens).
+    """
+
+    MIN_TOKENS = 16
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple[int, ...], tuple[torch.Tensor, int]] = OrderedDict()
+        self._bytes = 0
+        self._weights: tuple[tuple[int, int], ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of tensors held."""
+        return self._bytes
+
+    def clear(self) -> None:
+        """Drop every entry."""
+        self._entries.clear()
+        self._bytes = 0
+
+    def check_weights(self, model: Any) -> None:
+        """Empty the cache when any of ``model``'s parameters changed since the last check (an
+        in-place update bumps a tensor's version; a replaced tensor has a new id)."""
+        weights = tuple((id(p), p._version) for p in model.parameters())
+        if weights != self._weights:
+            self.clear()
+            self._weights = weights
+
+    def lookup(self, tokens: Sequence[int], *, limit: int) -> tuple[torch.Tensor | None, int]:
+        """The entry sharing the longest prefix with ``tokens`` and that length (at most ``limit``).
+
+        Returns:
+            ``(keys and values, length)``; ``(None, 0)`` when no entry shares a token.
+        """
+        best_key, best = None, 0
+        tokens = tuple(tokens)
+        for key in self._entries:
+            if key[:1] != tokens[:1]:
+                continue
+            n = min(_common_length(key, tokens), limit)
+            if n > best:
+                best_key, best = key, n
+        if best_key is None:
+            return None, 0
+        self._entries.move_to_end(best_key)
+        return self._entries[best_key][0], best
+
+    def add(self, tokens: Sequence[int], kv: torch.Tensor) -> None:
+        """Keep the keys and values of ``tokens``: a ``(layers, 2, heads, len(tokens), head_dim)`` tensor."""
+        size = kv.numel() * kv.element_size()
+        if size > self.max_bytes:
+            return
+        key = tuple(int(t) for t in tokens)
+        if key in self._entries:
+            self._bytes -= self._entries.pop(key)[1]
+        self._entries[key] = (kv, size)
+        self._bytes += size
+        while self._bytes > self.max_bytes:
+            _, (_, dropped) = self._entries.popitem(last=False)
+            self._bytes -= dropped

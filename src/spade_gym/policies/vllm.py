@@ -53,6 +53,9 @@ COLOCATE_DEFAULTS: dict[str, Any] = {
     "distributed_executor_backend": "external_launcher",
     # TRL: vLLM V1's memory profiler is misled by its large default when the GPU is shared with a trainer.
     "max_num_batched_tokens": 4096,
+    # The n samples of a prompt, the episodes of one environment and the turns of a conversation
+    # share prefixes; vLLM V1 turns this on by default, pinned here (load_weights resets it).
+    "enable_prefix_caching": True,
 }
 
 _INSTALL_HINT = "install it with `pip install 'spade-gym[vllm]'` on a Linux machine with an NVIDIA GPU"
