@@ -212,7 +212,8 @@ class TransformersPolicy:
             ``completion_tokens``, ``prompt_tokens``, ``reused_prompt_tokens`` (prompt tokens not
             run through the model: their keys and values were cached, or computed once for several
             rows), ``wall_s`` (seconds) and ``tokens_per_s``.
-        prefix_cache: the :class:`PrefixCache`, or ``None`` when reuse is off.
+        prefix_cache: the :class:`PrefixCache`, or ``None`` when reuse is off (``prefix_cache_mb=0``,
+            or a model with sliding-window or other layers that do not keep every key and value).
 
     Raises:
         ModelNotFound: the path does not exist, or the hub id is neither cached nor reachable.
@@ -318,7 +319,11 @@ class TransformersPolicy:
         self._lock = threading.Lock()
         self._stop_criteria: dict[tuple[str, ...], Any] = {}  # built once per set of stop strings
         self._computed = 0  # prompt tokens the current call ran through the model before generate
-        self.prefix_cache: PrefixCache | None = PrefixCache(prefix_cache_mb * 2**20) if prefix_cache_mb else None
+        # reuse needs every layer to keep all its keys and values (no sliding windows, no state-space layers)
+        plain = all(type(layer).__name__ == "DynamicLayer" for layer in getattr(self._new_cache(), "layers", []))
+        self.prefix_cache: PrefixCache | None = (
+            PrefixCache(prefix_cache_mb * 2**20) if prefix_cache_mb and plain else None
+        )
 
     def _attach_peft(self, lora: Any, adapter: str | Path | None) -> Any:
         try:
