@@ -139,6 +139,19 @@ def test_an_edit_completion_registers_the_variant_with_its_parent(registry: Regi
     assert outcome.record.program().source == outcome.source
 
 
+def test_an_edit_keeps_its_parents_setting_whatever_setting_was_drawn(registry: Registry) -> None:
+    # a fresh user's demo: a "game" prompt asked to vary a reasoning environment, so all four correct
+    # knob edits were refused as WRONG_SETTING
+    parent = parent_item(registry, "CountListItems")
+    prompt = build_prompt(None, [parent], setting="game", mode="edit")
+    assert prompt.setting == "reasoning" and "valid game environment" not in prompt.text
+    source = parent.source
+    assert source is not None
+    completion = edit_blocks(source, variants(source, random.Random(3)))
+    outcome = evaluate_completion(completion, prompt, registry=registry, agent=HintReader(), config=FAST)
+    assert outcome.accepted, outcome.report.feedback()
+
+
 def test_a_rename_only_edit_is_refused_as_a_duplicate(registry: Registry) -> None:
     parent = parent_item(registry, "CountListItems")
     prompt = build_prompt(None, [parent], mode="edit")

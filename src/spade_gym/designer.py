@@ -262,7 +262,8 @@ def build_prompt(
             that cleaning rejects: the prompt says no document is available and the memory alone
             grounds it.
         memory: past environments to show (see :class:`~spade_gym.memory.EnvironmentMemory`).
-        setting: the target setting (``"reasoning"``, ``"tool_use"``, ``"game"``), or ``None``.
+        setting: the target setting (``"reasoning"``, ``"tool_use"``, ``"game"``), or ``None``. In
+            edit mode the variant keeps its parent's setting, whatever is given here.
         mode: ``"write"`` or ``"edit"``.
         parent: in edit mode, the memory environment to vary (default: chosen by
             :func:`~spade_gym.memory.pick_parent`); it is shown with its source.
@@ -310,6 +311,7 @@ def build_prompt(
                 f"edit mode: the program of {parent.record.env_id} cannot be read (damaged registry entry)"
             )
         parent = replace(parent, source=parent_source)
+        setting = parent.record.setting  # a variant keeps its parent's setting (a knob edit cannot change it)
         sections.append("The environment to vary:\n" + format_memory([parent], include_source=True))
         stats = parent.record.stats
         direction = "harder"
@@ -324,7 +326,7 @@ def build_prompt(
             )
             if found
             else "",
-            setting=setting or parent.record.setting,
+            setting=setting,
         )
     else:
         task = _WRITE_TASK.format(setting=setting or _ANY_SETTING)
@@ -340,7 +342,7 @@ def build_prompt(
     return DesignerPrompt(
         messages=messages,
         mode=mode,
-        setting=setting if mode == "write" else (setting or (parent.record.setting if parent else None)),
+        setting=setting,
         document=document,
         memory=items,
         parent=parent.record.env_id if mode == "edit" and parent is not None else None,
