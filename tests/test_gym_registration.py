@@ -178,19 +178,35 @@ def test_examples_are_in_the_bundled_registry() -> None:
     assert meta["validation"]["accepted"] is True
 
 
-def test_generated_never_draws_the_held_out_seed_environments() -> None:
+@pytest.mark.parametrize("exclude", [None, ["ArithmeticChain"]])
+def test_generated_never_draws_the_held_out_seed_environments(exclude: list[str] | None) -> None:
     from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS
 
-    env = gym.make("spade/Generated-v0").unwrapped
+    env = gym.make("spade/Generated-v0", exclude=exclude).unwrapped
     try:
         drawn = set()
         for seed in range(60):
             _, info = env.reset(seed=seed)
             drawn.add(info["spade"]["env_id"].rsplit("-v", 1)[0])
-        assert drawn and not drawn & set(HELD_OUT_SEED_ENVS)
+        assert drawn and not drawn & (set(HELD_OUT_SEED_ENVS) | set(exclude or ()))  # an exclude adds to them
         assert len(drawn) > 5  # still the rest of the library
     finally:
         env.close()
+
+
+def test_generated_refuses_an_unknown_exclude_and_a_folder_that_is_not_a_registry(tmp_path: Path) -> None:
+    from spade_gym.errors import RegistryError
+
+    with pytest.raises(ValueError, match=r"exclude names environments not in the registry .*\['Nope'\]"):
+        gym.make("spade/Generated-v0", exclude=["Nope"])
+    for folder in (tmp_path / "empty", tmp_path / "other"):
+        folder.mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("not a registry")
+    for folder in (tmp_path / "empty", tmp_path / "other"):
+        with pytest.raises(RegistryError, match="is not an environment registry") as info:
+            gym.make("spade/Generated-v0", registry=folder)
+        assert "create=True" not in str(info.value)
+    assert list((tmp_path / "empty").iterdir()) == []  # nothing written into it
 
 
 def test_generated_on_a_missing_registry_names_the_folder(tmp_path: Path) -> None:

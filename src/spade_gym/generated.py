@@ -40,14 +40,16 @@ class GeneratedEnv(gym.Env[str, str]):
         config: sandbox limits of the environments.
         cache_size: environments kept loaded (each holds one worker process) between resets.
         render_mode: ``None``, ``"ansi"`` or ``"human"``.
-        exclude: environment names never drawn; default: with the bundled registry, the seed
-            environments held out for evaluation
-            (:data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS`), so training on this id never
-            sees them; with any other registry, none.
+        exclude: environment names (``"ArithmeticChain"``) never drawn. With the bundled registry
+            the seed environments held out for evaluation
+            (:data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS`) are always excluded too, so
+            training on this id never sees them.
 
     Raises:
-        RegistryError: the registry cannot be opened (a missing folder names the path).
-        ValueError: bad ``sampling`` or ``setting``, or no environment matches.
+        RegistryError: the registry cannot be opened (a missing folder, or one that is not a
+            registry, names the path).
+        ValueError: bad ``sampling`` or ``setting``, an ``exclude`` name not in the registry, or
+            no environment matches.
 
     ``info["spade"]`` after ``reset`` holds ``{"env_id", "gym_id", "setting", "seed"}``.
     """
@@ -74,10 +76,18 @@ class GeneratedEnv(gym.Env[str, str]):
                 f"no environment registry at {path}: the folder does not exist (a registry is made by "
                 "`spade selfplay`, `spade design` or spade_gym.registry.gymnasium.open_registry)"
             )
+        if path.is_dir() and not (path / "envs").is_dir():  # opening it would turn it into an empty registry
+            raise RegistryError(
+                f"{path} is not an environment registry (it has no envs/ folder); a registry is made by "
+                "`spade selfplay`, `spade design` or spade_gym.registry.gymnasium.open_registry"
+            )
         self.registry = Registry(path)
-        if exclude is None:
-            exclude = HELD_OUT_SEED_ENVS if path.resolve() == bundled_registry_path().resolve() else ()
-        self.exclude = frozenset(exclude)
+        held_out = HELD_OUT_SEED_ENVS if path.resolve() == bundled_registry_path().resolve() else ()
+        names = {r.name for r in self.registry.records()}
+        unknown = sorted(set(exclude or ()) - names)
+        if unknown:
+            raise ValueError(f"exclude names environments not in the registry at {path}: {unknown}")
+        self.exclude = frozenset(held_out) | frozenset(exclude or ())
         if not [r for r in self.registry.records(setting=setting) if r.name not in self.exclude]:
             raise ValueError(
                 f"the registry at {path} has no environment{f' of setting {setting!r}' if setting else ''}"
