@@ -20,6 +20,7 @@ from spade_gym.env import SandboxedEnv, escape_text
 from spade_gym.errors import RegistryError
 from spade_gym.registry import EnvRecord, Registry
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
+from spade_gym.registry.store import ENVS_DIR
 from spade_gym.sandbox import SandboxConfig
 from spade_gym.spaces import UnicodeText
 
@@ -76,7 +77,7 @@ class GeneratedEnv(gym.Env[str, str]):
                 f"no environment registry at {path}: the folder does not exist (a registry is made by "
                 "`spade selfplay`, `spade design` or spade_gym.registry.gymnasium.open_registry)"
             )
-        if path.is_dir() and not (path / "envs").is_dir():  # opening it would turn it into an empty registry
+        if path.is_dir() and not (path / ENVS_DIR).is_dir():  # opening it would turn it into an empty registry
             raise RegistryError(
                 f"{path} is not an environment registry (it has no envs/ folder); a registry is made by "
                 "`spade selfplay`, `spade design` or spade_gym.registry.gymnasium.open_registry"

@@ -819,14 +819,15 @@ class _FinishRecorder:
 
 
 #: ``generate``'s and the model's keyword for a cache object (renamed from ``past_key_values`` in transformers 5)
-_CACHE_KWARG = "past_key_values"
-try:  # pragma: no cover - depends on the installed transformers
-    from transformers.generation.utils import ALL_CACHE_NAMES as _CACHE_NAMES
+def _cache_keyword() -> str:
+    try:
+        from transformers.generation import utils
+    except ImportError:  # pragma: no cover - the torch stack is checked when a policy is made
+        return "past_key_values"
+    return "cache" if "cache" in getattr(utils, "ALL_CACHE_NAMES", ()) else "past_key_values"
 
-    if "cache" in _CACHE_NAMES:
-        _CACHE_KWARG = "cache"
-except ImportError:  # pragma: no cover
-    pass
+
+_CACHE_KWARG = _cache_keyword()
 
 
 def _layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
