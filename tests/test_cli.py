@@ -96,6 +96,63 @@ def test_bad_registry_paths_and_corrupt_entries(tmp_path: Path) -> None:
     assert "ArithmeticChain-v0" in out and "skipped" in out
 
 
+def test_demo_of_a_missing_file_says_no_worker_started(tmp_path: Path) -> None:
+    code, out = run("demo", str(tmp_path / "missing.py"))
+    assert code == 1 and "missing.py" in out and "No program was loaded" in out
+    assert "Sandbox layers active: none" not in out
+
+
+def test_envs_show_points_at_the_design_that_wrote_a_run_environment(tmp_path: Path) -> None:
+    import json
+
+    from spade_gym.registry.gymnasium import open_registry
+
+    registry = open_registry(tmp_path / "run" / "registry", include_tags=("graded",))
+    env_id = next(iter(registry.records())).env_id
+    registry.close()
+    lines = [{"iteration": 0, "env_id": None}, {"iteration": 3, "completion": "...", "env_id": env_id}]
+    (tmp_path / "run" / "designs.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    code, out = run("envs", "show", env_id, "-r", str(tmp_path / "run" / "registry"), "--no-source")
+    assert code == 0 and "designs.jsonl, line 2 (iteration 3)" in out.replace("\n", "")
+    code, out = run("envs", "show", "ArithmeticChain-v0", "--no-source")  # the bundled registry: no run
+    assert code == 0 and "designs.jsonl" not in out
+
+
+def test_design_help_names_where_its_registry_is_written() -> None:
+    from spade_gym.cli import _default_work_registry
+
+    code, out = run("design", "--help")
+    assert code == 0 and str(_default_work_registry()) in out.replace("\n", "").replace(" ", "")
+
+
+def test_phase_progress_logs_long_phases_when_not_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    import spade_gym.cli as cli
+
+    monkeypatch.setattr(cli, "console", Console(file=io.StringIO()))  # a file, not a terminal
+    lines: list[str] = []
+    progress = cli.PhaseProgress(lines.append, prefix="cold start: ")
+    for done in range(4):
+        progress("train", done, 3)
+    assert [line.split(" ", 1)[1] for line in lines] == [
+        "cold start: train: started (0/3)",
+        "cold start: train: done (3/3)",
+    ]
+    monkeypatch.setattr(cli, "PROGRESS_LINE_EVERY_S", 0.0)  # every update is "long ago"
+    lines.clear()
+    for done in range(4):
+        progress("design", done, 3)
+    assert [line.rsplit(": ", 1)[1] for line in lines] == [
+        "started (0/3)",
+        "running (1/3)",
+        "running (2/3)",
+        "done (3/3)",
+    ]
+
+
 @pytest.mark.parametrize("command", [("doctor",), ("demo", str(EXAMPLES / "bank_account.py"))])
 def test_demo_and_doctor_run(command: tuple[str, ...]) -> None:
     code, out = run(*command)

@@ -31,7 +31,7 @@ from spade_gym.memory import EnvironmentMemory, MemoryConfig
 from spade_gym.policies.base import Completion, SamplingParams
 from spade_gym.program import EnvProgram
 from spade_gym.registry import Registry
-from spade_gym.registry.gymnasium import bundled_registry_path, open_registry
+from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path, open_registry
 from spade_gym.regret import RewardConfig
 from spade_gym.validation import ValidationConfig, validate
 
@@ -287,7 +287,7 @@ def test_bad_completions_get_a_report_and_the_invalid_reward(
 
 
 def test_a_copy_of_a_memory_environment_gets_the_duplicate_penalty(seeded_registry: Registry) -> None:
-    parent = seeded_registry.get("LightsOut3x3-v0")
+    parent = seeded_registry.get("EightPuzzleSlide-v0")
     size = len(seeded_registry)
     outcome = evaluate_completion(fenced(parent.program().source), None, registry=seeded_registry, agent=None)
     assert outcome.report.category == "DUPLICATE" and not outcome.accepted
@@ -383,7 +383,9 @@ def test_designer_env_never_raises_on_bad_completions(tmp_path: Path) -> None:
 def test_designer_env_temporary_registry_is_removed_on_close() -> None:
     env = SpadeDesignerEnv(agent=None)
     root = env.registry.root
-    assert len(env.registry) == len(Registry(bundled_registry_path())) and root.is_dir()
+    held_out = {r.name for r in env.registry.records()} & set(HELD_OUT_SEED_ENVS)
+    assert len(env.registry) == len(Registry(bundled_registry_path())) - len(HELD_OUT_SEED_ENVS) and root.is_dir()
+    assert not held_out  # the Designer's memory never shows an evaluation environment
     env.close()
     assert not root.exists()
 
@@ -514,6 +516,18 @@ def test_open_registry_can_leave_seed_environments_out(tmp_path: Path) -> None:
     assert names == library - {"LightsOut3x3", "InboxCodeRelay"} and len(names) == len(library) - 2
     with pytest.raises(ValueError, match="exclude names no seed environment: Nope"):
         open_registry(tmp_path / "s", exclude=["Nope"])
+
+
+def test_a_new_registry_leaves_the_held_out_environments_out_unless_asked(tmp_path: Path) -> None:
+
+    reg = open_registry(tmp_path / "r")  # as `spade design` and the README make it
+    names = {r.name for r in reg.records()}
+    reg.close()
+    assert names and not names & set(HELD_OUT_SEED_ENVS)
+    assert EnvironmentMemory(open_registry(tmp_path / "r")).select(0)  # the Designer still has a memory
+    everything = open_registry(tmp_path / "all", exclude=())
+    assert set(HELD_OUT_SEED_ENVS) <= {r.name for r in everything.records()}
+    everything.close()
 
 
 # ---- settings for small models: the design token budget and edit weighting -------------------

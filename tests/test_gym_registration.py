@@ -92,6 +92,28 @@ def test_make_in_a_fresh_interpreter_without_prior_import(tmp_path: Path) -> Non
     assert gym_id.startswith("spade/") and is_str == "True"
 
 
+def test_an_older_version_is_made_without_an_out_of_date_warning(tmp_path: Path) -> None:
+    # each version is its own environment (replay plays v0 after v1 exists): gymnasium's
+    # "out of date" deprecation, with its terminal colour codes, must not reach the user's log
+    code = (
+        "import gymnasium, spade_gym\n"
+        "from spade_gym.registry.gymnasium import bundled_registry_path\n"
+        "program = str(bundled_registry_path() / 'envs' / 'ArithmeticChain-v0' / 'env.py')\n"
+        "for ns in ('spade', 'other'):\n"
+        "    for v in (0, 1):\n"
+        "        gymnasium.register(f'{ns}/Twice-v{v}', entry_point='spade_gym.env:SandboxedEnv', kwargs={'program': program})\n"
+        "gymnasium.make('spade/Twice-v0').close()\n"
+        "print('made', flush=True)\n"
+        "gymnasium.make('other/Twice-v0').close()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert "spade/Twice-v0 is out of date" not in done.stderr
+    assert "other/Twice-v0 is out of date" in done.stderr  # only our own ids are quiet
+
+
 def test_register_registry_and_new_versions(registry: Registry) -> None:
     ids = register_registry(registry.root)
     assert ids == ["spade/GuessSmall-v0", "spade/GuessLarge-v0"]

@@ -70,3 +70,22 @@ def test_what_moved_names_first_and_last_and_says_why_a_figure_is_missing() -> N
     assert any(line.startswith("Agent return without hint") and "no accepted design" in line for line in lines)
     assert "no optimizer step" in what_moved([{"train/optimizer_steps": 0}])[-1]
     assert what_moved([]) == ["no iteration finished"]
+
+
+def test_what_moved_counts_an_iteration_without_an_update_as_zero() -> None:
+    lines = what_moved([{"designer/valid_rate": 0.0, "designer/accepted": 0}, {"designer/valid_rate": 0.0}])
+    assert "optimizer steps: 0 -> 0 (total 0)" in lines
+    assert "Designer samples with nonzero advantage: 0 -> 0 (total 0)" in lines
+    assert "Designer accepted designs: 0 -> 0 (total 0)" in lines
+
+
+def test_the_stall_warning_names_the_roles_that_trained() -> None:
+    from spade_gym.trainer.grpo import UpdateStats
+    from spade_gym.trainer.selfplay import _training_state
+
+    designer_only = UpdateStats(optimizer_steps=1, trained_samples={"designer": 3})
+    assert "only the Designer trained" in _training_state(designer_only)
+    assert "Agent still trains" in _training_state(UpdateStats(optimizer_steps=1, trained_samples={"agent": 4}))
+    assert "both roles" in _training_state(UpdateStats(optimizer_steps=2, trained_samples={"agent": 4, "designer": 1}))
+    assert "no optimizer step" in _training_state(UpdateStats(optimizer_steps=0))
+    assert "no optimizer step" in _training_state(None)

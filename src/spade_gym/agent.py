@@ -50,6 +50,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from spade_gym.env import SandboxedEnv
 from spade_gym.policies.base import Completion, Policy, SamplingParams
+from spade_gym.program import SUCCESS_RETURN
 
 __all__ = [
     "start_episode",
@@ -360,8 +361,8 @@ class Trajectory:
 
     @property
     def success(self) -> bool:
-        """Whether the return reached 0.99 (DESIGN.md's success)."""
-        return self.episode_return >= 0.99
+        """Whether the return reached :data:`~spade_gym.program.SUCCESS_RETURN` (DESIGN.md's success)."""
+        return self.episode_return >= SUCCESS_RETURN
 
     @property
     def format_ok_turns(self) -> int:

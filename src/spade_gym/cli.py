@@ -25,6 +25,7 @@ from rich.table import Table
 from spade_gym.agent import AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.env import SandboxedEnv, escape_text
 from spade_gym.errors import RegistryError, SpadeError
+from spade_gym.program import SUCCESS_RETURN
 from spade_gym.sandbox import LAYERS, SandboxClient, SandboxConfig
 
 if TYPE_CHECKING:
@@ -35,6 +36,53 @@ if TYPE_CHECKING:
 def _safe(text: str, limit: int | None = None) -> str:
     """Untrusted text made inert for the terminal: control characters escaped, Rich markup too."""
     return escape_markup(escape_text(text, limit))
+
+
+PROGRESS_LINE_EVERY_S = 60.0
+"""With output to a file (no progress bars), a phase in progress prints a line at most this often."""
+
+
+class PhaseProgress:
+    """``progress(phase, done, total)`` for named phases (cold start, design, rollout, update).
+
+    On a terminal, one Rich bar per phase (reset when a phase starts again). Otherwise (output to a
+    file or a pipe), a timestamped line when a phase starts, at most every
+    :data:`PROGRESS_LINE_EVERY_S` seconds while it runs, and when it ends, so a log is never silent
+    for long.
+    """
+
+    def __init__(self, say: Any, *, prefix: str = "") -> None:
+        self.bars = Progress(*Progress.get_default_columns(), TimeElapsedColumn(), console=console, transient=True)
+        self.say, self.prefix = say, prefix
+        self.tasks: dict[str, Any] = {}
+        self.last_line: dict[str, float] = {}
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        name = self.prefix + phase
+        if not console.is_terminal:
+            now = time.monotonic()
+            if done == 0 or done >= total or now - self.last_line.get(name, now) >= PROGRESS_LINE_EVERY_S:
+                state = "started" if done == 0 else "done" if done >= total else "running"
+                self.say(f"{time.strftime('%H:%M:%S')} {name}: {state} ({done}/{total})")
+                self.last_line[name] = now
+            return
+        if name not in self.tasks:
+            self.tasks[name] = self.bars.add_task(name, total=total)
+        if done == 0:
+            self.bars.reset(self.tasks[name], total=total)
+        self.bars.update(self.tasks[name], completed=done, total=total)
+
+    def loading(self, what: str) -> Any:
+        """A pulsing bar (terminal) or one line (file) while ``what`` loads; returns the task to
+        pass to :meth:`loaded`."""
+        if not console.is_terminal:
+            self.say(f"{time.strftime('%H:%M:%S')} {what}")
+            return None
+        return self.bars.add_task(what, total=None)
+
+    def loaded(self, task: Any) -> None:
+        if task is not None:
+            self.bars.remove_task(task)
 
 
 app = typer.Typer(
@@ -51,6 +99,13 @@ envs_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(envs_app, name="envs")
+
+def _default_work_registry() -> Path:
+    """Where `spade design` keeps its registry when none is named: the user data folder."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("spade_gym")) / "registry"
+
 
 RegistryOption = Annotated[
     Path | None,
@@ -127,7 +182,7 @@ def demo(
                         step_times.append(time.perf_counter() - started)
                         done = terminated or truncated
                     returns.append(env.episode_return)
-            ok = min(oracle_returns) >= 0.99 and max(empty_returns) < 0.99
+            ok = min(oracle_returns) >= SUCCESS_RETURN and max(empty_returns) < SUCCESS_RETURN
             failures += not ok
             table.add_row(
                 f"{env.name}\n[dim]{path.name}[/dim]",
@@ -148,8 +203,11 @@ def demo(
         finally:
             env.close()
     console.print(table)
-    active = [name for name in LAYERS if layers.get(name)]
-    console.print(f"Sandbox layers active: {', '.join(active) or 'none'} (details: spade doctor)")
+    if layers:  # known once a program's worker started
+        active = [name for name in LAYERS if layers.get(name)]
+        console.print(f"Sandbox layers active: {', '.join(active) or 'none'} (details: spade doctor)")
+    else:
+        console.print("No program was loaded, so no sandbox worker started (`spade doctor` shows its layers).")
     if failures:
         raise typer.Exit(1)
 
@@ -415,12 +473,6 @@ def regret(
             raise typer.Exit(1)
 
 
-def _default_work_registry() -> Path:
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("spade_gym")) / "registry"
-
-
 @app.command()
 def design(
     document: Annotated[
@@ -444,7 +496,8 @@ def design(
             "--registry",
             "-r",
             help="Where accepted environments go, and the memory and novelty reference (created with the seed "
-            "library if new). Default: $SPADE_REGISTRY, else the registry in spade_gym's user data folder.",
+            "library, less the held-out environments, if new). Default: $SPADE_REGISTRY, else "
+            f"{_default_work_registry()}.",
             envvar="SPADE_REGISTRY",
         ),
     ] = None,
@@ -705,21 +758,17 @@ def warmstart(
     except (SpadeError, ValueError, OSError) as exc:
         console.print(f"[red]{_safe(str(exc))}[/red]")
         raise typer.Exit(2) from None
-    bars = Progress(*Progress.get_default_columns(), TimeElapsedColumn(), console=console, transient=True)
-    tasks: dict[str, Any] = {}
 
-    def progress(phase: str, done: int, total: int) -> None:
-        if phase not in tasks:
-            tasks[phase] = bars.add_task("cold start: " + phase, total=total)
-        bars.update(tasks[phase], completed=done, total=total)
+    def say(line: str) -> None:
+        console.print(_safe(line), soft_wrap=True)
 
+    progress = PhaseProgress(say, prefix="cold start: ")
     try:
-        with console.status("loading the policy", spinner="dots"):
+        with progress.bars:
+            loading = progress.loading(f"loading the policy {cfg.policy.spec}")
             policy = _load_policy(cfg, cfg.policy.spec.removeprefix("vllm:"))
-        with bars:
-            result = run_warmstart(
-                cfg, policy, say=lambda line: console.print(_safe(line), soft_wrap=True), progress=progress
-            )
+            progress.loaded(loading)
+            result = run_warmstart(cfg, policy, say=say, progress=progress)
     except SpadeError as exc:
         console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
         raise typer.Exit(1) from None
@@ -762,32 +811,19 @@ def _existing_folder(path: Path) -> Path:
 def _run_selfplay(make: Any) -> None:
     from spade_gym.trainer.plot import plot_run
 
-    bars = Progress(*Progress.get_default_columns(), TimeElapsedColumn(), console=console, transient=True)
-    tasks: dict[str, Any] = {}
-
     def say(line: str) -> None:
         console.print(_safe(line), soft_wrap=True)  # one line per message, whatever the width
 
-    def progress(phase: str, done: int, total: int) -> None:  # one bar per phase, reset each iteration
-        if not console.is_terminal:  # output to a file: a line as each phase starts and ends, no bars
-            if done == 0 or done == total:
-                stamp = time.strftime("%H:%M:%S")
-                say(f"{stamp} {phase}: {'started' if done == 0 else 'done'} ({done}/{total})")
-            return
-        if phase not in tasks:
-            tasks[phase] = bars.add_task(phase, total=total)
-        if done == 0:
-            bars.reset(tasks[phase], total=total)
-        bars.update(tasks[phase], completed=done, total=total)
-
+    progress = PhaseProgress(say)
     loop = None
     try:
-        with console.status("loading the policy and the registry", spinner="dots"):
+        with progress.bars:  # the cold start runs while the loop is made: its bars show too
+            loading = progress.loading("loading the policy and the registry")
             loop = make(say, progress)
-        start = loop.start
-        total = loop.config.run.iterations
-        say(f"run folder {loop.run.path}: iterations {start}..{total - 1} of {total}")
-        with bars:
+            progress.loaded(loading)
+            start = loop.start
+            total = loop.config.run.iterations
+            say(f"run folder {loop.run.path}: iterations {start}..{total - 1} of {total}")
             results = loop.train()
         loop.close()
     except SpadeError as exc:
@@ -1216,7 +1252,8 @@ def envs_show(
     """Show one environment: its metadata, validation summary and source."""
     from rich.syntax import Syntax
 
-    record = _get_record(_open_registry(registry), env_id)
+    opened = _open_registry(registry)
+    record = _get_record(opened, env_id)
     meta = Table(show_header=False, title=record.gym_id)
     meta.add_column("field")
     meta.add_column("value", overflow="fold")
@@ -1236,11 +1273,35 @@ def envs_show(
         "description": _safe(record.description),
         "path": str(record.path),
     }
+    design = _design_line_of(opened.root, record.env_id)
+    if design is not None:
+        rows["design"] = design
     for key, value in rows.items():
         meta.add_row(key, value)
     console.print(meta)
     if source:
         console.print(Syntax(record.source_path.read_text(), "python", line_numbers=True))
+
+
+def _design_line_of(registry_root: Path, env_id: str) -> str | None:
+    """Where a self-play run recorded the completion that wrote ``env_id``: ``"<designs.jsonl>, line
+    N (iteration I)"`` when the registry is a run folder's, else ``None``."""
+    from spade_gym.trainer.run import DESIGNS_FILE, REGISTRY_DIR
+
+    designs = registry_root.parent / DESIGNS_FILE
+    if registry_root.name != REGISTRY_DIR or not designs.is_file():
+        return None
+    with open(designs, encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, 1):
+            if f'"{env_id}"' not in line:
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("env_id") == env_id:
+                return f"{_safe(str(designs))}, line {number} (iteration {entry.get('iteration')})"
+    return None
 
 
 def _report_table(path: str, report: ValidationReport) -> Table:

@@ -27,7 +27,16 @@ from spade_gym.sandbox.policy import ALLOWED_MODULES, compile_program
 #: make environments in worker threads (verifiers' ``asyncio.to_thread``).
 _AST_LOCK = threading.RLock()
 
-__all__ = ["EnvProgram", "REQUIRED_METHODS", "RETURN_TOLERANCE", "SETTINGS", "MAX_SOURCE_BYTES", "knob_nodes", "knobs"]
+__all__ = [
+    "EnvProgram",
+    "REQUIRED_METHODS",
+    "RETURN_TOLERANCE",
+    "SETTINGS",
+    "SUCCESS_RETURN",
+    "MAX_SOURCE_BYTES",
+    "knob_nodes",
+    "knobs",
+]
 
 #: Largest program accepted, in bytes of UTF-8 source.
 MAX_SOURCE_BYTES = 100_000
@@ -39,6 +48,9 @@ SETTINGS = ("reasoning", "tool_use", "game")
 #: Slack on the contract's [0, 1] bounds of an episode return (the sum of rewards so far), for
 #: float sums such as 1/3 + 1/3 + 1/3; the gate and every host-side episode use it.
 RETURN_TOLERANCE = 1e-6
+#: An episode succeeds when its return is at least this (DESIGN.md's success): the gate's
+#: feasibility and non-triviality checks, the Agent's success rate and every adapter use it.
+SUCCESS_RETURN = 0.99
 #: Methods ``Env`` must define, with their positional parameters after ``self``.
 REQUIRED_METHODS: dict[str, int] = {"reset": 1, "step": 1, "hint": 0, "oracle": 0}
 #: Class attributes ``Env`` must define.

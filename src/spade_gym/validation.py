@@ -51,7 +51,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from spade_gym.errors import ContractError, ResourceLimitExceeded, SpadeError
-from spade_gym.program import RETURN_TOLERANCE, EnvProgram
+from spade_gym.program import RETURN_TOLERANCE, SUCCESS_RETURN, EnvProgram
 from spade_gym.sandbox import Budget, SandboxClient, SandboxConfig
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ class ValidationConfig:
     trivial_seeds: int = 10
     trivial_max_turns: int = 64
     answer_seeds: tuple[int, ...] = ()
-    success_threshold: float = 0.99
+    success_threshold: float = SUCCESS_RETURN
     max_trivial_success_rate: float = 0.5
     max_hint_success_rate: float = 0.0
     termination_max_turns: int = 2000

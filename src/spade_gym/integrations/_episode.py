@@ -22,6 +22,7 @@ import gymnasium
 
 from spade_gym.agent import PlayableEnv, _make_env, error_record, extract_action, start_episode, system_prompt
 from spade_gym.errors import EnvNotFound
+from spade_gym.program import SUCCESS_RETURN
 
 __all__ = [
     "ChatTokenizer",
@@ -230,8 +231,8 @@ class SpadeEpisode:
 
     @property
     def success(self) -> bool:
-        """Whether the return reached 0.99."""
-        return self.episode_return >= 0.99
+        """Whether the return reached :data:`~spade_gym.program.SUCCESS_RETURN`."""
+        return self.episode_return >= SUCCESS_RETURN
 
     @property
     def turn_limit(self) -> int:

@@ -118,7 +118,7 @@ def verifiers_classes() -> dict[str, type]:
 
         @vf.metric
         async def success(self, trace: Any) -> float:
-            """1 when the return reached 0.99, else 0."""
+            """1 when the episode succeeded (its return reached ``SUCCESS_RETURN``), else 0."""
             return float(bool((trace.info.get("spade") or {}).get("success", False)))
 
         @vf.metric

@@ -63,6 +63,7 @@ from spade_gym.integrations._episode import (
     render_chat,
     resolve_env_ids,
 )
+from spade_gym.program import SUCCESS_RETURN
 
 __all__ = [
     "AGENT_NAME",
@@ -162,8 +163,8 @@ class TokenEpisode:
 
     @property
     def success(self) -> bool:
-        """Whether the return reached 0.99."""
-        return self.reward >= 0.99
+        """Whether the return reached :data:`~spade_gym.program.SUCCESS_RETURN`."""
+        return self.reward >= SUCCESS_RETURN
 
     def extra_fields(self) -> dict[str, Any]:
         """Per-sample values for verl's ``extra_fields`` (JSON values; the same keys every sample):

@@ -35,6 +35,10 @@ __all__ = [
 ]
 
 ENTRY_POINT = "spade_gym.env:SandboxedEnv"
+
+# Each version of a spade/ environment is its own environment (an edit of its parent), not an
+# upgrade: gymnasium's "spade/X-v1 is out of date, consider v2" does not apply to replay.
+warnings.filterwarnings("ignore", message=r".*The environment spade/\S+ is out of date", category=DeprecationWarning)
 VECTOR_ENTRY_POINT = "spade_gym.vector:make_vector_env"
 
 
@@ -57,7 +61,7 @@ def open_registry(
     path: str | os.PathLike[str],
     *,
     seed_library: bool = True,
-    exclude: Collection[str] = (),
+    exclude: Collection[str] = HELD_OUT_SEED_ENVS,
     include_tags: Collection[str] = (),
 ) -> Registry:
     """Open the registry at ``path``, creating it (with the seed library as initial memory) if new.
@@ -70,8 +74,9 @@ def open_registry(
     Args:
         path: the registry folder.
         seed_library: copy the bundled seed library into a new registry.
-        exclude: names of seed environments not to copy (held out of training, e.g.
-            :data:`HELD_OUT_SEED_ENVS`).
+        exclude: names of seed environments not to copy, held out of training (default:
+            :data:`HELD_OUT_SEED_ENVS`, so the Designer's memory never shows an evaluation
+            environment; ``()`` copies all).
         include_tags: copy only seed environments carrying one of these tags (empty: all).
 
     Returns:

@@ -97,7 +97,8 @@ class PolicySection:
 
     spec: str = _opt(
         "default",
-        "which model and backend, as for `spade --policy`: 'default' (the embedded SmolLM2-135M-Instruct), "
+        "which model and backend, as for the --policy option of `spade eval` and `spade design`: 'default' (the "
+        "embedded SmolLM2-135M-Instruct), "
         "a Hugging Face id or local path, or 'vllm:<id or path>' for generation on vLLM",
     )
     device: str | None = _opt(

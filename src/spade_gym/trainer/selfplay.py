@@ -51,7 +51,13 @@ from spade_gym.reasoning_gym import ReasoningGymEnv, check_task
 from spade_gym.registry.gymnasium import open_registry, register_record
 from spade_gym.registry.store import Registry
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig, parse_fixed_pool
-from spade_gym.trainer.grpo import GRPOTrainer, TrainSample, samples_from_completions, samples_from_trajectories
+from spade_gym.trainer.grpo import (
+    GRPOTrainer,
+    TrainSample,
+    UpdateStats,
+    samples_from_completions,
+    samples_from_trajectories,
+)
 from spade_gym.trainer.run import DESIGN_TEXT_CHARS, Checkpoint, RunDir, capture_rng_state, restore_rng_state
 
 __all__ = [
@@ -444,12 +450,7 @@ class SelfPlay:
             if self.stalled >= STALL_WARNING_AFTER:
                 result.messages.append(
                     f"warning: no design accepted for {self.stalled} iterations in a row (the last refusals: "
-                    f"{', '.join(sorted({o.report.category for o in result.outcomes}))}); "
-                    + (
-                        "the Agent still trains on replayed environments"
-                        if update is not None and update.optimizer_steps
-                        else "no optimizer step was taken this iteration (every group's returns were equal)"
-                    )
+                    f"{', '.join(sorted({o.report.category for o in result.outcomes}))}); " + _training_state(update)
                 )
         return result
 
@@ -653,6 +654,19 @@ def _agent_metrics(outcomes: list[DesignOutcome], replayed: list[Trajectory]) ->
     return out
 
 
+def _training_state(update: UpdateStats | None) -> str:
+    """What this iteration's update did, for the stall warning: which roles were trained on."""
+    trained = {} if update is None or not update.optimizer_steps else update.trained_samples
+    agent, designer = trained.get("agent", 0), trained.get("designer", 0)
+    if agent and designer:
+        return f"both roles still train ({agent} Agent and {designer} Designer samples this iteration)"
+    if agent:
+        return f"the Agent still trains on replayed environments ({agent} samples this iteration)"
+    if designer:
+        return f"only the Designer trained this iteration ({designer} samples); the Agent's returns were equal in every group"
+    return "no optimizer step was taken this iteration (every group's returns were equal)"
+
+
 def _summary_line(i: int, m: dict[str, Any]) -> str:
     def num(key: str, fmt: str = ".2f") -> str:
         value = m.get(key)
@@ -706,9 +720,10 @@ def what_moved(metrics: list[dict[str, Any]]) -> list[str]:
 
     lines = []
     for key, label in MOVED_KEYS:
-        values = [v for v in (value(m, key) for m in metrics) if v is not None]
-        first, last = value(metrics[0], key), value(metrics[-1], key)
         counted = key.endswith(("trained_samples", "optimizer_steps", "accepted"))
+        rows = [{key: 0, **m} for m in metrics] if counted else metrics  # a count not logged (no update) is 0
+        values = [v for v in (value(m, key) for m in rows) if v is not None]
+        first, last = value(rows[0], key), value(rows[-1], key)
         whole = f"total {fmt(sum(values))}" if counted else f"mean {fmt(statistics.fmean(values))}" if values else ""
         line = f"{label}: {fmt(first)} -> {fmt(last)}" + (f" ({whole})" if values else "")
         if not values and key.startswith("agent/return_") and "replay" not in key:

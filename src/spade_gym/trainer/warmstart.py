@@ -69,7 +69,7 @@ from typing import Any, cast
 from spade_gym.agent import agent_prompt, extract_action, start_episode
 from spade_gym.designer import build_prompt, edit_blocks, extract_design
 from spade_gym.errors import SpadeError
-from spade_gym.program import knob_nodes, knobs
+from spade_gym.program import SUCCESS_RETURN, knob_nodes, knobs
 from spade_gym.registry.gymnasium import bundled_registry_path
 from spade_gym.registry.store import EnvRecord, Registry
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig
@@ -314,7 +314,7 @@ def _agent_samples(
                             break
                 except SpadeError:
                     total = -1.0
-                if total < 0.99:  # never teach the actions of an episode the oracle does not solve
+                if total < SUCCESS_RETURN:  # never teach the actions of an episode the oracle does not solve
                     skipped["oracle_failed"] = skipped.get("oracle_failed", 0) + 1
                     continue
                 got.extend(episode)
@@ -805,6 +805,10 @@ def run_warmstart(
         say(f"cold start: resuming at step {start} of {len(schedule)} from {state_path}")
     else:  # a fresh start: the stage's own initial adapters, whatever the policy held before
         _reset_adapters(policy, config.warmstart.seed)
+    say(
+        f"cold start: {len(schedule) - start} of {len(schedule)} steps to train on {len(data.of('agent'))} Agent and "
+        f"{len(data.of('designer'))} Designer samples from {len(data.envs)} environments (cached in {entry})"
+    )
     if loss_before is None:
         loss_before = _eval_losses(policy, data)
 
