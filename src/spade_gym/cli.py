@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -46,9 +47,9 @@ class PhaseProgress:
     """``progress(phase, done, total)`` for named phases (cold start, design, rollout, update).
 
     On a terminal, one Rich bar per phase (reset when a phase starts again). Otherwise (output to a
-    file or a pipe), a timestamped line when a phase starts, at most every
-    :data:`PROGRESS_LINE_EVERY_S` seconds while it runs, and when it ends, so a log is never silent
-    for long.
+    file or a pipe), a timestamped line when a phase starts and when it ends, and while it runs a
+    line at least every :data:`PROGRESS_LINE_EVERY_S` seconds (from a watcher thread, so a long
+    model call with no progress of its own is not silent either).
     """
 
     def __init__(self, say: Any, *, prefix: str = "") -> None:
@@ -56,21 +57,53 @@ class PhaseProgress:
         self.say, self.prefix = say, prefix
         self.tasks: dict[str, Any] = {}
         self.last_line: dict[str, float] = {}
+        self.running: dict[str, tuple[int, int, float]] = {}  # name -> (done, total, started)
+        self.lock = threading.Lock()
+        self.watcher: threading.Thread | None = None
+        self.wake = threading.Event()  # a phase started: the watcher re-reads its interval
 
     def __call__(self, phase: str, done: int, total: int) -> None:
         name = self.prefix + phase
         if not console.is_terminal:
             now = time.monotonic()
-            if done == 0 or done >= total or now - self.last_line.get(name, now) >= PROGRESS_LINE_EVERY_S:
-                state = "started" if done == 0 else "done" if done >= total else "running"
-                self.say(f"{time.strftime('%H:%M:%S')} {name}: {state} ({done}/{total})")
-                self.last_line[name] = now
+            with self.lock:
+                started = now if done == 0 or name not in self.running else self.running[name][2]
+                if done >= total:
+                    self.running.pop(name, None)
+                else:
+                    self.running[name] = (done, total, started)
+                if done == 0 or done >= total or now - self.last_line.get(name, now) >= PROGRESS_LINE_EVERY_S:
+                    self._line(name, done, total, started, now)
+                if self.running and self.watcher is None:
+                    self.watcher = threading.Thread(target=self._watch, name="spade-progress", daemon=True)
+                    self.watcher.start()
+                self.wake.set()
             return
         if name not in self.tasks:
             self.tasks[name] = self.bars.add_task(name, total=total)
         if done == 0:
             self.bars.reset(self.tasks[name], total=total)
         self.bars.update(self.tasks[name], completed=done, total=total)
+
+    def _line(self, name: str, done: int, total: int, started: float, now: float) -> None:
+        state = "started" if done == 0 and now == started else "done" if done >= total else "running"
+        took = f", {now - started:.0f} s" if state != "started" else ""
+        self.say(f"{time.strftime('%H:%M:%S')} {name}: {state} ({done}/{total}{took})")
+        self.last_line[name] = now
+
+    def _watch(self) -> None:
+        """While a phase runs, print its state when it has been quiet for PROGRESS_LINE_EVERY_S."""
+        while True:
+            self.wake.wait(min(PROGRESS_LINE_EVERY_S, 5.0))
+            self.wake.clear()
+            now = time.monotonic()
+            with self.lock:
+                if not self.running:
+                    self.watcher = None  # under the lock: the next phase starts a new watcher
+                    return
+                for name, (done, total, started) in list(self.running.items()):
+                    if now - self.last_line.get(name, started) >= PROGRESS_LINE_EVERY_S:
+                        self._line(name, done, total, started, now)
 
     def loading(self, what: str) -> Any:
         """A pulsing bar (terminal) or one line (file) while ``what`` loads; returns the task to
@@ -99,6 +132,7 @@ envs_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(envs_app, name="envs")
+
 
 def _default_work_registry() -> Path:
     """Where `spade design` keeps its registry when none is named: the user data folder."""

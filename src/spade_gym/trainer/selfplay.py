@@ -373,14 +373,14 @@ class SelfPlay:
                     n=cfg.designer.group_size,
                     seed=seed * 100 + p,
                 )
+                designs = cfg.designer.prompts_per_iteration * cfg.designer.group_size
+                self.progress("design", p * cfg.designer.group_size, designs)  # generation is most of it
                 completions = self.generator.generate([info["messages"]], sampling)
                 # the group's programs are validated at once (G Ray tasks with executor 'ray'), then
                 # judged one after another: novelty, regret, registration, reward
                 prevalidate_s += self.designer_env.prevalidate([c.text for c in completions])
                 rewards = []
                 for g, completion in enumerate(completions):
-                    designs = cfg.designer.prompts_per_iteration * cfg.designer.group_size
-                    self.progress("design", p * cfg.designer.group_size + g, designs)
                     tokens["designer"] += len(completion.completion_token_ids or ())
                     self.designer_env.reset(options={"prompt": prompt})
                     _, reward, *_ = self.designer_env.step(completion.text)
