@@ -276,6 +276,13 @@ def test_bad_yaml_files(tmp_path: Path, text: str, fragment: str) -> None:
         SelfPlayConfig.from_yaml(path)
 
 
+def test_repair_rounds_are_refused_in_self_play_instead_of_ignored() -> None:
+    with pytest.raises(ConfigError, match=r"'designer.repair_rounds' = 2; expected 0 in self-play") as info:
+        SelfPlayConfig().with_overrides(["designer.repair_rounds=2"])
+    assert info.value.key == "designer.repair_rounds" and "spade design --repairs" in str(info.value)
+    assert SelfPlayConfig().with_overrides(["designer.repair_rounds=0"]).designer.repair_rounds == 0
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config file"):
         SelfPlayConfig.from_yaml(tmp_path / "nope.yaml")

@@ -146,7 +146,7 @@ class DesignerSection:
     temperature: float = _opt(1.0, "sampling temperature of designs (> 0: a group of greedy samples is degenerate)")
     top_p: float = _opt(1.0, "nucleus sampling mass of designs, in (0, 1]")
     repair_rounds: int = _opt(
-        0, "extra generations per design that get the failed validation report back (>= 0; 0 in training)"
+        0, "must be 0 in self-play (a GRPO group answers one prompt); `spade design --repairs N` repairs designs"
     )
     settings: list[Literal["reasoning", "tool_use", "game"]] = _opt_factory(
         lambda: ["reasoning", "tool_use", "game"],
@@ -489,7 +489,13 @@ class SelfPlayConfig:
         _at_least("designer.edit_max_new_tokens", d.edit_max_new_tokens, EDIT_TOKEN_FLOOR, "(one edit block)")
         _positive("designer.temperature", d.temperature, "(a group of greedy samples is degenerate)")
         _top_p("designer.top_p", d.top_p)
-        _at_least("designer.repair_rounds", d.repair_rounds, 0)
+        if d.repair_rounds != 0:  # a repaired design answers another prompt: it has no place in a GRPO group
+            _range(
+                "designer.repair_rounds",
+                d.repair_rounds,
+                "0 in self-play (a GRPO group is G designs of one prompt; a repair round would answer "
+                "another prompt, the validation report); `spade design --repairs N` runs repair rounds",
+            )
         if not d.settings or len(set(d.settings)) != len(d.settings):
             _range("designer.settings", d.settings, "a non-empty list of distinct settings")
         if d.edit_probability != "auto":
