@@ -286,12 +286,12 @@ def test_loss_is_on_the_target_tokens_only(lora_policy: Any, tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_tiny_run_lowers_the_loss_and_is_reused_from_the_cache(lora_policy: Any, tmp_path: Path) -> None:
-    from spade_gym.trainer.selfplay import _trainable_state
+    from spade_gym.trainer.selfplay import trainable_state
 
     config = _tiny(tmp_path)
     with _registry(tmp_path, REVERSE, SUBMIT) as reg:
         first = run_warmstart(config, lora_policy, registry=reg)
-        trained = {k: v.clone() for k, v in _trainable_state(lora_policy).items()}
+        trained = {k: v.clone() for k, v in trainable_state(lora_policy).items()}
         assert not first.cached and first.steps_run == first.steps == 6 and first.resumed_from == 0
         assert len(first.losses) == 6
         for role in ("agent", "designer"):
@@ -301,7 +301,7 @@ def test_tiny_run_lowers_the_loss_and_is_reused_from_the_cache(lora_policy: Any,
     assert second.cached and second.steps_run == 0
     assert (second.hash, second.path) == (first.hash, first.path)
     assert second.losses == first.losses
-    for key, value in _trainable_state(lora_policy).items():
+    for key, value in trainable_state(lora_policy).items():
         assert torch_equal(value, trained[key])
 
 

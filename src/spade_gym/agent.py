@@ -487,7 +487,7 @@ class PlayableEnv(Protocol):
     def close(self) -> None: ...
 
 
-def _make_env(spec: Any) -> PlayableEnv:
+def open_playable_env(spec: Any) -> PlayableEnv:
     """The environment ``spec`` names (see :class:`Episode`), checked to be playable."""
     if callable(spec) and not isinstance(spec, str | bytes):
         env = spec()
@@ -509,7 +509,7 @@ def _make_env(spec: Any) -> PlayableEnv:
     return env
 
 
-def _env_id(spec: Any, env: PlayableEnv) -> str:
+def env_id_of(spec: Any, env: PlayableEnv) -> str:
     if isinstance(spec, str) and spec.startswith("spade/"):
         return spec
     named = getattr(spec, "env_id", None)  # a factory that knows the id it plays (RayExecutor.env)
@@ -589,8 +589,8 @@ def rollout(
 
 def _start(episode: Episode, config: RolloutConfig) -> _Running:
     began = time.perf_counter()
-    env = _make_env(episode.env)
-    trajectory = Trajectory(env_id=_env_id(episode.env, env), seed=episode.seed, hint=episode.hint)
+    env = open_playable_env(episode.env)
+    trajectory = Trajectory(env_id=env_id_of(episode.env, env), seed=episode.seed, hint=episode.hint)
     limit = min(env.max_turns, config.max_turns or env.max_turns)
     running = _Running(env, trajectory, limit)
     trajectory.messages.append(agent_prompt(env.setting, env.description, env.tools)[0])

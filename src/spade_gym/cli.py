@@ -778,7 +778,7 @@ def warmstart(
     an interrupted run continues from its last saved step when run again.
     """
     from spade_gym.trainer.config import SelfPlayConfig
-    from spade_gym.trainer.selfplay import _check_lora, _load_policy
+    from spade_gym.trainer.selfplay import check_lora, load_config_policy
     from spade_gym.trainer.warmstart import check_warmstart_config, run_warmstart
 
     if config is None:
@@ -787,7 +787,7 @@ def warmstart(
     try:
         cfg = SelfPlayConfig.from_yaml(config).with_overrides(list(overrides or []))
         if cfg.policy.lora is not None:
-            _check_lora(cfg.policy.lora)
+            check_lora(cfg.policy.lora)
         check_warmstart_config(cfg)
     except (SpadeError, ValueError, OSError) as exc:
         console.print(f"[red]{_safe(str(exc))}[/red]")
@@ -800,7 +800,7 @@ def warmstart(
     try:
         with progress.bars:
             loading = progress.loading(f"loading the policy {cfg.policy.spec}")
-            policy = _load_policy(cfg, cfg.policy.spec.removeprefix("vllm:"))
+            policy = load_config_policy(cfg, cfg.policy.spec.removeprefix("vllm:"))
             progress.loaded(loading)
             result = run_warmstart(cfg, policy, say=say, progress=progress)
     except SpadeError as exc:

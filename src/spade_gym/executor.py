@@ -104,9 +104,9 @@ class _LocalEnvFactory:
         self.env_id = spec if isinstance(spec, str) and spec.startswith("spade/") and "\n" not in spec else None
 
     def __call__(self) -> Any:
-        from spade_gym.agent import _make_env
+        from spade_gym.agent import open_playable_env
 
-        return _make_env(self.spec)
+        return open_playable_env(self.spec)
 
     def __repr__(self) -> str:
         return f"LocalEnv({self.env_id or self.spec!r:.60})"

@@ -1168,7 +1168,7 @@ def audit(
         ValueError: no seeds.
         SandboxSetupError: no sandbox worker can start (not the program's fault).
     """
-    from spade_gym.agent import _make_env
+    from spade_gym.agent import open_playable_env
     from spade_gym.env import SandboxedEnv
     from spade_gym.errors import SandboxSetupError
 
@@ -1204,7 +1204,7 @@ def audit(
                 sandbox = replace(config.sandbox, episode_budget_s=max(min(budget.remaining, 1e5), 1e-3))
                 playable: Any = SandboxedEnv(env, config=sandbox)
             else:
-                playable = _make_env(env)  # a SandboxedEnv (with oracle()) or another playable env
+                playable = open_playable_env(env)  # a SandboxedEnv (with oracle()) or another playable env
         except SandboxSetupError:
             raise
         except Exception as exc:  # the program fails to load here

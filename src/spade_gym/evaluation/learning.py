@@ -207,10 +207,10 @@ def policy_tokens(metrics: Sequence[dict[str, Any]]) -> int:
 
 
 def _digest(policy: Any) -> str:
-    from spade_gym.trainer.selfplay import _trainable_state
+    from spade_gym.trainer.selfplay import trainable_state
 
     h = hashlib.sha256()
-    for name, tensor in sorted(_trainable_state(policy).items()):
+    for name, tensor in sorted(trainable_state(policy).items()):
         h.update(name.encode())
         h.update(tensor.float().numpy().tobytes())
     return h.hexdigest()

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import gymnasium
 
-from spade_gym.agent import PlayableEnv, _make_env, error_record, extract_action, start_episode, system_prompt
+from spade_gym.agent import PlayableEnv, error_record, extract_action, open_playable_env, start_episode, system_prompt
 from spade_gym.errors import EnvNotFound
 from spade_gym.program import SUCCESS_RETURN
 
@@ -253,7 +253,7 @@ class SpadeEpisode:
         """
         resolve_env_ids([self.env_id])
         try:
-            self._env = _make_env(self.env_id)
+            self._env = open_playable_env(self.env_id)
         except Exception as exc:  # the program fails its static check or to load
             self.error, self.truncated = error_record(exc), True
             return ""
@@ -361,7 +361,7 @@ def first_observations(env_id: str, seeds: Sequence[int], *, hint: bool = False)
             raise ValueError(f"seeds must be ints >= 0, got {seed!r}")
     resolve_env_ids([env_id])
     try:
-        env = _make_env(env_id)
+        env = open_playable_env(env_id)
     except Exception as exc:  # the program fails its static check or to load
         record = error_record(exc)
         return [StartedEpisode(env_id, s, "reasoning", system_prompt("reasoning"), "", record) for s in seeds]

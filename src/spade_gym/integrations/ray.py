@@ -97,10 +97,10 @@ class _EnvHost:
         self.lock = threading.Lock()
 
     def open(self, spec: Any) -> tuple[int, dict[str, Any]] | tuple[None, dict[str, Any]]:
-        from spade_gym.agent import _make_env, error_record
+        from spade_gym.agent import error_record, open_playable_env
 
         try:
-            env = _make_env(spec)
+            env = open_playable_env(spec)
         except Exception as exc:  # noqa: BLE001 - reported to the driver, which raises it there
             return None, error_record(exc)
         with self.lock:

@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union, cast
 
-from spade_gym.agent import _env_id, error_record, start_episode
+from spade_gym.agent import env_id_of, error_record, start_episode
 from spade_gym.designer import DesignerConfig, DesignerPrompt, DesignOutcome, SpadeDesignerEnv, evaluate_completion
 from spade_gym.documents import DocumentSource
 from spade_gym.env import SandboxedEnv, escape_text
@@ -1167,7 +1167,7 @@ def environment_factory(
     """
     opened = _open_env(env, sandbox)
     try:
-        key = _env_id(env, opened)
+        key = env_id_of(env, opened)
         setting, tools = opened.setting, list(opened.tools or ())
         name, description, max_turns = opened.name, str(opened.description or ""), int(opened.max_turns)
     finally:
@@ -1283,7 +1283,7 @@ def agent_dataset(
     for spec in specs:
         env = _open_env(spec, sandbox)
         try:
-            key = _env_id(spec, env)
+            key = env_id_of(spec, env)
             system = AGENT_SYSTEM_PROMPTS[env.setting]
             if env.description:
                 system += f"\n\nEnvironment: {str(env.description).strip()}"

@@ -730,7 +730,7 @@ class TransformersPolicy:
         """
         import torch
 
-        if not _is_peft(self.model):
+        if not is_peft(self.model):
             return dict(self.model.state_dict())
         with torch.no_grad():
             self.model.merge_adapter()
@@ -749,7 +749,7 @@ class TransformersPolicy:
         return f"TransformersPolicy({self.name!r}, device={self.device}, dtype={self.dtype}, context_window={self.context_window})"
 
 
-def _is_peft(model: Any) -> bool:
+def is_peft(model: Any) -> bool:
     try:
         from peft import PeftModel
     except ImportError:

@@ -719,7 +719,7 @@ class GRPOTrainer:
     ) -> None:
         import torch
 
-        from spade_gym.policies.transformers import _is_peft
+        from spade_gym.policies.transformers import is_peft
 
         self.policy = policy
         self.config = config = config or GRPOConfig()
@@ -741,7 +741,7 @@ class GRPOTrainer:
                         f"policy's ({policy.vocab_size}); the KL needs the same tokenizer"
                     )
                 self.reference = reference
-            elif _is_peft(model):
+            elif is_peft(model):
                 self._base_reference = True
             else:  # a frozen copy of the weights, made before any step (and before fp32_trainable)
                 frozen = copy.deepcopy(model).eval().requires_grad_(False)

@@ -134,7 +134,7 @@ def _fsync_tree(root: Path) -> None:
         _fsync_dir(Path(folder))
 
 
-def _replace_atomically(path: Path, data: bytes) -> None:
+def replace_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` by a file with ``data``: a reader sees the old or the new file, never a part."""
     tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
@@ -495,7 +495,7 @@ class RunDir:
             return run
         for folder in (path, path / REGISTRY_DIR, path / CHECKPOINTS_DIR, path / PLOTS_DIR):
             folder.mkdir(parents=True, exist_ok=True)
-        _replace_atomically(path / CONFIG_FILE, config.to_yaml().encode())
+        replace_atomically(path / CONFIG_FILE, config.to_yaml().encode())
         return cls(path, config)
 
     @classmethod
@@ -602,7 +602,7 @@ class RunDir:
             records.append({"iteration": after, "wall_time": time.time(), **dict(restore)})
             records[-1]["iteration"] = after
         text = b"".join(_dump_json(r, "metrics", finite=True) + b"\n" for r in records)
-        _replace_atomically(self.metrics_path, text)
+        replace_atomically(self.metrics_path, text)
         self._metrics_checked = True
         return records
 
@@ -781,7 +781,7 @@ class RunDir:
         return final
 
     def _write_latest(self, name: str) -> None:
-        _replace_atomically(self.checkpoints_dir / LATEST_FILE, (name + "\n").encode())
+        replace_atomically(self.checkpoints_dir / LATEST_FILE, (name + "\n").encode())
 
     def latest_iteration(self) -> int | None:
         """The iteration of the newest complete checkpoint, or ``None`` when there is none."""

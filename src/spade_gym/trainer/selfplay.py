@@ -193,7 +193,7 @@ class SelfPlay:
                     raise ConfigError(f"config key 'run.fixed_pool': {exc}", key="run.fixed_pool") from None
         # the cheap settings first, so that a mistake fails before the model loads
         if policy is None and config.policy.lora is not None:
-            _check_lora(config.policy.lora)
+            check_lora(config.policy.lora)
         if policy is None:  # a design budget too small for any program (a policy passed in is the caller's)
             config.check_design_budget()
         warm = config.warmstart.enabled and apply_warmstart
@@ -218,7 +218,7 @@ class SelfPlay:
         given = policy is not None
         if not given:
             try:
-                policy = _load_policy(config, spec.removeprefix("vllm:"))
+                policy = load_config_policy(config, spec.removeprefix("vllm:"))
             except PolicyError as exc:
                 raise ConfigError(f"config key 'policy.spec' = {spec!r}: {exc}", key="policy.spec") from exc
             except (TypeError, ValueError) as exc:
@@ -226,7 +226,9 @@ class SelfPlay:
                     raise
                 raise ConfigError(f"config key 'policy.lora': {exc}", key="policy.lora") from exc
         self.policy = policy
-        if given and config.policy.lora is not None and not _is_peft(getattr(policy, "model", None)):
+        from spade_gym.policies.transformers import is_peft  # lazily: it imports torch
+
+        if given and config.policy.lora is not None and not is_peft(getattr(policy, "model", None)):
             warnings.warn(
                 "SelfPlay(policy=...) got a policy without LoRA adapters while config.policy.lora is set: the "
                 "given policy is trained as it is (all its parameters); leave policy unset to load config.policy",
@@ -515,7 +517,7 @@ class SelfPlay:
     def _checkpoint(self, i: int, metrics: dict[str, Any]) -> None:
         self.run.save_checkpoint(
             i,
-            policy_state=_trainable_state(self.policy),
+            policy_state=trainable_state(self.policy),
             optimizer_state=self.trainer.state_dict(),
             sampler_state={"documents": self.documents.state_dict()},
             rng_state=capture_rng_state({"run": self.rng}),
@@ -524,7 +526,7 @@ class SelfPlay:
         )
 
     def _restore(self, checkpoint: Checkpoint) -> None:
-        _load_trainable_state(self.policy, checkpoint.load_policy_state())
+        load_trainable_state(self.policy, checkpoint.load_policy_state())
         optimizer = checkpoint.load_optimizer_state()
         if optimizer is not None:
             self.trainer.load_state_dict(optimizer)
@@ -569,13 +571,13 @@ def load_run_policy(path: str | Path, which: str | int = "latest") -> Any:
     """
     run = RunDir.open(path)
     checkpoint = run.load_checkpoint(which)
-    policy = _load_policy(run.config, run.config.policy.spec.removeprefix("vllm:"))
-    _load_trainable_state(policy, checkpoint.load_policy_state())
+    policy = load_config_policy(run.config, run.config.policy.spec.removeprefix("vllm:"))
+    load_trainable_state(policy, checkpoint.load_policy_state())
     policy.name = f"{run.path.name}@{checkpoint.iteration}"
     return policy
 
 
-def _load_policy(config: SelfPlayConfig, spec: str) -> Any:
+def load_config_policy(config: SelfPlayConfig, spec: str) -> Any:
     """The trained policy: ``spec`` on the transformers backend with ``config.policy``'s settings."""
     from spade_gym.policies import load_policy
 
@@ -590,7 +592,7 @@ def _load_policy(config: SelfPlayConfig, spec: str) -> Any:
     return load_policy(spec, **kwargs)
 
 
-def _check_lora(lora: dict[str, Any]) -> None:
+def check_lora(lora: dict[str, Any]) -> None:
     """Refuse ``policy.lora`` keys that ``peft.LoraConfig`` does not have, before the model loads."""
     try:
         import peft
@@ -608,23 +610,24 @@ def _check_lora(lora: dict[str, Any]) -> None:
         )
 
 
-def _is_peft(model: Any) -> bool:
-    return hasattr(model, "peft_config")
-
-
-def _trainable_state(policy: Any) -> dict[str, Any]:
+def trainable_state(policy: Any) -> dict[str, Any]:
     """The weights the trainer changes: the LoRA adapters (peft), else the whole model."""
+    from spade_gym.policies.transformers import is_peft
+
     model = policy.model
-    if _is_peft(model):
+    if is_peft(model):
         from peft import get_peft_model_state_dict
 
         return {k: v.detach().cpu() for k, v in get_peft_model_state_dict(model).items()}
     return {k: v.detach().cpu() for k, v in model.state_dict().items()}
 
 
-def _load_trainable_state(policy: Any, state: dict[str, Any]) -> None:
+def load_trainable_state(policy: Any, state: dict[str, Any]) -> None:
+    """Load :func:`trainable_state`'s ``state`` back into ``policy``'s model."""
+    from spade_gym.policies.transformers import is_peft
+
     model = policy.model
-    if _is_peft(model):
+    if is_peft(model):
         from peft import set_peft_model_state_dict
 
         set_peft_model_state_dict(model, state)

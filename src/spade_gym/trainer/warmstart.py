@@ -605,17 +605,17 @@ def _atomic_save(obj: Any, path: Path) -> None:
 
     import torch
 
-    from spade_gym.trainer.run import _replace_atomically
+    from spade_gym.trainer.run import replace_atomically
 
     buffer = io.BytesIO()
     torch.save(obj, buffer)
-    _replace_atomically(path, buffer.getvalue())
+    replace_atomically(path, buffer.getvalue())
 
 
 def _atomic_text(text: str, path: Path) -> None:
-    from spade_gym.trainer.run import _replace_atomically
+    from spade_gym.trainer.run import replace_atomically
 
-    _replace_atomically(path, text.encode("utf-8"))
+    replace_atomically(path, text.encode("utf-8"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -773,10 +773,10 @@ def run_warmstart(
         policy.model = policy._attach_peft(dict(WARMSTART_LORA), None)
     schedule = _schedule(data, config)
     result_path, adapter_path, state_path = entry / _RESULT, entry / _ADAPTER, entry / _STATE
-    from spade_gym.trainer.selfplay import _load_trainable_state, _trainable_state
+    from spade_gym.trainer.selfplay import load_trainable_state, trainable_state
 
     if result_path.is_file() and adapter_path.is_file():
-        _load_trainable_state(policy, torch.load(adapter_path, map_location="cpu", weights_only=True))
+        load_trainable_state(policy, torch.load(adapter_path, map_location="cpu", weights_only=True))
         saved = json.loads(result_path.read_text(encoding="utf-8"))
         _finish(policy, merged)
         report("train", len(schedule), len(schedule))
@@ -797,7 +797,7 @@ def run_warmstart(
     step_s: list[float] = []
     if state_path.is_file():
         state = torch.load(state_path, map_location="cpu", weights_only=False)
-        _load_trainable_state(policy, state["adapter"])
+        load_trainable_state(policy, state["adapter"])
         optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"]["torch"])  # the data order is a function of warmstart.seed
         start, losses, loss_before = int(state["step"]), list(state["losses"]), state["loss_before"]
@@ -819,7 +819,7 @@ def run_warmstart(
                 "losses": losses,
                 "step_s": step_s,
                 "loss_before": loss_before,
-                "adapter": _trainable_state(policy),
+                "adapter": trainable_state(policy),
                 "optimizer": optimizer.state_dict(),
                 "rng": {"torch": torch.get_rng_state()},
             },
@@ -862,7 +862,7 @@ def run_warmstart(
         policy.model.train(was_training)
         optimizer.zero_grad(set_to_none=True)
     loss_after = _eval_losses(policy, data)
-    _atomic_save(_trainable_state(policy), adapter_path)
+    _atomic_save(trainable_state(policy), adapter_path)
     result = WarmstartResult(
         digest, entry, adapter_path, False, len(schedule), steps_run, start, losses, loss_before, loss_after,
         len(data.of("agent")), len(data.of("designer")), data.envs, data.skipped,
