@@ -127,6 +127,7 @@ def test_a_designer_iteration_with_a_model_that_writes_no_program(tmp_path: Path
     assert ("design", 2, 2) in calls and ("rollout", 2, 2) in calls and calls[-1] == ("update", 1, 1)
     # the design phase opens before the group is generated (most of its time), then counts judged designs
     assert [c for c in calls if c[0] == "design"] == [("design", 0, 2), ("design", 1, 2), ("design", 2, 2)]
+    assert [c for c in calls if c[0] == "rollout"][0] == ("rollout", 0, 2)  # open before the first generation
     m = result.metrics
     assert m["designer/designs"] == 2 and m["designer/accepted"] == 0 and m["designer/reward_mean"] == -1.0
     assert sum(m["designer/rejections"].values()) == 2 and m["designer/outcomes"] == {"invalid": 2}

@@ -561,7 +561,8 @@ def rollout(
         episodes: what to play (see :class:`Episode`); trajectories come back in this order.
         policy: the Agent's policy.
         config: sampling and batching settings.
-        progress: called after every turn with ``(episodes finished, episodes in all)``.
+        progress: called with ``(0, episodes in all)`` first, then after every turn with
+            ``(episodes finished, episodes in all)``.
 
     Returns:
         ``(trajectories, stats)``: one :class:`Trajectory` per episode, and the call's figures.
@@ -577,6 +578,8 @@ def rollout(
     started = time.perf_counter()
     stats = RolloutStats(episodes=len(episodes))
     out: list[Trajectory] = []
+    if progress is not None and episodes:
+        progress(0, len(episodes))
     for lo in range(0, len(episodes), config.max_episodes):
         out.extend(
             _play_wave(
