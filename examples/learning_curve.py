@@ -1,7 +1,7 @@
 """SPADE's learning benchmark: held-out score before and after self-play and after the designer-off
 baseline at equal policy tokens, with paired 95% intervals, the per-iteration curves and a plot.
 
-    python examples/learning_curve.py --iterations 6          # the README's figures (30 min on 2 cores, fresh cache)
+    python examples/learning_curve.py --iterations 8 --episodes 64   # the README's figures (25 min on 2 cores)
     python examples/learning_curve.py --short                 # the CI-sized run (a few minutes)
     python examples/learning_curve.py --config my.yaml --eval-envs A,B --episodes 32
 

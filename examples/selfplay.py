@@ -6,6 +6,7 @@ learns to solve them (rewarded with the return), through spade_gym's public API.
 """
 
 import argparse
+from dataclasses import replace
 
 import gymnasium as gym
 
@@ -34,7 +35,10 @@ for iteration in range(args.iterations):
     # Designer: G programs for one prompt; each is validated, measured (regret) and registered
     _, info = designer.reset(seed=iteration)
     prompt = designer.prompt
-    designs = policy.generate([info["messages"]], SamplingParams(n=args.designs, temperature=0.5, max_new_tokens=320))
+    # the Designer's budget for this prompt's mode: edit blocks for a small model, whole modules otherwise
+    sampling = replace(designer.config.sampling_for(prompt.mode), n=args.designs, seed=iteration)
+    print(f"iteration {iteration}: generating {args.designs} designs ({prompt.mode} mode) ...", flush=True)
+    designs = policy.generate([info["messages"]], sampling)
     rewards = []
     for design in designs:
         designer.reset(options={"prompt": prompt})

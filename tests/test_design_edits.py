@@ -120,6 +120,11 @@ def test_edit_mode_still_reads_a_whole_module(registry: Registry) -> None:
     write = build_prompt(None, [parent_item(registry, "CountListItems")], mode="write")
     assert write.parent_source is None
     assert extract_design(block("a", "b"), write).source is None  # blocks need a parent
+    # no program at all: an edit prompt's feedback asks for edit blocks, a write prompt's does not
+    edit_problem = extract_design("I would change the size.", prompt).problem
+    write_problem = extract_design("I would change the size.", write).problem
+    assert edit_problem is not None and "edit blocks" in edit_problem and "SEARCH" in edit_problem
+    assert write_problem is not None and "edit blocks" not in write_problem
 
 
 # ---- through the gate, the regret and the registry -------------------------------------------------

@@ -205,6 +205,12 @@ def test_generated_never_draws_the_held_out_seed_environments(exclude: list[str]
     from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS
 
     env = gym.make("spade/Generated-v0", exclude=exclude).unwrapped
+    root = env.registry.root
+
+    def files() -> dict[str, bytes]:  # the registry's own files (index, write-ahead log), not its programs
+        return {f.name: f.read_bytes() for f in root.iterdir() if f.is_file()}
+
+    before = files()
     try:
         drawn = set()
         for seed in range(60):
@@ -212,6 +218,7 @@ def test_generated_never_draws_the_held_out_seed_environments(exclude: list[str]
             drawn.add(info["spade"]["env_id"].rsplit("-v", 1)[0])
         assert drawn and not drawn & (set(HELD_OUT_SEED_ENVS) | set(exclude or ()))  # an exclude adds to them
         assert len(drawn) > 5  # still the rest of the library
+        assert files() == before  # the package's files are not written
     finally:
         env.close()
 

@@ -578,6 +578,16 @@ def test_plot_one_iteration_with_missing_keys(tmp_path: Path) -> None:
         assert_png(path)
 
 
+def test_one_iteration_is_drawn_on_whole_iteration_ticks() -> None:
+    from spade_gym.trainer.plot import _figure, _widen_iterations
+
+    fig, (ax,) = _figure()
+    ax.plot([0], [0.3], marker="o")
+    _widen_iterations(ax)
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert ticks == [0.0]  # not -0.04, -0.02, ...
+
+
 def test_plot_a_run_dir_with_gaps(run: RunDir) -> None:
     records = synthetic_metrics(4)
     del records[1]["regret/mean"], records[2]["designer/rejections"]

@@ -293,6 +293,17 @@ def test_the_summary_line_says_why_there_is_no_loss() -> None:
     assert "loss - (no optimizer step: every group's returns were equal)" in idle
 
 
+def test_the_summary_line_says_why_there_is_no_regret_and_what_a_regret_of_0_hides() -> None:
+    from spade_gym.trainer.selfplay import _summary_line, what_moved
+
+    none = _summary_line(1, {"designer/designs": 4, "designer/accepted": 0, "regret/mean": None})
+    assert "regret - (none accepted) |" in none
+    gap = {"designer/designs": 4, "regret/mean": 0.0, "agent/return_hint": 0.0, "agent/return_nohint": 0.125}
+    assert "regret 0.00 (hint 0.00, no hint 0.12) |" in _summary_line(0, gap)
+    lines = what_moved([gap, {"regret/mean": None}])
+    assert "regret of accepted designs: 0 -> - (mean 0) (-: no accepted design in that iteration)" in lines
+
+
 def test_the_one_screen_example_shows_its_defaults() -> None:
     import subprocess
     import sys

@@ -8,10 +8,10 @@ likes, and the environments' workers step in parallel (``send_step`` to all, the
 Rules (documented here, tested in ``tests/test_agent.py``):
 
 * **Prompt.** A system prompt per setting (:data:`SYSTEM_PROMPTS`) states the action format of
-  DESIGN.md, then the environment's description and, for tool use, one line per tool
+  docs/DESIGN.md, then the environment's description and, for tool use, one line per tool
   (:func:`tool_signature`: name, argument names, description); then ONE
   worked example of the setting (:data:`PROMPT_EXAMPLES`) follows as an earlier (user, assistant)
-  exchange (:func:`agent_prompt`; DESIGN.md, "Learning at small scale"). The first observation
+  exchange (:func:`agent_prompt`; docs/DESIGN.md, "Learning at small scale"). The first observation
   is the next user message; with ``hint=True`` the environment's privileged hint is appended to
   it (``"\\n\\nHint: ..."``). Each later observation is a user message.
 * **Sampling.** The default temperature and top-p of the Agent are :data:`AGENT_TEMPERATURE` and
@@ -73,7 +73,7 @@ __all__ = [
     "tool_signature",
 ]
 
-#: The Agent's instruction per setting: the action format of DESIGN.md, short (it is paid on
+#: The Agent's instruction per setting: the action format of docs/DESIGN.md, short (it is paid on
 #: every turn).
 SYSTEM_PROMPTS: dict[str, str] = {
     "reasoning": "Solve the problem. Reply with the final answer inside <answer></answer> tags.",
@@ -361,7 +361,7 @@ class Trajectory:
 
     @property
     def success(self) -> bool:
-        """Whether the return reached :data:`~spade_gym.program.SUCCESS_RETURN` (DESIGN.md's success)."""
+        """Whether the return reached :data:`~spade_gym.program.SUCCESS_RETURN` (docs/DESIGN.md's success)."""
         return self.episode_return >= SUCCESS_RETURN
 
     @property

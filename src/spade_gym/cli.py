@@ -126,7 +126,7 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode="markdown",
 )
-console = Console()
+console = Console(soft_wrap=not Console().is_terminal)  # a log file keeps paths and commands on one line
 envs_app = typer.Typer(
     help="Environment registries: list, show, validate, add, measure, play and re-index environments.",
     no_args_is_help=True,
@@ -673,6 +673,7 @@ def design(
         out.write_text(json.dumps(data, ensure_ascii=False, indent=2))
         console.print(f"outcome written to {_safe(str(out))}")
     if outcome.record is None:
+        console.print(f"nothing was registered in {_safe(str(reg.root))} (the design was refused)")
         raise typer.Exit(1)
 
 

@@ -1,8 +1,8 @@
 """The Environment Designer: prompts, program extraction, repair rounds, and ``SpadeDesignerEnv``.
 
-The Designer writes a whole environment program (DESIGN.md, "The environment program contract")
+The Designer writes a whole environment program (docs/DESIGN.md, "The environment program contract")
 from a document and from its memory of earlier environments (SPADE's ablations found both
-essential). The data flow of one design (DESIGN.md, "The data flow") is four plain calls:
+essential). The data flow of one design (docs/DESIGN.md, "The data flow") is four plain calls:
 
 1. :func:`build_prompt` -> :class:`DesignerPrompt`: the contract, the document, the memory and the
    target setting, in one of two modes: ``"write"`` (a new environment from the document) or
@@ -144,7 +144,7 @@ class Env:
         return str(sum(self.numbers))
 '''
 
-#: The Designer's system prompt: the environment program contract of DESIGN.md, in the words a
+#: The Designer's system prompt: the environment program contract of docs/DESIGN.md, in the words a
 #: model needs to write a program the validation gate accepts.
 _CONTRACT = f"""You design training environments for a reasoning agent. An environment is one Python module that defines exactly one class named Env.
 
@@ -161,7 +161,7 @@ class Env must have:
 
 Rules: the episode return (sum of rewards) is between 0 and 1 and success means return >= 0.99; every episode ends by max_turns; info holds only JSON values; the same seed and actions give the same observations; different seeds give different tasks; following oracle() succeeds on every seed; trivial actions (empty text, random text, echoing the observation, submitting the hint, one fixed answer) must not succeed. Reasoning and game actions are the agent's final answer text; a tool_use action is a JSON string {{"name": ..., "arguments": {{...}}}}."""
 
-#: The Designer's system prompt in write mode: the environment program contract of DESIGN.md, in
+#: The Designer's system prompt in write mode: the environment program contract of docs/DESIGN.md, in
 #: the words a model needs to write a program the validation gate accepts, and a worked example.
 DESIGNER_SYSTEM_PROMPT = f"""{_CONTRACT}
 
@@ -254,7 +254,7 @@ def build_prompt(
     parent: MemoryItem | None = None,
     include_source: bool = False,
 ) -> DesignerPrompt:
-    """Build the Designer prompt (DESIGN.md, "The data flow": document + memory -> prompt).
+    """Build the Designer prompt (docs/DESIGN.md, "The data flow": document + memory -> prompt).
 
     Args:
         document: the grounding document (a :class:`~spade_gym.documents.Document`, or plain text,
@@ -584,7 +584,15 @@ def extract_design(completion: str, prompt: DesignerPrompt | None) -> ExtractedP
     """
     if prompt is not None and prompt.parent_source is not None and has_edits(completion):
         return apply_edits(prompt.parent_source, completion)
-    return extract_program(completion)
+    found = extract_program(completion)
+    if found.source is None and prompt is not None and prompt.parent_source is not None:
+        # an edit prompt asks for edit blocks: say so, not only how to write a whole module
+        found = replace(
+            found,
+            problem=f"{found.problem}; or, to vary the parent, answer with edit blocks "
+            "(<<<<<<< SEARCH / ======= / >>>>>>> REPLACE) whose SEARCH lines are copied from it",
+        )
+    return found
 
 
 def _looks_like_code(line: str) -> bool:
@@ -1104,7 +1112,7 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
     ``reset`` samples a document and a memory and returns the Designer prompt (observation, a
     ``str``; ``info["messages"]`` holds it as chat messages, ``info["provenance"]`` what went into
     it). ``step(completion)`` extracts the program, validates it, estimates its regret with the
-    Agent policy, registers an accepted environment and returns the Designer reward (DESIGN.md,
+    Agent policy, registers an accepted environment and returns the Designer reward (docs/DESIGN.md,
     "Regret and the Designer's reward"); the episode then terminates. The observation after the
     step is the feedback text; ``info`` is :meth:`DesignOutcome.info` (the validation report,
     the regret statistics, the new env id, timings).

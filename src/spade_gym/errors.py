@@ -37,7 +37,8 @@ __all__ = [
     "error_from_payload",
 ]
 
-#: Every outcome category an error can carry (see ``shared/sandbox_cases/INDEX.md``).
+#: Every outcome category an error can carry (the hostile programs of ``tests/sandbox_cases_extra``
+#: name theirs in its ``INDEX.md``).
 CATEGORIES = (
     "COMPILE_REJECTED",
     "SANDBOX_DENIED",

@@ -1,7 +1,7 @@
 """Where validation and the Agent's environments run: local worker processes, or Ray.
 
 The self-play loop does the same work on a laptop and on a cluster; only the *executor* changes
-(DESIGN.md, "scale-out"):
+(docs/DESIGN.md, "Scale"):
 
 * **Validation.** :meth:`Executor.validate_many` runs the validation gate on a batch of programs
   *without* a registry (each gate run is independent and can run anywhere); the caller then runs

@@ -112,7 +112,7 @@ class EnvFamily:
 
     Args:
         name: the family's key (e.g. ``"arithmetic"``), used in ids, observations and errors.
-        template: the source of an environment program (DESIGN.md's contract) in which every knob
+        template: the source of an environment program (docs/DESIGN.md's contract) in which every knob
             is a top-level assignment of an integer literal, ``NAME = 4``, exactly once. The
             template must pass the static check as it stands.
         knobs: the difficulty knobs, at least one, distinct names, ordered easy to hard (a larger

@@ -83,7 +83,8 @@ class GeneratedEnv(gym.Env[str, str]):
                 "`spade selfplay`, `spade design` or spade_gym.registry.gymnasium.open_registry"
             )
         self.registry = Registry(path)
-        held_out = HELD_OUT_SEED_ENVS if path.resolve() == bundled_registry_path().resolve() else ()
+        bundled = path.resolve() == bundled_registry_path().resolve()
+        held_out = HELD_OUT_SEED_ENVS if bundled else ()
         names = {r.name for r in self.registry.records()}
         unknown = sorted(set(exclude or ()) - names)
         if unknown:
@@ -102,7 +103,8 @@ class GeneratedEnv(gym.Env[str, str]):
         self.observation_space = UnicodeText(max_length=limit, max_bytes=limit)
         self.action_space = UnicodeText(max_length=self.config.max_action_chars)
         self._envs: OrderedDict[str, SandboxedEnv] = OrderedDict()
-        self._writable = os.access(path, os.W_OK)
+        # sampling counts are recorded in a user's registry, never in the package's own files
+        self._writable = not bundled and os.access(path, os.W_OK)
         self.current: SandboxedEnv | None = None
         self.record: EnvRecord | None = None
 

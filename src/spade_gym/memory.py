@@ -1,7 +1,7 @@
 """The environment memory: which earlier environments the Environment Designer sees, and how.
 
 The Designer writes each new environment grounded on a document and on a few environments from
-the registry (DESIGN.md, "The data flow"). :class:`EnvironmentMemory` picks them and
+the registry (docs/DESIGN.md, "The data flow"). :class:`EnvironmentMemory` picks them and
 :func:`format_memory` turns them into compact prompt text::
 
     memory = EnvironmentMemory(registry, MemoryConfig(k=4))

@@ -1,6 +1,6 @@
 """Environment programs: source text, a stable identity, and the static check.
 
-An environment program is one Python module defining one class ``Env`` (DESIGN.md, "The
+An environment program is one Python module defining one class ``Env`` (docs/DESIGN.md, "The
 environment program contract"). :class:`EnvProgram` holds its source and answers, without running
 any of it, whether it is well formed: size, syntax, the restricted compiler, the import allow-list
 and the ``Env`` interface.
@@ -43,12 +43,12 @@ MAX_SOURCE_BYTES = 100_000
 #: Deepest nesting of syntax-tree nodes accepted (real programs stay far below; the restricted
 #: compiler's time grows with depth times size).
 MAX_AST_DEPTH = 64
-#: The three settings of DESIGN.md.
+#: The three settings of docs/DESIGN.md.
 SETTINGS = ("reasoning", "tool_use", "game")
 #: Slack on the contract's [0, 1] bounds of an episode return (the sum of rewards so far), for
 #: float sums such as 1/3 + 1/3 + 1/3; the gate and every host-side episode use it.
 RETURN_TOLERANCE = 1e-6
-#: An episode succeeds when its return is at least this (DESIGN.md's success): the gate's
+#: An episode succeeds when its return is at least this (docs/DESIGN.md's success): the gate's
 #: feasibility and non-triviality checks, the Agent's success rate and every adapter use it.
 SUCCESS_RETURN = 0.99
 #: Methods ``Env`` must define, with their positional parameters after ``self``.

@@ -1,7 +1,7 @@
 """Regret estimation and the Environment Designer's reward.
 
 The regret of an environment for the current Agent is the gap between its mean return with the
-privileged hint and without it (DESIGN.md, "Regret and the Designer's reward"; SPADE's analogue
+privileged hint and without it (docs/DESIGN.md, "Regret and the Designer's reward"; SPADE's analogue
 of the PAIRED/ACCEL regret objective of unsupervised environment design):
 
     regret = max(mean_return_hint - mean_return_nohint, 0)
@@ -186,7 +186,7 @@ def _opt(default: Any, help: str) -> Any:
 
 @dataclass(frozen=True)
 class RewardConfig:
-    """Thresholds and shaping of the Designer's reward (DESIGN.md, "Regret and the Designer's reward").
+    """Thresholds and shaping of the Designer's reward (docs/DESIGN.md, "Regret and the Designer's reward").
 
     This one dataclass is also the ``designer.reward`` section of the self-play config
     (:mod:`spade_gym.trainer.config`): each field's default and help text live here only.
@@ -271,7 +271,7 @@ def designer_reward(
     duplicate: bool = False,
     config: RewardConfig | None = None,
 ) -> DesignerReward:
-    """The Environment Designer's reward for one program (DESIGN.md, "Regret and the Designer's reward").
+    """The Environment Designer's reward for one program (docs/DESIGN.md, "Regret and the Designer's reward").
 
     In order: a program that failed validation gets ``config.invalid``; a duplicate gets
     ``config.duplicate``; an environment the Agent solves without the hint (no-hint mean return

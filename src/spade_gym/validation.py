@@ -1,6 +1,6 @@
 """The validation gate: a program becomes a training environment only if every check passes.
 
-The checks of DESIGN.md ("The validation gate"), run on the real sandbox:
+The checks of docs/DESIGN.md ("The validation gate"), run on the real sandbox:
 
 1. ``static``: size, syntax, the restricted compiler, the import allow-list, the ``Env`` interface;
 2. ``load``: the module and ``Env()`` run within the time and memory limits;

@@ -226,7 +226,7 @@ class SpadeEpisode:
 
     @property
     def episode_return(self) -> float:
-        """The sum of rewards, or 0 when the program failed (DESIGN.md)."""
+        """The sum of rewards, or 0 when the program failed (docs/DESIGN.md)."""
         return 0.0 if self.error is not None else float(sum(self.rewards))
 
     @property

@@ -161,7 +161,7 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
     its first reset); ``reset(seed=s, options={"keep_stats": True})`` reseeds and keeps them.
 
     Source: PAIRED's adversary (Dennis et al. 2020, sec. 3-4), with SPADE's hint regret
-    (DESIGN.md, "Regret and the Designer's reward").
+    (docs/DESIGN.md, "Regret and the Designer's reward").
     """
 
     metadata: dict[str, Any] = {"render_modes": []}

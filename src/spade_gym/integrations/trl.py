@@ -1,6 +1,6 @@
 """TRL integration: train the Environment Designer and the Reasoning Agent with TRL's ``GRPOTrainer``.
 
-Two adapters, one per SPADE role (DESIGN.md, "The data flow"), for TRL >= 1.0 (written against
+Two adapters, one per SPADE role (docs/DESIGN.md, "The data flow"), for TRL >= 1.0 (written against
 TRL 1.16; see https://huggingface.co/docs/trl/main/en/grpo_trainer):
 
 **The Designer** (:class:`DesignerReward`, :func:`designer_dataset`). A TRL reward function is a
@@ -268,7 +268,7 @@ class TrainerPolicy:
     This is the *co-trained* Agent: passed to :class:`DesignerReward` (``agent="trainer"`` or
     ``agent=TrainerPolicy()``), the regret of each Designer program is measured with the current
     weights of the model ``GRPOTrainer`` updates, so the Designer and the Agent share weights as in
-    SPADE (DESIGN.md). The trainer does not exist yet when its reward functions are built, so the
+    SPADE (docs/DESIGN.md). The trainer does not exist yet when its reward functions are built, so the
     policy is created unbound and bound afterwards with :meth:`bind` (or
     :meth:`DesignerReward.bind`).
 
@@ -514,7 +514,7 @@ class DesignerReward:
     gymnasium id ``spade/<Name>-v<k>``); the reward is :func:`~spade_gym.regret.designer_reward`:
     ``RewardConfig.invalid`` (-1) for a rejected program, ``duplicate`` (-0.5) for a copy of a
     registered one, ``trivial``/``out_of_reach`` (0) at the extremes, else the regret in [0, 1]
-    (SPADE; DESIGN.md "Regret and the Designer's reward"). See the module docstring for ``None``.
+    (SPADE; docs/DESIGN.md "Regret and the Designer's reward"). See the module docstring for ``None``.
 
     TRL's name for it (the ``rewards/<name>/mean`` metric) is ``spade_designer``. Per-completion
     details go to TRL's completions table through ``log_extra`` (columns ``spade/category``,
@@ -1007,7 +1007,7 @@ class SpadeEnvironment:
         """The episode return: the sum of the environment's rewards (0 when it failed or never started).
 
         Returns:
-            A float, in [0, 1] for a program that keeps DESIGN.md's contract.
+            A float, in [0, 1] for a program that keeps docs/DESIGN.md's contract.
         """
         if self._error is not None or not self._started:
             return 0.0
@@ -1133,7 +1133,7 @@ def environment_factory(
 
     * ``tool_use``: one method per tool of the environment's ``tools``; calling it steps the
       environment with the JSON text ``{"name": <tool>, "arguments": {...}}`` (what
-      :func:`spade_gym.agent.extract_action` passes, DESIGN.md "The environment program contract").
+      :func:`spade_gym.agent.extract_action` passes, docs/DESIGN.md "The environment program contract").
       Argument types come from each parameter's JSON schema (``string``, ``integer``, ``number``,
       ``boolean``, ``array`` with item types, ``enum``, unions); nested ``object`` properties are
       not expressible as Python hints and are shown as a plain object. Optional parameters the

@@ -180,8 +180,11 @@ def convert_gguf(gguf: Path, out_dir: Path, *, progress: bool = True) -> Path:
         TimeElapsedColumn(),
     )
     started = time.perf_counter()
+    console = Console(stderr=True)
+    if progress and not console.is_terminal:  # a log file gets two lines, not a redrawn bar
+        console.print(f"converting {gguf.name} into {out_dir} (once)", soft_wrap=True)
     try:
-        with Progress(*columns, console=Console(stderr=True), disable=not progress) as bar:
+        with Progress(*columns, console=console, disable=not progress or not console.is_terminal) as bar:
             task = bar.add_task(steps[0], total=len(steps), name=gguf.name)
             try:
                 tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
@@ -213,6 +216,8 @@ def convert_gguf(gguf: Path, out_dir: Path, *, progress: bool = True) -> Path:
             )
             bar.update(task, advance=1, description="done")
         os.replace(tmp, out_dir)
+        if progress and not console.is_terminal:
+            console.print(f"converted {gguf.name} in {time.perf_counter() - started:.0f} s", soft_wrap=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out_dir

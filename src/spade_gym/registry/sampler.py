@@ -5,7 +5,7 @@ Two strategies:
 - ``"uniform"``: every environment equally likely.
 - ``"replay"``: rank-based Prioritized Level Replay (Jiang, Grefenstette & Rocktäschel,
   "Prioritized Level Replay", ICML 2021, Sec. 3, Eq. 1-2). With score ``S_i`` = the environment's
-  regret (DESIGN.md, "Regret and the Designer's reward"), global sample counter ``c`` and ``C_i`` the
+  regret (docs/DESIGN.md, "Regret and the Designer's reward"), global sample counter ``c`` and ``C_i`` the
   value of ``c`` when environment ``i`` was last sampled (0 if never)::
 
       P_S(i) = h(S_i)^(1/β) / Σ_j h(S_j)^(1/β),    h(S_i) = 1 / rank(S_i)   (rank 1 = highest score)

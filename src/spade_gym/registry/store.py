@@ -1,6 +1,6 @@
 """The environment registry: a folder of accepted environments, indexed for queries and replay.
 
-Layout of a registry rooted at ``root`` (DESIGN.md, "Registry")::
+Layout of a registry rooted at ``root`` (docs/DESIGN.md, "Registry")::
 
     root/envs/<env_id>/env.py      the program, byte for byte as registered
     root/envs/<env_id>/meta.json   EnvRecord.to_meta(): provenance, validation report, statistics
@@ -106,7 +106,7 @@ class EnvStats:
             measured.
         mean_return_nohint: mean episode return without the hint; ``None``: not measured.
         regret: ``max(mean_return_hint - mean_return_nohint, 0)`` as measured by the caller
-            (DESIGN.md, "Regret"); the replay score. ``None``: not measured.
+            (docs/DESIGN.md, "Regret"); the replay score. ``None``: not measured.
         times_sampled: how many times :meth:`Registry.sample` drew it with ``mark=True``.
         last_sampled: the registry's global sample counter right after it was last drawn
             (``None``: never), the ``C_i`` of Prioritized Level Replay.

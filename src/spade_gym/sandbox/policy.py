@@ -53,7 +53,7 @@ __all__ = [
     "ProgramRuntime",
 ]
 
-#: Modules an environment program may import (DESIGN.md, "The environment program contract").
+#: Modules an environment program may import (docs/DESIGN.md, "The environment program contract").
 ALLOWED_MODULES: tuple[str, ...] = (
     "math",
     "random",

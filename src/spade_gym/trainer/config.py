@@ -173,12 +173,15 @@ class AgentSection:
     k: int = _opt(4, "regret episodes per arm (with and without the hint) for each accepted design (>= 1)")
     max_new_tokens: int = _opt(AGENT_MAX_NEW_TOKENS, "most tokens per Agent turn (>= 1)")
     temperature: float = _opt(
-        AGENT_TEMPERATURE, "sampling temperature of the Agent (> 0: regret needs sampling; default measured, issue 17)"
+        AGENT_TEMPERATURE,
+        "sampling temperature of the Agent (> 0: regret needs sampling; default measured, see the README)",
     )
-    top_p: float = _opt(AGENT_TOP_P, "nucleus sampling mass of the Agent, in (0, 1] (default measured, issue 17)")
+    top_p: float = _opt(AGENT_TOP_P, "nucleus sampling mass of the Agent, in (0, 1] (default measured, see the README)")
     max_turns: int | None = _opt(None, "cap on Agent turns per episode (>= 1); null: the environment's max_turns")
     max_episodes: int = _opt(64, "most episodes (sandbox workers) alive at once; more are played in waves (>= 1)")
-    train_on_regret_episodes: bool = _opt(True, "the no-hint regret episodes double as Agent training data (DESIGN.md)")
+    train_on_regret_episodes: bool = _opt(
+        True, "the no-hint regret episodes double as Agent training data (docs/DESIGN.md)"
+    )
     replay_envs: int = _opt(4, "registry environments replayed per iteration for Agent training (>= 0)")
     episodes_per_env: int = _opt(4, "Agent episodes per replayed environment: one GRPO group (>= 2)")
     replay_seeds: int = _opt(

@@ -117,7 +117,7 @@ def _figure(rows: int = 1, height: float = 3.2) -> tuple[Any, list[Any]]:
     for ax in axes:
         ax.grid(True, alpha=0.3)
         ax.set_xlabel("iteration")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     return fig, axes
 
 
@@ -139,8 +139,19 @@ def _stacked_bars(ax: Any, s: _Series, keys: list[str], prefix: str) -> None:
         bottom += values
 
 
+def _widen_iterations(ax: Any) -> None:
+    """At least one iteration of width on the x axis: one point alone got ticks at +-0.04."""
+    low, high = ax.get_xlim()
+    if high - low < 1.0:
+        middle = (low + high) / 2
+        ax.set_xlim(middle - 0.5, middle + 0.5)
+
+
 def _save(fig: Any, path: Path) -> Path:
     """Write the PNG atomically (a viewer never sees half a file)."""
+    for ax in fig.axes:
+        if ax.get_xlabel() == "iteration":
+            _widen_iterations(ax)
     tmp = path.with_name(f".{path.stem}-{uuid.uuid4().hex[:8]}.png")
     try:
         fig.savefig(tmp, format="png", dpi=100)

@@ -1,6 +1,6 @@
 """The self-play loop: one model designs environments and learns to solve them (SPADE).
 
-One iteration follows DESIGN.md's data flow, phase by phase:
+One iteration follows docs/DESIGN.md's data flow, phase by phase:
 
 1. **Design.** For each of ``designer.prompts_per_iteration`` prompts, :class:`SpadeDesignerEnv`
    samples a document and a memory; the policy samples ``G = designer.group_size`` designs; each
@@ -676,9 +676,13 @@ def _summary_line(i: int, m: dict[str, Any]) -> str:
         return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, fmt)
 
     no_step = "" if m.get("train/optimizer_steps") else " (no optimizer step: every group's returns were equal)"
+    if m.get("regret/mean") is None:
+        regret = "- (none accepted)" if m.get("designer/designs") else "-"
+    else:  # the two returns it comes from: a regret of 0 can hide a negative gap
+        regret = f"{num('regret/mean')} (hint {num('agent/return_hint')}, no hint {num('agent/return_nohint')})"
     return (
         f"iteration {i}: designs {num('designer/designs', 'd')} accepted {num('designer/accepted', 'd')} "
-        f"reward {num('designer/reward_mean')} regret {num('regret/mean')} | agent replay return "
+        f"reward {num('designer/reward_mean')} regret {regret} | agent replay return "
         f"{num('agent/return_replay')} | loss {num('train/loss', '.4f')}{no_step} | registry "
         f"{num('registry/size', 'd')} | {num('time/total', '.0f')} s"
     )
@@ -729,8 +733,11 @@ def what_moved(metrics: list[dict[str, Any]]) -> list[str]:
         first, last = value(rows[0], key), value(rows[-1], key)
         whole = f"total {fmt(sum(values))}" if counted else f"mean {fmt(statistics.fmean(values))}" if values else ""
         line = f"{label}: {fmt(first)} -> {fmt(last)}" + (f" ({whole})" if values else "")
-        if not values and key.startswith("agent/return_") and "replay" not in key:
+        needs_accepted = key == "regret/mean" or (key.startswith("agent/return_") and "replay" not in key)
+        if needs_accepted and not values:
             line += " (no accepted design: no regret episodes)"
+        elif needs_accepted and (first is None or last is None):
+            line += " (-: no accepted design in that iteration)"
         if key == "train/loss" and not values:
             line += " (no optimizer step: every group's rewards were equal, so every advantage was 0)"
         lines.append(line)

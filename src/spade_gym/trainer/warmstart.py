@@ -7,7 +7,7 @@ gets reward 0 everywhere and nothing to learn from. Self-play systems therefore 
 supervised stage on formatted examples: DeepSeek-R1's "cold start" SFT on a few thousand long
 chain-of-thought examples before RL (DeepSeek-AI 2025, *DeepSeek-R1*, section 2.3.1), and Absolute
 Zero (Zhao et al. 2025) and R-Zero (Huang et al. 2025) seed their proposer with formatted examples.
-DESIGN.md, "Learning at small scale", asks for the same here.
+docs/DESIGN.md, "Learning at small scale", asks for the same here.
 
 The data (:func:`build_dataset`), never from the held-out environments (``run.held_out_envs``):
 
