@@ -296,8 +296,9 @@ def test_the_summary_line_says_why_there_is_no_loss() -> None:
 def test_the_summary_line_says_why_there_is_no_regret_and_what_a_regret_of_0_hides() -> None:
     from spade_gym.trainer.selfplay import _summary_line, what_moved
 
-    none = _summary_line(1, {"designer/designs": 4, "designer/accepted": 0, "regret/mean": None})
-    assert "regret - (none accepted) |" in none
+    for missing in (None, float("nan")):  # a run's metrics hold NaN where nothing was measured
+        none = _summary_line(1, {"designer/designs": 4, "designer/accepted": 0, "regret/mean": missing})
+        assert "regret - (none accepted) |" in none
     gap = {"designer/designs": 4, "regret/mean": 0.0, "agent/return_hint": 0.0, "agent/return_nohint": 0.125}
     assert "regret 0.00 (hint 0.00, no hint 0.12) |" in _summary_line(0, gap)
     lines = what_moved([gap, {"regret/mean": None}])

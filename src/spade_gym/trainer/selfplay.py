@@ -671,12 +671,15 @@ def _training_state(update: UpdateStats | None) -> str:
 
 
 def _summary_line(i: int, m: dict[str, Any]) -> str:
-    def num(key: str, fmt: str = ".2f") -> str:
+    def missing(key: str) -> bool:
         value = m.get(key)
-        return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, fmt)
+        return value is None or (isinstance(value, float) and math.isnan(value))
+
+    def num(key: str, fmt: str = ".2f") -> str:
+        return "-" if missing(key) else format(m[key], fmt)
 
     no_step = "" if m.get("train/optimizer_steps") else " (no optimizer step: every group's returns were equal)"
-    if m.get("regret/mean") is None:
+    if missing("regret/mean"):
         regret = "- (none accepted)" if m.get("designer/designs") else "-"
     else:  # the two returns it comes from: a regret of 0 can hide a negative gap
         regret = f"{num('regret/mean')} (hint {num('agent/return_hint')}, no hint {num('agent/return_nohint')})"
