@@ -96,6 +96,12 @@ def test_bad_registry_paths_and_corrupt_entries(tmp_path: Path) -> None:
     assert "ArithmeticChain-v0" in out and "skipped" in out
 
 
+def test_selfplay_into_a_folder_that_cannot_be_made_says_so_in_one_line() -> None:
+    root = Path(__file__).resolve().parent.parent
+    code, out = run("selfplay", "--config", str(root / "examples" / "selfplay_cpu.yaml"), "--out", "/proc/spade-nope")
+    assert code == 2 and "cannot create the run folder /proc/spade-nope" in out and "Traceback" not in out
+
+
 def test_demo_of_a_missing_file_says_no_worker_started(tmp_path: Path) -> None:
     code, out = run("demo", str(tmp_path / "missing.py"))
     assert code == 1 and "missing.py" in out and "No program was loaded" in out

@@ -64,7 +64,7 @@ def test_what_moved_names_first_and_last_and_says_why_a_figure_is_missing() -> N
     ]
     lines = what_moved(rows)
     assert len(lines) == len(MOVED_KEYS)
-    assert "Designer valid rate (passed the gate): 0 -> 0.500 (mean 0.250)" in lines
+    assert "Designer valid rate (valid programs, duplicates included): 0 -> 0.500 (mean 0.250)" in lines
     assert "optimizer steps: 0 -> 1 (total 1)" in lines
     assert "Agent samples with nonzero advantage: 0 -> 4 (total 4)" in lines
     assert any(line.startswith("Agent return without hint") and "no accepted design" in line for line in lines)

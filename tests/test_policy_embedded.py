@@ -94,7 +94,9 @@ def test_vllm_default_without_vllm_fails_before_converting(monkeypatch: pytest.M
 
 
 @pytest.mark.slow
-def test_a_damaged_cache_is_converted_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_damaged_cache_is_converted_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     """A truncated model.safetensors (a full disk, a killed copy) and a temporary folder left by a
     killed conversion: load_policy warns, converts again, cleans up and answers."""
     import shutil
@@ -113,6 +115,8 @@ def test_a_damaged_cache_is_converted_again(monkeypatch: pytest.MonkeyPatch, tmp
         policy = load_policy("default")
     assert (damaged / "model.safetensors").stat().st_size == (good / "model.safetensors").stat().st_size
     assert not list((cache / "models").glob(".*")), "the killed conversion's folder must be removed"
+    err = capfd.readouterr().err  # not a terminal: two lines, no redrawn progress bars
+    assert "converting SmolLM2" in err and "converted SmolLM2" in err and "\r" not in err
     out = policy.generate(
         [[{"role": "user", "content": "What is 2 + 3?"}]], SamplingParams(temperature=0, max_new_tokens=8)
     )

@@ -86,7 +86,7 @@ SYSTEM_PROMPTS: dict[str, str] = {
 
 #: ONE worked example per setting, ``(user message, the exact reply)``, played to the model as an
 #: earlier exchange between the system prompt and the first observation (:func:`agent_prompt`).
-#: Measured with the embedded SmolLM2-135M-Instruct (issue 17; 9 hinted first observations of
+#: Measured with the embedded SmolLM2-135M-Instruct (9 hinted first observations of
 #: ArithmeticChain, SequenceNextTerm and NumberBaseConversion, temperature 0.5): replies with an
 #: ``<answer>`` tag were 0/9 with the instruction alone, 0/9 with the example written inside the
 #: system prompt (with or without a reasoning step, or a reminder after the observation), 1/9
@@ -106,7 +106,7 @@ PROMPT_EXAMPLES: dict[str, tuple[str, str]] = {
     ),
 }
 
-# The Agent's default decoding, chosen by measurement (issue 17). SmolLM2-135M-Instruct (the
+# The Agent's default decoding, chosen by measurement. SmolLM2-135M-Instruct (the
 # embedded model) with the prompts above, on the five graded seed environments (ColorCodeLookup,
 # CountListItems, LargerOfTwo, ColorDoorRooms, OrderStatusLookup), seeds 0-3 with and without the
 # hint, 48 new tokens per turn; successes are episodes with return >= 0.99 out of 20, compliance
@@ -193,7 +193,7 @@ def tool_signature(tool: Mapping[str, Any]) -> str:
     """One line for a tool in the Agent's prompt: ``name(arg, ...): description``.
 
     A small model copies JSON it sees: shown its tools' JSON schemas, SmolLM2-135M wrote schema
-    fragments as tool calls (issue 17), so the prompt names each tool, its argument names and
+    fragments as tool calls, so the prompt names each tool, its argument names and
     what it does, and the call format comes from the worked example.
 
     Args:

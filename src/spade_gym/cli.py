@@ -126,7 +126,8 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode="markdown",
 )
-console = Console(soft_wrap=not Console().is_terminal)  # a log file keeps paths and commands on one line
+# In a log file: no wrapping, and tables wide enough that paths and ids stay whole
+console = Console(soft_wrap=True, width=200) if not Console().is_terminal else Console()
 envs_app = typer.Typer(
     help="Environment registries: list, show, validate, add, measure, play and re-index environments.",
     no_args_is_help=True,
@@ -720,8 +721,8 @@ def selfplay(
 
     try:
         run = RunDir.create(cfg.run.out, cfg)
-    except SpadeError as exc:
-        console.print(f"[red]{_safe(str(exc))}[/red]")
+    except (SpadeError, OSError) as exc:  # e.g. an --out that cannot be created
+        console.print(f"[red]cannot create the run folder {_safe(str(cfg.run.out))}: {_safe(str(exc))}[/red]")
         raise typer.Exit(2) from None
     _run_selfplay(lambda say, progress: _new_loop(cfg, run, say, progress))
 

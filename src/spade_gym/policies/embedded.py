@@ -15,10 +15,12 @@ processes with a file lock, so parallel test workers or trainer ranks convert it
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import importlib.metadata
 import importlib.util
+import io
 import json
 import os
 import shutil
@@ -181,7 +183,8 @@ def convert_gguf(gguf: Path, out_dir: Path, *, progress: bool = True) -> Path:
     )
     started = time.perf_counter()
     console = Console(stderr=True)
-    if progress and not console.is_terminal:  # a log file gets two lines, not a redrawn bar
+    to_file = progress and not console.is_terminal
+    if to_file:  # a log file gets lines, not a redrawn bar
         console.print(f"converting {gguf.name} into {out_dir} (once)", soft_wrap=True)
     try:
         with Progress(*columns, console=console, disable=not progress or not console.is_terminal) as bar:
@@ -189,7 +192,13 @@ def convert_gguf(gguf: Path, out_dir: Path, *, progress: bool = True) -> Path:
             try:
                 tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
                 bar.update(task, advance=1, description=steps[1])
-                model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+                # transformers draws its own tensor bar (tqdm): in a file, keep only each line's last frame
+                captured = io.StringIO()
+                with contextlib.redirect_stderr(captured) if to_file else contextlib.nullcontext():
+                    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+                for line in captured.getvalue().splitlines():
+                    if line.split("\r")[-1].strip():
+                        console.print(line.split("\r")[-1].strip(), soft_wrap=True, markup=False, highlight=False)
             except (ValueError, KeyError, RuntimeError, NotImplementedError) as exc:
                 raise ModelNotFound(
                     f"transformers {transformers.__version__} cannot load {gguf.name} (GGUF architecture "
@@ -216,7 +225,7 @@ def convert_gguf(gguf: Path, out_dir: Path, *, progress: bool = True) -> Path:
             )
             bar.update(task, advance=1, description="done")
         os.replace(tmp, out_dir)
-        if progress and not console.is_terminal:
+        if to_file:
             console.print(f"converted {gguf.name} in {time.perf_counter() - started:.0f} s", soft_wrap=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -693,7 +693,7 @@ def _summary_line(i: int, m: dict[str, Any]) -> str:
 
 #: The figures of :func:`what_moved`: (metrics key, label).
 MOVED_KEYS: tuple[tuple[str, str], ...] = (
-    ("designer/valid_rate", "Designer valid rate (passed the gate)"),
+    ("designer/valid_rate", "Designer valid rate (valid programs, duplicates included)"),
     ("designer/accepted", "Designer accepted designs"),
     ("designer/reward_mean", "Designer mean reward"),
     ("regret/mean", "regret of accepted designs"),
@@ -714,7 +714,7 @@ def what_moved(metrics: list[dict[str, Any]]) -> list[str]:
     glance whether the loop carried a signal (nonzero advantages, optimizer steps) and what changed.
 
     Returns:
-        Lines such as ``"Designer valid rate (passed the gate): 0.25 -> 0.50 (mean 0.38)"``; a
+        Lines such as ``"Designer valid rate (valid programs, duplicates included): 0.25 -> 0.50 (mean 0.38)"``; a
         figure never logged reads ``"-"``, with why where it is known (no accepted design: no
         regret episodes; no nonzero advantage: no optimizer step).
     """
