@@ -301,6 +301,7 @@ def test_the_summary_line_says_why_there_is_no_regret_and_what_a_regret_of_0_hid
         assert "regret - (none accepted) |" in none
     gap = {"designer/designs": 4, "regret/mean": 0.0, "agent/return_hint": 0.0, "agent/return_nohint": 0.125}
     assert "regret 0.00 (hint 0.00, no hint 0.12) |" in _summary_line(0, gap)
+    assert "no hint 0.12, out of reach) |" in _summary_line(0, gap | {"designer/outcomes": {"out_of_reach": 2}})
     lines = what_moved([gap, {"regret/mean": None}])
     assert "regret of accepted designs: 0 -> - (mean 0) (-: no accepted design in that iteration)" in lines
 

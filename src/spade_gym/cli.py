@@ -94,7 +94,7 @@ class PhaseProgress:
     def _watch(self) -> None:
         """While a phase runs, print its state when it has been quiet for PROGRESS_LINE_EVERY_S."""
         while True:
-            self.wake.wait(min(PROGRESS_LINE_EVERY_S, 5.0))
+            self.wake.wait(min(PROGRESS_LINE_EVERY_S, 1.0))
             self.wake.clear()
             now = time.monotonic()
             with self.lock:

@@ -196,7 +196,7 @@ def convert_gguf(gguf: Path, out_dir: Path, *, progress: bool = True) -> Path:
                 captured = io.StringIO()
                 with contextlib.redirect_stderr(captured) if to_file else contextlib.nullcontext():
                     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-                for line in captured.getvalue().splitlines():
+                for line in captured.getvalue().split("\n"):  # not splitlines: it splits at each \r frame
                     if line.split("\r")[-1].strip():
                         console.print(line.split("\r")[-1].strip(), soft_wrap=True, markup=False, highlight=False)
             except (ValueError, KeyError, RuntimeError, NotImplementedError) as exc:

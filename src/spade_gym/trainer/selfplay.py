@@ -682,7 +682,9 @@ def _summary_line(i: int, m: dict[str, Any]) -> str:
     if missing("regret/mean"):
         regret = "- (none accepted)" if m.get("designer/designs") else "-"
     else:  # the two returns it comes from: a regret of 0 can hide a negative gap
-        regret = f"{num('regret/mean')} (hint {num('agent/return_hint')}, no hint {num('agent/return_nohint')})"
+        outcomes = m.get("designer/outcomes") or {}
+        reach = ", out of reach" if isinstance(outcomes, dict) and outcomes.get("out_of_reach") else ""
+        regret = f"{num('regret/mean')} (hint {num('agent/return_hint')}, no hint {num('agent/return_nohint')}{reach})"
     return (
         f"iteration {i}: designs {num('designer/designs', 'd')} accepted {num('designer/accepted', 'd')} "
         f"reward {num('designer/reward_mean')} regret {regret} | agent replay return "
