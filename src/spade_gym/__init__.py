@@ -5,7 +5,7 @@ import sys as _sys
 
 if "torch" not in _sys.modules:  # read once, when torch loads its OpenMP runtime
     # OpenMP threads that spin while they wait burn the core a competing process needs: beside one
-    # other busy process on 2 cores, generation took 3-4x longer (benchmarks/test_bench_threads.py).
+    # other busy process on 2 cores, generation took 2.4-7x longer (benchmarks/test_bench_threads.py).
     # A value the user set is kept.
     _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 

@@ -194,11 +194,16 @@ def convert_gguf(gguf: Path, out_dir: Path, *, progress: bool = True) -> Path:
                 bar.update(task, advance=1, description=steps[1])
                 # transformers draws its own tensor bar (tqdm): in a file, keep only each line's last frame
                 captured = io.StringIO()
-                with contextlib.redirect_stderr(captured) if to_file else contextlib.nullcontext():
-                    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-                for line in captured.getvalue().split("\n"):  # not splitlines: it splits at each \r frame
-                    if line.split("\r")[-1].strip():
-                        console.print(line.split("\r")[-1].strip(), soft_wrap=True, markup=False, highlight=False)
+                try:
+                    with contextlib.redirect_stderr(captured) if to_file else contextlib.nullcontext():
+                        model = AutoModelForCausalLM.from_pretrained(
+                            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+                        )
+                finally:  # what it wrote is shown even when it fails
+                    for line in captured.getvalue().split("\n"):  # not splitlines: it splits at each \r frame
+                        last = line.split("\r")[-1].strip()
+                        if last:
+                            console.print(last, soft_wrap=True, markup=False, highlight=False)
             except (ValueError, KeyError, RuntimeError, NotImplementedError) as exc:
                 raise ModelNotFound(
                     f"transformers {transformers.__version__} cannot load {gguf.name} (GGUF architecture "
