@@ -23,8 +23,8 @@ from readme import readme_example  # noqa: E402
 from spade_gym import EnvProgram  # noqa: E402
 from spade_gym.agent import Episode, RolloutConfig, rollout  # noqa: E402
 from spade_gym.executor import LocalExecutor, make_executor  # noqa: E402
-from spade_gym.integrations.ray import RayExecutor  # noqa: E402
 from spade_gym.policies.base import Completion, SamplingParams  # noqa: E402
+from spade_gym.ray_executor import RayExecutor  # noqa: E402
 from spade_gym.registry.gymnasium import bundled_registry_path  # noqa: E402
 from spade_gym.validation import ValidationConfig  # noqa: E402
 
@@ -225,7 +225,7 @@ def test_the_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.slow
 def test_a_policy_in_a_ray_actor_generates_as_it_does_locally(embedded_policy: Any) -> None:
-    from spade_gym.integrations.ray import RayPolicy
+    from spade_gym.policies.ray import RayPolicy
 
     if ray.is_initialized():
         ray.shutdown()

@@ -6,9 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
+import spade_gym
 from spade_gym.integrations import MissingDependency, require
 
 HEAVY = (
@@ -83,6 +85,60 @@ def test_ray_missing_is_one_line_for_the_executor_and_the_config() -> None:
     result = run_python(code, blocked=("ray",))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "spade_gym.integrations.ray needs ray: pip install 'spade-gym[ray]'",
+        "the Ray executor (spade_gym.ray_executor) needs ray: pip install 'spade-gym[ray]'",
         "config key 'run.executor': run.executor = 'ray' needs ray: pip install 'spade-gym[ray]'",
     ]
+
+
+def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
+    """Every ``import``/``from ... import`` of ``path`` (also inside functions): (line, module, names)."""
+    import ast
+
+    found: list[tuple[int, str, list[str]]] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module, [alias.name for alias in node.names]))
+    return found
+
+
+PACKAGE = Path(spade_gym.__file__).resolve().parent
+
+
+def test_layers_point_one_way_the_core_never_imports_an_integration() -> None:
+    core = [p for p in PACKAGE.rglob("*.py") if "integrations" not in p.relative_to(PACKAGE).parts]
+    assert len(core) > 20
+    wrong = [
+        f"{p.relative_to(PACKAGE)}:{line} imports {module}"
+        for p in core
+        for line, module, _ in _imports(p)
+        if module == "spade_gym.integrations" or module.startswith("spade_gym.integrations.")
+    ]
+    assert wrong == []
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    wrong = []
+    for path in PACKAGE.rglob("*.py"):
+        for line, module, names in _imports(path):
+            if not module.startswith("spade_gym"):
+                continue
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            if private:
+                wrong.append(f"{path.relative_to(PACKAGE)}:{line} imports {private} from {module}")
+    assert wrong == []
+
+
+def test_the_ray_backends_stay_importable_from_integrations() -> None:
+    pytest.importorskip("ray")
+    from spade_gym.integrations import ray as old
+    from spade_gym.policies.ray import RayPolicy
+    from spade_gym.ray_executor import RayEnv, RayExecutor, crash_report
+
+    assert (old.RayExecutor, old.RayEnv, old.RayPolicy, old.crash_report) == (
+        RayExecutor,
+        RayEnv,
+        RayPolicy,
+        crash_report,
+    )

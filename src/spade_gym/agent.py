@@ -465,7 +465,7 @@ class RolloutStats:
 class PlayableEnv(Protocol):
     """What the Agent plays: environment programs in the sandbox (:class:`~spade_gym.SandboxedEnv`),
     reasoning-gym tasks (:class:`~spade_gym.reasoning_gym.ReasoningGymEnv`), and either hosted
-    elsewhere (:class:`~spade_gym.integrations.ray.RayEnv`): text environments that declare their
+    elsewhere (:class:`~spade_gym.ray_executor.RayEnv`): text environments that declare their
     setting, tools and turn limit, give a privileged hint, and can start a step without waiting."""
 
     name: str

@@ -12,7 +12,11 @@ is shown them in repair rounds. They say what was wrong and what was expected.
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+
 __all__ = [
+    "require",
     "SpadeError",
     "ProgramError",
     "SandboxError",
@@ -248,3 +252,30 @@ def error_from_payload(payload: object) -> SpadeError:
     message = str(payload.get("message", ""))[:4000]
     traceback = str(payload.get("traceback", ""))[:8000]
     return cls(message, category=category, traceback=traceback)
+
+
+def require(module: str, extra: str, feature: str) -> ModuleType:
+    """Import ``module`` for ``feature``, or say in one line which extra installs it.
+
+    Args:
+        module: the module to import, e.g. ``"trl"`` or ``"stable_baselines3"``.
+        extra: the spade-gym extra that installs it, e.g. ``"trl"`` (``pip install 'spade-gym[trl]'``),
+            or a full pip requirement when it is not one of ours (``"verl"``).
+        feature: what needs it, for the message, e.g. ``"spade_gym.integrations.trl"``.
+
+    Returns:
+        The imported module.
+
+    Raises:
+        MissingDependency: ``module`` is not installed (also an :class:`ImportError`); its message
+            is ``"<feature> needs <module>: pip install 'spade-gym[<extra>]'"``, and names the
+            missing dependency when the library is installed but one of its own is not.
+    """
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        top = module.split(".")[0]
+        install = f"pip install 'spade-gym[{extra}]'" if extra.isidentifier() else f"pip install '{extra}'"
+        missing = (exc.name or top).split(".")[0]
+        what = top if missing == top else f"{top} (which could not import its dependency {missing})"
+        raise MissingDependency(f"{feature} needs {what}: {install}") from None

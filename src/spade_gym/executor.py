@@ -13,7 +13,7 @@ The self-play loop does the same work on a laptop and on a cluster; only the *ex
   a local sandboxed environment for ``"local"``; a proxy to a Ray actor hosting it for ``"ray"``.
 
 :class:`LocalExecutor` runs everything in this process and its sandbox workers. ``"ray"`` is
-:class:`spade_gym.integrations.ray.RayExecutor` (the ``ray`` extra, imported only when asked for).
+:class:`spade_gym.ray_executor.RayExecutor` (the ``ray`` extra, imported only when asked for).
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def make_executor(kind: str = "local", **options: Any) -> Executor:
         kind: ``"local"`` (this machine's processes) or ``"ray"`` (Ray tasks and actors; needs the
             ``ray`` extra).
         **options: for ``"ray"``, the arguments of
-            :class:`~spade_gym.integrations.ray.RayExecutor` (``address``, ``num_cpus``, ...);
+            :class:`~spade_gym.ray_executor.RayExecutor` (``address``, ``num_cpus``, ...);
             none for ``"local"``.
 
     Returns:
@@ -134,7 +134,7 @@ def make_executor(kind: str = "local", **options: Any) -> Executor:
             raise ValueError(f"the local executor takes no options, got {sorted(options)}")
         return LocalExecutor()
     if kind == "ray":
-        from spade_gym.integrations.ray import RayExecutor
+        from spade_gym.ray_executor import RayExecutor
 
         return RayExecutor(**options)
     raise ValueError(f"executor must be 'local' or 'ray', got {kind!r}")

@@ -598,7 +598,7 @@ class SelfPlayConfig:
         if not (math.isfinite(y.generation_gpus) and y.generation_gpus >= 0):
             _range("ray.generation_gpus", y.generation_gpus, "a finite number >= 0")
         if r.executor == "ray":
-            from spade_gym.integrations import MissingDependency, require
+            from spade_gym.errors import MissingDependency, require
 
             try:
                 require("ray", "ray", "run.executor = 'ray'")

@@ -239,7 +239,7 @@ class SelfPlay:
         self.generator: Any = self.policy
         if not given and spec.startswith("vllm:"):
             if self.executor.kind == "ray":  # the engine in a Ray actor with its own GPU(s)
-                from spade_gym.integrations.ray import RayPolicy
+                from spade_gym.policies.ray import RayPolicy
 
                 self.generator = RayPolicy(spec, num_gpus=config.ray.generation_gpus)
             else:

@@ -1,0 +1,477 @@
+"""The Ray backend of :func:`spade_gym.executor.make_executor`: validation as Ray tasks,
+environments in Ray actors (generation in a Ray actor is :class:`spade_gym.policies.ray.RayPolicy`).
+
+The ``ray`` extra (``pip install 'spade-gym[ray]'``); Ray is imported when a :class:`RayExecutor`
+is created, never by ``import spade_gym``.
+
+* **Validation** (:meth:`RayExecutor.validate_many`): one Ray task per program, ``validation_cpus``
+  CPUs each, anywhere in the cluster; the registry stays with the trainer, which runs the novelty
+  check itself (:func:`spade_gym.validation.check_novelty`). A worker that dies mid-validation
+  (killed, out of memory, its node lost) is retried once by Ray (``max_retries=1``); when the
+  retry dies too, the program gets a failed report (``WORKER_CRASH``), not a lost iteration.
+* **Environments** (:meth:`RayExecutor.env`): :class:`RayEnv` plays an environment hosted in one
+  of a few ``EnvHost`` actors (by default one per node, spread over the nodes); each host keeps
+  many sandboxed environments and steps them in parallel threads, so the rollout's "send every
+  step, then collect" runs the sandboxes of all nodes at once. A host that dies ends its episodes
+  with a ``WORKER_CRASH`` error (return 0), as a crashed sandbox does.
+
+:class:`RayExecutor` connects to a running cluster (``address="auto"`` or ``"ray://host:10001"``)
+or starts a local Ray instance (``address=None``), and shuts down only an instance it started.
+See README, "Ray: scaling out", for a multi-node configuration.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import threading
+import warnings
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from spade_gym import errors
+from spade_gym.errors import SpadeError, WorkerCrash, require
+from spade_gym.program import EnvProgram
+from spade_gym.sandbox import SandboxConfig
+from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport
+
+__all__ = ["RayEnv", "RayExecutor", "crash_report", "first_line"]
+
+_FEATURE = "the Ray executor (spade_gym.ray_executor)"
+
+
+def _ray() -> Any:
+    return require("ray", "ray", _FEATURE)
+
+
+# ------------------------------------------------------------------------------------- validation
+
+
+def _validate_source(source: str, origin: str, config: ValidationConfig) -> ValidationReport:
+    """The body of a validation task (runs on a Ray worker)."""
+    from spade_gym.validation import validate
+
+    return validate(EnvProgram(source, origin=origin), config)
+
+
+def crash_report(program: EnvProgram, config: ValidationConfig, message: str) -> ValidationReport:
+    """The failed report of a program whose validation was lost with its worker.
+
+    Args:
+        program: the program.
+        config: the gate's settings (recorded in the report).
+        message: what happened, e.g. ``"the Ray worker died twice (...)"``.
+
+    Returns:
+        A rejected :class:`ValidationReport`, category ``WORKER_CRASH``, its ``load`` check failed
+        with ``message`` and the later checks not run.
+    """
+    checks = [CheckResult(name) for name in CHECKS]
+    load = next(c for c in checks if c.name == "load")
+    load.passed, load.category, load.message = False, "WORKER_CRASH", message
+    return ValidationReport(
+        program_id=program.id,
+        accepted=False,
+        category="WORKER_CRASH",
+        checks=checks,
+        seeds=list(config.seeds),
+        config=config.to_dict(),
+    )
+
+
+# ----------------------------------------------------------------------------------- environments
+
+
+class _EnvHost:
+    """A Ray actor holding many sandboxed environments, stepped in parallel threads (the actor's
+    ``max_concurrency``); environments are named by integer keys."""
+
+    def __init__(self) -> None:
+        self.envs: dict[int, Any] = {}
+        self.keys = itertools.count()
+        self.lock = threading.Lock()
+
+    def open(self, spec: Any) -> tuple[int, dict[str, Any]] | tuple[None, dict[str, Any]]:
+        from spade_gym.agent import error_record, open_playable_env
+
+        try:
+            env = open_playable_env(spec)
+        except Exception as exc:  # noqa: BLE001 - reported to the driver, which raises it there
+            return None, error_record(exc)
+        with self.lock:
+            key = next(self.keys)
+            self.envs[key] = env
+        attributes = {name: getattr(env, name) for name in ("name", "setting", "max_turns", "tools", "description")}
+        return key, attributes
+
+    def call(self, key: int, method: str, kwargs: dict[str, Any]) -> tuple[bool, Any]:
+        env = self.envs[key]
+        try:
+            return True, getattr(env, method)(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - reported to the driver, which raises it there
+            from spade_gym.agent import error_record
+
+            return False, error_record(exc)
+
+    def close(self, key: int) -> None:
+        with self.lock:
+            env = self.envs.pop(key, None)
+        if env is not None:
+            env.close()
+
+    def size(self) -> int:
+        return len(self.envs)
+
+
+def _raise(record: dict[str, Any]) -> None:
+    cls = getattr(errors, str(record.get("type")), None)
+    if isinstance(cls, type) and issubclass(cls, SpadeError):
+        raise cls(
+            str(record.get("message", "")), category=record.get("category"), traceback=record.get("traceback", "")
+        )
+    raise SpadeError(
+        f"{record.get('type')}: {record.get('message', '')}", category=record.get("category") or "ENV_EXCEPTION"
+    )
+
+
+class RayEnv:
+    """An environment hosted in a Ray actor, played through the interface of
+    :class:`~spade_gym.SandboxedEnv` that :func:`~spade_gym.agent.rollout` uses.
+
+    Made by :meth:`RayExecutor.env` (through a picklable factory), not directly.
+
+    Attributes:
+        name, setting, max_turns, tools, description: what the program declares.
+
+    Raises:
+        SpadeError: (when made) the program cannot be loaded (the same error as locally, e.g.
+            :class:`~spade_gym.ProgramError`), or the host actor died (:class:`~spade_gym.WorkerCrash`).
+    """
+
+    def __init__(self, host: Any, spec: Any) -> None:
+        ray = _ray()
+        self._ray, self._host = ray, host
+        self._key: int | None = None
+        self._pending: tuple[str, Any] | None = None
+        self._last_obs = ""
+        try:
+            key, attributes = ray.get(host.open.remote(spec))
+        except ray.exceptions.RayActorError as exc:
+            raise WorkerCrash(f"the Ray actor hosting the environment died: {first_line(exc)}") from None
+        if key is None:
+            _raise(attributes)
+        self._key = key
+        self.name: str = attributes["name"]
+        self.setting: str = attributes["setting"]
+        self.max_turns: int = attributes["max_turns"]
+        self.tools: list[dict[str, Any]] = attributes["tools"]
+        self.description: str = attributes["description"]
+
+    def _get(self, ref: Any) -> Any:
+        ray = self._ray
+        try:
+            ok, value = ray.get(ref)
+        except ray.exceptions.RayActorError as exc:
+            raise WorkerCrash(f"the Ray actor hosting the environment died: {first_line(exc)}") from None
+        if not ok:
+            _raise(value)
+        return value
+
+    def _call(self, method: str, **kwargs: Any) -> Any:
+        return self._host.call.remote(self._key, method, kwargs)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """``reset`` in the actor; returns ``(observation, info)``.
+
+        Raises:
+            SpadeError: the program failed in ``reset``, or the actor died (``WorkerCrash``).
+        """
+        self._pending = None
+        obs, info = self._get(self._call("reset", seed=seed, options=options))
+        self._last_obs = obs
+        return obs, info
+
+    def hint(self) -> str:
+        """The program's privileged hint (see :meth:`SandboxedEnv.hint`)."""
+        return str(self._get(self._call("hint")))
+
+    def oracle(self) -> str:
+        """The oracle's action (see :meth:`SandboxedEnv.oracle`)."""
+        return str(self._get(self._call("oracle")))
+
+    def send_step(self, action: Any) -> None:
+        """Start ``step(action)`` in the actor without waiting; the next :meth:`step` with the same
+        action collects it. Never raises (a failure surfaces in that ``step``)."""
+        if self._pending is None:
+            try:
+                self._pending = (str(action), self._call("step", action=action))
+            except Exception:  # noqa: BLE001 - step() sends it again and reports the failure
+                self._pending = None
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """``step`` in the actor; never raises: a dead actor ends the episode (``truncated``, with
+        ``info["sandbox_error"]`` of category ``WORKER_CRASH``), as a crashed sandbox does.
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)``.
+        """
+        pending, self._pending = self._pending, None
+        try:
+            ref = pending[1] if pending is not None and pending[0] == str(action) else self._call("step", action=action)
+            obs, reward, terminated, truncated, info = self._get(ref)
+        except SpadeError as exc:
+            return self._last_obs, 0.0, False, True, {"sandbox_error": exc.to_dict()}
+        except Exception as exc:  # noqa: BLE001 - Ray cannot reach the actor (e.g. Ray was shut down)
+            crash = WorkerCrash(f"the Ray actor hosting the environment cannot be reached: {first_line(exc)}")
+            return self._last_obs, 0.0, False, True, {"sandbox_error": crash.to_dict()}
+        self._last_obs = obs
+        return obs, reward, terminated, truncated, info
+
+    def close(self) -> None:
+        """Close the environment in its actor (kills its sandbox worker); safe to call more than once."""
+        if self._key is not None:
+            try:
+                self._ray.get(self._host.close.remote(self._key))
+            except self._ray.exceptions.RayError:
+                pass  # the host is gone, and its environments with it
+            self._key = None
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (at most 300 characters), or its type's name."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
+class _RayEnvFactory:
+    """A zero-argument factory of :class:`RayEnv` (what an :class:`~spade_gym.agent.Episode`
+    holds), carrying the episode's ``env_id`` so trajectories are named as when played locally."""
+
+    def __init__(self, executor: RayExecutor, spec: Any, env_id: str | None) -> None:
+        self.executor, self.spec, self.env_id = executor, spec, env_id
+
+    def __call__(self) -> RayEnv:
+        return self.executor._open(self.spec)
+
+    def __repr__(self) -> str:
+        return f"RayEnv({self.env_id or self.spec!r:.60})"
+
+
+def _portable(spec: Any) -> tuple[Any, str | None]:
+    """``spec`` in a form another machine can build: a ``spade/`` id becomes its program's source
+    (ids registered in this process, e.g. the run's accepted designs, are unknown elsewhere)."""
+    if isinstance(spec, str) and spec.startswith("spade/") and "\n" not in spec:
+        import gymnasium
+
+        env_spec = gymnasium.spec(spec)
+        program = env_spec.kwargs.get("program")
+        if env_spec.entry_point == "spade_gym.env:SandboxedEnv" and program is not None:
+            source = EnvProgram.from_file(program) if isinstance(program, str) and "\n" not in program else program
+            return source, spec
+        return spec, spec
+    if isinstance(spec, str) and "\n" not in spec and spec.endswith(".py"):
+        return EnvProgram.from_file(spec), None  # a path: read here, not in the actor's working directory
+    if isinstance(spec, EnvProgram | str) or callable(spec):
+        return spec, None
+    return EnvProgram.from_file(os.fspath(spec)), None  # a path
+
+
+# -------------------------------------------------------------------------------------- executor
+
+
+class RayExecutor:
+    """Validation as Ray tasks and environments in Ray actors (see the module docstring).
+
+    Args:
+        address: the cluster to join: ``None`` starts a local Ray instance (or uses the one this
+            process already started), ``"auto"`` joins the cluster of this node,
+            ``"ray://<head>:10001"`` connects through Ray Client.
+        num_cpus: CPUs of a local instance started here (``None``: all of this machine's).
+        validation_cpus: CPUs reserved per validation task (> 0; a gate run uses two sandbox
+            workers). Ray runs ``cluster CPUs / validation_cpus`` validations at once.
+        env_hosts: actors hosting environments (>= 1); ``None``: one per alive node.
+        max_retries: times Ray reruns a validation task whose worker died (>= 0; default 1).
+        sandbox: the sandbox settings of hosted environments (default: ``SandboxConfig()``).
+
+    Raises:
+        MissingDependency: Ray is not installed (``pip install 'spade-gym[ray]'``).
+        ValueError: an argument out of range.
+        ConnectionError: ``address`` cannot be reached (one line; a ``host:port`` that nothing
+            answers fails within 10 s instead of Ray's endless retries).
+    """
+
+    kind = "ray"
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        num_cpus: int | None = None,
+        validation_cpus: float = 1.0,
+        env_hosts: int | None = None,
+        max_retries: int = 1,
+        sandbox: SandboxConfig | None = None,
+    ) -> None:
+        ray = _ray()
+        if not validation_cpus > 0:
+            raise ValueError(f"validation_cpus must be > 0, got {validation_cpus}")
+        if env_hosts is not None and env_hosts < 1:
+            raise ValueError(f"env_hosts must be >= 1 or None, got {env_hosts}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if num_cpus is not None and (address is not None or num_cpus < 1):
+            raise ValueError("num_cpus (>= 1) applies only to a local instance started here (address=None)")
+        self.ray = ray
+        self.started = False
+        if not ray.is_initialized():
+            _reachable(address)
+            try:
+                ray.init(
+                    address=address,
+                    num_cpus=num_cpus,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    configure_logging=False,
+                )
+            except ConnectionError as exc:
+                raise ConnectionError(f"cannot reach the Ray cluster at {address!r}: {first_line(exc)}") from None
+            self.started = address is None
+        elif num_cpus is not None:
+            warnings.warn(f"Ray is already running in this process: num_cpus={num_cpus} is not applied", stacklevel=2)
+        self.validation_cpus, self.max_retries = float(validation_cpus), int(max_retries)
+        self.sandbox = sandbox
+        self._validate = ray.remote(_validate_source)
+        self._host_count = env_hosts
+        self._hosts: list[Any] = []
+        self._next_host = itertools.count()
+
+    # -- validation -------------------------------------------------------------------------------
+
+    def validate_many(self, programs: Sequence[EnvProgram], config: ValidationConfig) -> list[ValidationReport]:
+        """Validate each program as a Ray task (no registry: see :mod:`spade_gym.executor`).
+
+        Args:
+            programs: the programs, any number; all are submitted at once.
+            config: the gate's settings.
+
+        Returns:
+            One report per program, in order. A program whose worker died on every attempt
+            (``1 + max_retries``) gets :func:`crash_report`.
+
+        Raises:
+            SandboxSetupError: no sandbox worker can start on the node that ran a task (not the
+                program's fault; the same error as locally).
+        """
+        ray = self.ray
+        task = self._validate.options(num_cpus=self.validation_cpus, max_retries=self.max_retries)
+        refs = [task.remote(p.source, p.origin, config) for p in programs]
+        reports = []
+        lost = (
+            ray.exceptions.WorkerCrashedError,
+            ray.exceptions.NodeDiedError,
+            ray.exceptions.ObjectLostError,
+            ray.exceptions.OutOfMemoryError,
+            ray.exceptions.LocalRayletDiedError,
+        )
+        for program, ref in zip(programs, refs, strict=True):
+            try:
+                reports.append(ray.get(ref))
+            except lost as exc:
+                attempts = 1 + self.max_retries
+                reports.append(
+                    crash_report(
+                        program,
+                        config,
+                        f"the Ray worker validating the program died on all {attempts} attempt(s) "
+                        f"({type(exc).__name__}: {first_line(exc)})",
+                    )
+                )
+            except ray.exceptions.RayTaskError as exc:
+                raise exc.as_instanceof_cause() from None
+        return reports
+
+    # -- environments -----------------------------------------------------------------------------
+
+    def env(self, spec: Any) -> Any:
+        """A factory that opens ``spec`` in one of the environment host actors.
+
+        Args:
+            spec: what :class:`~spade_gym.agent.Episode` accepts: a ``spade/`` id (sent as its
+                program's source, so ids registered only in this process work on every node), a
+                program (path, source, :class:`~spade_gym.EnvProgram`) or a picklable factory.
+
+        Returns:
+            A zero-argument callable returning a :class:`RayEnv` (call it in this process).
+
+        Raises:
+            gymnasium.error.Error: an unknown ``spade/`` id.
+        """
+        portable, env_id = _portable(spec)
+        if isinstance(portable, EnvProgram | str):
+            portable = partial(_sandboxed_env, portable, self.sandbox)
+        return _RayEnvFactory(self, portable, env_id)
+
+    def _hosts_ready(self) -> list[Any]:
+        if not self._hosts:
+            ray = self.ray
+            count = self._host_count or max(sum(1 for n in ray.nodes() if n.get("Alive")), 1)
+            host = ray.remote(_EnvHost).options(num_cpus=0, max_concurrency=256, scheduling_strategy="SPREAD")
+            self._hosts = [host.remote() for _ in range(count)]
+        return self._hosts
+
+    def _open(self, spec: Any) -> RayEnv:
+        hosts = self._hosts_ready()
+        index = next(self._next_host) % len(hosts)
+        try:
+            return RayEnv(hosts[index], spec)
+        except WorkerCrash:  # the host died since: replace it and try once more
+            hosts[index] = self.ray.remote(_EnvHost).options(num_cpus=0, max_concurrency=256).remote()
+            return RayEnv(hosts[index], spec)
+
+    # -- life cycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Kill the host actors, and shut Ray down if this executor started it."""
+        if self.ray.is_initialized():  # (ray.kill on a shut-down Ray would start a new instance)
+            for host in self._hosts:
+                try:
+                    self.ray.kill(host)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+        self._hosts = []
+        if self.started and self.ray.is_initialized():
+            self.ray.shutdown()
+            self.started = False
+
+    def __enter__(self) -> RayExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RayExecutor(validation_cpus={self.validation_cpus}, hosts={len(self._hosts)})"
+
+
+def _reachable(address: str | None, timeout_s: float = 10.0) -> None:
+    """Fail fast on a ``host:port`` address that nothing answers (``ray.init`` would retry forever).
+
+    Raises:
+        ConnectionError: no TCP connection within ``timeout_s`` seconds, or an unparsable address.
+    """
+    if address is None or address in ("auto", "local") or "://" in address:
+        return  # a local start, this node's cluster, or Ray Client (which has its own timeout)
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s).close()
+    except ValueError:
+        raise ConnectionError(f"cannot reach the Ray cluster at {address!r}: expected 'host:port'") from None
+    except OSError as exc:
+        raise ConnectionError(f"cannot reach the Ray cluster at {address!r}: {exc}") from None
+
+
+def _sandboxed_env(program: EnvProgram | str, sandbox: SandboxConfig | None) -> Any:
+    from spade_gym.env import SandboxedEnv
+
+    return SandboxedEnv(program, config=sandbox)
