@@ -43,7 +43,7 @@ from spade_gym.documents import Document, DocumentSource, load_documents, make_d
 from spade_gym.errors import DuplicateEnvironment
 from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent, read_source
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
-from spade_gym.program import SETTINGS, EnvProgram, knobs
+from spade_gym.program import SETTINGS, SUCCESS_RETURN, EnvProgram, knobs
 from spade_gym.registry.gymnasium import open_registry, register_record
 from spade_gym.registry.store import EnvRecord, EnvStats, Registry
 from spade_gym.regret import DesignerReward, RegretEstimate, RewardConfig, designer_reward, estimate_regret
@@ -159,7 +159,7 @@ class Env must have:
 - hint(self) -> str: privileged help for the current episode that does not give the answer away;
 - oracle(self) -> str: the action a perfect agent takes now.
 
-Rules: the episode return (sum of rewards) is between 0 and 1 and success means return >= 0.99; every episode ends by max_turns; info holds only JSON values; the same seed and actions give the same observations; different seeds give different tasks; following oracle() succeeds on every seed; trivial actions (empty text, random text, echoing the observation, submitting the hint, one fixed answer) must not succeed. Reasoning and game actions are the agent's final answer text; a tool_use action is a JSON string {{"name": ..., "arguments": {{...}}}}."""
+Rules: the episode return (sum of rewards) is between 0 and 1 and success means return >= {SUCCESS_RETURN}; every episode ends by max_turns; info holds only JSON values; the same seed and actions give the same observations; different seeds give different tasks; following oracle() succeeds on every seed; trivial actions (empty text, random text, echoing the observation, submitting the hint, one fixed answer) must not succeed. Reasoning and game actions are the agent's final answer text; a tool_use action is a JSON string {{"name": ..., "arguments": {{...}}}}."""
 
 #: The Designer's system prompt in write mode: the environment program contract of docs/DESIGN.md, in
 #: the words a model needs to write a program the validation gate accepts, and a worked example.

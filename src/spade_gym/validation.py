@@ -10,7 +10,7 @@ The checks of docs/DESIGN.md ("The validation gate"), run on the real sandbox:
    different ``PYTHONHASHSEED`` (the second replays the seeds in reverse order, so per-instance state
    that leaks across episodes shows), and on a reused instance;
 5. ``termination``: every episode ends (terminated or truncated) by ``max_turns``;
-6. ``feasibility``: following ``oracle()`` succeeds (return >= 0.99) on every validation seed;
+6. ``feasibility``: following ``oracle()`` succeeds (return >= ``SUCCESS_RETURN``, 0.99) on every validation seed;
 7. ``non_triviality``: fixed trivial policies (the empty string, constants, random letters,
    malformed "garbage" actions, echoing the observation, the most common oracle answer, submitting
    the hint itself) do not succeed, the program answers all of them without raising, and the hint
@@ -119,7 +119,7 @@ _REPAIR = {
     "attribute in reset, and never depend on hash(), id() or set iteration order.",
     "EPISODE_LIMIT": "Set truncated=True when the turn counter reaches max_turns (or end the episode earlier).",
     "ORACLE_FAILED": "oracle() must return the action a perfect agent takes in the current state; following it "
-    "from reset must reach a return of at least 0.99.",
+    f"from reset must reach a return of at least {SUCCESS_RETURN}.",
     "TRIVIAL": "Check the answer exactly (not with 'in' or a prefix test) and do not reward empty, constant or "
     "echoed actions.",
     "HINT_LEAK": "hint() must help without giving the answer away: submitting the hint text must not succeed and "
