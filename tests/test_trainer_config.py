@@ -470,3 +470,35 @@ def test_seed_tags_pick_the_run_pool_and_an_unknown_tag_is_refused(tmp_path: Pat
 
     pool = training_pool(config)  # the cold start learns from the same pool
     assert {r.name for r in pool} == {r.name for r in records}
+
+
+def test_the_train_section_is_grpo_config_defined_once() -> None:
+    from spade_gym.trainer.grpo import GRPOConfig
+
+    grpo = {f.name: f for f in dataclasses.fields(GRPOConfig)}
+    train = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    assert set(grpo) - {"role_weights", "seed"} == set(train) - {"designer_weight", "agent_weight"}
+    for name in set(grpo) & set(train):  # help comes from GRPOConfig, in YAML words
+        words = grpo[name].metadata["help"].rstrip(".")
+        for python, yaml in (("None", "null"), ("True", "true"), ("False", "false")):
+            words = words.replace(python, yaml)
+        assert train[name].metadata["help"] == words, name
+    config = SelfPlayConfig.from_dict({"run": {"seed": 7}, "train": {"agent_weight": 0.5}})
+    assert config.grpo_config() == GRPOConfig(role_weights={"designer": 1.0, "agent": 0.5}, seed=7)
+
+
+@pytest.mark.parametrize(
+    ("train", "key", "expected"),
+    [
+        ({"micro_batch_size": 0}, "train.micro_batch_size", "an int >= 1"),
+        ({"epochs": 0}, "train.epochs", "an int >= 1"),
+        ({"advantage_eps": -1.0}, "train.advantage_eps", "a finite number >= 0"),
+        ({"max_grad_norm": 0.0}, "train.max_grad_norm", "a number > 0 or null"),
+        ({"weight_decay": float("inf")}, "train.weight_decay", "a finite number >= 0"),
+    ],
+)
+def test_train_ranges_are_grpo_configs_and_name_the_key(train: dict[str, Any], key: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        SelfPlayConfig.from_dict({"train": train})
+    assert info.value.key == key
+    assert str(info.value) == f"config key {key!r} = {train[key.split('.')[1]]!r}; expected {expected}"

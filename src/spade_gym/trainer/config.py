@@ -38,13 +38,14 @@ import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.designer import EDIT_MAX_NEW_TOKENS, EDIT_TOKEN_FLOOR
 from spade_gym.errors import SpadeError
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.regret import RewardConfig
+from spade_gym.trainer.grpo import GRPOConfig, GRPOConfigError
 
 __all__ = [
     "AgentSection",
@@ -202,51 +203,48 @@ class AgentSection:
     )
 
 
+_YAML_WORDS = {"None": "null", "True": "true", "False": "false"}
+
+
+def _grpo(name: str) -> Any:
+    """The field ``name`` of :class:`~spade_gym.trainer.grpo.GRPOConfig`, as a config option: its
+    default and its help (YAML words: ``null`` for ``None``), so both are defined once, there."""
+    source = next(f for f in dataclasses.fields(GRPOConfig) if f.name == name)
+    help = re.sub(r"\b(None|True|False)\b", lambda m: _YAML_WORDS[m.group()], source.metadata["help"].rstrip("."))
+    if source.default is dataclasses.MISSING:
+        return _opt_factory(source.default_factory, help)
+    if isinstance(source.default, tuple):
+        return _opt_factory(lambda: list(source.default), help)
+    return _opt(source.default, help)
+
+
 @dataclass
 class TrainConfig:
-    """The GRPO update of the shared policy (the trainer's GRPOConfig; its shuffle seed is run.seed)."""
+    """The GRPO update of the shared policy: the fields, defaults, help and ranges of
+    spade_gym.trainer.grpo.GRPOConfig, with designer_weight and agent_weight for its role_weights
+    and run.seed for its shuffle seed."""
 
-    learning_rate: float = _opt(1e-5, "AdamW learning rate (> 0; about 1e-4 with LoRA)")
-    weight_decay: float = _opt(0.0, "AdamW decoupled weight decay (>= 0)")
-    adam_betas: list[float] = _opt_factory(lambda: [0.9, 0.999], "AdamW betas: two numbers in [0, 1)")
-    adam_eps: float = _opt(1e-8, "AdamW epsilon (> 0)")
-    clip_eps: float = _opt(0.2, "PPO clip range: token ratios are clipped to [1 - clip_eps, 1 + clip_eps]; in (0, 1)")
-    clip_eps_high: float | None = _opt(
-        None, "upper clip range, ratio <= 1 + clip_eps_high (DAPO clip-higher, e.g. 0.28; > 0); null: clip_eps"
-    )
-    kl_coef: float = _opt(
-        0.0,
-        "weight of the KL penalty to a frozen reference (>= 0); with LoRA the reference is the base model, "
-        "without LoRA a frozen copy (one more model's memory); 0: no reference",
-    )
-    loss_type: Literal["token", "sequence"] = _opt(
-        "token",
-        "'token': mean over all trained tokens of the batch (DAPO); 'sequence': mean over each sequence's "
-        "tokens, then over sequences (original GRPO)",
-    )
-    scale_advantages: bool = _opt(
-        True, "divide advantages by the group's reward standard deviation (GRPO); false: reward - mean (Dr. GRPO)"
-    )
-    advantage_eps: float = _opt(1e-6, "added to the group standard deviation before dividing (>= 0)")
-    std_ddof: int = _opt(0, "group standard deviation: 0 population, 1 sample")
-    drop_zero_advantage: bool = _opt(
-        True, "leave samples with advantage 0 (all-equal groups) out of the update (DAPO dynamic sampling)"
-    )
-    micro_batch_size: int = _opt(
-        4, "sequences per forward/backward pass (>= 1); gradients accumulate, the result does not depend on it"
-    )
-    mini_batches: int = _opt(1, "optimizer steps per update (>= 1): the samples are shuffled and split this many ways")
-    epochs: int = _opt(1, "passes over the samples per update (>= 1; GRPO's mu)")
-    max_grad_norm: float | None = _opt(1.0, "clip the global gradient norm to this (> 0); null: no clipping")
+    learning_rate: float = _grpo("learning_rate")
+    weight_decay: float = _grpo("weight_decay")
+    adam_betas: list[float] = _grpo("adam_betas")
+    adam_eps: float = _grpo("adam_eps")
+    clip_eps: float = _grpo("clip_eps")
+    clip_eps_high: float | None = _grpo("clip_eps_high")
+    kl_coef: float = _grpo("kl_coef")
+    loss_type: Literal["token", "sequence"] = _grpo("loss_type")
+    scale_advantages: bool = _grpo("scale_advantages")
+    advantage_eps: float = _grpo("advantage_eps")
+    std_ddof: int = _grpo("std_ddof")
+    drop_zero_advantage: bool = _grpo("drop_zero_advantage")
+    micro_batch_size: int = _grpo("micro_batch_size")
+    mini_batches: int = _grpo("mini_batches")
+    epochs: int = _grpo("epochs")
+    max_grad_norm: float | None = _grpo("max_grad_norm")
     designer_weight: float = _opt(1.0, "loss weight of the Designer's samples (>= 0; 0 leaves them out)")
     agent_weight: float = _opt(1.0, "loss weight of the Agent's samples (>= 0; 0 leaves them out)")
-    bf16: bool = _opt(True, "forward passes under bfloat16 autocast on a CUDA GPU that supports it (no effect on CPU)")
-    fp32_trainable: bool = _opt(
-        True, "keep trainable parameters in float32 (master weights): a 1e-5 step vanishes in bf16 rounding"
-    )
-    disable_dropout: bool = _opt(
-        True, "set every dropout probability to 0: with dropout the recomputed logprobs differ from the sampled ones"
-    )
+    bf16: bool = _grpo("bf16")
+    fp32_trainable: bool = _grpo("fp32_trainable")
+    disable_dropout: bool = _grpo("disable_dropout")
 
 
 @dataclass
@@ -525,25 +523,11 @@ class SelfPlayConfig:
         _positive("agent.replay_beta", a.replay_beta)
         _probability("agent.replay_rho", a.replay_rho)
 
-        _positive("train.learning_rate", t.learning_rate)
-        if len(t.adam_betas) != 2 or not all(0.0 <= b < 1.0 for b in t.adam_betas):
-            _range("train.adam_betas", t.adam_betas, "two numbers in [0, 1)")
-        _positive("train.adam_eps", t.adam_eps)
-        if not 0.0 < t.clip_eps < 1.0:
-            _range("train.clip_eps", t.clip_eps, "a number in (0, 1)")
-        if t.clip_eps_high is not None:
-            _positive("train.clip_eps_high", t.clip_eps_high)
-        for name in ("weight_decay", "kl_coef", "advantage_eps", "designer_weight", "agent_weight"):
+        for name in ("designer_weight", "agent_weight"):
             value = getattr(t, name)
             if not (math.isfinite(value) and value >= 0):
                 _range(f"train.{name}", value, "a finite number >= 0")
-        if t.std_ddof not in (0, 1):
-            _range("train.std_ddof", t.std_ddof, "0 or 1")
-        _at_least("train.micro_batch_size", t.micro_batch_size, 1)
-        _at_least("train.mini_batches", t.mini_batches, 1)
-        _at_least("train.epochs", t.epochs, 1)
-        if t.max_grad_norm is not None:
-            _positive("train.max_grad_norm", t.max_grad_norm)
+        self.grpo_config()  # the other train.* ranges are GRPOConfig's
 
         if not r.out.strip():
             _range("run.out", r.out, "a folder path")
@@ -719,22 +703,20 @@ class SelfPlayConfig:
                 key="designer.max_new_tokens",
             )
 
-    def grpo_config(self) -> Any:
+    def grpo_config(self) -> GRPOConfig:
         """The :class:`spade_gym.trainer.grpo.GRPOConfig` of the ``train`` section (``role_weights``
         from ``designer_weight``/``agent_weight``, the shuffle ``seed`` from ``run.seed``).
 
         Raises:
             ConfigError: ``GRPOConfig`` refused a value (its message names the field).
         """
-        from spade_gym.trainer.grpo import GRPOConfig
-
         fields = dataclasses.asdict(self.train)
         weights = {"designer": fields.pop("designer_weight"), "agent": fields.pop("agent_weight")}
         fields["adam_betas"] = tuple(fields["adam_betas"])
         try:
             return GRPOConfig(**fields, role_weights=weights, seed=self.run.seed)
-        except ValueError as exc:
-            raise ConfigError(f"config section 'train': {exc}", key="train") from exc
+        except GRPOConfigError as exc:
+            _range(f"train.{exc.field}", exc.value, exc.expected.replace("None", "null"))
 
     def replay_config(self) -> Any:
         """The :class:`spade_gym.registry.sampler.ReplayConfig` of ``agent.replay_*``."""
@@ -919,7 +901,7 @@ def _build(cls: type[_T], data: Mapping[str, Any], prefix: str) -> _T:
         raise ConfigError(f"config section {prefix!r}: {exc}", key=prefix) from exc
 
 
-def _range(key: str, value: Any, expected: str) -> None:
+def _range(key: str, value: Any, expected: str) -> NoReturn:
     raise ConfigError(f"config key {key!r} = {value!r}; expected {expected}", key=key)
 
 
@@ -1061,7 +1043,7 @@ def _scalar_yaml(value: Any) -> str:
 
 
 def _comment(text: str, indent: str) -> list[str]:
-    return [f"{indent}# {line}" for line in textwrap.wrap(text, width=100 - len(indent) - 2)]
+    return [f"{indent}# {line}" for line in textwrap.wrap(text, width=100 - len(indent) - 2, break_on_hyphens=False)]
 
 
 def _render_section(obj: Any, indent: str) -> list[str]:
@@ -1106,7 +1088,13 @@ def _describe(cls: type, prefix: str, lines: list[str]) -> None:
         default = getattr(defaults, f.name)
         lines.append(f"  {dotted}: {_type_name(tp)} = {_scalar_yaml(default)}")
         lines.extend(
-            textwrap.wrap(f.metadata.get("help", ""), width=100, initial_indent=" " * 6, subsequent_indent=" " * 6)
+            textwrap.wrap(
+                f.metadata.get("help", ""),
+                width=100,
+                initial_indent=" " * 6,
+                subsequent_indent=" " * 6,
+                break_on_hyphens=False,
+            )
         )
 
 

@@ -457,7 +457,7 @@ class GRPOConfig:
             :meth:`validate`, called on construction.
     """
 
-    learning_rate: float = field(default=1e-5, metadata={"help": "AdamW learning rate (> 0)."})
+    learning_rate: float = field(default=1e-5, metadata={"help": "AdamW learning rate (> 0; about 1e-4 with LoRA)."})
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW decoupled weight decay (>= 0)."})
     adam_betas: tuple[float, float] = field(default=(0.9, 0.999), metadata={"help": "AdamW betas, each in [0, 1)."})
     adam_eps: float = field(default=1e-8, metadata={"help": "AdamW epsilon (> 0)."})
@@ -564,7 +564,7 @@ class GRPOConfig:
 
         def number(name: str, ok: bool, rule: str) -> None:
             if not ok:
-                raise ValueError(f"GRPOConfig.{name} must be {rule}, got {getattr(self, name)!r}")
+                raise GRPOConfigError(name, getattr(self, name), rule)
 
         def is_int(value: object) -> bool:
             return isinstance(value, int) and not isinstance(value, bool)
@@ -601,6 +601,15 @@ class GRPOConfig:
             f"a mapping from roles {ROLES} to finite weights >= 0",
         )
         number("seed", is_int(self.seed), "an int")
+
+
+class GRPOConfigError(ValueError):
+    """A :class:`GRPOConfig` field out of its range: ``field`` (its name), ``value`` and ``expected``
+    (the range, e.g. ``"in (0, 1)"``); the message is ``GRPOConfig.<field> must be <expected>, got <value>``."""
+
+    def __init__(self, field: str, value: object, expected: str) -> None:
+        super().__init__(f"GRPOConfig.{field} must be {expected}, got {value!r}")
+        self.field, self.value, self.expected = field, value, expected
 
 
 def _finite(value: object) -> bool:
