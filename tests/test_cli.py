@@ -359,3 +359,20 @@ def test_plot_points_at_what_the_designer_wrote(tmp_path: Path) -> None:
     folder.close()
     code, out = run("plot", str(tmp_path / "run"))
     assert code == 0 and "what the Designer wrote" in out and "designs.jsonl" in out
+
+
+def test_agent_defaults_of_every_command_are_the_measured_ones() -> None:
+    import typer
+
+    from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE
+
+    group = typer.main.get_command(app)
+    defaults = {}
+    for name, command in group.commands.items():  # type: ignore[attr-defined]
+        for sub, leaf in getattr(command, "commands", {"": command}).items():
+            for param in leaf.params:
+                defaults[f"{name} {sub}".strip() + f" --{param.name}"] = param.default
+    assert defaults["regret --temperature"] == AGENT_TEMPERATURE
+    assert defaults["regret --max_new_tokens"] == AGENT_MAX_NEW_TOKENS
+    assert defaults["design --agent_temperature"] == AGENT_TEMPERATURE
+    assert defaults["design --agent_max_new_tokens"] == AGENT_MAX_NEW_TOKENS

@@ -23,7 +23,7 @@ from rich.panel import Panel
 from rich.progress import Progress, TimeElapsedColumn, track
 from rich.table import Table
 
-from spade_gym.agent import AGENT_TEMPERATURE, AGENT_TOP_P
+from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.env import SandboxedEnv, escape_text
 from spade_gym.errors import RegistryError, SpadeError
 from spade_gym.program import SUCCESS_RETURN
@@ -410,8 +410,10 @@ def regret(
     policy: Annotated[str, typer.Option("--policy", "-p", help="The Agent: see `spade generate --help`.")] = "default",
     k: Annotated[int, typer.Option("-k", help="Episodes with the hint and as many without (same seeds).")] = 4,
     seed: Annotated[int, typer.Option(help="First reset seed; the k seeds are seed .. seed+k-1.")] = 0,
-    temperature: Annotated[float, typer.Option(help="The Agent's sampling temperature (> 0).")] = 1.0,
-    max_new_tokens: Annotated[int, typer.Option(help="Most tokens per agent turn.")] = 256,
+    temperature: Annotated[
+        float, typer.Option(help="The Agent's sampling temperature (> 0); default: spade_gym.agent.AGENT_TEMPERATURE.")
+    ] = AGENT_TEMPERATURE,
+    max_new_tokens: Annotated[int, typer.Option(help="Most tokens per agent turn.")] = AGENT_MAX_NEW_TOKENS,
     max_turns: Annotated[
         int | None, typer.Option(help="Cap on agent turns per episode (default: the environment's).")
     ] = None,
@@ -559,7 +561,7 @@ def design(
         int | None,
         typer.Option(help="Most tokens of the Designer's completion (default: 1536 in write mode, 256 in edit mode)."),
     ] = None,
-    agent_max_new_tokens: Annotated[int, typer.Option(help="Most tokens per agent turn.")] = 256,
+    agent_max_new_tokens: Annotated[int, typer.Option(help="Most tokens per agent turn.")] = AGENT_MAX_NEW_TOKENS,
     temperature: Annotated[
         float,
         typer.Option(
