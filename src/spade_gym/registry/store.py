@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from datasketch import MinHash
 
 from spade_gym.errors import DuplicateEnvironment, EnvNotFound, ProgramError, RegistryError
+from spade_gym.files import fsync_dir, replace_atomically, write_durably
 from spade_gym.program import SETTINGS, EnvProgram
 from spade_gym.registry.dedup import (
     SIGNATURE_VERSION,
@@ -395,26 +396,6 @@ def _row(record: EnvRecord, ast_hash: str, minhash: bytes) -> IndexRow:
 # ------------------------------------------------------------------------------------------------
 # Files
 # ------------------------------------------------------------------------------------------------
-
-
-def _write_new(path: Path, data: bytes) -> None:
-    """Create ``path`` with ``data`` and fsync it."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _stat_print(path: Path) -> str:
@@ -815,7 +796,7 @@ class Registry:
             for suffix in ("-wal", "-shm", "-journal"):
                 Path(f"{self.index_path}{suffix}").unlink(missing_ok=True)
             os.replace(tmp, self.index_path)
-            _fsync_dir(self.index_path.parent)
+            fsync_dir(self.index_path.parent)
         else:
             with self._index.write():
                 fill(self._index)
@@ -957,11 +938,11 @@ class Registry:
         tmp = self.tmp_dir / uuid.uuid4().hex
         try:
             tmp.mkdir()
-            _write_new(tmp / SOURCE_FILE, source)
-            _write_new(tmp / META_FILE, _meta_bytes(record))
-            _fsync_dir(tmp)
+            write_durably(tmp / SOURCE_FILE, source, exclusive=True)
+            write_durably(tmp / META_FILE, _meta_bytes(record), exclusive=True)
+            fsync_dir(tmp)
             os.rename(tmp, record.path)
-            _fsync_dir(self.envs_dir)
+            fsync_dir(self.envs_dir)
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             raise RegistryError(f"could not write {record.path}: {exc}") from exc
@@ -1318,13 +1299,9 @@ class Registry:
             yield row[0], self._record(row)
 
     def _rewrite_meta(self, record: EnvRecord) -> None:
-        tmp = self.tmp_dir / f"{uuid.uuid4().hex}.json"
         try:
-            _write_new(tmp, _meta_bytes(record))
-            os.replace(tmp, record.meta_path)
-            _fsync_dir(record.path)
+            replace_atomically(record.meta_path, _meta_bytes(record), tmp_dir=self.tmp_dir)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise RegistryError(f"could not rewrite {record.meta_path}: {exc}") from exc
 
     # -- sampling ---------------------------------------------------------------------------------

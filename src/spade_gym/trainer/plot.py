@@ -12,14 +12,14 @@ matplotlib's object API draws on the Agg canvas: no pyplot, no global backend sw
 
 from __future__ import annotations
 
+import io
 import math
-import os
-import uuid
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from spade_gym.files import replace_atomically
 from spade_gym.trainer.run import METRICS_FILE, PLOTS_DIR, RunDir, RunDirError, read_metrics
 
 __all__ = ["METRICS", "PLOTS", "flatten_record", "plot_run"]
@@ -152,12 +152,9 @@ def _save(fig: Any, path: Path) -> Path:
     for ax in fig.axes:
         if ax.get_xlabel() == "iteration":
             _widen_iterations(ax)
-    tmp = path.with_name(f".{path.stem}-{uuid.uuid4().hex[:8]}.png")
-    try:
-        fig.savefig(tmp, format="png", dpi=100)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    replace_atomically(path, buffer.getvalue())
     return path
 
 

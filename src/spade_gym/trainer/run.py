@@ -65,6 +65,7 @@ from typing import Any, cast
 import numpy as np
 
 from spade_gym.errors import SpadeError
+from spade_gym.files import fsync_dir, replace_atomically, write_durably
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig
 
 __all__ = [
@@ -106,22 +107,6 @@ class RunDirError(SpadeError):
 # ------------------------------------------------------------------------------------------------
 
 
-def _write_file(path: Path, data: bytes) -> None:
-    """Write ``path`` (created or truncated) and fsync it."""
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _fsync_tree(root: Path) -> None:
     """fsync every file and folder under ``root`` (what a save callable wrote too)."""
     for folder, _, files in os.walk(root):
@@ -131,18 +116,7 @@ def _fsync_tree(root: Path) -> None:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        _fsync_dir(Path(folder))
-
-
-def replace_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` by a file with ``data``: a reader sees the old or the new file, never a part."""
-    tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        _write_file(tmp, data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
+        fsync_dir(Path(folder))
 
 
 def _jsonable(value: Any, where: str, *, finite: bool) -> Any:
@@ -757,18 +731,18 @@ class RunDir:
                 _torch_save(dict(policy_state), tmp / "policy" / "policy.pt")
             if optimizer_state is not None:
                 _torch_save(dict(optimizer_state), tmp / "optimizer.pt")
-            _write_file(tmp / "sampler.json", sampler)
-            _write_file(tmp / "rng.json", rng)
-            _write_file(tmp / "extra.json", extra_bytes)
+            write_durably(tmp / "sampler.json", sampler)
+            write_durably(tmp / "rng.json", rng)
+            write_durably(tmp / "extra.json", extra_bytes)
             _fsync_tree(tmp)
-            _write_file(tmp / "meta.json", _dump_json(meta, "meta", finite=True))  # last: marks it complete
-            _fsync_dir(tmp)
+            write_durably(tmp / "meta.json", _dump_json(meta, "meta", finite=True))  # last: marks it complete
+            fsync_dir(tmp)
             if final.exists():  # the same iteration saved again (resumed from an older checkpoint)
                 trash = self.checkpoints_dir / f"{_TEMP_PREFIX}old-{name}-{uuid.uuid4().hex[:8]}"
                 os.rename(final, trash)
                 shutil.rmtree(trash, ignore_errors=True)
             os.rename(tmp, final)
-            _fsync_dir(self.checkpoints_dir)
+            fsync_dir(self.checkpoints_dir)
         except BaseException as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             if isinstance(exc, OSError):

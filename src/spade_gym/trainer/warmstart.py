@@ -605,7 +605,7 @@ def _atomic_save(obj: Any, path: Path) -> None:
 
     import torch
 
-    from spade_gym.trainer.run import replace_atomically
+    from spade_gym.files import replace_atomically
 
     buffer = io.BytesIO()
     torch.save(obj, buffer)
@@ -613,7 +613,7 @@ def _atomic_save(obj: Any, path: Path) -> None:
 
 
 def _atomic_text(text: str, path: Path) -> None:
-    from spade_gym.trainer.run import replace_atomically
+    from spade_gym.files import replace_atomically
 
     replace_atomically(path, text.encode("utf-8"))
 

@@ -1,0 +1,64 @@
+"""Durable file writes, one definition for the whole package: the registry, the run folder, the
+cold-start cache and the plots all write through these."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+__all__ = ["fsync_dir", "replace_atomically", "write_durably"]
+
+
+def write_durably(path: Path, data: bytes, *, exclusive: bool = False) -> None:
+    """Write ``data`` to ``path`` and fsync it.
+
+    Args:
+        path: the file (created, or truncated unless ``exclusive``).
+        data: the bytes.
+        exclusive: refuse to touch an existing file.
+
+    Raises:
+        FileExistsError: ``exclusive`` and ``path`` exists.
+        OSError: the write failed (disk full, permissions, ...).
+    """
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+    fd = os.open(path, flags, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync the folder ``path`` (makes a rename or a new entry in it durable)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_atomically(path: Path, data: bytes | str, *, tmp_dir: Path | None = None) -> None:
+    """Replace ``path`` by a file with ``data``: a reader sees the old or the new file, never a part.
+
+    Args:
+        path: the file to create or replace.
+        data: its new content (``str`` is written as UTF-8).
+        tmp_dir: where the temporary file is written (on the same file system as ``path``;
+            default: beside it).
+
+    Raises:
+        OSError: the write or the rename failed; ``path`` is then unchanged.
+    """
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    tmp = (tmp_dir or path.parent) / f"{path.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        write_durably(tmp, raw, exclusive=True)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(path.parent)
