@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from spade_gym.designer import MODES, extract_design
+from spade_gym.designer import MODES, design_draws, extract_design, propose
 from spade_gym.evaluation import confidence_interval
 from spade_gym.program import EnvProgram
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig
@@ -58,7 +58,7 @@ try:
 except (ConfigError, ValueError) as exc:
     parser.error(str(exc))
 group = args.group or config.designer.group_size
-env, validation = loop.designer_env, loop.designer_env.config.validation
+designer, validation = loop.designer_config, loop.designer_config.validation
 results: dict[str, dict[str, object]] = {}
 out.mkdir(parents=True, exist_ok=True)
 with (out / "designs.jsonl").open("w", encoding="utf-8") as log:
@@ -67,12 +67,12 @@ with (out / "designs.jsonl").open("w", encoding="utf-8") as log:
         categories: Counter[str] = Counter()
         tokens, seconds = 0, 0.0
         for p in range(args.prompts):
-            _, info = env.reset(seed=args.seed * 1000 + p, options={"mode": mode})
-            prompt = env.prompt
-            assert prompt is not None
-            sampling = replace(env.config.sampling_for(prompt.mode), n=group, seed=args.seed * 1000 + p)
+            loop.documents.reseed(args.seed * 1000 + p)
+            rng, _ = design_draws(args.seed * 1000 + p)  # the draws of SpadeDesignerEnv.reset(seed=...)
+            prompt = propose(rng, documents=loop.documents, memory=loop.memory, config=designer, mode=mode)
+            sampling = replace(designer.sampling_for(prompt.mode), n=group, seed=args.seed * 1000 + p)
             began = time.perf_counter()
-            completions = loop.generator.generate([info["messages"]], sampling)
+            completions = loop.generator.generate([prompt.messages], sampling)
             seconds += time.perf_counter() - began
             for c in completions:
                 tokens += len(c.completion_token_ids or ())

@@ -23,8 +23,11 @@ from spade_gym.designer import (
     SpadeDesignerEnv,
     build_prompt,
     design,
+    design_draws,
     evaluate_completion,
     extract_program,
+    propose,
+    validate_designs,
 )
 from spade_gym.documents import Document
 from spade_gym.memory import EnvironmentMemory, MemoryConfig
@@ -606,3 +609,30 @@ def test_the_reward_section_is_the_reward_config() -> None:
     assert info.value.key == "designer.reward"
     with pytest.raises(ConfigError, match="designer.reward.shaping"):
         SelfPlayConfig().with_overrides(["designer.reward.shaping=regret"])
+
+
+def test_the_env_and_the_plain_calls_make_the_same_draws(tmp_path: Path) -> None:
+    # SpadeDesignerEnv is a thin layer over propose/design_draws: the self-play loop calls those
+    # directly and must pose the same prompts and give each design the same Agent seed.
+    env = SpadeDesignerEnv(agent=None, registry=tmp_path / "registry")
+    for seed in (3, 11):
+        env.reset(seed=seed)
+        posed = env.prompt
+        env_seeds = [env._sampling_seed]
+        for _ in range(3):
+            env.reset(options={"prompt": posed})
+            env_seeds.append(env._sampling_seed)
+        rng, seeds = design_draws(seed)
+        env.documents.reseed(seed)
+        assert propose(rng, documents=env.documents, memory=env.memory, config=env.config) == posed
+        assert env_seeds[1:] == [next(seeds) for _ in range(3)]
+        assert env_seeds[0] not in env_seeds[1:]
+    env.close()
+
+
+def test_validate_designs_reports_each_program_once(tmp_path: Path) -> None:
+    source = (bundled_registry_path() / "envs" / "LargerOfTwo-v0" / "env.py").read_text()
+    good = f"```python\n{source}```"
+    reports = validate_designs([good, "no code here", good], None, DesignerConfig())
+    assert list(reports) == [good]
+    assert reports[good].accepted

@@ -31,7 +31,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +60,8 @@ from spade_gym.validation import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from spade_gym.executor import Executor
 
 __all__ = [
@@ -79,6 +81,8 @@ __all__ = [
     "build_prompt",
     "design_token_floor",
     "design",
+    "design_draws",
+    "episode_draw",
     "evaluate_completion",
     "extract_program",
     "extract_design",
@@ -90,6 +94,8 @@ __all__ = [
     "EDIT_DIVIDER",
     "EDIT_REPLACE",
     "model_parameters",
+    "propose",
+    "validate_designs",
 ]
 
 #: The Designer's two modes: a new environment from the document, or a variant of a memory one.
@@ -1102,6 +1108,125 @@ def design_token_floor(spec: str, registry: Registry | None = None) -> tuple[int
 
 
 # ------------------------------------------------------------------------------------------------
+# One design group as plain calls: propose -> (policy.generate) -> validate_designs -> evaluate_completion
+# ------------------------------------------------------------------------------------------------
+
+_DRAW: Any = object()  # propose(document=...) not given: draw one from the documents
+
+
+def episode_draw(np_random: np.random.Generator) -> tuple[random.Random, int]:
+    """One design episode's random draws from ``np_random``: a generator for :func:`propose` and
+    the Agent's sampling seed for the episode's regret (drawn from that generator first).
+
+    Returns:
+        ``(rng, sampling_seed)``.
+    """
+    rng = random.Random(int(np_random.integers(2**63)))
+    return rng, rng.randrange(2**62)
+
+
+def design_draws(seed: int) -> tuple[random.Random, Iterator[int]]:
+    """The random draws of one design group, as :class:`SpadeDesignerEnv` makes them
+    (``reset(seed=seed)``, then one ``reset(options={"prompt": ...})`` per design).
+
+    Args:
+        seed: the group's seed (any int >= 0).
+
+    Returns:
+        ``(rng, seeds)``: the generator that :func:`propose` the prompt, and an endless iterator
+        of the designs' Agent sampling seeds (one per design, in order).
+    """
+    from gymnasium.utils import seeding
+
+    np_random, _ = seeding.np_random(seed)
+    rng, _ = episode_draw(np_random)
+
+    def seeds() -> Iterator[int]:
+        while True:
+            yield episode_draw(np_random)[1]
+
+    return rng, seeds()
+
+
+def propose(
+    rng: random.Random,
+    *,
+    documents: DocumentSource,
+    memory: EnvironmentMemory,
+    config: DesignerConfig,
+    setting: str | None = None,
+    mode: str | None = None,
+    document: Document | str | None = _DRAW,
+) -> DesignerPrompt:
+    """Pose one design prompt: a setting, a mode, a memory of earlier environments, a document and
+    (in edit mode) the parent to vary (SPADE: the Designer conditions on a document and on its
+    memory of environments).
+
+    Args:
+        rng: draws the setting, the mode, the memory and the parent.
+        documents: where the document comes from (one is sampled unless ``document`` is given).
+        memory: which earlier environments the prompt shows.
+        config: ``settings``, ``edit_probability`` and ``include_source``.
+        setting, mode: fixed instead of drawn; edit mode falls back to write with an empty memory.
+        document: the document (text, a ``Document`` or ``None`` for none) instead of a sampled one.
+
+    Returns:
+        The :class:`DesignerPrompt`.
+
+    Raises:
+        ValueError: an unknown mode.
+    """
+    setting = setting if setting is not None else rng.choice(config.settings)
+    if mode is None:
+        mode = "edit" if rng.random() < config.edit_probability else "write"
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    items = memory.select(rng, setting=setting)
+    if mode == "edit" and not items:
+        mode = "write"
+    if document is _DRAW:
+        document = documents.sample(1)[0]
+    parent = pick_parent(items, rng) if mode == "edit" else None
+    return build_prompt(
+        document, items, setting=setting, mode=mode, parent=parent, include_source=config.include_source
+    )
+
+
+def validate_designs(
+    completions: Sequence[str],
+    prompt: DesignerPrompt | None,
+    config: DesignerConfig,
+    executor: Executor | None = None,
+) -> dict[str, ValidationReport]:
+    """Validate the programs of a group of completions at once, without the registry (the novelty
+    check runs later, in :func:`evaluate_completion`, against the registry as it is by then).
+
+    Args:
+        completions: Designer completion texts; those without a program (or too long) are skipped.
+        prompt: the prompt they answer (edit blocks apply to its parent).
+        config: ``config.validation`` is used.
+        executor: where validation runs (default: this machine's sandbox workers; Ray: one task each).
+
+    Returns:
+        The report of each completion that holds a program, by completion text.
+
+    Raises:
+        SandboxSetupError: no sandbox worker can start (not a program's fault).
+    """
+    from spade_gym.executor import LocalExecutor
+
+    programs: dict[str, EnvProgram] = {}
+    for text in completions:
+        if len(text) > MAX_COMPLETION_CHARS or text in programs:
+            continue
+        extracted = extract_design(text, prompt)
+        if extracted.source is not None:
+            programs[text] = EnvProgram(extracted.source, origin="designer")
+    reports = (executor or LocalExecutor()).validate_many(list(programs.values()), config.validation)
+    return dict(zip(programs, reports, strict=True))
+
+
+# ------------------------------------------------------------------------------------------------
 # The gymnasium environment
 # ------------------------------------------------------------------------------------------------
 
@@ -1227,32 +1352,21 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
             raise ValueError(f"unknown reset option(s) {unknown}; expected 'document', 'setting', 'mode' or 'prompt'")
         if seed is not None:
             self.documents.reseed(seed)
-        rng = random.Random(int(self.np_random.integers(2**63)))
-        self._sampling_seed = rng.randrange(2**62)
+        rng, self._sampling_seed = episode_draw(self.np_random)
         if "prompt" in options:
             if len(options) > 1 or not isinstance(options["prompt"], DesignerPrompt):
                 raise ValueError("reset option 'prompt' takes a DesignerPrompt and no other option")
             self._prompt = options["prompt"]
             info = {"messages": self._prompt.messages, "provenance": self._prompt.provenance()}
             return self._prompt.text[:MAX_PROMPT_CHARS], copy.deepcopy(info)
-        setting = options.get("setting", rng.choice(self.config.settings))
-        mode = options.get("mode")
-        if mode is None:
-            mode = "edit" if rng.random() < self.config.edit_probability else "write"
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        items = self.memory.select(rng, setting=setting)
-        if mode == "edit" and not items:
-            mode = "write"
-        document = options["document"] if "document" in options else self.documents.sample(1)[0]
-        parent = pick_parent(items, rng) if mode == "edit" else None
-        self._prompt = build_prompt(
-            document,
-            items,
-            setting=setting,
-            mode=mode,
-            parent=parent,
-            include_source=self.config.include_source,
+        self._prompt = propose(
+            rng,
+            documents=self.documents,
+            memory=self.memory,
+            config=self.config,
+            setting=options.get("setting"),
+            mode=options.get("mode"),
+            **({"document": options["document"]} if "document" in options else {}),
         )
         info = {"messages": self._prompt.messages, "provenance": self._prompt.provenance()}
         return self._prompt.text[:MAX_PROMPT_CHARS], copy.deepcopy(info)
@@ -1274,19 +1388,9 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         Raises:
             SandboxSetupError: no sandbox worker can start (not a program's fault).
         """
-        from spade_gym.executor import LocalExecutor
-
         started = time.perf_counter()
-        programs: dict[str, EnvProgram] = {}
-        for text in completions:
-            if not isinstance(text, str) or len(text) > MAX_COMPLETION_CHARS or text in self._validated:
-                continue
-            extracted = extract_design(text, self._prompt)
-            if extracted.source is not None:
-                programs[text] = EnvProgram(extracted.source, origin="designer")
-        executor = self.executor or LocalExecutor()
-        reports = executor.validate_many(list(programs.values()), self.config.validation)
-        self._validated.update(zip(programs, reports, strict=True))
+        todo = [text for text in completions if isinstance(text, str) and text not in self._validated]
+        self._validated.update(validate_designs(todo, self._prompt, self.config, self.executor))
         return time.perf_counter() - started
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:

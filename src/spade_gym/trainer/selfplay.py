@@ -2,10 +2,12 @@
 
 One iteration follows docs/DESIGN.md's data flow, phase by phase:
 
-1. **Design.** For each of ``designer.prompts_per_iteration`` prompts, :class:`SpadeDesignerEnv`
-   samples a document and a memory; the policy samples ``G = designer.group_size`` designs; each
-   design is one step of the env on that prompt: validation, regret with the same policy as the
-   Agent, registration, the Designer's reward. The G designs are one GRPO group.
+1. **Design.** For each of ``designer.prompts_per_iteration`` prompts: ``propose`` (a document
+   and a memory), ``policy.generate`` (``G = designer.group_size`` designs), ``validate_designs``
+   (the group at once), then ``evaluate_completion`` for each design in turn (novelty, regret with
+   the same policy as the Agent, registration, the Designer's reward). The G designs are one GRPO
+   group. These are the calls :class:`~spade_gym.designer.SpadeDesignerEnv` makes, with the same
+   random draws, so the env and this loop give the same designs for the same seed.
 2. **Agent episodes.** The no-hint regret episodes of accepted designs (``agent.train_on_regret_episodes``)
    and ``agent.replay_envs`` environments drawn from the registry by prioritised replay (Jiang et
    al. 2021), ``agent.episodes_per_env`` episodes each on ``agent.replay_seeds`` seeds (one GRPO
@@ -43,9 +45,11 @@ from typing import Any
 import numpy as np
 
 from spade_gym.agent import Episode, RolloutConfig, Trajectory, format_compliance, rollout
-from spade_gym.designer import DesignOutcome, SpadeDesignerEnv
+from spade_gym.designer import DesignOutcome, design_draws, evaluate_completion, propose, validate_designs
 from spade_gym.documents import load_documents
 from spade_gym.errors import DocumentError, EnvNotFound, PolicyError
+from spade_gym.files import replace_atomically
+from spade_gym.memory import EnvironmentMemory
 from spade_gym.policies.base import SamplingParams
 from spade_gym.reasoning_gym import ReasoningGymEnv, check_task
 from spade_gym.registry.gymnasium import open_registry, register_record
@@ -260,13 +264,8 @@ class SelfPlay:
         self.registry = open_registry(
             run.registry_dir, seed_library=True, exclude=config.run.held_out_envs, include_tags=config.run.seed_tags
         )
-        self.designer_env = SpadeDesignerEnv(
-            agent=self.generator,
-            registry=self.registry,
-            documents=self.documents,
-            config=config.designer_config(),
-            executor=self.executor,
-        )
+        self.designer_config = config.designer_config()
+        self.memory = EnvironmentMemory(self.registry, self.designer_config.memory)
         self.rng = np.random.default_rng(config.run.seed)
         self.start = 0
         self.stalled = 0
@@ -287,10 +286,7 @@ class SelfPlay:
         self.warmstart = result
         if self.generator is not self.policy:
             self.generator.load_weights(self.policy.state_dict_for_inference())
-        target = self.run.path / "warmstart.json"
-        tmp = target.with_name(".warmstart.json.tmp")
-        tmp.write_text(json.dumps(result.to_dict(), indent=1), encoding="utf-8")
-        tmp.replace(target)
+        replace_atomically(self.run.path / "warmstart.json", json.dumps(result.to_dict(), indent=1))
 
     # -- life cycle ------------------------------------------------------------------------------
 
@@ -361,36 +357,41 @@ class SelfPlay:
         before = len(self.registry)
         tokens = Counter[str]()
 
-        # 1. Design: G designs per prompt, each judged by the Designer env (gate, regret, registry)
+        # 1. Design: per prompt, propose -> generate G designs -> validate them at once -> judge each
+        #    in turn (novelty against the registry as it is by then, regret, registration, reward)
         began = time.perf_counter()
         agent_trajectories: list[Trajectory] = []
-        prevalidate_s = 0.0
+        validate_s = 0.0
         if cfg.run.designer == "on":
+            designer, group_size = self.designer_config, cfg.designer.group_size
+            designs = cfg.designer.prompts_per_iteration * group_size
             for p in range(cfg.designer.prompts_per_iteration):
-                _, info = self.designer_env.reset(seed=seed * 100 + p)
-                prompt = self.designer_env.prompt
-                assert prompt is not None
-                sampling = replace(
-                    self.designer_env.config.sampling_for(prompt.mode),
-                    n=cfg.designer.group_size,
-                    seed=seed * 100 + p,
-                )
-                designs = cfg.designer.prompts_per_iteration * cfg.designer.group_size
-                self.progress("design", p * cfg.designer.group_size, designs)  # generation is most of it
-                completions = self.generator.generate([info["messages"]], sampling)
-                # the group's programs are validated at once (G Ray tasks with executor 'ray'), then
-                # judged one after another: novelty, regret, registration, reward
-                prevalidate_s += self.designer_env.prevalidate([c.text for c in completions])
+                group_seed = seed * 100 + p
+                self.documents.reseed(group_seed)
+                rng, agent_seeds = design_draws(group_seed)
+                prompt = propose(rng, documents=self.documents, memory=self.memory, config=designer)
+                sampling = replace(designer.sampling_for(prompt.mode), n=group_size, seed=group_seed)
+                self.progress("design", p * group_size, designs)  # generation is most of it
+                completions = self.generator.generate([prompt.messages], sampling)
+                started = time.perf_counter()
+                reports = validate_designs([c.text for c in completions], prompt, designer, self.executor)
+                validate_s += time.perf_counter() - started
                 rewards = []
                 for g, completion in enumerate(completions):
                     tokens["designer"] += len(completion.completion_token_ids or ())
-                    self.designer_env.reset(options={"prompt": prompt})
-                    _, reward, *_ = self.designer_env.step(completion.text)
-                    outcome = self.designer_env.last_outcome
-                    assert outcome is not None
+                    outcome = evaluate_completion(
+                        completion.text,
+                        prompt,
+                        registry=self.registry,
+                        agent=self.generator,
+                        config=designer,
+                        sampling_seed=next(agent_seeds),
+                        validated=reports.pop(completion.text, None),
+                        executor=self.executor,
+                    )
                     result.outcomes.append(outcome)
-                    rewards.append(reward)
-                    self.progress("design", p * cfg.designer.group_size + g + 1, designs)
+                    rewards.append(float(outcome.reward.reward))
+                    self.progress("design", p * group_size + g + 1, designs)
                     if outcome.record is not None:
                         result.accepted.append(outcome.record.env_id)
                         if outcome.estimate is not None and cfg.agent.train_on_regret_episodes:
@@ -441,7 +442,7 @@ class SelfPlay:
                 warnings.warn(
                     f"iteration {i}: {update.skipped_nan} update step(s) skipped (NaN or inf loss)", stacklevel=2
                 )
-        validate_s = prevalidate_s + sum(o.validation_s for o in result.outcomes)
+        validate_s += sum(o.validation_s for o in result.outcomes)
         regret_s = sum(o.regret_s for o in result.outcomes)
         metrics["time/design"] = max(design_s - validate_s - regret_s, 0.0)
         metrics["time/validate"], metrics["time/regret"] = validate_s, regret_s
@@ -540,8 +541,7 @@ class SelfPlay:
         self.start = checkpoint.iteration + 1
 
     def close(self) -> None:
-        """Close the Designer env, the registry, the executor (Ray actors) and the run folder."""
-        self.designer_env.close()
+        """Close the registry, the generation backend, the executor (Ray actors) and the run folder."""
         self.registry.close()
         if self.generator is not self.policy and hasattr(self.generator, "close"):
             self.generator.close()
