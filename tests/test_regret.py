@@ -195,3 +195,14 @@ def test_estimate_regret_with_the_embedded_model(embedded_policy: Any) -> None:
     assert 0.0 <= result.mean_nohint <= 1.0 and 0.0 <= result.mean_hint <= 1.0
     assert result.regret == max(result.mean_hint - result.mean_nohint, 0.0)
     assert len(result.nohint) == 2 and all(t.samples() for t in result.nohint)
+
+
+def test_the_difficulty_bands_are_defined_once() -> None:
+    from spade_gym.memory import MemoryConfig
+    from spade_gym.program import LEARNING_WINDOW, OUT_OF_REACH_BELOW, TOO_EASY_AT, TRIVIAL_AT
+
+    reward, memory = RewardConfig(), MemoryConfig()
+    assert reward.out_of_reach_below == memory.too_hard_below == OUT_OF_REACH_BELOW  # failed even with the hint
+    assert reward.trivial_at == TRIVIAL_AT and memory.too_easy_at == TOO_EASY_AT
+    assert (reward.window_low, reward.window_high) == LEARNING_WINDOW
+    assert 0 < OUT_OF_REACH_BELOW < LEARNING_WINDOW[0] < LEARNING_WINDOW[1] < TOO_EASY_AT <= TRIVIAL_AT <= 1

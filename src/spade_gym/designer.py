@@ -43,7 +43,7 @@ from spade_gym.documents import Document, DocumentSource, load_documents, make_d
 from spade_gym.errors import DuplicateEnvironment
 from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent, read_source
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
-from spade_gym.program import SETTINGS, SUCCESS_RETURN, EnvProgram, knobs
+from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, SUCCESS_RETURN, EnvProgram, knobs
 from spade_gym.registry.gymnasium import open_registry, register_record
 from spade_gym.registry.store import EnvRecord, EnvStats, Registry
 from spade_gym.regret import DesignerReward, RegretEstimate, RewardConfig, designer_reward, estimate_regret
@@ -321,7 +321,7 @@ def build_prompt(
         sections.append("The environment to vary:\n" + format_memory([parent], include_source=True))
         stats = parent.record.stats
         direction = "harder"
-        if stats.mean_return_hint is not None and stats.mean_return_hint < 0.05:
+        if stats.mean_return_hint is not None and stats.mean_return_hint < OUT_OF_REACH_BELOW:
             direction = "easier"
         found = knobs(parent_source)
         task = _EDIT_TASK.format(

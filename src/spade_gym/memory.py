@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from spade_gym.errors import EnvNotFound, SpadeError
-from spade_gym.program import SETTINGS
+from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, TOO_EASY_AT
 from spade_gym.registry.store import EnvRecord, EnvStats, Registry
 
 __all__ = [
@@ -153,8 +153,8 @@ class MemoryConfig:
     recent: float = 1.0
     too_easy: float = 0.5
     too_hard: float = 0.5
-    too_easy_at: float = 0.9
-    too_hard_below: float = 0.05
+    too_easy_at: float = TOO_EASY_AT
+    too_hard_below: float = OUT_OF_REACH_BELOW
     low_regret_below: float = 0.1
     setting: str | None = None
     same_setting_share: float = 1.0

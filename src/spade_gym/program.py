@@ -29,10 +29,14 @@ _AST_LOCK = threading.RLock()
 
 __all__ = [
     "EnvProgram",
+    "LEARNING_WINDOW",
+    "OUT_OF_REACH_BELOW",
     "REQUIRED_METHODS",
     "RETURN_TOLERANCE",
     "SETTINGS",
     "SUCCESS_RETURN",
+    "TOO_EASY_AT",
+    "TRIVIAL_AT",
     "MAX_SOURCE_BYTES",
     "knob_nodes",
     "knobs",
@@ -51,6 +55,16 @@ RETURN_TOLERANCE = 1e-6
 #: An episode succeeds when its return is at least this (docs/DESIGN.md's success): the gate's
 #: feasibility and non-triviality checks, the Agent's success rate and every adapter use it.
 SUCCESS_RETURN = 0.99
+#: Difficulty bands on an environment's measured mean returns (one definition each; the Designer's
+#: reward and the memory's labels both use them):
+#: with the hint below this, the Agent fails even when told how ("out of reach", "too hard");
+OUT_OF_REACH_BELOW = 0.05
+#: without the hint at or above this, it always solves it alone (the reward's "trivial");
+TRIVIAL_AT = 1.0
+#: without the hint at or above this, it nearly always does (the memory's "too easy" examples);
+TOO_EASY_AT = 0.9
+#: the no-hint success rates where an environment teaches (R-Zero trains where 0.3 <= p <= 0.8).
+LEARNING_WINDOW = (0.3, 0.8)
 #: Methods ``Env`` must define, with their positional parameters after ``self``.
 REQUIRED_METHODS: dict[str, int] = {"reset": 1, "step": 1, "hint": 0, "oracle": 0}
 #: Class attributes ``Env`` must define.

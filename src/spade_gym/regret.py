@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from spade_gym.agent import Episode, RolloutConfig, RolloutStats, Trajectory, rollout
 from spade_gym.policies.base import Policy, SamplingParams
+from spade_gym.program import LEARNING_WINDOW, OUT_OF_REACH_BELOW, TRIVIAL_AT
 
 __all__ = [
     "DesignerReward",
@@ -216,17 +217,23 @@ class RewardConfig:
     invalid: float = _opt(-1.0, "reward of a program that fails the validation gate")
     duplicate: float = _opt(-0.5, "reward of an exact or near duplicate of a registered environment")
     trivial: float = _opt(0.0, "reward of a trivial environment (the Agent solves it without the hint)")
-    trivial_at: float = _opt(1.0, "no-hint mean return in [0, 1] at or above which an environment is trivial")
+    trivial_at: float = _opt(TRIVIAL_AT, "no-hint mean return in [0, 1] at or above which an environment is trivial")
     out_of_reach: float = _opt(0.0, "reward of an environment out of reach (failed even with the hint)")
-    out_of_reach_below: float = _opt(0.05, "hint mean return in [0, 1] below which an environment is out of reach")
+    out_of_reach_below: float = _opt(
+        OUT_OF_REACH_BELOW, "hint mean return in [0, 1] below which an environment is out of reach"
+    )
     shaping: Literal["none", "window", "learnability"] = _opt(
         "none",
         "reward of an environment neither trivial nor out of reach: 'none' (the regret, SPADE), 'window' (the "
         "regret only while the no-hint success rate p is in [window_low, window_high], R-Zero) or "
         "'learnability' (4 p (1 - p), times the regret when learnability_times_regret)",
     )
-    window_low: float = _opt(0.3, "lowest no-hint success rate in [0, 1] at which 'window' pays the regret")
-    window_high: float = _opt(0.8, "highest no-hint success rate in [0, 1] at which 'window' pays the regret")
+    window_low: float = _opt(
+        LEARNING_WINDOW[0], "lowest no-hint success rate in [0, 1] at which 'window' pays the regret"
+    )
+    window_high: float = _opt(
+        LEARNING_WINDOW[1], "highest no-hint success rate in [0, 1] at which 'window' pays the regret"
+    )
     outside_window: float = _opt(0.0, "reward under 'window' when the no-hint success rate is outside the window")
     learnability_times_regret: bool = _opt(
         True, "'learnability' pays 4 p (1 - p) times the regret (true) or 4 p (1 - p) alone (false)"
