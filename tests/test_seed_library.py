@@ -91,6 +91,8 @@ def test_the_library_ships_in_the_wheel(tmp_path: Path) -> None:
     code = (
         "import gymnasium, spade_gym, os\n"
         "assert spade_gym.__file__.startswith(os.environ['SITE']), spade_gym.__file__\n"
+        "from spade_gym.registry.gymnasium import bundled_registry_path\n"
+        "assert str(bundled_registry_path()).startswith(os.environ['SITE']), bundled_registry_path()\n"
         "builtin = ('spade/Program-v0', 'spade/Generated-v0', 'spade/Designer-v0', 'spade/ReasoningGym-v0',\n"
         "           'spade/DesignerParams-v0')\n"
         "ids = [i for i in gymnasium.registry if i.startswith('spade/') and i not in builtin]\n"
@@ -106,3 +108,13 @@ def test_the_library_ships_in_the_wheel(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout.split()[-1]) == len(RECORDS)
+
+
+def test_the_library_is_at_the_top_and_every_package_is_listed() -> None:
+    import tomllib
+
+    assert bundled_registry_path() == ROOT / "envs_registry"  # an editable install reads the checkout's
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = {".".join(init.parent.relative_to(ROOT / "src").parts) for init in (ROOT / "src").rglob("__init__.py")}
+    assert sorted(setuptools["packages"]) == sorted(found | {"spade_gym.envs_registry"})
+    assert setuptools["package-dir"]["spade_gym.envs_registry"] == "envs_registry"

@@ -1224,7 +1224,7 @@ def envs_measure(
     if registry is None:
         console.print(
             "[red]spade envs measure writes into the registry: name it with -r REGISTRY (or $SPADE_REGISTRY); "
-            "the bundled seed library is measured with -r src/spade_gym/envs_registry in a source checkout[/red]"
+            "the bundled seed library is measured with -r envs_registry in a source checkout[/red]"
         )
         raise typer.Exit(2)
     reg = _open_registry(registry)

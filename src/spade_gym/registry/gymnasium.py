@@ -8,6 +8,7 @@ and specs reach subprocesses. ``spade/Generated-v0`` draws from a registry at ev
 
 from __future__ import annotations
 
+import importlib.resources
 import os
 import warnings
 from collections.abc import Collection, Sequence
@@ -43,8 +44,9 @@ VECTOR_ENTRY_POINT = "spade_gym.vector:make_vector_env"
 
 
 def bundled_registry_path() -> Path:
-    """The registry shipped inside the package (``spade_gym/envs_registry``)."""
-    return Path(__file__).resolve().parent.parent / "envs_registry"
+    """The registry shipped with the package: the top-level ``envs_registry/`` of a source checkout
+    (installed editable), or ``spade_gym/envs_registry`` inside an installed wheel."""
+    return Path(str(importlib.resources.files("spade_gym.envs_registry")))
 
 
 #: Seed environments held out of self-play by default (``run.held_out_envs``): whole tasks that
