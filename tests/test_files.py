@@ -37,3 +37,18 @@ def test_write_durably_exclusive_refuses_an_existing_file(tmp_path: Path) -> Non
         write_durably(target, b"two", exclusive=True)
     write_durably(target, b"2")
     assert target.read_bytes() == b"2"
+
+
+def test_lock_file_is_exclusive_until_its_descriptor_closes(tmp_path: Path) -> None:
+    import os
+
+    from spade_gym.files import lock_file, locked
+
+    path = tmp_path / ".lock"
+    with locked(path):
+        with pytest.raises(BlockingIOError):  # flock is per open file: a second open conflicts, even here
+            lock_file(path, blocking=False)
+    fd = lock_file(path, blocking=False)  # released when the block ended
+    os.close(fd)
+    with pytest.raises(FileNotFoundError):
+        lock_file(tmp_path / "missing" / ".lock")

@@ -1,13 +1,16 @@
-"""Durable file writes, one definition for the whole package: the registry, the run folder, the
-cold-start cache and the plots all write through these."""
+"""Durable file writes and file locks, one definition each for the whole package: the registry,
+the run folder, the cold-start cache, the model cache and the plots all use these."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["fsync_dir", "replace_atomically", "write_durably"]
+__all__ = ["fsync_dir", "lock_file", "locked", "replace_atomically", "write_durably"]
 
 
 def write_durably(path: Path, data: bytes, *, exclusive: bool = False) -> None:
@@ -62,3 +65,43 @@ def replace_atomically(path: Path, data: bytes | str, *, tmp_dir: Path | None = 
     finally:
         tmp.unlink(missing_ok=True)
     fsync_dir(path.parent)
+
+
+def lock_file(path: Path, *, blocking: bool = True) -> int:
+    """Take an exclusive ``flock`` on ``path`` (created if missing) for this process.
+
+    The lock is advisory, held by the open descriptor and released when it is closed (or the
+    process ends, however it ends), so a crashed holder never leaves a stale lock.
+
+    Args:
+        path: the lock file.
+        blocking: wait for a holder in another process to release it; ``False``: fail at once.
+
+    Returns:
+        The open descriptor; ``os.close`` it to release the lock.
+
+    Raises:
+        BlockingIOError: not ``blocking`` and another process holds it.
+        OSError: the file cannot be created or opened.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[int]:
+    """Hold :func:`lock_file` on ``path`` for the ``with`` block (waiting for another holder).
+
+    Yields:
+        The lock file's open descriptor.
+    """
+    fd = lock_file(path)
+    try:
+        yield fd
+    finally:
+        os.close(fd)

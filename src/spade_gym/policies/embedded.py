@@ -16,7 +16,6 @@ processes with a file lock, so parallel test workers or trainer ranks convert it
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -26,11 +25,10 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from spade_gym.errors import ModelNotFound, PolicyError
+from spade_gym.files import locked
 
 __all__ = [
     "EMBEDDED_NAME",
@@ -113,17 +111,6 @@ def _cache_key(gguf: Path) -> str:
 
 def _complete(folder: Path) -> bool:
     return all((folder / name).is_file() for name in _REQUIRED)
-
-
-@contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _gguf_architecture(path: Path) -> str:
@@ -258,8 +245,9 @@ def embedded_model_dir(*, progress: bool = True, rebuild: bool = False) -> Path:
     folder = cache_dir() / "models" / _cache_key(gguf)
     if _complete(folder) and not rebuild:
         return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with _file_lock(folder.with_name(folder.name + ".lock")):
+        with locked(folder.with_name(folder.name + ".lock")):
             if rebuild or not _complete(folder):  # another process may have finished it while we waited
                 # what a killed conversion left behind: temporary folders of this key, a partial folder
                 for stale in folder.parent.glob(f".{folder.name}.*"):

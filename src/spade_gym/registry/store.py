@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import fcntl
 import json
 import math
 import os
@@ -57,7 +56,7 @@ if TYPE_CHECKING:
     from datasketch import MinHash
 
 from spade_gym.errors import DuplicateEnvironment, EnvNotFound, ProgramError, RegistryError
-from spade_gym.files import fsync_dir, replace_atomically, write_durably
+from spade_gym.files import fsync_dir, locked, replace_atomically, write_durably
 from spade_gym.program import SETTINGS, EnvProgram
 from spade_gym.registry.dedup import (
     SIGNATURE_VERSION,
@@ -602,16 +601,12 @@ class Registry:
                 finally:
                     self._lock_depth = 0
                 return
-            fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+            with locked(self.root / LOCK_FILE):
                 self._lock_depth = 1
                 try:
                     yield
                 finally:
                     self._lock_depth = 0
-            finally:
-                os.close(fd)  # releases the flock
 
     def _clean_tmp(self) -> None:
         """Remove what dead writers left in ``.tmp`` (called under the lock: every write there is)."""

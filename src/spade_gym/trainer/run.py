@@ -65,7 +65,7 @@ from typing import Any, cast
 import numpy as np
 
 from spade_gym.errors import SpadeError
-from spade_gym.files import fsync_dir, replace_atomically, write_durably
+from spade_gym.files import fsync_dir, lock_file, replace_atomically, write_durably
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig
 
 __all__ = [
@@ -604,16 +604,12 @@ class RunDir:
         Raises:
             RunDirError: another process holds the folder (the message gives its PID).
         """
-        import fcntl
-
         if self._lock_fd is not None:
             return
-        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fd = lock_file(self.path / LOCK_FILE, blocking=False)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
+            holder = (self.path / LOCK_FILE).read_text(errors="replace")[:32].strip() or "unknown"
             raise RunDirError(
                 f"{self.path} is in use by another process (PID {holder}): one process runs a run folder at a time"
             ) from None
