@@ -636,3 +636,14 @@ def test_validate_designs_reports_each_program_once(tmp_path: Path) -> None:
     reports = validate_designs([good, "no code here", good], None, DesignerConfig())
     assert list(reports) == [good]
     assert reports[good].accepted
+
+
+def test_designer_defaults_are_defined_once() -> None:
+    from spade_gym.agent import AGENT_TEMPERATURE
+    from spade_gym.designer import WRITE_MAX_NEW_TOKENS
+    from spade_gym.trainer.config import DesignerSection
+
+    config = DesignerConfig()
+    # the regret episodes sample the Agent as every other rollout does (1.0 hid the answer format)
+    assert config.rollout == RolloutConfig() and config.rollout.sampling.temperature == AGENT_TEMPERATURE
+    assert config.sampling.max_new_tokens == DesignerSection().max_new_tokens == WRITE_MAX_NEW_TOKENS

@@ -24,6 +24,7 @@ from rich.progress import Progress, TimeElapsedColumn, track
 from rich.table import Table
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
+from spade_gym.designer import EDIT_MAX_NEW_TOKENS, WRITE_MAX_NEW_TOKENS
 from spade_gym.env import SandboxedEnv, escape_text
 from spade_gym.errors import RegistryError, SpadeError
 from spade_gym.program import SUCCESS_RETURN
@@ -559,7 +560,10 @@ def design(
     memory_k: Annotated[int, typer.Option("--memory", help="Past environments shown in the prompt.")] = 4,
     max_new_tokens: Annotated[
         int | None,
-        typer.Option(help="Most tokens of the Designer's completion (default: 1536 in write mode, 256 in edit mode)."),
+        typer.Option(
+            help=f"Most tokens of the Designer's completion (default: {WRITE_MAX_NEW_TOKENS} in write mode, "
+            f"{EDIT_MAX_NEW_TOKENS} in edit mode)."
+        ),
     ] = None,
     agent_max_new_tokens: Annotated[int, typer.Option(help="Most tokens per agent turn.")] = AGENT_MAX_NEW_TOKENS,
     temperature: Annotated[
@@ -589,7 +593,7 @@ def design(
     from rich.syntax import Syntax
 
     from spade_gym.agent import RolloutConfig
-    from spade_gym.designer import EDIT_MAX_NEW_TOKENS, MODES, DesignerConfig, auto_edit_probability, build_prompt
+    from spade_gym.designer import MODES, DesignerConfig, auto_edit_probability, build_prompt
     from spade_gym.designer import design as run_design
     from spade_gym.documents import Document, load_documents, make_document
     from spade_gym.memory import EnvironmentMemory, MemoryConfig, pick_parent
@@ -606,7 +610,7 @@ def design(
         if repairs is None:
             repairs = 0 if small else 2
         if max_new_tokens is None:
-            max_new_tokens = EDIT_MAX_NEW_TOKENS if mode == "edit" else 1536
+            max_new_tokens = EDIT_MAX_NEW_TOKENS if mode == "edit" else WRITE_MAX_NEW_TOKENS
         if setting is not None and setting not in SETTINGS:
             raise ValueError(f"--setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
         config = DesignerConfig(

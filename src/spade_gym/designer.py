@@ -70,6 +70,7 @@ __all__ = [
     "EDIT_PROBABILITY",
     "EDIT_MAX_NEW_TOKENS",
     "EDIT_TOKEN_FLOOR",
+    "WRITE_MAX_NEW_TOKENS",
     "EDIT_PROBABILITY_SMALL",
     "MODES",
     "DesignOutcome",
@@ -112,6 +113,9 @@ SMALL_MODEL_PARAMETERS = 1.5e9
 DESIGN_TOKEN_FLOOR = 256
 #: Longest observation (prompt) and action (completion), in characters; a longer completion is
 #: refused (``TOO_LONG``) without being parsed.
+#: New tokens of a write-mode design by default: a whole module (the seed programs are 400-1,400
+#: tokens under the embedded model's tokenizer).
+WRITE_MAX_NEW_TOKENS = 1536
 #: New tokens of an edit-mode design by default: a few edit blocks (a knob, a rule, a name), measured
 #: at 40-120 tokens with the embedded model's tokenizer for the cold start's knob variants.
 EDIT_MAX_NEW_TOKENS = 256
@@ -632,11 +636,12 @@ class DesignerConfig:
             or ``None`` (default): ``k`` seeds in ``[0, 2**31)`` drawn for each design, from the
             sampling seed when one is given (reproducible) else from the operating system, so a
             program cannot tell the regret episodes from the gate's or from training episodes.
-        rollout: the Agent's rollout settings for regret (sampling temperature must be > 0); its
+        rollout: the Agent's rollout settings for regret (sampling temperature must be > 0;
+            default ``RolloutConfig()``, the measured :data:`~spade_gym.agent.AGENT_TEMPERATURE`); its
             sampling seed, when ``None``, is drawn from the environment's RNG, so a seeded
             :class:`SpadeDesignerEnv` step is reproducible.
         sampling: the Designer's sampling settings in :func:`design` (a whole program needs many
-            tokens: default 1536 new tokens, temperature 1.0).
+            tokens: default :data:`WRITE_MAX_NEW_TOKENS` new tokens, temperature 1.0).
         reward: the Designer's reward thresholds.
         validation: the validation gate's limits.
         memory: which past environments the prompt shows.
@@ -652,10 +657,10 @@ class DesignerConfig:
 
     k: int = 4
     regret_seeds: int | None = None
-    rollout: RolloutConfig = field(
-        default_factory=lambda: RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=256))
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    sampling: SamplingParams = field(
+        default_factory=lambda: SamplingParams(temperature=1.0, max_new_tokens=WRITE_MAX_NEW_TOKENS)
     )
-    sampling: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=1.0, max_new_tokens=1536))
     reward: RewardConfig = field(default_factory=RewardConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)

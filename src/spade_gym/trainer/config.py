@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
-from spade_gym.designer import EDIT_MAX_NEW_TOKENS, EDIT_TOKEN_FLOOR
+from spade_gym.designer import EDIT_MAX_NEW_TOKENS, EDIT_TOKEN_FLOOR, WRITE_MAX_NEW_TOKENS
 from spade_gym.errors import SpadeError
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.regret import RewardConfig
@@ -134,7 +134,7 @@ class DesignerSection:
     prompts_per_iteration: int = _opt(2, "Designer prompts (documents) per iteration (>= 1)")
     group_size: int = _opt(4, "designs sampled per prompt, G (>= 2): one GRPO group, advantages are relative within it")
     max_new_tokens: int = _opt(
-        1536,
+        WRITE_MAX_NEW_TOKENS,
         "most tokens per design (a whole program): a run refuses a value below the token length of the shortest "
         "seed program under the policy's tokenizer (256 when that tokenizer is not on the machine) before the "
         "model loads",
