@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from spade_gym.designer import MODES, design_draws, extract_design, propose
+from spade_gym.designer import MODES, extract_design, propose_group
 from spade_gym.evaluation import confidence_interval
 from spade_gym.program import EnvProgram
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig
@@ -67,9 +67,9 @@ with (out / "designs.jsonl").open("w", encoding="utf-8") as log:
         categories: Counter[str] = Counter()
         tokens, seconds = 0, 0.0
         for p in range(args.prompts):
-            loop.documents.reseed(args.seed * 1000 + p)
-            rng, _ = design_draws(args.seed * 1000 + p)  # the draws of SpadeDesignerEnv.reset(seed=...)
-            prompt = propose(rng, documents=loop.documents, memory=loop.memory, config=designer, mode=mode)
+            prompt, _ = propose_group(
+                args.seed * 1000 + p, documents=loop.documents, memory=loop.memory, config=designer, mode=mode
+            )
             sampling = replace(designer.sampling_for(prompt.mode), n=group, seed=args.seed * 1000 + p)
             began = time.perf_counter()
             completions = loop.generator.generate([prompt.messages], sampling)

@@ -27,6 +27,7 @@ from spade_gym.designer import (
     evaluate_completion,
     extract_program,
     propose,
+    propose_group,
     validate_designs,
 )
 from spade_gym.documents import Document
@@ -626,6 +627,8 @@ def test_the_env_and_the_plain_calls_make_the_same_draws(tmp_path: Path) -> None
         env.documents.reseed(seed)
         assert propose(rng, documents=env.documents, memory=env.memory, config=env.config) == posed
         assert env_seeds[1:] == [next(seeds) for _ in range(3)]
+        prompt, group_seeds = propose_group(seed, documents=env.documents, memory=env.memory, config=env.config)
+        assert prompt == posed and env_seeds[1:] == [next(group_seeds) for _ in range(3)]
         assert env_seeds[0] not in env_seeds[1:]
     env.close()
 

@@ -96,6 +96,7 @@ __all__ = [
     "EDIT_REPLACE",
     "model_parameters",
     "propose",
+    "propose_group",
     "validate_designs",
 ]
 
@@ -111,8 +112,6 @@ SMALL_MODEL_PARAMETERS = 1.5e9
 #: about the token length of the worked example in :data:`DESIGNER_SYSTEM_PROMPT` (257 tokens, 860
 #: characters, with the embedded model's tokenizer), the shortest complete program the Designer is shown.
 DESIGN_TOKEN_FLOOR = 256
-#: Longest observation (prompt) and action (completion), in characters; a longer completion is
-#: refused (``TOO_LONG``) without being parsed.
 #: New tokens of a write-mode design by default: a whole module (the seed programs are 400-1,400
 #: tokens under the embedded model's tokenizer).
 WRITE_MAX_NEW_TOKENS = 1536
@@ -121,6 +120,8 @@ WRITE_MAX_NEW_TOKENS = 1536
 EDIT_MAX_NEW_TOKENS = 256
 #: The fewest new tokens an edit-mode design may have: one short edit block.
 EDIT_TOKEN_FLOOR = 32
+#: Longest observation (prompt) and action (completion), in characters; a longer completion is
+#: refused (``TOO_LONG``) without being parsed.
 MAX_PROMPT_CHARS = 200_000
 MAX_COMPLETION_CHARS = 1_000_000
 
@@ -1195,6 +1196,33 @@ def propose(
     return build_prompt(
         document, items, setting=setting, mode=mode, parent=parent, include_source=config.include_source
     )
+
+
+def propose_group(
+    seed: int,
+    *,
+    documents: DocumentSource,
+    memory: EnvironmentMemory,
+    config: DesignerConfig,
+    mode: str | None = None,
+) -> tuple[DesignerPrompt, Iterator[int]]:
+    """Pose the prompt of one design group as ``SpadeDesignerEnv.reset(seed=seed)`` does: reseed
+    the documents, then :func:`propose` with the group's first draw (:func:`design_draws`).
+
+    Args:
+        seed: the group's seed (any int >= 0).
+        documents, memory, config, mode: as for :func:`propose`.
+
+    Returns:
+        ``(prompt, agent_seeds)``: the prompt and the endless iterator of the designs' Agent
+        sampling seeds (one per design, in order).
+
+    Raises:
+        ValueError: an unknown mode.
+    """
+    documents.reseed(seed)
+    rng, agent_seeds = design_draws(seed)
+    return propose(rng, documents=documents, memory=memory, config=config, mode=mode), agent_seeds
 
 
 def validate_designs(

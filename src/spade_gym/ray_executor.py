@@ -22,6 +22,7 @@ See README, "Ray: scaling out", for a multi-node configuration.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import socket
@@ -435,10 +436,8 @@ class RayExecutor:
         """Kill the host actors, and shut Ray down if this executor started it."""
         if self.ray.is_initialized():  # (ray.kill on a shut-down Ray would start a new instance)
             for host in self._hosts:
-                try:
+                with contextlib.suppress(Exception):  # already gone
                     self.ray.kill(host)
-                except Exception:  # noqa: BLE001 - already gone
-                    pass
         self._hosts = []
         if self.started and self.ray.is_initialized():
             self.ray.shutdown()

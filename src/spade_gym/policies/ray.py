@@ -8,6 +8,7 @@ is created, never by ``import spade_gym``. Validation and environments on Ray ar
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from spade_gym import errors
@@ -89,10 +90,8 @@ class RayPolicy:
     def close(self) -> None:
         """Kill the actor (frees its GPU)."""
         if self._ray.is_initialized():
-            try:
+            with contextlib.suppress(Exception):  # already gone
                 self._ray.kill(self._actor)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
 
     def __repr__(self) -> str:
         return f"RayPolicy({self.spec!r})"

@@ -206,11 +206,16 @@ class AgentSection:
 _YAML_WORDS = {"None": "null", "True": "true", "False": "false"}
 
 
+def _yaml_words(text: str) -> str:
+    """``text`` with Python's ``None``/``True``/``False`` in YAML's words (``null``/``true``/``false``)."""
+    return re.sub(r"\b(None|True|False)\b", lambda m: _YAML_WORDS[m.group()], text)
+
+
 def _grpo(name: str) -> Any:
     """The field ``name`` of :class:`~spade_gym.trainer.grpo.GRPOConfig`, as a config option: its
     default and its help (YAML words: ``null`` for ``None``), so both are defined once, there."""
     source = next(f for f in dataclasses.fields(GRPOConfig) if f.name == name)
-    help = re.sub(r"\b(None|True|False)\b", lambda m: _YAML_WORDS[m.group()], source.metadata["help"].rstrip("."))
+    help = _yaml_words(source.metadata["help"].rstrip("."))
     if source.default is dataclasses.MISSING:
         return _opt_factory(source.default_factory, help)
     if isinstance(source.default, tuple):
@@ -716,7 +721,7 @@ class SelfPlayConfig:
         try:
             return GRPOConfig(**fields, role_weights=weights, seed=self.run.seed)
         except GRPOConfigError as exc:
-            _range(f"train.{exc.field}", exc.value, exc.expected.replace("None", "null"))
+            _range(f"train.{exc.field}", exc.value, _yaml_words(exc.expected))
 
     def replay_config(self) -> Any:
         """The :class:`spade_gym.registry.sampler.ReplayConfig` of ``agent.replay_*``."""

@@ -2,7 +2,7 @@
 
 One iteration follows docs/DESIGN.md's data flow, phase by phase:
 
-1. **Design.** For each of ``designer.prompts_per_iteration`` prompts: ``propose`` (a document
+1. **Design.** For each of ``designer.prompts_per_iteration`` prompts: ``propose_group`` (a document
    and a memory), ``policy.generate`` (``G = designer.group_size`` designs), ``validate_designs``
    (the group at once), then ``evaluate_completion`` for each design in turn (novelty, regret with
    the same policy as the Agent, registration, the Designer's reward). The G designs are one GRPO
@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from spade_gym.agent import Episode, RolloutConfig, Trajectory, format_compliance, rollout
-from spade_gym.designer import DesignOutcome, design_draws, evaluate_completion, propose, validate_designs
+from spade_gym.designer import DesignOutcome, evaluate_completion, propose_group, validate_designs
 from spade_gym.documents import load_documents
 from spade_gym.errors import DocumentError, EnvNotFound, PolicyError
 from spade_gym.files import replace_atomically
@@ -367,9 +367,9 @@ class SelfPlay:
             designs = cfg.designer.prompts_per_iteration * group_size
             for p in range(cfg.designer.prompts_per_iteration):
                 group_seed = seed * 100 + p
-                self.documents.reseed(group_seed)
-                rng, agent_seeds = design_draws(group_seed)
-                prompt = propose(rng, documents=self.documents, memory=self.memory, config=designer)
+                prompt, agent_seeds = propose_group(
+                    group_seed, documents=self.documents, memory=self.memory, config=designer
+                )
                 sampling = replace(designer.sampling_for(prompt.mode), n=group_size, seed=group_seed)
                 self.progress("design", p * group_size, designs)  # generation is most of it
                 completions = self.generator.generate([prompt.messages], sampling)
