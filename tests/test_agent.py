@@ -197,6 +197,19 @@ def test_the_agent_sampling_defaults_live_in_one_place() -> None:
     assert 0 < AGENT_TEMPERATURE and 0 < AGENT_TOP_P <= 1
 
 
+def test_the_designer_sampling_default_lives_in_one_place() -> None:
+    import inspect
+
+    from spade_gym.cli import design
+    from spade_gym.designer import DESIGNER_TEMPERATURE, DesignerConfig
+    from spade_gym.trainer.config import DesignerSection
+
+    assert DesignerConfig().sampling.temperature == DESIGNER_TEMPERATURE
+    assert DesignerSection().temperature == DESIGNER_TEMPERATURE
+    assert inspect.signature(design).parameters["temperature"].default == DESIGNER_TEMPERATURE
+    assert 0 < DESIGNER_TEMPERATURE <= 1
+
+
 def test_the_hint_is_appended_to_the_first_observation_only_when_asked() -> None:
     policy = ScriptedPolicy(["<answer>x</answer>"])
     (plain, hinted), _ = rollout([Episode(ECHO, 3), Episode(ECHO, 3, hint=True)], policy)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from spade_gym.designer import DESIGNER_TEMPERATURE
 from spade_gym.errors import SpadeError
 from spade_gym.trainer.config import (
     SECTIONS,
@@ -441,7 +442,7 @@ def test_designer_and_replay_config() -> None:
     dc = config.designer_config()
     assert dc.k == 3
     assert dc.rollout.sampling.temperature == 0.7 and dc.rollout.max_turns == 5
-    assert dc.sampling.max_new_tokens == 900 and dc.sampling.temperature == 1.0
+    assert dc.sampling.max_new_tokens == 900 and dc.sampling.temperature == DESIGNER_TEMPERATURE
     assert dc.settings == ("game",)
     assert dc.reward.duplicate == -0.25
     assert dc.memory.k == 2

@@ -24,7 +24,7 @@ from rich.progress import Progress, TimeElapsedColumn, track
 from rich.table import Table
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
-from spade_gym.designer import EDIT_MAX_NEW_TOKENS, WRITE_MAX_NEW_TOKENS
+from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, WRITE_MAX_NEW_TOKENS
 from spade_gym.env import SandboxedEnv, escape_text
 from spade_gym.errors import RegistryError, SpadeError
 from spade_gym.program import SUCCESS_RETURN
@@ -569,10 +569,10 @@ def design(
     temperature: Annotated[
         float,
         typer.Option(
-            help="The Designer's sampling temperature (0: greedy). The embedded 135M model writes code only at "
-            "low temperatures; larger models do well at 0.7-1.0."
+            help="The Designer's sampling temperature (0: greedy; default measured with the embedded model, "
+            "spade_gym.designer.DESIGNER_TEMPERATURE). Larger models do well at 0.7-1.0."
         ),
-    ] = 0.3,
+    ] = DESIGNER_TEMPERATURE,
     agent_temperature: Annotated[
         float, typer.Option(help="The Agent's sampling temperature (> 0; default measured, see the README).")
     ] = AGENT_TEMPERATURE,

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
-from spade_gym.designer import EDIT_MAX_NEW_TOKENS, EDIT_TOKEN_FLOOR, WRITE_MAX_NEW_TOKENS
+from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, EDIT_TOKEN_FLOOR, WRITE_MAX_NEW_TOKENS
 from spade_gym.errors import SpadeError
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.regret import RewardConfig
@@ -144,7 +144,11 @@ class DesignerSection:
         f"most tokens per edit-mode design: edit blocks against the parent program, not a whole module "
         f"(>= {EDIT_TOKEN_FLOOR})",
     )
-    temperature: float = _opt(1.0, "sampling temperature of designs (> 0: a group of greedy samples is degenerate)")
+    temperature: float = _opt(
+        DESIGNER_TEMPERATURE,
+        "sampling temperature of designs (> 0: a group of greedy samples is degenerate; default measured with the "
+        "embedded model, see the README; larger models do well at 0.7-1.0)",
+    )
     top_p: float = _opt(1.0, "nucleus sampling mass of designs, in (0, 1]")
     repair_rounds: int = _opt(
         0, "must be 0 in self-play (a GRPO group answers one prompt); `spade design --repairs N` repairs designs"
