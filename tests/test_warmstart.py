@@ -305,6 +305,22 @@ def test_tiny_run_lowers_the_loss_and_is_reused_from_the_cache(lora_policy: Any,
         assert torch_equal(value, trained[key])
 
 
+@pytest.mark.slow
+def test_a_fully_fine_tuned_run_trains_every_weight_after_the_cold_start(tmp_path: Path) -> None:
+    from spade_gym.policies import load_policy
+
+    policy = load_policy("default")  # no adapters: the run trains all weights
+    before = {name: p.detach().clone() for name, p in policy.model.named_parameters()}
+    config = _tiny(tmp_path, "policy.lora=null", "warmstart.designer_examples=0", "warmstart.designer_steps=0")
+    with _registry(tmp_path, REVERSE, SUBMIT) as reg:
+        result = run_warmstart(config, policy, registry=reg)
+    assert result.merged and not hasattr(policy.model, "peft_config")
+    parameters = dict(policy.model.named_parameters())
+    assert parameters.keys() == before.keys()
+    assert all(p.requires_grad for p in parameters.values())  # were frozen by the temporary adapters
+    assert any(not torch_equal(parameters[name], before[name]) for name in before)  # the adapters were merged
+
+
 def torch_equal(a: Any, b: Any) -> bool:
     import torch
 

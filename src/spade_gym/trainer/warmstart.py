@@ -898,9 +898,12 @@ def _reset_adapters(policy: Any, seed: int) -> None:
 
 
 def _finish(policy: Any, merged: bool) -> None:
-    """Merge the temporary adapters of a fully fine-tuned run into its weights."""
+    """Merge the temporary adapters of a fully fine-tuned run into its weights, which are then all
+    trainable again (attaching the adapters had frozen them)."""
     if merged:
         policy.model = policy.model.merge_and_unload()
+        for parameter in policy.model.parameters():
+            parameter.requires_grad_(True)
     policy.model.eval()
 
 
