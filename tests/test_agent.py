@@ -260,6 +260,63 @@ def test_max_turns_of_the_config_caps_episodes() -> None:
     assert trajectory.num_turns == 1 and trajectory.truncated and stats.generate_calls == 1
 
 
+@pytest.mark.parametrize(
+    ("source", "texts"),
+    [
+        (SOLVE, ["<answer>1</answer>", "<answer>7</answer>"]),  # terminated with return 1
+        (ECHO, ["<answer>1</answer>"]),  # truncated at the turn limit
+        (CRASH, ["<answer>a</answer>"]),  # failed mid-episode: return 0
+        (TOOLS, ["<tool_call>{oops}</tool_call>", '<tool_call>{"name": "f", "arguments": {}}</tool_call>']),
+    ],
+)
+def test_the_rollout_and_the_integrations_episode_play_by_the_same_rules(source: str, texts: list[str]) -> None:
+    import gymnasium
+
+    from spade_gym.integrations._episode import SpadeEpisode
+
+    env_id = "spade/RulesCheck-v0"
+    gymnasium.register(id=env_id, entry_point="spade_gym.env:SandboxedEnv", kwargs={"program": source})
+    try:
+        (batched,), _ = rollout([Episode(env_id, 3)], ScriptedPolicy(texts))
+        episode = SpadeEpisode(env_id, 3)
+        episode.start()
+        while not episode.done:
+            episode.act(texts[min(episode.turns, len(texts) - 1)])
+        episode.close()
+    finally:
+        gymnasium.registry.pop(env_id)
+    one = episode.trajectory
+    assert [(t.action, t.observation, t.reward, t.format_ok) for t in one.turns] == [
+        (t.action, t.observation, t.reward, t.format_ok) for t in batched.turns
+    ]
+    assert (one.rewards, one.episode_return, one.terminated, one.truncated) == (
+        batched.rewards,
+        batched.episode_return,
+        batched.terminated,
+        batched.truncated,
+    )
+    assert (one.error or {}).get("category") == (batched.error or {}).get("category")
+
+
+def test_the_episode_rules() -> None:
+    from spade_gym.agent import Trajectory
+
+    t = Trajectory("x", 0, False)
+    t.end_turn(0.5, turn_limit=2)
+    assert not t.done and t.episode_return == 0.5
+    t.end_turn(0.25, turn_limit=2)  # the turn limit truncates
+    assert t.truncated and not t.terminated and t.done and t.episode_return == 0.75
+    t = Trajectory("x", 0, False)
+    t.end_turn(1.0, terminated=True, info={"sandbox_error": {"category": "INVALID_REWARD", "message": "m"}})
+    assert t.error == {"category": "INVALID_REWARD", "message": "m"}  # a failure wins over termination
+    assert t.truncated and not t.terminated and t.episode_return == 0.0 and t.rewards == [1.0]
+    t = Trajectory("x", 0, False)
+    t.end_turn(1.0, terminated=True)
+    assert t.terminated and t.success and t.episode_return == 1.0
+    t.fail(ValueError("late"))
+    assert t.error is not None and t.error["category"] == "ENV_EXCEPTION" and t.episode_return == 0.0
+
+
 def test_config_is_checked() -> None:
     with pytest.raises(ValueError, match="n must be 1"):
         rollout([Episode(ECHO, 0)], ScriptedPolicy(["x"]), RolloutConfig(sampling=SamplingParams(n=2)))

@@ -297,6 +297,10 @@ def extract_action(text: str, setting: str) -> ParsedAction:
     return ParsedAction(lines[-1] if lines else "", False)
 
 
+#: The observation for a turn whose action could not be sent and whose parser said nothing more.
+NO_ACTION = "Error: no action found."
+
+
 @dataclass
 class Turn:
     """One agent turn of an episode.
@@ -358,6 +362,53 @@ class Trajectory:
     def num_turns(self) -> int:
         """Agent turns taken."""
         return len(self.turns)
+
+    @property
+    def done(self) -> bool:
+        """Whether the episode is over (terminated, truncated or failed)."""
+        return self.terminated or self.truncated or self.error is not None
+
+    # The episode rules (the module docstring's "Turns" and "Failures"), defined once: the rollout,
+    # SpadeEpisode (verl, verifiers, OpenRLHF) and TRL's environment all end episodes through these.
+
+    def fail(self, error: BaseException | Mapping[str, Any]) -> None:
+        """End the episode because the environment failed: ``error`` is recorded (an exception
+        becomes :func:`error_record`), the episode is truncated and its return is 0."""
+        self.error = error_record(error) if isinstance(error, BaseException) else dict(error)
+        self.truncated = True
+        self.episode_return = 0.0
+
+    def end_turn(
+        self,
+        reward: float,
+        *,
+        terminated: bool = False,
+        truncated: bool = False,
+        info: Mapping[str, Any] | None = None,
+        error: BaseException | Mapping[str, Any] | None = None,
+        turn_limit: int | None = None,
+    ) -> None:
+        """Record one agent turn's reward and apply the episode rules.
+
+        Args:
+            reward: the turn's reward (0 for a turn the environment was not stepped on).
+            terminated, truncated: what ``step`` returned.
+            info: ``step``'s info; a ``"sandbox_error"`` record in it is a failure.
+            error: a failure of ``step`` itself (an exception or an error record).
+            turn_limit: agent turns after which the episode is truncated (``None``: no cap); a
+                turn counts when it is in :attr:`turns` or, for callers that keep no
+                :class:`Turn`, in :attr:`rewards`.
+        """
+        self.rewards.append(float(reward))
+        failure = error if error is not None else (info or {}).get("sandbox_error")
+        if failure is not None:
+            self.fail(failure)
+            return
+        self.terminated, self.truncated = bool(terminated), bool(truncated)
+        taken = max(len(self.turns), len(self.rewards))
+        if not self.done and turn_limit is not None and taken >= turn_limit:
+            self.truncated = True
+        self.episode_return = float(sum(self.rewards))
 
     @property
     def success(self) -> bool:
@@ -516,20 +567,17 @@ def env_id_of(spec: Any, env: PlayableEnv) -> str:
     return named if isinstance(named, str) else env.name
 
 
+@dataclass
 class _Running:
     """An episode in flight: its environment, its trajectory and its turn limit."""
 
-    def __init__(self, env: PlayableEnv, trajectory: Trajectory, turn_limit: int) -> None:
-        self.env = env
-        self.trajectory = trajectory
-        self.turn_limit = turn_limit
-        self.done = False
+    env: PlayableEnv
+    trajectory: Trajectory
+    turn_limit: int
 
-    def finish(self, *, terminated: bool = False, truncated: bool = False, error: dict[str, Any] | None = None) -> None:
-        t = self.trajectory
-        t.terminated, t.truncated, t.error = terminated, truncated, error
-        t.episode_return = 0.0 if error else float(sum(t.rewards))
-        self.done = True
+    @property
+    def done(self) -> bool:
+        return self.trajectory.done
 
 
 def _fit_messages(
@@ -601,7 +649,7 @@ def _start(episode: Episode, config: RolloutConfig) -> _Running:
         observation = start_episode(env, episode.seed, episode.hint)
     except Exception as exc:  # the program failed in reset or hint: this episode only
         trajectory.messages.append({"role": "user", "content": ""})
-        running.finish(truncated=True, error=error_record(exc))
+        trajectory.fail(exc)
     else:
         trajectory.messages.append({"role": "user", "content": observation})
     trajectory.env_s += time.perf_counter() - began
@@ -667,8 +715,6 @@ def _play_wave(
             for r in active:
                 stats.turns += 1
                 stats.format_ok_turns += r.trajectory.turns[-1].format_ok
-                if not r.done and r.trajectory.num_turns >= r.turn_limit:
-                    r.finish(truncated=True)
             if progress is not None:
                 progress(done_before + sum(r.done for r in running), total)
     finally:
@@ -718,18 +764,19 @@ def _apply(r: _Running, completion: Completion) -> None:
     r.trajectory.turns.append(turn)
     r.trajectory.messages.append({"role": "assistant", "content": completion.text})
     if parsed.action is None:  # a malformed tool call: the agent is told, the environment is not stepped
-        turn.observation = parsed.error or "Error: no action found."
-        r.trajectory.rewards.append(0.0)
+        turn.observation = parsed.error or NO_ACTION
         r.trajectory.messages.append({"role": "user", "content": turn.observation})
+        r.trajectory.end_turn(0.0, turn_limit=r.turn_limit)
 
 
 def _collect(r: _Running) -> None:
     turn = r.trajectory.turns[-1]
-    observation, reward, terminated, truncated, info = r.env.step(turn.action)
+    try:
+        observation, reward, terminated, truncated, info = r.env.step(turn.action)
+    except Exception as exc:  # an in-process environment (reasoning-gym) raised: this episode only
+        r.trajectory.messages.append({"role": "user", "content": ""})
+        r.trajectory.end_turn(0.0, error=exc)
+        return
     turn.observation, turn.reward = observation, float(reward)
-    r.trajectory.rewards.append(float(reward))
     r.trajectory.messages.append({"role": "user", "content": observation})
-    if "sandbox_error" in info:
-        r.finish(truncated=True, error=info["sandbox_error"])
-    elif terminated or truncated:
-        r.finish(terminated=terminated, truncated=truncated)
+    r.trajectory.end_turn(reward, terminated=terminated, truncated=truncated, info=info, turn_limit=r.turn_limit)

@@ -6,7 +6,9 @@ Nothing here imports a trainer library. :mod:`spade_gym.integrations.verl`,
 :class:`SpadeEpisode` to their framework's loop; the rules are the Agent's
 (:mod:`spade_gym.agent`): the system prompt of :func:`~spade_gym.agent.system_prompt`, the action
 of :func:`~spade_gym.agent.extract_action`, a turn limit of the environment's ``max_turns``, and a
-return of 0 for an episode whose program failed.
+return of 0 for an episode whose program failed, all applied by the same
+:meth:`~spade_gym.agent.Trajectory.end_turn` and :meth:`~spade_gym.agent.Trajectory.fail` as the
+Agent's rollout and TRL's environment.
 """
 
 from __future__ import annotations
@@ -20,9 +22,18 @@ from typing import Any, Protocol
 
 import gymnasium
 
-from spade_gym.agent import PlayableEnv, error_record, extract_action, open_playable_env, start_episode, system_prompt
+from spade_gym.agent import (
+    NO_ACTION,
+    PlayableEnv,
+    Trajectory,
+    Turn,
+    error_record,
+    extract_action,
+    open_playable_env,
+    start_episode,
+    system_prompt,
+)
 from spade_gym.errors import EnvNotFound
-from spade_gym.program import SUCCESS_RETURN
 
 __all__ = [
     "ChatTokenizer",
@@ -184,7 +195,8 @@ class SpadeEpisode:
     ``start()`` makes the environment and resets it; ``act(text)`` extracts the action from a
     completion, steps the environment and says what the agent sees next; ``close()`` reaps the
     worker. A program that fails to load, in ``reset``, in ``hint`` or mid-episode ends the episode
-    with :attr:`error` set and a return of 0; nothing but an unknown id raises.
+    with :attr:`error` set and a return of 0; nothing but an unknown id raises. The episode rules
+    are the rollout's (:meth:`~spade_gym.agent.Trajectory.end_turn`).
 
     Args:
         env_id: a Gymnasium id (``spade/<Name>-v<k>``).
@@ -193,10 +205,12 @@ class SpadeEpisode:
         max_turns: cap on agent turns below the environment's own ``max_turns`` (``None``: its own).
 
     Attributes:
-        setting, description, tools, max_turns: the environment's (``"reasoning"``, ``""``, ``[]``
-            and ``max_turns`` or 1 until the environment is made).
-        rewards: per-turn rewards; ``turns``: agent turns taken.
-        terminated, truncated: how it ended; ``error``: the failure record, else ``None``.
+        setting, description, tools: the environment's (``"reasoning"``, ``""`` and ``[]`` until
+            the environment is made).
+        trajectory: the episode as the rollout records it (:class:`~spade_gym.agent.Trajectory`,
+            one :class:`~spade_gym.agent.Turn` per :meth:`act`, without token ids); ``rewards``,
+            ``terminated``, ``truncated``, ``error``, ``done`` and ``episode_return`` are its.
+        turns: agent turns taken.
     """
 
     env_id: str
@@ -206,33 +220,55 @@ class SpadeEpisode:
     setting: str = "reasoning"
     description: str = ""
     tools: list[dict[str, Any]] = field(default_factory=list)
-    rewards: list[float] = field(default_factory=list)
-    turns: int = 0
-    terminated: bool = False
-    truncated: bool = False
-    error: dict[str, Any] | None = None
     first_observation: str = ""
+    trajectory: Trajectory = field(init=False)
     _env: PlayableEnv | None = field(default=None, repr=False)
     _limit: int = 1
 
     def __post_init__(self) -> None:
         if self.max_turns is not None and self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1 or None, got {self.max_turns}")
+        self.trajectory = Trajectory(self.env_id, self.seed, self.hint)
+
+    @property
+    def rewards(self) -> list[float]:
+        """Per-turn rewards."""
+        return self.trajectory.rewards
+
+    @property
+    def turns(self) -> int:
+        """Agent turns taken."""
+        return self.trajectory.num_turns
+
+    @property
+    def terminated(self) -> bool:
+        """Whether the environment terminated the episode."""
+        return self.trajectory.terminated
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the episode was cut (by the environment, the turn limit, a failure or the caller)."""
+        return self.trajectory.truncated
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """The failure record when the program failed, else ``None``."""
+        return self.trajectory.error
 
     @property
     def done(self) -> bool:
         """Whether the episode is over."""
-        return self.terminated or self.truncated or self.error is not None
+        return self.trajectory.done
 
     @property
     def episode_return(self) -> float:
         """The sum of rewards, or 0 when the program failed (docs/DESIGN.md)."""
-        return 0.0 if self.error is not None else float(sum(self.rewards))
+        return self.trajectory.episode_return
 
     @property
     def success(self) -> bool:
         """Whether the return reached :data:`~spade_gym.program.SUCCESS_RETURN`."""
-        return self.episode_return >= SUCCESS_RETURN
+        return self.trajectory.success
 
     @property
     def turn_limit(self) -> int:
@@ -255,7 +291,7 @@ class SpadeEpisode:
         try:
             self._env = open_playable_env(self.env_id)
         except Exception as exc:  # the program fails its static check or to load
-            self.error, self.truncated = error_record(exc), True
+            self.trajectory.fail(exc)
             return ""
         env = self._env
         self.setting, self.description = env.setting, env.description
@@ -264,7 +300,7 @@ class SpadeEpisode:
         try:
             observation = start_episode(env, self.seed, self.hint)
         except Exception as exc:  # the program failed in reset or hint
-            self.error, self.truncated = error_record(exc), True
+            self.trajectory.fail(exc)
             return ""
         self.first_observation = observation
         return observation
@@ -278,29 +314,24 @@ class SpadeEpisode:
         Returns:
             A :class:`StepResult`. After the episode is over, ``done=True`` and nothing is stepped.
         """
-        if self.done or self._env is None:
-            return StepResult(None, False, "", 0.0, True, self.error)
+        t = self.trajectory
+        if t.done or self._env is None:
+            return StepResult(None, False, "", 0.0, True, t.error)
         parsed = extract_action(completion, self.setting)
-        self.turns += 1
-        info: Mapping[str, Any] = {}
+        turn = Turn(None, None, None, completion, "stop", parsed.action, parsed.format_ok)
+        t.turns.append(turn)
         if parsed.action is None:  # a malformed tool call: the agent is told, the environment is not stepped
-            observation, reward, terminated, truncated = (parsed.error or "Error: no action found."), 0.0, False, False
-        else:
-            try:
-                observation, reward, terminated, truncated, info = self._env.step(parsed.action)
-                reward = float(reward)
-            except Exception as exc:  # an in-process environment (reasoning-gym) raised
-                self.error, self.truncated = error_record(exc), True
-                self.rewards.append(0.0)
-                return StepResult(parsed.action, parsed.format_ok, "", 0.0, True, self.error)
-        self.rewards.append(reward)
-        sandbox_error = info.get("sandbox_error") if isinstance(info, Mapping) else None
-        if sandbox_error is not None:
-            self.error, self.truncated = dict(sandbox_error), True
-            return StepResult(parsed.action, parsed.format_ok, observation, reward, True, self.error)
-        self.terminated = bool(terminated)
-        self.truncated = bool(truncated) or (not self.terminated and self.turns >= self._limit)
-        return StepResult(parsed.action, parsed.format_ok, observation, reward, self.done)
+            turn.observation = parsed.error or NO_ACTION
+            t.end_turn(0.0, turn_limit=self._limit)
+            return StepResult(None, parsed.format_ok, turn.observation, 0.0, t.done)
+        try:
+            observation, reward, terminated, truncated, info = self._env.step(parsed.action)
+        except Exception as exc:  # an in-process environment (reasoning-gym) raised
+            t.end_turn(0.0, error=exc)
+            return StepResult(parsed.action, parsed.format_ok, "", 0.0, True, t.error)
+        turn.observation, turn.reward = observation, float(reward)
+        t.end_turn(reward, terminated=terminated, truncated=truncated, info=info, turn_limit=self._limit)
+        return StepResult(parsed.action, parsed.format_ok, observation, float(reward), t.done, t.error)
 
     def close(self) -> None:
         """Reap the environment's worker; safe to call more than once."""

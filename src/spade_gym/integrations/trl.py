@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union, cast
 
-from spade_gym.agent import env_id_of, error_record, start_episode
+from spade_gym.agent import Trajectory, env_id_of, start_episode
 from spade_gym.designer import DesignerConfig, DesignerPrompt, DesignOutcome, SpadeDesignerEnv, evaluate_completion
 from spade_gym.documents import DocumentSource
 from spade_gym.env import SandboxedEnv, escape_text
@@ -940,10 +940,7 @@ class SpadeEnvironment:
         self._finalizer: Any = None
         self._seed: int | None = None
         self._history: list[dict[str, Any]] = []
-        self._rewards: list[float] = []
-        self._error: dict[str, Any] | None = None
-        self._done = True
-        self._started = False
+        self._trajectory: Trajectory | None = None  # the episode's rules and record; None before reset
 
     # ---------------------------------------------------------------- TRL's protocol
 
@@ -985,19 +982,20 @@ class SpadeEnvironment:
                 f"a row for {env_id!r} reached the environment {self.env_id!r}: pass "
                 "environment_factories([...]) (a dict) to GRPOTrainer so rows are routed by their 'environment' column"
             )
-        self._seed, self._history, self._rewards, self._error = seed, [], [], None
-        self._done, self._started = True, True
+        hint = bool(kwargs.get("hint"))
+        self._seed, self._history = seed, []
+        self._trajectory = trajectory = Trajectory(self.env_id, seed, hint)
         try:
             if self._env is None:
                 self._env = _open_env(self._spec, self._sandbox)
                 self._finalizer = weakref.finalize(self, self._env.close)
-            observation = start_episode(self._env, seed, bool(kwargs.get("hint")))
+            observation = start_episode(self._env, seed, hint)
         except SandboxSetupError:
             raise
         except Exception as exc:  # the program failed to load, reset or hint: this episode only
-            self._fail(exc)
+            trajectory.fail(exc)
+            self._log_failure()
             return "\n\n" + self._error_text()
-        self._done = False
         content = _last_content(kwargs.get("prompt"))
         if content.endswith(observation):
             return None
@@ -1009,9 +1007,7 @@ class SpadeEnvironment:
         Returns:
             A float, in [0, 1] for a program that keeps docs/DESIGN.md's contract.
         """
-        if self._error is not None or not self._started:
-            return 0.0
-        return float(sum(self._rewards))
+        return 0.0 if self._trajectory is None else self._trajectory.episode_return
 
     # ---------------------------------------------------------------- what happened
 
@@ -1029,12 +1025,12 @@ class SpadeEnvironment:
     @property
     def error(self) -> dict[str, Any] | None:
         """``{"type", "category", "message", ...}`` when the environment failed this episode, else ``None``."""
-        return copy.deepcopy(self._error)
+        return None if self._trajectory is None else copy.deepcopy(self._trajectory.error)
 
     @property
     def done(self) -> bool:
         """Whether the episode has ended (terminated, truncated, failed, or never started)."""
-        return self._done
+        return self._trajectory is None or self._trajectory.done
 
     @property
     def episode_return(self) -> float:
@@ -1043,15 +1039,12 @@ class SpadeEnvironment:
 
     # ---------------------------------------------------------------- internals
 
-    def _fail(self, exc: BaseException) -> None:
-        self._error = error_record(exc)
-        self._done = True
-        logger.warning(
-            "%s (seed %s) failed: %s", self.env_id, self._seed, escape_text(str(self._error["message"]), 300)
-        )
+    def _log_failure(self) -> None:
+        error = self.error or {}
+        logger.warning("%s (seed %s) failed: %s", self.env_id, self._seed, escape_text(str(error.get("message")), 300))
 
     def _error_text(self) -> str:
-        error = self._error or {}
+        error = self.error or {}
         message = escape_text(str(error.get("message", "")), 500)
         return f"The environment failed ({error.get('category', 'ENV_EXCEPTION')}): {message}. The episode is over."
 
@@ -1065,8 +1058,9 @@ class SpadeEnvironment:
             "reward": 0.0,
         }
         self._history.append(record)
-        if self._done or self._env is None:
-            record["observation"] = self._error_text() if self._error is not None else EPISODE_OVER
+        trajectory = self._trajectory
+        if trajectory is None or trajectory.done or self._env is None:
+            record["observation"] = self._error_text() if self.error is not None else EPISODE_OVER
             return str(record["observation"])
         if self.setting == "tool_use":
             action = json.dumps({"name": tool, "arguments": arguments}, ensure_ascii=False, default=str)
@@ -1076,18 +1070,16 @@ class SpadeEnvironment:
         try:
             observation, reward, terminated, truncated, info = self._env.step(action)
         except Exception as exc:  # on_error="truncate" never raises; a ReasoningGymEnv might
-            self._fail(exc)
+            trajectory.end_turn(0.0, error=exc)
+        else:
+            reward = float(reward) if isinstance(reward, int | float) and math.isfinite(reward) else 0.0
+            trajectory.end_turn(reward, terminated=terminated, truncated=truncated, info=info)
+        if trajectory.error is not None:
+            self._log_failure()
             record["observation"] = self._error_text()
             return str(record["observation"])
-        if "sandbox_error" in info:
-            self._fail(_SandboxFailure(info["sandbox_error"]))
-            record["observation"] = self._error_text()
-            return str(record["observation"])
-        reward = float(reward) if isinstance(reward, int | float) and math.isfinite(reward) else 0.0
-        self._rewards.append(reward)
         record["observation"], record["reward"] = observation, reward
-        if terminated or truncated:
-            self._done = True
+        if trajectory.done:
             return f"{observation}\n\n{EPISODE_OVER}"
         return str(observation)
 
@@ -1096,17 +1088,6 @@ class SpadeEnvironment:
         if self._finalizer is not None:
             self._finalizer()
         self._env, self._finalizer = None, None
-
-
-class _SandboxFailure(Exception):
-    """A ``sandbox_error`` record from ``SandboxedEnv.step`` as an exception for ``_fail``."""
-
-    def __init__(self, record: Mapping[str, Any]) -> None:
-        super().__init__(str(record.get("message", "")))
-        self.record = dict(record)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.record)
 
 
 def _last_content(prompt: Any) -> str:

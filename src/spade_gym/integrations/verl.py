@@ -269,7 +269,7 @@ async def play_token_episode(
         while not episode.done:
             left = None if response_length is None else response_length - len(result.response_ids)
             if left is not None and left <= 0:
-                episode.truncated, result.stop = True, "response_length"
+                episode.trajectory.truncated, result.stop = True, "response_length"
                 break
             params = dict(sampling_params or {})
             if budget_key is not None and left is not None:
@@ -297,7 +297,7 @@ async def play_token_episode(
             )
             result.messages.append({"role": "user", "content": step.observation})
             if response_length is not None and len(result.response_ids) + len(feedback) >= response_length:
-                episode.truncated, result.stop = True, "response_length"
+                episode.trajectory.truncated, result.stop = True, "response_length"
                 break
             result.response_ids += feedback
             result.response_mask += [0] * len(feedback)
