@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -68,6 +68,8 @@ __all__ = [
     "MOVED_KEYS",
     "SelfPlay",
     "flag_contract_breakers",
+    "AgentPhase",
+    "DesignPhase",
     "IterationResult",
     "STALL_WARNING_AFTER",
     "load_run_policy",
@@ -79,7 +81,42 @@ __all__ = [
 STALL_WARNING_AFTER = 3
 
 
-@dataclass
+@dataclass(frozen=True)
+class DesignPhase:
+    """What phase 1 produced.
+
+    Attributes:
+        outcomes: every design of the iteration, prompt by prompt (G per prompt).
+        samples: the Designer's GRPO samples (one group per prompt).
+        regret_episodes: the no-hint regret episodes of accepted designs that the Agent trains on
+            (empty unless ``agent.train_on_regret_episodes``).
+        tokens: new tokens the Designer generated.
+        seconds: the phase's wall time; ``validate_s``: of it, the gate's time on the executor.
+    """
+
+    outcomes: tuple[DesignOutcome, ...] = ()
+    samples: tuple[TrainSample, ...] = ()
+    regret_episodes: tuple[Trajectory, ...] = ()
+    tokens: int = 0
+    seconds: float = 0.0
+    validate_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class AgentPhase:
+    """What phase 2 produced: the Agent's ``replayed`` episodes (replayed or fixed-pool
+    environments), the ids of registered environments ``flagged`` for paying a return outside
+    [0, 1], the Agent's GRPO ``samples`` (regret and replayed episodes), its new ``tokens``, and
+    the rollout's wall time in ``seconds``."""
+
+    replayed: tuple[Trajectory, ...] = ()
+    flagged: tuple[str, ...] = ()
+    samples: tuple[TrainSample, ...] = ()
+    tokens: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
 class IterationResult:
     """What one iteration did: ``metrics`` (as logged to ``metrics.jsonl``), the designs, the
     ids of the environments it registered, the Agent's episodes on replayed (or fixed-pool)
@@ -87,10 +124,10 @@ class IterationResult:
 
     iteration: int
     metrics: dict[str, Any]
-    outcomes: list[DesignOutcome] = field(default_factory=list, repr=False)
-    accepted: list[str] = field(default_factory=list)
-    replayed: list[Trajectory] = field(default_factory=list, repr=False)
-    messages: list[str] = field(default_factory=list)
+    outcomes: tuple[DesignOutcome, ...] = field(default=(), repr=False)
+    accepted: tuple[str, ...] = ()
+    replayed: tuple[Trajectory, ...] = field(default=(), repr=False)
+    messages: tuple[str, ...] = ()
 
 
 def _design_line(p: int, prompt: Any, outcome: DesignOutcome) -> dict[str, Any]:
@@ -351,90 +388,31 @@ class SelfPlay:
         """One self-play iteration (phases 1-4 of the module docstring); returns its metrics."""
         cfg = self.config
         seed = cfg.run.seed * 1_000_003 + i
-        metrics: dict[str, Any] = {}
-        result = IterationResult(i, metrics)
-        samples: list[TrainSample] = []
         before = len(self.registry)
-        tokens = Counter[str]()
-
-        # 1. Design: per prompt, propose -> generate G designs -> validate them at once -> judge each
-        #    in turn (novelty against the registry as it is by then, regret, registration, reward)
-        began = time.perf_counter()
-        agent_trajectories: list[Trajectory] = []
-        validate_s = 0.0
-        if cfg.run.designer == "on":
-            designer, group_size = self.designer_config, cfg.designer.group_size
-            designs = cfg.designer.prompts_per_iteration * group_size
-            for p in range(cfg.designer.prompts_per_iteration):
-                group_seed = seed * 100 + p
-                prompt, agent_seeds = propose_group(
-                    group_seed, documents=self.documents, memory=self.memory, config=designer
-                )
-                sampling = replace(designer.sampling_for(prompt.mode), n=group_size, seed=group_seed)
-                self.progress("design", p * group_size, designs)  # generation is most of it
-                completions = self.generator.generate([prompt.messages], sampling)
-                started = time.perf_counter()
-                reports = validate_designs([c.text for c in completions], prompt, designer, self.executor)
-                validate_s += time.perf_counter() - started
-                rewards = []
-                for g, completion in enumerate(completions):
-                    tokens["designer"] += len(completion.completion_token_ids or ())
-                    outcome = evaluate_completion(
-                        completion.text,
-                        prompt,
-                        registry=self.registry,
-                        agent=self.generator,
-                        config=designer,
-                        sampling_seed=next(agent_seeds),
-                        validated=reports.pop(completion.text, None),
-                        executor=self.executor,
-                    )
-                    result.outcomes.append(outcome)
-                    rewards.append(float(outcome.reward.reward))
-                    self.progress("design", p * group_size + g + 1, designs)
-                    if outcome.record is not None:
-                        result.accepted.append(outcome.record.env_id)
-                        if outcome.estimate is not None and cfg.agent.train_on_regret_episodes:
-                            agent_trajectories.extend(outcome.estimate.nohint)
-                samples += samples_from_completions(completions, rewards, group=f"designer:{i}:{p}")
-                self.run.log_designs(i, [_design_line(p, prompt, o) for o in result.outcomes[-len(completions) :]])
-        design_s = time.perf_counter() - began
-
+        # 1. Design: G designs per prompt, validated at once, then judged and rewarded one by one
+        design = self.design(i, seed) if cfg.run.designer == "on" else DesignPhase()
         # 2. Agent episodes: regret episodes of accepted designs + environments replayed from the registry
-        began = time.perf_counter()
-        replayed = result.replayed = self._replay(seed) if cfg.agent.replay_envs else []
-        rollout_s = time.perf_counter() - began
-        flagged = flag_contract_breakers(self.registry, replayed)
-        if flagged:
-            result.messages.append(
-                f"flagged {len(flagged)} registered environment(s) whose episodes paid a return outside [0, 1] "
-                f"(never replayed again): {', '.join(flagged)}"
-            )
-        replay_group = "seed" if cfg.agent.replay_seeds == 1 else "env"
-        for trajectories, group_by in ((agent_trajectories, "env"), (replayed, replay_group)):
-            for sample in samples_from_trajectories(trajectories, group_by=group_by):  # type: ignore[arg-type]
-                samples.append(sample)
-        tokens["agent"] = sum(
-            len(t.completion_token_ids or ()) for tr in (*agent_trajectories, *replayed) for t in tr.turns
-        )
-
+        agent = self.play(seed, design.regret_episodes)
         # 3. Update both roles at once
         began = time.perf_counter()
         self.progress("update", 0, 1)
+        samples = [*design.samples, *agent.samples]
         update = self.trainer.update(samples) if samples else None
         self.progress("update", 1, 1)
         update_s = time.perf_counter() - began
-
         # 4. Sync the new weights to the generation backend (the transformers policy generates
         #    with the weights it trains; a vLLM engine loads them in place)
         began = time.perf_counter()
         if update is not None and update.optimizer_steps and self.generator is not self.policy:
             self.generator.load_weights(self.policy.state_dict_for_inference())
-        metrics["time/sync"] = time.perf_counter() - began
+        sync_s = time.perf_counter() - began
 
-        metrics.update(self._design_metrics(result.outcomes, len(self.registry) - before))
-        metrics.update(_agent_metrics(result.outcomes, replayed))
-        metrics["tokens/designer"], metrics["tokens/agent"] = tokens["designer"], tokens["agent"]
+        outcomes = list(design.outcomes)
+        accepted = tuple(o.record.env_id for o in outcomes if o.record is not None)
+        metrics: dict[str, Any] = {"time/sync": sync_s}
+        metrics.update(self._design_metrics(outcomes, len(self.registry) - before))
+        metrics.update(_agent_metrics(outcomes, list(agent.replayed)))
+        metrics["tokens/designer"], metrics["tokens/agent"] = design.tokens, agent.tokens
         if update is not None:
             metrics["tokens/train"] = update.tokens
             metrics.update({f"train/{k}": v for k, v in update.as_dict().items()})
@@ -442,20 +420,97 @@ class SelfPlay:
                 warnings.warn(
                     f"iteration {i}: {update.skipped_nan} update step(s) skipped (NaN or inf loss)", stacklevel=2
                 )
-        validate_s += sum(o.validation_s for o in result.outcomes)
-        regret_s = sum(o.regret_s for o in result.outcomes)
-        metrics["time/design"] = max(design_s - validate_s - regret_s, 0.0)
+        validate_s = design.validate_s + sum(o.validation_s for o in outcomes)
+        regret_s = sum(o.regret_s for o in outcomes)
+        metrics["time/design"] = max(design.seconds - validate_s - regret_s, 0.0)
         metrics["time/validate"], metrics["time/regret"] = validate_s, regret_s
-        metrics["time/rollout"], metrics["time/update"] = rollout_s, update_s
+        metrics["time/rollout"], metrics["time/update"] = agent.seconds, update_s
+        messages = []
+        if agent.flagged:
+            messages.append(
+                f"flagged {len(agent.flagged)} registered environment(s) whose episodes paid a return outside "
+                f"[0, 1] (never replayed again): {', '.join(agent.flagged)}"
+            )
         if cfg.run.designer == "on":
-            self.stalled = 0 if result.accepted else self.stalled + 1
+            self.stalled = 0 if accepted else self.stalled + 1
             metrics["designer/iterations_without_accept"] = self.stalled
             if self.stalled >= STALL_WARNING_AFTER:
-                result.messages.append(
+                messages.append(
                     f"warning: no design accepted for {self.stalled} iterations in a row (the last refusals: "
-                    f"{', '.join(sorted({o.report.category for o in result.outcomes}))}); " + _training_state(update)
+                    f"{', '.join(sorted({o.report.category for o in outcomes}))}); " + _training_state(update)
                 )
-        return result
+        return IterationResult(i, metrics, design.outcomes, accepted, agent.replayed, tuple(messages))
+
+    def design(self, i: int, seed: int) -> DesignPhase:
+        """Phase 1. Per prompt: ``propose_group`` -> ``generate`` G designs -> ``validate_designs``
+        (the group at once) -> ``evaluate_completion`` for each in turn (novelty against the
+        registry as it is by then, regret, registration, reward). Logs ``designs.jsonl``."""
+        cfg, designer = self.config, self.designer_config
+        began = time.perf_counter()
+        group_size = cfg.designer.group_size
+        designs = cfg.designer.prompts_per_iteration * group_size
+        outcomes: list[DesignOutcome] = []
+        samples: list[TrainSample] = []
+        regret_episodes: list[Trajectory] = []
+        tokens, validate_s = 0, 0.0
+        for p in range(cfg.designer.prompts_per_iteration):
+            group_seed = seed * 100 + p
+            prompt, agent_seeds = propose_group(
+                group_seed, documents=self.documents, memory=self.memory, config=designer
+            )
+            sampling = replace(designer.sampling_for(prompt.mode), n=group_size, seed=group_seed)
+            self.progress("design", p * group_size, designs)  # generation is most of it
+            completions = self.generator.generate([prompt.messages], sampling)
+            started = time.perf_counter()
+            reports = validate_designs([c.text for c in completions], prompt, designer, self.executor)
+            validate_s += time.perf_counter() - started
+            group: list[DesignOutcome] = []
+            for g, completion in enumerate(completions):
+                tokens += len(completion.completion_token_ids or ())
+                outcome = evaluate_completion(
+                    completion.text,
+                    prompt,
+                    registry=self.registry,
+                    agent=self.generator,
+                    config=designer,
+                    sampling_seed=next(agent_seeds),
+                    validated=reports.pop(completion.text, None),
+                    executor=self.executor,
+                )
+                group.append(outcome)
+                self.progress("design", p * group_size + g + 1, designs)
+                if outcome.record is not None and outcome.estimate is not None and cfg.agent.train_on_regret_episodes:
+                    regret_episodes.extend(outcome.estimate.nohint)
+            rewards = [float(o.reward.reward) for o in group]
+            samples += samples_from_completions(completions, rewards, group=f"designer:{i}:{p}")
+            self.run.log_designs(i, [_design_line(p, prompt, o) for o in group])
+            outcomes += group
+        return DesignPhase(
+            tuple(outcomes),
+            tuple(samples),
+            tuple(regret_episodes),
+            tokens,
+            time.perf_counter() - began,
+            validate_s,
+        )
+
+    def play(self, seed: int, regret_episodes: tuple[Trajectory, ...] = ()) -> AgentPhase:
+        """Phase 2. Replay ``agent.replay_envs`` environments (:meth:`_replay`), flag those that paid
+        a return outside [0, 1], and turn ``regret_episodes`` and the replayed episodes into the
+        Agent's GRPO samples (regret episodes grouped by environment; replayed ones by seed, or by
+        environment when ``agent.replay_seeds > 1``)."""
+        cfg = self.config.agent
+        began = time.perf_counter()
+        replayed = self._replay(seed) if cfg.replay_envs else []
+        seconds = time.perf_counter() - began
+        flagged = flag_contract_breakers(self.registry, replayed)
+        replay_group: Literal["seed", "env"] = "seed" if cfg.replay_seeds == 1 else "env"
+        samples = [
+            *samples_from_trajectories(list(regret_episodes), group_by="env"),
+            *samples_from_trajectories(replayed, group_by=replay_group),
+        ]
+        tokens = sum(len(t.completion_token_ids or ()) for tr in (*regret_episodes, *replayed) for t in tr.turns)
+        return AgentPhase(tuple(replayed), tuple(flagged), tuple(samples), tokens, seconds)
 
     def _replay(self, seed: int) -> list[Trajectory]:
         """``agent.replay_envs`` environments from the registry, ``agent.episodes_per_env`` episodes each."""
