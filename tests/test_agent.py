@@ -210,6 +210,23 @@ def test_the_designer_sampling_default_lives_in_one_place() -> None:
     assert 0 < DESIGNER_TEMPERATURE <= 1
 
 
+def test_the_regret_episode_count_and_memory_size_live_in_one_place() -> None:
+    import inspect
+
+    from spade_gym.cli import design, envs_measure, regret
+    from spade_gym.designer import DesignerConfig
+    from spade_gym.memory import MemoryConfig
+    from spade_gym.regret import REGRET_EPISODES, estimate_regret
+    from spade_gym.trainer.config import AgentSection, DesignerSection
+
+    assert DesignerConfig().k == AgentSection().k == REGRET_EPISODES
+    assert inspect.signature(estimate_regret).parameters["k"].default == REGRET_EPISODES
+    for command in (design, envs_measure, regret):
+        assert inspect.signature(command).parameters["k"].default == REGRET_EPISODES, command.__name__
+    assert DesignerSection().memory_k == MemoryConfig().k
+    assert inspect.signature(design).parameters["memory_k"].default == MemoryConfig().k
+
+
 def test_the_hint_is_appended_to_the_first_observation_only_when_asked() -> None:
     policy = ScriptedPolicy(["<answer>x</answer>"])
     (plain, hinted), _ = rollout([Episode(ECHO, 3), Episode(ECHO, 3, hint=True)], policy)

@@ -27,7 +27,9 @@ from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, WRITE_MAX_NEW_TOKENS
 from spade_gym.env import SandboxedEnv, escape_text
 from spade_gym.errors import RegistryError, SpadeError
+from spade_gym.memory import MemoryConfig
 from spade_gym.program import SUCCESS_RETURN
+from spade_gym.regret import REGRET_EPISODES
 from spade_gym.sandbox import LAYERS, SandboxClient, SandboxConfig
 
 if TYPE_CHECKING:
@@ -409,7 +411,9 @@ def generate(
 def regret(
     env_id: Annotated[str, typer.Argument(help="A registered id (spade/Name-v0 or Name-v0) or a program file.")],
     policy: Annotated[str, typer.Option("--policy", "-p", help="The Agent: see `spade generate --help`.")] = "default",
-    k: Annotated[int, typer.Option("-k", help="Episodes with the hint and as many without (same seeds).")] = 4,
+    k: Annotated[
+        int, typer.Option("-k", help="Episodes with the hint and as many without (same seeds).")
+    ] = REGRET_EPISODES,
     seed: Annotated[int, typer.Option(help="First reset seed; the k seeds are seed .. seed+k-1.")] = 0,
     temperature: Annotated[
         float, typer.Option(help="The Agent's sampling temperature (> 0); default: spade_gym.agent.AGENT_TEMPERATURE.")
@@ -556,8 +560,8 @@ def design(
             "is minutes on a CPU; else 2)."
         ),
     ] = None,
-    k: Annotated[int, typer.Option("-k", help="Regret episodes with the hint and as many without.")] = 4,
-    memory_k: Annotated[int, typer.Option("--memory", help="Past environments shown in the prompt.")] = 4,
+    k: Annotated[int, typer.Option("-k", help="Regret episodes with the hint and as many without.")] = REGRET_EPISODES,
+    memory_k: Annotated[int, typer.Option("--memory", help="Past environments shown in the prompt.")] = MemoryConfig.k,
     max_new_tokens: Annotated[
         int | None,
         typer.Option(
@@ -596,7 +600,7 @@ def design(
     from spade_gym.designer import MODES, DesignerConfig, auto_edit_probability, build_prompt
     from spade_gym.designer import design as run_design
     from spade_gym.documents import Document, load_documents, make_document
-    from spade_gym.memory import EnvironmentMemory, MemoryConfig, pick_parent
+    from spade_gym.memory import EnvironmentMemory, pick_parent
     from spade_gym.policies import SamplingParams, load_policy
     from spade_gym.program import SETTINGS
     from spade_gym.registry.gymnasium import open_registry
@@ -1200,7 +1204,9 @@ def envs_measure(
     ids: Annotated[list[str] | None, typer.Argument(help="Environment ids to measure (default: all).")] = None,
     registry: RegistryOption = None,
     policy: Annotated[str, typer.Option("--policy", "-p", help="The Agent: see `spade generate --help`.")] = "default",
-    k: Annotated[int, typer.Option("-k", help="Episodes with the hint and as many without, per environment.")] = 4,
+    k: Annotated[
+        int, typer.Option("-k", help="Episodes with the hint and as many without, per environment.")
+    ] = REGRET_EPISODES,
     seed: Annotated[int, typer.Option(help="First reset seed; the k seeds are seed .. seed+k-1.")] = 0,
     temperature: Annotated[
         float, typer.Option(help="The Agent's sampling temperature (> 0); default: spade_gym.agent.AGENT_TEMPERATURE.")

@@ -46,7 +46,14 @@ from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
 from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, SUCCESS_RETURN, EnvProgram, knobs
 from spade_gym.registry.gymnasium import open_registry, register_record
 from spade_gym.registry.store import EnvRecord, EnvStats, Registry
-from spade_gym.regret import DesignerReward, RegretEstimate, RewardConfig, designer_reward, estimate_regret
+from spade_gym.regret import (
+    REGRET_EPISODES,
+    DesignerReward,
+    RegretEstimate,
+    RewardConfig,
+    designer_reward,
+    estimate_regret,
+)
 from spade_gym.sandbox.policy import ALLOWED_MODULES
 from spade_gym.spaces import UnicodeText
 from spade_gym.validation import (
@@ -662,7 +669,7 @@ class DesignerConfig:
             default :data:`EDIT_MAX_NEW_TOKENS`); write mode uses ``sampling.max_new_tokens``.
     """
 
-    k: int = 4
+    k: int = REGRET_EPISODES
     regret_seeds: int | None = None
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     sampling: SamplingParams = field(

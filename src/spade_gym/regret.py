@@ -24,10 +24,15 @@ from statistics import fmean, stdev
 from typing import Any, Literal
 
 from spade_gym.agent import Episode, RolloutConfig, RolloutStats, Trajectory, rollout
-from spade_gym.policies.base import Policy, SamplingParams
+from spade_gym.policies.base import Policy
 from spade_gym.program import LEARNING_WINDOW, OUT_OF_REACH_BELOW, TRIVIAL_AT
 
+#: Regret episodes per arm (with the hint, and as many without) by default. One definition:
+#: :func:`estimate_regret`, ``DesignerConfig.k``, the ``agent.k`` config key and the CLI's ``-k``.
+REGRET_EPISODES = 4
+
 __all__ = [
+    "REGRET_EPISODES",
     "DesignerReward",
     "RegretEstimate",
     "SHAPINGS",
@@ -104,7 +109,7 @@ class RegretEstimate:
 def estimate_regret(
     env: Any,
     policy: Policy,
-    k: int = 4,
+    k: int = REGRET_EPISODES,
     seeds: Sequence[int] | None = None,
     *,
     config: RolloutConfig | None = None,
@@ -118,7 +123,8 @@ def estimate_regret(
         policy: the Agent.
         k: episodes per arm, ``>= 1``.
         seeds: ``k`` reset seeds shared by both arms; default ``0 .. k-1``.
-        config: rollout settings; default samples at temperature 1.0 (regret needs sampling).
+        config: rollout settings; default ``RolloutConfig()``, the Agent's measured sampling
+            (:data:`~spade_gym.agent.AGENT_TEMPERATURE`; regret needs sampling).
         progress: called after every turn with ``(episodes finished, 2k)``.
 
     Returns:
@@ -133,7 +139,7 @@ def estimate_regret(
     seeds = list(range(k)) if seeds is None else [int(s) for s in seeds]
     if len(seeds) != k:
         raise ValueError(f"seeds must hold k={k} seeds, got {len(seeds)}")
-    config = config or RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=256))
+    config = config or RolloutConfig()
     if config.sampling.greedy:
         raise ValueError("regret needs sampling: set RolloutConfig.sampling.temperature > 0")
     trajectories, stats = rollout(regret_episodes(env, seeds), policy, config, progress=progress)

@@ -43,8 +43,9 @@ from typing import Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin,
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, EDIT_TOKEN_FLOOR, WRITE_MAX_NEW_TOKENS
 from spade_gym.errors import SpadeError
+from spade_gym.memory import MemoryConfig
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
-from spade_gym.regret import RewardConfig
+from spade_gym.regret import REGRET_EPISODES, RewardConfig
 from spade_gym.trainer.grpo import GRPOConfig, GRPOConfigError
 
 __all__ = [
@@ -164,7 +165,9 @@ class DesignerSection:
         "whose whole programs from a document are rarely valid while a variant of a shown program is a few tokens "
         "away, else 0.25 (spade_gym.designer.auto_edit_probability)",
     )
-    memory_k: int = _opt(4, "earlier environments shown in the prompt (the environment memory; >= 0, 0: off)")
+    memory_k: int = _opt(
+        MemoryConfig.k, "earlier environments shown in the prompt (the environment memory; >= 0, 0: off)"
+    )
     include_source: bool = _opt(False, "show the source of every memory environment (longer prompts)")
     reward: RewardConfig = _opt_factory(
         RewardConfig, "the Designer's reward: penalties, thresholds and shaping (spade_gym.regret.RewardConfig)"
@@ -175,7 +178,9 @@ class DesignerSection:
 class AgentSection:
     """The Reasoning Agent: regret episodes, replayed environments and its sampling."""
 
-    k: int = _opt(4, "regret episodes per arm (with and without the hint) for each accepted design (>= 1)")
+    k: int = _opt(
+        REGRET_EPISODES, "regret episodes per arm (with and without the hint) for each accepted design (>= 1)"
+    )
     max_new_tokens: int = _opt(AGENT_MAX_NEW_TOKENS, "most tokens per Agent turn (>= 1)")
     temperature: float = _opt(
         AGENT_TEMPERATURE,
@@ -654,7 +659,6 @@ class SelfPlayConfig:
         repair rounds)."""
         from spade_gym.agent import RolloutConfig
         from spade_gym.designer import DesignerConfig
-        from spade_gym.memory import MemoryConfig
         from spade_gym.policies.base import SamplingParams
 
         d, a = self.designer, self.agent
