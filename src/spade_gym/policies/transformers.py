@@ -450,8 +450,8 @@ class TransformersPolicy:
             attention[k, width - len(tail) :] = 1
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
         cache_kwargs: dict[str, Any] = {}
-        if cached:
-            cache_kwargs[_CACHE_KWARG] = self._batch_cache(sources, cached)
+        if store is not None:  # preallocated for the whole call: decoding writes in place, never copies
+            cache_kwargs[_CACHE_KWARG] = self._batch_cache(sources, cached, capacity=width + sampling.max_new_tokens)
         recorder = _LogprobRecorder()
         stop_criterion = None
         if sampling.stop:
@@ -572,17 +572,28 @@ class TransformersPolicy:
                 columns = torch.arange(cached - known, cached + len(tokens) - known)
                 store.add(tokens, _row(final, k, columns))
 
-    def _new_cache(self) -> Any:
-        from transformers import DynamicCache
+    def _new_cache(self, capacity: int | None = None) -> Any:
+        """An empty transformers cache: growing (``DynamicCache``), or preallocated for ``capacity``
+        columns (``StaticCache``, whose decoding steps write in place where a growing cache copies
+        all of itself at every token; measured in benchmarks/README.md)."""
+        from transformers import DynamicCache, StaticCache
 
+        if capacity is not None:
+            try:
+                return StaticCache(config=self.model.config, max_cache_len=capacity)
+            except (TypeError, ValueError):  # an older transformers or a model it cannot preallocate for
+                pass
         try:
             return DynamicCache(config=self.model.config)
         except TypeError:  # transformers < 4.56's signature
             return DynamicCache()
 
-    def _batch_cache(self, sources: list[tuple[torch.Tensor | None, int]], cached: int) -> Any:
-        """A cache of ``cached`` columns: each row's known prefix right-aligned, zeros (masked) before it."""
-        cache = self._new_cache()
+    def _batch_cache(
+        self, sources: list[tuple[torch.Tensor | None, int]], cached: int, *, capacity: int | None = None
+    ) -> Any:
+        """A cache of ``cached`` columns: each row's known prefix right-aligned, zeros (masked) before
+        it; preallocated for ``capacity`` columns when given (see :meth:`_new_cache`)."""
+        cache = self._new_cache(capacity)
         if not cached:
             return cache
         template = next(kv for kv, known in sources if kv is not None and known)
@@ -608,7 +619,7 @@ class TransformersPolicy:
         """Keep each row's prompt and completion keys and values, for a later turn of its conversation."""
         import torch
 
-        held = int(_layers(final)[0][0].shape[2])  # the last sampled token was never run: one column fewer
+        held = int(final.get_seq_length())  # the last sampled token was never run: one column fewer
         for k, ((_, known), tail, completion) in enumerate(zip(sources, tails, completions, strict=True)):
             new = completion.completion_token_ids or []
             steps = min(len(new), held - width)
