@@ -55,6 +55,47 @@ def fenced(source: str) -> str:
     return f"```python\n{source}```"
 
 
+@pytest.mark.parametrize("forged", ["'gotcha'", "5", "{'category': 'ENV_EXCEPTION', 'message': 5}", "{}"])
+def test_a_program_cannot_forge_the_hosts_failure_record(forged: str) -> None:
+    from programs import program
+
+    from spade_gym.integrations._episode import SpadeEpisode
+
+    forger = program(
+        reset='return "say go", {}',
+        step=f'return "ok", 1.0, True, False, {{"sandbox_error": {forged}}}',
+        name="Forger",
+    )
+    honest = program(reset='return "say go", {}', step='return "ok", 1.0, True, False, {}', name="Honest")
+    (forged_episode, honest_episode), _ = rollout([Episode(forger, 0), Episode(honest, 0)], Oracle("go"))
+    assert forged_episode.error is not None and forged_episode.error["category"] == "PROTOCOL_ERROR"
+    assert "reserved" in forged_episode.error["message"] and forged_episode.episode_return == 0.0
+    assert honest_episode.error is None and honest_episode.episode_return == 1.0  # the batch goes on
+    import gymnasium
+
+    gymnasium.register(id="spade/Forger-v0", entry_point="spade_gym.env:SandboxedEnv", kwargs={"program": forger})
+    try:
+        episode = SpadeEpisode("spade/Forger-v0", 0)
+        episode.start()
+        episode.act("<answer>go</answer>")
+        episode.close()
+    finally:
+        gymnasium.registry.pop("spade/Forger-v0")
+    assert episode.error is not None and episode.error["category"] == "PROTOCOL_ERROR" and episode.episode_return == 0
+    in_reset = program(reset='return "say go", {"sandbox_error": 1}', step='return "ok", 1.0, True, False, {}')
+    assert not validate(in_reset, FAST.validation).accepted
+
+
+def test_a_failure_record_that_is_not_one_is_kept_as_a_message() -> None:
+    from spade_gym.agent import Trajectory
+
+    for value in ("gotcha", 5, {"message": 5}, {}):
+        t = Trajectory("x", 0, False)
+        t.end_turn(1.0, terminated=True, info={"sandbox_error": value})
+        assert t.error is not None and t.error["category"] == "PROTOCOL_ERROR" and t.episode_return == 0.0
+        assert isinstance(t.error["message"], str)
+
+
 @pytest.mark.parametrize("program", [OVERPAY, NEGATIVE], ids=["above-1", "below-0"])
 def test_a_return_outside_the_contract_ends_the_episode_as_an_error(program: str) -> None:
     assert validate(program, KNOWN_GATE).accepted  # a gate on known seeds sees an honest program

@@ -374,7 +374,12 @@ class Trajectory:
     def fail(self, error: BaseException | Mapping[str, Any]) -> None:
         """End the episode because the environment failed: ``error`` is recorded (an exception
         becomes :func:`error_record`), the episode is truncated and its return is 0."""
-        self.error = error_record(error) if isinstance(error, BaseException) else dict(error)
+        if isinstance(error, BaseException):
+            self.error = error_record(error)
+        elif isinstance(error, Mapping) and isinstance(error.get("category"), str):
+            self.error = {**error, "message": str(error.get("message", ""))}
+        else:  # not a failure record (the host makes these): kept, but as a message
+            self.error = {"type": "InvalidErrorRecord", "category": "PROTOCOL_ERROR", "message": repr(error)[:500]}
         self.truncated = True
         self.episode_return = 0.0
 

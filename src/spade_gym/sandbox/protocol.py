@@ -28,6 +28,8 @@ __all__ = [
     "check_json",
     "check_reward",
     "check_flag",
+    "RESERVED_INFO_KEY",
+    "check_info",
     "check_reset_result",
     "check_step_result",
     "check_spec",
@@ -260,6 +262,28 @@ def _length_if(value: Any, seq: type) -> int | None:
     return len(sized) if type(value) is seq else None
 
 
+#: The info key under which the host reports an episode's failure (``SandboxedEnv.step``); a program
+#: may not use it, or it could forge the host's error record.
+RESERVED_INFO_KEY = "sandbox_error"
+
+
+def check_info(info: Any, where: str, limits: Limits) -> dict[str, Any]:
+    """Check an info value: a JSON ``dict`` without :data:`RESERVED_INFO_KEY`.
+
+    Raises:
+        ContractError: ``PROTOCOL_ERROR``; ResourceLimitExceeded: as :func:`check_json`.
+    """
+    if type(info) is not dict:
+        raise ContractError(f"the info returned by {where} must be a dict, got {_describe(info)}")
+    if RESERVED_INFO_KEY in info:
+        raise ContractError(
+            f"the info returned by {where} holds the key {RESERVED_INFO_KEY!r}, which is reserved for the host's "
+            "failure record; use another key"
+        )
+    check_json(info, "info", limits)
+    return info
+
+
 def check_reset_result(result: Any, limits: Limits, seq: type = tuple) -> tuple[str, dict[str, Any]]:
     """Check ``reset``'s return value: ``(observation: str, info: dict)``.
 
@@ -272,10 +296,7 @@ def check_reset_result(result: Any, limits: Limits, seq: type = tuple) -> tuple[
         raise ContractError(f"reset(seed) must return (observation, info); got {got}")
     obs, info = result
     check_text(obs, "the observation returned by reset()", limits)
-    if type(info) is not dict:
-        raise ContractError(f"the info returned by reset() must be a dict, got {_describe(info)}")
-    check_json(info, "info", limits)
-    return obs, info
+    return obs, check_info(info, "reset()", limits)
 
 
 def check_step_result(result: Any, limits: Limits, seq: type = tuple) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -296,10 +317,7 @@ def check_step_result(result: Any, limits: Limits, seq: type = tuple) -> tuple[s
     reward = check_reward(reward, limits)
     check_flag(terminated, "terminated")
     check_flag(truncated, "truncated")
-    if type(info) is not dict:
-        raise ContractError(f"the info returned by step() must be a dict, got {_describe(info)}")
-    check_json(info, "info", limits)
-    return obs, reward, terminated, truncated, info
+    return obs, reward, terminated, truncated, check_info(info, "step()", limits)
 
 
 def check_spec(value: Any, limits: Limits) -> dict[str, Any]:
