@@ -332,6 +332,9 @@ def test_the_episode_rules() -> None:
     assert t.terminated and t.success and t.episode_return == 1.0
     t.fail(ValueError("late"))
     assert t.error is not None and t.error["category"] == "ENV_EXCEPTION" and t.episode_return == 0.0
+    t = Trajectory("x", 0, False)
+    t.end_turn(0.6 + 0.4000005, terminated=True)  # within the sandbox's rounding tolerance
+    assert t.episode_return == 1.0
 
 
 def test_config_is_checked() -> None:

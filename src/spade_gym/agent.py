@@ -338,7 +338,8 @@ class Trajectory:
             assistant messages), untruncated; the worked example exchange that the policy sees
             after the system prompt (:func:`example_messages`) is not repeated here.
         turns: one :class:`Turn` per agent turn.
-        rewards: per-turn rewards; ``episode_return``: their sum, or 0 when ``error`` is set.
+        rewards: per-turn rewards; ``episode_return``: their sum (clipped to [0, 1], which a sum
+            within the sandbox's rounding tolerance can pass by 1e-6), or 0 when ``error`` is set.
         terminated, truncated: how the episode ended (truncated also when the runner stopped it).
         error: ``{"type", "category", "message", ...}`` when the environment failed, else ``None``.
         generation_s, env_s: seconds spent in ``policy.generate`` (this episode's share of each
@@ -413,7 +414,8 @@ class Trajectory:
         taken = max(len(self.turns), len(self.rewards))
         if not self.done and turn_limit is not None and taken >= turn_limit:
             self.truncated = True
-        self.episode_return = float(sum(self.rewards))
+        # within [0, 1]: the sandbox lets a sum of rewards overshoot by RETURN_TOLERANCE (float rounding)
+        self.episode_return = min(max(float(sum(self.rewards)), 0.0), 1.0)
 
     @property
     def success(self) -> bool:
