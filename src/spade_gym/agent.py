@@ -51,6 +51,7 @@ from typing import Any, Protocol, runtime_checkable
 from spade_gym.env import SandboxedEnv
 from spade_gym.policies.base import Completion, Policy, SamplingParams
 from spade_gym.program import SUCCESS_RETURN
+from spade_gym.sandbox.protocol import RESERVED_INFO_KEY
 
 __all__ = [
     "start_episode",
@@ -399,14 +400,14 @@ class Trajectory:
         Args:
             reward: the turn's reward (0 for a turn the environment was not stepped on).
             terminated, truncated: what ``step`` returned.
-            info: ``step``'s info; a ``"sandbox_error"`` record in it is a failure.
+            info: ``step``'s info; a ``"sandbox_error"`` record in it (the host's) is a failure.
             error: a failure of ``step`` itself (an exception or an error record).
             turn_limit: agent turns after which the episode is truncated (``None``: no cap); a
                 turn counts when it is in :attr:`turns` or, for callers that keep no
                 :class:`Turn`, in :attr:`rewards`.
         """
         self.rewards.append(float(reward))
-        failure = error if error is not None else (info or {}).get("sandbox_error")
+        failure = error if error is not None else (info or {}).get(RESERVED_INFO_KEY)
         if failure is not None:
             self.fail(failure)
             return

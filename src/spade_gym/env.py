@@ -18,6 +18,7 @@ import gymnasium as gym
 from spade_gym.errors import ContractError, SandboxError
 from spade_gym.program import RETURN_TOLERANCE, EnvProgram
 from spade_gym.sandbox import Budget, SandboxClient, SandboxConfig
+from spade_gym.sandbox.protocol import RESERVED_INFO_KEY
 from spade_gym.spaces import UnicodeText
 
 __all__ = ["SandboxedEnv", "escape_text"]
@@ -176,7 +177,7 @@ class SandboxedEnv(gym.Env[str, str]):
                 False,
                 True,
                 {
-                    "sandbox_error": {
+                    RESERVED_INFO_KEY: {
                         "type": "EpisodeOver",
                         "category": "PROTOCOL_ERROR",
                         "message": "the episode has ended; call reset()",
@@ -196,7 +197,7 @@ class SandboxedEnv(gym.Env[str, str]):
             self._done = True
             if self.on_error == "raise":
                 raise
-            return self._last_obs, 0.0, False, True, {"sandbox_error": exc.to_dict()}
+            return self._last_obs, 0.0, False, True, {RESERVED_INFO_KEY: exc.to_dict()}
         self._turn += 1
         partial = self.episode_return + reward
         if not -RETURN_TOLERANCE <= partial <= 1 + RETURN_TOLERANCE:  # the contract, on every episode
@@ -208,7 +209,7 @@ class SandboxedEnv(gym.Env[str, str]):
             )
             if self.on_error == "raise":
                 raise error
-            return self._last_obs, 0.0, False, True, {"sandbox_error": error.to_dict()}
+            return self._last_obs, 0.0, False, True, {RESERVED_INFO_KEY: error.to_dict()}
         if not terminated and self._turn >= self.max_turns:
             truncated = True
         self._done = terminated or truncated

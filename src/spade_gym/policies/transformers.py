@@ -579,10 +579,9 @@ class TransformersPolicy:
         from transformers import DynamicCache, StaticCache
 
         if capacity is not None:
-            try:
+            # an older transformers, or a model it cannot preallocate for, gets a growing cache
+            with contextlib.suppress(TypeError, ValueError):
                 return StaticCache(config=self.model.config, max_cache_len=capacity)
-            except (TypeError, ValueError):  # an older transformers or a model it cannot preallocate for
-                pass
         try:
             return DynamicCache(config=self.model.config)
         except TypeError:  # transformers < 4.56's signature
