@@ -148,3 +148,53 @@ def test_a_group_of_designs_on_a_memory_prompt(benchmark: Any, report: Callable[
         prefill_s=prefill_s,
         speedup_over_uncached=speedup,
     )
+
+
+#: several prompts of one iteration: PROMPTS prompts of GROUP_OF designs, ROW_TOKENS new tokens each
+PROMPTS, GROUP_OF, ROW_TOKENS = 4, 2, 64
+
+
+def test_the_designs_of_several_prompts_in_one_call(
+    benchmark: Any, report: Callable[..., None], tmp_path: Path
+) -> None:
+    """Issue 20, point 2: self-play samples the designs of an iteration's prompts in one
+    ``generate`` call (full batches) instead of one call per prompt; both with key/value reuse,
+    the same prompts and the same settings, in the same run. Reported, not asserted."""
+    from spade_gym.memory import EnvironmentMemory
+
+    policy = load_policy("default")
+    registry = open_registry(tmp_path / "registry", seed_library=True)
+    memory = EnvironmentMemory(registry)
+    prompts = [
+        build_prompt(
+            f"{DOCUMENT} Order {p}: {p + 2} loaves.",
+            memory.select(p, setting="reasoning"),
+            setting="reasoning",
+            mode="edit",
+        )
+        for p in range(PROMPTS)
+    ]
+    sampling = SamplingParams(temperature=0.5, n=GROUP_OF, max_new_tokens=ROW_TOKENS, seed=0)
+    cache = policy.prefix_cache
+    assert cache is not None
+    cache.clear()
+    started = time.perf_counter()
+    one_by_one = [c for prompt in prompts for c in policy.generate([prompt.messages], sampling)]
+    per_prompt_s = time.perf_counter() - started
+    results: dict[str, Any] = {}
+
+    def run() -> None:
+        cache.clear()
+        results["out"] = policy.generate([p.messages for p in prompts], sampling)
+
+    benchmark.pedantic(run, rounds=1, iterations=1)
+    batched_s = policy.last_stats["wall_s"]
+    tokens = sum(c.num_tokens for c in results["out"]), sum(c.num_tokens for c in one_by_one)
+    report(
+        f"{PROMPTS} prompts x {GROUP_OF} designs, up to {ROW_TOKENS} new tokens: one call {batched_s:.1f} s "
+        f"({tokens[0]} tokens) vs one call per prompt {per_prompt_s:.1f} s ({tokens[1]} tokens): "
+        f"{per_prompt_s / batched_s:.2f}x",
+        batched_s=batched_s,
+        per_prompt_s=per_prompt_s,
+        speedup=per_prompt_s / batched_s,
+    )

@@ -149,6 +149,49 @@ def test_a_designer_iteration_with_a_model_that_writes_no_program(tmp_path: Path
     )
 
 
+def test_the_designs_of_several_prompts_are_generated_in_one_call(tmp_path: Path, tokenizer: Any) -> None:
+    # issue 20: full batches. Three write prompts and two edit prompts (their token budgets differ)
+    # make two generate calls, each holding all prompts of its mode, and every design keeps its prompt.
+    config = SelfPlayConfig.from_dict(
+        {
+            "designer": {
+                "prompts_per_iteration": 5,
+                "group_size": 2,
+                "max_new_tokens": 40,
+                "edit_max_new_tokens": 32,
+                "edit_probability": 0.5,
+                "memory_k": 1,
+            },
+            "agent": {"max_new_tokens": 4, "replay_envs": 0, "max_turns": 1},
+            "run": {"out": str(tmp_path / "run"), "iterations": 1, "seed": 1, "tensorboard": False},
+        }
+    )
+    loop = SelfPlay(config, RunDir.create(tmp_path / "run", config), policy=tiny_policy(tokenizer), say=lambda _: None)
+    calls: list[tuple[int, int, int]] = []
+    generate = loop.generator.generate
+
+    def counted(prompts: Any, sampling: Any) -> Any:
+        calls.append((len(prompts), sampling.n, sampling.max_new_tokens))
+        return generate(prompts, sampling)
+
+    loop.generator.generate = counted  # type: ignore[method-assign]
+    phase = loop.design(0, 7)
+    loop.close()
+    import json
+
+    lines = [json.loads(line) for line in (tmp_path / "run" / "designs.jsonl").read_text().splitlines()]
+    modes = [line["mode"] for line in lines[::2]]
+    assert [line["prompt"] for line in lines] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4] and len(set(modes)) == 2
+    assert sorted(calls) == sorted((modes.count(m), 2, 32 if m == "edit" else 40) for m in set(modes))
+    # each design is trained on as an answer to its own prompt: one group of two per prompt
+    groups = [(s.group, tuple(s.prompt_ids)) for s in phase.samples]
+    assert [g for g, _ in groups] == [f"designer:0:{p}" for p in range(5) for _ in range(2)]
+    assert all(groups[k][1] == groups[k + 1][1] for k in range(0, 10, 2))
+    assert len({ids for _, ids in groups}) == 5
+    for sample, mode in zip(phase.samples, [m for m in modes for _ in range(2)], strict=True):
+        assert len(sample.completion_ids) <= (32 if mode == "edit" else 40)
+
+
 def test_the_baseline_on_reasoning_gym_tasks(tmp_path: Path, tokenizer: Any) -> None:
     pytest.importorskip("reasoning_gym")
     config = SelfPlayConfig.from_dict(

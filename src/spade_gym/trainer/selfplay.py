@@ -2,12 +2,14 @@
 
 One iteration follows docs/DESIGN.md's data flow, phase by phase:
 
-1. **Design.** For each of ``designer.prompts_per_iteration`` prompts: ``propose_group`` (a document
-   and a memory), ``policy.generate`` (``G = designer.group_size`` designs), ``validate_designs``
-   (the group at once), then ``evaluate_completion`` for each design in turn (novelty, regret with
-   the same policy as the Agent, registration, the Designer's reward). The G designs are one GRPO
-   group. These are the calls :class:`~spade_gym.designer.SpadeDesignerEnv` makes, with the same
-   random draws, so the env and this loop give the same designs for the same seed.
+1. **Design.** ``propose_group`` for each of ``designer.prompts_per_iteration`` prompts (a
+   document and a memory), one ``policy.generate`` call for all of them (``G = designer.group_size``
+   designs each), then per prompt ``validate_designs`` (the group at once) and
+   ``evaluate_completion`` for each design in turn (novelty, regret with the same policy as the
+   Agent, registration, the Designer's reward). The G designs of a prompt are one GRPO group.
+   These are the calls :class:`~spade_gym.designer.SpadeDesignerEnv` makes, with the same random
+   draws: with one prompt per iteration the env and this loop give the same designs for the same
+   seed (with several, the loop samples them in one batch).
 2. **Agent episodes.** The no-hint regret episodes of accepted designs (``agent.train_on_regret_episodes``)
    and ``agent.replay_envs`` environments drawn from the registry by prioritised replay (Jiang et
    al. 2021), ``agent.episodes_per_env`` episodes each on ``agent.replay_seeds`` seeds (one GRPO
@@ -45,12 +47,12 @@ from typing import Any, Literal
 import numpy as np
 
 from spade_gym.agent import Episode, RolloutConfig, Trajectory, format_compliance, rollout
-from spade_gym.designer import DesignOutcome, evaluate_completion, propose_group, validate_designs
+from spade_gym.designer import DesignerPrompt, DesignOutcome, evaluate_completion, propose_group, validate_designs
 from spade_gym.documents import load_documents
 from spade_gym.errors import DocumentError, EnvNotFound, PolicyError
 from spade_gym.files import replace_atomically
 from spade_gym.memory import EnvironmentMemory
-from spade_gym.policies.base import SamplingParams
+from spade_gym.policies.base import Completion, SamplingParams
 from spade_gym.reasoning_gym import ReasoningGymEnv, check_task
 from spade_gym.registry.gymnasium import open_registry, register_record
 from spade_gym.registry.store import Registry
@@ -442,9 +444,10 @@ class SelfPlay:
         return IterationResult(i, metrics, design.outcomes, accepted, agent.replayed, tuple(messages))
 
     def design(self, i: int, seed: int) -> DesignPhase:
-        """Phase 1. Per prompt: ``propose_group`` -> ``generate`` G designs -> ``validate_designs``
-        (the group at once) -> ``evaluate_completion`` for each in turn (novelty against the
-        registry as it is by then, regret, registration, reward). Logs ``designs.jsonl``."""
+        """Phase 1. ``propose_group`` for every prompt -> ``generate`` G designs of each (the
+        prompts of one sampling setting in one call) -> per prompt, ``validate_designs`` (the group
+        at once) -> ``evaluate_completion`` for each design in turn (novelty against the registry as
+        it is by then, regret, registration, reward). Logs ``designs.jsonl``."""
         cfg, designer = self.config, self.designer_config
         began = time.perf_counter()
         group_size = cfg.designer.group_size
@@ -453,14 +456,13 @@ class SelfPlay:
         samples: list[TrainSample] = []
         regret_episodes: list[Trajectory] = []
         tokens, validate_s = 0, 0.0
-        for p in range(cfg.designer.prompts_per_iteration):
-            group_seed = seed * 100 + p
-            prompt, agent_seeds = propose_group(
-                group_seed, documents=self.documents, memory=self.memory, config=designer
-            )
-            sampling = replace(designer.sampling_for(prompt.mode), n=group_size, seed=group_seed)
-            self.progress("design", p * group_size, designs)  # generation is most of it
-            completions = self.generator.generate([prompt.messages], sampling)
+        groups = [
+            propose_group(seed * 100 + p, documents=self.documents, memory=self.memory, config=designer)
+            for p in range(cfg.designer.prompts_per_iteration)
+        ]
+        self.progress("design", 0, designs)  # generation is most of it
+        generated = self._generate_designs([prompt for prompt, _ in groups], seed * 100)
+        for p, ((prompt, agent_seeds), completions) in enumerate(zip(groups, generated, strict=True)):
             started = time.perf_counter()
             reports = validate_designs([c.text for c in completions], prompt, designer, self.executor)
             validate_s += time.perf_counter() - started
@@ -493,6 +495,23 @@ class SelfPlay:
             time.perf_counter() - began,
             validate_s,
         )
+
+    def _generate_designs(self, prompts: list[DesignerPrompt], seed: int) -> list[list[Completion]]:
+        """``designer.group_size`` completions for each prompt, in prompt order: one ``generate``
+        call per sampling setting (write and edit prompts differ in their token budget), so the
+        batches are full (issue 20). The call's seed is ``seed`` plus the index of its first prompt:
+        with one prompt per iteration, that prompt's group seed, as before batching."""
+        size = self.config.designer.group_size
+        by_sampling: dict[SamplingParams, list[int]] = {}
+        for p, prompt in enumerate(prompts):
+            by_sampling.setdefault(self.designer_config.sampling_for(prompt.mode), []).append(p)
+        out: list[list[Completion]] = [[] for _ in prompts]
+        for sampling, members in by_sampling.items():
+            call = replace(sampling, n=size, seed=seed + members[0])
+            done = self.generator.generate([prompts[p].messages for p in members], call)
+            for j, p in enumerate(members):
+                out[p] = done[j * size : (j + 1) * size]
+        return out
 
     def play(self, seed: int, regret_episodes: tuple[Trajectory, ...] = ()) -> AgentPhase:
         """Phase 2. Replay ``agent.replay_envs`` environments (:meth:`_replay`), flag those that paid
