@@ -73,6 +73,11 @@ def test_the_n_samples_of_a_prompt_prefill_it_once(policy: TransformersPolicy) -
     prompt = policy.last_stats["prompt_tokens"] // 4
     assert policy.last_stats["reused_prompt_tokens"] == 3 * (prompt - 1)  # prefilled once for the four
     assert [c.completion_token_ids for c in cached] == [c.completion_token_ids for c in plain]
+    # a group's samples are not continued: their completions are not kept (a design's would fill the cache)
+    assert policy.prefix_cache is not None
+    for c in cached:
+        sequence = [*(c.prompt_token_ids or []), *(c.completion_token_ids or [])]
+        assert policy.prefix_cache.lookup(sequence, limit=len(sequence))[1] < len(c.prompt_token_ids or [])
 
 
 def test_the_next_turn_of_a_conversation_starts_from_its_cached_history(policy: TransformersPolicy) -> None:
