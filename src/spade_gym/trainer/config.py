@@ -11,7 +11,8 @@ Loading is strict. :meth:`SelfPlayConfig.from_dict` (and ``from_yaml``, ``with_o
 - an unknown key anywhere, with a "did you mean" suggestion and the known keys of its section;
 - a value of the wrong type: a string for a number, a float for an int, ``true`` for an int, a list
   element of the wrong type, a value outside a ``Literal``'s choices, ``null`` where it is not
-  allowed (an int is accepted for a float);
+  allowed (an int is accepted for a float); values are validated by pydantic in strict mode
+  against each field's annotation, and the message names the innermost key that failed;
 - a value out of range (:meth:`SelfPlayConfig.validate`: positive counts, probabilities in [0, 1]).
 
 YAML is read with YAML 1.2 scalars: only ``true``/``false`` are booleans (``designer: off`` is the
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import math
 import re
@@ -804,70 +806,46 @@ def _wrong(key: str, value: Any, tp: Any) -> ConfigError:
     return ConfigError(f"config key {key!r} = {_show(value)}; expected {_type_name(tp)}", key=key)
 
 
+@functools.cache
+def _adapter(tp: Any) -> Any:
+    """A strict pydantic ``TypeAdapter`` for ``tp``: no coercion (``"3"`` is not an int, ``true``
+    is not an int), except an int for a float."""
+    from pydantic import ConfigDict, TypeAdapter
+
+    return TypeAdapter(tp, config=ConfigDict(strict=True))
+
+
 def _check(value: Any, tp: Any, key: str) -> Any:
-    """``value`` checked against type ``tp`` (an int becomes a float for a float field)."""
-    if tp is Any:
-        return value
+    """``value`` checked against type ``tp`` (a section is built by :func:`_build`; anything else
+    is validated by pydantic in strict mode, and an error names the innermost key that failed)."""
+    from pydantic import ValidationError
+
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
             raise _wrong(key, value, tp)
         return _build(tp, value, key)
-    origin = get_origin(tp)
-    if origin is Literal:
-        if any(type(value) is type(choice) and value == choice for choice in get_args(tp)):
-            return value
-        raise _wrong(key, value, tp)
-    if origin in (Union, types.UnionType):
-        arms = get_args(tp)
-        if value is None:
-            if type(None) in arms:
-                return None
-            raise _wrong(key, value, tp)
-        others = [arm for arm in arms if arm is not type(None)]
-        if len(others) == 1 and get_origin(others[0]) in (list, dict):
-            try:
-                return _check(value, others[0], key)
-            except ConfigError as exc:  # an element's own message is the precise one
-                if exc.key == key:
-                    raise _wrong(key, value, tp) from None
-                raise
-        for arm in arms:
-            if arm is type(None):
-                continue
-            try:
-                return _check(value, arm, key)
-            except ConfigError:
-                continue
-        raise _wrong(key, value, tp)
-    if origin is list:
-        if not isinstance(value, list | tuple):
-            raise _wrong(key, value, tp)
-        (item,) = get_args(tp)
-        return [_check(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, Mapping):
-            raise _wrong(key, value, tp)
-        key_type, value_type = get_args(tp)
-        out = {}
-        for k, v in value.items():
-            _check(k, key_type, f"{key} (a key)")
-            out[k] = _check(v, value_type, f"{key}.{k}")
-        return out
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if type(value) is int:
-            return value
-    elif tp is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    else:  # a programming error in this module, not a user's
-        raise TypeError(f"config type {tp!r} of {key!r} is not supported by the checker")
-    raise _wrong(key, value, tp)
+    if isinstance(value, tuple):  # a Python caller's tuple for a list
+        value = list(value)
+    try:
+        return _adapter(tp).validate_python(value)
+    except ValidationError as exc:
+        errors = exc.errors()
+        # one error with a path into a list or mapping names its element; a union's branches do not
+        path = errors[0]["loc"] if len(errors) == 1 else ()
+        for n, part in enumerate(path):
+            inner = (
+                [a for a in get_args(tp) if a is not type(None)] if get_origin(tp) in (Union, types.UnionType) else []
+            )
+            tp = inner[0] if len(inner) == 1 else tp
+            if get_origin(tp) is list and isinstance(part, int):
+                key, value, tp = f"{key}[{part}]", value[part], get_args(tp)[0]
+            elif get_origin(tp) is dict and path[n + 1 : n + 2] == ("[key]",):
+                raise _wrong(f"{key} (a key)", part, get_args(tp)[0]) from None
+            elif get_origin(tp) is dict and isinstance(value, Mapping) and part in value:
+                key, value, tp = f"{key}.{part}", value[part], get_args(tp)[1]
+            else:
+                break
+        raise _wrong(key, value, tp) from None
 
 
 def _leaf_keys(cls: type, prefix: str = "") -> list[str]:
