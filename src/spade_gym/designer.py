@@ -45,7 +45,8 @@ from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
 from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, SUCCESS_RETURN, EnvProgram, knobs
 from spade_gym.registry.gymnasium import open_registry, register_record
-from spade_gym.registry.store import EnvRecord, EnvStats, Registry
+from spade_gym.registry.records import EnvRecord, EnvStats
+from spade_gym.registry.store import Registry
 from spade_gym.regret import (
     REGRET_EPISODES,
     DesignerReward,

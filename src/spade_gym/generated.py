@@ -20,7 +20,7 @@ from spade_gym.env import SandboxedEnv, escape_text
 from spade_gym.errors import RegistryError
 from spade_gym.registry import EnvRecord, Registry
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
-from spade_gym.registry.store import ENVS_DIR
+from spade_gym.registry.records import ENVS_DIR
 from spade_gym.sandbox import SandboxConfig
 from spade_gym.spaces import UnicodeText
 

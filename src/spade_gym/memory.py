@@ -52,7 +52,8 @@ from typing import Literal
 
 from spade_gym.errors import EnvNotFound, SpadeError
 from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, TOO_EASY_AT
-from spade_gym.registry.store import EnvRecord, EnvStats, Registry
+from spade_gym.registry.records import EnvRecord, EnvStats
+from spade_gym.registry.store import Registry
 
 __all__ = [
     "CATEGORIES",

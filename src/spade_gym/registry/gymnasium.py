@@ -21,7 +21,8 @@ import gymnasium
 from spade_gym.program import EnvProgram
 
 if TYPE_CHECKING:
-    from spade_gym.registry.store import EnvRecord, Registry
+    from spade_gym.registry.records import EnvRecord
+    from spade_gym.registry.store import Registry
     from spade_gym.validation import ValidationConfig, ValidationReport
 
 __all__ = [
@@ -91,7 +92,8 @@ def open_registry(
             environment carries any of ``include_tags``.
     """
     from spade_gym.errors import RegistryError
-    from spade_gym.registry.store import ENVS_DIR, Registry
+    from spade_gym.registry.records import ENVS_DIR
+    from spade_gym.registry.store import Registry
 
     root = Path(path).expanduser()
     if root.is_dir() and not (root / ENVS_DIR).is_dir() and any(root.iterdir()):

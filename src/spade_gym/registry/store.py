@@ -33,9 +33,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
-import math
 import os
-import re
 import shutil
 import sqlite3
 import tempfile
@@ -46,7 +44,7 @@ import warnings
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,15 +63,22 @@ from spade_gym.registry.dedup import (
     signatures,
 )
 from spade_gym.registry.index import FLAGGED_TAG, Index, IndexRow, IndexState
+from spade_gym.registry.records import (
+    ENV_ID_PATTERN,
+    ENVS_DIR,
+    GYM_PREFIX,
+    META_FILE,
+    META_SCHEMA_VERSION,
+    NAME_PATTERN,
+    PROGRAM_ID_PATTERN,
+    SOURCE_FILE,
+    EnvRecord,
+    EnvStats,
+)
 from spade_gym.registry.sampler import STRATEGIES, ReplayConfig, ReplaySampler
 
 __all__ = ["EnvStats", "EnvRecord", "Registry", "META_SCHEMA_VERSION"]
 
-#: ``schema_version`` written into every ``meta.json``.
-META_SCHEMA_VERSION = 1
-ENVS_DIR = "envs"
-SOURCE_FILE = "env.py"
-META_FILE = "meta.json"
 #: Largest meta.json read; a bigger one is a damaged entry (skipped with a warning).
 MAX_META_BYTES = 4 * 1024 * 1024
 INDEX_FILE = "index.sqlite"
@@ -82,279 +87,9 @@ TMP_DIR = ".tmp"
 #: Default Jaccard similarity from which a program counts as a near duplicate.
 NEAR_DUPLICATE_THRESHOLD = 0.9
 
-_NAME = re.compile(r"[A-Z][A-Za-z0-9_]{0,99}")
-_ENV_ID = re.compile(r"(?P<name>[A-Z][A-Za-z0-9_]{0,99})-v(?P<version>0|[1-9][0-9]{0,8})")
-_PROGRAM_ID = re.compile(r"[0-9a-f]{64}")
-_GYM_PREFIX = "spade/"
 _CHUNK = 1000
 #: Written to ``root/.gitignore``: the index, lock and temporary files are derived, not content.
 _GITIGNORE = "# written by spade_gym: derived files\nindex.sqlite*\n.lock\n.tmp/\n"
-
-
-# ------------------------------------------------------------------------------------------------
-# Records
-# ------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class EnvStats:
-    """What has been measured about one environment, and how often replay has drawn it.
-
-    Attributes:
-        episodes: episodes measured (int >= 0).
-        mean_return_hint: mean episode return with the privileged hint, in [0, 1]; ``None``: not
-            measured.
-        mean_return_nohint: mean episode return without the hint; ``None``: not measured.
-        regret: ``max(mean_return_hint - mean_return_nohint, 0)`` as measured by the caller
-            (docs/DESIGN.md, "Regret"); the replay score. ``None``: not measured.
-        times_sampled: how many times :meth:`Registry.sample` drew it with ``mark=True``.
-        last_sampled: the registry's global sample counter right after it was last drawn
-            (``None``: never), the ``C_i`` of Prioritized Level Replay.
-        format_compliance: share of the measured Agent turns whose completion held a parsable
-            action (:func:`spade_gym.agent.format_compliance`), in [0, 1]; ``None``: not measured.
-    """
-
-    episodes: int = 0
-    mean_return_hint: float | None = None
-    mean_return_nohint: float | None = None
-    regret: float | None = None
-    times_sampled: int = 0
-    last_sampled: int | None = None
-    format_compliance: float | None = None
-
-    def validate(self) -> None:
-        """Raise ``ValueError`` naming the first field with a value of the wrong type or range."""
-        for name in ("episodes", "times_sampled"):
-            value = getattr(self, name)
-            if type(value) is not int or value < 0:
-                raise ValueError(f"EnvStats.{name} = {value!r}; expected an int >= 0")
-        if self.last_sampled is not None and (type(self.last_sampled) is not int or self.last_sampled < 0):
-            raise ValueError(f"EnvStats.last_sampled = {self.last_sampled!r}; expected None or an int >= 0")
-        for name in ("mean_return_hint", "mean_return_nohint", "regret"):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"EnvStats.{name} = {value!r}; expected None or a finite number")
-        compliance = self.format_compliance
-        if compliance is not None and (
-            isinstance(compliance, bool) or not isinstance(compliance, (int, float)) or not 0 <= compliance <= 1
-        ):
-            raise ValueError(f"EnvStats.format_compliance = {compliance!r}; expected None or a number in [0, 1]")
-        if self.regret is not None and self.regret < 0:
-            raise ValueError(
-                f"EnvStats.regret = {self.regret!r}; expected None or a number >= 0 "
-                "(regret = max(mean_return_hint - mean_return_nohint, 0))"
-            )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fields as a JSON-ready dict."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> EnvStats:
-        """Inverse of :meth:`to_dict`; missing keys take their defaults.
-
-        Raises:
-            ValueError: for an unknown key or a value of the wrong type or range.
-        """
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown statistics field(s) {', '.join(map(repr, unknown))}; expected {sorted(known)}")
-        return cls(**data).normalised()
-
-    def normalised(self) -> EnvStats:
-        """A validated copy with the means and the regret as ``float`` (as the index returns them).
-
-        Raises:
-            ValueError: as :meth:`validate`.
-        """
-        self.validate()
-
-        def real(value: float | None) -> float | None:
-            return None if value is None else float(value)
-
-        return dataclasses.replace(
-            self,
-            mean_return_hint=real(self.mean_return_hint),
-            mean_return_nohint=real(self.mean_return_nohint),
-            regret=real(self.regret),
-            format_compliance=real(self.format_compliance),
-        )
-
-
-@dataclass(frozen=True)
-class EnvRecord:
-    """One registered environment: where it lives, where it came from, what is known about it.
-
-    Attributes:
-        env_id: ``"<name>-v<version>"``, e.g. ``"ArithmeticChain-v0"``.
-        name: the CamelCase name the environment was registered under.
-        version: 0 for the first program registered under ``name``, then 1, 2, ...
-        program_id: :attr:`EnvProgram.id` of the source (SHA-256 hex of the normalised source).
-        setting: ``"reasoning"``, ``"tool_use"`` or ``"game"``.
-        max_turns: agent actions after which an episode is truncated.
-        description: what the environment is about (shown in memory and listings).
-        tags: free-form labels.
-        path: the environment's folder (absolute).
-        created: when it was registered, in unix seconds.
-        document: provenance of the grounding document (JSON object), or ``None``.
-        parents: ids of the environments it was derived from.
-        validation: the validation report as a JSON object (opaque to the registry), or ``None``.
-        stats: the statistics as of when the record was read (a snapshot: changing it changes
-            nothing in the registry; use :meth:`Registry.update_stats`).
-    """
-
-    env_id: str
-    name: str
-    version: int
-    program_id: str
-    setting: str
-    max_turns: int
-    description: str
-    tags: tuple[str, ...]
-    path: Path
-    created: float
-    document: dict[str, Any] | None
-    parents: tuple[str, ...]
-    validation: dict[str, Any] | None
-    stats: EnvStats = field(default_factory=EnvStats)
-
-    def __hash__(self) -> int:
-        return hash((self.env_id, self.program_id, self.path))
-
-    @property
-    def source_path(self) -> Path:
-        """``path / "env.py"``."""
-        return self.path / SOURCE_FILE
-
-    @property
-    def meta_path(self) -> Path:
-        """``path / "meta.json"``."""
-        return self.path / META_FILE
-
-    @property
-    def gym_id(self) -> str:
-        """The gymnasium id, ``"spade/<env_id>"``."""
-        return _GYM_PREFIX + self.env_id
-
-    def program(self) -> EnvProgram:
-        """Read the program from ``env.py``.
-
-        Raises:
-            RegistryError: if ``env.py`` is missing or no longer matches :attr:`program_id`.
-            ProgramError: if it is not UTF-8 text.
-        """
-        try:
-            program = EnvProgram.from_file(self.source_path)
-        except FileNotFoundError:
-            raise RegistryError(
-                f"{self.source_path} is missing: the registry entry {self.env_id} is damaged (see Registry.problems())"
-            ) from None
-        if program.id != self.program_id:
-            raise RegistryError(
-                f"{self.source_path} was changed after registration: its program id is {program.id}, "
-                f"the registry records {self.program_id}; register the new source with Registry.add instead"
-            )
-        return program
-
-    def to_meta(self) -> dict[str, Any]:
-        """The content of ``meta.json``: every field except ``path``, plus ``schema_version``."""
-        return {
-            "schema_version": META_SCHEMA_VERSION,
-            "env_id": self.env_id,
-            "name": self.name,
-            "version": self.version,
-            "program_id": self.program_id,
-            "setting": self.setting,
-            "max_turns": self.max_turns,
-            "description": self.description,
-            "tags": list(self.tags),
-            "created": self.created,
-            "document": self.document,
-            "parents": list(self.parents),
-            "validation": self.validation,
-            "stats": self.stats.to_dict(),
-        }
-
-    @classmethod
-    def from_meta(cls, meta: Mapping[str, Any], path: str | os.PathLike[str]) -> EnvRecord:
-        """Build a record from ``meta.json`` content (as :meth:`to_meta` writes it) and its folder.
-
-        Args:
-            meta: the decoded JSON object.
-            path: the environment's folder.
-
-        Raises:
-            RegistryError: naming the first field that is missing or has the wrong type, or a
-                ``schema_version`` this spade_gym cannot read.
-        """
-        if not isinstance(meta, Mapping):
-            raise RegistryError(f"{META_FILE} holds a JSON {type(meta).__name__}; expected a JSON object")
-
-        def get(key: str, kinds: type | tuple[type, ...], expected: str) -> Any:
-            if key not in meta:
-                raise RegistryError(f"{META_FILE} lacks the field {key!r}; expected {expected}")
-            value = meta[key]
-            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in _as_tuple(kinds)):
-                raise RegistryError(f"{META_FILE}: field {key!r} is {value!r}; expected {expected}")
-            return value
-
-        schema = get("schema_version", int, f"an int (this spade_gym writes {META_SCHEMA_VERSION})")
-        if schema != META_SCHEMA_VERSION:
-            raise RegistryError(
-                f"{META_FILE} has schema_version {schema}; this spade_gym reads version {META_SCHEMA_VERSION}"
-            )
-        env_id = get("env_id", str, "a string 'Name-v<k>'")
-        name = get("name", str, "a CamelCase name")
-        version = get("version", int, "an int >= 0")
-        match = _ENV_ID.fullmatch(env_id)
-        if match is None or match["name"] != name or int(match["version"]) != version:
-            raise RegistryError(
-                f"{META_FILE}: env_id {env_id!r} does not match name {name!r} and version {version!r}; "
-                "expected env_id == f'{name}-v{version}'"
-            )
-        program_id = get("program_id", str, "a 64-character SHA-256 hex digest")
-        if not _PROGRAM_ID.fullmatch(program_id):
-            raise RegistryError(
-                f"{META_FILE}: field 'program_id' is {program_id!r}; expected a 64-character hex digest"
-            )
-        setting = get("setting", str, f"one of {SETTINGS}")
-        if setting not in SETTINGS:
-            raise RegistryError(f"{META_FILE}: field 'setting' is {setting!r}; expected one of {SETTINGS}")
-        max_turns = get("max_turns", int, "an int >= 1")
-        tags = get("tags", list, "a list of strings")
-        parents = get("parents", list, "a list of strings")
-        for key, values in (("tags", tags), ("parents", parents)):
-            if not all(isinstance(v, str) for v in values):
-                raise RegistryError(f"{META_FILE}: field {key!r} is {values!r}; expected a list of strings")
-        document = get("document", (dict, type(None)), "a JSON object or null")
-        validation = get("validation", (dict, type(None)), "a JSON object or null")
-        try:
-            stats = EnvStats.from_dict(get("stats", dict, "a JSON object of statistics"))
-        except (TypeError, ValueError) as exc:
-            raise RegistryError(f"{META_FILE}: field 'stats' is invalid: {exc}") from None
-        return cls(
-            env_id=env_id,
-            name=name,
-            version=version,
-            program_id=program_id,
-            setting=setting,
-            max_turns=max_turns,
-            description=get("description", str, "a string"),
-            tags=tuple(tags),
-            path=Path(path),
-            created=float(get("created", (int, float), "unix seconds (a number)")),
-            document=document,
-            parents=tuple(parents),
-            validation=validation,
-            stats=stats,
-        )
-
-
-def _as_tuple(kinds: type | tuple[type, ...]) -> tuple[type, ...]:
-    return kinds if isinstance(kinds, tuple) else (kinds,)
 
 
 def _json(value: object) -> str:
@@ -1085,9 +820,9 @@ class Registry:
         )
 
     def _lookup(self, key: str) -> tuple | None:
-        k = key[len(_GYM_PREFIX) :] if key.startswith(_GYM_PREFIX) else key
+        k = key[len(GYM_PREFIX) :] if key.startswith(GYM_PREFIX) else key
         row = self._index.record_row("env_id", k)
-        if row is None and _PROGRAM_ID.fullmatch(k):
+        if row is None and PROGRAM_ID_PATTERN.fullmatch(k):
             row = self._index.record_row("program_id", k)
         return row
 
@@ -1115,8 +850,8 @@ class Registry:
         head = f"no environment {key!r} in the registry at {self.root}"
         if self._index.count() == 0:
             return f"{head}: the registry is empty"
-        k = key[len(_GYM_PREFIX) :] if key.startswith(_GYM_PREFIX) else key
-        match = _ENV_ID.fullmatch(k)
+        k = key[len(GYM_PREFIX) :] if key.startswith(GYM_PREFIX) else key
+        match = ENV_ID_PATTERN.fullmatch(k)
         if match is not None:
             versions = self._index.versions(match["name"])
             if versions:
@@ -1124,7 +859,7 @@ class Registry:
                 return (
                     f"{head}; {match['name']} has version(s) {listed}: did you mean '{match['name']}-v{versions[-1]}'?"
                 )
-        if _PROGRAM_ID.fullmatch(k):
+        if PROGRAM_ID_PATTERN.fullmatch(k):
             return f"{head}: no environment has that program id"
         names = self._index.column("name", distinct=True)
         close = difflib.get_close_matches(match["name"] if match else k, names, n=3, cutoff=0.6)
@@ -1426,7 +1161,7 @@ def _writable(*paths: Path) -> bool:
 
 
 def _check_name(name: object) -> None:
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise ValueError(
             f"name = {name!r}; expected a CamelCase identifier of ASCII letters, digits and underscores "
             "starting with a capital letter, at most 100 characters, such as 'ArithmeticChain'"

@@ -71,7 +71,8 @@ from spade_gym.designer import build_prompt, edit_blocks, extract_design
 from spade_gym.errors import SpadeError
 from spade_gym.program import SUCCESS_RETURN, knob_nodes, knobs
 from spade_gym.registry.gymnasium import bundled_registry_path
-from spade_gym.registry.store import EnvRecord, Registry
+from spade_gym.registry.records import EnvRecord
+from spade_gym.registry.store import Registry
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig
 from spade_gym.validation import ValidationConfig
 
