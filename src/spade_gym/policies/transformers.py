@@ -23,8 +23,9 @@ How generation is wired (so that logprobs and finish reasons are exact):
   system prompt, description and worked example are the same) have it computed once, and with
   ``n = 1`` every row's sequence (prompt and completion) is kept, so the next turn of a
   conversation starts from it (the ``n > 1`` samples of a group are not continued, and a G = 4
-  design of 2,700 tokens would keep 500 MB). Each row's cached tokens are placed before a gap of padding, so every row's uncached part
-  starts in the same column; positions come from the attention mask, as in uncached generation.
+  design of 2,700 tokens would keep 500 MB). Each row's cached tokens are placed before a gap of
+  padding, so every row's uncached part starts in the same column; positions come from the
+  attention mask, as in uncached generation.
   Greedy outputs are the same with and without reuse (tested).
 """
 
