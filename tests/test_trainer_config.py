@@ -153,6 +153,14 @@ def test_unknown_key_in_a_yaml_file(tmp_path: Path) -> None:
         ({"policy": {"device": 0}}, "policy.device", "0 (int); expected str or null"),
         ({"run": 5}, "run", "5 (int); expected a section"),
         ({"designer": {"reward": [1]}}, "designer.reward", "expected a section"),
+        # the key itself, as written, not as text
+        ({"policy": {"lora": {1.5: 2}}}, "policy.lora (a key)", "1.5 (float); expected str"),
+        ({"policy": {"lora": {True: 2}}}, "policy.lora (a key)", "True (bool); expected str"),
+        # with several bad entries, the first one
+        ({"designer": {"settings": ["x", "y"]}}, "designer.settings[0]", "'x' (str); expected one of"),
+        ({"train": {"adam_betas": ["a", "b"]}}, "train.adam_betas[0]", "'a' (str); expected float"),
+        ({"policy": {"lora": {"r": 8, 7: 2, 9: 1}}}, "policy.lora (a key)", "7 (int); expected str"),
+        ({"train": {"learning_rate": 10**5000}}, "train.learning_rate", "<an int of more than"),
     ],
 )
 def test_wrong_type_names_key_value_and_expected_type(data: dict[str, Any], key: str, fragment: str) -> None:
@@ -503,3 +511,41 @@ def test_train_ranges_are_grpo_configs_and_name_the_key(train: dict[str, Any], k
         SelfPlayConfig.from_dict({"train": train})
     assert info.value.key == key
     assert str(info.value) == f"config key {key!r} = {train[key.split('.')[1]]!r}; expected {expected}"
+
+
+def test_hostile_nesting_and_huge_numbers_are_config_errors(tmp_path: Path) -> None:
+    deep: dict[str, Any] = {}
+    inner = deep
+    for _ in range(2000):
+        inner["a"] = {}
+        inner = inner["a"]
+    itself: dict[str, Any] = {"r": 8}
+    itself["self"] = itself
+    for lora in (deep, itself):
+        with pytest.raises(ConfigError, match="nested too deeply, or a value contains itself"):
+            SelfPlayConfig.from_dict({"policy": {"lora": lora}})
+    with pytest.raises(ConfigError, match=r"'run.seed' = <an int of more than \d+ digits>; expected an int >= 0"):
+        SelfPlayConfig.from_dict({"run": {"seed": -(10**5000)}})
+    texts = {
+        "run:\n  iterations: " + "9" * 5000 + "\n": "integer string conversion",
+        "policy: {lora: {a: " + "[" * 600 + "]" * 600 + "}}\n": "nested too deeply",
+        "policy:\n  lora: &a {r: 8, self: *a}\n": "contains itself",
+    }
+    for n, (text, message) in enumerate(texts.items()):
+        path = tmp_path / f"c{n}.yaml"
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            SelfPlayConfig.from_yaml(path)
+    # an explicit !!timestamp stays text, so the config can be written back
+    path = tmp_path / "date.yaml"
+    path.write_text("policy: {lora: {r: 8, when: !!timestamp 2024-01-01}}\n")
+    config = SelfPlayConfig.from_yaml(path)
+    assert config.policy.lora == {"r": 8, "when": "2024-01-01"}
+    assert (
+        SelfPlayConfig.from_yaml(_written(tmp_path / "back.yaml", config.to_yaml())).policy.lora == config.policy.lora
+    )
+
+
+def _written(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path

@@ -35,6 +35,7 @@ import functools
 import json
 import math
 import re
+import sys
 import textwrap
 import types
 from collections.abc import Mapping, Sequence
@@ -397,8 +398,11 @@ class SelfPlayConfig:
         Raises:
             ConfigError: an unknown key, a wrong type or a value out of range, naming the dotted key.
         """
-        config = _build(cls, data, "")
-        config.validate()
+        try:
+            config = _build(cls, data, "")
+            config.validate()
+        except RecursionError:  # a mapping nested hundreds deep, or one that holds itself
+            raise ConfigError("the config is nested too deeply, or a value contains itself") from None
         return config
 
     @classmethod
@@ -774,10 +778,17 @@ def _show(value: Any) -> str:
     """``'text' (str)``: a value and its YAML-ish type, cut short."""
     kinds: dict[type, str] = {dict: "mapping", list: "list"}
     kind = "null" if value is None else kinds.get(type(value), type(value).__name__)
-    text = repr(value)
-    if len(text) > 80:
-        text = text[:77] + "..."
+    text = _repr(value)
     return text if value is None else f"{text} ({kind})"
+
+
+def _repr(value: Any) -> str:
+    """``repr(value)`` cut to 80 characters (an int too long for ``repr`` is described)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"<an int of more than {sys.get_int_max_str_digits()} digits>"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _type_name(tp: Any) -> str:
@@ -815,6 +826,16 @@ def _adapter(tp: Any) -> Any:
     return TypeAdapter(tp, config=ConfigDict(strict=True))
 
 
+def _valid(value: Any, tp: Any) -> bool:
+    from pydantic import ValidationError
+
+    try:
+        _adapter(tp).validate_python(value)
+    except ValidationError:
+        return False
+    return True
+
+
 def _check(value: Any, tp: Any, key: str) -> Any:
     """``value`` checked against type ``tp`` (a section is built by :func:`_build`; anything else
     is validated by pydantic in strict mode, and an error names the innermost key that failed)."""
@@ -829,9 +850,8 @@ def _check(value: Any, tp: Any, key: str) -> Any:
     try:
         return _adapter(tp).validate_python(value)
     except ValidationError as exc:
-        errors = exc.errors()
-        # one error with a path into a list or mapping names its element; a union's branches do not
-        path = errors[0]["loc"] if len(errors) == 1 else ()
+        # the first error's path into a list or mapping names its element; a union's branch names stop the walk
+        path = exc.errors()[0]["loc"]
         for n, part in enumerate(path):
             inner = (
                 [a for a in get_args(tp) if a is not type(None)] if get_origin(tp) in (Union, types.UnionType) else []
@@ -839,8 +859,12 @@ def _check(value: Any, tp: Any, key: str) -> Any:
             tp = inner[0] if len(inner) == 1 else tp
             if get_origin(tp) is list and isinstance(part, int):
                 key, value, tp = f"{key}[{part}]", value[part], get_args(tp)[0]
-            elif get_origin(tp) is dict and path[n + 1 : n + 2] == ("[key]",):
-                raise _wrong(f"{key} (a key)", part, get_args(tp)[0]) from None
+            elif get_origin(tp) is dict and path[n + 1 : n + 2] == ("[key]",) and isinstance(value, Mapping):
+                # the path holds the key as text: name the key itself
+                key_type = get_args(tp)[0]
+                raise _wrong(
+                    f"{key} (a key)", next((k for k in value if not _valid(k, key_type)), part), key_type
+                ) from None
             elif get_origin(tp) is dict and isinstance(value, Mapping) and part in value:
                 key, value, tp = f"{key}.{part}", value[part], get_args(tp)[1]
             else:
@@ -893,7 +917,7 @@ def _build(cls: type[_T], data: Mapping[str, Any], prefix: str) -> _T:
 
 
 def _range(key: str, value: Any, expected: str) -> NoReturn:
-    raise ConfigError(f"config key {key!r} = {value!r}; expected {expected}", key=key)
+    raise ConfigError(f"config key {key!r} = {_repr(value)}; expected {expected}", key=key)
 
 
 def _at_least(key: str, value: int, low: int, why: str = "") -> None:
@@ -1007,6 +1031,8 @@ def _loader() -> Any:
         list("-+0123456789."),
     )
     StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
+    # an explicit !!timestamp stays text, as an unquoted date does (a date object has no YAML 1.2 scalar)
+    StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
     _LOADER = StrictLoader
     return _LOADER
 
@@ -1017,6 +1043,10 @@ def _load_yaml(text: str, where: str) -> Any:
         return yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigError(f"{where} is not valid YAML: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(f"{where} is nested too deeply") from None
+    except ValueError as exc:  # an int longer than Python converts (sys.get_int_max_str_digits)
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def _scalar_yaml(value: Any) -> str:

@@ -499,7 +499,7 @@ class SelfPlay:
     def _generate_designs(self, prompts: list[DesignerPrompt], seed: int) -> list[list[Completion]]:
         """``designer.group_size`` completions for each prompt, in prompt order: one ``generate``
         call per sampling setting (write and edit prompts differ in their token budget), so the
-        batches are full (issue 20). The call's seed is ``seed`` plus the index of its first prompt:
+        batches are full. The call's seed is ``seed`` plus the index of its first prompt:
         with one prompt per iteration, that prompt's group seed, as before batching."""
         size = self.config.designer.group_size
         by_sampling: dict[SamplingParams, list[int]] = {}
