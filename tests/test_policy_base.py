@@ -160,3 +160,13 @@ def test_a_hub_id_that_is_not_cached_fails_at_once_when_the_hub_is_unreachable(m
     with pytest.raises(ModelNotFound, match="not in the Hugging Face cache and the hub cannot be reached"):
         load_policy("no-such-org/no-such-modle")
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("spec", ["[a]", "not a model id"])
+def test_a_spec_that_is_neither_a_folder_nor_a_hub_id_is_model_not_found(spec: str) -> None:
+    pytest.importorskip("transformers")
+    from spade_gym.errors import ModelNotFound
+    from spade_gym.policies import load_policy
+
+    with pytest.raises(ModelNotFound, match="neither a folder that exists nor a Hugging Face model id"):
+        load_policy(spec)

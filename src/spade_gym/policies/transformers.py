@@ -128,10 +128,19 @@ def _load_pretrained(auto_class: Any, source: str, *, local: bool, **kwargs: Any
     """
     if not local:
         from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub.utils import HFValidationError
 
-        cached = any(
-            isinstance(try_to_load_from_cache(source, name), str) for name in ("config.json", "tokenizer_config.json")
-        )
+        try:
+            cached = any(
+                isinstance(try_to_load_from_cache(source, name), str)
+                for name in ("config.json", "tokenizer_config.json")
+            )
+        except HFValidationError as exc:  # "[a]", "a b": not a hub id, and no such folder
+            raise ModelNotFound(
+                f"cannot load model {source!r}: it is neither a folder that exists nor a Hugging Face model id "
+                f"({str(exc).strip().rstrip('.')}). Give a local checkpoint folder, a hub id such as "
+                "'HuggingFaceTB/SmolLM2-135M-Instruct', or 'default' for the embedded model"
+            ) from None
         if cached:
             try:
                 return auto_class.from_pretrained(source, local_files_only=True, **kwargs)
