@@ -22,6 +22,7 @@ from spade_gym.errors import BackendUnavailable, ContextLengthExceeded, Generati
 from spade_gym.policies import Policy, SamplingParams, load_policy
 from spade_gym.policies.base import fit_prompt
 from spade_gym.policies.vllm import (
+    COLOCATE_DEFAULTS,
     VLLMPolicy,
     completions_from_outputs,
     ensure_distributed_env,
@@ -266,3 +267,9 @@ def test_real_load_weights_round_trip(real_policy: Any) -> None:
     assert policy.generate([CHAT], greedy)[0].completion_token_ids != before.completion_token_ids
     policy.load_weights(state_dict)  # leave the shared engine as it was
     assert policy.generate([CHAT], greedy)[0].completion_token_ids == before.completion_token_ids
+
+
+def test_the_vllm_engine_turns_on_its_own_prefix_caching() -> None:
+    # issue 20, point 3: vLLM reuses shared prompt prefixes itself (the applied defaults are
+    # checked where an engine is built, in the GPU tests)
+    assert COLOCATE_DEFAULTS["enable_prefix_caching"] is True

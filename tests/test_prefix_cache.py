@@ -49,8 +49,9 @@ def _same(cached: list[Any], plain: list[Any]) -> None:
 
 def test_episodes_of_one_environment_share_their_prefix_and_decode_the_same(policy: TransformersPolicy) -> None:
     plain = _uncached(policy, EPISODES, GREEDY)
-    assert policy.last_stats["reused_prompt_tokens"] == 0
+    assert policy.last_stats["reused_prompt_tokens"] == 0 and policy.last_stats["prefill_s"] == 0.0
     first = policy.generate(EPISODES, GREEDY)
+    assert 0 < policy.last_stats["prefill_s"] < policy.last_stats["wall_s"]
     encoded = [policy.encode(p) for p in EPISODES]
     common = min(
         next(k for k, (x, y) in enumerate(zip(encoded[0], ids, strict=False)) if x != y) for ids in encoded[1:]
