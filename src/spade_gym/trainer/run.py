@@ -3,46 +3,26 @@
 Layout::
 
     RUN_DIR/
-      config.yaml            the SelfPlayConfig; read back through the strict loader on resume
+      config.yaml            the SelfPlayConfig (read back through the strict loader on resume)
       registry/              the run's environment registry
       metrics.jsonl          one JSON object per finished iteration ({"iteration", "wall_time", ...})
-      tb/                    TensorBoard events (run.tensorboard and the tensorboard package)
+      designs.jsonl          every design, one JSON object a line (RunDir.log_designs)
+      tb/                    TensorBoard events
       checkpoints/
-        iter_000003/         one complete checkpoint:
-          policy/              policy.pt (a state dict) or what the policy's save callable wrote
-          optimizer.pt         the optimizer's state dict (torch.save), when given
-          sampler.json         replay sampler, document source and other JSON states
-          rng.json             python random, numpy, torch (CPU and CUDA) and named generators
-          extra.json           anything else the loop wants back (JSON)
-          meta.json            written last: iteration, time, the iteration's metrics, format
-        latest               name of the newest complete checkpoint (one line, replaced atomically)
-      plots/                 PNGs of ``spade plot`` (:func:`spade_gym.trainer.plot.plot_run`)
-      .lock                  the PID of the process running the run (:meth:`RunDir.lock`)
+        iter_000003/         policy/, optimizer.pt, sampler.json, rng.json, extra.json, and
+                             meta.json written last (it marks the checkpoint complete)
+        latest               name of the newest complete checkpoint (replaced atomically)
+      plots/                 PNGs of ``spade plot``
+      .lock                  the PID of the process running the run
 
-**The ordering that loses at most the current iteration.** The loop runs iteration ``i`` as
-
-1. the iteration's work (design, validate, regret, register, Agent episodes, update);
-2. when ``i`` is due (every ``run.checkpoint_every`` iterations, and the last):
-   ``save_checkpoint(i, ..., metrics=m)``: every file is written and fsync'ed in a temporary
-   folder ``checkpoints/.tmp-*``, ``meta.json`` last; the folder is renamed to ``iter_<i>`` (one
-   atomic rename), then ``latest`` is replaced (write, fsync, rename);
-3. ``log_metrics(i, m)``: one line appended to ``metrics.jsonl``, flushed and fsync'ed.
-
-``spade resume RUN_DIR`` calls :meth:`RunDir.prepare_resume`, which takes the newest *complete*
-checkpoint ``c`` (a folder ``iter_*`` with its ``meta.json``; temporary folders are deleted), deletes
-any newer checkpoint, rewrites ``metrics.jsonl`` to the iterations ``<= c`` (adding ``c``'s line
-from the checkpoint when it is missing), and makes TensorBoard hide the events after ``c``; the
-loop continues at ``c + 1``. A kill
-
-- during 1, or during 2 before the rename: ``c = i - 1``; iteration ``i`` runs again (it is lost);
-- between the rename and the ``latest`` update: ``iter_<i>`` is complete and is the newest, so it
-  is taken (``latest`` is only a pointer for people and tools; it is repaired);
-- between 2 and 3, or during 3 (a torn last line): ``c = i``; its metrics line comes back from the
-  checkpoint.
-
-With ``run.checkpoint_every = N > 1`` a kill loses at most ``N`` iterations. The run's registry is
-written by the iteration itself (each environment atomically), so environments accepted during a
-killed iteration stay registered; they passed the gate and are ordinary registry entries.
+**Ordering.** Iteration ``i`` does its work, then (when due) ``save_checkpoint``: every file is
+written and fsync'ed in ``checkpoints/.tmp-*``, ``meta.json`` last, the folder renamed to
+``iter_<i>`` and ``latest`` replaced; then ``log_metrics`` appends and fsyncs one line. On
+``spade resume``, :meth:`RunDir.prepare_resume` takes the newest complete checkpoint ``c``, deletes
+temporary and newer checkpoints, rewrites ``metrics.jsonl`` to iterations ``<= c`` (restoring
+``c``'s line from the checkpoint) and hides later TensorBoard events; the loop continues at
+``c + 1``. A kill therefore loses at most the iteration in progress (``run.checkpoint_every``
+iterations when that is > 1). Environments registered by a killed iteration stay registered.
 """
 
 from __future__ import annotations
@@ -95,16 +75,9 @@ _TEMP_PREFIX = ".tmp-"
 
 
 class RunDirError(SpadeError):
-    """Raised when a run folder cannot be created, opened, read or written: an existing non-empty
-    folder given to a new run, a folder without ``config.yaml``, a missing checkpoint, a state that
-    is not JSON."""
+    """A run folder cannot be created, opened, read or written."""
 
     default_category = "RUN"
-
-
-# ------------------------------------------------------------------------------------------------
-# Files
-# ------------------------------------------------------------------------------------------------
 
 
 def _fsync_tree(root: Path) -> None:
@@ -120,15 +93,8 @@ def _fsync_tree(root: Path) -> None:
 
 
 def _jsonable(value: Any, where: str, *, finite: bool) -> Any:
-    """``value`` as plain JSON data: numpy and torch scalars and arrays become numbers and lists.
-
-    Args:
-        finite: turn NaN and infinities into ``None`` (metrics stay standard JSON); otherwise they
-            are kept (Python's json reads them back).
-
-    Raises:
-        RunDirError: a value that is not JSON data, naming where it is.
-    """
+    """``value`` as JSON data (numpy/torch values become numbers and lists; NaN and infinities
+    ``None`` when ``finite``); RunDirError naming ``where`` for anything else."""
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, int):
@@ -164,11 +130,6 @@ def _read_json(path: Path) -> Any:
         raise RunDirError(f"cannot read {path}: {exc}") from exc
 
 
-# ------------------------------------------------------------------------------------------------
-# RNG state
-# ------------------------------------------------------------------------------------------------
-
-
 def _torch() -> Any:
     try:
         import torch
@@ -178,16 +139,11 @@ def _torch() -> Any:
 
 
 def capture_rng_state(generators: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The state of every random generator a run draws from, as JSON data.
+    """The state of every random generator a run draws from, as JSON data:
+    ``{"python", "numpy", "torch", "cuda", "generators"}`` (torch and cuda ``None`` without them).
 
-    Args:
-        generators: the run's own generators by name: ``random.Random``, ``numpy.random.Generator``
-            or ``torch.Generator`` (the replay sampler's, the Designer's...).
-
-    Returns:
-        ``{"python", "numpy", "torch", "cuda", "generators"}``: the global ``random`` and
-        ``numpy.random`` states, torch's CPU state and every CUDA device's (``None`` without torch
-        or CUDA), and the named generators'.
+    ``generators``: the run's own ``random.Random``, ``numpy.random.Generator`` or
+    ``torch.Generator`` by name.
     """
     version, internal, gauss = random.getstate()
     kind, keys, pos, has_gauss, cached = cast(tuple[Any, Any, Any, Any, Any], np.random.get_state(legacy=True))
@@ -221,16 +177,8 @@ def _generator_state(name: str, gen: Any) -> dict[str, Any]:
 
 
 def restore_rng_state(state: Mapping[str, Any], generators: Mapping[str, Any] | None = None) -> None:
-    """Put every generator back in the state :func:`capture_rng_state` returned.
-
-    Args:
-        state: the captured state.
-        generators: the run's own generators by name, restored in place (each must be in
-            ``state`` with the same type).
-
-    Raises:
-        RunDirError: a named generator missing from ``state`` or of another type.
-    """
+    """Put every generator back in the state :func:`capture_rng_state` returned; ``generators``
+    are restored in place. Raises RunDirError for one missing from ``state`` or of another type."""
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     n = state["numpy"]
@@ -272,27 +220,11 @@ def restore_rng_state(state: Mapping[str, Any], generators: Mapping[str, Any] | 
             gen.set_state(torch.tensor(entry["state"], dtype=torch.uint8))
 
 
-# ------------------------------------------------------------------------------------------------
-# Checkpoints
-# ------------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Checkpoint:
-    """One complete checkpoint, as :meth:`RunDir.load_checkpoint` reads it back.
-
-    The JSON parts are read eagerly; the policy and optimizer states, which can be large, are read
-    by :meth:`load_policy_state` and :meth:`load_optimizer_state` onto the device asked for.
-
-    Attributes:
-        iteration: the iteration after which it was saved; the loop continues at ``iteration + 1``.
-        path: its folder ``checkpoints/iter_<iteration>``.
-        sampler_state: the ``sampler_state`` given to :meth:`RunDir.save_checkpoint`.
-        rng_state: the RNG state (:func:`restore_rng_state` takes it).
-        extra: the ``extra`` given to :meth:`RunDir.save_checkpoint`.
-        metrics: the iteration's metrics (restored to ``metrics.jsonl`` on resume), or ``None``.
-        time: when it was saved (seconds since the epoch).
-    """
+    """One complete checkpoint (:meth:`RunDir.load_checkpoint`): the JSON parts as given to
+    :meth:`RunDir.save_checkpoint`, ``time`` in seconds since the epoch; the policy and optimizer
+    states are read on demand by :meth:`load_policy_state` and :meth:`load_optimizer_state`."""
 
     iteration: int
     path: Path
@@ -304,7 +236,6 @@ class Checkpoint:
 
     @property
     def policy_dir(self) -> Path:
-        """The folder the policy was saved into (``policy.pt`` in it for a state dict)."""
         return self.path / "policy"
 
     @property
@@ -312,11 +243,8 @@ class Checkpoint:
         return (self.path / "optimizer.pt").is_file()
 
     def load_policy_state(self, map_location: Any = "cpu") -> dict[str, Any]:
-        """The policy state dict saved as ``policy.pt``.
-
-        Raises:
-            RunDirError: the policy was saved by a callable (read ``policy_dir`` instead) or not at all.
-        """
+        """The policy state dict saved as ``policy.pt``; RunDirError when there is none (a policy
+        saved by a callable is in ``policy_dir``)."""
         path = self.policy_dir / "policy.pt"
         if not path.is_file():
             raise RunDirError(
@@ -351,11 +279,6 @@ def _checkpoint_name(iteration: int) -> str:
     return f"iter_{iteration:06d}"
 
 
-# ------------------------------------------------------------------------------------------------
-# The run folder
-# ------------------------------------------------------------------------------------------------
-
-
 def _flatten_numbers(metrics: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, float]]:
     """``(tag, value)`` for every finite number in ``metrics``; nested mappings join with ``/``."""
     for key, value in metrics.items():
@@ -379,51 +302,24 @@ def _config_diff(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -
 
 
 class RunDir:
-    """A self-play run folder (the layout and the kill-safe ordering are in the module docstring).
-
-    Make one with :meth:`create` (a new run) or :meth:`open` (an existing one, e.g. to resume or to
-    plot). Use it as a context manager, or call :meth:`close`, to flush TensorBoard.
-    """
+    """A self-play run folder (see the module docstring): :meth:`create` a new one or :meth:`open`
+    an existing one; :meth:`close` it (or use it as a context manager) to flush TensorBoard."""
 
     def __init__(self, path: str | Path, config: SelfPlayConfig) -> None:
         self.path = Path(path)
         self.config = config
+        self.config_path = self.path / CONFIG_FILE
+        self.registry_dir = self.path / REGISTRY_DIR
+        self.metrics_path = self.path / METRICS_FILE
+        self.designs_path = self.path / DESIGNS_FILE
+        self.tb_dir = self.path / TB_DIR
+        self.checkpoints_dir = self.path / CHECKPOINTS_DIR
+        self.plots_dir = self.path / PLOTS_DIR
         self._writer: Any = None
         self._tb_failed = False
         self._purge_step: int | None = None
         self._metrics_checked = False
         self._lock_fd: int | None = None
-
-    # -- paths -------------------------------------------------------------------------------
-
-    @property
-    def config_path(self) -> Path:
-        return self.path / CONFIG_FILE
-
-    @property
-    def registry_dir(self) -> Path:
-        return self.path / REGISTRY_DIR
-
-    @property
-    def metrics_path(self) -> Path:
-        return self.path / METRICS_FILE
-
-    @property
-    def designs_path(self) -> Path:
-        """``designs.jsonl``: every design the Designer wrote, one JSON object a line (see :meth:`log_designs`)."""
-        return self.path / DESIGNS_FILE
-
-    @property
-    def tb_dir(self) -> Path:
-        return self.path / TB_DIR
-
-    @property
-    def checkpoints_dir(self) -> Path:
-        return self.path / CHECKPOINTS_DIR
-
-    @property
-    def plots_dir(self) -> Path:
-        return self.path / PLOTS_DIR
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
@@ -432,21 +328,13 @@ class RunDir:
 
     @classmethod
     def create(cls, path: str | Path, config: SelfPlayConfig, *, resume: bool = False) -> RunDir:
-        """Start a new run in ``path`` (created), writing ``config.yaml``.
-
-        Args:
-            path: the run folder; it must not exist or be empty.
-            config: the run's config (validated here; ``run.out`` is set to ``path``).
-            resume: when ``path`` already holds a run, open it instead (its ``config.yaml`` must
-                agree with ``config``, apart from ``run.out``) rather than refuse.
-
-        Returns:
-            The run folder.
+        """Start a new run in ``path`` (missing or empty), writing ``config`` (validated, ``run.out``
+        set to ``path``) as ``config.yaml``. With ``resume``, a folder holding a run of the same
+        config (apart from ``run.out``) is opened instead.
 
         Raises:
             ConfigError: ``config`` is invalid.
-            RunDirError: ``path`` is a file, a non-empty folder (without ``resume``), or holds a run
-                with another config (with ``resume``).
+            RunDirError: ``path`` is a file, not empty, or (with ``resume``) a run of another config.
         """
         path = Path(path)
         config = dataclasses.replace(config, run=dataclasses.replace(config.run, out=str(path)))
@@ -474,12 +362,8 @@ class RunDir:
 
     @classmethod
     def open(cls, path: str | Path) -> RunDir:
-        """Open an existing run folder, reading ``config.yaml`` back through the strict loader.
-
-        Raises:
-            RunDirError: ``path`` has no ``config.yaml``.
-            ConfigError: ``config.yaml`` is invalid (the message names the file and the key).
-        """
+        """Open an existing run folder: RunDirError without ``config.yaml``, ConfigError (naming the
+        file and key) when it is invalid."""
         path = Path(path)
         config_path = path / CONFIG_FILE
         if not config_path.is_file():
@@ -495,29 +379,16 @@ class RunDir:
     # -- metrics -----------------------------------------------------------------------------
 
     def log_designs(self, iteration: int, designs: list[dict[str, Any]]) -> None:
-        """Append one iteration's designs to ``designs.jsonl``, one JSON object a line with
-        ``iteration`` added: what the Designer wrote and how the gate judged it, so a refusal such
-        as ``NO_CODE`` can be read (texts are cut at :data:`DESIGN_TEXT_CHARS` characters)."""
+        """Append one iteration's designs (JSON objects, ``iteration`` added) to ``designs.jsonl``."""
         _check_iteration(iteration)
         lines = b"".join(_dump_json({"iteration": iteration, **d}, "designs") + b"\n" for d in designs)
         with open(self.designs_path, "ab") as fh:
             fh.write(lines)
 
     def log_metrics(self, iteration: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
-        """Append one iteration's metrics to ``metrics.jsonl`` (fsync'ed) and to TensorBoard.
-
-        Args:
-            iteration: the iteration (int >= 0).
-            metrics: JSON data (numpy/torch scalars are converted; NaN and infinities become
-                ``null``); nested mappings become ``a/b`` tags in TensorBoard. The keys
-                ``iteration`` and ``wall_time`` (seconds since the epoch) are added here.
-
-        Returns:
-            The record written.
-
-        Raises:
-            RunDirError: a value that is not JSON data, or ``metrics`` with a key ``iteration``/``wall_time``.
-        """
+        """Append one iteration's metrics to ``metrics.jsonl`` (fsync'ed) and TensorBoard (nested
+        mappings as ``a/b`` tags); returns the record written, with ``iteration`` and ``wall_time``
+        added and NaN/infinities as ``null``. RunDirError for non-JSON values or those two keys."""
         _check_iteration(iteration)
         if "iteration" in metrics or "wall_time" in metrics:
             raise RunDirError("metrics must not hold 'iteration' or 'wall_time': log_metrics adds them")
@@ -538,7 +409,6 @@ class RunDir:
         return json.loads(line)
 
     def read_metrics(self) -> list[dict[str, Any]]:
-        """Every iteration's record from ``metrics.jsonl`` (:func:`read_metrics`)."""
         return read_metrics(self.metrics_path)
 
     def _drop_torn_tail(self) -> None:
@@ -561,16 +431,8 @@ class RunDir:
             return
 
     def truncate_metrics(self, after: int, restore: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Rewrite ``metrics.jsonl`` (atomically) to the records of iterations ``<= after``.
-
-        Args:
-            after: the last iteration kept (``-1`` keeps none).
-            restore: the record of iteration ``after`` to add when it is missing (a checkpoint's
-                ``metrics``, with or without ``iteration``/``wall_time``).
-
-        Returns:
-            The records kept.
-        """
+        """Rewrite ``metrics.jsonl`` atomically to the records of iterations ``<= after`` (``-1``:
+        none), adding ``restore`` as iteration ``after``'s when it is missing; returns them."""
         records = [r for r in self.read_metrics() if r["iteration"] <= after]
         if restore is not None and (not records or records[-1]["iteration"] != after):
             records.append({"iteration": after, "wall_time": time.time(), **dict(restore)})
@@ -597,13 +459,8 @@ class RunDir:
         return self._writer
 
     def lock(self) -> None:
-        """Take the run folder for this process (an exclusive ``flock`` on ``.lock``, holding the PID),
-        until :meth:`close` or the process ends; a second process gets an error instead of writing
-        the same metrics and checkpoints. Taking it again in the same object does nothing.
-
-        Raises:
-            RunDirError: another process holds the folder (the message gives its PID).
-        """
+        """Take the run folder for this process (an exclusive ``flock`` on ``.lock``, holding the PID)
+        until :meth:`close`; RunDirError (with the holder's PID) when another process has it."""
         if self._lock_fd is not None:
             return
         try:
@@ -618,8 +475,7 @@ class RunDir:
         self._lock_fd = fd
 
     def close(self) -> None:
-        """Flush and close the TensorBoard writer (the other files are synced as they are written)
-        and release the folder's lock."""
+        """Close the TensorBoard writer and release the folder's lock."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -672,27 +528,16 @@ class RunDir:
         metrics: Mapping[str, Any] | None = None,
         keep: int | None = None,
     ) -> Path:
-        """Save a checkpoint atomically, point ``latest`` at it, and delete the oldest beyond ``keep``.
+        """Save a checkpoint atomically, point ``latest`` at it, and delete the oldest beyond ``keep``
+        (default ``run.keep_checkpoints``); returns its folder.
 
-        Args:
-            iteration: the iteration just finished (int >= 0).
-            policy_state: a state dict of tensors (saved as ``policy/policy.pt``), or a callable
-                that saves the policy into the folder it is given (``save_pretrained``, a LoRA
-                adapter...).
-            optimizer_state: the optimizer's state dict (``optimizer.pt``).
-            sampler_state: JSON states of the replay sampler, the document source...
-            rng_state: from :func:`capture_rng_state`; ``None`` captures the global generators now.
-            extra: any other JSON data to get back.
-            metrics: the iteration's metrics (JSON), restored to ``metrics.jsonl`` on resume.
-            keep: checkpoints kept (default ``run.keep_checkpoints``).
-
-        Returns:
-            The checkpoint's folder.
+        ``policy_state`` is a state dict (saved as ``policy/policy.pt``) or a callable that saves
+        the policy into the folder it is given; ``rng_state`` ``None`` captures the global
+        generators now; ``sampler_state``, ``extra`` and ``metrics`` are JSON data.
 
         Raises:
-            RunDirError: a JSON part that is not JSON data, a checkpoint of a later iteration on
-                disk (resume from an older one with :meth:`prepare_resume` first), or a write that
-                failed (nothing of this checkpoint is left then, and ``latest`` is unchanged).
+            RunDirError: a part that is not JSON data, a checkpoint of a later iteration on disk, or
+                a failed write (nothing of this checkpoint is left, ``latest`` is unchanged).
         """
         _check_iteration(iteration)
         keep = self.config.run.keep_checkpoints if keep is None else keep
@@ -759,15 +604,8 @@ class RunDir:
         return found[-1] if found else None
 
     def load_checkpoint(self, which: str | int = "latest") -> Checkpoint:
-        """Read a complete checkpoint.
-
-        Args:
-            which: ``"latest"`` (the newest complete checkpoint, whatever the ``latest`` file says:
-                it may lag by one after a kill) or an iteration number.
-
-        Raises:
-            RunDirError: no such complete checkpoint, or one that cannot be read.
-        """
+        """Read a complete checkpoint: ``"latest"`` (the newest, whatever the ``latest`` file says)
+        or an iteration number; RunDirError when there is none or it cannot be read."""
         found = self.checkpoints()
         if which == "latest":
             if not found:
@@ -797,14 +635,8 @@ class RunDir:
         )
 
     def prepare_resume(self, which: str | int = "latest") -> Checkpoint | None:
-        """Put the run folder back at a checkpoint and return it (``None``: start from scratch).
-
-        Deletes temporary checkpoint folders and every checkpoint newer than the one taken,
-        repairs ``latest``, rewrites ``metrics.jsonl`` to the iterations up to the checkpoint (its
-        own line restored from the checkpoint when missing), and makes TensorBoard hide the events
-        of later iterations. The loop then restores its states from the checkpoint and continues
-        at ``checkpoint.iteration + 1``.
-        """
+        """Put the run folder back at a checkpoint (see the module docstring) and return it;
+        ``None``: start from scratch."""
         self.close()
         self.clean_temporary()
         if not self.checkpoints():
@@ -826,13 +658,9 @@ class RunDir:
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """Every iteration's record from a ``metrics.jsonl`` file, in order (``[]`` when it is missing).
 
-    A torn last line (a kill mid-write) is dropped with a warning, as is any other line that is
-    not a JSON object with an ``iteration``. When an iteration appears again (a run resumed without
-    :meth:`RunDir.prepare_resume`), the later records win: the earlier ones from that iteration on
-    are dropped.
-
-    Raises:
-        RunDirError: the file exists but cannot be read.
+    Lines that are not a JSON object with an ``iteration`` (a torn last line) are dropped with a
+    warning; when an iteration appears again, the later records win. RunDirError when the file
+    cannot be read.
     """
     path = Path(path)
     try:
