@@ -1,24 +1,13 @@
 """The self-play run configuration: one YAML file, checked strictly before any work starts.
 
-:class:`SelfPlayConfig` is a tree of plain dataclasses, one per section (``policy``, ``designer``,
-``agent``, ``train``, ``run``); every field carries ``metadata={"help": ...}`` (as TRL's
-``GRPOConfig``), so the YAML written by :meth:`SelfPlayConfig.to_yaml`, :func:`describe_config`
-(``spade selfplay --help-config``) and the code say the same thing.
+:class:`SelfPlayConfig` is a tree of dataclasses, one per section; every field carries
+``metadata={"help": ...}``, so :meth:`SelfPlayConfig.to_yaml`, :func:`describe_config` (``spade
+selfplay --help-config``) and the code say the same thing.
 
-Loading is strict. :meth:`SelfPlayConfig.from_dict` (and ``from_yaml``, ``with_overrides``) raises
-:class:`ConfigError` naming the full dotted key for
-
-- an unknown key anywhere, with a "did you mean" suggestion and the known keys of its section;
-- a value of the wrong type: a string for a number, a float for an int, ``true`` for an int, a list
-  element of the wrong type, a value outside a ``Literal``'s choices, ``null`` where it is not
-  allowed (an int is accepted for a float); values are validated by pydantic in strict mode
-  against each field's annotation, and the message names the innermost key that failed;
-- a value out of range (:meth:`SelfPlayConfig.validate`: positive counts, probabilities in [0, 1]).
-
-YAML is read with YAML 1.2 scalars: only ``true``/``false`` are booleans (``designer: off`` is the
-string ``"off"``, not ``False``), ``1e-4`` is a float, and ``010`` is ten. Every key is optional; a
-missing one takes its default, so an empty file is the default run: a short CPU run with the
-embedded model.
+Loading raises :class:`ConfigError` naming the dotted key for an unknown key (with a "did you mean"),
+a value of the wrong type (pydantic strict mode: no coercion, except an int for a float) or out of
+range. YAML is read with YAML 1.2 scalars (only ``true``/``false`` are booleans, ``1e-4`` is a float,
+``010`` is ten). Every key is optional: an empty file is the default run.
 
 Example::
 
@@ -70,9 +59,8 @@ _T = TypeVar("_T")
 
 
 class ConfigError(SpadeError):
-    """Raised when a self-play configuration has an unknown key, a value of the wrong type or out of
-    range, or cannot be read; ``key`` is the full dotted key (``"train.learning_rate"``), empty when
-    the error is about the whole file."""
+    """A self-play configuration is unreadable or has a bad key or value; ``key`` is the dotted key
+    (``"train.learning_rate"``), empty for the whole file."""
 
     default_category = "CONFIG"
 
@@ -82,18 +70,11 @@ class ConfigError(SpadeError):
 
 
 def _opt(default: Any, help: str) -> Any:
-    """A dataclass field with an immutable default and its help text."""
     return field(default=default, metadata={"help": help})
 
 
 def _opt_factory(factory: Any, help: str) -> Any:
-    """A dataclass field with a default built by ``factory`` (lists, sections) and its help text."""
     return field(default_factory=factory, metadata={"help": help})
-
-
-# ------------------------------------------------------------------------------------------------
-# Sections
-# ------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -219,13 +200,11 @@ _YAML_WORDS = {"None": "null", "True": "true", "False": "false"}
 
 
 def _yaml_words(text: str) -> str:
-    """``text`` with Python's ``None``/``True``/``False`` in YAML's words (``null``/``true``/``false``)."""
     return re.sub(r"\b(None|True|False)\b", lambda m: _YAML_WORDS[m.group()], text)
 
 
 def _grpo(name: str) -> Any:
-    """The field ``name`` of :class:`~spade_gym.trainer.grpo.GRPOConfig`, as a config option: its
-    default and its help (YAML words: ``null`` for ``None``), so both are defined once, there."""
+    """GRPOConfig's field ``name`` as a config option: its default and help, defined once there."""
     source = next(f for f in dataclasses.fields(GRPOConfig) if f.name == name)
     help = _yaml_words(source.metadata["help"].rstrip("."))
     if source.default is dataclasses.MISSING:
@@ -355,25 +334,10 @@ class WarmstartSection:
     )
 
 
-#: Every section of :class:`SelfPlayConfig`, by key.
-SECTIONS: dict[str, type] = {
-    "policy": PolicySection,
-    "designer": DesignerSection,
-    "agent": AgentSection,
-    "train": TrainConfig,
-    "run": RunSection,
-    "ray": RaySection,
-    "warmstart": WarmstartSection,
-}
-
-
 @dataclass
 class SelfPlayConfig:
-    """Everything a self-play run needs, read from one YAML file (``spade selfplay --config FILE``).
-
-    Construct it with :meth:`from_yaml`, :meth:`from_dict` or :meth:`with_overrides`, which check
-    every key; a config built in Python is checked by :meth:`validate`.
-    """
+    """Everything a self-play run needs, read from one YAML file (``spade selfplay --config FILE``);
+    the constructors check every key, :meth:`validate` checks a config built in Python."""
 
     policy: PolicySection = _opt_factory(PolicySection, PolicySection.__doc__ or "")
     designer: DesignerSection = _opt_factory(DesignerSection, DesignerSection.__doc__ or "")
@@ -383,21 +347,10 @@ class SelfPlayConfig:
     ray: RaySection = _opt_factory(RaySection, RaySection.__doc__ or "")
     warmstart: WarmstartSection = _opt_factory(WarmstartSection, WarmstartSection.__doc__ or "")
 
-    # -- loading -----------------------------------------------------------------------------
-
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SelfPlayConfig:
-        """Build and validate a config from plain data (the parsed YAML).
-
-        Args:
-            data: ``{section: {key: value}}``; missing keys take their defaults.
-
-        Returns:
-            The config.
-
-        Raises:
-            ConfigError: an unknown key, a wrong type or a value out of range, naming the dotted key.
-        """
+        """Build and validate a config from ``{section: {key: value}}`` (missing keys: defaults);
+        ConfigError for an unknown key, a wrong type or a value out of range."""
         try:
             config = _build(cls, data, "")
             config.validate()
@@ -407,12 +360,8 @@ class SelfPlayConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> SelfPlayConfig:
-        """Read a YAML config file (YAML 1.2 scalars, duplicate keys refused) and build it.
-
-        Raises:
-            ConfigError: the file cannot be read or parsed, is not a mapping, or fails
-                :meth:`from_dict`.
-        """
+        """Read a YAML config file (duplicate keys refused) and build it; ConfigError when it cannot
+        be read or parsed, is not a mapping, or fails :meth:`from_dict`."""
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
@@ -428,20 +377,10 @@ class SelfPlayConfig:
         return cls.from_dict(data)
 
     def with_overrides(self, overrides: Sequence[str]) -> SelfPlayConfig:
-        """A copy with dotted ``KEY=VALUE`` overrides applied (the CLI's trailing arguments).
+        """A new, validated config with ``KEY=VALUE`` overrides (``"train.learning_rate=1e-4"``).
 
-        Values are parsed as YAML scalars or flow collections (``run.iterations=5``,
-        ``train.max_grad_norm=null``, ``designer.settings=[reasoning, game]``); a string field
-        takes the text as it is (``policy.spec=1.5`` is the string ``"1.5"``).
-
-        Args:
-            overrides: ``["train.learning_rate=1e-4", ...]``.
-
-        Returns:
-            A new, validated config.
-
-        Raises:
-            ConfigError: an override without ``=``, an unknown key, a wrong type or a value out of range.
+        Values are YAML scalars or flow collections (``designer.settings=[reasoning, game]``); a
+        string field takes the text as it is. ConfigError as :meth:`from_dict`, or without ``=``.
         """
         data = self.to_dict()
         for item in overrides:
@@ -467,32 +406,19 @@ class SelfPlayConfig:
             node[parts[-1]] = value
         return type(self).from_dict(data)
 
-    # -- writing -----------------------------------------------------------------------------
-
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (``{section: {key: value}}``) that :meth:`from_dict` turns back into this config."""
+        """``{section: {key: value}}``, as :meth:`from_dict` takes it."""
         return dataclasses.asdict(self)
 
     def to_yaml(self, path: str | Path | None = None) -> str:
-        """Render the config as YAML with every field's help as a comment, and write it to ``path``.
-
-        Returns:
-            The YAML text (also when ``path`` is given).
-        """
+        """The config as YAML, every field's help as a comment; also written to ``path`` if given."""
         text = _render_yaml(self)
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
         return text
 
-    # -- checking ----------------------------------------------------------------------------
-
     def validate(self) -> None:
-        """Check the types of every field and their ranges.
-
-        Raises:
-            ConfigError: naming the first dotted key of the wrong type or out of range, its value and
-                what is expected.
-        """
+        """ConfigError naming the first key of the wrong type or out of range, and what is expected."""
         _build(type(self), self.to_dict(), "")
         p, d, a, t, r = self.policy, self.designer, self.agent, self.train, self.run
         if p.device is not None and not re.fullmatch(r"cpu|cuda|cuda:\d+|mps", p.device):
@@ -637,14 +563,8 @@ class SelfPlayConfig:
                 key="train.designer_weight",
             )
 
-    # -- mapping onto the library's own settings ---------------------------------------------
-
     def make_executor(self) -> Any:
-        """The :class:`~spade_gym.executor.Executor` of ``run.executor`` with the ``ray`` settings.
-
-        Raises:
-            MissingDependency: ``'ray'`` without Ray installed.
-        """
+        """The :class:`~spade_gym.executor.Executor` of ``run.executor`` (MissingDependency: no Ray)."""
         from spade_gym.executor import make_executor
 
         if self.run.executor == "local":
@@ -660,9 +580,7 @@ class SelfPlayConfig:
         )
 
     def designer_config(self) -> Any:
-        """The :class:`spade_gym.designer.DesignerConfig` these settings describe (regret ``k``,
-        the Agent's rollout sampling, the Designer's sampling, reward, memory, settings, edits and
-        repair rounds)."""
+        """The :class:`spade_gym.designer.DesignerConfig` these settings describe."""
         from spade_gym.agent import RolloutConfig
         from spade_gym.designer import DesignerConfig
         from spade_gym.policies.base import SamplingParams
@@ -686,8 +604,7 @@ class SelfPlayConfig:
         )
 
     def edit_probability(self) -> float:
-        """``designer.edit_probability``, with ``auto`` resolved for ``policy.spec`` and ``policy.device``
-        (:func:`spade_gym.designer.auto_edit_probability`)."""
+        """``designer.edit_probability``, ``auto`` resolved for the policy's spec and device."""
         value = self.designer.edit_probability
         if value == "auto":
             from spade_gym.designer import auto_edit_probability
@@ -696,19 +613,9 @@ class SelfPlayConfig:
         return float(value)
 
     def check_design_budget(self) -> None:
-        """Refuse a ``designer.max_new_tokens`` too small for any program, before the model loads.
-
-        The floor is the token length of the shortest seed program under the tokenizer of
-        ``policy.spec`` when that tokenizer is on this machine (the embedded model's, a local
-        folder's, or a Hugging Face cache entry; nothing is downloaded), else the fixed
-        :data:`spade_gym.designer.DESIGN_TOKEN_FLOOR` (256): a design cut at ``max_new_tokens``
-        is never a whole program, so every design would earn the invalid reward and the Designer
-        would learn nothing. Nothing is checked with ``run.designer: off`` or when every design is an
-        edit (``designer.edit_probability`` 1; edits have ``designer.edit_max_new_tokens``).
-
-        Raises:
-            ConfigError: naming ``designer.max_new_tokens``, the floor and where it comes from.
-        """
+        """ConfigError when ``designer.max_new_tokens`` is below the shortest seed program's token
+        length (:func:`spade_gym.designer.design_token_floor`), unless no design writes a whole
+        program (``run.designer: off``, edit probability 1). Nothing is downloaded."""
         if self.run.designer == "off" or self.edit_probability() == 1.0:  # edits only: no whole module
             return
         from spade_gym.designer import design_token_floor
@@ -723,12 +630,8 @@ class SelfPlayConfig:
             )
 
     def grpo_config(self) -> GRPOConfig:
-        """The :class:`spade_gym.trainer.grpo.GRPOConfig` of the ``train`` section (``role_weights``
-        from ``designer_weight``/``agent_weight``, the shuffle ``seed`` from ``run.seed``).
-
-        Raises:
-            ConfigError: ``GRPOConfig`` refused a value (its message names the field).
-        """
+        """The ``GRPOConfig`` of the ``train`` section (role weights from it, ``seed`` from
+        ``run.seed``); ConfigError when GRPOConfig refuses a value."""
         fields = dataclasses.asdict(self.train)
         weights = {"designer": fields.pop("designer_weight"), "agent": fields.pop("agent_weight")}
         fields["adam_betas"] = tuple(fields["adam_betas"])
@@ -745,15 +648,13 @@ class SelfPlayConfig:
         return ReplayConfig(beta=a.replay_beta, rho=a.replay_rho, unmeasured_first=a.replay_unmeasured_first)
 
 
+#: Every section of :class:`SelfPlayConfig`, by key.
+SECTIONS: dict[str, type] = get_type_hints(SelfPlayConfig)
+
+
 def parse_fixed_pool(spec: str) -> tuple[str, list[str]]:
-    """Split ``run.fixed_pool`` into ``(kind, tasks)``.
-
-    Returns:
-        ``("seed-library", [])`` or ``("reasoning-gym", ["task", ...])``.
-
-    Raises:
-        ValueError: ``spec`` is neither form (the message shows them).
-    """
+    """``run.fixed_pool`` as ``("seed-library", [])`` or ``("reasoning-gym", [task, ...])``;
+    ValueError for anything else."""
     expected = "expected 'seed-library' or 'reasoning-gym:<task>[,<task>...]'"
     if spec == "seed-library":
         return "seed-library", []
@@ -769,13 +670,8 @@ def parse_fixed_pool(spec: str) -> tuple[str, list[str]]:
     return "reasoning-gym", tasks
 
 
-# ------------------------------------------------------------------------------------------------
-# The strict checker
-# ------------------------------------------------------------------------------------------------
-
-
 def _show(value: Any) -> str:
-    """``'text' (str)``: a value and its YAML-ish type, cut short."""
+    """``'text' (str)``: a value, cut short, and its type."""
     kinds: dict[type, str] = {dict: "mapping", list: "list"}
     kind = "null" if value is None else kinds.get(type(value), type(value).__name__)
     text = _repr(value)
@@ -819,8 +715,6 @@ def _wrong(key: str, value: Any, tp: Any) -> ConfigError:
 
 @functools.cache
 def _adapter(tp: Any) -> Any:
-    """A strict pydantic ``TypeAdapter`` for ``tp``: no coercion (``"3"`` is not an int, ``true``
-    is not an int), except an int for a float."""
     from pydantic import ConfigDict, TypeAdapter
 
     return TypeAdapter(tp, config=ConfigDict(strict=True))
@@ -837,8 +731,7 @@ def _valid(value: Any, tp: Any) -> bool:
 
 
 def _check(value: Any, tp: Any, key: str) -> Any:
-    """``value`` checked against type ``tp`` (a section is built by :func:`_build`; anything else
-    is validated by pydantic in strict mode, and an error names the innermost key that failed)."""
+    """``value`` checked against ``tp``; an error names the innermost key that failed."""
     from pydantic import ValidationError
 
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
@@ -963,11 +856,6 @@ def _is_str_field(parts: Sequence[str]) -> bool:
     return tp is str or (get_origin(tp) is Literal and all(isinstance(c, str) for c in get_args(tp)))
 
 
-# ------------------------------------------------------------------------------------------------
-# YAML (1.2 scalars, duplicate keys refused), rendering and description
-# ------------------------------------------------------------------------------------------------
-
-
 def _yaml() -> Any:
     try:
         import yaml
@@ -1053,11 +941,7 @@ def _scalar_yaml(value: Any) -> str:
     """``value`` as one line of YAML that the strict loader reads back equal."""
     yaml = _yaml()
     text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, allow_unicode=True, width=10**9)
-    text = text.strip()
-    if text.endswith("\n..."):
-        text = text[: -len("\n...")].strip()
-    elif text.endswith("..."):
-        text = text[:-3].strip()
+    text = text.strip().removesuffix("...").strip()  # the document end marker
     if _load_yaml(text, "rendered value") != value:  # a string the YAML 1.1 dumper left plain ("1e-4")
         text = json.dumps(value, ensure_ascii=False)
     return text

@@ -1,55 +1,28 @@
 """The cold start: a short supervised stage that teaches a small model the formats before self-play.
 
-Self-play only carries a signal once the policy can produce what the loop parses: the Agent's
-``<answer>...</answer>`` / ``<tool_call>{...}</tool_call>`` actions and the Designer's whole
-environment program in a fenced ```` ```python ```` block. A base model that cannot yet do either
-gets reward 0 everywhere and nothing to learn from. Self-play systems therefore start with a small
-supervised stage on formatted examples: DeepSeek-R1's "cold start" SFT on a few thousand long
-chain-of-thought examples before RL (DeepSeek-AI 2025, *DeepSeek-R1*, section 2.3.1), and Absolute
-Zero (Zhao et al. 2025) and R-Zero (Huang et al. 2025) seed their proposer with formatted examples.
-docs/DESIGN.md, "Learning at small scale", asks for the same here.
+Self-play only carries a signal once the policy produces what the loop parses (the Agent's
+``<answer>``/``<tool_call>`` actions, the Designer's fenced program); as in DeepSeek-R1's cold-start
+SFT (DeepSeek-AI 2025, section 2.3.1), Absolute Zero (Zhao et al. 2025) and R-Zero (Huang et al.
+2025), a small supervised stage on formatted examples comes first (docs/DESIGN.md, "Learning at
+small scale").
 
-The data (:func:`build_dataset`), never from the held-out environments (``run.held_out_envs``):
+Data (:func:`build_dataset`), from the seed library minus ``run.held_out_envs``:
 
-* **Agent.** The training pool is the bundled seed library minus ``run.held_out_envs``: the
-  environments every arm of a run starts from, so the self-play run and the designer-off baseline
-  get the same data (``run.designer`` and ``run.fixed_pool`` change nothing here). For each
-  environment and ``warmstart.agent_seeds`` seeds the environment's own ``oracle()`` plays the
-  episode in the real sandbox (every other seed with the hint, as the regret episodes show it);
-  every turn is one sample: the prompt exactly as :func:`spade_gym.agent.rollout` shows it (the
-  system prompt and worked format example of :func:`~spade_gym.agent.agent_prompt`, the observations as user messages, the
-  earlier turns as assistant messages) and as target a short reply in the exact action format,
-  ``<answer>{oracle}</answer>`` or ``<tool_call>{oracle JSON}</tool_call>`` (:func:`format_action`).
-  Episodes in which the oracle does not succeed are left out.
-* **Designer.** Prompts by :func:`spade_gym.designer.build_prompt` with a document of the built-in
-  corpus and a memory of the pool (:class:`~spade_gym.memory.EnvironmentMemory`), the shortest seed
-  programs first. Write mode: the target is a seed program. Edit mode: the parent is a seed program
-  and the target a variant of it (:func:`variants`: its UPPERCASE integer constants, the difficulty
-  knobs, moved a little) that the validation gate accepts; programs without knobs
-  are used in write mode only. A write-mode target is the program in a fenced block; an edit-mode
-  target is the edit blocks that turn the parent into the variant
-  (:func:`~spade_gym.designer.edit_blocks`), the answer format of edit mode. Every target is
-  checked to read back as its program (:func:`~spade_gym.designer.extract_design`).
+* **Agent.** Each environment's ``oracle()`` plays ``warmstart.agent_seeds`` episodes in the
+  sandbox (every other one with the hint); each turn is a sample: the prompt exactly as
+  :func:`spade_gym.agent.rollout` shows it, the target the action in the exact format
+  (:func:`format_action`). Episodes the oracle does not solve are left out.
+* **Designer.** Prompts by :func:`spade_gym.designer.build_prompt` (a built-in document, a memory of
+  the pool), the shortest seed programs first. Write mode: the target is a seed program, fenced.
+  Edit mode: the target is the edit blocks to a :func:`variants` of the parent that the gate accepts.
 
-Samples whose prompt plus target exceeds ``warmstart.max_seq_tokens`` are skipped.
+Samples longer than ``warmstart.max_seq_tokens`` are skipped.
 
-Training (:func:`run_warmstart`): LoRA adapters (peft; the run's ``policy.lora``, or
-:data:`WARMSTART_LORA` merged into the weights afterwards for a fully fine-tuned run), AdamW,
-token-mean negative log-likelihood of the target tokens only (the prompt is context, never a loss
-token), ``agent_steps`` Agent batches and ``designer_steps`` Designer batches in a seeded order.
-The stage is **cached by content**: the entry ``<cache>/warmstart/<hash>`` is named by the SHA-256
-of the base model (spec, dtype, architecture), the LoRA config, the ``warmstart`` section (without
-``enabled`` and ``cache_dir``) and the tokenized dataset; a finished entry is loaded instantly. It
-is **resumable**: every ``save_every`` steps the adapters, the optimizer, the step, the loss curve
-and the RNG state are written atomically to the entry, and a rerun continues from the last save.
-
-Example::
-
-    >>> config = SelfPlayConfig.from_yaml("examples/selfplay_cpu.yaml")  # doctest: +SKIP
-    >>> policy = load_policy("default", lora=config.policy.lora)          # doctest: +SKIP
-    >>> result = run_warmstart(config, policy)                           # doctest: +SKIP
-    >>> result.loss_before["agent"] > result.loss_after["agent"]         # doctest: +SKIP
-    True
+Training (:func:`run_warmstart`): LoRA adapters (``policy.lora``, or :data:`WARMSTART_LORA` merged
+afterwards), AdamW, token-mean NLL of the target tokens only, in a seeded order. The stage is
+cached under ``<cache>/warmstart/<hash>`` by the SHA-256 of the model, LoRA config, ``warmstart``
+section and tokenized dataset (:func:`warmstart_hash`), and resumable: every ``save_every`` steps
+its state is saved atomically and a rerun continues from there.
 """
 
 from __future__ import annotations
@@ -57,6 +30,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+import io
 import json
 import math
 import random
@@ -69,6 +43,7 @@ from typing import Any, cast
 from spade_gym.agent import agent_prompt, extract_action, start_episode
 from spade_gym.designer import build_prompt, edit_blocks, extract_design
 from spade_gym.errors import SpadeError
+from spade_gym.files import replace_atomically
 from spade_gym.program import SUCCESS_RETURN, knob_nodes, knobs
 from spade_gym.registry.gymnasium import bundled_registry_path
 from spade_gym.registry.records import EnvRecord
@@ -104,23 +79,10 @@ _EVAL_SAMPLES = {"agent": 6, "designer": 1}
 _MAX_GRAD_NORM = 1.0
 
 
-# ------------------------------------------------------------------------------------------------
-# Data
-# ------------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class SFTSample:
-    """One supervised sample: the loss is on ``target_ids`` only.
-
-    Attributes:
-        role: ``"agent"`` or ``"designer"``.
-        prompt_ids: the chat-templated prompt with the generation prompt (what the policy sees).
-        target_ids: the target's tokens followed by the end-of-turn token.
-        target: the target text.
-        env: the environment the sample comes from (``"ArithmeticChain"``).
-        kind: ``"turn<k>"`` / ``"turn<k>+hint"`` (Agent), ``"write"`` / ``"edit"`` (Designer).
-    """
+    """One supervised sample (the loss is on ``target_ids``, ending with the end-of-turn token);
+    ``role`` ``"agent"``/``"designer"``, ``kind`` ``"turn<k>[+hint]"`` or ``"write"``/``"edit"``."""
 
     role: str
     prompt_ids: tuple[int, ...]
@@ -132,20 +94,14 @@ class SFTSample:
 
 @dataclass
 class WarmstartData:
-    """The cold-start dataset and what was left out.
-
-    Attributes:
-        samples: Agent samples first, then Designer samples.
-        envs: names of the training-pool environments (never a held-out one).
-        skipped: counts of left-out items by reason (``"too_long"``, ``"oracle_failed"``, ...).
-    """
+    """The cold-start samples (Agent first), the pool's environment names, and the counts of
+    left-out items by reason (``"too_long"``, ``"oracle_failed"``, ...)."""
 
     samples: list[SFTSample]
     envs: list[str]
     skipped: dict[str, int] = field(default_factory=dict)
 
     def of(self, role: str) -> list[SFTSample]:
-        """The samples of one role."""
         return [s for s in self.samples if s.role == role]
 
     def digest(self) -> str:
@@ -157,17 +113,8 @@ class WarmstartData:
 
 
 def format_action(setting: str, action: str) -> str:
-    """The Agent's reply that carries ``action`` in the exact format the runner extracts.
-
-    Args:
-        setting: ``"reasoning"``, ``"game"`` or ``"tool_use"``.
-        action: the oracle's action (for tool use, a JSON object ``{"name", "arguments"}``).
-
-    Returns:
-        ``<answer>{action}</answer>``, or ``<tool_call>{json}</tool_call>`` for a tool call (JSON
-        written the way :func:`~spade_gym.agent.extract_action` re-serialises it, so the extracted
-        action is exactly the one sent to ``step``).
-    """
+    """``<answer>{action}</answer>``, or for a tool call ``<tool_call>{json}</tool_call>`` (JSON as
+    :func:`~spade_gym.agent.extract_action` re-serialises it): the format the runner extracts."""
     if setting == "tool_use":
         try:
             call = json.loads(action)
@@ -179,20 +126,8 @@ def format_action(setting: str, action: str) -> str:
 
 
 def training_pool(config: SelfPlayConfig, registry: Registry | None = None) -> list[EnvRecord]:
-    """The environments the cold start learns from: the seed library minus ``run.held_out_envs``
-    (only those tagged with one of ``run.seed_tags``, when given), the run's own training pool.
-
-    Args:
-        config: the run's configuration.
-        registry: the library to draw from (default: the bundled seed library).
-
-    Returns:
-        The records, sorted by name.
-
-    Raises:
-        ConfigError: no environment is left (``run.held_out_envs`` holds every one), naming
-            ``run.held_out_envs``.
-    """
+    """The run's training pool, sorted by name: ``registry`` (default: the seed library) minus
+    ``run.held_out_envs``, only ``run.seed_tags`` when given; ConfigError when it is empty."""
     own = registry is None
     reg = Registry(bundled_registry_path()) if registry is None else registry
     try:
@@ -212,14 +147,8 @@ def training_pool(config: SelfPlayConfig, registry: Registry | None = None) -> l
 
 
 def check_warmstart_config(config: SelfPlayConfig) -> None:
-    """The cheap checks of the cold start, before any model loads.
-
-    Raises:
-        ConfigError: the training pool is empty (naming ``run.held_out_envs``), or the designer-off
-            baseline's ``run.fixed_pool`` is not the seed library (naming ``run.fixed_pool``): the
-            cold start learns from the seed library's oracles so that both arms start from one
-            checkpoint, and a baseline on another pool would not start from its own pool's data.
-    """
+    """The cheap checks of the cold start, before any model loads: ConfigError for an empty pool or
+    a designer-off baseline whose ``run.fixed_pool`` is not the seed library."""
     if config.run.designer == "off" and config.run.fixed_pool != "seed-library":
         raise ConfigError(
             f"config key 'run.fixed_pool' = {config.run.fixed_pool!r} with warmstart.enabled: the cold start "
@@ -231,17 +160,8 @@ def check_warmstart_config(config: SelfPlayConfig) -> None:
 
 
 def check_chat_template(tokenizer: Any, spec: str = "default") -> None:
-    """Refuse a model whose chat template has no system role (the Agent's and Designer's
-    instructions are system messages).
-
-    Args:
-        tokenizer: a transformers tokenizer with a chat template.
-        spec: the ``policy.spec`` named in the error.
-
-    Raises:
-        ConfigError: rendering a system + user conversation raises, or drops the system text;
-            naming ``policy.spec``.
-    """
+    """ConfigError naming ``policy.spec`` when the tokenizer's chat template cannot render a system
+    message (the roles' instructions are system messages)."""
     marker = "SPADE-SYSTEM-ROLE-CHECK-7f3a"
     try:
         text = tokenizer.apply_chat_template(
@@ -352,24 +272,9 @@ def _max_tokens(config: SelfPlayConfig, policy: Any) -> int:
 
 
 def variants(source: str, rng: random.Random) -> str:
-    """A variant of a program for edit mode: its difficulty knobs (module-level UPPERCASE integer
-    constants, e.g. ``DIGITS = 2``; :func:`~spade_gym.program.knobs`) moved a little.
-
-    Each knob moves by ``+-max(1, round(0.25 * |value|))`` (direction drawn per knob; at least one
-    knob changes; a positive knob stays >= 1, a zero knob moves up). The edits are made in the text
-    at the nodes' positions, so the docstring, comments, layout and name stay as they were (the
-    registry gives the variant the name's next version, ``Name-v1``).
-
-    Args:
-        source: program source with at least one knob.
-        rng: the random generator (advanced).
-
-    Returns:
-        The variant's source.
-
-    Raises:
-        ValueError: the program does not parse or has no knob.
-    """
+    """``source`` with its difficulty knobs (:func:`~spade_gym.program.knobs`) moved a little, for
+    edit mode: each by ``+-max(1, round(0.25 * |value|))``, at least one, a positive knob staying
+    >= 1; the rest of the text is unchanged. ValueError when it does not parse or has no knob."""
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
@@ -415,8 +320,7 @@ def _normalise(source: str) -> str:
     return source.strip("\n") + "\n"
 
 
-#: The gate on fixed seeds for the cold start's variant targets: the dataset, and so its hash, must be
-#: the same in every run (the gate's own seeds are drawn fresh per validation).
+#: The gate on fixed seeds for variant targets, so the dataset and its hash are the same every run.
 _TARGET_GATE = ValidationConfig(seeds=tuple(range(1000, 1010)), answer_seeds=tuple(range(5000, 5010)))
 
 
@@ -496,23 +400,9 @@ def build_dataset(
     registry: Registry | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> WarmstartData:
-    """The cold-start samples of both roles (see the module docstring).
-
-    Args:
-        config: the run's configuration (``warmstart``, ``run.held_out_envs``, ``agent.max_turns``,
-            ``designer.document_max_tokens``, ``designer.memory_k``, ``designer.include_source``).
-        policy: a :class:`~spade_gym.policies.transformers.TransformersPolicy` (its tokenizer and
-            chat template make the token ids).
-        registry: the library to draw the pool from (default: the bundled seed library).
-        progress: called as ``progress(done, total)`` over the environments visited.
-
-    Returns:
-        The :class:`WarmstartData`.
-
-    Raises:
-        ConfigError: the pool is empty, or no environment of it gives an oracle episode (naming
-            ``run.held_out_envs``).
-    """
+    """The cold-start samples of both roles (see the module docstring), tokenized by ``policy``
+    (a transformers policy); ``progress(done, total)`` over the environments visited. ConfigError
+    when the pool is empty or gives no successful oracle episode."""
     own = registry is None
     reg = Registry(bundled_registry_path()) if registry is None else registry
     try:
@@ -545,11 +435,6 @@ def build_dataset(
             reg.close()
 
 
-# ------------------------------------------------------------------------------------------------
-# Hash and cache
-# ------------------------------------------------------------------------------------------------
-
-
 def _lora_config(config: SelfPlayConfig, policy: Any) -> dict[str, Any]:
     model = getattr(policy, "model", None)
     peft_config = getattr(model, "peft_config", None)
@@ -565,13 +450,8 @@ def _json_default(value: Any) -> Any:
 
 
 def warmstart_hash(config: SelfPlayConfig, policy: Any, data: WarmstartData) -> str:
-    """The content hash naming a cold-start cache entry.
-
-    SHA-256 hex of: the base model (``policy.spec``, the policy's dtype, its architecture config),
-    the LoRA config, the ``warmstart`` section without ``enabled`` and ``cache_dir`` (switches and
-    places, not content), and :meth:`WarmstartData.digest`. Nothing else of the config enters, so
-    ``run.designer`` (self-play vs the designer-off baseline) and ``run.out`` do not change it.
-    """
+    """SHA-256 hex naming a cache entry: the base model (spec, dtype, architecture), the LoRA config,
+    the ``warmstart`` section without ``enabled``/``cache_dir``, and the dataset's digest."""
     section = dataclasses.asdict(config.warmstart)
     section.pop("enabled")
     section.pop("cache_dir")
@@ -591,8 +471,7 @@ def warmstart_hash(config: SelfPlayConfig, policy: Any, data: WarmstartData) -> 
 
 
 def warmstart_dir(config: SelfPlayConfig) -> Path:
-    """The folder of the cache entries: ``warmstart.cache_dir``, else ``<cache>/warmstart`` with
-    ``<cache>`` the embedded model's cache (:func:`spade_gym.policies.embedded.cache_dir`)."""
+    """``warmstart.cache_dir``, else ``<cache>/warmstart`` in the embedded model's cache."""
     if config.warmstart.cache_dir is not None:
         return Path(config.warmstart.cache_dir).expanduser()
     from spade_gym.policies.embedded import cache_dir
@@ -601,49 +480,20 @@ def warmstart_dir(config: SelfPlayConfig) -> Path:
 
 
 def _atomic_save(obj: Any, path: Path) -> None:
-    """``torch.save`` ``obj`` to ``path`` atomically (the run folder's own atomic replace)."""
-    import io
-
     import torch
-
-    from spade_gym.files import replace_atomically
 
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     replace_atomically(path, buffer.getvalue())
 
 
-def _atomic_text(text: str, path: Path) -> None:
-    from spade_gym.files import replace_atomically
-
-    replace_atomically(path, text.encode("utf-8"))
-
-
-# ------------------------------------------------------------------------------------------------
-# Training
-# ------------------------------------------------------------------------------------------------
-
-
 @dataclass
 class WarmstartResult:
-    """What :func:`run_warmstart` did.
-
-    Attributes:
-        hash: the content hash (:func:`warmstart_hash`); ``path``: the cache entry folder;
-            ``adapter_path``: the trained adapters (``torch.save`` of the peft state dict).
-        cached: the finished entry was loaded, no step was trained in this call.
-        steps: optimizer steps of the stage; ``steps_run``: those trained in this call;
-            ``resumed_from``: the step a saved state was continued from (0: a fresh start).
-        losses: the training loss of every step (token-mean NLL of the targets, nats), the curve.
-        loss_before, loss_after: token-mean NLL of the first target samples of each role
-            (``{"agent": ..., "designer": ...}``; ``None`` for a role without samples) before and
-            after the stage.
-        agent_samples, designer_samples: dataset sizes; ``envs``: the training pool; ``skipped``:
-            left-out items by reason; ``wall_s``: seconds of the stage that trained it (data,
-            training and the loss measurements).
-        merged: the adapters were merged into the weights (a run without ``policy.lora``).
-        step_s: wall seconds of every step (forward, backward and optimizer step).
-    """
+    """What :func:`run_warmstart` did: the cache entry (``hash``, ``path``, ``adapter_path``),
+    whether it was ``cached``, steps in all / in this call / resumed from, the loss of every step
+    and the mean NLL (nats per target token) of each role's first samples before and after
+    (``None`` without samples), the dataset, ``wall_s`` and ``step_s`` seconds, and whether the
+    adapters were ``merged`` into the weights (a run without ``policy.lora``)."""
 
     hash: str
     path: Path
@@ -664,15 +514,13 @@ class WarmstartResult:
     step_s: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON values (paths as strings)."""
         out = dataclasses.asdict(self)
         out["path"], out["adapter_path"] = str(self.path), str(self.adapter_path)
         return out
 
 
 def _schedule(data: WarmstartData, config: SelfPlayConfig) -> list[list[int]]:
-    """The batches of every step (sample indices), seeded: Agent batches of ``micro_batch_size``
-    and single-sample Designer batches, each role cycling through its shuffled samples."""
+    """Sample indices of every step's batch, seeded (Designer batches hold one sample)."""
     ws = config.warmstart
     rng = random.Random(ws.seed + 2)
     index = {"agent": [], "designer": []}  # type: dict[str, list[int]]
@@ -715,8 +563,7 @@ def _eval_losses(policy: Any, data: WarmstartData) -> dict[str, float | None]:
 
 def sample_loss(policy: Any, batch: Sequence[SFTSample]) -> Any:
     """The token-mean negative log-likelihood of the batch's target tokens (a scalar tensor with
-    gradients): ``-sum(log p(target token | prompt, earlier target tokens)) / target tokens``. The
-    prompt tokens are conditioning only, never loss tokens."""
+    gradients); prompt tokens are never loss tokens."""
     lps = policy.sequence_logprobs([(list(s.prompt_ids), list(s.target_ids)) for s in batch], micro_batch_size=1)
     tokens = sum(len(s.target_ids) for s in batch)
     return -sum(lp.sum() for lp in lps) / tokens
@@ -731,29 +578,17 @@ def run_warmstart(
     progress: Callable[[str, int, int], None] | None = None,
     stop_after: int | None = None,
 ) -> WarmstartResult:
-    """Train (or load from the cache) the cold-start adapters into ``policy``.
+    """Train (or load from the cache) the cold-start adapters into ``policy``, a trainable
+    transformers policy; on return it holds its LoRA adapters or, without adapters, the weights with
+    :data:`WARMSTART_LORA` merged in. ``warmstart.enabled`` is not read.
 
-    On return the policy holds the cold-start weights: its LoRA adapters (a peft policy), or the
-    weights with :data:`WARMSTART_LORA` adapters merged in (a policy without adapters).
-
-    Args:
-        config: the run's configuration (the ``warmstart`` section and what the data depends on;
-            ``warmstart.enabled`` is not read: calling this runs the stage).
-        policy: a trainable :class:`~spade_gym.policies.transformers.TransformersPolicy`.
-        registry: the library the pool is drawn from (default: the bundled seed library).
-        say: one-line messages (default: none).
-        progress: ``progress(phase, done, total)`` with phases ``"data"``, ``"train"``, for bars.
-        stop_after: stop (state saved) once this many steps are done in all, as an interruption
-            would; a later call continues from there. ``None``: train to the end.
-
-    Returns:
-        The :class:`WarmstartResult`.
+    ``progress(phase, done, total)`` gets phases ``"data"`` and ``"train"``; ``stop_after`` stops
+    (state saved) after that many steps in all, as an interruption would.
 
     Raises:
-        ConfigError: a pool without successful oracle episodes or an empty one (naming
-            ``run.held_out_envs``), the designer-off baseline on another pool (``run.fixed_pool``),
-            a chat template without a system role (``policy.spec``).
-        ValueError: ``policy`` cannot be trained (no ``sequence_logprobs``).
+        ConfigError: an empty pool or one without successful oracle episodes, a designer-off
+            baseline on another pool, a chat template without a system role.
+        ValueError: ``policy`` has no ``sequence_logprobs``.
     """
     import torch
 
@@ -785,13 +620,9 @@ def run_warmstart(
         saved.update(path=entry, adapter_path=adapter_path, cached=True, steps_run=0, merged=merged, hash=digest)
         return WarmstartResult(**saved)
 
-    _atomic_text(
-        json.dumps(
-            {"envs": data.envs, "skipped": data.skipped, "samples": [[s.role, s.env, s.kind] for s in data.samples]},
-            indent=1,
-        ),
-        entry / _DATA,
-    )
+    samples = [[s.role, s.env, s.kind] for s in data.samples]
+    text = json.dumps({"envs": data.envs, "skipped": data.skipped, "samples": samples}, indent=1)
+    replace_atomically(entry / _DATA, text.encode("utf-8"))
     params = [p for p in policy.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.warmstart.learning_rate, weight_decay=0.0)
     start, losses, loss_before = 0, [], None
@@ -872,7 +703,9 @@ def run_warmstart(
     saved = result.to_dict()
     for key in ("path", "adapter_path", "cached", "steps_run", "merged", "hash"):
         saved.pop(key)
-    _atomic_text(json.dumps(saved, indent=1), result_path)  # the entry is finished once this exists
+    replace_atomically(
+        result_path, json.dumps(saved, indent=1).encode("utf-8")
+    )  # the entry is finished once this exists
     state_path.unlink(missing_ok=True)
     _finish(policy, merged)
     say(
@@ -884,9 +717,7 @@ def run_warmstart(
 
 
 def _reset_adapters(policy: Any, seed: int) -> None:
-    """Re-initialise every LoRA adapter as peft does (``lora_A`` Kaiming-uniform, ``lora_B`` zero)
-    from ``seed``: the stage starts from the same adapters whatever the policy held before, so its
-    result is a function of the content hash."""
+    """Re-initialise every LoRA adapter as peft does, from ``seed``."""
     import torch
     from peft.tuners.lora import LoraLayer
 
@@ -899,8 +730,7 @@ def _reset_adapters(policy: Any, seed: int) -> None:
 
 
 def _finish(policy: Any, merged: bool) -> None:
-    """Merge the temporary adapters of a fully fine-tuned run into its weights, which are then all
-    trainable again (attaching the adapters had frozen them)."""
+    """Merge a fully fine-tuned run's temporary adapters into its weights, all trainable again."""
     if merged:
         policy.model = policy.model.merge_and_unload()
         for parameter in policy.model.parameters():
