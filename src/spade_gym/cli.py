@@ -12,8 +12,9 @@ import statistics
 import threading
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from gymnasium import error as gym_error
@@ -42,18 +43,35 @@ def _safe(text: str, limit: int | None = None) -> str:
     return escape_markup(escape_text(text, limit))
 
 
+def _fail(message: str, code: int) -> NoReturn:
+    """Print ``message`` (markup; untrusted parts already :func:`_safe`) in red and exit with ``code``."""
+    console.print(f"[red]{message}[/red]")
+    raise typer.Exit(code) from None
+
+
+def _table(title: str | None, columns: Sequence[str], *, figures: bool = False, **style: Any) -> Table:
+    """A table of these columns; ``figures``: the first one unwrapped, the others right-aligned."""
+    table = Table(title=title)
+    for n, column in enumerate(columns):
+        if figures:
+            style = {"justify": "right" if n else "left", "no_wrap": not n}
+        table.add_column(column, **style)
+    return table
+
+
+def _say(line: str) -> None:
+    """One line per message, whatever the width."""
+    console.print(_safe(line), soft_wrap=True)
+
+
 PROGRESS_LINE_EVERY_S = 60.0
 """With output to a file (no progress bars), a phase in progress prints a line at most this often."""
 
 
 class PhaseProgress:
-    """``progress(phase, done, total)`` for named phases (cold start, design, rollout, update).
-
-    On a terminal, one Rich bar per phase (reset when a phase starts again). Otherwise (output to a
-    file or a pipe), a timestamped line when a phase starts and when it ends, and while it runs a
-    line at least every :data:`PROGRESS_LINE_EVERY_S` seconds (from a watcher thread, so a long
-    model call with no progress of its own is not silent either).
-    """
+    """``progress(phase, done, total)`` for named phases: one Rich bar per phase on a terminal;
+    otherwise timestamped lines when a phase starts and ends and, from a watcher thread, at least
+    every :data:`PROGRESS_LINE_EVERY_S` seconds while it runs."""
 
     def __init__(self, say: Any, *, prefix: str = "") -> None:
         self.bars = Progress(*Progress.get_default_columns(), TimeElapsedColumn(), console=console, transient=True)
@@ -109,8 +127,7 @@ class PhaseProgress:
                         self._line(name, done, total, started, now)
 
     def loading(self, what: str) -> Any:
-        """A pulsing bar (terminal) or one line (file) while ``what`` loads; returns the task to
-        pass to :meth:`loaded`."""
+        """A pulsing bar or one line while ``what`` loads; pass the result to :meth:`loaded`."""
         if not console.is_terminal:
             self.say(f"{time.strftime('%H:%M:%S')} {what}")
             return None
@@ -189,11 +206,11 @@ def demo(
     """
     paths = list(programs or []) or _default_programs()
     if not paths:
-        console.print("[red]No programs given and no examples/programs folder found.[/red]")
-        raise typer.Exit(2)
-    table = Table(title="Environment programs in the sandbox (mean return of the oracle and of an empty action)")
-    for column in ("program", "setting", "turns", "oracle", "empty", "µs/step", "verdict"):
-        table.add_column(column)
+        _fail("No programs given and no examples/programs folder found.", 2)
+    table = _table(
+        "Environment programs in the sandbox (mean return of the oracle and of an empty action)",
+        ("program", "setting", "turns", "oracle", "empty", "µs/step", "verdict"),
+    )
     failures = 0
     layers: dict[str, bool | None] = {}
     for path in track(paths, description="Playing programs", console=console, transient=True):
@@ -267,15 +284,11 @@ def doctor(
     require = require or []
     unknown = [name for name in require if name not in LAYERS]
     if unknown:
-        console.print(f"[red]Unknown layer(s): {', '.join(unknown)}. Known: {', '.join(LAYERS)}[/red]")
-        raise typer.Exit(2)
+        _fail(f"Unknown layer(s): {', '.join(unknown)}. Known: {', '.join(LAYERS)}", 2)
     with SandboxClient(SandboxConfig()) as client:
         layers = client.start()
         probe = client.call("probe")
-    table = Table(title="Sandbox layers of a worker on this machine")
-    table.add_column("layer")
-    table.add_column("state")
-    table.add_column("what it does")
+    table = _table("Sandbox layers of a worker on this machine", ("layer", "state", "what it does"))
     for name in LAYERS:
         value = layers.get(name)
         state = (
@@ -283,9 +296,7 @@ def doctor(
         )
         table.add_row(name, state, _LAYER_DOC[name])
     console.print(table)
-    probe_table = Table(title="Probe: attempts from inside a worker")
-    probe_table.add_column("attempt")
-    probe_table.add_column("result")
+    probe_table = _table("Probe: attempts from inside a worker", ("attempt", "result"))
     for attempt, result in probe.items():
         colour = "green" if str(result).startswith("denied") else "red"
         probe_table.add_row(attempt, f"[{colour}]{_safe(str(result), 120)}[/{colour}]")
@@ -293,8 +304,7 @@ def doctor(
     console.print(_backends_table())
     missing = [name for name in require if layers.get(name) is not True]
     if missing:
-        console.print(f"[red]Required layer(s) not active: {', '.join(missing)}[/red]")
-        raise typer.Exit(1)
+        _fail(f"Required layer(s) not active: {', '.join(missing)}", 1)
 
 
 def _backends_table() -> Table:
@@ -308,10 +318,7 @@ def _backends_table() -> Table:
         except importlib.metadata.PackageNotFoundError:
             return None
 
-    table = Table(title="Language-model backends (load_policy)")
-    table.add_column("backend")
-    table.add_column("state")
-    table.add_column("detail")
+    table = _table("Language-model backends (load_policy)", ("backend", "state", "detail"))
     torch_version, transformers_version = version("torch"), version("transformers")
     if torch_version and transformers_version:
         import torch
@@ -336,22 +343,13 @@ def _backends_table() -> Table:
         table.add_row(f"default ({EMBEDDED_NAME})", "[green]ready[/green]", _safe(detail))
     except ModelNotFound as exc:
         table.add_row(f"default ({EMBEDDED_NAME})", "[red]missing[/red]", _safe(exc.message))
-    vllm_version = version("vllm")
-    table.add_row(
-        "vllm:<id>",
-        "[green]installed[/green]" if vllm_version else "[yellow]not installed[/yellow]",
-        _safe(
-            f"vllm {vllm_version}; needs an NVIDIA GPU"
-            if vllm_version
-            else "pip install 'spade-gym[vllm]' (NVIDIA GPU)"
-        ),
-    )
-    openai_version = version("openai")
-    table.add_row(
-        "openai:<model>@<url>",
-        "[green]installed[/green]" if openai_version else "[yellow]not installed[/yellow]",
-        _safe(f"openai {openai_version}" if openai_version else "pip install 'spade-gym[openai]'"),
-    )
+    for backend, dist, note, install in (
+        ("vllm:<id>", "vllm", "; needs an NVIDIA GPU", "pip install 'spade-gym[vllm]' (NVIDIA GPU)"),
+        ("openai:<model>@<url>", "openai", "", "pip install 'spade-gym[openai]'"),
+    ):
+        found = version(dist)
+        state = "[green]installed[/green]" if found else "[yellow]not installed[/yellow]"
+        table.add_row(backend, state, _safe(f"{dist} {found}{note}" if found else install))
     return table
 
 
@@ -384,8 +382,7 @@ def generate(
     try:
         sampling = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, n=n, seed=seed)
     except ValueError as exc:
-        console.print(f"[red]{_safe(str(exc))}[/red]")
-        raise typer.Exit(2) from None
+        _fail(_safe(str(exc)), 2)
     try:
         with console.status(f"loading {_safe(policy)}", spinner="dots"):
             loaded = load_policy(policy)
@@ -394,8 +391,7 @@ def generate(
             completions = loaded.generate([messages], sampling)
         seconds = time.perf_counter() - started
     except (SpadeError, ValueError) as exc:
-        console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
-        raise typer.Exit(1) from None
+        _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 1)
     for k, completion in enumerate(completions):
         logprobs = completion.logprobs or []
         mean = f"{statistics.fmean(logprobs):.3f}" if logprobs else "n/a"
@@ -447,8 +443,7 @@ def regret(
     if Path(env_id).is_file():
         target = str(Path(env_id).resolve())
     elif env_id.endswith(".py") or "/" in env_id.removeprefix("spade/"):
-        console.print(f"[red]{_safe(env_id)}: no such program file (and not an id like spade/Name-v0)[/red]")
-        raise typer.Exit(2)
+        _fail(f"{_safe(env_id)}: no such program file (and not an id like spade/Name-v0)", 2)
     elif not env_id.startswith("spade/"):
         target = f"spade/{env_id}"
     try:
@@ -478,15 +473,12 @@ def regret(
                 progress=lambda done, _total: bar.update(task, completed=done),
             )
     except (SpadeError, ValueError) as exc:
-        console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
-        raise typer.Exit(1) from None
+        _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 1)
     except gym_error.Error as exc:
-        console.print(f"[red]{_safe(str(exc))}[/red]")
-        raise typer.Exit(2) from None
+        _fail(_safe(str(exc)), 2)
     reward = designer_reward(True, result)
-    table = Table(title=f"Regret of {_safe(result.env_id)} for {_safe(agent.name)} (k={k})")
-    for column in ("arm", "mean return", "std. error", "successes"):
-        table.add_column(column)
+    columns = ("arm", "mean return", "std. error", "successes")
+    table = _table(f"Regret of {_safe(result.env_id)} for {_safe(agent.name)} (k={k})", columns)
     for arm, mean, se, trajectories in (
         ("with hint", result.mean_hint, result.se_hint, result.hint),
         ("without hint", result.mean_nohint, result.se_nohint, result.nohint),
@@ -657,8 +649,7 @@ def design(
         with console.status("the Designer is writing (each round: generate, validate, measure regret)", spinner="dots"):
             outcome = run_design(designer, prompt, registry=reg, agent=agent_policy, config=config, seed=seed)
     except (SpadeError, ValueError, OSError) as exc:
-        console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
-        raise typer.Exit(2) from None
+        _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 2)
     for i, attempt in enumerate(outcome.attempts, 1):
         console.print(f"[yellow]round {i}: refused ({_safe(attempt['category'])}); the report was fed back[/yellow]")
     if outcome.source:
@@ -714,32 +705,29 @@ def selfplay(
         print(describe_config())
         return
     if config is None:
-        console.print(
-            "[red]give the run's configuration with --config FILE: examples/selfplay_cpu.yaml runs on 2 CPU "
-            "cores; an empty file takes every default of --help-config (a GPU-sized run)[/red]"
+        _fail(
+            "give the run's configuration with --config FILE: examples/selfplay_cpu.yaml runs on 2 CPU "
+            "cores; an empty file takes every default of --help-config (a GPU-sized run)",
+            2,
         )
-        raise typer.Exit(2)
     try:
         cfg = SelfPlayConfig.from_yaml(config)
         cfg = cfg.with_overrides(list(overrides or []))
         if out is not None:
             cfg = cfg.with_overrides([f"run.out={out}"])
     except (SpadeError, ValueError, OSError) as exc:
-        console.print(f"[red]{_safe(str(exc))}[/red]")
-        raise typer.Exit(2) from None
+        _fail(_safe(str(exc)), 2)
     from spade_gym.trainer.run import RunDir
 
     try:
         run = RunDir.create(cfg.run.out, cfg)
     except (SpadeError, OSError) as exc:  # e.g. an --out that cannot be created
-        console.print(f"[red]cannot create the run folder {_safe(str(cfg.run.out))}: {_safe(str(exc))}[/red]")
-        raise typer.Exit(2) from None
+        _fail(f"cannot create the run folder {_safe(str(cfg.run.out))}: {_safe(str(exc))}", 2)
     _run_selfplay(lambda say, progress: _new_loop(cfg, run, say, progress))
 
 
 def _new_loop(cfg: Any, run: Any, say: Any, progress: Any) -> Any:
-    """Start a new run; a start that fails (a bad document source, model or LoRA setting) removes
-    the run folder it had just created, so the same --out works once the config is fixed."""
+    """Start a new run; a failed start removes the new run folder, so the same --out works again."""
     import shutil
 
     from spade_gym.trainer.selfplay import SelfPlay
@@ -765,8 +753,7 @@ def resume(
         run = RunDir.open(_existing_folder(run_dir))
         done, total = run.latest_iteration(), run.config.run.iterations
     except SpadeError as exc:
-        console.print(f"[red]{_safe(str(exc))}[/red]")
-        raise typer.Exit(1) from None
+        _fail(_safe(str(exc)), 1)
     if done is not None and done >= total - 1:
         console.print(f"{_safe(str(run_dir))} has finished all {total} iterations: nothing to resume")
         return
@@ -794,30 +781,24 @@ def warmstart(
     from spade_gym.trainer.warmstart import check_warmstart_config, run_warmstart
 
     if config is None:
-        console.print("[red]give the run's configuration with --config FILE (e.g. examples/selfplay_cpu.yaml)[/red]")
-        raise typer.Exit(2)
+        _fail("give the run's configuration with --config FILE (e.g. examples/selfplay_cpu.yaml)", 2)
     try:
         cfg = SelfPlayConfig.from_yaml(config).with_overrides(list(overrides or []))
         if cfg.policy.lora is not None:
             check_lora(cfg.policy.lora)
         check_warmstart_config(cfg)
     except (SpadeError, ValueError, OSError) as exc:
-        console.print(f"[red]{_safe(str(exc))}[/red]")
-        raise typer.Exit(2) from None
+        _fail(_safe(str(exc)), 2)
 
-    def say(line: str) -> None:
-        console.print(_safe(line), soft_wrap=True)
-
-    progress = PhaseProgress(say, prefix="cold start: ")
+    progress = PhaseProgress(_say, prefix="cold start: ")
     try:
         with progress.bars:
             loading = progress.loading(f"loading the policy {cfg.policy.spec}")
             policy = load_config_policy(cfg, cfg.policy.spec.removeprefix("vllm:"))
             progress.loaded(loading)
-            result = run_warmstart(cfg, policy, say=say, progress=progress)
+            result = run_warmstart(cfg, policy, say=_say, progress=progress)
     except SpadeError as exc:
-        console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
-        raise typer.Exit(1) from None
+        _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 1)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: run the same command again to continue from the last saved step[/yellow]")
         raise typer.Exit(130) from None
@@ -857,24 +838,20 @@ def _existing_folder(path: Path) -> Path:
 def _run_selfplay(make: Any) -> None:
     from spade_gym.trainer.plot import plot_run
 
-    def say(line: str) -> None:
-        console.print(_safe(line), soft_wrap=True)  # one line per message, whatever the width
-
-    progress = PhaseProgress(say)
+    progress = PhaseProgress(_say)
     loop = None
     try:
         with progress.bars:  # the cold start runs while the loop is made: its bars show too
             loading = progress.loading("loading the policy and the registry")
-            loop = make(say, progress)
+            loop = make(_say, progress)
             progress.loaded(loading)
             start = loop.start
             total = loop.config.run.iterations
-            say(f"run folder {loop.run.path}: iterations {start}..{total - 1} of {total}")
+            _say(f"run folder {loop.run.path}: iterations {start}..{total - 1} of {total}")
             results = loop.train()
         loop.close()
     except SpadeError as exc:
-        console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
-        raise typer.Exit(1) from None
+        _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 1)
     except KeyboardInterrupt:
         if loop is None:
             console.print("[yellow]interrupted while starting[/yellow]")
@@ -918,8 +895,7 @@ def plot(run_dir: Annotated[Path, typer.Argument(help="A run folder written by `
             raise ValueError(f"{folder} has no metrics yet (no iteration has finished): nothing to plot")
         paths = plot_run(folder)
     except (SpadeError, OSError, ValueError) as exc:
-        console.print(f"[red]{_safe(str(exc))}[/red]")
-        raise typer.Exit(2) from None
+        _fail(_safe(str(exc)), 2)
     for path in paths:
         console.print(_safe(str(path)))
     if (folder / DESIGNS_FILE).is_file():
@@ -1013,14 +989,12 @@ def eval_(
         )
         loaded = [load_suite(spec, options) for spec in suites]  # bad names fail before the model loads
     except (SpadeError, ValueError, ImportError, OSError) as exc:
-        console.print(f"[red]{_safe(str(exc))}[/red]")
-        raise typer.Exit(2) from None
+        _fail(_safe(str(exc)), 2)
     try:
         with console.status(f"loading {_safe(policy)}", spinner="dots"):
             agent = _load_eval_policy(policy)
     except (SpadeError, ValueError, OSError) as exc:
-        console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
-        raise typer.Exit(1) from None
+        _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 1)
     results, failed_suites = [], []
     with Progress(*Progress.get_default_columns(), TimeElapsedColumn(), console=console, transient=True) as bar:
         for suite in loaded:
@@ -1034,9 +1008,8 @@ def eval_(
             except (SpadeError, ValueError, OSError) as exc:  # one suite's failure keeps the others' results
                 failed_suites.append(suite.name)
                 console.print(f"[red]suite {_safe(suite.name)} failed: {type(exc).__name__}: {_safe(str(exc))}[/red]")
-    table = Table(title=f"{_safe(str(agent.name))} on held-out suites")
-    for column in ("suite", "score", "95% CI", "items", "errors", "seconds"):
-        table.add_column(column, justify="left" if column == "suite" else "right", no_wrap=column == "suite")
+    columns = ("suite", "score", "95% CI", "items", "errors", "seconds")
+    table = _table(f"{_safe(str(agent.name))} on held-out suites", columns, figures=True)
     for result in results:
         low, high = result.interval()
         table.add_row(
@@ -1085,16 +1058,13 @@ def compare(
     try:
         results_a, results_b = load_results(a), load_results(b)
     except (ValueError, OSError) as exc:
-        console.print(f"[red]{_safe(str(exc))}[/red]")
-        raise typer.Exit(2) from None
+        _fail(_safe(str(exc)), 2)
     by_b = {r.suite: r for r in results_b}
     common = [r for r in results_a if r.suite in by_b]
     name_a = results_a[0].policy if results_a else "?"
     name_b = results_b[0].policy if results_b else "?"
     console.print(f"A = {_safe(str(a))} ({_safe(name_a)})\nB = {_safe(str(b))} ({_safe(name_b)})", soft_wrap=True)
-    table = Table()
-    for column in ("suite", "A", "B", "A - B", "95% CI", "items", "paired", ""):
-        table.add_column(column, justify="left" if column == "suite" else "right", no_wrap=column == "suite")
+    table = _table(None, ("suite", "A", "B", "A - B", "95% CI", "items", "paired", ""), figures=True)
     notes = []
     for result in common:
         c = compare_results(result, by_b[result.suite])
@@ -1119,8 +1089,7 @@ def compare(
     if only:
         console.print(f"[yellow]in one file only (not compared): {_safe(', '.join(only))}[/yellow]")
     if not common:
-        console.print("[red]the two files share no suite[/red]")
-        raise typer.Exit(1)
+        _fail("the two files share no suite", 1)
 
 
 def _open_registry(path: Path | None, *, create: bool = False) -> Registry:
@@ -1135,8 +1104,7 @@ def _open_registry(path: Path | None, *, create: bool = False) -> Registry:
             message = exc.message.replace(
                 "pass create=True to make a new registry there", "`spade envs add -r PATH FILE` creates one"
             )
-            console.print(f"[red]{_safe(message)}[/red]")
-            raise typer.Exit(2) from None
+            _fail(_safe(message), 2)
     for warning in caught:
         console.print(f"[yellow]{_safe(str(warning.message))}[/yellow]")
     return registry
@@ -1146,8 +1114,7 @@ def _get_record(registry: Registry, env_id: str) -> EnvRecord:
     try:
         return registry.get(env_id)
     except RegistryError as exc:
-        console.print(f"[red]{_safe(exc.message)}[/red]")
-        raise typer.Exit(2) from None
+        _fail(_safe(exc.message), 2)
 
 
 def _fmt(value: float | None) -> str:
@@ -1178,9 +1145,8 @@ def envs_list(
                 f"| `{record.gym_id}` | {record.setting} | {record.max_turns} | {returns} | {_fmt(stats.regret)} | {about} |"
             )
         return
-    table = Table(title=f"Environments in {reg.root}")
-    for column in ("id", "setting", "turns", "return hint / no hint", "regret", "episodes", "tags"):
-        table.add_column(column, overflow="fold")
+    columns = ("id", "setting", "turns", "return hint / no hint", "regret", "episodes", "tags")
+    table = _table(f"Environments in {reg.root}", columns, overflow="fold")
     records = reg.records(setting=setting)
     for record in records:
         stats = record.stats
@@ -1232,11 +1198,11 @@ def envs_measure(
     from spade_gym.regret import regret_episodes, summarise
 
     if registry is None:
-        console.print(
-            "[red]spade envs measure writes into the registry: name it with -r REGISTRY (or $SPADE_REGISTRY); "
-            "the bundled seed library is measured with -r envs_registry in a source checkout[/red]"
+        _fail(
+            "spade envs measure writes into the registry: name it with -r REGISTRY (or $SPADE_REGISTRY); "
+            "the bundled seed library is measured with -r envs_registry in a source checkout",
+            2,
         )
-        raise typer.Exit(2)
     reg = _open_registry(registry)
     try:
         records = [reg.get(i) for i in ids] if ids else reg.records()
@@ -1254,14 +1220,12 @@ def envs_measure(
                 episodes, agent, config, progress=lambda done, _total: bar.update(task, completed=done)
             )
     except (SpadeError, ValueError) as exc:
-        console.print(f"[red]{type(exc).__name__}: {_safe(str(exc))}[/red]")
-        raise typer.Exit(1) from None
-    table = Table(
-        title=f"Measured with {_safe(agent.name)}, k={k}, seeds {seeds[0]}..{seeds[-1]}, "
-        f"temperature {temperature:g}, top_p {top_p:g}"
+        _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 1)
+    table = _table(
+        f"Measured with {_safe(agent.name)}, k={k}, seeds {seeds[0]}..{seeds[-1]}, "
+        f"temperature {temperature:g}, top_p {top_p:g}",
+        ("id", "return hint / no hint", "success hint / no hint", "regret", "format compliance", "errors"),
     )
-    for column in ("id", "return hint / no hint", "success hint / no hint", "regret", "format compliance", "errors"):
-        table.add_column(column)
     for n, record in enumerate(records):
         played = trajectories[2 * k * n : 2 * k * (n + 1)]
         result = summarise(played)
@@ -1332,8 +1296,7 @@ def envs_show(
 
 
 def _design_line_of(registry_root: Path, env_id: str) -> str | None:
-    """Where a self-play run recorded the completion that wrote ``env_id``: ``"<designs.jsonl>, line
-    N (iteration I)"`` when the registry is a run folder's, else ``None``."""
+    """``"<designs.jsonl>, line N (iteration I)"`` that wrote ``env_id`` in a run folder's registry."""
     from spade_gym.trainer.run import DESIGNS_FILE, REGISTRY_DIR
 
     designs = registry_root.parent / DESIGNS_FILE
@@ -1354,9 +1317,8 @@ def _design_line_of(registry_root: Path, env_id: str) -> str | None:
 
 def _report_table(path: str, report: ValidationReport) -> Table:
     verdict = "[green]accepted[/green]" if report.accepted else f"[red]refused: {report.category}[/red]"
-    table = Table(title=f"{_safe(path)}: {verdict} in {report.seconds:.2f} s")
-    for column in ("check", "result", "category", "seconds", "details"):
-        table.add_column(column, overflow="fold")
+    columns = ("check", "result", "category", "seconds", "details")
+    table = _table(f"{_safe(path)}: {verdict} in {report.seconds:.2f} s", columns, overflow="fold")
     for check in report.checks:
         result = {True: "[green]pass[/green]", False: "[red]FAIL[/red]", None: "[dim]not run[/dim]"}[check.passed]
         table.add_row(check.name, result, check.category or "", f"{check.seconds:.3f}", _safe(check.message, 400))
