@@ -1,13 +1,8 @@
 """``spade plot RUN_DIR``: the curves of a self-play run as PNG files in ``RUN_DIR/plots/``.
 
-The plots read ``metrics.jsonl`` (:func:`spade_gym.trainer.run.read_metrics`); the keys are in
-:data:`METRICS`. Keys are ``section/name``; a record may hold them flat (``"regret/mean": 0.2``)
-or nested (``"regret": {"mean": 0.2}``), and counts by category are a mapping
-(``"designer/rejections": {"feasibility": 3, "novelty": 1}``). A missing key leaves a gap, and a
-plot without any of its keys is not drawn, so a baseline run (no Designer) or a run of one
-iteration plots what it has.
-
-matplotlib's object API draws on the Agg canvas: no pyplot, no global backend switch.
+The plots read the :data:`METRICS` keys of ``metrics.jsonl``, flat (``"regret/mean"``) or nested
+(``{"regret": {"mean": ...}}``). A missing key leaves a gap and a plot without any of its keys is
+not drawn. matplotlib's object API draws on the Agg canvas: no pyplot, no global backend switch.
 """
 
 from __future__ import annotations
@@ -139,46 +134,27 @@ def _stacked_bars(ax: Any, s: _Series, keys: list[str], prefix: str) -> None:
         bottom += values
 
 
-def _widen_iterations(ax: Any) -> None:
-    """At least one iteration of width on the x axis: one point alone got ticks at +-0.04."""
-    low, high = ax.get_xlim()
-    if high - low < 1.0:
-        middle = (low + high) / 2
-        ax.set_xlim(middle - 0.5, middle + 0.5)
-
-
-def _save(fig: Any, path: Path) -> Path:
-    """Write the PNG atomically (a viewer never sees half a file)."""
+def _finish(fig: Any, axes: list[Any], title: str, path: Path) -> Path:
+    """Title, legends, x axes at least one iteration wide; the PNG written atomically."""
+    axes[0].set_title(title)
+    for ax in axes:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside, never over bars
     for ax in fig.axes:
-        if ax.get_xlabel() == "iteration":
-            _widen_iterations(ax)
+        low, high = ax.get_xlim()
+        if ax.get_xlabel() == "iteration" and high - low < 1.0:  # one point alone got ticks at +-0.04
+            middle = (low + high) / 2
+            ax.set_xlim(middle - 0.5, middle + 0.5)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     replace_atomically(path, buffer.getvalue())
     return path
 
 
-def _finish(fig: Any, axes: list[Any], title: str, path: Path) -> Path:
-    axes[0].set_title(title)
-    for ax in axes:
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside, never over bars
-    return _save(fig, path)
-
-
 def plot_run(run_dir: str | Path | RunDir) -> list[Path]:
-    """Draw the curves of a run (:data:`PLOTS`) into ``run_dir/plots/``.
-
-    Args:
-        run_dir: a run folder (only its ``metrics.jsonl`` is read; no config is needed).
-
-    Returns:
-        The PNG files written; ``[]`` (with a warning) when the run has no metrics yet. A plot
-        whose keys are all missing is not drawn.
-
-    Raises:
-        RunDirError: ``run_dir`` is not a folder, or ``metrics.jsonl`` cannot be read.
-    """
+    """Draw the curves of a run (:data:`PLOTS`, from its ``metrics.jsonl`` only) into
+    ``run_dir/plots/``; returns the PNG files written, ``[]`` with a warning without metrics.
+    RunDirError when ``run_dir`` is not a folder or its metrics cannot be read."""
     path = run_dir.path if isinstance(run_dir, RunDir) else Path(run_dir)
     if not path.is_dir():
         raise RunDirError(f"run folder {path} does not exist")
