@@ -864,21 +864,11 @@ def _yaml() -> Any:
     return yaml
 
 
-_LOADER: Any = None
-
-
+@functools.cache
 def _loader() -> Any:
     """A ``yaml.SafeLoader`` subclass with YAML 1.2 core scalars and duplicate keys refused."""
-    global _LOADER
-    if _LOADER is not None:
-        return _LOADER
     yaml = _yaml()
-    replaced = {
-        "tag:yaml.org,2002:bool",
-        "tag:yaml.org,2002:float",
-        "tag:yaml.org,2002:int",
-        "tag:yaml.org,2002:timestamp",
-    }
+    replaced = {f"tag:yaml.org,2002:{kind}" for kind in ("bool", "float", "int", "timestamp")}
 
     class StrictLoader(yaml.SafeLoader):  # type: ignore[name-defined]
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
@@ -921,8 +911,7 @@ def _loader() -> Any:
     StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
     # an explicit !!timestamp stays text, as an unquoted date does (a date object has no YAML 1.2 scalar)
     StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
-    _LOADER = StrictLoader
-    return _LOADER
+    return StrictLoader
 
 
 def _load_yaml(text: str, where: str) -> Any:

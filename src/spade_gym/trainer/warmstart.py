@@ -36,6 +36,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -125,17 +126,17 @@ def format_action(setting: str, action: str) -> str:
     return f"<answer>{action}</answer>"
 
 
+def _library(registry: Registry | None) -> AbstractContextManager[Registry]:
+    """``registry``, or the bundled seed library (closed after the block)."""
+    return nullcontext(registry) if registry is not None else Registry(bundled_registry_path())
+
+
 def training_pool(config: SelfPlayConfig, registry: Registry | None = None) -> list[EnvRecord]:
     """The run's training pool, sorted by name: ``registry`` (default: the seed library) minus
     ``run.held_out_envs``, only ``run.seed_tags`` when given; ConfigError when it is empty."""
-    own = registry is None
-    reg = Registry(bundled_registry_path()) if registry is None else registry
-    try:
-        held, tags = set(config.run.held_out_envs), set(config.run.seed_tags)
+    held, tags = set(config.run.held_out_envs), set(config.run.seed_tags)
+    with _library(registry) as reg:
         pool = sorted((r for r in reg if r.name not in held and (not tags or tags & set(r.tags))), key=lambda r: r.name)
-    finally:
-        if own:
-            reg.close()
     if not pool:
         raise ConfigError(
             f"config key 'run.held_out_envs' holds every environment of the seed library ({len(held)}) that "
@@ -403,9 +404,7 @@ def build_dataset(
     """The cold-start samples of both roles (see the module docstring), tokenized by ``policy``
     (a transformers policy); ``progress(done, total)`` over the environments visited. ConfigError
     when the pool is empty or gives no successful oracle episode."""
-    own = registry is None
-    reg = Registry(bundled_registry_path()) if registry is None else registry
-    try:
+    with _library(registry) as reg:
         pool = training_pool(config, reg)
         skipped: dict[str, int] = {}
         examples = config.warmstart.designer_examples
@@ -430,9 +429,6 @@ def build_dataset(
         if progress is not None:
             progress(total, total)
         return WarmstartData(agent + designer, [r.name for r in pool], skipped)
-    finally:
-        if own:
-            reg.close()
 
 
 def _lora_config(config: SelfPlayConfig, policy: Any) -> dict[str, Any]:
