@@ -1,8 +1,4 @@
-"""The ``spade`` command.
-
-``spade demo`` checks, loads and plays environment programs in the sandbox; ``spade doctor`` shows
-which protection layers the sandbox has on this machine and proves them with a probe.
-"""
+"""The ``spade`` command line (``spade --help`` lists its commands)."""
 
 from __future__ import annotations
 

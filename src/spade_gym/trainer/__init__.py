@@ -1,9 +1,4 @@
-"""The self-play trainer: one GRPO-style update of the policy that plays both SPADE roles.
-
-See :mod:`spade_gym.trainer.grpo`. Importing this package does not import torch (``import
-spade_gym`` does not import this package at all); torch is imported when a loss is computed or a
-trainer is built.
-"""
+"""The self-play trainer (:mod:`spade_gym.trainer.grpo`); importing it does not import torch."""
 
 from __future__ import annotations
 

@@ -981,15 +981,8 @@ def _describe(cls: type, prefix: str, lines: list[str]) -> None:
             continue
         default = getattr(defaults, f.name)
         lines.append(f"  {dotted}: {_type_name(tp)} = {_scalar_yaml(default)}")
-        lines.extend(
-            textwrap.wrap(
-                f.metadata.get("help", ""),
-                width=100,
-                initial_indent=" " * 6,
-                subsequent_indent=" " * 6,
-                break_on_hyphens=False,
-            )
-        )
+        help_lines = textwrap.wrap(f.metadata.get("help", ""), width=94, break_on_hyphens=False)
+        lines.extend(" " * 6 + line for line in help_lines)  # 100 columns in all
 
 
 def describe_config() -> str:
