@@ -101,8 +101,7 @@ class PolicySection:
     max_batch_size: int = _opt(32, "most sequences per generate call of the transformers backend (>= 1)")
 
 
-#: The ``designer.reward`` section: :class:`spade_gym.regret.RewardConfig` itself, so that each
-#: threshold's default and help text have one definition (the reward's thresholds and shaping).
+#: The ``designer.reward`` section: :class:`spade_gym.regret.RewardConfig` itself (one definition).
 DesignerRewardSection = RewardConfig
 
 

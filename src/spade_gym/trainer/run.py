@@ -324,8 +324,6 @@ class RunDir:
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
 
-    # -- create / open -----------------------------------------------------------------------
-
     @classmethod
     def create(cls, path: str | Path, config: SelfPlayConfig, *, resume: bool = False) -> RunDir:
         """Start a new run in ``path`` (missing or empty), writing ``config`` (validated, ``run.out``
@@ -375,8 +373,6 @@ class RunDir:
         for folder in (path / REGISTRY_DIR, path / CHECKPOINTS_DIR, path / PLOTS_DIR):
             folder.mkdir(parents=True, exist_ok=True)
         return cls(path, config)
-
-    # -- metrics -----------------------------------------------------------------------------
 
     def log_designs(self, iteration: int, designs: list[dict[str, Any]]) -> None:
         """Append one iteration's designs (JSON objects, ``iteration`` added) to ``designs.jsonl``."""
@@ -488,8 +484,6 @@ class RunDir:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- checkpoints -------------------------------------------------------------------------
 
     def checkpoints(self) -> list[int]:
         """The iterations of every complete checkpoint, ascending."""

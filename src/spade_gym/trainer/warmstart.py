@@ -68,8 +68,7 @@ __all__ = [
     "warmstart_hash",
 ]
 
-#: LoRA adapters of the cold start when the run trains all weights (``policy.lora: null``): they are
-#: merged into the weights after the stage, so the self-play run then trains a plain model.
+#: Cold-start LoRA adapters of a run that trains all weights (``policy.lora: null``), merged afterwards.
 WARMSTART_LORA: dict[str, Any] = {"r": 16, "lora_alpha": 32, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 
 #: Format version of the cache entries (part of the content hash).
@@ -267,9 +266,6 @@ def _agent_samples(
 def _max_tokens(config: SelfPlayConfig, policy: Any) -> int:
     window = getattr(policy, "context_window", None)
     return min(config.warmstart.max_seq_tokens, window or config.warmstart.max_seq_tokens)
-
-
-# -- variants of a program (edit mode) ----------------------------------------------------------
 
 
 def variants(source: str, rng: random.Random) -> str:
