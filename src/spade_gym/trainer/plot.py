@@ -134,6 +134,14 @@ def _stacked_bars(ax: Any, s: _Series, keys: list[str], prefix: str) -> None:
         bottom += values
 
 
+def _widen_iterations(ax: Any) -> None:
+    """At least one iteration of width on the x axis: one point alone got ticks at +-0.04."""
+    low, high = ax.get_xlim()
+    if high - low < 1.0:
+        middle = (low + high) / 2
+        ax.set_xlim(middle - 0.5, middle + 0.5)
+
+
 def _finish(fig: Any, axes: list[Any], title: str, path: Path) -> Path:
     """Title, legends, x axes at least one iteration wide; the PNG written atomically."""
     axes[0].set_title(title)
@@ -141,10 +149,8 @@ def _finish(fig: Any, axes: list[Any], title: str, path: Path) -> Path:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside, never over bars
     for ax in fig.axes:
-        low, high = ax.get_xlim()
-        if ax.get_xlabel() == "iteration" and high - low < 1.0:  # one point alone got ticks at +-0.04
-            middle = (low + high) / 2
-            ax.set_xlim(middle - 0.5, middle + 0.5)
+        if ax.get_xlabel() == "iteration":
+            _widen_iterations(ax)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     replace_atomically(path, buffer.getvalue())

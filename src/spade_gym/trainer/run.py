@@ -355,7 +355,7 @@ class RunDir:
             return run
         for folder in (path, path / REGISTRY_DIR, path / CHECKPOINTS_DIR, path / PLOTS_DIR):
             folder.mkdir(parents=True, exist_ok=True)
-        replace_atomically(path / CONFIG_FILE, config.to_yaml().encode())
+        replace_atomically(path / CONFIG_FILE, config.to_yaml())
         return cls(path, config)
 
     @classmethod
@@ -590,7 +590,7 @@ class RunDir:
         return final
 
     def _write_latest(self, name: str) -> None:
-        replace_atomically(self.checkpoints_dir / LATEST_FILE, (name + "\n").encode())
+        replace_atomically(self.checkpoints_dir / LATEST_FILE, name + "\n")
 
     def latest_iteration(self) -> int | None:
         """The iteration of the newest complete checkpoint, or ``None`` when there is none."""

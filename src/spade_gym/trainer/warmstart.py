@@ -614,7 +614,7 @@ def run_warmstart(
 
     samples = [[s.role, s.env, s.kind] for s in data.samples]
     text = json.dumps({"envs": data.envs, "skipped": data.skipped, "samples": samples}, indent=1)
-    replace_atomically(entry / _DATA, text.encode("utf-8"))
+    replace_atomically(entry / _DATA, text)
     params = [p for p in policy.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.warmstart.learning_rate, weight_decay=0.0)
     start, losses, loss_before = 0, [], None
@@ -695,9 +695,7 @@ def run_warmstart(
     saved = result.to_dict()
     for key in ("path", "adapter_path", "cached", "steps_run", "merged", "hash"):
         saved.pop(key)
-    replace_atomically(
-        result_path, json.dumps(saved, indent=1).encode("utf-8")
-    )  # the entry is finished once this exists
+    replace_atomically(result_path, json.dumps(saved, indent=1))  # the entry is finished once this exists
     state_path.unlink(missing_ok=True)
     _finish(policy, merged)
     say(
