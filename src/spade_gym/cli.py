@@ -233,16 +233,14 @@ def demo(
                         step_times.append(time.perf_counter() - started)
                         done = terminated or truncated
                     returns.append(env.episode_return)
-            ok = min(oracle_returns) >= SUCCESS_RETURN and max(empty_returns) < SUCCESS_RETURN
+            mean, low = statistics.mean(oracle_returns), min(oracle_returns)
+            ok = low >= SUCCESS_RETURN and max(empty_returns) < SUCCESS_RETURN
             failures += not ok
             table.add_row(
                 f"{env.name}\n[dim]{path.name}[/dim]",
                 env.setting,
                 str(env.max_turns),
-                f"{statistics.mean(oracle_returns):.2f}"
-                + (
-                    f" (min {min(oracle_returns):.2f})" if min(oracle_returns) < statistics.mean(oracle_returns) else ""
-                ),
+                f"{mean:.2f}" + (f" (min {low:.2f})" if low < mean else ""),
                 f"{max(empty_returns):.2f}",
                 f"{statistics.median(step_times) * 1e6:.0f}",
                 "[green]ok[/green]" if ok else "[red]fails[/red]",

@@ -457,8 +457,7 @@ class SelfPlayConfig:
         _at_least("agent.max_new_tokens", a.max_new_tokens, 1)
         _positive("agent.temperature", a.temperature, "(regret needs sampling)")
         _top_p("agent.top_p", a.top_p)
-        if a.max_turns is not None:
-            _at_least("agent.max_turns", a.max_turns, 1)
+        _at_least("agent.max_turns", a.max_turns, 1)
         _at_least("agent.max_episodes", a.max_episodes, 1)
         _at_least("agent.replay_envs", a.replay_envs, 0)
         _at_least("agent.episodes_per_env", a.episodes_per_env, 2, "(a group of one episode has no relative advantage)")
@@ -521,8 +520,7 @@ class SelfPlayConfig:
             if y.address is not None:
                 _range("ray.num_cpus", y.num_cpus, "null when ray.address is set (a cluster has its own CPUs)")
         _positive("ray.validation_cpus", y.validation_cpus)
-        if y.env_hosts is not None:
-            _at_least("ray.env_hosts", y.env_hosts, 1)
+        _at_least("ray.env_hosts", y.env_hosts, 1)
         _at_least("ray.max_retries", y.max_retries, 0)
         if not (math.isfinite(y.generation_gpus) and y.generation_gpus >= 0):
             _range("ray.generation_gpus", y.generation_gpus, "a finite number >= 0")
@@ -812,8 +810,8 @@ def _range(key: str, value: Any, expected: str) -> NoReturn:
     raise ConfigError(f"config key {key!r} = {_repr(value)}; expected {expected}", key=key)
 
 
-def _at_least(key: str, value: int, low: int, why: str = "") -> None:
-    if value < low:
+def _at_least(key: str, value: int | None, low: int, why: str = "") -> None:
+    if value is not None and value < low:
         _range(key, value, f"an int >= {low}" + (f" {why}" if why else ""))
 
 

@@ -163,24 +163,22 @@ def check_chat_template(tokenizer: Any, spec: str = "default") -> None:
     """ConfigError naming ``policy.spec`` when the tokenizer's chat template cannot render a system
     message (the roles' instructions are system messages)."""
     marker = "SPADE-SYSTEM-ROLE-CHECK-7f3a"
+    cause: Exception | None = None
     try:
         text = tokenizer.apply_chat_template(
             [{"role": "system", "content": marker}, {"role": "user", "content": "hi"}],
             tokenize=False,
             add_generation_prompt=True,
         )
+        problem = "" if marker in str(text) else "drops the system message"
     except Exception as exc:
+        cause, problem = exc, f"cannot render a system message ({type(exc).__name__}: {exc})"
+    if problem:
         raise ConfigError(
-            f"config key 'policy.spec' = {spec!r}: the model's chat template cannot render a system message "
-            f"({type(exc).__name__}: {exc}); the cold start and self-play need a template with a system role",
+            f"config key 'policy.spec' = {spec!r}: the model's chat template {problem}; the cold start and "
+            "self-play need a template with a system role",
             key="policy.spec",
-        ) from exc
-    if marker not in str(text):
-        raise ConfigError(
-            f"config key 'policy.spec' = {spec!r}: the model's chat template drops the system message; the cold "
-            "start and self-play need a template with a system role",
-            key="policy.spec",
-        )
+        ) from cause
 
 
 def _encode(policy: Any, messages: list[dict[str, str]], target: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
