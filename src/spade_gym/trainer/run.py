@@ -110,11 +110,9 @@ def _jsonable(value: Any, where: str, *, finite: bool) -> Any:
         return out
     if isinstance(value, list | tuple):
         return [_jsonable(v, f"{where}[{i}]", finite=finite) for i, v in enumerate(value)]
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist(), where, finite=finite)
     if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:  # numpy/torch scalar
         return _jsonable(value.item(), where, finite=finite)
-    if hasattr(value, "tolist") and callable(value.tolist):  # a torch tensor
+    if hasattr(value, "tolist") and callable(value.tolist):  # a numpy array or torch tensor
         return _jsonable(value.tolist(), where, finite=finite)
     raise RunDirError(f"{where} = {value!r} ({type(value).__name__}) is not JSON data")
 
