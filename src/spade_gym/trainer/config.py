@@ -566,15 +566,9 @@ class SelfPlayConfig:
 
         if self.run.executor == "local":
             return make_executor("local")
-        y = self.ray
-        return make_executor(
-            "ray",
-            address=y.address,
-            num_cpus=y.num_cpus,
-            validation_cpus=y.validation_cpus,
-            env_hosts=y.env_hosts,
-            max_retries=y.max_retries,
-        )
+        options = dataclasses.asdict(self.ray)
+        options.pop("generation_gpus")  # the vLLM actor's, not the executor's
+        return make_executor("ray", **options)
 
     def designer_config(self) -> Any:
         """The :class:`spade_gym.designer.DesignerConfig` these settings describe."""
