@@ -807,9 +807,7 @@ def evaluate_completion(
             ),
         )
     except DuplicateEnvironment as exc:  # registered by another writer since the novelty check
-        novelty = report.check("novelty")
-        novelty.passed, novelty.category, novelty.message = False, "DUPLICATE", exc.message
-        report.accepted, report.category = False, "DUPLICATE"
+        _refuse(report, "novelty", "DUPLICATE", exc.message)
         outcome.reward = designer_reward(False, duplicate=True, config=config.reward)
         outcome.registry_s = time.perf_counter() - started
         return outcome

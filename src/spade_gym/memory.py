@@ -239,10 +239,6 @@ def verdict(stats: EnvStats, config: MemoryConfig | None = None) -> str:
     return VERDICT_GOOD if regret >= config.low_regret_below else VERDICT_LOW_REGRET
 
 
-# ------------------------------------------------------------------------------------------------
-# Reading the registry cheaply
-# ------------------------------------------------------------------------------------------------
-
 #: One environment as selection sees it: ``(seq, setting, mean_return_hint, mean_return_nohint,
 #: regret)``; ``seq`` is its place in the index, which is creation order (higher: newer).
 _Row = tuple[int, str, float | None, float | None, float | None]
@@ -257,7 +253,7 @@ def read_source(record: EnvRecord) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Selection
+# Selection: reads only the narrow statistics columns of the index
 # ------------------------------------------------------------------------------------------------
 
 

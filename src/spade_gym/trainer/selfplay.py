@@ -235,8 +235,7 @@ class SelfPlay:
                 "given policy is trained as it is (all its parameters); leave policy unset to load config.policy",
                 stacklevel=2,
             )
-        #: generates designs and Agent turns: the trained policy itself, or a colocated vLLM engine
-        #: (``policy.spec = "vllm:<id>"``) that gets the new weights after every update
+        #: generates designs and Agent turns: the trained policy, or a colocated vLLM engine (``vllm:<id>``)
         self.generator: Any = self.policy
         if not given and spec.startswith("vllm:"):
             if self.executor.kind == "ray":  # the engine in a Ray actor with its own GPU(s)
