@@ -1,26 +1,17 @@
 """The Environment Designer: prompts, program extraction, repair rounds, and ``SpadeDesignerEnv``.
 
-The Designer writes a whole environment program (docs/DESIGN.md, "The environment program contract")
-from a document and from its memory of earlier environments (SPADE's ablations found both
-essential). The data flow of one design (docs/DESIGN.md, "The data flow") is four plain calls:
+The Designer writes a whole environment program from a document and its memory of earlier
+environments. One design (docs/DESIGN.md, "The data flow") is four plain calls:
 
-1. :func:`build_prompt` -> :class:`DesignerPrompt`: the contract, the document, the memory and the
-   target setting, in one of two modes: ``"write"`` (a new environment from the document) or
-   ``"edit"`` (a variant of one memory environment, as in ACCEL's level editing, Parker-Holder et
+1. :func:`build_prompt` -> :class:`DesignerPrompt`, in ``"write"`` mode (a new environment) or
+   ``"edit"`` mode (a variant of a memory environment, ACCEL's level editing, Parker-Holder et
    al. 2022, section 3);
 2. ``policy.generate`` -> a completion;
-3. :func:`extract_program`: the program source in the completion (fenced or not, prose around it);
-4. :func:`evaluate_completion` -> :class:`DesignOutcome`: the validation gate, the regret estimate
-   with the Agent policy, registration of an accepted environment, and the Designer's reward
-   (:func:`~spade_gym.regret.designer_reward`).
+3. :func:`extract_program` (or :func:`apply_edits`): the program source in the completion;
+4. :func:`evaluate_completion` -> :class:`DesignOutcome`: gate, regret, registration, reward.
 
-:func:`design` runs 2-4 with up to ``repair_rounds`` repair rounds that feed the validation report
-back. :class:`SpadeDesignerEnv` wraps 3-4 as a one-step gymnasium environment whose observation is
-the prompt and whose action is the completion, registered as ``spade/Designer-v0``, so that any RL
-code can train a Designer.
-
-Bad completions (no code, several ``Env`` classes, a half-done contract, a copy of a registered
-environment) end with a report and the right reward; they never raise.
+:func:`design` adds repair rounds; :class:`SpadeDesignerEnv` (``spade/Designer-v0``) wraps 3-4 as a
+one-step gymnasium environment. Bad completions end with a report and a reward, never an exception.
 """
 
 from __future__ import annotations
@@ -117,25 +108,19 @@ EDIT_PROBABILITY = 0.25
 EDIT_PROBABILITY_SMALL = 0.75
 #: Parameters below which ``auto`` counts a model as small.
 SMALL_MODEL_PARAMETERS = 1.5e9
-#: The fewest new tokens a design may have when no tokenizer is at hand to measure the seed programs:
-#: about the token length of the worked example in :data:`DESIGNER_SYSTEM_PROMPT` (257 tokens, 860
-#: characters, with the embedded model's tokenizer), the shortest complete program the Designer is shown.
+#: The fewest new tokens of a design when no tokenizer can measure the seed programs: about the
+#: token length of the worked example in :data:`DESIGNER_SYSTEM_PROMPT`.
 DESIGN_TOKEN_FLOOR = 256
-#: New tokens of a write-mode design by default: a whole module (the seed programs are 400-1,400
-#: tokens under the embedded model's tokenizer).
+#: New tokens of a write-mode design by default (the seed programs are 400-1,400 tokens).
 WRITE_MAX_NEW_TOKENS = 1536
-#: New tokens of an edit-mode design by default: a few edit blocks (a knob, a rule, a name), measured
-#: at 40-120 tokens with the embedded model's tokenizer for the cold start's knob variants.
+#: New tokens of an edit-mode design by default (the cold start's knob variants take 40-120).
 EDIT_MAX_NEW_TOKENS = 256
-#: The Designer's default sampling temperature. Measured with the embedded model and its cold start
-#: (``examples/design_rate.py``, README "Learning at small scale"): 8 of 12 edits valid at 0.5; the
-#: 135M model's code falls apart towards 1.0. Larger models do well at 0.7-1.0 (the GPU example sets
-#: 1.0). One definition: :class:`DesignerConfig`, ``SelfPlayConfig.designer`` and ``spade design``.
+#: The Designer's default sampling temperature: with the embedded model and its cold start 8 of 12
+#: edits are valid at 0.5 (``examples/design_rate.py``); larger models do well at 0.7-1.0.
 DESIGNER_TEMPERATURE: float = 0.5
 #: The fewest new tokens an edit-mode design may have: one short edit block.
 EDIT_TOKEN_FLOOR = 32
-#: Longest observation (prompt) and action (completion), in characters; a longer completion is
-#: refused (``TOO_LONG``) without being parsed.
+#: Longest prompt and completion in characters; a longer completion is refused (``TOO_LONG``) unparsed.
 MAX_PROMPT_CHARS = 200_000
 MAX_COMPLETION_CHARS = 1_000_000
 
@@ -169,8 +154,7 @@ class Env:
         return str(sum(self.numbers))
 '''
 
-#: The Designer's system prompt: the environment program contract of docs/DESIGN.md, in the words a
-#: model needs to write a program the validation gate accepts.
+#: The environment program contract of docs/DESIGN.md, in the words a model needs.
 _CONTRACT = f"""You design training environments for a reasoning agent. An environment is one Python module that defines exactly one class named Env.
 
 The module may import only: {", ".join(ALLOWED_MODULES)}. No file, network or system access.
@@ -186,16 +170,14 @@ class Env must have:
 
 Rules: the episode return (sum of rewards) is between 0 and 1 and success means return >= {SUCCESS_RETURN}; every episode ends by max_turns; info holds only JSON values; the same seed and actions give the same observations; different seeds give different tasks; following oracle() succeeds on every seed; trivial actions (empty text, random text, echoing the observation, submitting the hint, one fixed answer) must not succeed. Reasoning and game actions are the agent's final answer text; a tool_use action is a JSON string {{"name": ..., "arguments": {{...}}}}."""
 
-#: The Designer's system prompt in write mode: the environment program contract of docs/DESIGN.md, in
-#: the words a model needs to write a program the validation gate accepts, and a worked example.
+#: The Designer's system prompt in write mode: the contract and a worked example.
 DESIGNER_SYSTEM_PROMPT = f"""{_CONTRACT}
 
 Write the whole module in one ```python code block. Example of a complete, valid module:
 ```python
 {_EXAMPLE}```"""
 
-#: Markers of one edit block (the SEARCH/REPLACE format of aider's code edits): the lines to find in
-#: the parent program, then the lines that replace them.
+#: Markers of one edit block (aider's SEARCH/REPLACE format).
 EDIT_SEARCH, EDIT_DIVIDER, EDIT_REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
 
 _EDIT_EXAMPLE = f"""{EDIT_SEARCH}
@@ -210,8 +192,7 @@ COUNT = 5
 {EDIT_REPLACE}
 """
 
-#: The Designer's system prompt in edit mode: the same contract, and the edit-block answer format
-#: (a variant is a few changed lines of a valid program, not a whole module to retype).
+#: The Designer's system prompt in edit mode: the contract and the edit-block answer format.
 DESIGNER_EDIT_SYSTEM_PROMPT = f"""{_CONTRACT}
 
 You vary an existing environment. Answer with edit blocks only: each block copies some lines of the program exactly as they are, then gives the lines that replace them. Change at least one difficulty knob (a module-level UPPERCASE number) or rule; the variant keeps the name and becomes its next version. Example of an answer:
@@ -232,18 +213,10 @@ _ANY_SETTING = "reasoning, tool_use or game (your choice)"
 
 @dataclass(frozen=True)
 class DesignerPrompt:
-    """One Designer prompt and what went into it.
+    """One Designer prompt (system and user chat ``messages``) and what went into it.
 
-    Attributes:
-        messages: the chat prompt, ``[{"role": "system", ...}, {"role": "user", ...}]``.
-        mode: ``"write"`` or ``"edit"``.
-        setting: the target setting, or ``None`` (the Designer chooses).
-        document: the grounding document, or ``None`` (no document: the memory alone).
-        memory: the memory environments shown, in prompt order.
-        parent: in edit mode, the env id of the environment to vary (it becomes the new
-            environment's parent in the registry); else ``None``.
-        parent_source: in edit mode, the parent's program source, which the completion's edit
-            blocks apply to (:func:`apply_edits`); else ``None``.
+    ``setting``: the target, or ``None`` (the Designer chooses). In edit mode ``parent`` is the env
+    id to vary and ``parent_source`` the program the edit blocks apply to; else both are ``None``.
     """
 
     messages: list[dict[str, str]]
@@ -256,11 +229,11 @@ class DesignerPrompt:
 
     @property
     def text(self) -> str:
-        """The prompt as one string: the system message, a blank line, the user message."""
+        """The system message, a blank line, the user message."""
         return "\n\n".join(m["content"] for m in self.messages)
 
     def provenance(self) -> dict[str, Any]:
-        """What the registry stores about this prompt: the document's source, mode and memory ids."""
+        """What the registry stores about this prompt."""
         return {
             "mode": self.mode,
             "setting": self.setting,
@@ -279,23 +252,12 @@ def build_prompt(
     parent: MemoryItem | None = None,
     include_source: bool = False,
 ) -> DesignerPrompt:
-    """Build the Designer prompt (docs/DESIGN.md, "The data flow": document + memory -> prompt).
+    """Build the Designer prompt from a document and memory (docs/DESIGN.md, "The data flow").
 
-    Args:
-        document: the grounding document (a :class:`~spade_gym.documents.Document`, or plain text,
-            cleaned and capped with :func:`~spade_gym.documents.make_document`); ``None`` or text
-            that cleaning rejects: the prompt says no document is available and the memory alone
-            grounds it.
-        memory: past environments to show (see :class:`~spade_gym.memory.EnvironmentMemory`).
-        setting: the target setting (``"reasoning"``, ``"tool_use"``, ``"game"``), or ``None``. In
-            edit mode the variant keeps its parent's setting, whatever is given here.
-        mode: ``"write"`` or ``"edit"``.
-        parent: in edit mode, the memory environment to vary (default: chosen by
-            :func:`~spade_gym.memory.pick_parent`); it is shown with its source.
-        include_source: show every memory environment's source (default: only the parent's).
-
-    Returns:
-        A :class:`DesignerPrompt`.
+    ``document``: a ``Document``, text (cleaned by :func:`~spade_gym.documents.make_document`) or
+    ``None`` (the memory alone grounds the prompt). In edit mode ``parent`` (default:
+    :func:`~spade_gym.memory.pick_parent`) is shown with its source and its setting wins.
+    ``include_source`` shows every memory environment's source.
 
     Raises:
         ValueError: an unknown ``mode`` or ``setting``, or edit mode with an empty memory.
@@ -386,13 +348,8 @@ _CODE_START = re.compile(r"^(?:import |from \w|class |def |@|[A-Z_][A-Z0-9_]* *=
 
 @dataclass(frozen=True)
 class ExtractedProgram:
-    """What :func:`extract_program` found.
-
-    Attributes:
-        source: the program source, or ``None`` when the completion holds no program.
-        problem: why there is no program (for the report), else ``None``.
-        note: how the source was found (e.g. several blocks, unterminated fence), else ``None``.
-    """
+    """The program ``source`` found in a completion, or ``None`` and the ``problem``; ``note``: how
+    it was found (e.g. several blocks, an unclosed fence)."""
 
     source: str | None
     problem: str | None = None
@@ -418,19 +375,9 @@ def _blocks(text: str) -> tuple[list[str], bool]:
 def extract_program(completion: str) -> ExtractedProgram:
     """Find the environment program in a Designer completion.
 
-    Rules, in order: among the fenced code blocks (```python, ```py or bare ```), the **last**
-    one that defines ``class Env``; an unclosed last fence (a completion cut at
-    ``max_new_tokens``) runs to the end of the text. Without a fenced ``class Env``, unfenced
-    code: from the first line that starts like Python code (``import``, ``from``, ``class``,
-    ``def``, a docstring, a CONSTANT assignment) before ``class Env``, to the end, with trailing
-    lines that do not parse dropped one by one (prose after the code). Nothing defining
-    ``class Env``: no program.
-
-    Args:
-        completion: the Designer's completion text.
-
-    Returns:
-        An :class:`ExtractedProgram`.
+    The **last** fenced block defining ``class Env`` (an unclosed last fence runs to the end);
+    else unfenced code from the first code-like line before ``class Env`` to the end, dropping
+    trailing lines that do not parse; else no program.
     """
     if not isinstance(completion, str):
         return ExtractedProgram(None, f"the completion is a {type(completion).__name__}, expected text")
@@ -476,17 +423,9 @@ def has_edits(completion: str) -> bool:
 
 
 def edit_blocks(parent: str, child: str) -> str:
-    """The edit blocks that turn ``parent`` into ``child`` (the format :func:`apply_edits` reads).
+    """The edit blocks that turn ``parent`` into ``child`` (``""`` when equal), as :func:`apply_edits` reads.
 
-    One block per changed run of lines (:class:`difflib.SequenceMatcher` over lines); a block's
-    SEARCH text is widened by neighbouring lines until it occurs once in ``parent``.
-
-    Args:
-        parent, child: program sources.
-
-    Returns:
-        The blocks, ``EDIT_SEARCH`` / ``EDIT_DIVIDER`` / ``EDIT_REPLACE`` lines around each; ``""``
-        when the two are equal.
+    One block per changed run of lines, its SEARCH text widened until it occurs once in ``parent``.
     """
     import difflib
 
@@ -510,8 +449,7 @@ def edit_blocks(parent: str, child: str) -> str:
 
 
 def _find_lines(haystack: list[str], needle: list[str]) -> int | None:
-    """First index where ``needle`` matches ``haystack`` line by line, ignoring the lines'
-    leading and trailing whitespace; ``None`` if nowhere."""
+    """First index where ``needle`` matches ``haystack`` line by line up to surrounding whitespace."""
     stripped = [line.strip() for line in needle]
     for start in range(len(haystack) - len(needle) + 1):
         if all(haystack[start + k].strip() == stripped[k] for k in range(len(needle))):
@@ -520,23 +458,12 @@ def _find_lines(haystack: list[str], needle: list[str]) -> int | None:
 
 
 def apply_edits(parent: str, completion: str) -> ExtractedProgram:
-    """Apply the edit blocks of a Designer completion to the parent program (edit mode).
+    """Apply the edit blocks (aider's SEARCH/REPLACE format) of a completion to the ``parent`` program.
 
-    Each block is ``<<<<<<< SEARCH`` / lines to find / ``=======`` / their replacement /
-    ``>>>>>>> REPLACE`` (aider's SEARCH/REPLACE edit format), anywhere in the completion, fenced
-    or not. Blocks apply in order, each to the program as the blocks before it left it: the
-    SEARCH lines must occur in it exactly, or else line by line up to each line's leading and
-    trailing whitespace (then the replacement is re-indented by the difference of the first
-    lines' indentation); the first occurrence is replaced.
-
-    Args:
-        parent: the program being varied (:attr:`DesignerPrompt.parent_source`).
-        completion: the Designer's completion text.
-
-    Returns:
-        An :class:`ExtractedProgram` with the edited source, or ``source=None`` and the problem:
-        no block, an unclosed or malformed block, an empty SEARCH, SEARCH text not in the program,
-        or edits that leave the program unchanged.
+    Blocks apply in order; the first occurrence of the SEARCH lines is replaced, matched exactly or
+    else line by line up to surrounding whitespace (the replacement then re-indented). Returns
+    ``source=None`` and the problem for no block, a malformed or unclosed one, an empty or missing
+    SEARCH, or edits that change nothing.
     """
     text = completion.replace("\r\n", "\n")
     source = parent.replace("\r\n", "\n")
@@ -596,17 +523,8 @@ def apply_edits(parent: str, completion: str) -> ExtractedProgram:
 
 
 def extract_design(completion: str, prompt: DesignerPrompt | None) -> ExtractedProgram:
-    """The program a completion designs for ``prompt``: in edit mode a completion with edit blocks
-    is applied to the parent (:func:`apply_edits`); any other completion is read as a whole module
-    (:func:`extract_program`).
-
-    Args:
-        completion: the Designer's completion text.
-        prompt: the prompt it answers, or ``None`` (then only a whole module counts).
-
-    Returns:
-        An :class:`ExtractedProgram`.
-    """
+    """The program a completion designs for ``prompt``: edit blocks applied to an edit prompt's parent
+    (:func:`apply_edits`), else a whole module (:func:`extract_program`)."""
     if prompt is not None and prompt.parent_source is not None and has_edits(completion):
         return apply_edits(prompt.parent_source, completion)
     found = extract_program(completion)
@@ -645,29 +563,13 @@ def _parses(source: str) -> bool:
 class DesignerConfig:
     """Settings of a design step (everything but the policies, registry and documents).
 
-    Attributes:
-        k: regret episodes per arm (with and without the hint), ``>= 1``.
-        regret_seeds: first reset seed of the regret episodes (seeds ``regret_seeds .. +k-1``),
-            or ``None`` (default): ``k`` seeds in ``[0, 2**31)`` drawn for each design, from the
-            sampling seed when one is given (reproducible) else from the operating system, so a
-            program cannot tell the regret episodes from the gate's or from training episodes.
-        rollout: the Agent's rollout settings for regret (sampling temperature must be > 0;
-            default ``RolloutConfig()``, the measured :data:`~spade_gym.agent.AGENT_TEMPERATURE`); its
-            sampling seed, when ``None``, is drawn from the environment's RNG, so a seeded
-            :class:`SpadeDesignerEnv` step is reproducible.
-        sampling: the Designer's sampling settings in :func:`design` (a whole program needs many
-            tokens: default :data:`WRITE_MAX_NEW_TOKENS` new tokens, :data:`DESIGNER_TEMPERATURE`).
-        reward: the Designer's reward thresholds.
-        validation: the validation gate's limits.
-        memory: which past environments the prompt shows.
-        settings: target settings drawn from at each reset (default: all three, uniformly).
-        edit_probability: chance that a reset asks for an edit of a memory environment instead of
-            a new one (0: always write; default :data:`EDIT_PROBABILITY`; the self-play config's
-            ``auto`` picks it with :func:`auto_edit_probability`).
-        repair_rounds: in :func:`design`, extra generations that get the failed report back.
-        include_source: show every memory environment's source in write mode.
-        edit_max_new_tokens: new tokens of an edit-mode design (edit blocks, not a whole module;
-            default :data:`EDIT_MAX_NEW_TOKENS`); write mode uses ``sampling.max_new_tokens``.
+    ``k``: regret episodes per arm. ``regret_seeds``: the first of ``k`` fixed regret seeds, or
+    ``None``: drawn per design (from the sampling seed when given), so a program cannot tell
+    regret episodes from others. ``rollout``: the Agent's regret rollout (temperature > 0; an unset
+    sampling seed is drawn per design). ``sampling``: the Designer's, in :func:`design` (write
+    mode; edit mode gets ``edit_max_new_tokens``). ``settings``: drawn uniformly at each reset.
+    ``edit_probability``: chance a reset asks for an edit. ``repair_rounds``: extra generations
+    in :func:`design`. ``include_source``: show memory sources in write mode.
     """
 
     k: int = REGRET_EPISODES
@@ -703,8 +605,7 @@ class DesignerConfig:
             raise ValueError(f"DesignerConfig.repair_rounds must be >= 0, got {self.repair_rounds}")
 
     def sampling_for(self, mode: str) -> SamplingParams:
-        """The Designer's sampling settings for a prompt of ``mode``: ``sampling``, with
-        ``edit_max_new_tokens`` new tokens in edit mode."""
+        """``sampling``, with ``edit_max_new_tokens`` new tokens in edit mode."""
         if mode == "edit":
             return replace(self.sampling, max_new_tokens=self.edit_max_new_tokens)
         return self.sampling
@@ -712,23 +613,9 @@ class DesignerConfig:
 
 @dataclass
 class DesignOutcome:
-    """Everything one design produced.
-
-    Attributes:
-        completion: the (last) completion evaluated.
-        source: the program extracted from it, or ``None``.
-        report: the validation report (a ``NO_CODE`` report when there was no program).
-        reward: the Designer's reward and its outcome (``"invalid"``, ``"duplicate"``,
-            ``"trivial"``, ``"out_of_reach"``, ``"regret"``, and with shaping ``"outside_window"``
-            or ``"learnability"``; :func:`~spade_gym.regret.designer_reward`).
-        estimate: the regret estimate of an accepted program (``None`` otherwise); its
-            ``nohint`` trajectories are Agent training data.
-        record: the registry record of an accepted program (``None`` otherwise).
-        note: how the program was extracted (see :class:`ExtractedProgram`).
-        rounds: generations used by :func:`design` (1 + repair rounds used); 0 in the env.
-        attempts: the earlier, failed attempts of :func:`design`: ``{"category", "feedback"}``.
-        generation_s, validation_s, regret_s, registry_s: wall seconds per stage.
-    """
+    """Everything one design produced: the (last) completion, its program, report (``NO_CODE`` when
+    none) and reward; for an accepted program the regret ``estimate`` and registry ``record``;
+    :func:`design`'s ``rounds`` and failed ``attempts``; wall seconds per stage."""
 
     completion: str
     source: str | None
@@ -750,7 +637,7 @@ class DesignOutcome:
         return self.record is not None
 
     def feedback(self) -> str:
-        """A text for the Designer: the report's feedback, and the regret when measured."""
+        """The report's feedback for the Designer, with the regret when measured."""
         lines = [self.report.feedback()]
         if self.estimate is not None:
             e = self.estimate
@@ -812,27 +699,11 @@ def evaluate_completion(
 ) -> DesignOutcome:
     """Judge one Designer completion: extract, validate, estimate regret, register, reward.
 
-    An accepted program is registered (with its measured statistics, the document's provenance
-    and, in edit mode, its parent) and registered with gymnasium as ``spade/<Name>-v<k>``; trivial
-    and out-of-reach environments are registered too (the memory learns from them) but earn the
-    reward of their outcome.
-
-    Args:
-        completion: the Designer's completion text.
-        prompt: the prompt it answered (provenance), or ``None``.
-        registry: the novelty check's reference and where accepted programs go.
-        agent: the Agent policy whose regret is measured (needed only for accepted programs).
-        config: the settings.
-        sampling_seed: seed of the Agent's sampling when ``config.rollout.sampling.seed`` is unset.
-        validated: the program's report from :func:`~spade_gym.validation.validate` *without* a
-            registry, made beforehand (e.g. by :meth:`SpadeDesignerEnv.prevalidate` on Ray); only
-            the novelty check then runs here (:func:`~spade_gym.validation.check_novelty`), which
-            gives the same verdict as validating here.
-        executor: where the regret episodes' environments run (default: locally).
-
-    Returns:
-        A :class:`DesignOutcome`; bad completions give a report and the ``invalid`` or
-        ``duplicate`` reward, never an exception.
+    An accepted program (trivial and out-of-reach ones too) is registered with its statistics and
+    provenance and with gymnasium as ``spade/<Name>-v<k>``. ``validated``: the program's report
+    made beforehand without a registry (:func:`validate_designs`); only the novelty check then
+    runs here. ``sampling_seed``: the Agent's, when ``config.rollout`` has none. Bad completions
+    get a report and the ``invalid`` or ``duplicate`` reward, never an exception.
 
     Raises:
         ValueError: an accepted program and ``agent is None``.
@@ -936,9 +807,7 @@ def evaluate_completion(
             ),
         )
     except DuplicateEnvironment as exc:  # registered by another writer since the novelty check
-        novelty = report.check("novelty")
-        novelty.passed, novelty.category, novelty.message = False, "DUPLICATE", exc.message
-        report.accepted, report.category = False, "DUPLICATE"
+        _refuse(report, "novelty", "DUPLICATE", exc.message)
         outcome.reward = designer_reward(False, duplicate=True, config=config.reward)
         outcome.registry_s = time.perf_counter() - started
         return outcome
@@ -957,25 +826,11 @@ def design(
     config: DesignerConfig | None = None,
     seed: int | None = None,
 ) -> DesignOutcome:
-    """Write one environment with ``policy``: generate, evaluate, and repair up to N times.
+    """Write one environment with ``policy``: generate, evaluate, and repair up to ``repair_rounds`` times.
 
-    A rejected attempt (no code, or a failed validation, duplicates included) is answered with
-    its feedback (:meth:`ValidationReport.feedback`) and a request for the whole corrected module;
-    only the latest attempt stays in the conversation (the prompt, the last completion, the
-    feedback), so repair rounds do not outgrow the context window.
-
-    Args:
-        policy: the Designer.
-        prompt: from :func:`build_prompt`.
-        registry: where accepted programs go.
-        agent: the Agent whose regret is measured (default: ``policy``, as in SPADE where both
-            roles share weights).
-        config: the settings (``config.sampling`` for the Designer, ``config.repair_rounds``).
-        seed: seed of the Designer's and the Agent's sampling (``None``: unseeded).
-
-    Returns:
-        The :class:`DesignOutcome` of the last attempt, with ``rounds`` and the earlier
-        ``attempts``; ``generation_s`` sums every round.
+    A rejected attempt is answered with its feedback; only the latest attempt stays in the
+    conversation. ``agent`` defaults to ``policy`` (SPADE's shared weights). Returns the last
+    attempt's outcome with ``rounds``, earlier ``attempts`` and the total ``generation_s``.
 
     Raises:
         PolicyError: a policy failed. SandboxSetupError: no sandbox worker can start.
@@ -1009,10 +864,7 @@ def design(
         messages = [
             *prompt.messages,
             {"role": "assistant", "content": completion},
-            {
-                "role": "user",
-                "content": feedback + "\n\n" + again,
-            },
+            {"role": "user", "content": feedback + "\n\n" + again},
         ]
     assert outcome is not None
     outcome.attempts, outcome.generation_s = attempts, generation_s
@@ -1027,10 +879,8 @@ _SIZE = re.compile(r"(?<![0-9A-Za-z.])(\d+(?:\.\d+)?)\s*([MmBb])(?![A-Za-z])")
 
 
 def model_parameters(spec: str) -> float | None:
-    """The parameter count a policy spec states, or ``None``: the embedded default model is
-    SmolLM2-135M-Instruct (1.35e8); a model id or path that names its size (``"SmolLM2-360M"``,
-    ``"Qwen2.5-0.5B-Instruct"``, ``"vllm:Qwen/Qwen2.5-7B"``) gives that size (the last size in the
-    name); anything else ``None``."""
+    """The parameter count a policy spec states (the last size in its name, e.g. ``"Qwen2.5-0.5B"``;
+    1.35e8 for the embedded default), or ``None``."""
     from spade_gym.policies import DEFAULT_NAMES
 
     name = spec.strip().removeprefix("vllm:")
@@ -1046,20 +896,10 @@ def model_parameters(spec: str) -> float | None:
 def auto_edit_probability(spec: str, device: str | None = None) -> float:
     """The edit probability of ``designer.edit_probability: auto``.
 
-    A small model (under :data:`SMALL_MODEL_PARAMETERS` parameters by :func:`model_parameters`, or
-    any model placed on ``device="cpu"``) gets :data:`EDIT_PROBABILITY_SMALL` (0.75), every other
-    :data:`EDIT_PROBABILITY` (0.25). Why: a small model rarely writes a whole valid program from
-    a document (write mode), while an edit starts from a valid program in the prompt, and a
-    variant that changes one knob or rule is a few tokens away from it (ACCEL's level editing,
-    Parker-Holder et al. 2022, section 3, grows the curriculum by small edits for the same
-    reason); a large model does well in write mode and keeps SPADE's document grounding.
-
-    Args:
-        spec: the policy spec (``policy.spec``).
-        device: ``policy.device`` (``None``: chosen at load time; not evidence of a small model).
-
-    Returns:
-        A probability in [0, 1].
+    :data:`EDIT_PROBABILITY_SMALL` for a model under :data:`SMALL_MODEL_PARAMETERS` or on
+    ``device="cpu"``, else :data:`EDIT_PROBABILITY`: a small model rarely writes a whole valid
+    program, but a one-knob edit of a valid one is a few tokens away (as in ACCEL, Parker-Holder
+    et al. 2022, section 3).
     """
     parameters = model_parameters(spec)
     small = device == "cpu" or (parameters is not None and parameters < SMALL_MODEL_PARAMETERS)
@@ -1089,17 +929,9 @@ def _tokenizer_file(spec: str) -> Path | None:
 
 
 def design_token_floor(spec: str, registry: Registry | None = None) -> tuple[int, str]:
-    """The fewest new tokens a design needs: the token length of the shortest program of the seed
-    library under the policy's tokenizer (a design cut shorter can never be a whole program of
-    the size the Designer is shown and edits), or :data:`DESIGN_TOKEN_FLOOR` when that tokenizer
-    is not on this machine.
-
-    Args:
-        spec: the policy spec (``policy.spec``).
-        registry: the seed library (default: the bundled one).
-
-    Returns:
-        ``(tokens, why)``: the floor and a phrase saying where it comes from.
+    """``(tokens, why)``: the fewest new tokens a design needs, the token length of the shortest seed
+    program (``registry``, default the bundled library) under the policy's tokenizer, or
+    :data:`DESIGN_TOKEN_FLOOR` when that tokenizer is not on this machine.
 
     Raises:
         SpadeError subclasses from converting the embedded model (as loading it would raise).
@@ -1135,27 +967,14 @@ _DRAW: Any = object()  # propose(document=...) not given: draw one from the docu
 
 
 def episode_draw(np_random: np.random.Generator) -> tuple[random.Random, int]:
-    """One design episode's random draws from ``np_random``: a generator for :func:`propose` and
-    the Agent's sampling seed for the episode's regret (drawn from that generator first).
-
-    Returns:
-        ``(rng, sampling_seed)``.
-    """
+    """One design episode's draws from ``np_random``: ``(rng for propose, Agent sampling seed)``."""
     rng = random.Random(int(np_random.integers(2**63)))
     return rng, rng.randrange(2**62)
 
 
 def design_draws(seed: int) -> tuple[random.Random, Iterator[int]]:
-    """The random draws of one design group, as :class:`SpadeDesignerEnv` makes them
-    (``reset(seed=seed)``, then one ``reset(options={"prompt": ...})`` per design).
-
-    Args:
-        seed: the group's seed (any int >= 0).
-
-    Returns:
-        ``(rng, seeds)``: the generator that :func:`propose` the prompt, and an endless iterator
-        of the designs' Agent sampling seeds (one per design, in order).
-    """
+    """One design group's draws as :class:`SpadeDesignerEnv` makes them (``reset(seed=seed)``, then
+    ``reset(options={"prompt": ...})`` per design): ``(rng for propose, endless Agent seeds)``."""
     from gymnasium.utils import seeding
 
     np_random, _ = seeding.np_random(seed)
@@ -1178,23 +997,10 @@ def propose(
     mode: str | None = None,
     document: Document | str | None = _DRAW,
 ) -> DesignerPrompt:
-    """Pose one design prompt: a setting, a mode, a memory of earlier environments, a document and
-    (in edit mode) the parent to vary (SPADE: the Designer conditions on a document and on its
-    memory of environments).
+    """Pose one design prompt, drawing from ``rng`` the setting, mode, memory and parent, and from
+    ``documents`` the document, unless given (edit mode falls back to write with an empty memory).
 
-    Args:
-        rng: draws the setting, the mode, the memory and the parent.
-        documents: where the document comes from (one is sampled unless ``document`` is given).
-        memory: which earlier environments the prompt shows.
-        config: ``settings``, ``edit_probability`` and ``include_source``.
-        setting, mode: fixed instead of drawn; edit mode falls back to write with an empty memory.
-        document: the document (text, a ``Document`` or ``None`` for none) instead of a sampled one.
-
-    Returns:
-        The :class:`DesignerPrompt`.
-
-    Raises:
-        ValueError: an unknown mode.
+    Raises ValueError for an unknown mode.
     """
     setting = setting if setting is not None else rng.choice(config.settings)
     if mode is None:
@@ -1220,20 +1026,8 @@ def propose_group(
     config: DesignerConfig,
     mode: str | None = None,
 ) -> tuple[DesignerPrompt, Iterator[int]]:
-    """Pose the prompt of one design group as ``SpadeDesignerEnv.reset(seed=seed)`` does: reseed
-    the documents, then :func:`propose` with the group's first draw (:func:`design_draws`).
-
-    Args:
-        seed: the group's seed (any int >= 0).
-        documents, memory, config, mode: as for :func:`propose`.
-
-    Returns:
-        ``(prompt, agent_seeds)``: the prompt and the endless iterator of the designs' Agent
-        sampling seeds (one per design, in order).
-
-    Raises:
-        ValueError: an unknown mode.
-    """
+    """``(prompt, agent_seeds)`` of one design group as ``SpadeDesignerEnv.reset(seed=seed)`` poses
+    it: reseed the documents, then :func:`propose` with :func:`design_draws`. ValueError as there."""
     documents.reseed(seed)
     rng, agent_seeds = design_draws(seed)
     return propose(rng, documents=documents, memory=memory, config=config, mode=mode), agent_seeds
@@ -1245,17 +1039,9 @@ def validate_designs(
     config: DesignerConfig,
     executor: Executor | None = None,
 ) -> dict[str, ValidationReport]:
-    """Validate the programs of a group of completions at once, without the registry (the novelty
-    check runs later, in :func:`evaluate_completion`, against the registry as it is by then).
-
-    Args:
-        completions: Designer completion texts; those without a program (or too long) are skipped.
-        prompt: the prompt they answer (edit blocks apply to its parent).
-        config: ``config.validation`` is used.
-        executor: where validation runs (default: this machine's sandbox workers; Ray: one task each).
-
-    Returns:
-        The report of each completion that holds a program, by completion text.
+    """Validate the programs of a group of completions at once on ``executor``, without the registry
+    (:func:`evaluate_completion` runs the novelty check later): a report per completion text that
+    holds a program.
 
     Raises:
         SandboxSetupError: no sandbox worker can start (not a program's fault).
@@ -1279,43 +1065,22 @@ def validate_designs(
 
 
 class SpadeDesignerEnv(gymnasium.Env[str, str]):
-    """The Environment Designer as a one-step gymnasium environment whose reward is regret.
+    """The Environment Designer as a one-step gymnasium environment whose reward is regret
+    (``spade/Designer-v0``).
 
-    ``reset`` samples a document and a memory and returns the Designer prompt (observation, a
-    ``str``; ``info["messages"]`` holds it as chat messages, ``info["provenance"]`` what went into
-    it). ``step(completion)`` extracts the program, validates it, estimates its regret with the
-    Agent policy, registers an accepted environment and returns the Designer reward (docs/DESIGN.md,
-    "Regret and the Designer's reward"); the episode then terminates. The observation after the
-    step is the feedback text; ``info`` is :meth:`DesignOutcome.info` (the validation report,
-    the regret statistics, the new env id, timings).
+    ``reset`` returns the Designer prompt (``info``: its chat ``messages`` and ``provenance``);
+    ``step(completion)`` runs :func:`evaluate_completion`, returns the feedback, the reward and
+    :meth:`DesignOutcome.info`, and ends the episode. A seeded ``reset`` fixes the document,
+    memory, mode, setting and Agent seed; the registry is part of the state.
 
-    Registered as ``spade/Designer-v0``: ``gymnasium.make("spade/Designer-v0", agent="default",
-    registry="runs/registry")``.
-
-    Args:
-        agent: the Agent policy, or a :func:`~spade_gym.policies.load_policy` spec (loaded on the
-            first accepted program, so stepping rejected programs needs no model).
-        registry: a :class:`~spade_gym.Registry` or its folder (created, with the seed library
-            as initial memory, when it does not exist); ``None``: a temporary registry with the
-            seed library, deleted by :meth:`close`.
-        documents: a :class:`~spade_gym.documents.DocumentSource` or a
-            :func:`~spade_gym.documents.load_documents` spec (``None``: the built-in corpus).
-        config: the :class:`DesignerConfig` (memory, reward, validation and rollout settings).
-        memory: replaces ``config.memory`` (which past environments the prompt shows).
-        reward: replaces ``config.reward`` (the Designer reward's thresholds and penalties).
-        seed_library: copy the bundled seed library into a new registry.
-        executor: where validation and the regret episodes run
-            (:func:`~spade_gym.executor.make_executor`; default: locally). With Ray, validate a
-            group of completions at once with :meth:`prevalidate` before stepping them.
+    ``agent``: a policy or a spec loaded on the first accepted program. ``registry``: a registry or
+    folder (created with the seed library if ``seed_library``), ``None``: a temporary one.
+    ``documents``: a source or :func:`~spade_gym.documents.load_documents` spec. ``memory`` and
+    ``reward`` replace those of ``config``. ``executor``: where validation and regret run.
 
     Raises:
-        DocumentError: the document source holds no usable document (raised here for the
-            built-in corpus and local files; a streamed Hugging Face dataset raises it from the
-            first ``reset``, after one pass over the stream).
-
-    Determinism: a seeded ``reset`` fixes the document stream, the memory choice, the mode and
-    setting and the Agent's sampling seed; the registry (which grows with accepted environments)
-    is part of the environment's state.
+        DocumentError: the document source holds no usable document (a streamed dataset raises it
+            from the first ``reset``).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -1356,8 +1121,7 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         self.action_space = UnicodeText(max_length=MAX_COMPLETION_CHARS)
         self._prompt: DesignerPrompt | None = None
         self._sampling_seed: int | None = None
-        #: The :class:`DesignOutcome` of the last ``step`` (with the regret estimate's
-        #: trajectories, Agent training data a trainer in this process can use); ``None`` before.
+        #: The :class:`DesignOutcome` of the last ``step``, with its trajectories; ``None`` before.
         self.last_outcome: DesignOutcome | None = None
 
     @property
@@ -1375,22 +1139,11 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         return self._prompt
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """Start a design episode: sample a document, a memory, a mode and a setting.
+        """Start a design episode; ``(prompt_text, info)``.
 
-        Args:
-            seed: fixes the document stream (re-seeded from it), the memory and mode choice and
-                the Agent's sampling seed.
-            options: overrides, all optional: ``"document"`` (text or a ``Document``; ``None``
-                for none), ``"setting"``, ``"mode"`` (``"write"``/``"edit"``), or ``"prompt"``: a
-                :class:`DesignerPrompt` to pose again as it is (a GRPO group of G designs for one
-                prompt is G episodes on the same prompt; nothing else may be given with it).
-
-        Returns:
-            ``(prompt_text, info)`` with ``info["messages"]`` (chat form) and
-            ``info["provenance"]``.
-
-        Raises:
-            ValueError: an unknown option, setting or mode.
+        ``options``: ``"document"`` (text, a ``Document`` or ``None``), ``"setting"``, ``"mode"``, or
+        alone ``"prompt"``: a :class:`DesignerPrompt` to pose again (the G episodes of a GRPO group).
+        Raises ValueError for an unknown option, setting or mode.
         """
         super().reset(seed=seed)
         options = dict(options or {})
@@ -1404,33 +1157,22 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
             if len(options) > 1 or not isinstance(options["prompt"], DesignerPrompt):
                 raise ValueError("reset option 'prompt' takes a DesignerPrompt and no other option")
             self._prompt = options["prompt"]
-            info = {"messages": self._prompt.messages, "provenance": self._prompt.provenance()}
-            return self._prompt.text[:MAX_PROMPT_CHARS], copy.deepcopy(info)
-        self._prompt = propose(
-            rng,
-            documents=self.documents,
-            memory=self.memory,
-            config=self.config,
-            setting=options.get("setting"),
-            mode=options.get("mode"),
-            **({"document": options["document"]} if "document" in options else {}),
-        )
+        else:
+            self._prompt = propose(
+                rng,
+                documents=self.documents,
+                memory=self.memory,
+                config=self.config,
+                setting=options.get("setting"),
+                mode=options.get("mode"),
+                **({"document": options["document"]} if "document" in options else {}),
+            )
         info = {"messages": self._prompt.messages, "provenance": self._prompt.provenance()}
         return self._prompt.text[:MAX_PROMPT_CHARS], copy.deepcopy(info)
 
     def prevalidate(self, completions: Sequence[str]) -> float:
-        """Validate the programs of several completions at once, on the executor, before they are
-        stepped; each later ``step`` of one of these completions then runs only the novelty check
-        against the registry as it is by then (the same verdict as validating in ``step``).
-
-        This is how a GRPO group of G designs is validated in parallel (G Ray tasks) while the
-        designs are still judged, registered and rewarded one after another.
-
-        Args:
-            completions: Designer completion texts; those without a program are skipped.
-
-        Returns:
-            The wall time of the validations, seconds.
+        """Validate several completions' programs at once on the executor (a GRPO group in parallel);
+        their later ``step`` runs only the novelty check. Returns the wall time in seconds.
 
         Raises:
             SandboxSetupError: no sandbox worker can start (not a program's fault).
@@ -1441,13 +1183,7 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         return time.perf_counter() - started
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Judge the Designer's completion (see :func:`evaluate_completion`); the episode ends.
-
-        Args:
-            action: the Designer's completion text.
-
-        Returns:
-            ``(feedback, reward, True, False, info)``.
+        """Judge the Designer's completion (:func:`evaluate_completion`): ``(feedback, reward, True, False, info)``.
 
         Raises:
             gymnasium.error.ResetNeeded: ``step`` before ``reset`` or after the episode ended.

@@ -1,36 +1,14 @@
 """Parametric environment families: program templates with named numeric difficulty knobs.
 
-A seed program has one fixed difficulty. An :class:`EnvFamily` is a program *template*: an
-ordinary environment program (it passes the static check as it stands) whose difficulty is set by
-module-level integer constants, its **knobs**::
+An :class:`EnvFamily` is an ordinary environment program whose difficulty is set by module-level
+integer constants, its **knobs** (``STEPS = 4``). :meth:`EnvFamily.instantiate` rewrites only those
+constants; :func:`validate_instance` runs the validation gate once per program and gate
+configuration per process. These are the environment parameters a PAIRED adversary chooses
+(Dennis et al. 2020, NeurIPS, sec. 3-4), with regret as the Agent's hint gap.
 
-    STEPS = 4            # a knob: Knob("STEPS", 1, 10)
-    OPERAND_DIGITS = 1   # a knob: Knob("OPERAND_DIGITS", 1, 3)
-
-:meth:`EnvFamily.instantiate` rewrites those constants (and nothing else) into a concrete
-:class:`~spade_gym.program.EnvProgram`; :func:`validate_instance` runs the real validation gate on
-it once and caches the :class:`~spade_gym.validation.ValidationReport` per (program, gate
-configuration) for the whole process. This is the "environment parameters" a PAIRED adversary
-chooses (Dennis et al. 2020, "Emergent Complexity and Zero-shot Transfer via Unsupervised
-Environment Design", NeurIPS, sec. 3-4: the adversary picks the parameters of an underspecified
-environment and is paid the agents' regret), in SPADE's setting where the environment is a
-sandboxed program and regret is the Agent's hint gap (``spade_gym.regret``).
-
-Built-in families (:data:`FAMILIES`):
-
-``arithmetic``  ``ParamArithmeticChain`` (reasoning): a chain of ``STEPS`` operations (1-10) on
-                operands of ``OPERAND_DIGITS`` digits (1-3); the hint gives the running value
-                halfway along the chain.
-``maze``        ``ParamGridMaze`` (game): walk from ``@`` to ``G`` on a ``SIZE`` x ``SIZE`` grid
-                (3-7) with ``WALLS`` x 10 % of its cells walls (0-4); the hint gives the first half
-                of a shortest route.
-
-Knobs are ordered easy to hard: a larger value is a harder task. A family's *difficulty* is the
-mean of its knobs' positions within their ranges, in [0, 1] (:meth:`EnvFamily.difficulty`).
-
-:class:`ChainSolverAgent` is a scripted Agent for the ``arithmetic`` family whose regret landscape
-is known in advance (it works out at most ``capacity`` steps of a chain), for smoke tests and demos
-of a curriculum before a language model is plugged in.
+Built-in families (:data:`FAMILIES`): ``arithmetic`` (``ParamArithmeticChain``) and ``maze``
+(``ParamGridMaze``). Knobs are ordered easy to hard. :class:`ChainSolverAgent` is a scripted Agent
+with a known regret landscape on ``arithmetic``, for smoke tests and demos.
 """
 
 from __future__ import annotations
@@ -63,13 +41,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Knob:
-    """One difficulty knob of an :class:`EnvFamily`: a module-level integer constant of its template.
-
-    Args:
-        name: the constant's name in the template (a Python identifier, e.g. ``"STEPS"``).
-        low: the smallest (easiest) value, an int.
-        high: the largest (hardest) value, an int ``>= low``.
-        doc: what the knob controls, for documentation.
+    """One difficulty knob: the template's constant ``name`` ranging over the ints ``low`` (easiest)
+    to ``high`` (hardest).
 
     Raises:
         ValueError: ``name`` is not an identifier, or ``low``/``high`` are not ints with ``low <= high``.
@@ -96,8 +69,7 @@ class Knob:
         return self.high - self.low + 1
 
     def value_at(self, fraction: float) -> int:
-        """The knob value at ``fraction`` of its range (``0``: ``low``, ``1``: ``high``), rounded half up;
-        ``fraction`` is clipped to [0, 1]."""
+        """The value at ``fraction`` (clipped to [0, 1]) of the range, rounded half up."""
         fraction = min(max(float(fraction), 0.0), 1.0)
         return self.low + int(fraction * (self.high - self.low) + 0.5)
 
@@ -108,25 +80,15 @@ class Knob:
 
 @dataclass(frozen=True)
 class EnvFamily:
-    """A parametric environment family: a program template and its difficulty knobs.
+    """A parametric environment family: a program ``template`` and its difficulty ``knobs``.
 
-    Args:
-        name: the family's key (e.g. ``"arithmetic"``), used in ids, observations and errors.
-        template: the source of an environment program (docs/DESIGN.md's contract) in which every knob
-            is a top-level assignment of an integer literal, ``NAME = 4``, exactly once. The
-            template must pass the static check as it stands.
-        knobs: the difficulty knobs, at least one, distinct names, ordered easy to hard (a larger
-            value is a harder task).
-        description: one line for documentation.
+    The template must pass the static check as it stands and assign each knob an int literal
+    exactly once at the top level. Source: the environment parameters of PAIRED (Dennis et al.
+    2020, sec. 3).
 
     Raises:
-        ValueError: no knobs or duplicate knob names; the template fails the static check (it does
-            not parse, imports a module outside the allow-list, lacks the ``Env`` interface, ...);
-            a knob is not assigned exactly once at the top level, or not to an int literal, or the
-            template's value lies outside the knob's range.
-
-    Source: the "free parameters of the environment" a PAIRED adversary chooses (Dennis et al. 2020,
-    sec. 3).
+        ValueError: no knobs or duplicate names; the template fails the static check; a knob not
+            assigned exactly once to an int literal, or outside its range.
     """
 
     name: str
@@ -167,18 +129,11 @@ class EnvFamily:
         return {name: int(_read_span(lines, span)) for name, span in self._spans.items()}
 
     def resolve(self, values: Mapping[str, int] | Sequence[int] | None = None) -> dict[str, int]:
-        """Check knob values and complete them with the template's defaults.
-
-        Args:
-            values: ``{knob name: int}`` (missing knobs take the template's value), or one int per
-                knob in order, or ``None`` (all defaults).
-
-        Returns:
-            ``{knob name: value}`` for every knob, in knob order.
+        """``{knob: value}`` for every knob in order, from ``{knob: int}`` (missing ones take the
+        template's value), one int per knob, or ``None``.
 
         Raises:
-            ValueError: an unknown knob name, a wrong number of values, or a value that is not an
-                int within its knob's ``[low, high]``.
+            ValueError: an unknown knob, a wrong number of values, or a value outside ``[low, high]``.
         """
         out = self.defaults()
         if values is None:
@@ -207,17 +162,7 @@ class EnvFamily:
         return out
 
     def instantiate(self, values: Mapping[str, int] | Sequence[int] | None = None) -> EnvProgram:
-        """The concrete program for knob ``values``: the template with each knob's literal replaced.
-
-        Args:
-            values: see :meth:`resolve`.
-
-        Returns:
-            An :class:`~spade_gym.program.EnvProgram` (not yet validated: see :func:`validate_instance`).
-
-        Raises:
-            ValueError: bad values (see :meth:`resolve`).
-        """
+        """The template with each knob's literal replaced (not validated); ValueError as :meth:`resolve`."""
         resolved = self.resolve(values)
         lines = self.template.splitlines(keepends=True)
         # right to left, so that two knobs on one line ("A = 1; B = 2") keep their offsets
@@ -228,11 +173,7 @@ class EnvFamily:
         return EnvProgram("".join(lines), origin=f"family {self.name}[{label}]")
 
     def difficulty(self, values: Mapping[str, int] | Sequence[int] | None = None) -> float:
-        """The mean position of the knobs within their ranges, in [0, 1] (0: every knob at ``low``).
-
-        Raises:
-            ValueError: bad values (see :meth:`resolve`).
-        """
+        """The mean position of the knobs within their ranges, in [0, 1]; ValueError as :meth:`resolve`."""
         resolved = self.resolve(values)
         return sum(k.position(resolved[k.name]) for k in self.knobs) / len(self.knobs)
 
@@ -283,13 +224,7 @@ def _read_span(lines: Sequence[str], span: tuple[int, tuple[int, int]]) -> str:
 
 @dataclass(frozen=True)
 class FamilyInstance:
-    """One instantiation of a family and the gate's verdict on it.
-
-    Attributes:
-        family: the family's name; ``values``: ``{knob: value}`` in knob order.
-        program: the instantiated program; ``report``: the validation gate's report on it.
-        difficulty: :meth:`EnvFamily.difficulty` of ``values``, in [0, 1].
-    """
+    """One instantiation of a family (by name), its knob values, program and gate report."""
 
     family: str
     values: dict[str, int]
@@ -318,21 +253,10 @@ def validate_instance(
     values: Mapping[str, int] | Sequence[int] | None = None,
     config: ValidationConfig | None = None,
 ) -> FamilyInstance:
-    """Instantiate ``family`` at ``values`` and run the validation gate on it, once per process.
+    """Instantiate ``family`` at ``values`` and run the validation gate on it (no novelty check).
 
-    Reports are cached by (program id, gate configuration) for the life of the process (the most
-    recent 4096), so a knob tuple costs one validation (0.1-0.7 s for the built-in families on one
-    core) however often it is chosen. The novelty
-    check is not run: instances of a family are meant to be alike.
-
-    Args:
-        family: the family.
-        values: knob values (see :meth:`EnvFamily.resolve`).
-        config: the gate's limits; default :class:`~spade_gym.validation.ValidationConfig`.
-
-    Returns:
-        A :class:`FamilyInstance`; a program the gate refuses is reported (``accepted`` false,
-        ``report.feedback()`` says why), never raised.
+    Reports are cached per process by (program id, gate configuration), the most recent 4096. A
+    refused program is reported (``accepted`` false), never raised.
 
     Raises:
         ValueError: bad knob values.
@@ -583,8 +507,7 @@ class Env:
         return moves[0] if moves else "up"
 '''
 
-#: The built-in ``arithmetic`` family: ``ParamArithmeticChain``, knobs ``STEPS`` (1-10 operations)
-#: and ``OPERAND_DIGITS`` (1-3 digits per operand).
+#: The built-in ``arithmetic`` family (``ParamArithmeticChain``).
 ARITHMETIC = EnvFamily(
     "arithmetic",
     _ARITHMETIC_TEMPLATE,
@@ -595,8 +518,7 @@ ARITHMETIC = EnvFamily(
     "integer operation chains; the hint gives the running value halfway along",
 )
 
-#: The built-in ``maze`` family: ``ParamGridMaze``, knobs ``SIZE`` (3-7 cells a side) and ``WALLS``
-#: (0-4: each cell is a wall with probability ``WALLS / 10``).
+#: The built-in ``maze`` family (``ParamGridMaze``).
 MAZE = EnvFamily(
     "maze",
     _MAZE_TEMPLATE,
@@ -612,12 +534,7 @@ FAMILIES: dict[str, EnvFamily] = {family.name: family for family in (ARITHMETIC,
 
 
 def get_family(family: EnvFamily | str) -> EnvFamily:
-    """A family by name (or the family itself).
-
-    Raises:
-        ValueError: an unknown name (the message lists the built-in families and the closest one).
-        TypeError: neither an :class:`EnvFamily` nor a string.
-    """
+    """A family by name (or the family itself); ValueError for an unknown name, TypeError for another type."""
     if isinstance(family, EnvFamily):
         return family
     if not isinstance(family, str):
@@ -638,22 +555,11 @@ _HINT = re.compile(r"Hint: After step (\d+) the running value is (-?\d+)")
 
 
 class ChainSolverAgent(Policy):
-    """A scripted Agent for the ``arithmetic`` family that can work out at most ``capacity`` steps.
+    """A scripted Agent for the ``arithmetic`` family that works out at most ``capacity`` (>= 0) steps.
 
-    It reads the chain from the first observation. Without the hint it must evaluate every step;
-    the hint (the running value after step ``STEPS // 2``) leaves ``STEPS - STEPS // 2`` to go. When
-    the steps left are at most ``capacity`` it answers correctly on the first attempt (return 1),
-    otherwise it answers ``0`` every turn (return 0). So with ``capacity = c`` the regret is 1 for
-    ``c < STEPS <= 2c`` and 0 otherwise: a known peak at intermediate difficulty, whatever the
-    operand size. Deterministic (sampling settings are ignored); it plays through the real rollout
-    and sandbox like any :class:`~spade_gym.policies.base.Policy`. Prompts from other environments
-    get ``<answer>0</answer>``.
-
-    Args:
-        capacity: the most chain steps it evaluates, ``>= 0``.
-
-    Raises:
-        ValueError: ``capacity < 0``.
+    With the hint it needs only the steps after ``STEPS // 2``; within reach it answers correctly,
+    else ``0``. So the regret is 1 for ``capacity < STEPS <= 2 * capacity`` and 0 otherwise.
+    Deterministic; other prompts get ``<answer>0</answer>``. Raises ValueError for ``capacity < 0``.
     """
 
     context_window: int | None = None
@@ -667,8 +573,7 @@ class ChainSolverAgent(Policy):
         self.prompts_seen = 0
 
     def answer(self, observation: str) -> int | None:
-        """The chain's value if it is within reach from ``observation`` (first observation, hint
-        appended or not), else ``None``."""
+        """The chain's value if within reach from the first ``observation`` (hint or not), else ``None``."""
         start = _START.search(observation)
         steps = _STEP.findall(observation)
         if start is None or not steps:
@@ -684,16 +589,11 @@ class ChainSolverAgent(Policy):
         return value
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
-        """Answer each prompt (see the class docstring); ``sampling.n`` copies per prompt.
-
-        Returns:
-            ``len(prompts) * n`` completions grouped by prompt, without token ids or logprobs.
-        """
+        """``sampling.n`` completions per prompt, grouped by prompt, without token ids or logprobs."""
         sampling = resolve_sampling(sampling)
         out: list[Completion] = []
         for i, prompt in enumerate(prompts):
-            # the first observation: the first user message that states a chain (the worked format
-            # example of spade_gym.agent comes before it)
+            # the first user message that states a chain (the worked format example comes before it)
             users = [m["content"] for m in prompt if m["role"] == "user"]
             first = next((u for u in users if _START.search(u)), users[0] if users else "")
             value = self.answer(first)

@@ -1,42 +1,21 @@
 """The environment memory: which earlier environments the Environment Designer sees, and how.
 
-The Designer writes each new environment grounded on a document and on a few environments from
-the registry (docs/DESIGN.md, "The data flow"). :class:`EnvironmentMemory` picks them and
-:func:`format_memory` turns them into compact prompt text::
+:class:`EnvironmentMemory` picks a few registry environments (docs/DESIGN.md, "The data flow") and
+:func:`format_memory` turns them into prompt text::
 
     memory = EnvironmentMemory(registry, MemoryConfig(k=4))
     items = memory.select(rng=7, setting="reasoning", exclude=["ArithmeticChain-v0"])
     prompt_part = memory.format(items)
     parent = memory.pick_parent(items, rng=7)  # edit mode: the environment to make a variant of
 
-Each pick has a *reason*, one of :data:`REASONS`:
+Each pick has a reason (:data:`REASONS`): ``high_regret`` (highest regret above 0 among
+environments neither too easy nor too hard, ties at random), ``recent`` (newest in the index,
+measured or not), ``too_easy`` (random among no-hint mean return ``>= too_easy_at``), ``too_hard``
+(random among hint mean return ``< too_hard_below``) or ``random`` (backfill). Unmeasured
+environments are candidates only for ``recent`` and ``random``.
 
-``high_regret``
-    the environments with the highest regret (ties broken at random) among those measured with a
-    regret above 0 that are neither too easy nor too hard: examples of the difficulty the
-    Designer is rewarded for.
-``recent``
-    the newest environments, measured or not: the last ones added to the registry's index (its
-    order is creation order, as :meth:`Registry.records` lists it): what the Designer made lately,
-    so that it does not repeat itself.
-``too_easy``
-    drawn at random among environments whose mean return *without* the hint is at least
-    ``too_easy_at``: what the Agent already solves.
-``too_hard``
-    drawn at random among environments whose mean return *with* the hint is below
-    ``too_hard_below``: what the Agent fails even when told how.
-``random``
-    backfill, drawn at random among the environments left (measured or not).
-
-Environments nothing has been measured for are candidates only for ``recent`` and ``random``.
-The rule that splits the ``k`` slots among the categories and backfills short ones is in
-:class:`MemoryConfig`; the setting preference is in :meth:`EnvironmentMemory.select`.
-
-Cost: selection reads only the setting and statistics columns of the registry's SQLite index (one
-scan of a narrow table) and then the full record of each environment picked; it reads no
-``meta.json``, no ``env.py`` (unless ``include_source``) and does not call
-:meth:`Registry.records`, which decodes every validation report (about 1 s for 10,000
-environments). A selection from 10,000 environments takes about 15 ms to 30 ms.
+Selection reads only the narrow statistics columns of the registry's index and the full record of
+each pick (about 15-30 ms for 10,000 environments).
 """
 
 from __future__ import annotations
@@ -80,8 +59,7 @@ Reason = Literal["high_regret", "recent", "too_easy", "too_hard", "random"]
 CATEGORIES: tuple[Reason, ...] = ("high_regret", "recent", "too_easy", "too_hard")
 #: Every reason a :class:`MemoryItem` can carry.
 REASONS: tuple[Reason, ...] = CATEGORIES + ("random",)
-#: The categories that backfill a short one, round robin, before random picks do (``recent`` is not
-#: one: every environment is a recent candidate, so it would leave nothing to chance).
+#: The categories that backfill a short one, round robin, before random picks do.
 _BACKFILL: tuple[Reason, ...] = ("high_regret", "too_easy", "too_hard")
 
 VERDICT_UNMEASURED = "not measured yet"
@@ -102,51 +80,24 @@ _SOURCE_UNAVAILABLE = "(source unavailable: the registry entry is damaged)"
 
 @dataclass(frozen=True)
 class MemoryConfig:
-    """How many earlier environments the Designer sees, which ones, and how they are shown.
+    """How many earlier environments the Designer sees (``k``, 0: off), which ones, and how shown.
 
     **The mix.** ``high_regret``, ``recent``, ``too_easy`` and ``too_hard`` are relative weights
-    (numbers >= 0; only their ratios matter): category ``c`` gets the quota
-    ``n * weight[c] / sum(weights)`` of the ``n`` slots being filled (``n = k``, or a part of
-    ``k`` under a setting preference), rounded by the largest-remainder rule: every category gets
-    the integer part of its quota, and the slots left go one each to the categories with the
-    largest fractional parts, ties broken at random by the ``rng`` given to
-    :meth:`EnvironmentMemory.select`. The defaults (2, 1, 0.5, 0.5) give, for ``k = 4``, two
-    high-regret environments, the newest one, and one too-easy *or* too-hard one (a coin flip);
-    for ``k = 8``: 4, 2, 1, 1.
+    (>= 0): category ``c`` gets ``n * weight[c] / sum(weights)`` of the ``n`` slots, rounded by the
+    largest-remainder rule (ties at random). The defaults give, for ``k = 4``, two high-regret, the
+    newest, and one too-easy *or* too-hard environment.
 
-    **Backfill.** The quotas are filled in the order of :data:`CATEGORIES`, never picking an
-    environment twice. When a category has fewer candidates than its quota, the slots left go
-    round robin to ``high_regret`` (the next-highest regret), ``too_easy`` and ``too_hard`` (more
-    random draws), skipping those of weight 0 and those with no candidate left, and then to
-    random environments among all the rest (reason ``"random"``, measured or not). ``recent``
-    never backfills, and a category of weight 0 is never used; with every weight 0 the memory is
-    ``k`` random environments.
+    **Backfill.** Quotas are filled in :data:`CATEGORIES` order, never picking twice. A short
+    category's slots go round robin to ``high_regret``, ``too_easy`` and ``too_hard`` (weight > 0,
+    candidates left), then to ``"random"`` picks. With every weight 0 the memory is ``k`` random
+    environments.
 
-    Attributes:
-        k: environments shown (int >= 0; 0 turns the memory off).
-        high_regret: weight of the highest-regret environments.
-        recent: weight of the newest environments.
-        too_easy: weight of environments the Agent solves without the hint.
-        too_hard: weight of environments the Agent fails even with the hint.
-        too_easy_at: no-hint mean return (in [0, 1]) at or above which an environment is too easy.
-        too_hard_below: hint mean return (in [0, 1]) below which an environment is too hard.
-        low_regret_below: regret (in [0, 1]) below which a measured environment that is neither
-            too easy nor too hard is shown as "low regret" instead of "good difficulty" (display
-            only: it is still a ``high_regret`` candidate when its regret is above 0).
-        setting: the setting (``"reasoning"``, ``"tool_use"``, ``"game"``) to prefer when
-            :meth:`EnvironmentMemory.select` is given none; ``None``: no preference.
-        same_setting_share: with a preferred setting, the share (in [0, 1]) of the ``k`` slots
-            reserved for environments of that setting, ``floor(share * k + 0.5)`` of them; the
-            other slots are for environments of other settings. Either side that has too few
-            candidates is filled from the other. The default 1.0 shows other settings only when
-            the preferred one has fewer than ``k`` environments.
-        include_source: :meth:`EnvironmentMemory.format` shows each program's source, and
-            :meth:`EnvironmentMemory.select` reads it and skips environments whose ``env.py``
-            cannot be read.
-        max_source_chars: characters of source shown per environment (int >= 10); longer
-            sources are cut (at a line end when one is near) and end with a marker comment.
-        max_description_chars: characters of description shown per environment (int >= 10),
-            including the ``"..."`` that ends a cut one.
+    Thresholds in [0, 1]: ``too_easy_at`` (no-hint mean), ``too_hard_below`` (hint mean),
+    ``low_regret_below`` (display only: "low regret" instead of "good difficulty"). ``setting``:
+    the setting to prefer when :meth:`EnvironmentMemory.select` is given none; it gets
+    ``floor(same_setting_share * k + 0.5)`` slots, the rest go to other settings, each side filling
+    the other's shortfall. ``include_source``: show (and require readable) each ``env.py``;
+    ``max_source_chars`` and ``max_description_chars`` (>= 10) cut what is shown.
     """
 
     k: int = 4
@@ -164,12 +115,7 @@ class MemoryConfig:
     max_description_chars: int = 500
 
     def validate(self) -> None:
-        """Check every field.
-
-        Raises:
-            ValueError: naming the first field of the wrong type or range, e.g.
-                ``"MemoryConfig.k = -1; expected an int >= 0"``.
-        """
+        """Raise ValueError naming the first field of the wrong type or range."""
         _check_int("MemoryConfig.k", self.k, 0)
         for name in CATEGORIES:
             _check_number(f"MemoryConfig.{name}", getattr(self, name), 0.0, math.inf, "a finite number >= 0")
@@ -183,19 +129,10 @@ class MemoryConfig:
         _check_int("MemoryConfig.max_description_chars", self.max_description_chars, 10)
 
     def quotas(self, n: int | None = None, rng: random.Random | int | None = None) -> dict[Reason, int]:
-        """How many of ``n`` slots each category gets before backfill (the rule in the class docstring).
+        """``{category: slots}`` of ``n`` (default ``k``) before backfill, summing to ``n`` (0 if no weight).
 
-        Args:
-            n: slots to split (int >= 0; default ``k``).
-            rng: breaks ties between equal fractional parts (a ``random.Random``, a seed, or
-                ``None``: ties go to the category listed first in :data:`CATEGORIES`).
-
-        Returns:
-            ``{category: count}`` for every category of :data:`CATEGORIES`, summing to ``n``
-            (to 0 when every weight is 0).
-
-        Raises:
-            ValueError: if ``n`` is not an int >= 0, or the config is invalid.
+        ``rng`` (a ``random.Random`` or seed) breaks ties between equal fractional parts; with
+        ``None`` they go to the category listed first. Raises ValueError for a bad ``n`` or config.
         """
         self.validate()
         n = self.k if n is None else n
@@ -249,15 +186,8 @@ def _as_rng(rng: random.Random | int | None) -> random.Random:
 
 @dataclass(frozen=True)
 class MemoryItem:
-    """One environment chosen for the Designer's prompt.
-
-    Attributes:
-        record: the registry record (statistics as of the selection).
-        reason: why it was picked, one of :data:`REASONS`.
-        verdict: what its statistics say, in plain words (see :func:`verdict`).
-        source: the program source, read at selection time when the config's ``include_source``
-            is set; ``None`` otherwise (:func:`format_memory` then reads it if it needs it).
-    """
+    """One environment chosen for the Designer's prompt: why (:data:`REASONS`), its :func:`verdict`,
+    and its source when read at selection time (``include_source``)."""
 
     record: EnvRecord
     reason: Reason
@@ -266,7 +196,7 @@ class MemoryItem:
 
     @property
     def env_id(self) -> str:
-        """The environment's id, e.g. ``"ArithmeticChain-v0"`` (what goes into a variant's ``parents``)."""
+        """The environment's id, e.g. ``"ArithmeticChain-v0"``."""
         return self.record.env_id
 
 
@@ -279,64 +209,39 @@ def _effective_regret(hint: float | None, nohint: float | None, regret: float | 
     return None
 
 
+def _grade(
+    hint: float | None, nohint: float | None, regret: float | None, config: MemoryConfig
+) -> tuple[bool, bool, float | None]:
+    """(too easy, too hard, effective regret) by ``config``'s thresholds."""
+    easy = nohint is not None and nohint >= config.too_easy_at
+    hard = hint is not None and hint < config.too_hard_below
+    return easy, hard, _effective_regret(hint, nohint, regret)
+
+
 def verdict(stats: EnvStats, config: MemoryConfig | None = None) -> str:
-    """What an environment's statistics say about its difficulty, in plain words.
+    """An environment's difficulty in plain words, by ``config``'s thresholds (default ``MemoryConfig()``).
 
-    In order: :data:`VERDICT_UNMEASURED` when nothing is measured; :data:`VERDICT_TOO_EASY` when
-    the no-hint mean return is at least ``config.too_easy_at``; :data:`VERDICT_TOO_HARD` when the
-    hint mean return is below ``config.too_hard_below``; :data:`VERDICT_PARTLY_MEASURED` when no
-    regret is known (it is taken as ``max(hint - nohint, 0)`` when only the two means are);
-    :data:`VERDICT_GOOD` when the regret is at least ``config.low_regret_below``; else
-    :data:`VERDICT_LOW_REGRET`.
-
-    Args:
-        stats: the environment's statistics.
-        config: the thresholds (default ``MemoryConfig()``).
+    In order: :data:`VERDICT_UNMEASURED`, :data:`VERDICT_TOO_EASY`, :data:`VERDICT_TOO_HARD`,
+    :data:`VERDICT_PARTLY_MEASURED` (no regret known), :data:`VERDICT_GOOD` (regret ``>=
+    low_regret_below``), else :data:`VERDICT_LOW_REGRET`.
     """
     config = config or MemoryConfig()
     hint, nohint = stats.mean_return_hint, stats.mean_return_nohint
-    regret = _effective_regret(hint, nohint, stats.regret)
+    easy, hard, regret = _grade(hint, nohint, stats.regret, config)
     if hint is None and nohint is None and stats.regret is None:
         return VERDICT_UNMEASURED
-    if nohint is not None and nohint >= config.too_easy_at:
+    if easy:
         return VERDICT_TOO_EASY
-    if hint is not None and hint < config.too_hard_below:
+    if hard:
         return VERDICT_TOO_HARD
     if regret is None:
         return VERDICT_PARTLY_MEASURED
     return VERDICT_GOOD if regret >= config.low_regret_below else VERDICT_LOW_REGRET
 
 
-# ------------------------------------------------------------------------------------------------
-# Reading the registry cheaply
-# ------------------------------------------------------------------------------------------------
-
 #: One environment as selection sees it: ``(seq, setting, mean_return_hint, mean_return_nohint,
 #: regret)``; ``seq`` is its place in the index, which is creation order (higher: newer).
 _Row = tuple[int, str, float | None, float | None, float | None]
-
-
-class _Table:
-    """The statistics of every environment (one narrow index query, :meth:`Registry.stats_rows`)
-    and the full records of the few picked."""
-
-    def __init__(self, registry: Registry) -> None:
-        self.registry = registry
-        rows = registry.stats_rows()
-        self.ids = {seq: env_id for seq, env_id, *_ in rows}
-        self.rows: list[_Row] = [(seq, setting, hint, nohint, regret) for seq, _, setting, hint, nohint, regret in rows]
-
-    def seqs_of(self, env_ids: Collection[str]) -> set[int]:
-        """The ``seq`` of each of ``env_ids`` that is registered."""
-        wanted = set(env_ids)
-        return {seq for seq, env_id in self.ids.items() if env_id in wanted}
-
-    def record(self, seq: int) -> EnvRecord | None:
-        """The full record of ``seq``; ``None`` if it has gone from the registry since the scan."""
-        try:
-            return self.registry.get(self.ids[seq])
-        except (KeyError, EnvNotFound):
-            return None
 
 
 def read_source(record: EnvRecord) -> str | None:
@@ -348,7 +253,7 @@ def read_source(record: EnvRecord) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Selection
+# Selection: reads only the narrow statistics columns of the index
 # ------------------------------------------------------------------------------------------------
 
 
@@ -370,14 +275,26 @@ def _by_regret(ranked: list[tuple[float, _Row]], rng: random.Random) -> Iterator
 
 
 class _Selection:
-    """The picks of one :meth:`EnvironmentMemory.select` call, filled pool by pool."""
+    """The picks of one :meth:`EnvironmentMemory.select` call, filled pool by pool from one narrow
+    index query (:meth:`Registry.stats_rows`)."""
 
-    def __init__(self, table: _Table, config: MemoryConfig, rng: random.Random) -> None:
-        self.table = table
+    def __init__(self, registry: Registry, config: MemoryConfig, rng: random.Random, excluded: set[str]) -> None:
+        self.registry = registry
         self.config = config
         self.rng = rng
+        rows = registry.stats_rows()
+        self.ids = {seq: env_id for seq, env_id, *_ in rows}
+        self.rows: list[_Row] = [(seq, setting, hint, nohint, regret) for seq, _, setting, hint, nohint, regret in rows]
         self.items: list[MemoryItem] = []
-        self.seen: set[int] = set()  # seqs picked, excluded, or found unusable
+        # seqs picked, excluded, or found unusable
+        self.seen: set[int] = {seq for seq, env_id in self.ids.items() if env_id in excluded}
+
+    def _record(self, seq: int) -> EnvRecord | None:
+        """``None`` if it has gone from the registry since the scan."""
+        try:
+            return self.registry.get(self.ids[seq])
+        except (KeyError, EnvNotFound):
+            return None
 
     def _use(self, row: _Row, reason: Reason) -> bool:
         """Add ``row``'s environment as a pick if it is new and usable; whether it was added."""
@@ -385,7 +302,7 @@ class _Selection:
         if seq in self.seen:
             return False
         self.seen.add(seq)
-        record = self.table.record(seq)
+        record = self._record(seq)
         if record is None:
             return False
         source = None
@@ -404,24 +321,17 @@ class _Selection:
             return
         goal = len(self.items) + n
         quotas = config.quotas(n, rng)
-        # One pass over the rows: the candidates of each statistics category.
         good: list[tuple[float, _Row]] = []
         easy: list[_Row] = []
         hard: list[_Row] = []
-        easy_at, hard_below = config.too_easy_at, config.too_hard_below
         for row in rows:
-            hint, nohint, regret = row[2], row[3], row[4]
-            is_easy = nohint is not None and nohint >= easy_at
-            is_hard = hint is not None and hint < hard_below
+            is_easy, is_hard, regret = _grade(row[2], row[3], row[4], config)
             if is_easy:
                 easy.append(row)
             if is_hard:
                 hard.append(row)
-            if not (is_easy or is_hard):
-                if regret is None and hint is not None and nohint is not None:
-                    regret = max(hint - nohint, 0.0)
-                if regret is not None and regret > 0:
-                    good.append((regret, row))
+            if not (is_easy or is_hard) and regret is not None and regret > 0:
+                good.append((regret, row))
         streams: dict[Reason, Iterator[_Row]] = {
             "high_regret": _by_regret(good, rng),
             "recent": reversed(rows),
@@ -431,7 +341,6 @@ class _Selection:
         }
 
         def take(reason: Reason, count: int) -> int:
-            """Pick up to ``count`` of ``reason``'s candidates; how many were picked."""
             got = 0
             while got < count:
                 row = next(streams[reason], None)
@@ -455,15 +364,11 @@ class _Selection:
 
 
 class EnvironmentMemory:
-    """Picks earlier environments from a registry for the Designer's prompt, and formats them.
-
-    Args:
-        registry: the registry to read (read-only use: nothing is written or marked).
-        config: the mix, thresholds and formatting (default ``MemoryConfig()``).
+    """Picks earlier environments from a registry (read only) for the Designer's prompt, and formats them.
 
     Raises:
-        ValueError: if ``config`` is invalid (naming the field).
-        TypeError: if ``registry`` is not a :class:`Registry` or ``config`` not a :class:`MemoryConfig`.
+        ValueError: an invalid ``config`` (naming the field).
+        TypeError: ``registry`` not a :class:`Registry` or ``config`` not a :class:`MemoryConfig`.
     """
 
     def __init__(self, registry: Registry, config: MemoryConfig | None = None) -> None:
@@ -486,32 +391,17 @@ class EnvironmentMemory:
         setting: str | None = None,
         exclude: Collection[str] = (),
     ) -> list[MemoryItem]:
-        """Pick at most ``k`` distinct environments for the Designer's prompt.
+        """Pick at most ``k`` distinct environments, by the rules of :class:`MemoryConfig`.
 
-        The mix and backfill rules are in :class:`MemoryConfig`. With a preferred setting
-        (``setting``, else ``config.setting``), the ``floor(same_setting_share * k + 0.5)`` slots
-        for that setting are filled first (by those rules, from the environments of that setting),
-        then the other slots from the environments of other settings (by the same rules), then any
-        slot still open from whatever is left of the preferred setting.
-
-        Args:
-            rng: a ``random.Random`` (used and advanced), an int seed, or ``None`` (fresh OS
-                entropy). The same seed on the same registry contents gives the same picks.
-            setting: the setting to prefer, overriding ``config.setting``.
-            exclude: env ids (``"Name-v0"``) or gymnasium ids (``"spade/Name-v0"``) never to pick,
-                such as the environment being edited.
-
-        Returns:
-            The picks in the order they were made: quota picks by category in the order of
-            :data:`CATEGORIES` (within ``high_regret``, highest regret first; within ``recent``,
-            newest first), then backfill picks. Fewer than ``k`` only when fewer environments are
-            available; ``[]`` for an empty registry or ``k = 0``. An environment whose record has
-            gone from the registry since the index was read, or (with ``include_source``) whose
-            ``env.py`` cannot be read, is skipped.
+        ``rng``: a ``random.Random`` (advanced), a seed, or ``None`` (OS entropy); the same seed on
+        the same registry gives the same picks. ``setting`` overrides ``config.setting``.
+        ``exclude``: env ids or ``"spade/..."`` ids never to pick. Returns the picks in the order
+        made (quotas by category, then backfill); records gone since the scan, or unreadable
+        sources under ``include_source``, are skipped.
 
         Raises:
-            ValueError: if ``setting`` is not ``None``, ``"reasoning"``, ``"tool_use"`` or ``"game"``.
-            TypeError: if ``exclude`` is a single str or holds a non-str, or ``rng`` is of another type.
+            ValueError: an unknown ``setting``.
+            TypeError: ``exclude`` a single str or holding a non-str; ``rng`` of another type.
         """
         config = self.config
         if setting is not None and setting not in SETTINGS:
@@ -529,10 +419,8 @@ class EnvironmentMemory:
         preferred = setting if setting is not None else config.setting
         if config.k == 0:
             return []
-        table = _Table(self.registry)
-        selection = _Selection(table, config, generator)
-        selection.seen.update(table.seqs_of(excluded))
-        pool = table.rows
+        selection = _Selection(self.registry, config, generator, excluded)
+        pool = selection.rows
         if preferred is None:
             selection.fill(pool, config.k)
         else:
@@ -544,8 +432,7 @@ class EnvironmentMemory:
         return selection.items
 
     def format(self, items: Sequence[MemoryItem]) -> str:
-        """:func:`format_memory` with this memory's ``include_source``, ``max_source_chars`` and
-        ``max_description_chars``."""
+        """:func:`format_memory` with this memory's settings."""
         return format_memory(
             items,
             include_source=self.config.include_source,
@@ -572,8 +459,7 @@ def _truncate(text: str, limit: int) -> str:
 
 
 def _truncate_source(source: str, limit: int) -> str:
-    """``source`` cut to at most ``limit`` characters (at a line end when one is in the last
-    quarter), followed by a marker comment saying how much was left out."""
+    """``source`` cut to ``limit`` characters (at a line end in the last quarter) plus a marker comment."""
     source = source.rstrip("\n")
     if len(source) <= limit:
         return source
@@ -613,34 +499,17 @@ def format_memory(
     max_source_chars: int = MemoryConfig.max_source_chars,
     max_description_chars: int = MemoryConfig.max_description_chars,
 ) -> str:
-    """Compact text describing ``items`` for the Designer's prompt, one block per environment.
-
-    Each block reads::
+    """Prompt text for ``items``, blank-line separated blocks without a trailing newline, such as::
 
         [1] ArithmeticChain-v0 (reasoning, max 4 turns): "A chain of integer operations ..."
             returns: 0.75 with hint / 0.25 without (regret 0.50, 8 episodes) -> good difficulty (high regret)
 
-    Numbers have two decimals (``?`` for one not measured); an environment with no statistics
-    reads ``returns: not measured yet``. The verdict is :attr:`MemoryItem.verdict`. The
-    description has its whitespace collapsed and is cut to ``max_description_chars`` (ending in
-    ``...``). With ``include_source`` the program follows in a ```` ```python ```` fence, cut to
-    ``max_source_chars`` with a last line ``# ... [truncated: N more characters not shown]``; an
-    item whose ``env.py`` cannot be read shows ``(source unavailable: the registry entry is
-    damaged)`` instead (never an error). Blocks are separated by a blank line.
-
-    Args:
-        items: the environments, e.g. from :meth:`EnvironmentMemory.select`.
-        include_source: show each program's source (:attr:`MemoryItem.source`, else read from
-            the registry).
-        max_source_chars: characters of source shown per environment (int >= 10).
-        max_description_chars: characters of description shown per environment (int >= 10).
-
-    Returns:
-        The text, without a trailing newline; ``""`` for no items.
+    ``?`` marks a number not measured. With ``include_source`` the program follows in a fence, cut
+    to ``max_source_chars``; an unreadable one shows a note instead.
 
     Raises:
-        ValueError: if a limit is not an int >= 10.
-        TypeError: if an item is not a :class:`MemoryItem`.
+        ValueError: a limit that is not an int >= 10.
+        TypeError: an item that is not a :class:`MemoryItem`.
     """
     _check_int("max_source_chars", max_source_chars, 10)
     _check_int("max_description_chars", max_description_chars, 10)
@@ -677,24 +546,11 @@ def pick_parent(
     *,
     config: MemoryConfig | None = None,
 ) -> MemoryItem | None:
-    """The environment the Designer should make a variant of, in edit mode (ACCEL-style editing).
+    """The item to make a variant of in edit mode (ACCEL-style), or ``None`` if none is readable.
 
-    Rule: among the items whose program can be read, those of good difficulty (a regret above 0,
-    neither too easy nor too hard by ``config``'s thresholds) are preferred, one drawn with
-    probability proportional to its regret; when there is none, one drawn uniformly among the
-    readable rest (editing a too-easy or too-hard environment toward the edge is useful too).
-
-    Args:
-        items: the memory shown to the Designer.
-        rng: a ``random.Random``, an int seed, or ``None`` (fresh OS entropy).
-        config: the thresholds (default ``MemoryConfig()``).
-
-    Returns:
-        The item (its :attr:`MemoryItem.env_id` goes into the variant's ``parents``), or ``None``
-        when ``items`` is empty or no item's program can be read.
-
-    Raises:
-        TypeError: if ``rng`` is of another type.
+    Among items whose program can be read: one of good difficulty (regret above 0, neither too easy
+    nor too hard) drawn with probability proportional to its regret, else one drawn uniformly.
+    Raises TypeError for an ``rng`` of another type.
     """
     config = config or MemoryConfig()
     generator = _as_rng(rng)
@@ -702,9 +558,7 @@ def pick_parent(
     rest: list[MemoryItem] = []
     for item in items:
         stats = item.record.stats
-        regret = _effective_regret(stats.mean_return_hint, stats.mean_return_nohint, stats.regret)
-        easy = stats.mean_return_nohint is not None and stats.mean_return_nohint >= config.too_easy_at
-        hard = stats.mean_return_hint is not None and stats.mean_return_hint < config.too_hard_below
+        easy, hard, regret = _grade(stats.mean_return_hint, stats.mean_return_nohint, stats.regret, config)
         if regret is not None and regret > 0 and not easy and not hard:
             good.append((regret, item))
         else:

@@ -1,25 +1,16 @@
-"""Regret estimation and the Environment Designer's reward.
+"""Regret estimation and the Environment Designer's reward (docs/DESIGN.md, "Regret and the Designer's reward").
 
-The regret of an environment for the current Agent is the gap between its mean return with the
-privileged hint and without it (docs/DESIGN.md, "Regret and the Designer's reward"; SPADE's analogue
-of the PAIRED/ACCEL regret objective of unsupervised environment design):
-
-    regret = max(mean_return_hint - mean_return_nohint, 0)
-
-:func:`estimate_regret` plays ``k`` episodes with the hint and ``k`` without on the same seeds
-(one batched rollout, sampling temperature > 0) and returns both means with their standard errors;
-the no-hint trajectories are kept for reuse as Agent training data. :func:`designer_reward` turns
-a validation outcome and an estimate into the Designer's reward, every threshold configurable in
-:class:`RewardConfig`, with an optional shaping toward the edge of the Agent's ability (the regret
-only inside a window of no-hint success rates, as in R-Zero, or the learnability ``p (1 - p)`` of
-"No Regrets"; see :func:`designer_reward`).
+``regret = max(mean_return_hint - mean_return_nohint, 0)``, SPADE's analogue of the PAIRED/ACCEL
+regret of unsupervised environment design. :func:`estimate_regret` plays ``k`` episodes with the
+hint and ``k`` without on the same seeds; :func:`designer_reward` turns a validation outcome and an
+estimate into the Designer's reward.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from statistics import fmean, stdev
 from typing import Any, Literal
 
@@ -27,8 +18,7 @@ from spade_gym.agent import Episode, RolloutConfig, RolloutStats, Trajectory, ro
 from spade_gym.policies.base import Policy
 from spade_gym.program import LEARNING_WINDOW, OUT_OF_REACH_BELOW, TRIVIAL_AT
 
-#: Regret episodes per arm (with the hint, and as many without) by default. One definition:
-#: :func:`estimate_regret`, ``DesignerConfig.k``, the ``agent.k`` config key and the CLI's ``-k``.
+#: Default regret episodes per arm (``DesignerConfig.k``, the ``agent.k`` config key, the CLI's ``-k``).
 REGRET_EPISODES = 4
 
 __all__ = [
@@ -54,18 +44,9 @@ def standard_error(values: Sequence[float]) -> float:
 class RegretEstimate:
     """The Agent's returns on one environment with and without the hint.
 
-    Attributes:
-        env_id: the environment; ``k``: episodes per arm; ``seeds``: the reset seeds (shared by
-            both arms).
-        mean_hint, mean_nohint: mean episode returns (in [0, 1]); ``se_hint``, ``se_nohint``: their
-            standard errors.
-        regret: ``max(mean_hint - mean_nohint, 0)``.
-        errors: episodes that ended with an environment error (either arm).
-        success_hint, success_nohint: the fraction of episodes that succeeded
-            (:attr:`Trajectory.success <spade_gym.agent.Trajectory.success>`) with and without the
-            hint; ``None`` when the estimate was built without trajectories.
-        nohint: the no-hint trajectories (Agent training data); ``hint``: the hinted ones.
-        stats: the rollout's figures.
+    ``k`` episodes per arm on the shared ``seeds``; means in [0, 1] with standard errors ``se_*``;
+    ``errors``: episodes ended by an environment error; ``success_*``: fraction of successful
+    episodes (``None`` when built without trajectories); ``nohint``/``hint``: the trajectories.
     """
 
     env_id: str
@@ -85,25 +66,12 @@ class RegretEstimate:
 
     @property
     def p_nohint(self) -> float:
-        """The no-hint success rate ``p`` in [0, 1] that the reward's shaping uses: ``success_nohint``,
-        or ``mean_nohint`` when that is unknown (equal for environments that pay 0 or 1)."""
+        """The no-hint success rate ``p`` the shaping uses: ``success_nohint``, else ``mean_nohint``."""
         return self.mean_nohint if self.success_nohint is None else self.success_nohint
 
     def summary(self) -> dict[str, Any]:
-        """The figures as a JSON-able dict (what ``meta.json`` stores)."""
-        keys = (
-            "k",
-            "seeds",
-            "mean_hint",
-            "mean_nohint",
-            "se_hint",
-            "se_nohint",
-            "regret",
-            "errors",
-            "success_hint",
-            "success_nohint",
-        )
-        return {key: getattr(self, key) for key in keys}
+        """The figures as a JSON-able dict (what ``meta.json`` stores): every shown field but ``env_id``."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.repr and f.name != "env_id"}
 
 
 def estimate_regret(
@@ -117,22 +85,12 @@ def estimate_regret(
 ) -> RegretEstimate:
     """Estimate an environment's regret for ``policy``: ``k`` episodes with and ``k`` without the hint.
 
-    Args:
-        env: a gymnasium id (``"spade/Name-v0"``), a program (path, source, ``EnvProgram``) or a
-            factory returning a ``SandboxedEnv`` (see :class:`~spade_gym.agent.Episode`).
-        policy: the Agent.
-        k: episodes per arm, ``>= 1``.
-        seeds: ``k`` reset seeds shared by both arms; default ``0 .. k-1``.
-        config: rollout settings; default ``RolloutConfig()``, the Agent's measured sampling
-            (:data:`~spade_gym.agent.AGENT_TEMPERATURE`; regret needs sampling).
-        progress: called after every turn with ``(episodes finished, 2k)``.
-
-    Returns:
-        A :class:`RegretEstimate`; environment errors count as return 0 (and in ``errors``).
+    ``env`` is anything :class:`~spade_gym.agent.Episode` takes; ``seeds`` (default ``0 .. k-1``)
+    are shared by both arms; ``progress`` gets ``(episodes finished, 2k)`` after every turn.
+    Environment errors count as return 0.
 
     Raises:
-        ValueError: ``k < 1``, ``len(seeds) != k``, or greedy sampling (``temperature == 0``):
-            k greedy episodes on one seed are one episode repeated.
+        ValueError: ``k < 1``, ``len(seeds) != k``, or greedy sampling (regret needs sampling).
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -154,8 +112,7 @@ def regret_episodes(env: Any, seeds: Sequence[int]) -> list[Episode]:
 def summarise(trajectories: Sequence[Trajectory], stats: RolloutStats | None = None) -> RegretEstimate:
     """Turn the trajectories of :func:`regret_episodes` (hinted first) into a :class:`RegretEstimate`.
 
-    Raises:
-        ValueError: an odd or empty number of trajectories.
+    Raises ValueError for an odd or empty number of trajectories.
     """
     if not trajectories or len(trajectories) % 2:
         raise ValueError(f"expected 2k trajectories (k with the hint, then k without), got {len(trajectories)}")
@@ -187,37 +144,19 @@ SHAPINGS = ("none", "window", "learnability")
 
 
 def _opt(default: Any, help: str) -> Any:
-    """A field with its help text (``spade selfplay --help-config`` shows it under ``designer.reward``)."""
+    """A field with its ``--help-config`` text."""
     return field(default=default, metadata={"help": help})
 
 
 @dataclass(frozen=True)
 class RewardConfig:
-    """Thresholds and shaping of the Designer's reward (docs/DESIGN.md, "Regret and the Designer's reward").
+    """Thresholds and shaping of the Designer's reward; also the ``designer.reward`` config section.
 
-    This one dataclass is also the ``designer.reward`` section of the self-play config
-    (:mod:`spade_gym.trainer.config`): each field's default and help text live here only.
-
-    Attributes:
-        invalid: reward of a program that fails validation.
-        duplicate: reward of an exact or near duplicate of a registered environment.
-        trivial: reward of a trivial environment; ``trivial_at``: the no-hint mean return at or
-            above which it counts as trivial (the Agent already solves it).
-        out_of_reach: reward of an environment out of reach; ``out_of_reach_below``: the hint
-            mean return below which it counts so (the Agent fails even with the hint).
-        shaping: how an environment that is neither trivial nor out of reach is rewarded (see
-            :func:`designer_reward`): ``"none"`` (the paper's regret, the default), ``"window"``
-            (regret only inside a band of no-hint success rates) or ``"learnability"``
-            (``4 p (1 - p)``, by default times the regret).
-        window_low, window_high: the band of ``"window"``, inclusive, on the no-hint success
-            rate ``p`` (default 0.3 and 0.8, R-Zero's band, Huang et al. 2025, section 3);
-            ``outside_window``: the reward outside it (default 0).
-        learnability_times_regret: ``"learnability"`` multiplies ``4 p (1 - p)`` by the regret
-            (default ``True``: see :func:`designer_reward` for why).
+    Each field's help text is its documentation. The default window [0.3, 0.8] is R-Zero's
+    (Huang et al. 2025, section 3).
 
     Raises:
-        ValueError: an unknown ``shaping``, or a window that is not ``0 <= window_low <=
-            window_high <= 1``.
+        ValueError: an unknown ``shaping``, or not ``0 <= window_low <= window_high <= 1``.
     """
 
     invalid: float = _opt(-1.0, "reward of a program that fails the validation gate")
@@ -261,16 +200,7 @@ Outcome = Literal["invalid", "duplicate", "trivial", "out_of_reach", "regret", "
 
 @dataclass(frozen=True)
 class DesignerReward:
-    """The Designer's reward and which rule of :func:`designer_reward` gave it.
-
-    Attributes:
-        reward: the reward.
-        outcome: ``"invalid"``, ``"duplicate"``, ``"trivial"``, ``"out_of_reach"``, ``"regret"``
-            (the regret was paid: no shaping, or inside the window), ``"outside_window"``
-            (``shaping="window"``, ``p`` outside it) or ``"learnability"``
-            (``shaping="learnability"``).
-        p_nohint: the no-hint success rate the shaping used (``None`` when no estimate was needed).
-    """
+    """The Designer's reward, the rule of :func:`designer_reward` that gave it, and the ``p`` it used."""
 
     reward: float
     outcome: Outcome
@@ -284,43 +214,21 @@ def designer_reward(
     duplicate: bool = False,
     config: RewardConfig | None = None,
 ) -> DesignerReward:
-    """The Environment Designer's reward for one program (docs/DESIGN.md, "Regret and the Designer's reward").
+    """The Environment Designer's reward for one program.
 
-    In order: a program that failed validation gets ``config.invalid``; a duplicate gets
-    ``config.duplicate``; an environment the Agent solves without the hint (no-hint mean return
-    ``>= trivial_at``) gets ``config.trivial``; one it fails even with the hint (hint mean return
-    ``< out_of_reach_below``) gets ``config.out_of_reach``; otherwise ``config.shaping`` decides,
-    with ``p`` the no-hint success rate (:attr:`RegretEstimate.p_nohint`):
+    In order: ``invalid`` (gate rejected), ``duplicate``, ``trivial`` (no-hint mean ``>=
+    trivial_at``), ``out_of_reach`` (hint mean ``< out_of_reach_below``); otherwise, with ``p`` the
+    no-hint success rate, ``config.shaping`` decides:
 
-    * ``"none"`` (default, SPADE): the regret ``max(mean_hint - mean_nohint, 0)``;
+    * ``"none"`` (SPADE): the regret;
     * ``"window"``: the regret when ``window_low <= p <= window_high``, else ``outside_window``
-      (R-Zero, Huang et al. 2025, section 3, keeps only questions whose solver success is within
-      [0.3, 0.8]);
-    * ``"learnability"``: ``4 p (1 - p)``, the variance of a Bernoulli(``p``) success scaled to
-      [0, 1] (the "learnability" of Tzannetos et al. 2023 and of Rutherford et al. 2024, "No
-      Regrets", section 4; Absolute Zero, Zhao et al. 2025, likewise pays its proposer nothing at
-      ``p`` 0 or 1), times the regret when ``learnability_times_regret`` (default).
+      (R-Zero, Huang et al. 2025, section 3);
+    * ``"learnability"``: ``4 p (1 - p)`` (Tzannetos et al. 2023; Rutherford et al. 2024, "No
+      Regrets", section 4), times the regret when ``learnability_times_regret``.
 
-    Why shaping: the regret is largest where the hint solves the task and the Agent alone never
-    does: a hint that states the answer (``mean_hint`` 1, ``p`` 0) earns the maximum regret 1. But
-    then every no-hint episode returns 0, its group has zero advantage and the Agent learns
-    nothing from it: the regret rewards exactly the environments the Agent cannot learn from.
-    ``p (1 - p)`` is the variance of the success of a group of no-hint episodes, the spread a
-    GRPO-style update turns into advantages; ``4 p (1 - p)`` is 0 at ``p = 0`` and ``p = 1`` and 1
-    at ``p = 1/2``. Alone it no longer asks anything of the hint; times the regret it pays for
-    environments the Agent sometimes solves *and* where the privileged hint helps (SPADE's
-    verification signal), so ``learnability_times_regret`` is on by default. With ``k`` episodes ``p`` takes the values ``0, 1/k, ..., 1``: with the default
-    ``k = 4`` the window [0.3, 0.8] keeps ``p`` = 0.5 and 0.75 only.
-
-    Args:
-        accepted: whether the validation gate accepted the program (``ValidationReport.accepted``).
-        estimate: the regret estimate (needed when accepted and not a duplicate).
-        duplicate: whether the program duplicates a registered environment (a
-            ``DuplicateEnvironment`` was raised, or the gate reported ``DUPLICATE``).
-        config: the thresholds and shaping.
-
-    Returns:
-        A :class:`DesignerReward` whose ``outcome`` names the rule that applied.
+    Why shaping: a hint that states the answer earns the maximum regret 1 at ``p = 0``, where every
+    no-hint group has zero advantage and the Agent learns nothing; ``4 p (1 - p)`` is the scaled
+    variance GRPO turns into advantages, and times the regret it still asks that the hint helps.
 
     Raises:
         ValueError: an accepted, non-duplicate program without an estimate.

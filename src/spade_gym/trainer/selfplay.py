@@ -2,31 +2,20 @@
 
 One iteration follows docs/DESIGN.md's data flow, phase by phase:
 
-1. **Design.** ``propose_group`` for each of ``designer.prompts_per_iteration`` prompts (a
-   document and a memory), one ``policy.generate`` call for all of them (``G = designer.group_size``
-   designs each), then per prompt ``validate_designs`` (the group at once) and
-   ``evaluate_completion`` for each design in turn (novelty, regret with the same policy as the
-   Agent, registration, the Designer's reward). The G designs of a prompt are one GRPO group.
-   These are the calls :class:`~spade_gym.designer.SpadeDesignerEnv` makes, with the same random
-   draws: with one prompt per iteration the env and this loop give the same designs for the same
-   seed (with several, the loop samples them in one batch).
-2. **Agent episodes.** The no-hint regret episodes of accepted designs (``agent.train_on_regret_episodes``)
-   and ``agent.replay_envs`` environments drawn from the registry by prioritised replay (Jiang et
-   al. 2021), ``agent.episodes_per_env`` episodes each on ``agent.replay_seeds`` seeds (one GRPO
-   group per seed, or per environment when the episodes are spread over several seeds).
-3. **Update.** One :class:`~spade_gym.trainer.grpo.GRPOTrainer` update on both roles' samples,
-   advantages relative within each (role, group) (Shao et al. 2024).
-4. **Sync** the new weights to the generation backend: nothing to do when the trained
-   transformers policy generates itself; with ``policy.spec = "vllm:<id>"`` the model is trained
-   on transformers and a colocated vLLM engine generates, loading the weights after each update
-   (``VLLMPolicy.load_weights``, TRL's colocated sync).
-5. **Checkpoint, then log** (the order :mod:`spade_gym.trainer.run` needs to lose at most the
-   current iteration when killed).
+1. **Design.** ``propose_group`` per prompt, one ``generate`` call for all of them (G designs
+   each, one GRPO group per prompt), then ``validate_designs`` per group and
+   ``evaluate_completion`` per design (novelty, regret, registration, reward): the calls and
+   random draws of :class:`~spade_gym.designer.SpadeDesignerEnv`.
+2. **Agent episodes.** The no-hint regret episodes of accepted designs and environments drawn
+   from the registry by prioritised replay (Jiang et al. 2021).
+3. **Update.** One GRPO update on both roles' samples, advantages within each (role, group)
+   (Shao et al. 2024).
+4. **Sync** the new weights to a separate generation backend (``policy.spec = "vllm:<id>"``,
+   TRL's colocated sync).
+5. **Checkpoint, then log**, so that a killed run loses at most the current iteration.
 
-``run.designer = "off"`` skips phase 1: the Agent trains on the fixed pool, the baseline SPADE is
-measured against: the seed library (prioritised replay from the run's registry), or reasoning-gym
-tasks (``run.fixed_pool: reasoning-gym:<task>,...``, drawn uniformly, the ``"train"`` seed split of
-:class:`~spade_gym.reasoning_gym.ReasoningGymEnv`).
+``run.designer = "off"`` skips phase 1: the baseline Agent trains on a fixed pool (the seed
+library, or reasoning-gym tasks from ``run.fixed_pool``).
 """
 
 from __future__ import annotations
@@ -78,23 +67,14 @@ __all__ = [
     "what_moved",
 ]
 
-#: Iterations in a row without an accepted design after which the loop warns (and says so in the
-#: metrics as ``designer/iterations_without_accept``).
+#: Iterations in a row without an accepted design after which the loop warns.
 STALL_WARNING_AFTER = 3
 
 
 @dataclass(frozen=True)
 class DesignPhase:
-    """What phase 1 produced.
-
-    Attributes:
-        outcomes: every design of the iteration, prompt by prompt (G per prompt).
-        samples: the Designer's GRPO samples (one group per prompt).
-        regret_episodes: the no-hint regret episodes of accepted designs that the Agent trains on
-            (empty unless ``agent.train_on_regret_episodes``).
-        tokens: new tokens the Designer generated.
-        seconds: the phase's wall time; ``validate_s``: of it, the gate's time on the executor.
-    """
+    """What phase 1 produced: every design, the Designer's samples, the regret episodes the Agent
+    trains on, new tokens, wall time and (of it) the gate's time."""
 
     outcomes: tuple[DesignOutcome, ...] = ()
     samples: tuple[TrainSample, ...] = ()
@@ -106,10 +86,8 @@ class DesignPhase:
 
 @dataclass(frozen=True)
 class AgentPhase:
-    """What phase 2 produced: the Agent's ``replayed`` episodes (replayed or fixed-pool
-    environments), the ids of registered environments ``flagged`` for paying a return outside
-    [0, 1], the Agent's GRPO ``samples`` (regret and replayed episodes), its new ``tokens``, and
-    the rollout's wall time in ``seconds``."""
+    """What phase 2 produced: replayed episodes, environments ``flagged`` for a return outside
+    [0, 1], the Agent's samples, new tokens and the rollout's wall time."""
 
     replayed: tuple[Trajectory, ...] = ()
     flagged: tuple[str, ...] = ()
@@ -120,9 +98,8 @@ class AgentPhase:
 
 @dataclass(frozen=True)
 class IterationResult:
-    """What one iteration did: ``metrics`` (as logged to ``metrics.jsonl``), the designs, the
-    ids of the environments it registered, the Agent's episodes on replayed (or fixed-pool)
-    environments, and ``messages`` for the user (printed after the iteration's summary line)."""
+    """What one iteration did: its ``metrics.jsonl`` row, designs, registered ids, replayed
+    episodes and messages for the user."""
 
     iteration: int
     metrics: dict[str, Any]
@@ -133,7 +110,7 @@ class IterationResult:
 
 
 def _design_line(p: int, prompt: Any, outcome: DesignOutcome) -> dict[str, Any]:
-    """One line of ``designs.jsonl``: the prompt it answered, what was written, the verdict."""
+    """One line of ``designs.jsonl``."""
     report, cut = outcome.report, DESIGN_TEXT_CHARS
     return {
         "prompt": p,
@@ -151,17 +128,8 @@ def _design_line(p: int, prompt: Any, outcome: DesignOutcome) -> dict[str, Any]:
 
 
 def flag_contract_breakers(registry: Registry, trajectories: list[Trajectory]) -> list[str]:
-    """Flag (:meth:`~spade_gym.registry.Registry.flag`) each registered environment of
-    ``trajectories`` whose episode ended with ``INVALID_REWARD`` (a return outside [0, 1]), so
-    replay never draws it again.
-
-    Args:
-        registry: the registry the environments were drawn from.
-        trajectories: the Agent's episodes.
-
-    Returns:
-        The env ids flagged now, in order; environments not in ``registry`` are skipped.
-    """
+    """Flag each registry environment whose episode ended with ``INVALID_REWARD`` (a return
+    outside [0, 1]), so replay never draws it again; returns the ids flagged, in order."""
     flagged: list[str] = []
     for trajectory in trajectories:
         error = trajectory.error or {}
@@ -179,25 +147,15 @@ def flag_contract_breakers(registry: Registry, trajectories: list[Trajectory]) -
 class SelfPlay:
     """A self-play run: the policy, its trainer, the Designer env, the registry and the run folder.
 
-    Args:
-        config: the run's configuration.
-        run: the run folder (:meth:`RunDir.create` or :meth:`RunDir.open`).
-        policy: the shared policy of both roles (a trainable
-            :class:`~spade_gym.policies.transformers.TransformersPolicy`), used as it is: the
-            ``config.policy`` section (spec, dtype, device, LoRA) is then not applied; default:
-            loaded from ``config.policy``.
-        say: where one-line progress messages go (default: ``print``).
-        progress: called as ``progress(phase, done, total)`` while a phase runs (``"design"``:
-            designs judged; ``"rollout"``: replay episodes finished; ``"update"``; ``"warmstart"``:
-            cold-start steps), for progress bars.
-        apply_warmstart: with ``warmstart.enabled``, load (or first train) the cold-start adapters
-            (:func:`~spade_gym.trainer.warmstart.run_warmstart`) before iteration 0 and record them
-            in ``<run>/warmstart.json``; :meth:`resume` passes ``False`` when a checkpoint's weights
-            follow (they already hold the cold start).
+    ``policy``: the shared trainable policy of both roles, used as it is (``config.policy`` is then
+    not applied); default: loaded from ``config.policy``. ``progress(phase, done, total)`` is called
+    for ``"design"``, ``"rollout"``, ``"update"`` and ``"warmstart"``. ``apply_warmstart``: with
+    ``warmstart.enabled``, apply the cold-start adapters before iteration 0 (:meth:`resume` passes
+    ``False`` when a checkpoint follows).
 
     Raises:
-        ConfigError: a setting this loop cannot run (``ray.address`` unreachable, an unknown reasoning-gym task in
-            ``run.fixed_pool``, or reasoning-gym not installed).
+        ConfigError: a setting this loop cannot run (e.g. ``ray.address`` unreachable, an unknown
+            reasoning-gym task).
         PolicyError: the policy cannot be loaded.
     """
 
@@ -225,7 +183,7 @@ class SelfPlay:
 
     def _build(self, policy: Any, apply_warmstart: bool = True) -> None:
         config, run = self.config, self.run
-        #: the designer='off' baseline's reasoning-gym tasks (empty: replay from the registry)
+        #: the designer='off' baseline's reasoning-gym tasks
         self.fixed_tasks: list[str] = []
         if config.run.designer == "off":
             kind, tasks = parse_fixed_pool(config.run.fixed_pool)
@@ -277,8 +235,7 @@ class SelfPlay:
                 "given policy is trained as it is (all its parameters); leave policy unset to load config.policy",
                 stacklevel=2,
             )
-        #: generates designs and Agent turns: the trained policy itself, or a colocated vLLM engine
-        #: (``policy.spec = "vllm:<id>"``) that gets the new weights after every update
+        #: generates designs and Agent turns: the trained policy, or a colocated vLLM engine (``vllm:<id>``)
         self.generator: Any = self.policy
         if not given and spec.startswith("vllm:"):
             if self.executor.kind == "ray":  # the engine in a Ray actor with its own GPU(s)
@@ -310,8 +267,7 @@ class SelfPlay:
         self.stalled = 0
 
     def _warmstart(self) -> None:
-        """Train or load the cold-start adapters into the policy, sync them to a separate generator,
-        and record the entry (hash, path, losses) in ``<run>/warmstart.json``."""
+        """Apply the cold-start adapters, sync them to the generator, record ``<run>/warmstart.json``."""
         import json
 
         from spade_gym.trainer.warmstart import run_warmstart
@@ -359,8 +315,8 @@ class SelfPlay:
         return loop
 
     def train(self, iterations: int | None = None) -> list[IterationResult]:
-        """Run iterations ``start .. run.iterations - 1`` (or ``iterations`` of them), checkpointing
-        and logging each; returns their results."""
+        """Run iterations from ``start`` (all that are left, or ``iterations`` of them), checkpointing
+        and logging each."""
         end = (
             self.config.run.iterations
             if iterations is None
@@ -387,7 +343,7 @@ class SelfPlay:
     # -- one iteration ---------------------------------------------------------------------------
 
     def iteration(self, i: int) -> IterationResult:
-        """One self-play iteration (phases 1-4 of the module docstring); returns its metrics."""
+        """One self-play iteration (phases 1-4 of the module docstring)."""
         cfg = self.config
         seed = cfg.run.seed * 1_000_003 + i
         before = len(self.registry)
@@ -444,10 +400,8 @@ class SelfPlay:
         return IterationResult(i, metrics, design.outcomes, accepted, agent.replayed, tuple(messages))
 
     def design(self, i: int, seed: int) -> DesignPhase:
-        """Phase 1. ``propose_group`` for every prompt -> ``generate`` G designs of each (the
-        prompts of one sampling setting in one call) -> per prompt, ``validate_designs`` (the group
-        at once) -> ``evaluate_completion`` for each design in turn (novelty against the registry as
-        it is by then, regret, registration, reward). Logs ``designs.jsonl``."""
+        """Phase 1. ``propose_group`` per prompt -> ``generate`` -> ``validate_designs`` per group ->
+        ``evaluate_completion`` per design, in turn. Logs ``designs.jsonl``."""
         cfg, designer = self.config, self.designer_config
         began = time.perf_counter()
         group_size = cfg.designer.group_size
@@ -497,10 +451,8 @@ class SelfPlay:
         )
 
     def _generate_designs(self, prompts: list[DesignerPrompt], seed: int) -> list[list[Completion]]:
-        """``designer.group_size`` completions for each prompt, in prompt order: one ``generate``
-        call per sampling setting (write and edit prompts differ in their token budget), so the
-        batches are full. The call's seed is ``seed`` plus the index of its first prompt:
-        with one prompt per iteration, that prompt's group seed, as before batching."""
+        """``group_size`` completions per prompt: one ``generate`` call per sampling setting (write
+        and edit budgets differ), seeded ``seed`` plus the index of its first prompt."""
         size = self.config.designer.group_size
         by_sampling: dict[SamplingParams, list[int]] = {}
         for p, prompt in enumerate(prompts):
@@ -514,10 +466,8 @@ class SelfPlay:
         return out
 
     def play(self, seed: int, regret_episodes: tuple[Trajectory, ...] = ()) -> AgentPhase:
-        """Phase 2. Replay ``agent.replay_envs`` environments (:meth:`_replay`), flag those that paid
-        a return outside [0, 1], and turn ``regret_episodes`` and the replayed episodes into the
-        Agent's GRPO samples (regret episodes grouped by environment; replayed ones by seed, or by
-        environment when ``agent.replay_seeds > 1``)."""
+        """Phase 2. Replay environments, flag contract breakers, and turn regret and replayed
+        episodes into the Agent's samples (replayed ones grouped by seed, or by env with several)."""
         cfg = self.config.agent
         began = time.perf_counter()
         replayed = self._replay(seed) if cfg.replay_envs else []
@@ -629,15 +579,8 @@ class SelfPlay:
 
 
 def load_run_policy(path: str | Path, which: str | int = "latest") -> Any:
-    """The policy a self-play run trained: its ``config.policy`` with a checkpoint's weights.
-
-    Args:
-        path: a run folder (``spade selfplay --out``).
-        which: ``"latest"`` or an iteration number.
-
-    Returns:
-        A :class:`~spade_gym.policies.transformers.TransformersPolicy` named
-        ``"<run folder name>@<iteration>"`` (``policy.spec`` ``vllm:<id>`` loads on transformers).
+    """The policy a run folder trained, at checkpoint ``which`` (``"latest"`` or an iteration): a
+    ``TransformersPolicy`` named ``"<run folder name>@<iteration>"``.
 
     Raises:
         RunDirError: ``path`` is not a run folder or has no such complete checkpoint.
@@ -785,15 +728,9 @@ MOVED_KEYS: tuple[tuple[str, str], ...] = (
 
 
 def what_moved(metrics: list[dict[str, Any]]) -> list[str]:
-    """One line per figure of :data:`MOVED_KEYS`: its value in the first and last iteration of
-    ``metrics`` (``metrics.jsonl`` rows) and its total or mean over the run, so a user sees at a
-    glance whether the loop carried a signal (nonzero advantages, optimizer steps) and what changed.
-
-    Returns:
-        Lines such as ``"Designer valid rate (valid programs, duplicates included): 0.25 -> 0.50 (mean 0.38)"``; a
-        figure never logged reads ``"-"``, with why where it is known (no accepted design: no
-        regret episodes; no nonzero advantage: no optimizer step).
-    """
+    """One line per figure of :data:`MOVED_KEYS` over ``metrics.jsonl`` rows: first -> last value
+    and the run's total or mean, e.g. ``"Designer mean reward: 0.25 -> 0.50 (mean 0.38)"``; a
+    figure never logged reads ``"-"``, with why where it is known."""
     if not metrics:
         return ["no iteration finished"]
 
