@@ -740,7 +740,7 @@ class Registry:
                 )
         if PROGRAM_ID_PATTERN.fullmatch(k):
             return f"{head}: no environment has that program id"
-        names = self._index.column("name", distinct=True)
+        names = self._index.names()
         close = difflib.get_close_matches(match["name"] if match else k, names, n=3, cutoff=0.6)
         if close:
             suggestions = []
