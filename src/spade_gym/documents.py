@@ -313,16 +313,22 @@ def make_document(
     """
     if not isinstance(text, str):
         raise TypeError(f"a document's text must be str, got {type(text).__name__}")
+    return _capped(text, dict(source or {"kind": "text"}), title, max_tokens, tokenizer)
+
+
+def _capped(
+    text: str, source: dict[str, Any], title: Any, max_tokens: int, tokenizer: Tokenizer | None
+) -> Document | None:
+    """Trim, clean and cap ``text``; ``source`` gets ``sha256``, ``tokens`` and ``truncated``."""
     raw, trimmed = _trim_raw(text, max_tokens * _RAW_CHARS_PER_TOKEN + 4096)
     cleaned = clean_text(raw)
     if cleaned is None:
         return None
     capped, tokens, truncated = cap_tokens(cleaned, max_tokens, tokenizer)
-    provenance = dict(source or {"kind": "text"})
-    provenance.update(
+    source.update(
         sha256=hashlib.sha256(capped.encode("utf-8")).hexdigest(), tokens=tokens, truncated=truncated or trimmed
     )
-    return Document(capped, provenance, _one_line(title, _TITLE_CHARS))
+    return Document(capped, source, _one_line(title, _TITLE_CHARS))
 
 
 def _import_optional(module: str, what: str) -> Any:
@@ -410,20 +416,14 @@ class _StreamSource:
         """Clean and cap ``raw``; None when it is not text, junk, or too short."""
         if not isinstance(raw, str):
             return None
-        raw, trimmed = _trim_raw(raw, self._raw_limit)
-        text = clean_text(raw)
-        if text is None:
-            self._counts.rejected += 1
-            return None
-        capped, tokens, truncated = cap_tokens(text, self.max_tokens, self.tokenizer)
         if isinstance(record_id, int) and not isinstance(record_id, bool):
             source.setdefault("id", record_id)
         elif (ident := _one_line(record_id, _ID_CHARS)) is not None:
             source.setdefault("id", ident)
-        source["sha256"] = hashlib.sha256(capped.encode("utf-8")).hexdigest()
-        source["tokens"] = tokens
-        source["truncated"] = truncated or trimmed
-        return Document(capped, source, _one_line(title, _TITLE_CHARS))
+        doc = _capped(raw, source, title, self.max_tokens, self.tokenizer)
+        if doc is None:
+            self._counts.rejected += 1
+        return doc
 
     def sample(self, n: int = 1) -> list[Document]:
         """The next ``n >= 0`` documents of the stream (ValueError for ``n < 0``).

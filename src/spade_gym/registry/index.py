@@ -130,6 +130,7 @@ PRAGMA application_id = {APPLICATION_ID};
 _INSERT_ENV = f"INSERT INTO envs ({', '.join(_STATIC_COLUMNS)}) VALUES ({', '.join('?' for _ in _STATIC_COLUMNS)})"
 _UPDATE_ENV = f"UPDATE envs SET {', '.join(c + ' = ?' for c in _STATIC_COLUMNS)} WHERE seq = ?"
 _INSERT_STATS = f"INSERT INTO stats (seq, setting, {', '.join(_STATS_COLUMNS)}) VALUES (?, ?, {', '.join('?' for _ in _STATS_COLUMNS)})"
+_UPDATE_STATS = f"UPDATE stats SET {', '.join(c + ' = ?' for c in _STATS_COLUMNS)} WHERE seq = ?"
 _TABLES = ("state", "envs", "stats", "signatures", "entries", "changes")
 
 
@@ -406,35 +407,20 @@ class Index:
         last_sampled: int | None,
         format_compliance: float | None = None,
     ) -> None:
-        """Replace one environment's statistics and log a ``"stats"`` change (inside a write
-        transaction)."""
-        self.conn.execute(
-            "UPDATE stats SET episodes = ?, mean_return_hint = ?, mean_return_nohint = ?, regret = ?, "
-            "times_sampled = ?, last_sampled = ?, format_compliance = ? WHERE seq = ?",
-            (
-                episodes,
-                mean_return_hint,
-                mean_return_nohint,
-                regret,
-                times_sampled,
-                last_sampled,
-                format_compliance,
-                seq,
-            ),
-        )
+        """Replace one environment's statistics and log a ``"stats"`` change (inside a write transaction)."""
+        stats = (episodes, mean_return_hint, mean_return_nohint, regret, times_sampled, last_sampled)
+        self.conn.execute(_UPDATE_STATS, (*stats, format_compliance, seq))
         self._log("stats", seq, setting, regret, last_sampled)
         self.raise_counter(last_sampled)
 
     def flag(self, seq: int, tags: str, validation: str) -> None:
-        """Replace one environment's tags and validation (JSON text) when it is flagged, and mark
-        cached samplers stale (inside a write transaction): a flag changes who may be drawn."""
+        """Set a flagged environment's tags and validation (JSON text) and mark cached samplers stale
+        (inside a write transaction)."""
         self.conn.execute("UPDATE envs SET tags = ?, validation = ? WHERE seq = ?", (tags, validation, seq))
         self.bump_epoch()
 
     def mark(self, draws: Sequence[tuple[int, int]], setting: str) -> None:
-        """Record samples ``(seq, counter after the draw)`` (inside a write transaction): each adds
-        one to ``times_sampled``, sets ``last_sampled``, logs a ``"mark"`` change, and the counter
-        becomes the last draw's."""
+        """Record and log (``"mark"``) draws ``(seq, counter after the draw)`` (inside a write transaction)."""
         conn = self.conn
         for seq, counter in draws:
             conn.execute(
@@ -510,12 +496,8 @@ class Index:
         # NULLs become numbers in SQL (regret is never negative), so numpy converts the rows in one go.
         columns = "seq, ifnull(regret, -1.0), ifnull(last_sampled, 0)"
         playable = f"seq NOT IN (SELECT seq FROM envs WHERE instr(tags, '\"{FLAGGED_TAG}\"') > 0)"  # case-sensitive
-        if setting is None:
-            rows = self.conn.execute(f"SELECT {columns} FROM stats WHERE {playable} ORDER BY seq").fetchall()
-        else:
-            rows = self.conn.execute(
-                f"SELECT {columns} FROM stats WHERE setting = ? AND {playable} ORDER BY seq", (setting,)
-            ).fetchall()
+        where, params = ("", ()) if setting is None else ("setting = ? AND ", (setting,))
+        rows = self.conn.execute(f"SELECT {columns} FROM stats WHERE {where}{playable} ORDER BY seq", params).fetchall()
         if not rows:
             return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64)
         table = np.array(rows, dtype=np.float64)

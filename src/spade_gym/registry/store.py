@@ -128,53 +128,47 @@ class _Entry:
 def _read_entry(directory: Path, fingerprint: str) -> _Entry:
     """Read and check one environment folder; never raises for a damaged entry."""
     name = directory.name
+
+    def bad(problem: str) -> _Entry:
+        return _Entry(name, fingerprint, problem=problem)
+
     if not directory.is_dir():
-        return _Entry(name, fingerprint, problem="not a folder; expected a folder holding env.py and meta.json")
+        return bad("not a folder; expected a folder holding env.py and meta.json")
     meta_path, source_path = directory / META_FILE, directory / SOURCE_FILE
     try:
         size = meta_path.stat().st_size
         if size > MAX_META_BYTES:
-            return _Entry(
-                name, fingerprint, problem=f"{META_FILE} is {size:,} bytes; at most {MAX_META_BYTES:,} are read"
-            )
+            return bad(f"{META_FILE} is {size:,} bytes; at most {MAX_META_BYTES:,} are read")
         text = meta_path.read_bytes().decode("utf-8")
     except FileNotFoundError:
-        return _Entry(name, fingerprint, problem=f"{META_FILE} is missing; expected the JSON file Registry.add writes")
+        return bad(f"{META_FILE} is missing; expected the JSON file Registry.add writes")
     except (OSError, UnicodeDecodeError) as exc:
-        return _Entry(name, fingerprint, problem=f"{META_FILE} cannot be read ({exc})")
+        return bad(f"{META_FILE} cannot be read ({exc})")
     try:
         meta = json.loads(text)
     except json.JSONDecodeError as exc:
-        return _Entry(
-            name,
-            fingerprint,
-            problem=f"{META_FILE} is not valid JSON ({exc}); expected the JSON object Registry.add writes",
-        )
+        return bad(f"{META_FILE} is not valid JSON ({exc}); expected the JSON object Registry.add writes")
     except RecursionError:
-        return _Entry(name, fingerprint, problem=f"{META_FILE} is nested too deeply to read")
+        return bad(f"{META_FILE} is nested too deeply to read")
     try:
         record = EnvRecord.from_meta(meta, directory)
         json.dumps(record.to_meta())  # what the index stores must encode back
     except RegistryError as exc:
-        return _Entry(name, fingerprint, problem=exc.message)
+        return bad(exc.message)
     except (RecursionError, ValueError, TypeError) as exc:
-        return _Entry(name, fingerprint, problem=f"{META_FILE} cannot be indexed ({type(exc).__name__}: {exc})"[:300])
+        return bad(f"{META_FILE} cannot be indexed ({type(exc).__name__}: {exc})"[:300])
     if record.env_id != name:
-        return _Entry(
-            name, fingerprint, problem=f"{META_FILE} says env_id {record.env_id!r} but the folder is named {name!r}"
-        )
+        return bad(f"{META_FILE} says env_id {record.env_id!r} but the folder is named {name!r}")
     try:
         program = EnvProgram.from_file(source_path)
     except FileNotFoundError:
-        return _Entry(name, fingerprint, problem=f"{SOURCE_FILE} is missing; expected the environment's program")
+        return bad(f"{SOURCE_FILE} is missing; expected the environment's program")
     except (OSError, ProgramError) as exc:
-        return _Entry(name, fingerprint, problem=f"{SOURCE_FILE} cannot be read ({exc})")
+        return bad(f"{SOURCE_FILE} cannot be read ({exc})")
     if program.id != record.program_id:
-        return _Entry(
-            name,
-            fingerprint,
-            problem=f"{SOURCE_FILE} does not match {META_FILE}: its program id is {program.id}, "
-            f"{META_FILE} records {record.program_id}",
+        return bad(
+            f"{SOURCE_FILE} does not match {META_FILE}: its program id is {program.id}, "
+            f"{META_FILE} records {record.program_id}"
         )
     sig = signatures(program.source)
     return _Entry(name, fingerprint, row=_row(record, sig.ast_hash, minhash_to_bytes(sig.minhash())))
