@@ -187,23 +187,10 @@ class EnvRecord:
         return program
 
     def to_meta(self) -> dict[str, Any]:
-        """The content of ``meta.json``: every field except ``path``, plus ``schema_version``."""
-        return {
-            "schema_version": META_SCHEMA_VERSION,
-            "env_id": self.env_id,
-            "name": self.name,
-            "version": self.version,
-            "program_id": self.program_id,
-            "setting": self.setting,
-            "max_turns": self.max_turns,
-            "description": self.description,
-            "tags": list(self.tags),
-            "created": self.created,
-            "document": self.document,
-            "parents": list(self.parents),
-            "validation": self.validation,
-            "stats": self.stats.to_dict(),
-        }
+        """The content of ``meta.json``: ``schema_version``, then every field but ``path``, in order."""
+        meta = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "path"}
+        meta.update(tags=list(self.tags), parents=list(self.parents), stats=self.stats.to_dict())
+        return {"schema_version": META_SCHEMA_VERSION, **meta}
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any], path: str | os.PathLike[str]) -> EnvRecord:

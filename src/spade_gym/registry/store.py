@@ -97,8 +97,8 @@ def _row(record: EnvRecord, ast_hash: str, minhash: bytes) -> IndexRow:
         *(r.env_id, r.name, r.version, r.program_id, ast_hash, r.setting, r.max_turns, r.description),
         *(_json(list(r.tags)), r.created, None if r.document is None else _json(r.document)),
         *(_json(list(r.parents)), None if r.validation is None else _json(r.validation)),
-        *dataclasses.astuple(r.stats),
-        minhash,
+        **dataclasses.asdict(r.stats),
+        minhash=minhash,
     )
 
 
@@ -391,8 +391,17 @@ class Registry:
             found[entry.name] = _fingerprint(path) if entry.is_dir() else "not-a-folder"
         return found
 
-    def _read(self, names: Iterable[str], disk: Mapping[str, str]) -> list[_Entry]:
-        return [_read_entry(self.envs_dir / name, disk[name]) for name in names]
+    def _read(
+        self, names: Iterable[str], disk: Mapping[str, str]
+    ) -> tuple[list[IndexRow], list[str], list[tuple[str, str, str]]]:
+        """Read folders: their rows and fingerprints in creation order, and ``(dir, fingerprint, problem)``."""
+        entries = [_read_entry(self.envs_dir / name, disk[name]) for name in names]
+        rows = sorted(
+            ((e.row, e.fingerprint) for e in entries if e.row is not None),
+            key=lambda item: (item[0].created, item[0].env_id),
+        )
+        problems = [(e.directory, e.fingerprint, e.problem) for e in entries if e.problem]
+        return [row for row, _ in rows], [fingerprint for _, fingerprint in rows], problems
 
     def _sync(self) -> None:
         """Bring the index in line with the folders, re-reading only what changed (under the lock)."""
@@ -403,15 +412,11 @@ class Registry:
         changed = [d for d in disk if d in known and known[d][0] != disk[d]]
         if not (new or gone or changed):
             return
-        entries = self._read(sorted(new) + sorted(changed), disk)
-        rows = sorted(
-            ((e.row, e.fingerprint) for e in entries if e.row is not None),
-            key=lambda item: (item[0].created, item[0].env_id),
-        )
+        rows, fingerprints, problems = self._read(sorted(new) + sorted(changed), disk)
         with self._index.write():
             self._index.remove_dirs(gone)
-            self._index.upsert_rows([row for row, _ in rows], [fingerprint for _, fingerprint in rows])
-            self._index.set_problems((e.directory, e.fingerprint, e.problem) for e in entries if e.problem)
+            self._index.upsert_rows(rows, fingerprints)
+            self._index.set_problems(problems)
             self._index.bump_epoch()
         self._drop_caches()
         if len(known) != len(disk):
@@ -436,24 +441,17 @@ class Registry:
             except (sqlite3.DatabaseError, KeyError, TypeError):
                 replace = True
         disk = self._scan()
-        entries = self._read(sorted(disk), disk)
-        good = [e for e in entries if e.row is not None]
-        rows = []
-        for entry in good:
-            row = entry.row
-            assert row is not None
+        rows, fingerprints, problems = self._read(sorted(disk), disk)
+        for i, row in enumerate(rows):
             if row.env_id in old_stats:
                 times, last = old_stats[row.env_id]
                 last = row.last_sampled if last is None else max(last, row.last_sampled or 0)
-                row = dataclasses.replace(row, times_sampled=max(times, row.times_sampled), last_sampled=last)
-            rows.append((row, entry.fingerprint))
-        rows.sort(key=lambda item: (item[0].created, item[0].env_id))
-        problems = [(e.directory, e.fingerprint, e.problem) for e in entries if e.problem]
-        top = max([old_counter] + [r.last_sampled or 0 for r, _ in rows])
+                rows[i] = dataclasses.replace(row, times_sampled=max(times, row.times_sampled), last_sampled=last)
+        top = max([old_counter] + [r.last_sampled or 0 for r in rows])
 
         def fill(index: Index) -> None:
             index.clear()
-            index.insert_rows([r for r, _ in rows], [f for _, f in rows])
+            index.insert_rows(rows, fingerprints)
             index.set_problems(problems)
             index.raise_counter(top)
             index.bump_epoch()
@@ -684,12 +682,18 @@ class Registry:
 
     def _record(self, row: tuple) -> EnvRecord:
         """The record of an ``index.RECORD_COLUMNS`` row: seq, the ``envs`` columns, the ``stats`` columns."""
+        env_id, name, version, program_id, _ast_hash, setting, max_turns, description = row[1:9]
         tags, created, document, parents, validation = row[9:14]
         return EnvRecord(
-            *row[1:5],
-            *row[6:9],
+            env_id=env_id,
+            name=name,
+            version=version,
+            program_id=program_id,
+            setting=setting,
+            max_turns=max_turns,
+            description=description,
             tags=() if tags == "[]" else tuple(json.loads(tags)),
-            path=self.envs_dir / row[1],
+            path=self.envs_dir / env_id,
             created=created,
             document=None if document is None else json.loads(document),
             parents=() if parents == "[]" else tuple(json.loads(parents)),
