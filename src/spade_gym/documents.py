@@ -113,9 +113,6 @@ class DocumentSource(Protocol):
         ...
 
 
-# ------------------------------------------------------------------------------------------------
-# cleaning and token caps
-
 _BREAKS = re.compile("\r\n?|[\x0b\x0c\x85\u2028]")
 _CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufeff]")
 _TRAILING_SPACE = re.compile(r"[^\S\n]+$", re.MULTILINE)

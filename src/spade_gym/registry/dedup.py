@@ -70,9 +70,8 @@ SIGNATURE_VERSION = f"minhash-{_SCHEME}-p{NUM_PERM}-seed{MINHASH_SEED}-k{SHINGLE
 NAME_TOKEN = "\x00name\x00"
 
 _BUILTINS = frozenset(dir(builtins))
-# A lexer for ``ast.unparse`` output (well-formed, no comments): identifiers, numbers, string
-# literals, multi-character operators, then any other single character. The stdlib tokenizer
-# gives the same stream for this purpose at about eight times the cost.
+# A lexer for ``ast.unparse`` output: identifiers, numbers, strings, multi-character operators, any
+# other character; the stdlib tokenizer gives the same stream at about eight times the cost.
 _LEXEME = re.compile(
     r"""[^\W\d]\w*|\d[\w.]*|'''(?:[^\\]|\\.)*?'''|\"\"\"(?:[^\\]|\\.)*?\"\"\"|'(?:[^'\\\n]|\\.)*'"""
     r"""|"(?:[^"\\\n]|\\.)*"|\*\*=?|//=?|>>=?|<<=?|->|:=|[-+*/%&|^@<>=!]=|\S""",
