@@ -1,24 +1,15 @@
 """Document sources: the text the Environment Designer grounds each new environment on.
 
 A :class:`DocumentSource` is an endless, shuffled, resumable stream of :class:`Document` objects:
+:class:`BuiltinDocuments` (the default, shipped in ``spade_gym/data/documents.jsonl``, offline),
+:class:`LocalDocuments` (``.jsonl``, ``.parquet`` or ``.txt`` files) or :class:`HFDocuments` (a
+Hugging Face dataset, streamed). :func:`load_documents` builds one from a spec string.
 
-- :class:`BuiltinDocuments`: a small corpus shipped in the package (``spade_gym/data/documents.jsonl``),
-  the default; it works offline on any machine.
-- :class:`LocalDocuments`: a ``.jsonl``, ``.parquet`` or ``.txt`` file, or a folder of them.
-- :class:`HFDocuments`: a Hugging Face ``datasets`` dataset, streamed (``streaming=True``) through a
-  shuffle buffer: the natural choice for a large pretraining corpus.
-
-:func:`load_documents` turns a spec string (``spade design --document``, the self-play config's ``designer.documents``) into one of them.
-
-Every document is cleaned (:func:`clean_text`), capped to a token budget (:func:`cap_tokens`) and
-carries its provenance in ``Document.source``: a small JSON object the registry stores as an
-environment's ``document`` field. A document in another script is kept as it is; binary junk, an
-empty or too short text, a malformed JSON line or a row without the text field is skipped and
-counted, never raised. A source with no usable document at all raises :class:`DocumentError`
-(local files when the source is built, a streamed dataset on the first
-:meth:`~DocumentSource.sample`, after one full pass), as do a missing path, an
-unsupported file type and a missing optional dependency. ``datasets`` and ``pyarrow`` (the
-``data`` extra) are imported only when a source needs them.
+Every document is cleaned (:func:`clean_text`), token-capped (:func:`cap_tokens`) and carries its
+provenance in ``Document.source``. Junk, too short texts and malformed records are skipped and
+counted; a source with no usable document raises :class:`DocumentError` (local files when built, a
+stream on the first :meth:`~DocumentSource.sample`), as do a missing path, an unsupported file type
+and a missing optional dependency (``datasets``, ``pyarrow``: imported only when needed).
 """
 
 from __future__ import annotations
@@ -60,10 +51,9 @@ __all__ = [
 DEFAULT_MAX_TOKENS = 1024
 #: A cleaned text shorter than this many characters is rejected.
 MIN_CHARS = 20
-#: A text is binary junk when more than this share of its characters are control, format,
-#: private-use, unassigned or surrogate code points (Unicode category ``C*``, ``\n`` and ``\t`` aside).
+#: A text is binary junk when more than this share of its characters are of Unicode category ``C*``
+#: (``\n`` and ``\t`` aside), or more than the second are U+FFFD (a failed decoding).
 MAX_JUNK_SHARE = 0.15
-#: ... or when more than this share are U+FFFD, the replacement character of a failed decoding.
 MAX_REPLACEMENT_SHARE = 0.02
 #: A source that rejects this many documents in a row raises :class:`DocumentError`.
 MAX_CONSECUTIVE_REJECTS = 10_000
@@ -72,8 +62,7 @@ DEFAULT_SHUFFLE_BUFFER = 10_000
 #: The file types :class:`LocalDocuments` reads.
 SUPPORTED_SUFFIXES = (".jsonl", ".parquet", ".txt")
 
-#: A tokenizer for :func:`cap_tokens`: text in, token ids out, e.g. a Hugging Face tokenizer's ``encode``
-#: (``TransformersPolicy(...).tokenizer.encode``; ``TransformersPolicy.encode`` itself takes a chat prompt).
+#: A tokenizer for :func:`cap_tokens`: text in, token ids out (``TransformersPolicy(...).tokenizer.encode``).
 Tokenizer = Callable[[str], Sequence[int]]
 
 _DATA_EXTRA = "pip install 'spade-gym[data]'"
@@ -85,20 +74,12 @@ _PARQUET_BATCH = 1024
 
 @dataclass(frozen=True)
 class Document:
-    """One cleaned, token-capped document and where it came from.
+    """One cleaned, token-capped document (``text``), its title (one line, <= 200 characters) and source.
 
-    Attributes:
-        text: the cleaned text (:func:`clean_text`), capped to the source's ``max_tokens``.
-        source: provenance, a small JSON object (no text in it) that the registry stores as an
-            environment's ``document`` field. Always ``kind`` (``"builtin"``, ``"file"``,
-            ``"parquet"`` or ``"hf"``), ``sha256`` (hex digest of the UTF-8 of ``text``), ``tokens``
-            (token count of ``text``: the source's tokenizer, or the regex approximation of
-            :func:`cap_tokens`) and ``truncated`` (whether the original was longer than ``text``);
-            then where to find it: ``id`` (builtin); ``path`` (absolute) and ``line`` (1-based,
-            ``.jsonl``) for ``file``; ``path`` and ``row`` (0-based) for ``parquet``; ``dataset``,
-            ``config``, ``split``, ``seed``, ``epoch`` and ``index`` (position in that epoch's
-            shuffled stream) for ``hf``; and the record's own ``id`` or ``url`` when it has one.
-        title: the record's title, when it has one (one line, at most 200 characters).
+    ``source`` is the provenance the registry stores as an environment's ``document``: ``kind``
+    (``"builtin"``, ``"file"``, ``"parquet"``, ``"hf"``), ``sha256`` of ``text``, ``tokens``,
+    ``truncated``, then where it is: ``id``; ``path`` and ``line`` (1-based) or ``row`` (0-based);
+    or ``dataset``, ``config``, ``split``, ``seed``, ``epoch`` and ``index`` (in the epoch's stream).
     """
 
     text: str
@@ -108,45 +89,29 @@ class Document:
 
 @runtime_checkable
 class DocumentSource(Protocol):
-    """An endless, shuffled, resumable stream of documents.
-
-    A finite corpus is reshuffled and cycled: each pass is an *epoch* with its own order,
-    deterministic for the source's seed. A corpus without a single usable document raises
-    :class:`DocumentError` on the first ``sample`` instead of looping forever.
-    """
+    """An endless, shuffled, resumable stream of documents: a finite corpus is cycled, each pass (an
+    *epoch*) in its own order, deterministic for the seed."""
 
     def sample(self, n: int = 1) -> list[Document]:
-        """Return the next ``n`` documents of the stream (``n >= 0``).
-
-        Raises:
-            DocumentError: the source has no usable document, or reading it failed.
-        """
+        """The next ``n >= 0`` documents; DocumentError if there is no usable one or reading failed."""
         ...
 
     def state_dict(self) -> dict[str, Any]:
-        """Return the stream position as a small JSON-serialisable dict, for a trainer checkpoint."""
+        """The stream position, a small JSON-serialisable dict (for a checkpoint)."""
         ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume at a position saved by ``state_dict`` of a source built with the same arguments.
-
-        Raises:
-            DocumentError: the state belongs to another kind of source or another seed.
-        """
+        """Resume at a ``state_dict`` of an equally built source (else DocumentError)."""
         ...
 
     def reseed(self, seed: int) -> None:
-        """Restart the stream at its beginning (epoch 0) shuffled with ``seed``, as a seeded
-        ``reset(seed=...)`` expects: afterwards the stream equals a fresh source's with that seed."""
+        """Restart at epoch 0 shuffled with ``seed``: the stream of a fresh source with that seed."""
         ...
 
     def describe(self) -> str:
-        """Return one line for logs: what the source reads and how far it got."""
+        """One line for logs: what the source reads and how far it got."""
         ...
 
-
-# ------------------------------------------------------------------------------------------------
-# cleaning and token caps
 
 _BREAKS = re.compile("\r\n?|[\x0b\x0c\x85\u2028]")
 _CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufeff]")
@@ -188,28 +153,12 @@ def _junk_counts(text: str) -> tuple[int, int]:
 
 
 def clean_text(text: str, *, min_chars: int = MIN_CHARS) -> str | None:
-    """Clean one document's text, or reject it.
+    """The cleaned ``text``, or ``None`` for binary junk or fewer than ``min_chars`` characters.
 
-    In order: newlines are normalised (``\\r\\n``, ``\\r``, vertical tab, form feed, U+0085 and U+2028
-    become ``\\n``; U+2029 becomes a blank line); the text is rejected as *binary junk* when more
-    than :data:`MAX_JUNK_SHARE` of its characters are control, format, private-use, unassigned or
-    surrogate code points (Unicode category ``C*``; ``\\n`` and ``\\t`` count as text), or more than
-    :data:`MAX_REPLACEMENT_SHARE` are U+FFFD (a failed decoding); the C0/C1 control characters
-    other than ``\\n`` and ``\\t``, lone surrogates and U+FEFF are removed; the text is put in
-    Unicode NFC; trailing whitespace is stripped from every line; any run of blank lines becomes one
-    blank line; leading and trailing whitespace is stripped. Letters, marks, digits, punctuation,
-    symbols and spaces of every script count as text, so Chinese, Arabic, Cyrillic or Devanagari
-    text comes through unchanged.
-
-    Args:
-        text: the raw text.
-        min_chars: the shortest acceptable cleaned text, in characters.
-
-    Returns:
-        The cleaned text, or ``None`` when it is binary junk or shorter than ``min_chars``.
-
-    Raises:
-        TypeError: ``text`` is not a ``str``.
+    Line breaks become ``\\n`` (U+2029 a blank line); junk is judged by :data:`MAX_JUNK_SHARE` and
+    :data:`MAX_REPLACEMENT_SHARE`; control characters (but ``\\n``, ``\\t``), lone surrogates and U+FEFF
+    are removed; then NFC, trailing spaces stripped per line, blank-line runs collapsed, the whole
+    stripped. Text of every script comes through unchanged. TypeError if ``text`` is not a ``str``.
     """
     if not isinstance(text, str):
         raise TypeError(f"clean_text expects str, got {type(text).__name__}")
@@ -256,30 +205,16 @@ def _nicer_cut(text: str, cut: int) -> int:
 
 
 def cap_tokens(text: str, max_tokens: int, tokenizer: Tokenizer | None = None) -> tuple[str, int, bool]:
-    """Cap ``text`` to at most ``max_tokens`` tokens, cutting between tokens.
+    """Cap ``text`` to ``max_tokens >= 1`` tokens (else ValueError), cutting between tokens.
 
-    Without a ``tokenizer`` the count is an approximation: a token is a run of letters, digits and
-    underscores, one CJK ideograph or kana, or one other non-space character (roughly
-    ``\\w+|[^\\w\\s]``). Subword tokenizers give about 1.3x as many tokens for English prose. With a
-    ``tokenizer`` (a callable ``str -> list[int]``, see :data:`Tokenizer`; special tokens it adds
-    count) the count is exact: the
-    cut is found by binary search over the approximation's token boundaries (a few dozen tokenizer
-    calls at most), falling back to a character boundary when even the first word is too long.
-
-    When the text is cut, the cut moves back to a paragraph or sentence end if one lies in the last
-    ~20% of the kept characters, and never splits a character from its combining marks.
-
-    Args:
-        text: the (cleaned) text.
-        max_tokens: the budget, in tokens; at least 1.
-        tokenizer: optional exact tokenizer.
+    Without a ``tokenizer`` a token is approximated as a run of word characters, one CJK character or
+    one other non-space character (subword tokenizers give ~1.3x as many for English); with one the
+    count is exact, the cut found by binary search over those boundaries. A cut moves back to a
+    paragraph or sentence end in the last ~20% of the kept text, and never splits combining marks.
 
     Returns:
-        ``(capped_text, tokens, truncated)``: the kept prefix (trailing whitespace stripped), its
-        token count (approximate or exact as above; ``<= max_tokens``) and whether anything was cut.
-
-    Raises:
-        ValueError: ``max_tokens < 1``.
+        ``(capped_text, tokens, truncated)``: the kept prefix (right-stripped), its token count
+        (``<= max_tokens``) and whether anything was cut.
     """
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
@@ -367,35 +302,30 @@ def make_document(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     tokenizer: Tokenizer | None = None,
 ) -> Document | None:
-    """One document from a text, cleaned and capped like a source's.
+    """A :class:`Document` from a raw ``str`` ``text``, cleaned and capped like a source's, or ``None``
+    when :func:`clean_text` rejects it (TypeError for a non-``str``).
 
-    Args:
-        text: the raw text (any length; only its first ``max_tokens`` tokens' worth is cleaned).
-        source: provenance fields (JSON values), default ``{"kind": "text"}``; ``sha256``,
-            ``tokens`` and ``truncated`` are added.
-        title: a title shown with the document.
-        max_tokens: token cap (see :func:`cap_tokens`).
-        tokenizer: exact token counts (``str -> list[int]``), or ``None`` for the approximation.
-
-    Returns:
-        The :class:`Document`, or ``None`` when :func:`clean_text` rejects the text (empty, too
-        short or binary junk).
-
-    Raises:
-        TypeError: ``text`` is not a ``str``.
+    ``source`` holds provenance fields (default ``{"kind": "text"}``); ``sha256``, ``tokens`` and
+    ``truncated`` are added. ``max_tokens`` and ``tokenizer`` as in :func:`cap_tokens`.
     """
     if not isinstance(text, str):
         raise TypeError(f"a document's text must be str, got {type(text).__name__}")
+    return _capped(text, dict(source or {"kind": "text"}), title, max_tokens, tokenizer)
+
+
+def _capped(
+    text: str, source: dict[str, Any], title: Any, max_tokens: int, tokenizer: Tokenizer | None
+) -> Document | None:
+    """Trim, clean and cap ``text``; ``source`` gets ``sha256``, ``tokens`` and ``truncated``."""
     raw, trimmed = _trim_raw(text, max_tokens * _RAW_CHARS_PER_TOKEN + 4096)
     cleaned = clean_text(raw)
     if cleaned is None:
         return None
     capped, tokens, truncated = cap_tokens(cleaned, max_tokens, tokenizer)
-    provenance = dict(source or {"kind": "text"})
-    provenance.update(
+    source.update(
         sha256=hashlib.sha256(capped.encode("utf-8")).hexdigest(), tokens=tokens, truncated=truncated or trimmed
     )
-    return Document(capped, provenance, _one_line(title, _TITLE_CHARS))
+    return Document(capped, source, _one_line(title, _TITLE_CHARS))
 
 
 def _import_optional(module: str, what: str) -> Any:
@@ -404,10 +334,6 @@ def _import_optional(module: str, what: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         raise DocumentError(f"{what} needs the optional package {module!r}: {_DATA_EXTRA}") from exc
-
-
-# ------------------------------------------------------------------------------------------------
-# the shared stream machinery
 
 
 @dataclass
@@ -427,11 +353,9 @@ _END = object()
 class _StreamSource:
     """Epochs, cleaning, capping, counting, empty-corpus detection and resume for every source.
 
-    A subclass gives ``_records(epoch)``, the raw records of one epoch in their shuffled order
-    (deterministic for the seed), and ``_document(record, index)``, which turns one into a
-    :class:`Document` through :meth:`_finish` (which counts junk) or returns None after counting
-    the record as malformed through :meth:`_problem`. The position is ``(epoch, emitted)``:
-    resuming replays the epoch's records up to ``emitted`` without cleaning them.
+    A subclass gives ``_records(epoch)`` (one epoch's raw records, shuffled by the seed) and
+    ``_document(record, index)`` (a :class:`Document` through :meth:`_finish`, or None after
+    :meth:`_problem`). The position ``(epoch, emitted)`` resumes by replaying, not cleaning, records.
     """
 
     _kind = ""
@@ -457,7 +381,6 @@ class _StreamSource:
         self._counts = _Counts()
         self._first_problem: str | None = None
 
-    # -- subclass hooks
     def _records(self, epoch: int) -> Iterator[Any]:
         raise NotImplementedError
 
@@ -475,7 +398,6 @@ class _StreamSource:
                 pass
         return it
 
-    # -- helpers for subclasses
     def _problem(self, message: str, *, count: bool = True) -> None:
         """Count one malformed record (unless ``count`` is false); warn about the first problem of this source."""
         if count:
@@ -491,37 +413,21 @@ class _StreamSource:
         """Clean and cap ``raw``; None when it is not text, junk, or too short."""
         if not isinstance(raw, str):
             return None
-        raw, trimmed = _trim_raw(raw, self._raw_limit)
-        text = clean_text(raw)
-        if text is None:
-            self._counts.rejected += 1
-            return None
-        capped, tokens, truncated = cap_tokens(text, self.max_tokens, self.tokenizer)
         if isinstance(record_id, int) and not isinstance(record_id, bool):
             source.setdefault("id", record_id)
         elif (ident := _one_line(record_id, _ID_CHARS)) is not None:
             source.setdefault("id", ident)
-        source["sha256"] = hashlib.sha256(capped.encode("utf-8")).hexdigest()
-        source["tokens"] = tokens
-        source["truncated"] = truncated or trimmed
-        return Document(capped, source, _one_line(title, _TITLE_CHARS))
+        doc = _capped(raw, source, title, self.max_tokens, self.tokenizer)
+        if doc is None:
+            self._counts.rejected += 1
+        return doc
 
-    # -- the protocol
     def sample(self, n: int = 1) -> list[Document]:
-        """Return the next ``n`` documents of the stream (see :class:`DocumentSource`).
-
-        Args:
-            n: how many documents, ``>= 0``.
-
-        Returns:
-            ``n`` documents, in stream order; a finite corpus is cycled, one reshuffled epoch after
-            another.
+        """The next ``n >= 0`` documents of the stream (ValueError for ``n < 0``).
 
         Raises:
             DocumentError: a full epoch gave no usable document, :data:`MAX_CONSECUTIVE_REJECTS`
-                records in a row were rejected, or reading failed (the position is kept: a later
-                call retries from there).
-            ValueError: ``n < 0``.
+                records in a row were rejected, or reading failed (a later call retries there).
         """
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
@@ -582,18 +488,14 @@ class _StreamSource:
 
     @property
     def stats(self) -> dict[str, int]:
-        """Counters since construction (or as restored): ``read``, ``accepted``, ``rejected`` (junk or
-        too short), ``malformed`` (bad JSON line, missing or non-string text) and the current ``epoch``."""
+        """``read``, ``accepted``, ``rejected`` (junk, too short), ``malformed`` and the current ``epoch``."""
         return {**self._counts.as_dict(), "epoch": self._epoch}
 
     def _config(self) -> dict[str, Any]:
         return {"seed": self.seed, "shuffle_buffer": self.shuffle_buffer}
 
     def state_dict(self) -> dict[str, Any]:
-        """Return ``{"kind", "config", "epoch", "emitted", "counts"}``: the stream position (JSON-only).
-
-        ``emitted`` is how many records of the current epoch were taken, usable or not.
-        """
+        """``{"kind", "config", "epoch", "emitted", "counts"}`` (``emitted``: records of the epoch taken)."""
         return {
             "kind": self._kind,
             "config": self._config(),
@@ -603,15 +505,11 @@ class _StreamSource:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume at the position in ``state`` (from :meth:`state_dict` of an equally built source).
-
-        The next :meth:`sample` replays the current epoch's first ``emitted`` records without
-        cleaning them (time proportional to that count), then continues exactly where the saved
-        source stood.
+        """Resume at :meth:`state_dict` ``state``: the next :meth:`sample` replays (without cleaning) the
+        epoch's first ``emitted`` records, then continues exactly where the saved source stood.
 
         Raises:
-            DocumentError: ``state`` is malformed, or was saved by another kind of source or one with
-                another seed or shuffle buffer.
+            DocumentError: ``state`` is malformed, or from another kind of source, seed or shuffle buffer.
         """
         if not isinstance(state, dict) or state.get("kind") != self._kind:
             kind = state.get("kind") if isinstance(state, dict) else type(state).__name__
@@ -638,14 +536,7 @@ class _StreamSource:
         self._consecutive_rejects = 0
 
     def reseed(self, seed: int) -> None:
-        """Restart the stream at its beginning (epoch 0) with the shuffling seed ``seed``.
-
-        The stream then equals that of a fresh source built with ``seed``; the counters of
-        :attr:`stats` are kept.
-
-        Raises:
-            TypeError: ``seed`` is not an int.
-        """
+        """Restart at epoch 0 shuffled with int ``seed``, as a fresh source would; :attr:`stats` are kept."""
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
         if seed == self.seed and self._epoch == 0 and self._emitted == 0 and self._it is None:
@@ -659,8 +550,7 @@ class _StreamSource:
         """Hook: rebuild whatever depends on ``self.seed``."""
 
     def _check_usable(self, records: Iterator[Any]) -> None:
-        """Read ``records`` (in file order, not the shuffled stream) until one makes a usable document;
-        raise DocumentError when none does. Nothing of the stream's position or counters changes."""
+        """Raise DocumentError unless some of ``records`` makes a usable document; counters unchanged."""
         saved = replace(self._counts)
         rejects = 0
         try:
@@ -685,7 +575,7 @@ class _StreamSource:
                 close()
 
     def describe(self) -> str:
-        """Return one line for logs: the source, its seed and position, and its counters."""
+        """One line for logs: the source, its seed and position, and its counters."""
         c = self._counts
         return (
             f"{self._name()} seed={self.seed} max_tokens={self.max_tokens}: epoch {self._epoch}, "
@@ -694,8 +584,7 @@ class _StreamSource:
 
 
 def _buffer_shuffle(records: Iterator[Any], size: int, rng: random.Random) -> Iterator[Any]:
-    """Shuffle a stream through a buffer of ``size`` records (``datasets``' IterableDataset.shuffle):
-    each incoming record replaces a random one of the buffer, which is emitted."""
+    """Shuffle a stream through a buffer of ``size`` records, as ``datasets``' IterableDataset.shuffle."""
     if size <= 1:
         yield from records
         return
@@ -710,9 +599,6 @@ def _buffer_shuffle(records: Iterator[Any], size: int, rng: random.Random) -> It
     rng.shuffle(buffer)
     yield from buffer
 
-
-# ------------------------------------------------------------------------------------------------
-# built-in corpus
 
 _BUILTIN_RESOURCE = "data/documents.jsonl"
 
@@ -730,21 +616,11 @@ def _builtin_records() -> list[dict[str, Any]]:
 
 
 class BuiltinDocuments(_StreamSource):
-    """The default source: a corpus of short factual documents shipped with spade_gym (offline).
+    """The default source: short factual documents (80-200 words, on mathematics, science, finance,
+    logistics, games, programming and more) shipped with spade_gym; every epoch a new permutation.
 
-    The documents (about 80-200 words each) cover arithmetic and number theory, geometry,
-    probability, physics, chemistry, biology, astronomy, finance, logistics, inventory, timetables,
-    recipes, board and puzzle games, programming, ciphers, linguistics, history of science, weather,
-    sports scoring and more: each gives enough substance to ground a reasoning, tool-use or game
-    environment. Every epoch is a fresh permutation of the whole corpus.
-
-    Args:
-        seed: the shuffling seed; the same seed gives the same stream.
-        max_tokens: token budget per document (see :func:`cap_tokens`).
-        tokenizer: optional exact tokenizer for the budget.
-
-    Raises:
-        DocumentError: the corpus file is missing from the installation.
+    ``seed`` fixes the stream; ``max_tokens`` and ``tokenizer`` as in :func:`cap_tokens`. Raises
+    DocumentError if the corpus file is missing from the installation.
     """
 
     _kind = "builtin"
@@ -756,7 +632,6 @@ class BuiltinDocuments(_StreamSource):
             raise DocumentError(f"the built-in document corpus (spade_gym/{_BUILTIN_RESOURCE}) is empty")
 
     def __len__(self) -> int:
-        """Number of documents in the built-in corpus."""
         return len(self._entries)
 
     def _name(self) -> str:
@@ -772,10 +647,6 @@ class BuiltinDocuments(_StreamSource):
         return self._finish(record.get("text"), source, record.get("title"))
 
 
-# ------------------------------------------------------------------------------------------------
-# local files
-
-
 @dataclass(frozen=True)
 class _Unit:
     """One shuffled unit of a local corpus: a whole file, or one row group of a parquet file."""
@@ -788,40 +659,20 @@ class _Unit:
 
 
 class LocalDocuments(_StreamSource):
-    """Documents from local files.
+    """Documents from local files: ``path`` is a ``.jsonl`` file (per line, a JSON object with a
+    string ``text_field`` and optional ``title`` and ``id``, or a JSON string), a ``.parquet`` file
+    (column ``text_field``, optional ``title`` and ``id``), a ``.txt`` file (one UTF-8 document), or
+    a folder of them (recursively, hidden files ignored).
 
-    ``path`` is one of:
-
-    - a ``.jsonl`` file: one JSON object per line with a string field ``text_field`` (and optionally
-      ``title`` and ``id``), or one JSON string per line; blank lines are ignored;
-    - a ``.parquet`` file: column ``text_field`` (optionally ``title`` and ``id``), read with
-      pyarrow one record batch of 1,024 rows at a time;
-    - a ``.txt`` file: one document (UTF-8; undecodable bytes become U+FFFD, and a file full of
-      them is rejected as junk);
-    - a folder: every ``.jsonl``, ``.parquet`` and ``.txt`` file under it (recursively, hidden
-      files and other types ignored), each read as above.
-
-    Shuffling, deterministic for ``seed``: each epoch visits the units (whole files, and parquet
-    row groups) in a new random order, and the record stream goes through a shuffle buffer of
-    ``shuffle_buffer`` records (the ``datasets`` ``IterableDataset.shuffle`` scheme): a large file
-    written as one row group is only shuffled locally, within about ``shuffle_buffer`` records.
-    A malformed JSON line or a record without a string ``text_field`` is skipped and counted
-    (``stats["malformed"]``), an unreadable parquet file or one without the column is skipped
-    (``stats["skipped_files"]``), with one warning per source naming the first problem.
-
-    Args:
-        path: the file or folder.
-        text_field: the JSON field or parquet column that holds the text.
-        seed: the shuffling seed.
-        shuffle_buffer: the shuffle buffer's size, in records (0 or 1: no buffer, unit order only).
-        max_tokens: token budget per document (see :func:`cap_tokens`).
-        tokenizer: optional exact tokenizer for the budget.
+    Each epoch visits the units (files, parquet row groups) in a new order, deterministic for
+    ``seed``, through a shuffle buffer of ``shuffle_buffer`` records (0 or 1: none). A malformed
+    record is counted in ``stats["malformed"]``, an unreadable parquet file or one without the column
+    in ``stats["skipped_files"]``, with one warning naming the first. ``max_tokens`` and
+    ``tokenizer`` as in :func:`cap_tokens`.
 
     Raises:
-        DocumentError: ``path`` does not exist, is an empty file, has an unsupported type, is a
-            folder without a supported file, needs pyarrow (parquet) that is not installed, or
-            holds no usable document at all (checked here by reading, in file order, up to the
-            first usable document: for an ordinary corpus, its first record).
+        DocumentError: ``path`` is missing, an empty file, of an unsupported type, a folder without a
+            supported file, needs a missing pyarrow, or holds no usable document (read up to the first).
     """
 
     _kind = "local"
@@ -869,14 +720,11 @@ class LocalDocuments(_StreamSource):
             self._pq = _import_optional("pyarrow.parquet", "reading .parquet documents")
         self._units: list[_Unit] | None = None
         self._skipped_files = 0  # parquet files without the column, or unreadable
-        # An empty or all-junk corpus fails here, not at the first sample: read (in file order) up to
-        # the first usable document, which for an ordinary corpus is its first record.
         self._check_usable(record for unit in self._unit_list() for record in self._read(unit))
 
     @property
     def stats(self) -> dict[str, int]:
-        """The counters of every source (``read``, ``accepted``, ``rejected``, ``malformed``, ``epoch``),
-        plus ``skipped_files``: parquet files that could not be read or lack ``text_field``."""
+        """Every source's counters plus ``skipped_files`` (parquet files unreadable or without the column)."""
         return {**super().stats, "skipped_files": self._skipped_files}
 
     def _tally(self) -> str:
@@ -983,51 +831,23 @@ class LocalDocuments(_StreamSource):
         return self._finish(text, source, obj.get("title"), obj.get("id"))
 
 
-# ------------------------------------------------------------------------------------------------
-# Hugging Face datasets (streaming)
-
-
 class HFDocuments(_StreamSource):
-    """Documents streamed from a Hugging Face dataset: a large pretraining corpus, without downloading it.
+    """Documents streamed from a Hugging Face dataset (a large pretraining corpus, not downloaded).
 
-    Loads ``datasets.load_dataset(dataset, config, split=split, streaming=True, **load_kwargs)``
-    and shuffles it with ``.shuffle(seed=seed, buffer_size=shuffle_buffer)`` (shards in a random
-    order, records through a buffer); each epoch is ``set_epoch(epoch)`` of that stream, a new
-    order. Only the text column (and ``title``, ``id``, ``url`` when present) is kept. Local files
-    work offline through the generic builders: ``HFDocuments("json", data_files="x.jsonl")`` or
-    ``HFDocuments("parquet", data_files=[...])``.
+    ``datasets.load_dataset(dataset, config, split=split, streaming=True, **load_kwargs)`` (``dataset``:
+    a Hub name, a local folder, or a builder such as ``"json"`` with ``data_files``), keeping the
+    ``text_field``, ``title``, ``id`` and ``url`` columns, ``.shuffle(seed=seed,
+    buffer_size=shuffle_buffer)``, each epoch ``set_epoch(epoch)``. ``max_tokens`` and ``tokenizer``
+    as in :func:`cap_tokens`.
 
-    Resuming (``load_state_dict``) has two modes. ``resume="exact"`` (default) replays the
-    current epoch up to the saved position, so the stream continues exactly as it would have;
-    the cost is re-reading (not cleaning) that many records, which for a remote corpus means
-    downloading them again. ``resume="fast"`` hands the saved position to the dataset's own
-    ``load_state_dict`` (datasets >= 2.18), which seeks to it at once, but drops the shuffle
-    buffer's contents at the checkpoint: up to ``shuffle_buffer`` records of that epoch are
-    skipped and the order that follows differs. The state always holds both positions.
-
-    With parquet-backed datasets (most of the Hub), ``datasets`` pauses 5 s each time one of its
-    stream iterators closes (``datasets.config.SLEEP_TIME_ON_THREADS_SHUTDOWN``, for
-    apache/arrow#45214): at the end of every epoch, on ``load_state_dict`` of a running source and
-    when a source is garbage-collected. For local parquet files, :class:`LocalDocuments` has no
-    such pause.
-
-    Args:
-        dataset: the dataset's name on the Hub (``"HuggingFaceFW/fineweb-edu"``), a local dataset
-            folder, or a generic builder (``"json"``, ``"parquet"``, ``"text"``) with ``data_files``.
-        config: the dataset's configuration (subset) name, if it has several.
-        split: the split to stream.
-        text_field: the column that holds the text.
-        seed: the shuffling seed.
-        shuffle_buffer: the shuffle buffer's size, in records.
-        max_tokens: token budget per document (see :func:`cap_tokens`).
-        tokenizer: optional exact tokenizer for the budget.
-        resume: ``"exact"`` or ``"fast"``, as above.
-        **load_kwargs: passed to ``datasets.load_dataset`` (``data_files``, ``revision``, ``token``...).
+    ``resume="exact"`` replays (re-reads, not cleans) the epoch up to a loaded position;
+    ``resume="fast"`` seeks with the dataset's own ``load_state_dict``, skipping up to
+    ``shuffle_buffer`` records. Parquet-backed datasets pause 5 s whenever a stream iterator closes
+    (``datasets.config.SLEEP_TIME_ON_THREADS_SHUTDOWN``); :class:`LocalDocuments` does not.
 
     Raises:
-        DocumentError: ``datasets`` is not installed, the dataset cannot be loaded (unknown name,
-            no network, bad files: the message names the dataset and the cause), the split is not
-            a single stream, or it has no ``text_field`` column.
+        DocumentError: ``datasets`` is missing, the dataset cannot be loaded (the message names the
+            cause), the split is not a single stream, or it has no ``text_field`` column.
     """
 
     _kind = "hf"
@@ -1107,9 +927,7 @@ class HFDocuments(_StreamSource):
         return self._finish(text, source, record.get("title"), record.get("id"))
 
     def state_dict(self) -> dict[str, Any]:
-        """Return ``{"kind", "config", "epoch", "emitted", "counts", "hf_state"}`` (JSON-only): the
-        position as for every source, plus the dataset's own ``state_dict()`` at that position (None
-        at an epoch's start), which ``resume="fast"`` uses."""
+        """Every source's state plus ``hf_state``: the dataset's own ``state_dict()`` (for ``resume="fast"``)."""
         state = super().state_dict()
         hf_state = self._hf_state
         if self._it is not None and self._emitted and hasattr(self._stream, "state_dict"):
@@ -1118,17 +936,10 @@ class HFDocuments(_StreamSource):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume at the saved position: exactly (replay) or fast (the dataset's own state), per ``resume``.
-
-        Raises:
-            DocumentError: as :meth:`DocumentSource.load_state_dict`.
-        """
+        """Resume at the saved position: exactly (replay) or fast (the dataset's own state), per ``resume``."""
         super().load_state_dict(state)
         hf_state = state.get("hf_state")
         self._hf_state = hf_state if isinstance(hf_state, dict) and hasattr(self._stream, "load_state_dict") else None
-
-
-# ------------------------------------------------------------------------------------------------
 
 
 def load_documents(
@@ -1141,29 +952,15 @@ def load_documents(
     shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
     **load_kwargs: Any,
 ) -> DocumentSource:
-    """Build a document source from a spec (``spade design --document``, the self-play config's ``designer.documents``).
+    """The document source of a spec (``spade design --document``, config ``designer.documents``).
 
-    Args:
-        spec: ``None`` or ``"builtin"``: :class:`BuiltinDocuments`; an existing file or folder:
-            :class:`LocalDocuments`; ``"hf:<dataset>"`` or ``"hf:<dataset>:<config>"``:
-            :class:`HFDocuments`.
-        seed: the shuffling seed.
-        max_tokens: token budget per document.
-        tokenizer: optional exact tokenizer for the budget.
-        text_field: the field or column holding the text (local and ``hf:`` sources; the built-in
-            corpus ignores it).
-        shuffle_buffer: shuffle buffer size (local and ``hf:`` sources; the built-in corpus is
-            shuffled whole).
-        **load_kwargs: extra arguments of :class:`HFDocuments` / ``datasets.load_dataset``
-            (``split``, ``data_files``, ``resume``...); ``hf:`` sources only.
-
-    Returns:
-        The source.
+    ``spec``: ``None`` or ``"builtin"`` (:class:`BuiltinDocuments`), an existing file or folder
+    (:class:`LocalDocuments`), or ``"hf:<dataset>[:<config>]"`` (:class:`HFDocuments`). The built-in
+    corpus ignores ``text_field`` and ``shuffle_buffer``; ``load_kwargs`` (``split``, ``data_files``,
+    ``resume``...) go to :class:`HFDocuments`, for ``hf:`` only (else TypeError).
 
     Raises:
-        DocumentError: ``spec`` is none of the above (the message says what is expected), or the
-            source itself raised (missing file, unloadable dataset...).
-        TypeError: ``load_kwargs`` given for a source other than ``hf:``.
+        DocumentError: ``spec`` is none of these, or the source itself raised.
     """
     expected = (
         "expected 'builtin', an existing .jsonl/.parquet/.txt file or folder of them, "

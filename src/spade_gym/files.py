@@ -14,12 +14,7 @@ __all__ = ["fsync_dir", "lock_file", "locked", "replace_atomically", "write_dura
 
 
 def write_durably(path: Path, data: bytes, *, exclusive: bool = False) -> None:
-    """Write ``data`` to ``path`` and fsync it.
-
-    Args:
-        path: the file (created, or truncated unless ``exclusive``).
-        data: the bytes.
-        exclusive: refuse to touch an existing file.
+    """Write ``data`` to ``path`` (created, or truncated) and fsync it.
 
     Raises:
         FileExistsError: ``exclusive`` and ``path`` exists.
@@ -46,16 +41,10 @@ def fsync_dir(path: Path) -> None:
 
 
 def replace_atomically(path: Path, data: bytes | str, *, tmp_dir: Path | None = None) -> None:
-    """Replace ``path`` by a file with ``data``: a reader sees the old or the new file, never a part.
+    """Replace ``path`` by a file with ``data`` (``str``: UTF-8): a reader sees the old or the new file.
 
-    Args:
-        path: the file to create or replace.
-        data: its new content (``str`` is written as UTF-8).
-        tmp_dir: where the temporary file is written (on the same file system as ``path``;
-            default: beside it).
-
-    Raises:
-        OSError: the write or the rename failed; ``path`` is then unchanged.
+    The temporary file goes in ``tmp_dir`` (same file system; default: beside ``path``). Raises
+    OSError if the write or the rename failed; ``path`` is then unchanged.
     """
     raw = data.encode("utf-8") if isinstance(data, str) else data
     tmp = (tmp_dir or path.parent) / f"{path.name}.tmp-{uuid.uuid4().hex[:8]}"
@@ -68,20 +57,11 @@ def replace_atomically(path: Path, data: bytes | str, *, tmp_dir: Path | None = 
 
 
 def lock_file(path: Path, *, blocking: bool = True) -> int:
-    """Take an exclusive ``flock`` on ``path`` (created if missing) for this process.
-
-    The lock is advisory, held by the open descriptor and released when it is closed (or the
-    process ends, however it ends), so a crashed holder never leaves a stale lock.
-
-    Args:
-        path: the lock file.
-        blocking: wait for a holder in another process to release it; ``False``: fail at once.
-
-    Returns:
-        The open descriptor; ``os.close`` it to release the lock.
+    """Take an exclusive ``flock`` on ``path`` (created if missing); return the descriptor, whose
+    ``os.close`` (or the process's end: no stale lock) releases it.
 
     Raises:
-        BlockingIOError: not ``blocking`` and another process holds it.
+        BlockingIOError: not ``blocking`` (waiting for another holder) and another process holds it.
         OSError: the file cannot be created or opened.
     """
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -95,11 +75,7 @@ def lock_file(path: Path, *, blocking: bool = True) -> int:
 
 @contextmanager
 def locked(path: Path) -> Iterator[int]:
-    """Hold :func:`lock_file` on ``path`` for the ``with`` block (waiting for another holder).
-
-    Yields:
-        The lock file's open descriptor.
-    """
+    """Hold :func:`lock_file` on ``path`` for the ``with`` block; yield the descriptor."""
     fd = lock_file(path)
     try:
         yield fd

@@ -1,35 +1,20 @@
 """Near-duplicate detection of environment programs.
 
-Two signatures are computed from a program's source, neither of which runs any of it:
+Two signatures of a program's source, neither of which runs it:
 
-1. :func:`ast_hash`, a structural hash: the source is parsed, docstrings are dropped, the
-   environment's own name (the string of ``Env.name``) is replaced by one placeholder wherever it
-   occurs in a string literal, and every identifier the program binds itself (variables,
-   parameters, functions, classes, import aliases, and the attributes it assigns on ``self``) that
-   is not a builtin is renamed to a positional placeholder (``_0``, ``_1``, ... in order of first
-   appearance); other attribute names, builtins, imported module names and every other literal
-   are kept. The SHA-256 of ``ast.dump`` of that tree is the hash. Equal hashes mean the programs
-   are the same up to comments, layout, docstrings, the environment's name and a consistent
-   renaming of their own names: an exact duplicate (a renamed copy, which behaves the same). A
-   changed constant (``DIGITS = 2`` -> ``3``), string or statement changes the hash.
-2. :func:`minhash`, a MinHash sketch (Broder, "On the resemblance and containment of documents",
-   1997) of the set of :data:`SHINGLE_SIZE`-token shingles of the source after the same docstring
-   removal, with comments and layout dropped (an ``ast.unparse`` round trip) and every identifier
-   that is not a keyword or builtin replaced by one placeholder token (``$``) and the environment's
-   name normalised as in the hash, as in "type-2"
-   code-clone detection: renaming and reformatting change nothing, edited constants, strings and
-   statements change the shingles they fall in. ``datasketch.MinHash`` with :data:`NUM_PERM` permutations estimates the Jaccard
-   similarity of two programs' shingle sets; :class:`NearDuplicateIndex` wraps
-   ``datasketch.MinHashLSH`` to find the candidates above a threshold without comparing against
-   every registered program.
+1. :func:`ast_hash`: the SHA-256 of ``ast.dump`` of the tree without docstrings, with the
+   environment's own name (``Env.name``) replaced by a placeholder in string literals and every
+   non-builtin name the program binds (``self`` attributes included) renamed ``_0``, ``_1``, ... in
+   order of first appearance. Equal hashes mean a renamed copy; any changed constant, string or
+   statement changes the hash.
+2. :func:`minhash`: a MinHash sketch (Broder, "On the resemblance and containment of documents",
+   1997) of the :data:`SHINGLE_SIZE`-token shingles of the same tree unparsed, every identifier not a
+   keyword or builtin as ``$`` ("type-2" code-clone detection); :class:`NearDuplicateIndex` finds
+   the candidates above a Jaccard threshold with ``datasketch.MinHashLSH``.
 
-A near duplicate by text is not necessarily a copy: a size variant differs from its parent in one
-constant, a new wording in a few strings. The validation gate's novelty check
-(:mod:`spade_gym.validation`) therefore refuses a near duplicate only when it also *behaves* like
-the registered program on probe episodes; this module only finds the candidates.
-
-Signatures are stored in the registry's index as bytes (:func:`minhash_to_bytes`); their format is
-named by :data:`SIGNATURE_VERSION`, and an index written with another version is rebuilt.
+A near duplicate by text may be a size or wording variant, so the validation gate's novelty check
+refuses one only if it also behaves alike. Signatures are stored as bytes (:func:`minhash_to_bytes`)
+in a format named by :data:`SIGNATURE_VERSION`; an index of another version is rebuilt.
 """
 
 from __future__ import annotations
@@ -85,9 +70,8 @@ SIGNATURE_VERSION = f"minhash-{_SCHEME}-p{NUM_PERM}-seed{MINHASH_SEED}-k{SHINGLE
 NAME_TOKEN = "\x00name\x00"
 
 _BUILTINS = frozenset(dir(builtins))
-# A lexer for ``ast.unparse`` output (well-formed, no comments): identifiers, numbers, string
-# literals, multi-character operators, then any other single character. The stdlib tokenizer
-# gives the same stream for this purpose at about eight times the cost.
+# A lexer for ``ast.unparse`` output: identifiers, numbers, strings, multi-character operators, any
+# other character; the stdlib tokenizer gives the same stream at about eight times the cost.
 _LEXEME = re.compile(
     r"""[^\W\d]\w*|\d[\w.]*|'''(?:[^\\]|\\.)*?'''|\"\"\"(?:[^\\]|\\.)*?\"\"\"|'(?:[^'\\\n]|\\.)*'"""
     r"""|"(?:[^"\\\n]|\\.)*"|\*\*=?|//=?|>>=?|<<=?|->|:=|[-+*/%&|^@<>=!]=|\S""",
@@ -97,8 +81,7 @@ _PROTOTYPE: MinHash | None = None
 
 
 def _parse_without_docstrings(source: str) -> tuple[ast.Module, list[ast.AST]] | None:
-    """The module's tree with every docstring removed and its nodes in breadth-first order (those
-    of the removed docstrings included: they hold no names), or ``None`` if it does not parse."""
+    """The tree without docstrings and its nodes (breadth-first), or ``None`` if it does not parse."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -140,8 +123,7 @@ def _bound_names(nodes: list[ast.AST]) -> set[str]:
 
 
 def _self_attributes(nodes: list[ast.AST]) -> tuple[set[int], set[str]]:
-    """The ``self.<attr>`` nodes (by ``id``) and the attribute names the program assigns on ``self``
-    (its own state: renaming them consistently changes nothing)."""
+    """The ``id`` of each ``self.<attr>`` node, and the attribute names assigned on ``self``."""
     found = [
         n for n in nodes if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
     ]
@@ -177,11 +159,8 @@ def _normalise_env_name(tree: ast.Module, nodes: list[ast.AST]) -> None:
 def _rename(
     nodes: list[ast.AST], bound: set[str], self_nodes: Set[int] = frozenset(), attributes: Set[str] = frozenset()
 ) -> None:
-    """Rename the ``bound`` names to ``_0``, ``_1``, ... in order of first appearance in ``nodes``.
-
-    The attribute of each ``self.<attr>`` node in ``self_nodes`` whose name is in ``attributes``
-    or ``bound`` is renamed too, from the same counter but in a namespace of its own (a local
-    ``value`` and ``self.value`` may be renamed independently)."""
+    """Rename the ``bound`` names to ``_0``, ``_1``, ... in order of first appearance, and the
+    ``self_nodes`` attributes in ``attributes`` or ``bound`` from the same counter in their own namespace."""
     mapping: dict[str, str] = {}
 
     def new(name: str) -> str:
@@ -239,12 +218,7 @@ def _lex(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Signatures:
-    """Both signatures of one program.
-
-    Attributes:
-        ast_hash: see :func:`ast_hash`.
-        tokens: see :func:`tokens`.
-    """
+    """Both signatures of one program: :func:`ast_hash` and :func:`tokens`."""
 
     ast_hash: str
     tokens: tuple[str, ...]
@@ -260,14 +234,7 @@ class Signatures:
 
 
 def signatures(source: str) -> Signatures:
-    """Compute :func:`ast_hash` and :func:`tokens` with one parse of the source.
-
-    Args:
-        source: Python source text (need not parse).
-
-    Returns:
-        The :class:`Signatures`; never raises for any text.
-    """
+    """:func:`ast_hash` and :func:`tokens` of any text, with one parse; never raises."""
     parsed = _parse_without_docstrings(source)
     if parsed is None:
         return Signatures(_source_hash(source), tuple(source.split()))
@@ -284,52 +251,21 @@ def signatures(source: str) -> Signatures:
 
 
 def ast_hash(source: str) -> str:
-    """Structural hash of a program: equal for programs equal up to comments, layout, docstrings,
-    the environment's name and a consistent renaming of the names they bind (``self`` attributes
-    included): a renamed copy.
-
-    Args:
-        source: Python source text.
-
-    Returns:
-        ``"ast:"`` followed by the SHA-256 hex digest (64 characters) of ``ast.dump`` of the
-        normalised tree; for source that does not parse, ``"src:"`` followed by the SHA-256 of the
-        raw text (so that only identical text matches).
-    """
+    """Structural hash, equal for renamed copies (see the module docstring): ``"ast:"`` and the SHA-256
+    hex of the normalised tree's ``ast.dump``, or for source that does not parse ``"src:"`` and that of the text."""
     return signatures(source).ast_hash
 
 
 def tokens(source: str) -> list[str]:
-    """The token stream that :func:`shingles` is built from.
-
-    Docstrings, comments, blank lines and indentation are dropped; every identifier that is not a
-    keyword or builtin becomes :data:`IDENTIFIER_TOKEN`; operators, keywords, builtins, numbers and
-    strings are kept as written after an ``ast.unparse`` round trip (which fixes their spelling:
-    quotes, spacing, parentheses). Source that does not parse is split on whitespace instead.
-
-    Args:
-        source: Python source text.
-
-    Returns:
-        The tokens, in order.
-    """
+    """The tokens :func:`shingles` is built from: the source without docstrings after an ``ast.unparse``
+    round trip, identifiers (not keywords or builtins) as :data:`IDENTIFIER_TOKEN`; source that does
+    not parse is split on whitespace."""
     return list(signatures(source).tokens)
 
 
 def shingles(source: str, k: int = SHINGLE_SIZE) -> set[bytes]:
-    """The set of ``k``-token shingles of :func:`tokens`, each encoded as UTF-8 bytes.
-
-    Args:
-        source: Python source text.
-        k: tokens per shingle (>= 1).
-
-    Returns:
-        The shingles; a program of fewer than ``k`` tokens has one shingle (all of them), an empty
-        one none.
-
-    Raises:
-        ValueError: if ``k`` < 1.
-    """
+    """The set of ``k``-token (``k >= 1``, else ValueError) shingles of :func:`tokens`, as UTF-8 bytes;
+    fewer than ``k`` tokens make one shingle, none make none."""
     if k < 1:
         raise ValueError(f"shingle size k={k}; expected an int >= 1")
     return _shingles_of(tokens(source), k)
@@ -364,15 +300,8 @@ def _new_minhash(hashvalues: np.ndarray | None = None) -> MinHash:
 
 
 def minhash(source: str) -> MinHash:
-    """MinHash sketch (:data:`NUM_PERM` permutations, seed :data:`MINHASH_SEED`) of :func:`shingles`.
-
-    Args:
-        source: Python source text.
-
-    Returns:
-        A ``datasketch.MinHash``; ``a.jaccard(b)`` estimates the Jaccard similarity of two programs'
-        shingle sets with standard error about ``sqrt(J (1 - J) / 128)``.
-    """
+    """``datasketch.MinHash`` (:data:`NUM_PERM` permutations, seed :data:`MINHASH_SEED`) of :func:`shingles`;
+    ``a.jaccard(b)`` estimates the Jaccard similarity J with standard error ``sqrt(J (1 - J) / 128)``."""
     return signatures(source).minhash()
 
 
@@ -382,11 +311,7 @@ def minhash_to_bytes(sketch: MinHash) -> bytes:
 
 
 def minhash_from_bytes(data: bytes) -> MinHash:
-    """Inverse of :func:`minhash_to_bytes`.
-
-    Raises:
-        ValueError: if ``data`` is not ``8 * NUM_PERM`` bytes long.
-    """
+    """Inverse of :func:`minhash_to_bytes`; ValueError unless ``data`` is ``8 * NUM_PERM`` bytes."""
     if len(data) != 8 * NUM_PERM:
         raise ValueError(f"a MinHash signature is {8 * NUM_PERM} bytes; got {len(data)}")
     _prototype()
@@ -405,19 +330,11 @@ LSH_RECALL = 0.999
 
 
 def lsh_params(threshold: float, recall: float = LSH_RECALL) -> tuple[int, int]:
-    """Bands ``b`` and rows per band ``r`` of the LSH for pairs at Jaccard similarity ``threshold``.
+    """LSH bands ``b >= 2`` and rows ``r`` (``b * r <= NUM_PERM``) for pairs at Jaccard ``threshold``.
 
-    A pair of similarity ``s`` becomes a candidate with probability ``1 - (1 - s**r)**b``
-    (Leskovec, Rajaraman & Ullman, "Mining of Massive Datasets", Sec. 3.4). This picks the largest
-    ``r`` (fewest false candidates) with ``b = NUM_PERM // r`` for which a pair at ``threshold`` is
-    found with probability at least ``recall``; candidates are then checked with the full sketch.
-
-    Args:
-        threshold: Jaccard similarity in (0, 1].
-        recall: wanted probability in (0, 1) of finding a pair at ``threshold``.
-
-    Returns:
-        ``(b, r)`` with ``b >= 2`` and ``b * r <= NUM_PERM``.
+    A pair of similarity ``s`` is a candidate with probability ``1 - (1 - s**r)**b`` (Leskovec,
+    Rajaraman & Ullman, "Mining of Massive Datasets", Sec. 3.4); this is the largest ``r`` with
+    ``b = NUM_PERM // r`` that finds a pair at ``threshold`` with probability >= ``recall``.
     """
     best = (NUM_PERM, 1)
     for r in range(1, NUM_PERM // 2 + 1):  # MinHashLSH needs at least two bands
@@ -428,16 +345,8 @@ def lsh_params(threshold: float, recall: float = LSH_RECALL) -> tuple[int, int]:
 
 
 class NearDuplicateIndex:
-    """Candidates for near duplicates: ``datasketch.MinHashLSH`` over the sketches of many programs.
-
-    Args:
-        threshold: the Jaccard similarity (0 < threshold <= 1) whose pairs should be found; the
-            LSH bands are chosen by :func:`lsh_params`, and :meth:`query` returns only keys whose
-            full estimated similarity is at least ``threshold``.
-
-    Raises:
-        ValueError: if ``threshold`` is not in (0, 1].
-    """
+    """``datasketch.MinHashLSH`` over many programs' sketches, for pairs at Jaccard ``threshold`` in
+    (0, 1] (else ValueError; bands by :func:`lsh_params`)."""
 
     def __init__(self, threshold: float) -> None:
         if not 0.0 < threshold <= 1.0:
@@ -455,8 +364,7 @@ class NearDuplicateIndex:
         return key in self._sketches
 
     def insert(self, key: str, signature: bytes) -> None:
-        """Add one program's signature (from :func:`minhash_to_bytes`) under ``key``; a key already
-        present is left as it is."""
+        """Add a :func:`minhash_to_bytes` signature under a new ``key`` (a known key is left as it is)."""
         if key in self._sketches:
             return
         self._lsh.insert(key, minhash_from_bytes(signature))
@@ -468,11 +376,7 @@ class NearDuplicateIndex:
             self.insert(key, signature)
 
     def query(self, sketch: MinHash) -> list[tuple[str, float]]:
-        """Keys whose estimated Jaccard similarity to ``sketch`` is at least the threshold.
-
-        Returns:
-            ``(key, similarity)`` pairs, most similar first (ties by key).
-        """
+        """``(key, similarity)`` of the keys at least the threshold similar, most similar first, ties by key."""
         found = []
         for key in self._lsh.query(sketch):
             similarity = jaccard(sketch, self._sketches[key])

@@ -67,29 +67,16 @@ def open_registry(
     exclude: Collection[str] = HELD_OUT_SEED_ENVS,
     include_tags: Collection[str] = (),
 ) -> Registry:
-    """Open the registry at ``path``, creating it (with the seed library as initial memory) if new.
+    """Open the :class:`~spade_gym.registry.store.Registry` at ``path``, creating it if new (missing or empty).
 
-    A registry is new when ``path`` does not exist or holds no environment. With ``seed_library``
-    every bundled environment is copied into a new registry under its own name and version, with
-    its measured statistics and the tag ``"seed"``, so the Designer's memory and the novelty check
-    start from the seed library (SPADE starts self-play from a small seed set).
-
-    Args:
-        path: the registry folder.
-        seed_library: copy the bundled seed library into a new registry.
-        exclude: names of seed environments not to copy, held out of training (default:
-            :data:`HELD_OUT_SEED_ENVS`, so the Designer's memory never shows an evaluation
-            environment; ``()`` copies all).
-        include_tags: copy only seed environments carrying one of these tags (empty: all).
-
-    Returns:
-        The open :class:`~spade_gym.registry.store.Registry`.
+    With ``seed_library`` a new registry gets every bundled environment (name, version, statistics,
+    and the tag ``"seed"``) as the Designer's initial memory, except the names in ``exclude``
+    (default :data:`HELD_OUT_SEED_ENVS`, held out for evaluation) and, if ``include_tags`` is
+    given, those carrying none of them.
 
     Raises:
-        RegistryError: ``path`` is a file, or a non-empty folder that is not a registry (nothing is
-            written into it).
-        ValueError: ``exclude`` names an environment the seed library does not have, or no seed
-            environment carries any of ``include_tags``.
+        RegistryError: ``path`` is a file, or a non-empty folder that is not a registry.
+        ValueError: ``exclude`` names no seed environment, or none carries any of ``include_tags``.
     """
     from spade_gym.errors import RegistryError
     from spade_gym.registry.records import ENVS_DIR
@@ -158,13 +145,8 @@ def register_record(record: EnvRecord) -> str:
 
 
 def register_registry(path: str | os.PathLike[str] | None = None) -> list[str]:
-    """Register every environment of the registry at ``path`` with Gymnasium.
-
-    Args:
-        path: the registry's folder; default: ``SPADE_REGISTRY``, else the bundled registry.
-
-    Returns:
-        The Gymnasium ids registered (``spade/<Name>-v<k>``), in creation order.
+    """Register with Gymnasium every environment of the registry at ``path`` (default:
+    ``SPADE_REGISTRY``, else the bundled one); return the ids, in creation order.
 
     Raises:
         RegistryError: the registry cannot be opened (e.g. the folder does not exist).
@@ -184,13 +166,8 @@ def register_program(
     document: dict[str, Any] | None = None,
     parents: Sequence[str] = (),
 ) -> tuple[ValidationReport, EnvRecord | None]:
-    """Validate ``program``; if it passes, add it to ``registry`` and register it with Gymnasium.
-
-    Args:
-        program: the program or its source.
-        registry: where accepted programs go; also the reference of the novelty check.
-        config: the validation gate's limits.
-        tags, document, parents: provenance stored in the environment's ``meta.json``.
+    """Validate ``program`` (or its source) against ``registry``; if it passes, add it with the
+    provenance ``tags``, ``document`` and ``parents`` and register it with Gymnasium.
 
     Returns:
         ``(report, record)``: ``record`` is ``None`` when the program was refused (``report`` says why).
@@ -227,42 +204,28 @@ def register_program(
 
 
 def register_builtin_ids() -> None:
-    """Register ``spade/Program-v0``, ``spade/Generated-v0``, ``spade/Designer-v0``,
-    ``spade/ReasoningGym-v0``, ``spade/DesignerParams-v0`` and the bundled registry's environments."""
-    if "spade/Program-v0" not in gymnasium.registry:
-        gymnasium.register(id="spade/Program-v0", entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT)
-    if "spade/Generated-v0" not in gymnasium.registry:
-        gymnasium.register(
-            id="spade/Generated-v0",
-            entry_point="spade_gym.generated:GeneratedEnv",
-            vector_entry_point="spade_gym.vector:make_generated_vector_env",
-            kwargs={"registry": None, "setting": None, "sampling": "uniform"},
-        )
-    if "spade/Designer-v0" not in gymnasium.registry:
-        gymnasium.register(
-            id="spade/Designer-v0",
-            entry_point="spade_gym.designer:SpadeDesignerEnv",
-            kwargs={
-                "agent": "default",
-                "registry": None,
-                "documents": None,
-                "config": None,
-                "memory": None,
-                "reward": None,
-            },
-        )
-    if "spade/ReasoningGym-v0" not in gymnasium.registry:
-        gymnasium.register(
-            id="spade/ReasoningGym-v0",
-            entry_point="spade_gym.reasoning_gym:ReasoningGymEnv",
-            kwargs={"split": "train", "task_config": None},
-        )
-    if "spade/DesignerParams-v0" not in gymnasium.registry:
-        gymnasium.register(
-            id="spade/DesignerParams-v0",
-            entry_point="spade_gym.integrations.sb3:DesignerParamsEnv",
-            kwargs={"agent": None, "families": None},
-        )
+    """Register the built-in ``spade/`` ids below and the bundled registry's environments."""
+    designer = {"agent": "default", "registry": None, "documents": None, "config": None, "memory": None, "reward": None}
+    specs: dict[str, dict[str, Any]] = {
+        "spade/Program-v0": {"entry_point": ENTRY_POINT, "vector_entry_point": VECTOR_ENTRY_POINT},
+        "spade/Generated-v0": {
+            "entry_point": "spade_gym.generated:GeneratedEnv",
+            "vector_entry_point": "spade_gym.vector:make_generated_vector_env",
+            "kwargs": {"registry": None, "setting": None, "sampling": "uniform"},
+        },
+        "spade/Designer-v0": {"entry_point": "spade_gym.designer:SpadeDesignerEnv", "kwargs": designer},
+        "spade/ReasoningGym-v0": {
+            "entry_point": "spade_gym.reasoning_gym:ReasoningGymEnv",
+            "kwargs": {"split": "train", "task_config": None},
+        },
+        "spade/DesignerParams-v0": {
+            "entry_point": "spade_gym.integrations.sb3:DesignerParamsEnv",
+            "kwargs": {"agent": None, "families": None},
+        },
+    }
+    for gym_id, spec in specs.items():
+        if gym_id not in gymnasium.registry:
+            gymnasium.register(id=gym_id, **spec)
     if bundled_registry_path().is_dir():
         with warnings.catch_warnings():  # a rebuilt index of the bundled registry is routine, not news
             warnings.simplefilter("ignore")

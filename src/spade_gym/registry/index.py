@@ -1,22 +1,13 @@
 """The registry's SQLite index: a rebuildable copy of the folders for queries, statistics and sampling.
 
-``index.sqlite`` (WAL mode, ``synchronous=NORMAL``: a committed transaction survives the death of
-the process that wrote it) holds, per readable environment folder, everything ``meta.json`` says
-(table ``envs``: fixed after registration), its statistics (``stats``: narrow rows, rewritten by
-every sample, scanned whole when a sampler loads), and its MinHash signature (``signatures``: 1 KiB
-each, read only for deduplication; see :mod:`spade_gym.registry.dedup`) -- three tables sharing the
-key ``seq`` (creation order), so that neither sampling nor listing reads the others' bytes; the
-view ``records`` joins the first two. It also holds one row per folder, readable or not
-(``entries``), with the fingerprint of its files, so that a registry opened later sees which
-folders changed.
-
-It also holds what sampling needs to be cheap: the global sample counter, a generation number
-bumped by every change, an epoch bumped when rows are renumbered, and a log of the changes that
-matter to samplers (``changes``) so that a process holding a sampler cache applies another
-process's changes instead of reloading 100,000 rows.
-
-Nothing here knows about folders or records: :mod:`spade_gym.registry.store` turns rows into
-records and decides what to write.
+``index.sqlite`` (WAL, ``synchronous=NORMAL``) holds per readable folder three tables keyed by
+``seq`` (creation order), so sampling and listing read only their own bytes: ``envs`` (what
+``meta.json`` says), ``stats`` (rewritten by every sample) and ``signatures`` (MinHash, for dedup);
+the view ``records`` joins the first two. ``entries`` fingerprints every folder, readable or not, to
+see later changes. ``state`` holds the sample counter, a generation bumped by every change and an
+epoch bumped when rows are renumbered; ``changes`` logs what samplers need, so a process's sampler
+cache applies other processes' changes instead of reloading. :mod:`spade_gym.registry.store` turns
+rows into records.
 """
 
 from __future__ import annotations
@@ -54,13 +45,8 @@ CHANGE_LOG_KEEP = 100_000
 
 @dataclass(frozen=True)
 class IndexRow:
-    """One environment as the index holds it: the columns of ``envs`` (up to ``validation``), then
-    of ``stats`` (``episodes`` to ``format_compliance``), then the signature (``seq`` aside).
-
-    JSON-valued fields (``tags``, ``document``, ``parents``, ``validation``) are JSON text;
-    ``document`` and ``validation`` are ``None`` when absent. ``minhash`` is the signature from
-    :func:`spade_gym.registry.dedup.minhash_to_bytes`.
-    """
+    """One environment's columns of ``envs``, ``stats`` and ``signatures`` (``seq`` aside); ``tags``,
+    ``document``, ``parents`` and ``validation`` as JSON text (the last two ``None`` when absent)."""
 
     env_id: str
     name: str
@@ -144,18 +130,14 @@ PRAGMA application_id = {APPLICATION_ID};
 _INSERT_ENV = f"INSERT INTO envs ({', '.join(_STATIC_COLUMNS)}) VALUES ({', '.join('?' for _ in _STATIC_COLUMNS)})"
 _UPDATE_ENV = f"UPDATE envs SET {', '.join(c + ' = ?' for c in _STATIC_COLUMNS)} WHERE seq = ?"
 _INSERT_STATS = f"INSERT INTO stats (seq, setting, {', '.join(_STATS_COLUMNS)}) VALUES (?, ?, {', '.join('?' for _ in _STATS_COLUMNS)})"
+_UPDATE_STATS = f"UPDATE stats SET {', '.join(c + ' = ?' for c in _STATS_COLUMNS)} WHERE seq = ?"
 _TABLES = ("state", "envs", "stats", "signatures", "entries", "changes")
 
 
 @dataclass(frozen=True)
 class IndexState:
-    """The index's counters.
-
-    Attributes:
-        epoch: bumped whenever rows may have been renumbered or replaced (a rebuild, a re-sync).
-        gen: bumped by every change (an add, new statistics, a sample).
-        counter: the global sample counter ``c`` of Prioritized Level Replay.
-    """
+    """``epoch`` (bumped when rows may be renumbered), ``gen`` (bumped by every change) and the global
+    sample ``counter`` ``c`` of Prioritized Level Replay."""
 
     epoch: int
     gen: int
@@ -176,18 +158,13 @@ class Change:
 
 
 class Index:
-    """A connection to ``index.sqlite`` and the queries the registry makes.
-
-    Writes go through :meth:`write` (``BEGIN IMMEDIATE``); several reads that must agree go through
-    :meth:`read`. Safe to use after ``fork``: a child process opens its own connection.
+    """A connection to ``index.sqlite`` (reopened after ``fork``) and the registry's queries; writes
+    go through :meth:`write`, reads that must agree through :meth:`read`.
 
     Args:
-        path: the database file (created by :meth:`create`).
-        timeout_s: how long a statement waits for another process's write lock, in seconds.
-        signature: the signature format the registry computes (stored, and compared by
-            :meth:`problem`).
-        read_only: open the file as immutable (``?mode=ro&immutable=1``), for a registry in a
-            folder nobody writes to (an installed package); every write then fails.
+        signature: the registry's signature format (stored; :meth:`problem` compares it).
+        timeout_s: how long to wait for another process's write lock, in seconds.
+        read_only: open the file immutable (``?mode=ro&immutable=1``); every write then fails.
     """
 
     def __init__(self, path: Path, *, signature: str, timeout_s: float = 60.0, read_only: bool = False) -> None:
@@ -197,8 +174,6 @@ class Index:
         self.read_only = read_only
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
-
-    # -- connection -------------------------------------------------------------------------------
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -234,12 +209,8 @@ class Index:
             )
 
     def problem(self, *, thorough: bool = True) -> str | None:
-        """Why this index cannot be used, or ``None`` when it can.
-
-        Checks that the file exists, is a SQLite database of this layout (application id, schema
-        version, tables) holding signatures of the current format, and (``thorough``) passes
-        ``PRAGMA quick_check``, which reads every page: a truncated or overwritten file fails it.
-        """
+        """Why this index cannot be used (missing, another layout or signature format, or, ``thorough``,
+        failing ``PRAGMA quick_check``), or ``None`` when it can."""
         if not self.path.exists():
             return f"{self.path.name} is missing"
         try:
@@ -268,8 +239,6 @@ class Index:
             return f"{self.path.name} is not a readable SQLite database ({exc})"
         return None
 
-    # -- transactions -----------------------------------------------------------------------------
-
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (``BEGIN IMMEDIATE``), committed on success, rolled back on error."""
@@ -291,8 +260,6 @@ class Index:
             yield conn
         finally:
             conn.execute("COMMIT")
-
-    # -- state ------------------------------------------------------------------------------------
 
     def _get(self, key: str) -> Any:
         row = self.conn.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
@@ -333,8 +300,6 @@ class Index:
             return None
         return [Change(*row) for row in rows]
 
-    # -- rows -------------------------------------------------------------------------------------
-
     def _insert(self, row: IndexRow) -> int:
         conn = self.conn
         values = astuple(row)
@@ -360,10 +325,7 @@ class Index:
         )
 
     def insert_rows(self, rows: Sequence[IndexRow], fingerprints: Sequence[str]) -> list[int]:
-        """Insert environments (inside a write transaction); return their ``seq`` numbers.
-
-        Each insert is logged as an ``"add"`` change and raises the counter to the row's
-        ``last_sampled``. The benchmarks use this directly to fill an index with synthetic rows.
+        """Insert and log (``"add"``) environments, in a write transaction; return their ``seq`` numbers.
 
         Raises:
             sqlite3.IntegrityError: if an ``env_id`` is already present.
@@ -445,35 +407,20 @@ class Index:
         last_sampled: int | None,
         format_compliance: float | None = None,
     ) -> None:
-        """Replace one environment's statistics and log a ``"stats"`` change (inside a write
-        transaction)."""
-        self.conn.execute(
-            "UPDATE stats SET episodes = ?, mean_return_hint = ?, mean_return_nohint = ?, regret = ?, "
-            "times_sampled = ?, last_sampled = ?, format_compliance = ? WHERE seq = ?",
-            (
-                episodes,
-                mean_return_hint,
-                mean_return_nohint,
-                regret,
-                times_sampled,
-                last_sampled,
-                format_compliance,
-                seq,
-            ),
-        )
+        """Replace one environment's statistics and log a ``"stats"`` change (inside a write transaction)."""
+        stats = (episodes, mean_return_hint, mean_return_nohint, regret, times_sampled, last_sampled)
+        self.conn.execute(_UPDATE_STATS, (*stats, format_compliance, seq))
         self._log("stats", seq, setting, regret, last_sampled)
         self.raise_counter(last_sampled)
 
     def flag(self, seq: int, tags: str, validation: str) -> None:
-        """Replace one environment's tags and validation (JSON text) when it is flagged, and mark
-        cached samplers stale (inside a write transaction): a flag changes who may be drawn."""
+        """Set a flagged environment's tags and validation (JSON text) and mark cached samplers stale
+        (inside a write transaction)."""
         self.conn.execute("UPDATE envs SET tags = ?, validation = ? WHERE seq = ?", (tags, validation, seq))
         self.bump_epoch()
 
     def mark(self, draws: Sequence[tuple[int, int]], setting: str) -> None:
-        """Record samples ``(seq, counter after the draw)`` (inside a write transaction): each adds
-        one to ``times_sampled``, sets ``last_sampled``, logs a ``"mark"`` change, and the counter
-        becomes the last draw's."""
+        """Record and log (``"mark"``) draws ``(seq, counter after the draw)`` (inside a write transaction)."""
         conn = self.conn
         for seq, counter in draws:
             conn.execute(
@@ -484,8 +431,6 @@ class Index:
             self.raise_counter(draws[-1][1])
             if gen % 4096 == 0:
                 conn.execute("DELETE FROM changes WHERE gen <= ?", (gen - CHANGE_LOG_KEEP,))
-
-    # -- queries ----------------------------------------------------------------------------------
 
     def entries(self) -> dict[str, tuple[str, str | None]]:
         """Every folder the index knows: ``{dir: (fingerprint, problem or None)}``."""
@@ -529,11 +474,9 @@ class Index:
         """Every version registered under ``name``, ascending."""
         return [r[0] for r in self.conn.execute("SELECT version FROM envs WHERE name = ? ORDER BY version", (name,))]
 
-    def column(self, column: str, distinct: bool = False) -> list:
-        """Every value of one column (``distinct``: without repeats), in ``seq`` order."""
-        if distinct:
-            return [r[0] for r in self.conn.execute(f"SELECT DISTINCT {column} FROM envs")]
-        return [r[0] for r in self.conn.execute(f"SELECT {column} FROM envs ORDER BY seq")]
+    def names(self) -> list[str]:
+        """Every registered name, once."""
+        return [r[0] for r in self.conn.execute("SELECT DISTINCT name FROM envs")]
 
     def signatures_after(self, seq: int) -> list[tuple[int, str, bytes]]:
         """``(seq, env_id, minhash)`` of the environments with ``seq`` above the given one."""
@@ -543,30 +486,18 @@ class Index:
             (seq,),
         ).fetchall()
 
-    def signature_of(self, env_id: str) -> bytes | None:
-        """The MinHash signature of one environment."""
-        row = self.conn.execute(
-            "SELECT minhash FROM signatures WHERE seq = (SELECT seq FROM envs WHERE env_id = ?)", (env_id,)
-        ).fetchone()
-        return None if row is None else bytes(row[0])
-
     def sampling_stats(self) -> dict[str, tuple[int, int | None]]:
         """``{env_id: (times_sampled, last_sampled)}`` of every environment."""
         return {e: (t, s) for e, t, s in self.conn.execute("SELECT env_id, times_sampled, last_sampled FROM records")}
 
     def population(self, setting: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """What a sampler needs, in ``seq`` order: ``seq`` (int64), ``regret`` (float64, ``NaN`` for
-        none) and ``last_sampled`` (int64, 0 for never), of ``setting`` or of all environments."""
+        """``seq`` (int64), ``regret`` (float64, ``NaN``: none) and ``last_sampled`` (int64, 0: never) of
+        the unflagged environments (of ``setting``), in ``seq`` order."""
         # NULLs become numbers in SQL (regret is never negative), so numpy converts the rows in one go.
         columns = "seq, ifnull(regret, -1.0), ifnull(last_sampled, 0)"
-        # environments flagged for breaking the contract (Registry.flag) are never drawn
         playable = f"seq NOT IN (SELECT seq FROM envs WHERE instr(tags, '\"{FLAGGED_TAG}\"') > 0)"  # case-sensitive
-        if setting is None:
-            rows = self.conn.execute(f"SELECT {columns} FROM stats WHERE {playable} ORDER BY seq").fetchall()
-        else:
-            rows = self.conn.execute(
-                f"SELECT {columns} FROM stats WHERE setting = ? AND {playable} ORDER BY seq", (setting,)
-            ).fetchall()
+        where, params = ("", ()) if setting is None else ("setting = ? AND ", (setting,))
+        rows = self.conn.execute(f"SELECT {columns} FROM stats WHERE {where}{playable} ORDER BY seq", params).fetchall()
         if not rows:
             return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64)
         table = np.array(rows, dtype=np.float64)

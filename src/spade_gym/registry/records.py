@@ -1,6 +1,5 @@
-"""What the registry stores about one environment: :class:`EnvRecord` (provenance, validation,
-where its files are) and :class:`EnvStats` (the Agent's measured returns and the sampling counts),
-read from and written to each entry's ``meta.json``; and the names of an entry's files."""
+"""What the registry stores about one environment (in its ``meta.json``): :class:`EnvRecord` and
+:class:`EnvStats`; and the names of an entry's files."""
 
 from __future__ import annotations
 
@@ -44,20 +43,17 @@ GYM_PREFIX = "spade/"
 
 @dataclass
 class EnvStats:
-    """What has been measured about one environment, and how often replay has drawn it.
+    """What has been measured about one environment (``None``: not measured), and how often replay drew it.
 
     Attributes:
         episodes: episodes measured (int >= 0).
-        mean_return_hint: mean episode return with the privileged hint, in [0, 1]; ``None``: not
-            measured.
-        mean_return_nohint: mean episode return without the hint; ``None``: not measured.
-        regret: ``max(mean_return_hint - mean_return_nohint, 0)`` as measured by the caller
-            (docs/DESIGN.md, "Regret"); the replay score. ``None``: not measured.
-        times_sampled: how many times :meth:`Registry.sample` drew it with ``mark=True``.
-        last_sampled: the registry's global sample counter right after it was last drawn
-            (``None``: never), the ``C_i`` of Prioritized Level Replay.
-        format_compliance: share of the measured Agent turns whose completion held a parsable
-            action (:func:`spade_gym.agent.format_compliance`), in [0, 1]; ``None``: not measured.
+        mean_return_hint, mean_return_nohint: mean episode return with and without the privileged hint.
+        regret: ``max(mean_return_hint - mean_return_nohint, 0)`` (docs/DESIGN.md, "Regret"), the
+            replay score.
+        times_sampled: draws by :meth:`Registry.sample` with ``mark=True``.
+        last_sampled: the global sample counter after its last draw (``None``: never), PLR's ``C_i``.
+        format_compliance: share of measured Agent turns with a parsable action, in [0, 1]
+            (:func:`spade_gym.agent.format_compliance`).
     """
 
     episodes: int = 0
@@ -99,11 +95,7 @@ class EnvStats:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EnvStats:
-        """Inverse of :meth:`to_dict`; missing keys take their defaults.
-
-        Raises:
-            ValueError: for an unknown key or a value of the wrong type or range.
-        """
+        """Inverse of :meth:`to_dict` (missing keys: defaults); ValueError for an unknown key or bad value."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -111,11 +103,7 @@ class EnvStats:
         return cls(**data).normalised()
 
     def normalised(self) -> EnvStats:
-        """A validated copy with the means and the regret as ``float`` (as the index returns them).
-
-        Raises:
-            ValueError: as :meth:`validate`.
-        """
+        """A validated (ValueError as :meth:`validate`) copy with the measured values as ``float``."""
         self.validate()
 
         def real(value: float | None) -> float | None:
@@ -135,21 +123,16 @@ class EnvRecord:
     """One registered environment: where it lives, where it came from, what is known about it.
 
     Attributes:
-        env_id: ``"<name>-v<version>"``, e.g. ``"ArithmeticChain-v0"``.
-        name: the CamelCase name the environment was registered under.
-        version: 0 for the first program registered under ``name``, then 1, 2, ...
+        env_id: ``"<name>-v<version>"``, e.g. ``"ArithmeticChain-v0"``; ``version`` counts from 0.
         program_id: :attr:`EnvProgram.id` of the source (SHA-256 hex of the normalised source).
         setting: ``"reasoning"``, ``"tool_use"`` or ``"game"``.
         max_turns: agent actions after which an episode is truncated.
-        description: what the environment is about (shown in memory and listings).
-        tags: free-form labels.
         path: the environment's folder (absolute).
         created: when it was registered, in unix seconds.
-        document: provenance of the grounding document (JSON object), or ``None``.
+        document, validation: provenance of the grounding document and the validation report (JSON
+            objects), or ``None``.
         parents: ids of the environments it was derived from.
-        validation: the validation report as a JSON object (opaque to the registry), or ``None``.
-        stats: the statistics as of when the record was read (a snapshot: changing it changes
-            nothing in the registry; use :meth:`Registry.update_stats`).
+        stats: a snapshot as read (change it with :meth:`Registry.update_stats`).
     """
 
     env_id: str
@@ -172,12 +155,10 @@ class EnvRecord:
 
     @property
     def source_path(self) -> Path:
-        """``path / "env.py"``."""
         return self.path / SOURCE_FILE
 
     @property
     def meta_path(self) -> Path:
-        """``path / "meta.json"``."""
         return self.path / META_FILE
 
     @property
@@ -189,8 +170,8 @@ class EnvRecord:
         """Read the program from ``env.py``.
 
         Raises:
-            RegistryError: if ``env.py`` is missing or no longer matches :attr:`program_id`.
-            ProgramError: if it is not UTF-8 text.
+            RegistryError: ``env.py`` is missing or no longer matches :attr:`program_id`.
+            ProgramError: it is not UTF-8 text.
         """
         try:
             program = EnvProgram.from_file(self.source_path)
@@ -206,35 +187,17 @@ class EnvRecord:
         return program
 
     def to_meta(self) -> dict[str, Any]:
-        """The content of ``meta.json``: every field except ``path``, plus ``schema_version``."""
-        return {
-            "schema_version": META_SCHEMA_VERSION,
-            "env_id": self.env_id,
-            "name": self.name,
-            "version": self.version,
-            "program_id": self.program_id,
-            "setting": self.setting,
-            "max_turns": self.max_turns,
-            "description": self.description,
-            "tags": list(self.tags),
-            "created": self.created,
-            "document": self.document,
-            "parents": list(self.parents),
-            "validation": self.validation,
-            "stats": self.stats.to_dict(),
-        }
+        """The content of ``meta.json``: ``schema_version``, then every field but ``path``, in order."""
+        meta = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "path"}
+        meta.update(tags=list(self.tags), parents=list(self.parents), stats=self.stats.to_dict())
+        return {"schema_version": META_SCHEMA_VERSION, **meta}
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any], path: str | os.PathLike[str]) -> EnvRecord:
-        """Build a record from ``meta.json`` content (as :meth:`to_meta` writes it) and its folder.
-
-        Args:
-            meta: the decoded JSON object.
-            path: the environment's folder.
+        """A record from decoded ``meta.json`` content (as :meth:`to_meta` writes it) and its folder.
 
         Raises:
-            RegistryError: naming the first field that is missing or has the wrong type, or a
-                ``schema_version`` this spade_gym cannot read.
+            RegistryError: naming the first missing or mistyped field, or an unknown ``schema_version``.
         """
         if not isinstance(meta, Mapping):
             raise RegistryError(f"{META_FILE} holds a JSON {type(meta).__name__}; expected a JSON object")

@@ -24,10 +24,8 @@ Choices the paper leaves open, made here (and tested):
 - When every ``C_i == c`` (``Σ_j (c - C_j) == 0``, e.g. before anything was sampled), all
   environments are equally stale and ``P_C`` is uniform.
 
-:func:`replay_probabilities` is the whole computation as a pure function; :class:`ReplaySampler`
-draws from the same distribution over a large population, keeping the ranks and their cumulative
-weights between draws and updating them in O(N) vector operations when one score changes instead
-of sorting again.
+:func:`replay_probabilities` is the pure function; :class:`ReplaySampler` draws from it over a large
+population, updating ranks in O(N) when one score changes instead of sorting again.
 """
 
 from __future__ import annotations
@@ -54,12 +52,8 @@ STRATEGIES = ("uniform", "replay")
 
 @dataclass(frozen=True)
 class ReplayConfig:
-    """Settings of rank-based Prioritized Level Replay (Jiang et al., ICML 2021, Sec. 3).
-
-    Raises:
-        ValueError: from the constructor, if ``beta`` is not a finite number > 0 or ``rho`` is not
-            in [0, 1].
-    """
+    """Settings of rank-based Prioritized Level Replay (Jiang et al., ICML 2021, Sec. 3); ValueError
+    unless ``beta`` is finite and > 0 and ``rho`` in [0, 1]."""
 
     beta: float = field(
         default=0.1,
@@ -119,15 +113,8 @@ def _effective(scores: np.ndarray, unmeasured_first: bool) -> np.ndarray:
 
 
 def competition_ranks(scores: Sequence[float | None] | np.ndarray, unmeasured_first: bool = True) -> np.ndarray:
-    """Rank of each score, 1 for the highest, ties sharing the best rank among them.
-
-    Args:
-        scores: N scores; ``None`` or ``NaN`` for a missing one.
-        unmeasured_first: rank missing scores above (True) or below (False) every present one.
-
-    Returns:
-        int64 array of N ranks: ``rank_i = 1 + #{j : S_j > S_i}``.
-    """
+    """int64 ranks ``1 + #{j : S_j > S_i}`` of N scores (ties share the best rank), a missing score
+    (``None``, ``NaN``) ranked above (``unmeasured_first``) or below every present one."""
     eff = _effective(_as_scores(scores), unmeasured_first)
     descending = np.sort(-eff)
     return np.searchsorted(descending, -eff, side="left").astype(np.int64) + 1
@@ -139,15 +126,8 @@ def _rank_weights(ranks: np.ndarray, beta: float) -> np.ndarray:
 
 
 def score_probabilities(scores: Sequence[float | None] | np.ndarray, config: ReplayConfig | None = None) -> np.ndarray:
-    """``P_S``: the rank prioritisation of Eq. 1 (h(S) = 1/rank(S), temperature β).
-
-    Args:
-        scores: N scores (regrets); ``None`` or ``NaN`` for an environment not measured yet.
-        config: β and where unmeasured environments rank; defaults to ``ReplayConfig()``.
-
-    Returns:
-        float64 array of N probabilities summing to 1 (empty for N = 0).
-    """
+    """``P_S``, Eq. 1 (h(S) = 1/rank(S), temperature β), of N scores (``None``/``NaN``: unmeasured):
+    float64 probabilities summing to 1 (empty for N = 0)."""
     config = config or ReplayConfig()
     ranks = competition_ranks(scores, config.unmeasured_first)
     if ranks.size == 0:
@@ -157,19 +137,10 @@ def score_probabilities(scores: Sequence[float | None] | np.ndarray, config: Rep
 
 
 def staleness_probabilities(last_sampled: Sequence[int | None] | np.ndarray, counter: int) -> np.ndarray:
-    """``P_C``: the staleness distribution of Eq. 2.
+    """``P_C``, Eq. 2: float64 ``(c - C_i) / Σ_j (c - C_j)`` (uniform when every ``C_i == c``).
 
-    Args:
-        last_sampled: N values ``C_i``, the sample counter when environment ``i`` was last sampled
-            (0 or ``None``: never).
-        counter: the global sample counter ``c`` (>= every ``C_i``).
-
-    Returns:
-        float64 array of N probabilities ``(c - C_i) / Σ_j (c - C_j)``; uniform when every
-        ``C_i == c``.
-
-    Raises:
-        ValueError: if some ``C_i`` is negative or greater than ``counter``.
+    ``last_sampled`` holds the N ``C_i`` (0 or ``None``: never), ``counter`` is ``c``; ValueError
+    if some ``C_i`` lies outside ``[0, c]``.
     """
     last = _as_last(last_sampled)
     n = last.size
@@ -200,16 +171,13 @@ def replay_probabilities(
 
     Args:
         scores: N scores ``S_i`` (regrets); ``None`` or ``NaN`` for one not measured yet.
-        last_sampled: N values ``C_i`` (0 or ``None``: never sampled).
-        counter: the global sample counter ``c``.
-        config: β, ρ and the rank of unmeasured environments; defaults to ``ReplayConfig()``.
+        last_sampled: N values ``C_i`` (0 or ``None``: never sampled); ``counter`` is ``c``.
 
     Returns:
         float64 array of N probabilities summing to 1 (empty for N = 0).
 
     Raises:
-        ValueError: if ``scores`` and ``last_sampled`` differ in length, or a ``C_i`` is outside
-            ``[0, counter]``.
+        ValueError: the lengths differ, or a ``C_i`` is outside ``[0, counter]``.
 
     Example:
         >>> replay_probabilities([0.5, 0.1], [0, 0], 0, ReplayConfig(beta=1.0, rho=0.0)).tolist()
@@ -224,21 +192,8 @@ def replay_probabilities(
 
 
 class ReplaySampler:
-    """Draws from a population of N environments, uniformly or by :func:`replay_probabilities`.
-
-    Keeps the ranks, the weights ``rank^(-1/β)`` and their cumulative sum between draws: a draw costs
-    O(log N) from ``P_S`` and O(N) vector work from ``P_C`` (taken with probability ρ), and changing one
-    score updates the ranks in O(N) without sorting again.
-
-    Args:
-        scores: N scores (``NaN`` = not measured).
-        last_sampled: N values ``C_i`` (0 = never).
-        counter: the global sample counter ``c``.
-        config: the replay settings.
-
-    Raises:
-        ValueError: if the arrays differ in length or a ``C_i`` lies outside ``[0, counter]``.
-    """
+    """Draws from N environments, uniformly or by :func:`replay_probabilities` (same arguments and
+    errors), keeping ranks and cumulative weights between draws: O(log N) per draw from ``P_S``."""
 
     def __init__(
         self,
@@ -264,8 +219,6 @@ class ReplaySampler:
     def __len__(self) -> int:
         return int(self.scores.size)
 
-    # -- state ------------------------------------------------------------------------------------
-
     def set_config(self, config: ReplayConfig) -> None:
         """Use other replay settings from now on (the ranks are recomputed on the next draw)."""
         if config != self.config:
@@ -282,8 +235,7 @@ class ReplaySampler:
         return self._ranks, self._weights
 
     def set_score(self, i: int, score: float | None) -> None:
-        """Change environment ``i``'s score (``None``/``NaN``: not measured), updating the ranks of
-        the others in O(N): only those between the old and the new score move, by one place."""
+        """Set environment ``i``'s score (``None``: not measured); the ranks between old and new move by one."""
         new = math.nan if score is None else float(score)
         self.scores[i] = new
         a = float(self._eff[i])
@@ -331,8 +283,6 @@ class ReplaySampler:
             ranks = np.append(self._ranks + below, 1 + np.count_nonzero(self._eff[:-1] > b))
             self._ranks, self._weights, self._cumulative = ranks, _rank_weights(ranks, self.config.beta), None
 
-    # -- distribution -----------------------------------------------------------------------------
-
     def ranks(self) -> np.ndarray:
         """The current competition ranks (int64, a copy)."""
         return self._ensure_ranks()[0].astype(np.int64)
@@ -367,16 +317,7 @@ class ReplaySampler:
         return _search(self._cumulative, rng.random() * float(self._cumulative[-1]))
 
     def draw(self, rng: np.random.Generator, strategy: str = "replay", mark: bool = True) -> int:
-        """Draw one index.
-
-        Args:
-            rng: the random generator.
-            strategy: ``"uniform"`` or ``"replay"``.
-            mark: count the draw: the counter goes up by one and ``C_i`` of the drawn index becomes
-                the new counter.
-
-        Returns:
-            The index drawn, in ``[0, N)``.
+        """Draw one index in ``[0, N)`` (``mark``: the counter goes up by one and becomes its ``C_i``).
 
         Raises:
             ValueError: if the population is empty or ``strategy`` is unknown.
@@ -391,12 +332,7 @@ class ReplaySampler:
         return i
 
     def draw_many(self, rng: np.random.Generator, n: int, strategy: str = "replay") -> np.ndarray:
-        """Draw ``n`` indices independently (with replacement) from the current distribution,
-        marking nothing.
-
-        Raises:
-            ValueError: if the population is empty or ``strategy`` is unknown.
-        """
+        """Draw ``n`` independent indices, marking nothing; ValueError as :meth:`draw`."""
         _check_strategy(strategy)
         size = len(self)
         if size == 0:

@@ -8,24 +8,15 @@ Layout of a registry rooted at ``root`` (docs/DESIGN.md, "Registry")::
     root/.lock                     fcntl.flock'ed by every writer
     root/.tmp/                     files being written; anything left there is a dead writer's, and removed
 
-The folders are the source of truth. A new environment is written into ``.tmp/<uuid>/`` (files
-and folder fsync'ed) and renamed onto ``envs/<env_id>/`` in one ``os.rename``, so a reader sees the
-whole entry or none of it; a writer killed at any point leaves at most a leftover in ``.tmp``
-and, if it died between the rename and the index insert, a folder the index does not list yet,
-which the next open indexes. Version allocation, the rename and the index insert happen under an
-exclusive ``flock`` on ``.lock``, so concurrent writers in several processes get distinct versions.
-
-Opening a registry checks the index against the folders: an index that is missing, unreadable,
-of another schema or signature format is rebuilt from the folders; folders added, removed or
-changed behind its back are re-read; either way with a ``RuntimeWarning`` saying what happened.
-An entry whose ``meta.json`` or ``env.py`` cannot be read is skipped and listed by
-:meth:`Registry.problems`; the rest of the registry works.
-
-Sampling bookkeeping (the global counter, ``times_sampled``, ``last_sampled``) changes on every
-sample, so it is kept in the index, where recording a sample is one small transaction; each entry's
-``meta.json`` receives it whenever that entry is rewritten (:meth:`Registry.update_stats`), and
-:meth:`Registry.rebuild_index` keeps it from the old index when that is still readable. Only if the
-index itself is lost do these counts fall back to what ``meta.json`` last recorded.
+The folders are the source of truth. A new entry is written (fsync'ed) into ``.tmp/<uuid>/`` and
+renamed onto ``envs/<env_id>/`` in one ``os.rename``, under an exclusive ``flock`` on ``.lock`` that
+also covers version allocation and the index insert: readers see a whole entry or none, concurrent
+writers get distinct versions, and a killed writer leaves at most a ``.tmp`` leftover or a folder the
+next open indexes. Opening rebuilds an index that is missing, unreadable or of another format and
+re-reads folders changed behind its back (with a ``RuntimeWarning``); an unreadable entry is skipped
+and listed by :meth:`Registry.problems`. Sampling counts live in the index (one small transaction per
+sample) and reach ``meta.json`` when the entry is rewritten; they fall back to ``meta.json`` only if
+the index is lost.
 """
 
 from __future__ import annotations
@@ -43,7 +34,7 @@ import uuid
 import warnings
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,35 +92,14 @@ def _meta_bytes(record: EnvRecord) -> bytes:
 
 
 def _row(record: EnvRecord, ast_hash: str, minhash: bytes) -> IndexRow:
-    s = record.stats
+    r = record  # IndexRow's columns: the record's fields in order, ast_hash after program_id, then stats, minhash
     return IndexRow(
-        env_id=record.env_id,
-        name=record.name,
-        version=record.version,
-        program_id=record.program_id,
-        ast_hash=ast_hash,
-        setting=record.setting,
-        max_turns=record.max_turns,
-        description=record.description,
-        tags=_json(list(record.tags)),
-        created=record.created,
-        document=None if record.document is None else _json(record.document),
-        parents=_json(list(record.parents)),
-        validation=None if record.validation is None else _json(record.validation),
-        episodes=s.episodes,
-        mean_return_hint=s.mean_return_hint,
-        mean_return_nohint=s.mean_return_nohint,
-        regret=s.regret,
-        times_sampled=s.times_sampled,
-        last_sampled=s.last_sampled,
-        format_compliance=s.format_compliance,
+        *(r.env_id, r.name, r.version, r.program_id, ast_hash, r.setting, r.max_turns, r.description),
+        *(_json(list(r.tags)), r.created, None if r.document is None else _json(r.document)),
+        *(_json(list(r.parents)), None if r.validation is None else _json(r.validation)),
+        **dataclasses.asdict(r.stats),
         minhash=minhash,
     )
-
-
-# ------------------------------------------------------------------------------------------------
-# Files
-# ------------------------------------------------------------------------------------------------
 
 
 def _stat_print(path: Path) -> str:
@@ -158,61 +128,50 @@ class _Entry:
 def _read_entry(directory: Path, fingerprint: str) -> _Entry:
     """Read and check one environment folder; never raises for a damaged entry."""
     name = directory.name
+
+    def bad(problem: str) -> _Entry:
+        return _Entry(name, fingerprint, problem=problem)
+
     if not directory.is_dir():
-        return _Entry(name, fingerprint, problem="not a folder; expected a folder holding env.py and meta.json")
+        return bad("not a folder; expected a folder holding env.py and meta.json")
     meta_path, source_path = directory / META_FILE, directory / SOURCE_FILE
     try:
         size = meta_path.stat().st_size
         if size > MAX_META_BYTES:
-            return _Entry(
-                name, fingerprint, problem=f"{META_FILE} is {size:,} bytes; at most {MAX_META_BYTES:,} are read"
-            )
+            return bad(f"{META_FILE} is {size:,} bytes; at most {MAX_META_BYTES:,} are read")
         text = meta_path.read_bytes().decode("utf-8")
     except FileNotFoundError:
-        return _Entry(name, fingerprint, problem=f"{META_FILE} is missing; expected the JSON file Registry.add writes")
+        return bad(f"{META_FILE} is missing; expected the JSON file Registry.add writes")
     except (OSError, UnicodeDecodeError) as exc:
-        return _Entry(name, fingerprint, problem=f"{META_FILE} cannot be read ({exc})")
+        return bad(f"{META_FILE} cannot be read ({exc})")
     try:
         meta = json.loads(text)
     except json.JSONDecodeError as exc:
-        return _Entry(
-            name,
-            fingerprint,
-            problem=f"{META_FILE} is not valid JSON ({exc}); expected the JSON object Registry.add writes",
-        )
+        return bad(f"{META_FILE} is not valid JSON ({exc}); expected the JSON object Registry.add writes")
     except RecursionError:
-        return _Entry(name, fingerprint, problem=f"{META_FILE} is nested too deeply to read")
+        return bad(f"{META_FILE} is nested too deeply to read")
     try:
         record = EnvRecord.from_meta(meta, directory)
         json.dumps(record.to_meta())  # what the index stores must encode back
     except RegistryError as exc:
-        return _Entry(name, fingerprint, problem=exc.message)
+        return bad(exc.message)
     except (RecursionError, ValueError, TypeError) as exc:
-        return _Entry(name, fingerprint, problem=f"{META_FILE} cannot be indexed ({type(exc).__name__}: {exc})"[:300])
+        return bad(f"{META_FILE} cannot be indexed ({type(exc).__name__}: {exc})"[:300])
     if record.env_id != name:
-        return _Entry(
-            name, fingerprint, problem=f"{META_FILE} says env_id {record.env_id!r} but the folder is named {name!r}"
-        )
+        return bad(f"{META_FILE} says env_id {record.env_id!r} but the folder is named {name!r}")
     try:
         program = EnvProgram.from_file(source_path)
     except FileNotFoundError:
-        return _Entry(name, fingerprint, problem=f"{SOURCE_FILE} is missing; expected the environment's program")
+        return bad(f"{SOURCE_FILE} is missing; expected the environment's program")
     except (OSError, ProgramError) as exc:
-        return _Entry(name, fingerprint, problem=f"{SOURCE_FILE} cannot be read ({exc})")
+        return bad(f"{SOURCE_FILE} cannot be read ({exc})")
     if program.id != record.program_id:
-        return _Entry(
-            name,
-            fingerprint,
-            problem=f"{SOURCE_FILE} does not match {META_FILE}: its program id is {program.id}, "
-            f"{META_FILE} records {record.program_id}",
+        return bad(
+            f"{SOURCE_FILE} does not match {META_FILE}: its program id is {program.id}, "
+            f"{META_FILE} records {record.program_id}"
         )
     sig = signatures(program.source)
     return _Entry(name, fingerprint, row=_row(record, sig.ast_hash, minhash_to_bytes(sig.minhash())))
-
-
-# ------------------------------------------------------------------------------------------------
-# Registry
-# ------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -236,20 +195,17 @@ class Registry:
     """A folder of accepted environments with a SQLite index; see the module docstring for the layout.
 
     Args:
-        root: the registry folder.
-        create: make the folder if it does not exist. An existing empty folder is opened as an
-            empty registry either way; a non-empty folder without ``envs/`` needs ``create=True``.
+        root: the registry folder (``self.root``, absolute).
+        create: make the folder if missing, or a registry in a non-empty folder without ``envs/``
+            (an empty folder opens as an empty registry either way).
 
-    Attributes:
-        root: the registry folder (absolute).
-        read_only: true when this process cannot write the folder (an installed package's bundled
-            registry): reading and ``sample(mark=False)`` work, with the index opened as immutable or,
-            if it is missing or out of date, built in a private temporary folder; writing raises
-            :class:`RegistryError`.
+    ``read_only`` is true when this process cannot write the folder (a bundled registry): reads and
+    ``sample(mark=False)`` work (the index immutable, or rebuilt in a private temporary folder if
+    stale); writes raise :class:`RegistryError`.
 
     Raises:
-        RegistryError: if ``root`` does not exist (and ``create`` is false), is a file, is a
-            non-empty folder without ``envs/`` (and ``create`` is false), or cannot be opened.
+        RegistryError: ``root`` is missing or a non-empty non-registry (without ``create``), is a
+            file, or cannot be opened.
 
     Example:
         >>> registry = Registry("runs/registry", create=True)  # doctest: +SKIP
@@ -302,8 +258,6 @@ class Registry:
         except OSError as exc:
             raise RegistryError(f"cannot open the registry at {self.root}: {exc}") from exc
 
-    # -- life cycle -------------------------------------------------------------------------------
-
     def close(self) -> None:
         """Close the index connection (the registry reopens it if used again)."""
         with self._thread_lock:
@@ -320,31 +274,25 @@ class Registry:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        """This thread holds the registry: the thread lock and an exclusive flock on ``.lock``."""
+        """Hold the thread lock and (outermost, writable: .lock cannot be created read-only) the flock."""
         with self._thread_lock:
-            if self._lock_depth:
+            flock = self._lock_depth == 0 and not self.read_only
+            with locked(self.root / LOCK_FILE) if flock else nullcontext():
                 self._lock_depth += 1
                 try:
                     yield
                 finally:
                     self._lock_depth -= 1
-                return
-            if self.read_only:  # nobody writes; and .lock cannot be created
-                self._lock_depth = 1
-                try:
-                    yield
-                finally:
-                    self._lock_depth = 0
-                return
-            with locked(self.root / LOCK_FILE):
-                self._lock_depth = 1
-                try:
-                    yield
-                finally:
-                    self._lock_depth = 0
+
+    @contextmanager
+    def _current(self) -> Iterator[None]:
+        """Hold the thread lock, reconnected if another process replaced the index file."""
+        with self._thread_lock:
+            self._check_index_file()
+            yield
 
     def _clean_tmp(self) -> None:
-        """Remove what dead writers left in ``.tmp`` (called under the lock: every write there is)."""
+        """Remove what dead writers left in ``.tmp`` (under the lock)."""
         for entry in os.scandir(self.tmp_dir):
             path = Path(entry.path)
             if entry.is_dir(follow_symlinks=False):
@@ -378,8 +326,7 @@ class Registry:
             )
 
     def _open_read_only(self, reason: str | None) -> None:
-        """Use the shipped index if it matches the folders, else index them in a private temporary
-        folder (removed when the registry is garbage-collected)."""
+        """Use the shipped index if it matches the folders, else index them in a private temporary folder."""
         shipped = self.index_path.exists()
         if reason is None:
             disk, known = self._scan(), self._index.entries()
@@ -432,8 +379,6 @@ class Registry:
         self._pops.clear()
         self._near.clear()
 
-    # -- reading the folders ----------------------------------------------------------------------
-
     def _scan(self) -> dict[str, str]:
         """``{folder name: fingerprint}`` of every entry of ``envs/`` (hidden names skipped)."""
         found: dict[str, str] = {}
@@ -446,8 +391,17 @@ class Registry:
             found[entry.name] = _fingerprint(path) if entry.is_dir() else "not-a-folder"
         return found
 
-    def _read(self, names: Iterable[str], disk: Mapping[str, str]) -> list[_Entry]:
-        return [_read_entry(self.envs_dir / name, disk[name]) for name in names]
+    def _read(
+        self, names: Iterable[str], disk: Mapping[str, str]
+    ) -> tuple[list[IndexRow], list[str], list[tuple[str, str, str]]]:
+        """Read folders: their rows and fingerprints in creation order, and ``(dir, fingerprint, problem)``."""
+        entries = [_read_entry(self.envs_dir / name, disk[name]) for name in names]
+        rows = sorted(
+            ((e.row, e.fingerprint) for e in entries if e.row is not None),
+            key=lambda item: (item[0].created, item[0].env_id),
+        )
+        problems = [(e.directory, e.fingerprint, e.problem) for e in entries if e.problem]
+        return [row for row, _ in rows], [fingerprint for _, fingerprint in rows], problems
 
     def _sync(self) -> None:
         """Bring the index in line with the folders, re-reading only what changed (under the lock)."""
@@ -458,15 +412,11 @@ class Registry:
         changed = [d for d in disk if d in known and known[d][0] != disk[d]]
         if not (new or gone or changed):
             return
-        entries = self._read(sorted(new) + sorted(changed), disk)
-        rows = sorted(
-            ((e.row, e.fingerprint) for e in entries if e.row is not None),
-            key=lambda item: (item[0].created, item[0].env_id),
-        )
+        rows, fingerprints, problems = self._read(sorted(new) + sorted(changed), disk)
         with self._index.write():
             self._index.remove_dirs(gone)
-            self._index.upsert_rows([row for row, _ in rows], [fingerprint for _, fingerprint in rows])
-            self._index.set_problems((e.directory, e.fingerprint, e.problem) for e in entries if e.problem)
+            self._index.upsert_rows(rows, fingerprints)
+            self._index.set_problems(problems)
             self._index.bump_epoch()
         self._drop_caches()
         if len(known) != len(disk):
@@ -480,8 +430,7 @@ class Registry:
     def _rebuild(self, *, replace: bool) -> int:
         """Rebuild the index from every folder (under the lock); return how many were indexed.
 
-        In place, in one transaction, when the current index is readable (keeping the sampling
-        counts it holds); otherwise a new file is built in ``.tmp`` and renamed over the old one.
+        In place, keeping the sampling counts, when the index is readable; else built in ``.tmp`` and renamed.
         """
         old_stats: dict[str, tuple[int, int | None]] = {}
         old_counter = 0
@@ -492,24 +441,17 @@ class Registry:
             except (sqlite3.DatabaseError, KeyError, TypeError):
                 replace = True
         disk = self._scan()
-        entries = self._read(sorted(disk), disk)
-        good = [e for e in entries if e.row is not None]
-        rows = []
-        for entry in good:
-            row = entry.row
-            assert row is not None
+        rows, fingerprints, problems = self._read(sorted(disk), disk)
+        for i, row in enumerate(rows):
             if row.env_id in old_stats:
                 times, last = old_stats[row.env_id]
                 last = row.last_sampled if last is None else max(last, row.last_sampled or 0)
-                row = dataclasses.replace(row, times_sampled=max(times, row.times_sampled), last_sampled=last)
-            rows.append((row, entry.fingerprint))
-        rows.sort(key=lambda item: (item[0].created, item[0].env_id))
-        problems = [(e.directory, e.fingerprint, e.problem) for e in entries if e.problem]
-        top = max([old_counter] + [r.last_sampled or 0 for r, _ in rows])
+                rows[i] = dataclasses.replace(row, times_sampled=max(times, row.times_sampled), last_sampled=last)
+        top = max([old_counter] + [r.last_sampled or 0 for r in rows])
 
         def fill(index: Index) -> None:
             index.clear()
-            index.insert_rows([r for r, _ in rows], [f for _, f in rows])
+            index.insert_rows(rows, fingerprints)
             index.set_problems(problems)
             index.raise_counter(top)
             index.bump_epoch()
@@ -534,8 +476,6 @@ class Registry:
         self._drop_caches()
         return len(rows)
 
-    # -- adding -----------------------------------------------------------------------------------
-
     def add(
         self,
         program: EnvProgram,
@@ -552,40 +492,29 @@ class Registry:
         allow_near_duplicates: bool = False,
         near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD,
     ) -> EnvRecord:
-        """Register a program as ``<name>-v<k>``, with ``k`` the next free version of ``name``.
+        """Register a program as ``<name>-v<k>``, ``k`` the next free version; return the new record.
 
-        The program is not run or checked here (that is the validation gate's job), only compared
-        with the registered ones. Writing is atomic and safe against concurrent writers in other
-        processes and against a writer killed at any point (see the module docstring). The first
-        near-duplicate check of a process loads every registered signature into a MinHash LSH
-        (about 0.1 ms per environment: 1 s for 10,000); later checks add only the new ones and
-        query in well under a millisecond.
+        The program is not run (that is the validation gate's job), only compared with the registered
+        ones. The first near-duplicate check of a process loads every signature into a MinHash LSH
+        (about 0.1 ms per environment); later ones add only the new ones.
 
         Args:
-            program: the environment program.
-            name: CamelCase name (ASCII letters, digits, ``_``; at most 100 characters).
+            name: CamelCase (ASCII letters, digits, ``_``; at most 100 characters).
             setting: ``"reasoning"``, ``"tool_use"`` or ``"game"``.
             max_turns: agent actions per episode before truncation (1 to 100,000).
-            description: what the environment is about.
-            tags: free-form string labels.
-            document: provenance of the grounding document, a JSON object (``None``: none).
-            parents: ids of the environments it was derived from.
-            validation: the validation report as a JSON object (``None``: none).
+            tags, parents: free-form labels; ids of the environments it was derived from.
+            document, validation: JSON objects (provenance of the grounding document; the
+                validation report), or ``None``.
             stats: initial statistics (default: nothing measured).
             allow_near_duplicates: register even if a registered program is at least
-                ``near_duplicate_threshold`` similar (exact duplicates are refused regardless).
-            near_duplicate_threshold: estimated Jaccard similarity of the token 5-shingles, in (0, 1].
-
-        Returns:
-            The new record.
+                ``near_duplicate_threshold`` similar (Jaccard of token 5-shingles, in (0, 1]);
+                exact duplicates are refused regardless.
 
         Raises:
-            DuplicateEnvironment: if the program is an exact duplicate (same program id, or same
-                structure up to docstrings, comments and renamed identifiers; ``similarity`` 1.0)
-                or a near duplicate (``similarity`` >= the threshold) of a registered one;
-                ``existing`` names it.
-            ValueError, TypeError: for an argument of the wrong type or range.
-            RegistryError: if the entry could not be written.
+            DuplicateEnvironment: an exact duplicate (same program id or normalised AST; ``similarity``
+                1.0) or a near one of a registered program, named by ``existing``.
+            ValueError, TypeError: an argument of the wrong type or range.
+            RegistryError: the entry could not be written.
         """
         if not isinstance(program, EnvProgram):
             raise TypeError(f"program is a {type(program).__name__}; expected an EnvProgram")
@@ -684,8 +613,6 @@ class Registry:
             version += 1
         return version
 
-    # -- duplicates -------------------------------------------------------------------------------
-
     def _exact_duplicate(self, program_id: str, ast_hash: str) -> tuple[str, str] | None:
         row = self._index.record_row("program_id", program_id)
         if row is not None:
@@ -713,23 +640,14 @@ class Registry:
     def find_duplicate(
         self, program: EnvProgram, threshold: float = NEAR_DUPLICATE_THRESHOLD
     ) -> tuple[EnvRecord, float] | None:
-        """The registered environment most like ``program``, if it is at least ``threshold`` similar.
+        """``(record, similarity)`` of the registered environment most like ``program``, or ``None``.
 
-        Args:
-            program: the program to compare.
-            threshold: estimated Jaccard similarity of the token 5-shingles, in (0, 1].
-
-        Returns:
-            ``(record, similarity)``: an exact duplicate (same program id or same normalised AST)
-            with similarity 1.0, else the most similar near duplicate; ``None`` if there is neither.
-
-        Raises:
-            ValueError: if ``threshold`` is not in (0, 1].
+        An exact duplicate (same program id or normalised AST) has similarity 1.0; else the most similar
+        near duplicate at least ``threshold`` (Jaccard of token 5-shingles; ValueError outside (0, 1]).
         """
         _check_threshold(threshold)
         sig = signatures(program.source)
-        with self._thread_lock:
-            self._check_index_file()
+        with self._current():
             exact = self._exact_duplicate(program.id, sig.ast_hash)
             if exact is not None:
                 return self.get(exact[0]), 1.0
@@ -743,63 +661,29 @@ class Registry:
         the same :func:`~spade_gym.registry.dedup.ast_hash`: equal up to names, the environment's
         name, docstrings, comments and layout), or ``None``."""
         sig = signatures(program.source)
-        with self._thread_lock:
-            self._check_index_file()
+        with self._current():
             exact = self._exact_duplicate(program.id, sig.ast_hash)
             return None if exact is None else self.get(exact[0])
 
     def near_duplicates(
         self, program: EnvProgram, threshold: float = NEAR_DUPLICATE_THRESHOLD
     ) -> list[tuple[EnvRecord, float]]:
-        """Every registered environment whose estimated Jaccard similarity to ``program`` (token
-        5-shingles) is at least ``threshold``, exact duplicates included when their shingles match.
-
-        The validation gate probes each of them for the same behaviour (a near duplicate by text
-        may be a size or wording variant); see :mod:`spade_gym.validation`.
-
-        Args:
-            program: the program to compare.
-            threshold: in (0, 1].
-
-        Returns:
-            ``(record, similarity)`` pairs, most similar first (ties by env id).
+        """``(record, similarity)`` of every registered environment at least ``threshold`` similar to
+        ``program`` (Jaccard of token 5-shingles), most similar first, ties by env id.
 
         Raises:
             ValueError: if ``threshold`` is not in (0, 1].
         """
         _check_threshold(threshold)
         sketch = signatures(program.source).minhash()
-        with self._thread_lock:
-            self._check_index_file()
+        with self._current():
             found = self._near_duplicates(sketch, threshold)
             return [(self.get(env_id), similarity) for env_id, similarity in found]
 
-    # -- reading ----------------------------------------------------------------------------------
-
     def _record(self, row: tuple) -> EnvRecord:
-        (
-            _seq,
-            env_id,
-            name,
-            version,
-            program_id,
-            _ast_hash,
-            setting,
-            max_turns,
-            description,
-            tags,
-            created,
-            document,
-            parents,
-            validation,
-            episodes,
-            mean_return_hint,
-            mean_return_nohint,
-            regret,
-            times_sampled,
-            last_sampled,
-            format_compliance,
-        ) = row
+        """The record of an ``index.RECORD_COLUMNS`` row: seq, the ``envs`` columns, the ``stats`` columns."""
+        env_id, name, version, program_id, _ast_hash, setting, max_turns, description = row[1:9]
+        tags, created, document, parents, validation = row[9:14]
         return EnvRecord(
             env_id=env_id,
             name=name,
@@ -814,24 +698,18 @@ class Registry:
             document=None if document is None else json.loads(document),
             parents=() if parents == "[]" else tuple(json.loads(parents)),
             validation=None if validation is None else json.loads(validation),
-            stats=EnvStats(
-                episodes, mean_return_hint, mean_return_nohint, regret, times_sampled, last_sampled, format_compliance
-            ),
+            stats=EnvStats(*row[14:]),
         )
 
     def _lookup(self, key: str) -> tuple | None:
-        k = key[len(GYM_PREFIX) :] if key.startswith(GYM_PREFIX) else key
+        k = key.removeprefix(GYM_PREFIX)
         row = self._index.record_row("env_id", k)
         if row is None and PROGRAM_ID_PATTERN.fullmatch(k):
             row = self._index.record_row("program_id", k)
         return row
 
     def get(self, key: str) -> EnvRecord:
-        """The environment with this id.
-
-        Args:
-            key: an env id (``"ArithmeticChain-v0"``), a gymnasium id (``"spade/ArithmeticChain-v0"``)
-                or a program id (64 hex characters).
+        """The environment with id ``key``: ``"Name-v0"``, ``"spade/Name-v0"`` or a 64-hex program id.
 
         Raises:
             EnvNotFound: if there is none; the message suggests the closest ids.
@@ -839,8 +717,7 @@ class Registry:
         """
         if not isinstance(key, str):
             raise TypeError(f"registry keys are str; got {type(key).__name__}")
-        with self._thread_lock:
-            self._check_index_file()
+        with self._current():
             row = self._lookup(key)
             if row is None:
                 raise EnvNotFound(self._not_found(key))
@@ -850,7 +727,7 @@ class Registry:
         head = f"no environment {key!r} in the registry at {self.root}"
         if self._index.count() == 0:
             return f"{head}: the registry is empty"
-        k = key[len(GYM_PREFIX) :] if key.startswith(GYM_PREFIX) else key
+        k = key.removeprefix(GYM_PREFIX)
         match = ENV_ID_PATTERN.fullmatch(k)
         if match is not None:
             versions = self._index.versions(match["name"])
@@ -861,7 +738,7 @@ class Registry:
                 )
         if PROGRAM_ID_PATTERN.fullmatch(k):
             return f"{head}: no environment has that program id"
-        names = self._index.column("name", distinct=True)
+        names = self._index.names()
         close = difflib.get_close_matches(match["name"] if match else k, names, n=3, cutoff=0.6)
         if close:
             suggestions = []
@@ -875,21 +752,18 @@ class Registry:
     def __contains__(self, key: object) -> bool:
         if not isinstance(key, str):
             return False
-        with self._thread_lock:
-            self._check_index_file()
+        with self._current():
             return self._lookup(key) is not None
 
     def __len__(self) -> int:
-        with self._thread_lock:
-            self._check_index_file()
+        with self._current():
             return self._index.count()
 
     def __iter__(self) -> Iterator[EnvRecord]:
         """Every environment, in creation order (read in chunks, so adds during the loop may show)."""
         last = 0
         while True:
-            with self._thread_lock:
-                self._check_index_file()
+            with self._current():
                 rows = self._index.record_rows("seq > ?", (last,), order=f"seq LIMIT {_CHUNK}")
             if not rows:
                 return
@@ -898,38 +772,22 @@ class Registry:
             last = rows[-1][0]
 
     def records(self, setting: str | None = None) -> list[EnvRecord]:
-        """Every environment (of ``setting``, if given), in creation order.
-
-        Raises:
-            ValueError: if ``setting`` is not one of ``"reasoning"``, ``"tool_use"``, ``"game"``.
-        """
+        """Every environment (of ``setting``, if given; ValueError for an unknown one), in creation order."""
         if setting is not None:
             _check_setting(setting)
-        with self._thread_lock:
-            self._check_index_file()
+        with self._current():
             rows = self._index.record_rows("setting = ?", (setting,)) if setting else self._index.record_rows()
         return [self._record(row) for row in rows]
 
     def stats_rows(self) -> list[tuple[int, str, str, float | None, float | None, float | None]]:
-        """The measured returns of every environment, cheaply (no record is built).
-
-        Returns:
-            ``(seq, env_id, setting, mean_return_hint, mean_return_nohint, regret)`` per
-            environment, in creation order (``seq`` rises with every registration); about 10 ms for
-            10,000 environments, against about 1 s for :meth:`records`, which decodes every
-            validation report.
-        """
-        with self._thread_lock:
-            self._check_index_file()
+        """``(seq, env_id, setting, mean_return_hint, mean_return_nohint, regret)`` per environment, in
+        creation order: about 10 ms for 10,000 environments (:meth:`records`: about 1 s)."""
+        with self._current():
             return self._index.stats_rows()
 
     def problems(self) -> list[tuple[str, str]]:
-        """Folders in ``envs/`` that cannot be read, after re-checking the folders against the index.
-
-        Returns:
-            ``(folder path, message)`` pairs sorted by folder; the message names the file and what
-            is wrong with it (``"meta.json is not valid JSON (...)"``, ``"env.py is missing; ..."``).
-        """
+        """``(folder path, message)`` of the unreadable folders in ``envs/``, sorted, after a re-check;
+        the message names the file and its fault (``"meta.json is not valid JSON (...)"``)."""
         with self._locked():
             self._check_index_file()
             if not self.read_only:
@@ -937,12 +795,8 @@ class Registry:
             return [(str(self.envs_dir / d), message) for d, message in self._index.problems()]
 
     def rebuild_index(self) -> int:
-        """Rebuild ``index.sqlite`` from the folders, keeping the sampling counts of the old index
-        when it is readable.
-
-        Returns:
-            How many environments were indexed (unreadable folders are listed by :meth:`problems`).
-        """
+        """Rebuild ``index.sqlite`` from the folders (keeping a readable index's sampling counts);
+        return how many environments were indexed."""
         self._require_writable("rebuild the index")
         with self._locked():
             self._check_index_file()
@@ -950,25 +804,13 @@ class Registry:
             replace = self._index.problem(thorough=False) is not None
             return self._rebuild(replace=replace)
 
-    # -- statistics -------------------------------------------------------------------------------
-
     def update_stats(self, env_id: str, **fields: Any) -> EnvRecord:
-        """Change some of an environment's :class:`EnvStats` fields; rewrites its ``meta.json``
-        atomically (with the sampling counts the index holds) and updates the index.
-
-        Args:
-            env_id: the environment (any key :meth:`get` accepts).
-            **fields: :class:`EnvStats` fields and their new values, e.g. ``episodes=8,
-                mean_return_hint=0.9, mean_return_nohint=0.4, regret=0.5``.
-
-        Returns:
-            The updated record.
+        """Set some :class:`EnvStats` fields (``episodes=8, regret=0.5``) of ``env_id`` (any :meth:`get`
+        key); rewrite its ``meta.json`` atomically, with the index's sampling counts; return the record.
 
         Raises:
-            TypeError: for a name that is not an :class:`EnvStats` field.
-            ValueError: for a value of the wrong type or range.
-            EnvNotFound: if there is no such environment.
-            RegistryError: if ``meta.json`` could not be written.
+            TypeError: a name that is not an :class:`EnvStats` field. ValueError: a bad value.
+            EnvNotFound: no such environment. RegistryError: ``meta.json`` could not be written.
         """
         known = {f.name for f in dataclasses.fields(EnvStats)}
         unknown = sorted(set(fields) - known)
@@ -986,21 +828,13 @@ class Registry:
         return record
 
     def flag(self, env_id: str, reason: str) -> EnvRecord:
-        """Flag an environment that broke the contract after it was registered (say, a reward
-        outside [0, 1] on a seed the gate did not play): it gets the tag :data:`FLAGGED_TAG` and
-        its validation report a ``"flagged"`` entry with ``reason``, and replay (:meth:`sample`, so also
-        ``spade/Generated-v0``) never draws it again. It stays on disk, listed, for inspection.
-
-        Args:
-            env_id: the environment (any key :meth:`get` accepts).
-            reason: what it did, e.g. the episode's error message (kept up to 500 characters).
-
-        Returns:
-            The flagged record (unchanged if it was flagged already).
+        """Flag ``env_id`` (any :meth:`get` key) for breaking the contract after registration (say, a
+        reward outside [0, 1]): tag :data:`FLAGGED_TAG`, ``reason`` (up to 500 characters) as the
+        validation report's ``"flagged"``; :meth:`sample` never draws it again, but it stays listed.
+        Return the flagged record (unchanged if already flagged).
 
         Raises:
-            EnvNotFound: if there is no such environment.
-            RegistryError: if ``meta.json`` could not be written.
+            EnvNotFound: no such environment. RegistryError: ``meta.json`` could not be written.
         """
         with self._editing(env_id, f"flag {env_id}") as (seq, current):
             if FLAGGED_TAG in current.tags:
@@ -1015,11 +849,7 @@ class Registry:
 
     @contextmanager
     def _editing(self, env_id: str, what: str) -> Iterator[tuple[int, EnvRecord]]:
-        """Hold the registry's lock for a change of ``env_id``; yield its index ``seq`` and record.
-
-        Raises:
-            EnvNotFound: if there is no such environment. RegistryError: a read-only registry.
-        """
+        """Hold the registry's lock for a change of ``env_id``; yield its index ``seq`` and record."""
         self._require_writable(what)
         with self._locked():
             self._check_index_file()
@@ -1033,8 +863,6 @@ class Registry:
             replace_atomically(record.meta_path, _meta_bytes(record), tmp_dir=self.tmp_dir)
         except OSError as exc:
             raise RegistryError(f"could not rewrite {record.meta_path}: {exc}") from exc
-
-    # -- sampling ---------------------------------------------------------------------------------
 
     def _population(self, setting: str | None, state: IndexState, config: ReplayConfig) -> _Population:
         """The cached sampler for ``setting``, brought up to ``state`` from the change log."""
@@ -1078,27 +906,20 @@ class Registry:
         mark: bool = True,
         config: ReplayConfig | None = None,
     ) -> list[EnvRecord]:
-        """Draw ``n`` environments (with replacement) to train on.
+        """Draw ``n`` >= 0 environments (with replacement) to train on; return them in draw order.
 
         Args:
-            n: how many (>= 0).
-            strategy: ``"uniform"``, or ``"replay"`` for rank-based Prioritized Level Replay
+            strategy: ``"uniform"``, or ``"replay"``: rank-based Prioritized Level Replay
                 (:func:`~spade_gym.registry.sampler.replay_probabilities`; Jiang et al., ICML 2021).
             setting: draw only environments of this setting.
-            rng: the random generator (default: one owned by this registry, seeded from the OS).
-            mark: record the draws: each one increments the global sample counter ``c``, and the drawn
-                environment's ``times_sampled`` goes up by one and ``last_sampled`` becomes ``c``. With
-                ``mark=True`` the ``n`` draws are made one after another, each seeing the staleness the
-                previous ones left (as ``n`` separate calls would); with ``mark=False`` they are ``n``
-                independent draws from the current distribution and nothing is written.
+            rng: default: the registry's own, seeded from the OS.
+            mark: record each draw (sample counter ``c`` + 1, ``times_sampled`` + 1, ``last_sampled = c``),
+                one after another as ``n`` calls would; ``False``: ``n`` independent draws, nothing written.
             config: the replay settings (default ``ReplayConfig()``: β = 0.1, ρ = 0.1).
 
-        Returns:
-            The records drawn, in draw order (with their statistics after the marking).
-
         Raises:
-            RegistryError: if there is no environment (of ``setting``) to draw.
-            ValueError: for an unknown strategy or setting, or ``n`` < 0.
+            RegistryError: no environment (of ``setting``) to draw.
+            ValueError: an unknown strategy or setting, or ``n`` < 0.
         """
         if strategy not in STRATEGIES:
             raise ValueError(f"sampling strategy {strategy!r}; expected one of {STRATEGIES}")
@@ -1112,8 +933,7 @@ class Registry:
             self._require_writable("record samples (pass mark=False)")
         config = config or ReplayConfig()
         rng = rng if rng is not None else self._rng
-        with self._thread_lock:
-            self._check_index_file()
+        with self._current():
             transaction = self._index.write() if mark else self._index.read()
             try:
                 with transaction:
@@ -1148,11 +968,6 @@ class Registry:
             rows = self._index.record_rows(f"seq IN ({', '.join('?' for _ in chunk)})", chunk)
             out.update((row[0], self._record(row)) for row in rows)
         return out
-
-
-# ------------------------------------------------------------------------------------------------
-# Argument checks
-# ------------------------------------------------------------------------------------------------
 
 
 def _writable(*paths: Path) -> bool:
