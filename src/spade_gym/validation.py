@@ -494,15 +494,8 @@ class _Validator:
             episodes.append(episode)
             total = episode.total
             self.report.oracle_returns.append(round(total, 6))
-            self._check_return(episode, "oracle")
-            if not episode.ended:
-                self.fail(
-                    "termination",
-                    "EPISODE_LIMIT",
-                    f"seed {seed}: after max_turns={max_turns} actions the episode had neither terminated nor "
-                    "truncated",
-                )
-            elif total < self.config.success_threshold:
+            self._check_episode(episode, "oracle", "")
+            if episode.ended and total < self.config.success_threshold:
                 self.fail(
                     "feasibility",
                     "ORACLE_FAILED",
@@ -542,8 +535,9 @@ class _Validator:
                 "a method, a partial result or the first digit or letter instead",
             )
 
-    def _check_return(self, episode: _Episode, label: str) -> None:
-        """The return (sum of rewards so far) must stay within [0, 1] on every turn of every episode."""
+    def _check_episode(self, episode: _Episode, label: str, playing: str | None) -> None:
+        """The return must stay within [0, 1] on every turn; unless ``playing`` is ``None``, the
+        episode must have ended by ``max_turns`` (``playing`` prefixes that message)."""
         if episode.excursion is not None:
             turn, partial = episode.excursion
             self.fail(
@@ -551,6 +545,13 @@ class _Validator:
                 "INVALID_REWARD",
                 f"seed {episode.seed}: the return reached {partial:g} on turn {turn} of the {label} episode; "
                 "the sum of rewards must stay within [0, 1]",
+            )
+        if playing is not None and not episode.ended:
+            self.fail(
+                "termination",
+                "EPISODE_LIMIT",
+                f"seed {episode.seed}: {playing}after max_turns={self.report.max_turns or 1} actions the episode "
+                "had neither terminated nor truncated",
             )
 
     def _replays_then_trivial(
@@ -627,16 +628,11 @@ class _Validator:
             episode = self._play(
                 client, seed, self._policies[label], turns, "non_triviality", f"{label}-policy", hint=True
             )
-            self._check_return(episode, f"{label}-policy")
+            self._check_episode(
+                episode, f"{label}-policy", f"playing the {label} policy, " if turns == declared else None
+            )
             if counts and episode.total >= self.config.success_threshold:
                 self._wins[label] += 1
-            if turns == declared and not episode.ended:
-                self.fail(
-                    "termination",
-                    "EPISODE_LIMIT",
-                    f"seed {seed}: playing the {label} policy, after max_turns={declared} actions the episode had "
-                    "neither terminated nor truncated",
-                )
 
     def _judge_trivial(self) -> None:
         n = len(self.config.seeds[: max(1, self.config.trivial_seeds)])
@@ -1084,17 +1080,13 @@ def audit(
         """One episode in a fresh worker: ``(return, hint, first observation, actions)``."""
         if why := budget.exhausted():
             fail("TIMEOUT", f"{why} (ValidationConfig.budget_s)")
+        playable: Any = None
         try:
             if isinstance(env, EnvProgram):  # each episode draws on what is left of the audit's CPU budget
                 sandbox = replace(config.sandbox, episode_budget_s=max(min(budget.remaining, 1e5), 1e-3))
-                playable: Any = SandboxedEnv(env, config=sandbox)
+                playable = SandboxedEnv(env, config=sandbox)
             else:
                 playable = open_playable_env(env)  # a SandboxedEnv (with oracle()) or another playable env
-        except SandboxSetupError:
-            raise
-        except Exception as exc:  # the program fails to load here
-            fail(getattr(exc, "category", None) or "ENV_EXCEPTION", f"seed {seed}, the {label} policy: {exc}")
-        try:
             first, _info = playable.reset(seed=seed)
             hint = playable.hint()  # as start_episode: every episode reads it right after reset
             observation, total, actions = first, 0.0, []
@@ -1115,14 +1107,15 @@ def audit(
             return total, hint, first, actions
         except (_Failed, SandboxSetupError):
             raise
-        except Exception as exc:  # the program failed in reset, hint or oracle
+        except Exception as exc:  # the program failed to load, or in reset, hint or oracle
             fail(getattr(exc, "category", None) or "ENV_EXCEPTION", f"seed {seed}, the {label} policy: {exc}")
             raise  # unreachable: fail() raises
         finally:
             client = getattr(playable, "client", None)  # a SandboxedEnv: charge its worker's CPU seconds
             if client is not None:
                 budget.charge(client.cpu_used_s)
-            playable.close()
+            if playable is not None:
+                playable.close()
 
     wins: Counter[str] = Counter()
     try:

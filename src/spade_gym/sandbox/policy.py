@@ -18,18 +18,12 @@ RestrictedPython.
 from __future__ import annotations
 
 import ast
-import bisect
 import builtins
 import collections
-import fractions
-import heapq
-import itertools
-import json
-import math
+import importlib
 import operator
 import os
 import random
-import re
 import string
 import types
 from collections.abc import Callable
@@ -290,18 +284,7 @@ class ModuleProxy:
         return f"<module {object.__getattribute__(self, '_ModuleProxy__name')!r} (read-only)>"
 
 
-_MODULES = {
-    "math": math,
-    "random": random,
-    "re": re,
-    "string": string,
-    "itertools": itertools,
-    "collections": collections,
-    "heapq": heapq,
-    "bisect": bisect,
-    "fractions": fractions,
-    "json": json,
-}
+_MODULES = {name: importlib.import_module(name) for name in ALLOWED_MODULES}
 #: Public attributes withheld from programs, per module.
 _WITHHELD = {
     "string": {"Formatter"},  # get_field() walks attributes with the real getattr
@@ -314,31 +297,10 @@ _RANDOM_FUNCTIONS = (
     "weibullvariate getstate setstate getrandbits randbytes binomialvariate"
 ).split()
 
-# Containers and classes a program class may derive from (besides object, exceptions and its own).
-_ALLOWED_BASES: frozenset[type] = frozenset(
-    {
-        object,
-        dict,
-        list,
-        set,
-        tuple,
-        collections.OrderedDict,
-        collections.Counter,
-        collections.defaultdict,
-        collections.deque,
-        random.Random,
-    }
-)
-_WRITABLE_BUILTIN_TYPES = (
-    dict,
-    list,
-    set,
-    bytearray,
-    collections.deque,
-    collections.OrderedDict,
-    collections.Counter,
-    collections.defaultdict,
-)
+_COLLECTIONS = (collections.OrderedDict, collections.Counter, collections.defaultdict, collections.deque)
+# Classes a program class may derive from (besides builtin exceptions and its own classes).
+_ALLOWED_BASES: frozenset[type] = frozenset({object, dict, list, set, tuple, random.Random, *_COLLECTIONS})
+_WRITABLE_BUILTIN_TYPES = (dict, list, set, bytearray, *_COLLECTIONS)
 
 
 def _check_format_string(fmt: str, deny: Callable[[str], GuardViolation], depth: int = 0) -> None:
