@@ -136,19 +136,9 @@ class SandboxedEnv(gym.Env[str, str]):
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Pass ``action`` to ``Env.step``; never raises for a bad action (see ``on_error``)."""
         if self._done:
-            return (
-                self._last_obs,
-                0.0,
-                False,
-                True,
-                {
-                    RESERVED_INFO_KEY: {
-                        "type": "EpisodeOver",
-                        "category": "PROTOCOL_ERROR",
-                        "message": "the episode has ended; call reset()",
-                        "traceback": "",
-                    }
-                },
+            over = "the episode has ended; call reset()"
+            return self._truncated(
+                {"type": "EpisodeOver", "category": "PROTOCOL_ERROR", "message": over, "traceback": ""}
             )
         action = self._coerce_action(action)
         try:
@@ -162,7 +152,7 @@ class SandboxedEnv(gym.Env[str, str]):
             self._done = True
             if self.on_error == "raise":
                 raise
-            return self._last_obs, 0.0, False, True, {RESERVED_INFO_KEY: exc.to_dict()}
+            return self._truncated(exc.to_dict())
         self._turn += 1
         partial = self.episode_return + reward
         if not -RETURN_TOLERANCE <= partial <= 1 + RETURN_TOLERANCE:  # the contract, on every episode
@@ -174,7 +164,7 @@ class SandboxedEnv(gym.Env[str, str]):
             )
             if self.on_error == "raise":
                 raise error
-            return self._last_obs, 0.0, False, True, {RESERVED_INFO_KEY: error.to_dict()}
+            return self._truncated(error.to_dict())
         if not terminated and self._turn >= self.max_turns:
             truncated = True
         self._done = terminated or truncated
@@ -183,6 +173,10 @@ class SandboxedEnv(gym.Env[str, str]):
         if self.render_mode == "human":
             self.render()
         return obs, reward, terminated, truncated, info
+
+    def _truncated(self, error: dict[str, str]) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """End the episode on ``error``: the previous observation, reward 0, ``truncated=True``."""
+        return self._last_obs, 0.0, False, True, {RESERVED_INFO_KEY: error}
 
     def send_step(self, action: Any) -> None:
         """Start ``step(action)`` without waiting; the next ``step`` with the same action collects it.

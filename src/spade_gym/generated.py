@@ -65,16 +65,11 @@ class GeneratedEnv(gym.Env[str, str]):
         if setting not in (None, "reasoning", "tool_use", "game"):
             raise ValueError(f"setting must be 'reasoning', 'tool_use', 'game' or None, got {setting!r}")
         path = Path(registry or os.environ.get("SPADE_REGISTRY") or bundled_registry_path())
+        made = "a registry is made by `spade selfplay`, `spade design` or spade_gym.registry.gymnasium.open_registry"
         if not path.exists():
-            raise RegistryError(
-                f"no environment registry at {path}: the folder does not exist (a registry is made by "
-                "`spade selfplay`, `spade design` or spade_gym.registry.gymnasium.open_registry)"
-            )
+            raise RegistryError(f"no environment registry at {path}: the folder does not exist ({made})")
         if path.is_dir() and not (path / ENVS_DIR).is_dir():  # opening it would turn it into an empty registry
-            raise RegistryError(
-                f"{path} is not an environment registry (it has no envs/ folder); a registry is made by "
-                "`spade selfplay`, `spade design` or spade_gym.registry.gymnasium.open_registry"
-            )
+            raise RegistryError(f"{path} is not an environment registry (it has no envs/ folder); {made}")
         self.registry = Registry(path)
         bundled = path.resolve() == bundled_registry_path().resolve()
         held_out = HELD_OUT_SEED_ENVS if bundled else ()

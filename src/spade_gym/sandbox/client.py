@@ -379,12 +379,10 @@ class SandboxClient:
             limit = self.config.start_timeout_s
             hello = self._read_response(_CallLimits(now, math.inf, now + limit, "start", self.config))
         except SandboxError as exc:
-            self.kill()
-            raise SandboxSetupError(f"the sandbox worker failed to start: {exc.message}") from None
+            raise self._killed(SandboxSetupError(f"the sandbox worker failed to start: {exc.message}")) from None
         layers = hello.get("layers") if isinstance(hello, dict) else None
         if not isinstance(layers, dict):
-            self.kill()
-            raise SandboxSetupError("the sandbox worker sent a malformed greeting")
+            raise self._killed(SandboxSetupError("the sandbox worker sent a malformed greeting"))
         self.layers = {name: layers.get(name) for name in LAYERS}
         missing = [name for name in self.config.require_layers if self.layers.get(name) is not True]
         if missing:
@@ -526,8 +524,7 @@ class SandboxClient:
             except BlockingIOError:
                 pass
             except OSError as exc:
-                self.kill()
-                raise WorkerCrash(f"the sandbox worker is gone ({exc.strerror or exc})") from None
+                raise self._killed(WorkerCrash(f"the sandbox worker is gone ({exc.strerror or exc})")) from None
             if not view:
                 return
             if poller is None:  # the pipe is full: wait for room, within the call's limits
@@ -567,8 +564,7 @@ class SandboxClient:
             raise
         self._pending = None
         if not isinstance(response, dict) or not isinstance(response.get("ok"), bool):
-            self.kill()
-            raise WorkerCrash("the sandbox worker sent a malformed response")
+            raise self._killed(WorkerCrash("the sandbox worker sent a malformed response"))
         printed = response.get("printed")
         self.last_printed = printed[: config.max_print_bytes] if isinstance(printed, str) else ""
         cpu = response.get("cpu_s")
@@ -596,8 +592,7 @@ class SandboxClient:
             )
         body = self._read_exact(length, limits)
         if self._inbuf:  # one request, one frame: anything more breaks the protocol
-            self.kill()
-            raise WorkerCrash("the sandbox worker sent more than one frame for one request")
+            raise self._killed(WorkerCrash("the sandbox worker sent more than one frame for one request"))
         try:
             return decode_body(body)
         except WorkerCrash:
@@ -626,10 +621,14 @@ class SandboxClient:
             if poller.poll(min(wall_left, max(limits.cpu_limit - used, 0.02)) * 1000):
                 return
 
+    def _killed(self, error: SpadeError) -> SpadeError:
+        """Kill the worker and return ``error`` to raise."""
+        self.kill()
+        return error
+
     def _timed_out(self, what: str, cpu_used: float) -> NoReturn:
         self.last_cpu_s = max(cpu_used, 0.0)
-        self.kill()
-        raise SandboxTimeout(f"the program ran past {what}; the worker was killed")
+        raise self._killed(SandboxTimeout(f"the program ran past {what}; the worker was killed"))
 
     def _read_exact(self, n: int, limits: _CallLimits) -> bytes:
         """``n`` bytes from the response pipe, within ``limits``."""
@@ -644,8 +643,7 @@ class SandboxClient:
             else:
                 reason = "it exited or was killed (e.g. out of memory or CPU time)"
             if not chunk:
-                self.kill()
-                raise WorkerCrash(f"the sandbox worker died: {reason}")
+                raise self._killed(WorkerCrash(f"the sandbox worker died: {reason}"))
             buffer += chunk
         data = bytes(buffer[:n])
         del buffer[:n]
