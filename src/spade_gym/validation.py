@@ -809,19 +809,12 @@ def check_novelty(
     program = EnvProgram(program) if isinstance(program, str) else program
     if report.program_id != program.id:
         raise ValueError(f"the report is of program {report.program_id}, not of the given program {program.id}")
-    if config is not None and not config.seeds:  # the seeds the report was made on
-        config = replace(config, seeds=tuple(report.seeds) or config.resolved(report.program_id).seeds)
     if config is None:  # the report's own settings, as far as the novelty check uses them
         defaults, saved = ValidationConfig(), report.config
-        config = replace(
-            defaults,
-            seeds=tuple(report.seeds) or defaults.resolved(report.program_id).seeds,
-            **{
-                key: type(getattr(defaults, key))(saved[key])
-                for key in ("near_duplicate_threshold", "novelty_probe_seeds", "novelty_max_candidates")
-                if key in saved
-            },
-        )
+        keys = ("near_duplicate_threshold", "novelty_probe_seeds", "novelty_max_candidates")
+        config = replace(defaults, **{key: type(getattr(defaults, key))(saved[key]) for key in keys if key in saved})
+    if not config.seeds:  # the seeds the report was made on
+        config = replace(config, seeds=tuple(report.seeds) or config.resolved(report.program_id).seeds)
     out = ValidationReport.from_dict(report.to_dict())
     novelty = out.check("novelty")
     if novelty.passed is None:  # validation stopped before the novelty check

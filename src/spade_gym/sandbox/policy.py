@@ -180,36 +180,17 @@ class ProgramTransformer(RestrictingNodeTransformer):
             return node
         if isinstance(target, ast.Attribute):
             self._check_attribute_name(target)
-            call = ast.Call(
-                func=ast.Name("_inplace_attr_", ast.Load()),
-                args=[
-                    self.visit(target.value),
-                    ast.Constant(target.attr),
-                    ast.Constant(op),
-                    self.visit(node.value),
-                ],
-                keywords=[],
-            )
+            hook, obj, key = "_inplace_attr_", self.visit(target.value), ast.Constant(target.attr)
         elif isinstance(target, ast.Subscript):
             if isinstance(target.slice, ast.Slice):
-                self.error(
-                    node,
-                    "Augmented assignment to a slice is not supported; write x[a:b] = x[a:b] + y.",
-                )
+                self.error(node, "Augmented assignment to a slice is not supported; write x[a:b] = x[a:b] + y.")
                 return node
-            call = ast.Call(
-                func=ast.Name("_inplace_item_", ast.Load()),
-                args=[
-                    self.visit(target.value),
-                    self.visit(target.slice),
-                    ast.Constant(op),
-                    self.visit(node.value),
-                ],
-                keywords=[],
-            )
+            hook, obj = "_inplace_item_", self.visit(target.value)
+            key = self.visit(target.slice)
         else:
             return super().visit_AugAssign(node)
-        new_node = ast.Expr(value=call)
+        args = [obj, key, ast.Constant(op), self.visit(node.value)]
+        new_node = ast.Expr(value=ast.Call(func=ast.Name(hook, ast.Load()), args=args, keywords=[]))
         ast.copy_location(new_node, node)
         ast.fix_missing_locations(new_node)
         return new_node
