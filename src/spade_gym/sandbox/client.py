@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -432,13 +432,7 @@ class SandboxClient:
         self.start()
         value = self.call("load", {"source": source})
         spec = check_spec(value, self.config.limits)
-        self.spec = ProgramSpec(
-            name=spec["name"],
-            setting=spec["setting"],
-            max_turns=spec["max_turns"],
-            tools=spec["tools"],
-            description=spec["description"],
-        )
+        self.spec = ProgramSpec(**{f.name: spec[f.name] for f in fields(ProgramSpec)})
         return self.spec
 
     def reset(self, seed: int, budget: Budget | None = None) -> tuple[str, dict[str, Any]]:

@@ -226,7 +226,8 @@ def check_flag(value: Any, what: str) -> bool:
 
 def _check_length(result: Any, seq: type, n: int, expected: str) -> None:
     """Raise ``ContractError`` unless ``result`` is exactly a ``seq`` (no subclass) of ``n`` items."""
-    length = len(result) if type(result) is seq else None
+    sized: Any = result  # mypy narrows type(result) is seq to object
+    length = len(sized) if type(result) is seq else None
     if length != n:
         if length is None:
             got = f"a {_describe(result)}"

@@ -274,17 +274,8 @@ def serve(read_fd: int, write_fd: int, raw_config: dict[str, Any]) -> None:
         try:
             frame = encode_frame(response)
         except Exception as exc:  # noqa: BLE001 - any value the program returned that JSON cannot carry
-            frame = encode_frame(
-                {
-                    "ok": False,
-                    "printed": "",
-                    "cpu_s": 0.0,
-                    "error": _error(
-                        "ContractError",
-                        "PROTOCOL_ERROR",
-                        f"response not serialisable ({type(exc).__name__}): {exc}"[:300],
-                    ),
-                }
-            )
+            message = f"response not serialisable ({type(exc).__name__}): {exc}"[:300]
+            error = _error("ContractError", "PROTOCOL_ERROR", message)
+            frame = encode_frame({"ok": False, "printed": "", "cpu_s": 0.0, "error": error})
         write_frame(write_fd, frame)
     os._exit(0)
