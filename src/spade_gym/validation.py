@@ -999,9 +999,7 @@ def _first_difference(a: _Episode, b: _Episode, agent_view: bool = False) -> str
     return None
 
 
-# ------------------------------------------------------------------------------------------------
-# The audit: the gate's trivial-policy and oracle checks on seeds the gate did not play
-# ------------------------------------------------------------------------------------------------
+# -- the audit: the gate's trivial-policy and oracle checks on seeds the gate did not play --------
 
 
 @dataclass
