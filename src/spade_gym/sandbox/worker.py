@@ -173,10 +173,8 @@ class ProgramHost:
         if op == "step":
             action = args["action"]
             return list(self._checked(lambda: check_step_result(self.env.step(action), self.limits)))
-        if op == "hint":
-            return self._checked(lambda: check_text(self.env.hint(), "hint()", self.limits))
-        if op == "oracle":
-            return self._checked(lambda: check_text(self.env.oracle(), "oracle()", self.limits))
+        if op in ("hint", "oracle"):
+            return self._checked(lambda: check_text(getattr(self.env, op)(), f"{op}()", self.limits))
         raise _ContractFailure(_error("WorkerCrash", "WORKER_CRASH", f"unknown request {op!r}"))
 
     def _checked(self, call: Any) -> Any:
