@@ -833,12 +833,9 @@ def check_novelty(
 
 #: Characters that may not touch a stated answer in the hint (a "7" inside "17" is not a "7").
 _WORD = re.compile(r"[0-9a-z]")
-#: An action found in the hints of at least this share of the other seeds, where it is not the
-#: answer, is hint boilerplate (a word such as "left" or "yes" in every hint), not a stated answer.
+#: An answer found in the hints of at least this share of the other seeds is boilerplate, not stated.
 COMMON_IN_HINTS = 0.5
-#: An answer of at most this many characters ("8", "no") turns up in a hint by chance (a partial
-#: result "76 mod 17 is 8" that happens to equal it): it counts only when the hints of more than
-#: :data:`COMMON_IN_HINTS` of the seeds state their answers.
+#: An answer this short ("8", "no") turns up in a hint by chance (see :func:`hint_states_answer`).
 SHORT_ANSWER = 2
 
 

@@ -148,10 +148,8 @@ def _load_seccomp(protocol_read_fd: int, protocol_write_fd: int) -> bool:
 def lock_down(
     memory_bytes: int, cpu_seconds: int, protocol_read_fd: int, protocol_write_fd: int
 ) -> dict[str, bool | None]:
-    """Apply every layer after :func:`move_protocol_fds`; never raises.
-
-    ``memory_bytes`` and ``cpu_seconds`` set ``RLIMIT_AS`` and ``RLIMIT_CPU``; the protocol
-    descriptors are the only ones the worker may still read from and write to.
+    """Apply every layer after :func:`move_protocol_fds` (``RLIMIT_AS`` and ``RLIMIT_CPU`` from the
+    arguments; only the protocol descriptors stay readable and writable); never raises.
 
     Returns:
         ``{layer: True | False | None}`` for every name in :data:`LAYERS`: active, could not be
