@@ -1,9 +1,7 @@
 """``SandboxedEnv``: a ``gymnasium.Env`` over an environment program running in the sandbox.
 
-The host sees an ordinary Gymnasium environment whose observations and actions are text
-(:class:`~spade_gym.spaces.UnicodeText`); the program runs in a locked-down worker process
-(:mod:`spade_gym.sandbox`). Whatever the program does, ``step`` never raises for a bad action, and
-``close`` always reaps the worker.
+Observations and actions are text (:class:`~spade_gym.spaces.UnicodeText`); the program runs in a
+locked-down worker (:mod:`spade_gym.sandbox`) that ``close`` always reaps.
 """
 
 from __future__ import annotations
@@ -27,18 +25,9 @@ ErrorMode = Literal["truncate", "raise"]
 
 
 def escape_text(text: str, limit: int | None = None) -> str:
-    """Make program text safe to print to a terminal or a log.
-
-    Control and format characters (ANSI escapes, NUL, bidi overrides, ...) become ``\\xNN`` /
-    ``\\uNNNN`` escapes; newlines and tabs are kept.
-
-    Args:
-        text: untrusted text.
-        limit: keep at most this many characters (``None``: all), marking the cut.
-
-    Returns:
-        The escaped text.
-    """
+    """Make untrusted text safe to print: control and format characters (ANSI escapes, NUL, bidi
+    overrides) become ``\\xNN`` / ``\\uNNNN`` escapes, newlines and tabs stay; ``limit``: keep at
+    most this many characters, marking the cut."""
     if limit is not None and len(text) > limit:
         text = text[:limit] + f"... [{len(text) - limit} more characters]"
     out = []
@@ -64,37 +53,25 @@ class SandboxedEnv(gym.Env[str, str]):
     """A Gymnasium environment whose dynamics are an environment program run in the sandbox.
 
     Args:
-        program: an :class:`EnvProgram`, a path to a program file, or program source text (a str
-            with a newline). JSON-able, so it works as a ``gymnasium.make`` keyword.
+        program: an :class:`EnvProgram`, a path to a program file, or source text (a str with a
+            newline), so it works as a ``gymnasium.make`` keyword.
         config: sandbox limits (:class:`SandboxConfig`).
-        on_error: what ``step`` does when the program fails mid-episode (exception, timeout,
-            contract violation, guard violation, or a reward that takes the episode return outside
-            [0, 1], checked here on every step of every episode, category ``INVALID_REWARD``): ``"truncate"`` (default) ends the episode with
-            ``truncated=True``, reward 0, the previous observation and ``info["sandbox_error"]``
-            (``{"type", "category", "message", "traceback"}``); ``"raise"`` raises the
-            :class:`~spade_gym.errors.SandboxError`. ``reset``, ``hint`` and ``oracle`` always raise.
-        render_mode: ``None``, ``"ansi"`` (``render()`` returns the escaped observation) or
-            ``"human"`` (prints it).
+        on_error: when the program fails mid-episode (including a return outside [0, 1],
+            ``INVALID_REWARD``), ``"truncate"`` ends the episode with ``truncated=True``, reward 0,
+            the previous observation and ``info["sandbox_error"]`` (``{"type", "category",
+            "message", "traceback"}``); ``"raise"`` raises the :class:`~spade_gym.errors.SandboxError`.
+            ``reset``, ``hint`` and ``oracle`` always raise.
+        render_mode: ``None``, ``"ansi"`` (``render()`` returns the escaped observation) or ``"human"``.
 
     Attributes:
         name, setting, max_turns, tools, description: what the program declares.
-        episode_seed: the seed the program's ``reset`` received for the current episode.
-        episode_return: sum of rewards so far in the episode.
+        episode_seed: the seed the program's ``reset`` received; ``episode_return``: rewards so far.
 
     Raises:
-        ProgramError: the program fails the static check.
-        SandboxError: the program fails to load.
+        ProgramError: the program fails the static check; SandboxError: it fails to load.
 
-    Observation and action spaces are :class:`UnicodeText` (any characters; observations up to
-    ``config.limits.max_text_bytes`` characters, actions up to ``config.max_action_chars``). Actions
-    that are not ``str`` are converted (``bytes`` decoded as UTF-8, ``None`` to ``""``, anything else
-    with ``str()``), invalid UTF-8 is replaced and over-long actions are cut. Episodes are truncated
-    by the host after ``max_turns`` actions even if the program forgets to.
-
-    Example:
-        >>> env = SandboxedEnv("examples/programs/arithmetic_chain.py")  # doctest: +SKIP
-        >>> obs, info = env.reset(seed=0)  # doctest: +SKIP
-        >>> obs, reward, terminated, truncated, info = env.step(env.oracle())  # doctest: +SKIP
+    Actions that are not ``str`` are converted (``bytes`` as UTF-8, ``None`` to ``""``, else
+    ``str()``) and cut to ``config.max_action_chars``; episodes end after ``max_turns`` actions.
     """
 
     metadata = {"render_modes": ["ansi", "human"]}
@@ -132,18 +109,10 @@ class SandboxedEnv(gym.Env[str, str]):
         self._sent_action: str | None = None  # a step sent by send_step() and not yet received
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """Start an episode: ``Env.reset(seed)`` in the program.
+        """Start an episode: ``Env.reset(seed)`` in the program; return ``(observation, info)``.
 
-        Args:
-            seed: the episode's seed; ``None`` draws one from the environment's generator (seeded
-                by the last explicit seed), so a seeded sequence of resets is reproducible.
-            options: unused (accepted for API compatibility).
-
-        Returns:
-            ``(observation, info)`` as the program returned them.
-
-        Raises:
-            SandboxError: the program failed in ``reset`` (a broken program cannot start an episode).
+        ``seed=None`` draws one from the environment's generator (seeded by the last explicit seed);
+        ``options`` is unused. Raises :class:`SandboxError` when the program fails in ``reset``.
         """
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
             raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r:.40}")
@@ -165,25 +134,11 @@ class SandboxedEnv(gym.Env[str, str]):
         return obs, info
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Pass ``action`` to ``Env.step``; never raises for a bad action (see ``on_error``).
-
-        Returns:
-            ``(observation, reward, terminated, truncated, info)``.
-        """
+        """Pass ``action`` to ``Env.step``; never raises for a bad action (see ``on_error``)."""
         if self._done:
-            return (
-                self._last_obs,
-                0.0,
-                False,
-                True,
-                {
-                    RESERVED_INFO_KEY: {
-                        "type": "EpisodeOver",
-                        "category": "PROTOCOL_ERROR",
-                        "message": "the episode has ended; call reset()",
-                        "traceback": "",
-                    }
-                },
+            over = "the episode has ended; call reset()"
+            return self._truncated(
+                {"type": "EpisodeOver", "category": "PROTOCOL_ERROR", "message": over, "traceback": ""}
             )
         action = self._coerce_action(action)
         try:
@@ -197,7 +152,7 @@ class SandboxedEnv(gym.Env[str, str]):
             self._done = True
             if self.on_error == "raise":
                 raise
-            return self._last_obs, 0.0, False, True, {RESERVED_INFO_KEY: exc.to_dict()}
+            return self._truncated(exc.to_dict())
         self._turn += 1
         partial = self.episode_return + reward
         if not -RETURN_TOLERANCE <= partial <= 1 + RETURN_TOLERANCE:  # the contract, on every episode
@@ -209,7 +164,7 @@ class SandboxedEnv(gym.Env[str, str]):
             )
             if self.on_error == "raise":
                 raise error
-            return self._last_obs, 0.0, False, True, {RESERVED_INFO_KEY: error.to_dict()}
+            return self._truncated(error.to_dict())
         if not terminated and self._turn >= self.max_turns:
             truncated = True
         self._done = terminated or truncated
@@ -219,10 +174,13 @@ class SandboxedEnv(gym.Env[str, str]):
             self.render()
         return obs, reward, terminated, truncated, info
 
+    def _truncated(self, error: dict[str, str]) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """End the episode on ``error``: the previous observation, reward 0, ``truncated=True``."""
+        return self._last_obs, 0.0, False, True, {RESERVED_INFO_KEY: error}
+
     def send_step(self, action: Any) -> None:
-        """Start ``step(action)`` in the worker without waiting for it; the next ``step`` with the same
-        action collects the answer. Lets a vector environment run many workers at once. Never
-        raises: a failure surfaces in that ``step``."""
+        """Start ``step(action)`` without waiting; the next ``step`` with the same action collects it.
+        Never raises: a failure surfaces in that ``step``."""
         if self._done or self._sent_action is not None:
             return
         action = self._coerce_action(action)
@@ -242,20 +200,12 @@ class SandboxedEnv(gym.Env[str, str]):
                 pass
 
     def hint(self) -> str:
-        """The program's privileged hint for the current state of the episode.
-
-        Raises:
-            SandboxError: the program failed in ``hint``.
-        """
+        """The program's privileged hint for the current state (``SandboxError`` if it fails)."""
         self._drain()
         return self.client.hint(self._budget)
 
     def oracle(self) -> str:
-        """The action a perfect agent takes now, according to the program.
-
-        Raises:
-            SandboxError: the program failed in ``oracle``.
-        """
+        """The action a perfect agent takes now, according to the program (``SandboxError`` if it fails)."""
         self._drain()
         return self.client.oracle(self._budget)
 

@@ -1,13 +1,8 @@
 """Every error spade_gym raises, in one hierarchy rooted at :class:`SpadeError`.
 
-Catch :class:`SandboxError` for anything that went wrong while an environment program ran, or a
-precise class for one case. Each error carries a ``category``: the machine-readable outcome used by
-the validation gate and the test corpus (``COMPILE_REJECTED``, ``SANDBOX_DENIED``, ``TIMEOUT``,
-``MEMORY_LIMIT``, ``OUTPUT_LIMIT``, ``PROTOCOL_ERROR``, ``INVALID_REWARD``, ``ENV_EXCEPTION``,
-``WORKER_CRASH``).
-
-Messages are written for two readers: a person at a terminal and the Environment Designer, which
-is shown them in repair rounds. They say what was wrong and what was expected.
+Catch :class:`SandboxError` for anything that went wrong while an environment program ran. Each
+error carries a machine-readable ``category`` (:data:`CATEGORIES`); messages say what was wrong and
+what was expected, for a person and for the Environment Designer's repair rounds.
 """
 
 from __future__ import annotations
@@ -58,13 +53,8 @@ CATEGORIES = (
 
 
 class SpadeError(Exception):
-    """Base class of every spade_gym error.
-
-    Args:
-        message: what was wrong and what was expected, in plain words.
-        category: one of :data:`CATEGORIES`; defaults to the class's own category.
-        traceback: the program's traceback as text (program frames only), when there is one.
-    """
+    """Base class of every spade_gym error; ``category`` defaults to the class's own, ``traceback``
+    holds the program's frames as text when there are any."""
 
     default_category = "ENV_EXCEPTION"
 
@@ -85,8 +75,7 @@ class SpadeError(Exception):
 
 
 class ProgramError(SpadeError):
-    """Raised when a program fails the static check: size, syntax, the restricted compiler, the
-    import allow-list, or the ``Env`` interface. Nothing of the program has run."""
+    """A program fails the static check (size, syntax, restricted compiler, imports, ``Env``)."""
 
     default_category = "COMPILE_REJECTED"
 
@@ -96,69 +85,59 @@ class SandboxError(SpadeError):
 
 
 class SandboxViolation(SandboxError):
-    """Raised when a runtime guard refused something: a denied import, attribute, builtin or
-    write. Reported even when the program caught the guard's exception."""
+    """A runtime guard refused an import, attribute, builtin or write (even if the program caught it)."""
 
     default_category = "SANDBOX_DENIED"
 
 
 class SandboxTimeout(SandboxError):
-    """Raised when a call ran past its wall-clock deadline, or an episode or validation run
-    exhausted its time budget. The worker was killed from outside (SIGKILL)."""
+    """A call, episode or validation run exhausted its time budget; the worker was killed."""
 
     default_category = "TIMEOUT"
 
 
 class ResourceLimitExceeded(SandboxError):
-    """Raised when the program ran out of memory (``MEMORY_LIMIT``) or produced too much output:
-    an observation, ``info`` or ``print`` output over its size cap (``OUTPUT_LIMIT``)."""
+    """The program ran out of memory (``MEMORY_LIMIT``) or output over a size cap (``OUTPUT_LIMIT``)."""
 
     default_category = "MEMORY_LIMIT"
 
 
 class ContractError(SandboxError):
-    """Raised when a return value breaks the environment program contract: wrong tuple shape or
-    types, non-JSON ``info``, non-UTF-8 text (``PROTOCOL_ERROR``), or a reward that is not a finite
-    int/float within bounds (``INVALID_REWARD``)."""
+    """A return value breaks the program contract (``PROTOCOL_ERROR``; a bad reward: ``INVALID_REWARD``)."""
 
     default_category = "PROTOCOL_ERROR"
 
 
 class EnvRuntimeError(SandboxError):
-    """Raised when the program itself raised (any ``BaseException``, ``SystemExit`` included);
-    ``traceback`` holds the program's frames as text."""
+    """The program itself raised (any ``BaseException``, ``SystemExit`` included)."""
 
     default_category = "ENV_EXCEPTION"
 
 
 class WorkerCrash(SandboxError):
-    """Raised when the worker process died, closed its pipe, or broke the wire protocol."""
+    """The worker process died, closed its pipe, or broke the wire protocol."""
 
     default_category = "WORKER_CRASH"
 
 
 class SandboxSetupError(SpadeError):
-    """Raised when a worker could not be started, or a protection layer the caller required
-    (``SandboxConfig.require_layers``) is not active on this machine."""
+    """No worker could be started, or a required layer (``SandboxConfig.require_layers``) is inactive."""
 
     default_category = "WORKER_CRASH"
 
 
 class RegistryError(SpadeError):
-    """Raised when an environment registry cannot be opened, read or written (a missing or
-    unreadable folder, a corrupt ``meta.json`` or index, a failed write)."""
+    """An environment registry cannot be opened, read or written."""
 
     default_category = "REGISTRY"
 
 
 class EnvNotFound(RegistryError):
-    """Raised when a registry has no environment with the requested id; the message suggests the
-    closest ids."""
+    """A registry has no environment with the requested id; the message suggests the closest ids."""
 
 
 class DuplicateEnvironment(RegistryError):
-    """Raised when a program is an exact or near duplicate of a registered environment;
-    ``existing`` is that environment's id and ``similarity`` the estimated Jaccard similarity."""
+    """A program duplicates the registered environment ``existing`` (estimated ``similarity``)."""
 
     default_category = "DUPLICATE"
 
@@ -169,22 +148,19 @@ class DuplicateEnvironment(RegistryError):
 
 
 class PolicyError(SpadeError):
-    """Base class of errors raised by a language-model policy (``spade_gym.policies``): loading a
-    model, encoding prompts, or generating."""
+    """Base class of errors of a language-model policy (``spade_gym.policies``)."""
 
     default_category = "POLICY"
 
 
 class ModelNotFound(PolicyError):
-    """Raised when a model id or path names nothing loadable: a local path that does not exist, a
-    hub id that is not in the local cache while the hub cannot be reached, a GGUF file whose
-    architecture transformers cannot load, or the embedded model's package not installed."""
+    """A model id or path names nothing loadable (no such path, an uncached hub id while offline, an
+    unsupported GGUF architecture, the embedded model's package missing)."""
 
 
 class ContextLengthExceeded(PolicyError):
-    """Raised when a prompt plus ``max_new_tokens`` does not fit the model's context window and
-    left-truncation was not asked for (``SamplingParams(truncate_prompt=True)``). ``limit`` is the
-    window in tokens, ``needed`` what the request would have used."""
+    """A prompt plus ``max_new_tokens`` (``needed`` tokens) exceeds the context window (``limit``)
+    and ``SamplingParams(truncate_prompt=True)`` was not asked for."""
 
     def __init__(self, message: str, *, limit: int = 0, needed: int = 0) -> None:
         super().__init__(message)
@@ -193,26 +169,22 @@ class ContextLengthExceeded(PolicyError):
 
 
 class BackendUnavailable(PolicyError):
-    """Raised when a backend's optional dependency or hardware is missing: vLLM not installed or
-    no GPU, ``openai`` or ``peft`` not installed."""
+    """A backend's optional dependency or hardware (vLLM, a GPU, ``openai``, ``peft``) is missing."""
 
 
 class GenerationError(PolicyError):
-    """Raised when generation failed: a server that timed out after every retry, returned an HTTP
-    error, or answered with something that is not a chat completion."""
+    """Generation failed: a server timed out on every retry, or sent an error or no chat completion."""
 
 
 class MissingDependency(SpadeError, ImportError):
-    """Raised when an optional integration's library is not installed. The message is one line
-    naming the extra to install, e.g. ``spade_gym.integrations.trl needs trl: pip install
-    'spade-gym[trl]'``. It is also an :class:`ImportError`, so ``except ImportError`` catches it."""
+    """An optional integration's library is not installed (an :class:`ImportError` too); the message
+    names the extra, e.g. ``spade_gym.integrations.trl needs trl: pip install 'spade-gym[trl]'``."""
 
     default_category = "ENV_EXCEPTION"
 
 
 class DocumentError(SpadeError):
-    """Raised when a document source cannot give documents: a missing path, an unsupported file type,
-    a missing optional dependency, a dataset that fails to load, or a corpus with no usable document."""
+    """A document source cannot give documents (missing path or dependency, unsupported type, no usable document)."""
 
     default_category = "DOCUMENTS"
 
@@ -232,16 +204,10 @@ _BY_NAME: dict[str, type[SpadeError]] = {
 
 
 def error_from_payload(payload: object) -> SpadeError:
-    """Rebuild an error from the worker's ``{"type", "category", "message", "traceback"}`` dict.
+    """Rebuild (not raise) an error from the worker's ``{"type", "category", "message", "traceback"}``.
 
-    The payload comes from an untrusted process: only names in a fixed table are honoured, the
-    text fields are truncated, and anything malformed becomes a :class:`WorkerCrash`.
-
-    Args:
-        payload: the decoded JSON value of the response's ``error`` field.
-
-    Returns:
-        The error instance (not raised).
+    The payload is untrusted: only names in a fixed table are honoured, text is truncated, and
+    anything malformed becomes a :class:`WorkerCrash`.
     """
     if not isinstance(payload, dict):
         return WorkerCrash(f"worker sent a malformed error record: {type(payload).__name__}")
@@ -258,18 +224,13 @@ def require(module: str, extra: str, feature: str) -> ModuleType:
     """Import ``module`` for ``feature``, or say in one line which extra installs it.
 
     Args:
-        module: the module to import, e.g. ``"trl"`` or ``"stable_baselines3"``.
-        extra: the spade-gym extra that installs it, e.g. ``"trl"`` (``pip install 'spade-gym[trl]'``),
-            or a full pip requirement when it is not one of ours (``"verl"``).
-        feature: what needs it, for the message, e.g. ``"spade_gym.integrations.trl"``.
-
-    Returns:
-        The imported module.
+        module: the module to import, e.g. ``"trl"``.
+        extra: the spade-gym extra that installs it, or a full pip requirement (``"verl"``).
+        feature: what needs it, e.g. ``"spade_gym.integrations.trl"``.
 
     Raises:
-        MissingDependency: ``module`` is not installed (also an :class:`ImportError`); its message
-            is ``"<feature> needs <module>: pip install 'spade-gym[<extra>]'"``, and names the
-            missing dependency when the library is installed but one of its own is not.
+        MissingDependency: ``"<feature> needs <module>: pip install 'spade-gym[<extra>]'"``, naming
+            the missing dependency when the library is installed but one of its own is not.
     """
     try:
         return importlib.import_module(module)

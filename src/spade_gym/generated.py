@@ -1,9 +1,7 @@
 """``spade/Generated-v0``: a Gymnasium environment that draws a registered environment at every reset.
 
-Plug it into any RL code that expects one environment id and get the whole registry: every
-``reset`` samples an environment (uniformly, or by prioritised replay on regret) and a program seed
-from the environment's own generator, so a seeded sequence of resets is reproducible. ``info``
-says which environment was drawn, under the key ``"spade"``.
+Every ``reset`` samples an environment (uniformly, or by prioritised replay on regret) and a program
+seed from the environment's own generator; ``info["spade"]`` says which environment was drawn.
 """
 
 from __future__ import annotations
@@ -33,24 +31,19 @@ class GeneratedEnv(gym.Env[str, str]):
     """Draw a registered environment at every reset and play it.
 
     Args:
-        registry: path of an environment registry; default: the ``SPADE_REGISTRY`` environment
-            variable, else the bundled registry.
-        setting: draw only environments of this setting (``"reasoning"``, ``"tool_use"``, ``"game"``).
-        sampling: ``"uniform"`` or ``"replay"`` (rank-based prioritised replay on regret with a
-            staleness term, Jiang et al. 2021; see :mod:`spade_gym.registry.sampler`).
+        registry: path of a registry; default: ``SPADE_REGISTRY``, else the bundled registry.
+        setting: draw only environments of this setting.
+        sampling: ``"uniform"`` or ``"replay"`` (prioritised replay on regret, Jiang et al. 2021;
+            :mod:`spade_gym.registry.sampler`).
         config: sandbox limits of the environments.
-        cache_size: environments kept loaded (each holds one worker process) between resets.
+        cache_size: environments kept loaded (one worker process each) between resets.
         render_mode: ``None``, ``"ansi"`` or ``"human"``.
-        exclude: environment names (``"ArithmeticChain"``) never drawn. With the bundled registry
-            the seed environments held out for evaluation
-            (:data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS`) are always excluded too, so
-            training on this id never sees them.
+        exclude: environment names never drawn; with the bundled registry the held-out
+            :data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS` always are too.
 
     Raises:
-        RegistryError: the registry cannot be opened (a missing folder, or one that is not a
-            registry, names the path).
-        ValueError: bad ``sampling`` or ``setting``, an ``exclude`` name not in the registry, or
-            no environment matches.
+        RegistryError: the registry cannot be opened.
+        ValueError: bad ``sampling`` or ``setting``, an unknown ``exclude`` name, or no match.
 
     ``info["spade"]`` after ``reset`` holds ``{"env_id", "gym_id", "setting", "seed"}``.
     """
@@ -72,16 +65,11 @@ class GeneratedEnv(gym.Env[str, str]):
         if setting not in (None, "reasoning", "tool_use", "game"):
             raise ValueError(f"setting must be 'reasoning', 'tool_use', 'game' or None, got {setting!r}")
         path = Path(registry or os.environ.get("SPADE_REGISTRY") or bundled_registry_path())
+        made = "a registry is made by `spade selfplay`, `spade design` or spade_gym.registry.gymnasium.open_registry"
         if not path.exists():
-            raise RegistryError(
-                f"no environment registry at {path}: the folder does not exist (a registry is made by "
-                "`spade selfplay`, `spade design` or spade_gym.registry.gymnasium.open_registry)"
-            )
+            raise RegistryError(f"no environment registry at {path}: the folder does not exist ({made})")
         if path.is_dir() and not (path / ENVS_DIR).is_dir():  # opening it would turn it into an empty registry
-            raise RegistryError(
-                f"{path} is not an environment registry (it has no envs/ folder); a registry is made by "
-                "`spade selfplay`, `spade design` or spade_gym.registry.gymnasium.open_registry"
-            )
+            raise RegistryError(f"{path} is not an environment registry (it has no envs/ folder); {made}")
         self.registry = Registry(path)
         bundled = path.resolve() == bundled_registry_path().resolve()
         held_out = HELD_OUT_SEED_ENVS if bundled else ()
@@ -109,11 +97,7 @@ class GeneratedEnv(gym.Env[str, str]):
         self.record: EnvRecord | None = None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """Draw an environment and a program seed from this environment's generator; reset it.
-
-        Returns:
-            ``(observation, info)``; ``info["spade"]`` names the environment drawn.
-        """
+        """Draw an environment and a program seed from this environment's generator; reset it."""
         super().reset(seed=seed)
         while True:  # an excluded environment is drawn again (the constructor checked that others exist)
             record = self.registry.sample(

@@ -1,9 +1,7 @@
 """Environment programs: source text, a stable identity, and the static check.
 
 An environment program is one Python module defining one class ``Env`` (docs/DESIGN.md, "The
-environment program contract"). :class:`EnvProgram` holds its source and answers, without running
-any of it, whether it is well formed: size, syntax, the restricted compiler, the import allow-list
-and the ``Env`` interface.
+environment program contract"); :class:`EnvProgram` checks it without running any of it.
 """
 
 from __future__ import annotations
@@ -21,10 +19,8 @@ from typing import Any, cast
 from spade_gym.errors import ProgramError
 from spade_gym.sandbox.policy import ALLOWED_MODULES, compile_program
 
-#: Held while the host parses or compiles a program: CPython 3.11's AST builder keeps a depth
-#: counter shared by threads, so two threads parsing at once can fail with ``SystemError: AST
-#: constructor recursion depth mismatch`` (CPython gh-106905), which the integrations hit when they
-#: make environments in worker threads (verifiers' ``asyncio.to_thread``).
+#: Held while the host parses or compiles a program: two threads parsing at once can fail with
+#: ``SystemError: AST constructor recursion depth mismatch`` on CPython 3.11 (gh-106905).
 _AST_LOCK = threading.RLock()
 
 __all__ = [
@@ -44,16 +40,13 @@ __all__ = [
 
 #: Largest program accepted, in bytes of UTF-8 source.
 MAX_SOURCE_BYTES = 100_000
-#: Deepest nesting of syntax-tree nodes accepted (real programs stay far below; the restricted
-#: compiler's time grows with depth times size).
+#: Deepest nesting of syntax-tree nodes accepted (the restricted compiler's time grows with it).
 MAX_AST_DEPTH = 64
 #: The three settings of docs/DESIGN.md.
 SETTINGS = ("reasoning", "tool_use", "game")
-#: Slack on the contract's [0, 1] bounds of an episode return (the sum of rewards so far), for
-#: float sums such as 1/3 + 1/3 + 1/3; the gate and every host-side episode use it.
+#: Slack on the contract's [0, 1] bounds of an episode return, for float sums such as 1/3 + 1/3 + 1/3.
 RETURN_TOLERANCE = 1e-6
-#: An episode succeeds when its return is at least this (docs/DESIGN.md's success): the gate's
-#: feasibility and non-triviality checks, the Agent's success rate and every adapter use it.
+#: An episode succeeds when its return is at least this (docs/DESIGN.md).
 SUCCESS_RETURN = 0.99
 #: Difficulty bands on an environment's measured mean returns (one definition each; the Designer's
 #: reward and the memory's labels both use them):
@@ -76,17 +69,12 @@ class EnvProgram:
     """The source of one environment program.
 
     Args:
-        source: Python source text (``str``; at most :data:`MAX_SOURCE_BYTES` bytes of UTF-8).
+        source: Python source text (at most :data:`MAX_SOURCE_BYTES` bytes of UTF-8).
         origin: where it came from (a path, ``"designer"``, ...), for messages only.
 
     Attributes:
-        id: stable identity, the SHA-256 hex digest of the normalised source (comments and
-            formatting removed by an AST round trip; docstrings kept). Two programs that differ
-            only in layout have the same id.
-
-    Example:
-        >>> program = EnvProgram.from_file("examples/programs/arithmetic_chain.py")  # doctest: +SKIP
-        >>> program.check()  # raises ProgramError naming every problem  # doctest: +SKIP
+        id: SHA-256 hex digest of the source after an AST round trip (layout and comments dropped,
+            docstrings kept).
     """
 
     source: str
@@ -100,12 +88,7 @@ class EnvProgram:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> EnvProgram:
-        """Read a program from a UTF-8 file.
-
-        Raises:
-            FileNotFoundError: if ``path`` does not exist.
-            ProgramError: if the file is not valid UTF-8 text.
-        """
+        """Read a program from a UTF-8 file (``FileNotFoundError``; ``ProgramError`` if not UTF-8)."""
         data = Path(path).read_bytes()
         try:
             text = data.decode("utf-8")
@@ -128,17 +111,13 @@ class EnvProgram:
         return hashlib.sha256(self.normalized_source.encode("utf-8", "surrogatepass")).hexdigest()
 
     def problems(self, *, restricted_compile: bool = True) -> list[str]:
-        """Run the static check and return every problem found (empty when the program passes).
-
-        Nothing of the program runs. The messages name the line and say what is expected, so that
-        a language model can repair the program from them.
+        """Run the static check (nothing runs); return every problem found, each naming its line.
 
         Args:
-            restricted_compile: also compile under the restricted policy here. Its cost grows with
-                nesting depth times size (seconds for a hostile 100 KB program), so the sandbox passes
-                ``False`` and compiles in the worker instead, under the load deadline.
+            restricted_compile: also compile under the restricted policy here (the sandbox passes
+                ``False`` and compiles in the worker, under the load deadline: it can take seconds).
         """
-        with _AST_LOCK:  # one parse at a time in this process (see _AST_LOCK)
+        with _AST_LOCK:
             return self._problems(restricted_compile)
 
     def _problems(self, restricted_compile: bool) -> list[str]:
@@ -164,11 +143,7 @@ class EnvProgram:
         return problems
 
     def check(self, *, restricted_compile: bool = True) -> EnvProgram:
-        """Raise :class:`ProgramError` listing every problem, or return ``self`` when there is none.
-
-        Args:
-            restricted_compile: see :meth:`problems`.
-        """
+        """Raise :class:`ProgramError` listing every problem of :meth:`problems`, else return ``self``."""
         problems = self.problems(restricted_compile=restricted_compile)
         if problems:
             raise ProgramError(
@@ -309,14 +284,8 @@ def knob_nodes(tree: ast.Module) -> list[tuple[str, ast.Constant]]:
 
 
 def knobs(source: str) -> dict[str, int]:
-    """The difficulty knobs of a program: its module-level UPPERCASE integer constants.
-
-    Args:
-        source: program source.
-
-    Returns:
-        ``{name: value}`` (``{}`` for a program without knobs or one that does not parse).
-    """
+    """The difficulty knobs of a program: ``{name: value}`` of its module-level UPPERCASE int
+    constants (``{}`` when it does not parse)."""
     try:
         with _AST_LOCK:
             tree = ast.parse(source)

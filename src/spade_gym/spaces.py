@@ -1,11 +1,8 @@
 """``UnicodeText``: a Gymnasium text space that admits any Unicode string up to a length.
 
-Gymnasium's :class:`~gymnasium.spaces.Text` rejects every character outside its charset (by default
-alphanumeric only), so a space describing language-model observations and actions must widen
-``contains``. Its shared-memory layout for ``AsyncVectorEnv`` also stores character *indices into
-the charset* and silently drops every other character; this module registers a UTF-8 byte layout
-for :class:`UnicodeText` so that ``AsyncVectorEnv`` with its default ``shared_memory=True`` returns
-observations exactly as the environment produced them.
+Gymnasium's :class:`~gymnasium.spaces.Text` rejects characters outside its charset and its
+shared-memory layout silently drops them; this module widens ``contains`` and registers a UTF-8 byte
+layout, so ``AsyncVectorEnv`` (``shared_memory=True``) returns observations exactly as produced.
 """
 
 from __future__ import annotations
@@ -34,12 +31,9 @@ class UnicodeText(Text):
     """Any ``str`` of ``min_length`` to ``max_length`` characters, whatever its characters.
 
     Args:
-        max_length: longest string, characters.
-        min_length: shortest string, characters (default 0: empty text is allowed).
-        max_bytes: longest UTF-8 encoding, bytes, used to size shared memory for
-            ``AsyncVectorEnv`` (default ``4 * max_length``, which always suffices).
-        sample_max_length: longest string :meth:`sample` draws, characters (default 64): samples
-            are for smoke tests, so they are short and printable.
+        max_length, min_length: longest and shortest string, characters.
+        max_bytes: longest UTF-8 encoding, bytes, sizing shared memory (default ``4 * max_length``).
+        sample_max_length: longest string :meth:`sample` draws, characters.
         seed: seed of the space's sampler.
 
     Example:
@@ -66,11 +60,8 @@ class UnicodeText(Text):
         return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
 
     def sample(self, mask: Any = None, probability: Any = None) -> str:
-        """A random printable string of ``min_length`` to ``min(max_length, sample_max_length)`` characters.
-
-        With ``mask`` or ``probability``, behaves as :meth:`gymnasium.spaces.Text.sample` over
-        :data:`SAMPLE_CHARSET`.
-        """
+        """A random printable string of at most ``sample_max_length`` characters (with ``mask`` or
+        ``probability``: :meth:`gymnasium.spaces.Text.sample` over :data:`SAMPLE_CHARSET`)."""
         if mask is not None or probability is not None:
             return super().sample(mask=mask, probability=probability)
         high = max(self.min_length, min(self.max_length, self.sample_max_length))
@@ -101,13 +92,10 @@ def _create_unicode_shared_memory(space: UnicodeText, n: int = 1, ctx: Any = mp)
 
 
 class SharedTextBatch(Sequence[str]):
-    """A live, read-only view of ``n`` texts in shared memory (what ``AsyncVectorEnv`` reads).
+    """A live, read-only view of ``n`` texts in shared memory, decoded on access.
 
-    Gymnasium reads shared memory once, when the vector environment is built, and relies on the
-    result being a *view* that the workers' writes update (true of numpy arrays). Strings are
-    immutable, so the stock reader for text spaces returns the initial empty strings forever. This
-    sequence decodes each entry on access instead; ``copy.deepcopy`` (which ``AsyncVectorEnv`` applies
-    when ``copy=True``, its default) turns it into a plain ``tuple`` of ``str``.
+    Gymnasium reads shared memory once and relies on a view that the workers' writes update; a
+    ``str`` cannot be one. ``copy.deepcopy`` (``AsyncVectorEnv(copy=True)``) gives a ``tuple``.
     """
 
     def __init__(self, space: UnicodeText, shared_memory: Any, n: int) -> None:

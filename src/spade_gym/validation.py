@@ -2,34 +2,20 @@
 
 The checks of docs/DESIGN.md ("The validation gate"), run on the real sandbox:
 
-1. ``static``: size, syntax, the restricted compiler, the import allow-list, the ``Env`` interface;
+1. ``static``: size, syntax, restricted compiler, import allow-list, the ``Env`` interface;
 2. ``load``: the module and ``Env()`` run within the time and memory limits;
-3. ``contract``: types and sizes of every return value, finite rewards, JSON ``info``, and episode
-   returns within [0, 1];
+3. ``contract``: types and sizes of every return value, finite rewards, JSON ``info``, returns in [0, 1];
 4. ``determinism``: the same seeds and actions give the same transitions in two fresh workers with
-   different ``PYTHONHASHSEED`` (the second replays the seeds in reverse order, so per-instance state
-   that leaks across episodes shows), and on a reused instance;
-5. ``termination``: every episode ends (terminated or truncated) by ``max_turns``;
-6. ``feasibility``: following ``oracle()`` succeeds (return >= ``SUCCESS_RETURN``, 0.99) on every validation seed;
-7. ``non_triviality``: fixed trivial policies (the empty string, constants, random letters,
-   malformed "garbage" actions, echoing the observation, the most common oracle answer, submitting
-   the hint itself) do not succeed, the program answers all of them without raising, and the hint
-   neither is nor states the answer (the oracle's last action, case-insensitive, as a whole token,
-   unless most hints use it: :func:`hint_states_answer`);
+   different ``PYTHONHASHSEED`` (the second plays the seeds in reverse order), and on a reused instance;
+5. ``termination``: every episode ends by ``max_turns``;
+6. ``feasibility``: following ``oracle()`` reaches ``SUCCESS_RETURN`` on every seed;
+7. ``non_triviality``: trivial policies (empty, constants, random letters, malformed actions, echo,
+   the most common oracle answer, the hint itself) do not succeed, and the hint neither is nor
+   states the answer (:func:`hint_states_answer`);
 8. ``variety``: different seeds give different first observations;
-9. ``novelty``: the program is not a copy of a registered environment. An exact duplicate (the
-   same :func:`~spade_gym.registry.dedup.ast_hash`: equal up to names, ``self`` attributes, the
-   environment's name, docstrings, comments and layout) is refused: a renamed copy, or one whose
-   docstring alone was reworded, behaves exactly like its original (the docstring is shown in
-   the memory, never to the Agent). A near duplicate by text (MinHash Jaccard similarity of the
-   token shingles ``>= near_duplicate_threshold``) is refused only if it also *behaves* like the
-   registered program: the behaviour probe plays the new program with its oracle's actions, random
-   letters and malformed actions on the first ``novelty_probe_seeds`` seeds (``hint()`` read after
-   each reset), replays the same actions on the registered program, and compares the declared
-   ``setting``, ``max_turns`` and ``tools``, every observation, reward, flag, ``info`` and hint.
-   Any difference makes the program a variant and lets it through: a new rule, a new size (one
-   knob constant such as ``DIGITS = 2`` -> ``3``) or new wording of its observations changes what
-   the Agent sees; a reordering, a dead helper or an equivalent rewrite does not.
+9. ``novelty``: not an exact duplicate (:func:`~spade_gym.registry.dedup.ast_hash`) of a registered
+   environment, nor a near duplicate by text (MinHash similarity ``>= near_duplicate_threshold``)
+   that also behaves like it on the behaviour probe (:func:`behaviour_difference`).
 
 :func:`validate` returns a :class:`ValidationReport`; its :meth:`~ValidationReport.feedback` is
 written for the Environment Designer's repair rounds.
@@ -77,9 +63,8 @@ AUDIT_HINT_WORDS = 16
 SEED_VARIABLE = "SPADE_VALIDATION_SEED"
 
 
-#: The gate's two ``PYTHONHASHSEED`` values in this process: random, so that ``hash()`` of a known
-#: string does not tell a program it is being validated (a fixed pair did).
 def _gate_hash_seeds() -> tuple[int, int]:
+    """The gate's two ``PYTHONHASHSEED`` values: random, so ``hash()`` cannot reveal validation."""
     secret = os.environ.get(SEED_VARIABLE)  # set: the same pair in every process (Ray workers too)
     raw = hashlib.sha256(f"hash-seeds-{secret}".encode()).digest() if secret else os.urandom(8)
     return int.from_bytes(raw[:4], "big") >> 1, (int.from_bytes(raw[4:8], "big") >> 1) | (1 << 31)
@@ -135,50 +120,33 @@ _REPAIR = {
 
 @dataclass(frozen=True)
 class ValidationConfig:
-    """Every limit of the validation gate. All fields have documented defaults.
+    """Every limit of the validation gate.
 
     Attributes:
-        seeds: validation seeds; every check runs on each of them. Default ``()``: ``n_seeds``
-            seeds drawn fresh for each validation from the operating system's random source
-            (:class:`random.SystemRandom`, in ``[0, 2**31)``), so a program cannot know which of its
-            episodes the gate plays; the report records them (``ValidationReport.seeds``), and
-            passing them here reproduces it.
-        n_seeds: how many seeds are drawn when ``seeds`` is empty (default 10).
-        trivial_seeds: how many of ``seeds`` (the first ones) the trivial policies play (default 10).
-        trivial_max_turns: turns a trivial-policy episode is played at most (default 64).
-        answer_seeds: extra seeds whose first oracle actions decide the "most common answer"
-            policy, so that it is measured out of sample (default ``()``: ``n_seeds`` more drawn
-            fresh, as ``seeds``).
-        success_threshold: an episode succeeds when its return is at least this (default 0.99).
-        max_trivial_success_rate: a trivial policy may succeed on at most this fraction of the
-            trivial seeds (default 0.5: an answer space small enough to guess sometimes is weak, not
-            trivial; one guessed every time is trivial).
-        max_hint_success_rate: fraction of seeds on which submitting the hint may succeed, or the
-            hint may equal the oracle's action (default 0.0: a hint that is the answer is a leak).
-        termination_max_turns: an extra episode of empty actions checks that episodes end by
-            ``max_turns`` when that is beyond ``trivial_max_turns``, up to this many turns
-            (default 2000; longer episodes are truncated by the host anyway).
-        min_distinct_first_observations: fraction of seeds that must give distinct first
-            observations (default 0.5).
-        return_tolerance: slack on the [0, 1] bounds of an episode return (default 1e-6).
-        budget_s: CPU seconds the workers may spend in all on the whole validation run (default
-            20 s), and on the audit and the novelty check's behaviour probe each; wall time is only
-            an outer bound, ``sandbox.wall_factor`` times as long, so a verdict is the same on an
-            idle and a loaded machine.
-        hash_seeds: ``PYTHONHASHSEED`` of the two workers compared by the determinism check
-            (default: two values drawn from ``os.urandom`` once per process, so a program cannot
-            tell from ``hash()`` that it is being validated; pass fixed ones to reproduce a report).
-        constant_answers: constant actions tried as trivial policies (default ``("0", "yes")``).
-        random_text_seed: seed of the random-letters trivial policy.
-        near_duplicate_threshold: estimated Jaccard similarity above which a program is a near
-            duplicate of a registered one by text (default 0.9); it is refused only if it also
-            behaves like it on the behaviour probe (see ``novelty`` in the module docstring).
-        novelty_probe_seeds: how many of ``seeds`` (the first ones) the behaviour probe plays
-            (default 10).
-        novelty_max_candidates: the behaviour probe compares with at most this many near
-            duplicates, the most similar first (default 16); the others count as different.
-        sandbox: the sandbox limits (per-call deadline 2 s, memory, ...); its ``hash_seed`` is
-            replaced by ``hash_seeds``.
+        seeds: validation seeds; default ``()``: ``n_seeds`` drawn fresh per validation (see
+            :meth:`resolved`), so a program cannot know them; the report records them.
+        n_seeds: seeds drawn when ``seeds`` is empty.
+        trivial_seeds: how many of ``seeds`` (the first) the trivial policies play.
+        trivial_max_turns: turns a trivial-policy episode is played at most.
+        answer_seeds: seeds whose first oracle actions pick the "most common answer" policy, out
+            of sample (default: ``n_seeds`` more drawn fresh).
+        success_threshold: an episode succeeds when its return is at least this.
+        max_trivial_success_rate: share of the trivial seeds a trivial policy may win.
+        max_hint_success_rate: share of seeds on which the hint may succeed or equal the answer.
+        termination_max_turns: turns of the extra empty-action episode that checks termination
+            when ``max_turns`` exceeds ``trivial_max_turns``.
+        min_distinct_first_observations: share of seeds that must give distinct first observations.
+        return_tolerance: slack on the [0, 1] bounds of an episode return.
+        budget_s: CPU seconds of the whole validation run (and of an audit or behaviour probe);
+            wall time is bounded by ``sandbox.wall_factor`` times as much.
+        hash_seeds: ``PYTHONHASHSEED`` of the two workers the determinism check compares (default:
+            drawn once per process; pass fixed ones to reproduce a report).
+        constant_answers: constant actions tried as trivial policies.
+        random_text_seed: seed of the random-letters and malformed-action policies.
+        near_duplicate_threshold: MinHash similarity from which a program is a near duplicate.
+        novelty_probe_seeds: how many of ``seeds`` (the first) the behaviour probe plays.
+        novelty_max_candidates: near duplicates the probe compares with, most similar first.
+        sandbox: the sandbox limits; its ``hash_seed`` is replaced by ``hash_seeds``.
     """
 
     seeds: tuple[int, ...] = ()
@@ -212,12 +180,10 @@ class ValidationConfig:
             raise ValueError("max_trivial_success_rate must be in [0, 1)")
 
     def resolved(self, program_id: str = "") -> ValidationConfig:
-        """This configuration with ``seeds`` and ``answer_seeds`` drawn where they are empty (see
-        ``seeds``); ``self`` when both are given.
+        """This configuration with empty ``seeds`` and ``answer_seeds`` drawn in ``[0, 2**31)``.
 
-        The draw comes from the operating system, or, when the environment variable
-        :data:`SEED_VARIABLE` is set (a test suite, a reproducible study), from that secret and
-        ``program_id``: the same program then gets the same seeds, which it still cannot know.
+        The draw comes from :class:`random.SystemRandom`, or, when :data:`SEED_VARIABLE` is set,
+        from that secret and ``program_id`` (the same program then gets the same seeds).
         """
         if self.seeds and self.answer_seeds:
             return self
@@ -238,16 +204,8 @@ class ValidationConfig:
 
 @dataclass
 class CheckResult:
-    """The outcome of one check.
-
-    Attributes:
-        name: one of :data:`CHECKS`.
-        passed: ``True``, ``False``, or ``None`` when it was not run (an earlier failure made it
-            impossible, e.g. the program did not load).
-        category: the outcome category when it failed (``"ORACLE_FAILED"``, ``"TIMEOUT"``, ...).
-        message: what was found, naming seeds and turns; empty when passed.
-        seconds: wall time spent on it, seconds.
-    """
+    """The outcome of one check: ``name`` (of :data:`CHECKS`), ``passed`` (``None``: not run),
+    the failure's ``category`` and ``message``, and the wall ``seconds`` spent on it."""
 
     name: str
     passed: bool | None = None
@@ -262,16 +220,13 @@ class ValidationReport:
 
     Attributes:
         program_id: :attr:`EnvProgram.id`.
-        name, setting, max_turns, description: what the program declares (``None`` if it did
-            not load); ``description`` is the ``Env`` docstring.
+        name, setting, max_turns, description: what the program declares (``None`` if it did not load).
         accepted: whether every check passed.
         category: ``"ACCEPT"`` or the category of the first failing check.
         checks: one :class:`CheckResult` per name in :data:`CHECKS`, in that order.
-        seeds: the validation seeds.
-        oracle_returns: return of the oracle's episode per seed (in ``seeds`` order).
-        trivial_success_rates: fraction of trivial seeds each trivial policy succeeded on.
-        seconds: wall time of the whole validation, seconds.
-        startup_seconds: of which starting and loading the two workers, seconds.
+        seeds: the validation seeds; ``oracle_returns``: the oracle episode's return per seed.
+        trivial_success_rates: share of the trivial seeds each trivial policy won.
+        seconds: wall time of the validation; ``startup_seconds``: of which starting the workers.
         config: the :class:`ValidationConfig` used, as a dict.
     """
 
@@ -320,11 +275,7 @@ class ValidationReport:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ValidationReport:
-        """Rebuild a report from :meth:`to_dict` output.
-
-        Raises:
-            ValueError: if ``data`` is not a report.
-        """
+        """Rebuild a report from :meth:`to_dict` output; ``ValueError`` if ``data`` is not one."""
         try:
             fields = dict(data)
             fields["checks"] = [CheckResult(**c) for c in data.get("checks", [])]
@@ -370,10 +321,8 @@ def _digest(*parts: object) -> bytes:
 
 @dataclass
 class _Episode:
-    """One played episode as validation keeps it: the first observation and info, the actions,
-    and per step only a 16-byte digest (of the whole transition, or with ``agent_view`` of what
-    the Agent sees of it: the novelty probe), with the return checked as it goes, so host memory
-    stays flat in the episode's length."""
+    """A played episode: first observation and info, actions, and a 16-byte digest per step (of
+    what the Agent sees with ``agent_view``), so host memory stays flat in the episode's length."""
 
     seed: int
     first: tuple[str, dict[str, Any]]
@@ -472,7 +421,8 @@ class _Validator:
         self.passed("variety")
         # Worker B replays the oracle's episodes (determinism) while worker A replays one on the same
         # instance; then both share the trivial-policy episodes. Two workers, two cores.
-        self._timed("determinism", self._replay_same_instance, a, oracle_episodes)
+        again = "when the same instance is reset with the same seed again"
+        self._timed("determinism", self._replay, a, oracle_episodes[:1], again)
         common = self._timed("non_triviality", self._most_common_answer, a)
         jobs = self._trivial_jobs(common)
         with ThreadPoolExecutor(max_workers=1) as pool:
@@ -544,15 +494,8 @@ class _Validator:
             episodes.append(episode)
             total = episode.total
             self.report.oracle_returns.append(round(total, 6))
-            self._check_return(episode, "oracle")
-            if not episode.ended:
-                self.fail(
-                    "termination",
-                    "EPISODE_LIMIT",
-                    f"seed {seed}: after max_turns={max_turns} actions the episode had neither terminated nor "
-                    "truncated",
-                )
-            elif total < self.config.success_threshold:
+            self._check_episode(episode, "oracle", "")
+            if episode.ended and total < self.config.success_threshold:
                 self.fail(
                     "feasibility",
                     "ORACLE_FAILED",
@@ -592,8 +535,9 @@ class _Validator:
                 "a method, a partial result or the first digit or letter instead",
             )
 
-    def _check_return(self, episode: _Episode, label: str) -> None:
-        """The return (sum of rewards so far) must stay within [0, 1] on every turn of every episode."""
+    def _check_episode(self, episode: _Episode, label: str, playing: str | None) -> None:
+        """The return must stay within [0, 1] on every turn; unless ``playing`` is ``None``, the
+        episode must have ended by ``max_turns`` (``playing`` prefixes that message)."""
         if episode.excursion is not None:
             turn, partial = episode.excursion
             self.fail(
@@ -602,41 +546,36 @@ class _Validator:
                 f"seed {episode.seed}: the return reached {partial:g} on turn {turn} of the {label} episode; "
                 "the sum of rewards must stay within [0, 1]",
             )
+        if playing is not None and not episode.ended:
+            self.fail(
+                "termination",
+                "EPISODE_LIMIT",
+                f"seed {episode.seed}: {playing}after max_turns={self.report.max_turns or 1} actions the episode "
+                "had neither terminated nor truncated",
+            )
 
     def _replays_then_trivial(
         self, b: SandboxClient, episodes: list[_Episode], jobs: list[tuple[str, int, int, bool]]
     ) -> None:
-        self._timed("determinism", self._replay_other_worker, b, episodes)
+        h1, h2 = self.config.hash_seeds
+        where = (
+            f"between two fresh workers (PYTHONHASHSEED {h1} and {h2}, the second playing the seeds in reverse order)"
+        )
+        self._timed("determinism", self._replay, b, list(reversed(episodes)), where)
         self._timed("non_triviality", self._run_trivial, b, jobs)
 
-    def _replay(self, client: SandboxClient, recorded: _Episode) -> _Episode:
-        def policy(client: SandboxClient, episode: _Episode) -> str:
-            return recorded.actions[len(episode.actions)]
+    def _replay(self, client: SandboxClient, episodes: list[_Episode], where: str) -> None:
+        """Replay ``episodes`` on ``client``; the first that differs fails the determinism check."""
+        for recorded in episodes:
 
-        return self._play(client, recorded.seed, policy, len(recorded.actions), "determinism", "replayed")
+            def policy(client: SandboxClient, episode: _Episode, recorded: _Episode = recorded) -> str:
+                return recorded.actions[len(episode.actions)]
 
-    def _replay_other_worker(self, b: SandboxClient, episodes: list[_Episode]) -> None:
-        h1, h2 = self.config.hash_seeds
-        for recorded in reversed(episodes):
-            difference = _first_difference(recorded, self._replay(b, recorded))
+            replayed = self._play(client, recorded.seed, policy, len(recorded.actions), "determinism", "replayed")
+            difference = _first_difference(recorded, replayed)
             if difference:
-                self.fail(
-                    "determinism",
-                    "NONDETERMINISM",
-                    f"seed {recorded.seed}: {difference} between two fresh workers (PYTHONHASHSEED {h1} and {h2}, "
-                    "the second playing the seeds in reverse order)",
-                )
+                self.fail("determinism", "NONDETERMINISM", f"seed {recorded.seed}: {difference} {where}")
                 return
-
-    def _replay_same_instance(self, a: SandboxClient, episodes: list[_Episode]) -> None:
-        recorded = episodes[0]
-        difference = _first_difference(recorded, self._replay(a, recorded))
-        if difference:
-            self.fail(
-                "determinism",
-                "NONDETERMINISM",
-                f"seed {recorded.seed}: {difference} when the same instance is reset with the same seed again",
-            )
 
     def _variety(self, episodes: list[_Episode]) -> None:
         firsts = [e.first[0] for e in episodes]
@@ -661,16 +600,13 @@ class _Validator:
     def _trivial_jobs(self, common: str | None) -> list[tuple[str, int, int, bool]]:
         """``(policy, seed, turns, counts_as_trial)`` for every trivial episode to play."""
         self._policies: dict[str, Any] = {
-            "empty": _constant(""),
-            "random_text": _random_text(self.config.random_text_seed),
-            "garbage": _garbage(self.config.random_text_seed),
-            "echo": _echo,
-            "hint": self._hint_policy,
+            label: _on_episode(act) for label, act in _blind_policies(self.config.random_text_seed).items()
         }
+        self._policies["hint"] = self._hint_policy
         for answer in self.config.constant_answers:
-            self._policies[f"constant {answer!r}"] = _constant(answer)
+            self._policies[f"constant {answer!r}"] = _on_episode(_constant(answer))
         if common is not None:
-            self._policies[f"most common answer {_clip(common, 40)!r}"] = _constant(common)
+            self._policies[f"most common answer {_clip(common, 40)!r}"] = _on_episode(_constant(common))
         self._wins: Counter[str] = Counter()
         declared = self.report.max_turns or 1
         turns = min(declared, self.config.trivial_max_turns)
@@ -682,8 +618,7 @@ class _Validator:
 
     def _hint_policy(self, client: SandboxClient, episode: _Episode) -> str:
         where = f"on turn {len(episode.actions) + 1} of the hint-submitting episode for seed {episode.seed}"
-        text: str = self.call(client, "hint", None, "contract", f"hint() {where}")
-        return text
+        return str(self.call(client, "hint", None, "contract", f"hint() {where}"))
 
     def _run_trivial(self, client: SandboxClient, jobs: list[tuple[str, int, int, bool]]) -> None:
         declared = self.report.max_turns or 1
@@ -693,16 +628,11 @@ class _Validator:
             episode = self._play(
                 client, seed, self._policies[label], turns, "non_triviality", f"{label}-policy", hint=True
             )
-            self._check_return(episode, f"{label}-policy")
+            self._check_episode(
+                episode, f"{label}-policy", f"playing the {label} policy, " if turns == declared else None
+            )
             if counts and episode.total >= self.config.success_threshold:
                 self._wins[label] += 1
-            if turns == declared and not episode.ended:
-                self.fail(
-                    "termination",
-                    "EPISODE_LIMIT",
-                    f"seed {seed}: playing the {label} policy, after max_turns={declared} actions the episode had "
-                    "neither terminated nor truncated",
-                )
 
     def _judge_trivial(self) -> None:
         n = len(self.config.seeds[: max(1, self.config.trivial_seeds)])
@@ -761,36 +691,26 @@ _PROBES = ("oracle", "random_text", "garbage")
 
 
 def behaviour_difference(program: EnvProgram | str, other: EnvProgram | str, config: ValidationConfig) -> str | None:
-    """The first observable difference between two programs on the novelty check's behaviour probe.
+    """The first difference the Agent could see between two programs on the behaviour probe.
 
-    Plays ``program`` on the first ``config.novelty_probe_seeds`` validation seeds with three action
-    sources (its own ``oracle()``, random letters, malformed actions; at most
-    ``config.trivial_max_turns`` turns each), reading ``hint()`` after every reset, and replays the
-    same actions on ``other`` in a second worker. Only what the Agent sees counts: observations and
-    hints up to whitespace, rewards and flags; ``info`` never reaches the Agent, so a change there
-    alone is no variant.
-
-    Args:
-        program: the new program.
-        other: the program to compare with (a registered one).
-        config: the gate's settings (seeds, turns, sandbox limits, ``budget_s`` for the whole probe).
+    Plays ``program`` on the first ``config.novelty_probe_seeds`` seeds with its ``oracle()``,
+    random letters and malformed actions (at most ``config.trivial_max_turns`` turns), reading
+    ``hint()`` after each reset, and replays the same actions on ``other`` (a registered program)
+    in a second worker, all within ``config.budget_s``. Compared: ``setting``, ``max_turns``,
+    ``tools``, observations and hints up to whitespace, rewards and flags (not ``info``).
 
     Returns:
-        ``None`` when both declare the same ``setting``, ``max_turns`` and ``tools`` and give the
-        same first observations, info, hints, observations, rewards and flags throughout; else a
-        sentence naming the first difference. A program that fails (raises, times out) where the
-        other does not differs from it.
+        ``None`` when they behave alike, else a sentence naming the first difference (a program
+        failing where the other does not differs).
 
     Raises:
-        SandboxSetupError: no sandbox worker can be started (not the programs' fault).
+        SandboxSetupError: no sandbox worker can be started.
     """
-    config = config.resolved(
-        EnvProgram(program).id if isinstance(program, str) else program.id
-    )  # both on the same seeds
     from spade_gym.errors import SandboxSetupError
 
     program = EnvProgram(program) if isinstance(program, str) else program
     other = EnvProgram(other) if isinstance(other, str) else other
+    config = config.resolved(program.id)  # both on the same seeds
     budget = Budget(
         config.budget_s, what="the novelty check's behaviour probe", wall=True, wall_factor=config.sandbox.wall_factor
     )
@@ -811,18 +731,16 @@ def behaviour_difference(program: EnvProgram | str, other: EnvProgram | str, con
         turns = min(mine.max_turns, config.trivial_max_turns)
         for seed in config.seeds[: max(1, config.novelty_probe_seeds)]:
             for probe in _PROBES:
-                try:
-                    recorded, hint = _probe_episode(clients[0], seed, probe, turns, budget, config, None)
-                except SandboxSetupError:
-                    raise
-                except SpadeError as exc:
-                    return f"seed {seed}, {probe} actions: the new program failed ({exc.message})"
-                try:
-                    replayed, other_hint = _probe_episode(clients[1], seed, probe, turns, budget, config, recorded)
-                except SandboxSetupError:
-                    raise
-                except SpadeError as exc:
-                    return f"seed {seed}, {probe} actions: the registered program failed ({exc.message})"
+                played: list[tuple[_Episode, str]] = []
+                for client, who in zip(clients, ("new", "registered"), strict=True):
+                    replay = played[0][0] if played else None
+                    try:
+                        played.append(_probe_episode(client, seed, probe, turns, budget, config, replay))
+                    except SandboxSetupError:
+                        raise
+                    except SpadeError as exc:
+                        return f"seed {seed}, {probe} actions: the {who} program failed ({exc.message})"
+                (recorded, hint), (replayed, other_hint) = played
                 if _seen(hint) != _seen(other_hint):
                     return f"seed {seed}: the hint differs ({_clip(hint, 80)!r} vs {_clip(other_hint, 80)!r})"
                 difference = _first_difference(recorded, replayed, agent_view=True)
@@ -844,10 +762,7 @@ def _probe_episode(
     replay: _Episode | None,
 ) -> tuple[_Episode, str]:
     """One behaviour-probe episode and the hint read after its reset; ``replay``: play its actions."""
-    policies: dict[str, Any] = {
-        "random_text": _random_text(config.random_text_seed),
-        "garbage": _garbage(config.random_text_seed),
-    }
+    policies = _blind_policies(config.random_text_seed)
     obs, info = client.call("reset", {"seed": seed}, budget)
     hint = str(client.call("hint", None, budget))
     episode = _Episode(seed, (obs, info), agent_view=True)
@@ -858,7 +773,7 @@ def _probe_episode(
         elif probe == "oracle":
             action = str(client.call("oracle", None, budget))
         else:
-            action = policies[probe](client, episode)
+            action = policies[probe](episode.last_observation, seed, len(episode.actions))
         episode.actions.append(action)
         episode.add(tuple(client.call("step", {"action": action}, budget)))
         if episode.ended:
@@ -876,24 +791,17 @@ def _conclude(report: ValidationReport) -> None:
 def check_novelty(
     report: ValidationReport, program: EnvProgram | str, registry: Registry, config: ValidationConfig | None = None
 ) -> ValidationReport:
-    """Run the novelty check of a report made without a registry (``validate(program, registry=None)``).
+    """Run the novelty check of a report made without a registry, where the registry is.
 
-    Validation can run anywhere (another process, a Ray worker on another machine) while the
-    registry stays with the trainer: validate without it there, then call this where the registry
-    is, just before registering. ``validate(p, c, registry=r)`` and
-    ``check_novelty(validate(p, c), p, r, c)`` give the same verdict.
+    ``check_novelty(validate(p, c), p, r, c)`` gives the verdict of ``validate(p, c, registry=r)``.
 
     Args:
-        report: the report of ``program`` from :func:`validate` without a registry.
-        program: the program it validated (its source text or :class:`EnvProgram`).
-        registry: the registry whose environments the program must not duplicate.
-        config: the gate's settings (``near_duplicate_threshold``, the behaviour probe's seeds and
-            limits); default: the report's own.
+        report: the report of ``program`` (source text or :class:`EnvProgram`) from :func:`validate`.
+        config: the gate's settings; default: the report's own.
 
     Returns:
-        A new report (``report`` is not changed) whose ``novelty`` check, ``accepted`` and
-        ``category`` account for ``registry``; the check is left unrun when validation stopped
-        before it. ``seconds`` adds the check's time.
+        A new report whose ``novelty`` check, ``accepted``, ``category`` and ``seconds`` account
+        for ``registry`` (the check stays unrun when validation stopped before it).
 
     Raises:
         ValueError: ``report`` is not the report of ``program``.
@@ -901,19 +809,12 @@ def check_novelty(
     program = EnvProgram(program) if isinstance(program, str) else program
     if report.program_id != program.id:
         raise ValueError(f"the report is of program {report.program_id}, not of the given program {program.id}")
-    if config is not None and not config.seeds:  # the seeds the report was made on
-        config = replace(config, seeds=tuple(report.seeds) or config.resolved(report.program_id).seeds)
     if config is None:  # the report's own settings, as far as the novelty check uses them
         defaults, saved = ValidationConfig(), report.config
-        config = replace(
-            defaults,
-            seeds=tuple(report.seeds) or defaults.resolved(report.program_id).seeds,
-            **{
-                key: type(getattr(defaults, key))(saved[key])
-                for key in ("near_duplicate_threshold", "novelty_probe_seeds", "novelty_max_candidates")
-                if key in saved
-            },
-        )
+        keys = ("near_duplicate_threshold", "novelty_probe_seeds", "novelty_max_candidates")
+        config = replace(defaults, **{key: type(getattr(defaults, key))(saved[key]) for key in keys if key in saved})
+    if not config.seeds:  # the seeds the report was made on
+        config = replace(config, seeds=tuple(report.seeds) or config.resolved(report.program_id).seeds)
     out = ValidationReport.from_dict(report.to_dict())
     novelty = out.check("novelty")
     if novelty.passed is None:  # validation stopped before the novelty check
@@ -932,12 +833,9 @@ def check_novelty(
 
 #: Characters that may not touch a stated answer in the hint (a "7" inside "17" is not a "7").
 _WORD = re.compile(r"[0-9a-z]")
-#: An action found in the hints of at least this share of the other seeds, where it is not the
-#: answer, is hint boilerplate (a word such as "left" or "yes" in every hint), not a stated answer.
+#: An answer found in the hints of at least this share of the other seeds is boilerplate, not stated.
 COMMON_IN_HINTS = 0.5
-#: An answer of at most this many characters ("8", "no") turns up in a hint by chance (a partial
-#: result "76 mod 17 is 8" that happens to equal it): it counts only when the hints of more than
-#: :data:`COMMON_IN_HINTS` of the seeds state their answers.
+#: An answer this short ("8", "no") turns up in a hint by chance (see :func:`hint_states_answer`).
 SHORT_ANSWER = 2
 
 
@@ -962,9 +860,8 @@ def _contains(hint: str, answer: str) -> bool:
 
 
 def _secrets(action: str, observation: str) -> list[str]:
-    """What a hint must not state: the normalised action and, for a tool call (a JSON object with
-    ``"arguments"``), each argument's value (a hint naming the argument gives the call away) that
-    the first ``observation`` does not name already (the task's own parameters)."""
+    """What a hint must not state: the normalised action and, for a tool call, each argument
+    value that the first ``observation`` does not name already."""
     out = [_normalised(action)]
     try:
         call = json.loads(action)
@@ -983,27 +880,19 @@ def _secrets(action: str, observation: str) -> list[str]:
 def hint_states_answer(firsts: Mapping[int, tuple[str, str, str]], steps: Iterable[str] = ()) -> list[int]:
     """The seeds whose hint, read at the start of the episode, states the answer.
 
-    The answer is the oracle's last action in the validation episode (the one that completed the
-    task: for a one-answer task its only action; a game's opening moves are steps, and a hint may
-    name them as a partial result); for a tool call, its argument values count as well, except
-    those the first observation names (the task's own parameters: the hint adds nothing). Normalised
-    (lower case, whitespace collapsed, outer quotes and punctuation dropped), an answer is stated
-    when it occurs in the seed's normalised hint as a whole token (case-insensitive; ``"7"`` is in
-    ``"the answer is 7."``, not in ``"17"``), unless it is *trivially common*: an action (or tool
-    argument) the oracle also takes before the end of some episode (a move such as ``"right"``, or
-    an id the task has the agent look up first: a step, not this seed's answer), or found in the
-    hints of at least :data:`COMMON_IN_HINTS` of the other seeds whose answers do not include it
-    (a word every hint uses, such as a status name). A short
-    answer (at most :data:`SHORT_ANSWER` characters) appears in hints by chance, and counts only
-    when more than :data:`COMMON_IN_HINTS` of all the seeds' hints state theirs.
+    The answer is the oracle's last action (for a tool call, also its argument values the first
+    observation does not name). It is stated when, normalised, it occurs in the normalised hint as
+    a whole token (``"7"`` is in ``"the answer is 7."``, not in ``"17"``), unless it is also one of
+    the oracle's earlier ``steps`` or in the hints of at least :data:`COMMON_IN_HINTS` of the other
+    seeds. An answer of at most :data:`SHORT_ANSWER` characters counts only when more than
+    :data:`COMMON_IN_HINTS` of all the hints state theirs.
 
     Args:
-        firsts: ``{seed: (hint text at the start, the oracle's last action, the first
-            observation)}`` of the validation episodes.
-        steps: the oracle's other actions in those episodes (all but each episode's last).
+        firsts: ``{seed: (hint at the start, the oracle's last action, first observation)}``.
+        steps: the oracle's other actions in those episodes.
 
     Returns:
-        The seeds whose hint states their answer, in ascending order.
+        The seeds whose hint states their answer, ascending.
     """
     hints = {seed: _normalised(hint) for seed, (hint, _, _) in firsts.items()}
     secrets = {seed: _secrets(action, observation) for seed, (_, action, observation) in firsts.items()}
@@ -1030,17 +919,18 @@ def _seed_list(seeds: list[int], shown: int = 10) -> str:
     return text + (f", ... ({len(seeds) - shown} more)" if len(seeds) > shown else "")
 
 
-def _constant(text: str) -> Any:
-    return lambda client, episode: text
+def _constant(text: str) -> Callable[[str, int, int], str]:
+    return lambda obs, seed, turn: text
+
+
+def _on_episode(act: Callable[[str, int, int], str]) -> Any:
+    """A ``(observation, seed, turn) -> action`` policy as ``_play`` calls it."""
+    return lambda client, episode: act(episode.last_observation, episode.seed, len(episode.actions))
 
 
 def _random_text_action(seed: int, episode_seed: int, turn: int) -> str:
     rng = random.Random(f"{seed}-{episode_seed}-{turn}")  # the same whichever worker
     return "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 12)))
-
-
-def _random_text(seed: int) -> Any:
-    return lambda client, episode: _random_text_action(seed, episode.seed, len(episode.actions))
 
 
 #: Malformed actions of the kinds agents produce: numbers out of range, broken JSON, odd whitespace.
@@ -1072,12 +962,14 @@ def _garbage_action(seed: int, episode_seed: int, turn: int) -> str:
     return random.Random(f"garbage-{seed}-{episode_seed}-{turn}").choice(_GARBAGE)
 
 
-def _garbage(seed: int) -> Any:
-    return lambda client, episode: _garbage_action(seed, episode.seed, len(episode.actions))
-
-
-def _echo(client: SandboxClient, episode: _Episode) -> str:
-    return episode.last_observation
+def _blind_policies(seed: int) -> dict[str, Callable[[str, int, int], str]]:
+    """The trivial policies blind to the program: ``(observation, episode seed, turn) -> action``."""
+    return {
+        "empty": _constant(""),
+        "random_text": lambda obs, s, turn: _random_text_action(seed, s, turn),
+        "garbage": lambda obs, s, turn: _garbage_action(seed, s, turn),
+        "echo": lambda obs, s, turn: obs,
+    }
 
 
 def _seen(text: str) -> str:
@@ -1104,23 +996,14 @@ def _first_difference(a: _Episode, b: _Episode, agent_view: bool = False) -> str
     return None
 
 
-# ------------------------------------------------------------------------------------------------
-# The audit: the gate's trivial-policy and oracle checks on seeds the gate did not play
-# ------------------------------------------------------------------------------------------------
+# -- the audit: the gate's trivial-policy and oracle checks on seeds the gate did not play --------
 
 
 @dataclass
 class AuditResult:
-    """What :func:`audit` found.
-
-    Attributes:
-        seeds: the seeds played.
-        success_rates: per trivial policy, the share of ``seeds`` on which it succeeded.
-        oracle_failures: seeds on which following ``oracle()`` did not succeed.
-        category: ``None`` when the program behaved as at the gate; else ``"TRIVIAL"``,
-            ``"ORACLE_FAILED"`` or the category of an episode's sandbox error (e.g. ``"INVALID_REWARD"``).
-        message: what was found, naming the seed and the policy; ``""`` when it passed.
-    """
+    """What :func:`audit` found: the ``seeds`` played, each trivial policy's ``success_rates``, the
+    ``oracle_failures`` (seeds), and when it failed a ``category`` (``"TRIVIAL"``, ``"HINT_LEAK"``,
+    ``"ORACLE_FAILED"`` or a sandbox error's) and a ``message``."""
 
     seeds: tuple[int, ...]
     success_rates: dict[str, float] = field(default_factory=dict)
@@ -1137,36 +1020,27 @@ class AuditResult:
 def audit(
     env: Any, seeds: Iterable[int], config: ValidationConfig | None = None, max_turns: int | None = None
 ) -> AuditResult:
-    """Replay the gate's feasibility and non-triviality checks on ``seeds`` (the seeds of the regret
-    or training episodes), in episodes made exactly as the Agent's are: each in a fresh worker,
-    ``reset``, ``hint()`` (:func:`spade_gym.agent.start_episode`), then actions through ``step``.
+    """Replay the gate's feasibility and non-triviality checks on ``seeds`` the gate did not play,
+    each episode in a fresh worker as the Agent's: ``reset``, ``hint()``, then ``step``.
 
-    A program that behaves only on the gate's seeds, or only while it is being validated, is caught
-    here. On every seed:
-
-    * the trivial policies (empty, random letters, malformed actions, echoing the observation,
-      the constant answers) must not succeed on more than ``config.max_trivial_success_rate`` of
-      the seeds (``TRIVIAL``); they are played first, before any ``oracle()`` call;
-    * no word of the hint that the first observation does not already hold (the first
-      :data:`AUDIT_HINT_WORDS`) may succeed as a constant answer, on the first seed
-      (``HINT_LEAK``: a hint that names a password);
-    * following ``oracle()`` must succeed, and the hint read before it (in the Agent's order) must
-      not state its answer (:func:`hint_states_answer`; ``ORACLE_FAILED`` / ``HINT_LEAK``).
+    The trivial policies are played first, before any ``oracle()`` call, and must not win more than
+    ``config.max_trivial_success_rate`` of the seeds (``TRIVIAL``); on the first seed no word of the
+    hint absent from the observation (the first :data:`AUDIT_HINT_WORDS`) may win as a constant
+    answer (``HINT_LEAK``); following ``oracle()`` must succeed (``ORACLE_FAILED``) and the hint
+    must not state its answer (:func:`hint_states_answer`, ``HINT_LEAK``).
 
     Args:
         env: what :class:`~spade_gym.agent.Episode` accepts (a program, a ``spade/`` id, a factory).
         seeds: reset seeds, at least one.
-        config: the gate's thresholds (default ``ValidationConfig()``).
-        max_turns: turns a trivial episode is played at most: the Agent's turn limit (default: the
-            environment's ``max_turns`` up to ``config.trivial_max_turns``).
+        config: the gate's thresholds (default ``ValidationConfig()``); ``budget_s`` bounds the audit.
+        max_turns: turns of a trivial episode (default: ``max_turns`` up to ``config.trivial_max_turns``).
 
     Returns:
-        An :class:`AuditResult`; a program error is a failed audit, never an exception. The audit
-        as a whole has ``config.budget_s`` wall seconds (``TIMEOUT`` past them).
+        An :class:`AuditResult`; a program error is a failed audit, never an exception.
 
     Raises:
         ValueError: no seeds.
-        SandboxSetupError: no sandbox worker can start (not the program's fault).
+        SandboxSetupError: no sandbox worker can start.
     """
     from spade_gym.agent import open_playable_env
     from spade_gym.env import SandboxedEnv
@@ -1177,13 +1051,8 @@ def audit(
     if not seeds:
         raise ValueError("audit() needs at least one seed")
     result = AuditResult(seeds)
-    policies: dict[str, Any] = {
-        "empty": lambda obs, seed, turn: "",
-        "random_text": lambda obs, seed, turn: _random_text_action(config.random_text_seed, seed, turn),
-        "garbage": lambda obs, seed, turn: _garbage_action(config.random_text_seed, seed, turn),
-        "echo": lambda obs, seed, turn: obs,
-        **{f"constant {a!r}": (lambda obs, seed, turn, a=a: a) for a in config.constant_answers},
-    }
+    policies = _blind_policies(config.random_text_seed)
+    policies.update({f"constant {a!r}": _constant(a) for a in config.constant_answers})
 
     class _Failed(Exception):
         pass
@@ -1199,17 +1068,13 @@ def audit(
         """One episode in a fresh worker: ``(return, hint, first observation, actions)``."""
         if why := budget.exhausted():
             fail("TIMEOUT", f"{why} (ValidationConfig.budget_s)")
+        playable: Any = None
         try:
             if isinstance(env, EnvProgram):  # each episode draws on what is left of the audit's CPU budget
                 sandbox = replace(config.sandbox, episode_budget_s=max(min(budget.remaining, 1e5), 1e-3))
-                playable: Any = SandboxedEnv(env, config=sandbox)
+                playable = SandboxedEnv(env, config=sandbox)
             else:
                 playable = open_playable_env(env)  # a SandboxedEnv (with oracle()) or another playable env
-        except SandboxSetupError:
-            raise
-        except Exception as exc:  # the program fails to load here
-            fail(getattr(exc, "category", None) or "ENV_EXCEPTION", f"seed {seed}, the {label} policy: {exc}")
-        try:
             first, _info = playable.reset(seed=seed)
             hint = playable.hint()  # as start_episode: every episode reads it right after reset
             observation, total, actions = first, 0.0, []
@@ -1230,14 +1095,15 @@ def audit(
             return total, hint, first, actions
         except (_Failed, SandboxSetupError):
             raise
-        except Exception as exc:  # the program failed in reset, hint or oracle
+        except Exception as exc:  # the program failed to load, or in reset, hint or oracle
             fail(getattr(exc, "category", None) or "ENV_EXCEPTION", f"seed {seed}, the {label} policy: {exc}")
             raise  # unreachable: fail() raises
         finally:
             client = getattr(playable, "client", None)  # a SandboxedEnv: charge its worker's CPU seconds
             if client is not None:
                 budget.charge(client.cpu_used_s)
-            playable.close()
+            if playable is not None:
+                playable.close()
 
     wins: Counter[str] = Counter()
     try:
@@ -1297,20 +1163,15 @@ def audit(
 def validate(
     program: EnvProgram | str, config: ValidationConfig | None = None, registry: Registry | None = None
 ) -> ValidationReport:
-    """Run the validation gate on ``program``.
+    """Run the validation gate on ``program`` (an :class:`EnvProgram` or its source text).
 
-    Args:
-        program: an :class:`EnvProgram` or its source text.
-        config: the gate's limits (:class:`ValidationConfig`); defaults apply when ``None``.
-        registry: when given, the novelty check compares against its environments.
+    ``registry``: when given, the novelty check compares against its environments.
 
     Returns:
-        The :class:`ValidationReport`; ``report.accepted`` says whether every check passed. The
-        program's faults are reported, never raised.
+        The :class:`ValidationReport`; the program's faults are reported, never raised.
 
     Raises:
-        SandboxSetupError: if no sandbox worker can be started on this machine (not the program's
-            fault).
+        SandboxSetupError: no sandbox worker can be started on this machine.
     """
     if isinstance(program, str):
         program = EnvProgram(program)

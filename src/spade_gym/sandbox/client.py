@@ -1,11 +1,7 @@
 """Host side of the sandbox: start workers, call them with deadlines, turn failures into errors.
 
-:class:`SandboxClient` owns one worker process running one program instance. Every call has a
-wall-clock deadline enforced from outside: when it passes, the worker's process group is killed
-with SIGKILL (an in-process alarm does not stop ``sum(range(10**9))``). Calls can also draw on a
-shared :class:`Budget` (an episode's or a validation run's total time). Responses are read as
-length-prefixed frames with a size cap before decoding, and checked again against the output
-contract on this side.
+Deadlines are enforced from outside (SIGKILL of the worker's process group); responses are read as
+size-capped frames and checked again against the output contract on this side.
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -52,32 +48,25 @@ _HEADER_BYTES = 4
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    """Limits and requirements of sandboxed workers. Every field has a documented default.
+    """Limits and requirements of sandboxed workers.
 
     Attributes:
-        call_timeout_s: CPU seconds the worker may spend on one call (load, reset, step, hint,
-            oracle); a call also ends after ``wall_factor`` times as many wall seconds.
-        start_timeout_s: deadline for a worker to fork and lock down (and, the first time, for the
-            zygote to start), seconds.
-        episode_budget_s: CPU seconds the calls of one episode may spend in all (used by
-            :class:`~spade_gym.env.SandboxedEnv`); their wall time is bounded by ``wall_factor``
-            times as much.
-        wall_factor: wall clock is only an outer bound: a CPU budget of ``s`` seconds (a call, an
-            episode, a validation) also ends after ``wall_factor * s`` wall seconds, so load on the
-            machine does not change a verdict while a stalled worker still cannot hang the host.
+        call_timeout_s: CPU seconds the worker may spend on one call.
+        start_timeout_s: deadline for a worker (and the first time its zygote) to start, seconds.
+        episode_budget_s: CPU seconds the calls of one :class:`~spade_gym.env.SandboxedEnv`
+            episode may spend in all.
+        wall_factor: every CPU budget of ``s`` seconds also ends after ``wall_factor * s`` wall
+            seconds, so machine load does not change a verdict but a stalled worker cannot hang.
         memory_bytes: address-space limit of a worker (``RLIMIT_AS``), bytes.
         cpu_seconds: CPU-time limit of a worker over its whole life (``RLIMIT_CPU``), seconds.
-        max_print_bytes: ``print`` output kept per call, bytes; more is an ``OUTPUT_LIMIT``.
-        max_action_chars: longest action passed to ``step``, characters; longer ones are cut.
+        max_print_bytes: ``print`` output allowed per call, bytes (more is ``OUTPUT_LIMIT``).
+        max_action_chars: longest action passed to ``step``; longer ones are cut.
         recursion_limit: Python recursion limit in the worker.
         limits: sizes of observations, ``info`` and rewards (:class:`Limits`).
-        hash_seed: ``PYTHONHASHSEED`` of the workers; ``None`` for a random one per zygote.
-        require_layers: protection layers that must be active (names from
-            :data:`spade_gym.sandbox.lockdown.LAYERS`); a worker lacking one is refused with
-            :class:`SandboxSetupError`. ``drop_root`` is active only when the host runs as root
-            (the worker then runs as ``nobody``): requiring it elsewhere always fails.
-        cpu_affinity: CPUs the workers are pinned to (``sched_setaffinity``); ``None`` leaves them
-            to the scheduler.
+        hash_seed: ``PYTHONHASHSEED`` of the workers; ``None``: random per zygote.
+        require_layers: :data:`~spade_gym.sandbox.lockdown.LAYERS` that must be active, else
+            :class:`SandboxSetupError` (``drop_root`` is active only when the host runs as root).
+        cpu_affinity: CPUs the workers are pinned to; ``None`` leaves them to the scheduler.
     """
 
     call_timeout_s: float = 2.0
@@ -137,19 +126,13 @@ class SandboxConfig:
 
 
 class Budget:
-    """A total of CPU seconds that several calls draw on (an episode, a validation run).
-
-    The CPU seconds are the worker's own (what it spent running the program), so a verdict does
-    not depend on how loaded the machine is; wall time is only a generous outer bound
-    (``wall_factor`` times the budget).
+    """A total of worker CPU seconds that several calls draw on (an episode, a validation run).
 
     Args:
         seconds: the budget, CPU seconds.
         what: what it is the budget of, for messages ("episode", "validation").
-        wall: ``False`` (default): the outer bound counts only wall time spent in calls, so an
-            agent's thinking between steps is free; ``True``: wall time since the budget was
-            created counts (a validation run over several workers).
-        wall_factor: the outer bound is ``wall_factor * seconds`` wall seconds.
+        wall: the outer bound of ``wall_factor * seconds`` wall seconds counts time since creation
+            (``True``) or only time spent in calls (``False``: thinking between steps is free).
     """
 
     def __init__(self, seconds: float, what: str = "episode", *, wall: bool = False, wall_factor: float = 10.0) -> None:
@@ -185,7 +168,7 @@ class Budget:
         return None
 
     def charge(self, seconds: float, wall_seconds: float = 0.0) -> None:
-        """Record ``seconds`` of the worker's CPU time and ``wall_seconds`` spent in a call (thread-safe)."""
+        """Record CPU ``seconds`` and ``wall_seconds`` spent in a call (thread-safe)."""
         with self._lock:
             self.used += seconds
             self.wall_used += wall_seconds
@@ -208,15 +191,8 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 @dataclass(frozen=True)
 class ProgramSpec:
-    """What a loaded program declares about itself.
-
-    Attributes:
-        name: CamelCase name; the gymnasium id becomes ``spade/<name>-v<k>``.
-        setting: ``"reasoning"``, ``"tool_use"`` or ``"game"``.
-        max_turns: episodes are truncated after this many actions.
-        tools: OpenAI-style function schemas (tool use; empty otherwise).
-        description: the ``Env`` docstring, whitespace folded.
-    """
+    """What a loaded program declares: ``name`` (CamelCase), ``setting``, ``max_turns``, ``tools``
+    (OpenAI-style function schemas) and ``description`` (the ``Env`` docstring, whitespace folded)."""
 
     name: str
     setting: str
@@ -226,14 +202,8 @@ class ProgramSpec:
 
 
 class Zygote:
-    """A clean interpreter that forks workers (see :mod:`spade_gym.sandbox.zygote`).
-
-    One zygote is kept per ``PYTHONHASHSEED`` value and per host process (a forked host starts
-    its own). Use :meth:`get`; the constructor starts a new process.
-
-    Raises:
-        SandboxSetupError: if the zygote does not start within ``start_timeout_s``.
-    """
+    """A clean interpreter that forks workers (:mod:`spade_gym.sandbox.zygote`), one per
+    ``PYTHONHASHSEED`` and host process: use :meth:`get`. ``SandboxSetupError`` if it does not start."""
 
     _instances: dict[int | None, Zygote] = {}
     _class_lock = threading.Lock()
@@ -288,11 +258,7 @@ class Zygote:
             return zygote
 
     def fork(self, read_fd: int, write_fd: int, config: dict[str, Any], timeout_s: float) -> int:
-        """Fork a worker that serves on ``read_fd``/``write_fd``; return its pid.
-
-        Raises:
-            SandboxSetupError: if the zygote does not answer within ``timeout_s``.
-        """
+        """Fork a worker serving on ``read_fd``/``write_fd``; its pid (``SandboxSetupError`` on no answer)."""
         with self.lock:
             self.socket.settimeout(timeout_s)
             try:
@@ -341,28 +307,19 @@ os.register_at_fork(after_in_child=_forget_zygotes_in_child)
 
 
 class SandboxClient:
-    """One worker process running one environment program instance.
+    """One worker process running one environment program instance; not thread-safe.
 
     Args:
-        config: limits and requirements (:class:`SandboxConfig`); defaults apply when ``None``.
+        config: limits and requirements (default ``SandboxConfig()``).
 
     Attributes:
         layers: the worker's protection layers, ``{name: True | False | None}``.
         spec: the loaded program's :class:`ProgramSpec` (after :meth:`load`).
-        last_printed: what the program printed during the last call (at most
-            ``max_print_bytes``), as text; show it escaped, it is untrusted.
-        last_cpu_s: CPU seconds the worker spent on the last call.
-        cpu_used_s: CPU seconds the current worker has used in all (what its ``RLIMIT_CPU`` counts).
+        last_printed: what the program printed in the last call (untrusted: show it escaped).
+        last_cpu_s: CPU seconds of the last call; ``cpu_used_s``: of the worker in all.
 
-    A client is not thread-safe: use one per thread, or :func:`call_many` to overlap workers.
-    Every call raises a :class:`~spade_gym.errors.SandboxError` subclass for a fault of the
-    program, and leaves the client usable or not as :attr:`alive` says; after a timeout, crash,
-    violation or memory error the worker is gone and :meth:`load` must run again.
-
-    Example:
-        >>> with SandboxClient() as client:  # doctest: +SKIP
-        ...     spec = client.load(source)
-        ...     obs, info = client.reset(0)
+    A program's fault raises a :class:`~spade_gym.errors.SandboxError` subclass; after a timeout,
+    crash, violation or memory error the worker is gone (:attr:`alive`) and :meth:`load` must run again.
     """
 
     def __init__(self, config: SandboxConfig | None = None) -> None:
@@ -391,7 +348,7 @@ class SandboxClient:
         """Fork and lock down a fresh worker (killing any previous one); return its layers.
 
         Raises:
-            SandboxSetupError: if no worker could be started, or a required layer is inactive.
+            SandboxSetupError: no worker could be started, or a required layer is inactive.
         """
         self.kill()
         zygote = Zygote.get(self.config.hash_seed, self.config.start_timeout_s)
@@ -422,12 +379,10 @@ class SandboxClient:
             limit = self.config.start_timeout_s
             hello = self._read_response(_CallLimits(now, math.inf, now + limit, "start", self.config))
         except SandboxError as exc:
-            self.kill()
-            raise SandboxSetupError(f"the sandbox worker failed to start: {exc.message}") from None
+            raise self._killed(SandboxSetupError(f"the sandbox worker failed to start: {exc.message}")) from None
         layers = hello.get("layers") if isinstance(hello, dict) else None
         if not isinstance(layers, dict):
-            self.kill()
-            raise SandboxSetupError("the sandbox worker sent a malformed greeting")
+            raise self._killed(SandboxSetupError("the sandbox worker sent a malformed greeting"))
         self.layers = {name: layers.get(name) for name in LAYERS}
         missing = [name for name in self.config.require_layers if self.layers.get(name) is not True]
         if missing:
@@ -439,11 +394,7 @@ class SandboxClient:
         return self.layers
 
     def kill(self) -> None:
-        """SIGKILL the worker's process group and close the pipes; safe to call any time.
-
-        In a forked copy of the host (a multiprocessing child) only the pipes are closed: the
-        worker belongs to the parent.
-        """
+        """SIGKILL the worker's process group and close the pipes (only the pipes in a forked host)."""
         if self.pid is not None and os.getpid() == self._owner_pid:
             try:
                 if self._pidfd is not None:
@@ -477,32 +428,15 @@ class SandboxClient:
 
     # -- calls ----------------------------------------------------------------------------------
     def load(self, source: str) -> ProgramSpec:
-        """Start a fresh worker and load ``source`` in it (compile, run the module body, ``Env()``).
-
-        Args:
-            source: program source text (run :meth:`EnvProgram.check` first for precise messages).
-
-        Returns:
-            The program's :class:`ProgramSpec`.
-        """
+        """Start a fresh worker, load the program ``source`` in it, and return its :class:`ProgramSpec`."""
         self.start()
         value = self.call("load", {"source": source})
         spec = check_spec(value, self.config.limits)
-        self.spec = ProgramSpec(
-            name=spec["name"],
-            setting=spec["setting"],
-            max_turns=spec["max_turns"],
-            tools=spec["tools"],
-            description=spec["description"],
-        )
+        self.spec = ProgramSpec(**{f.name: spec[f.name] for f in fields(ProgramSpec)})
         return self.spec
 
     def reset(self, seed: int, budget: Budget | None = None) -> tuple[str, dict[str, Any]]:
-        """Call ``Env.reset(seed)``; return ``(observation, info)``.
-
-        Raises:
-            ValueError: ``seed`` is not an int in [-2**63, 2**63).
-        """
+        """Call ``Env.reset(seed)``; return ``(observation, info)``. ``ValueError``: a seed outside int64."""
         if isinstance(seed, bool) or not isinstance(seed, int) or not -(2**63) <= seed < 2**63:
             raise ValueError(
                 f"seed must be an int in [-2**63, 2**63), got {seed if isinstance(seed, int) else type(seed).__name__}"
@@ -542,11 +476,11 @@ class SandboxClient:
             raise
 
     def send(self, op: str, args: dict[str, Any] | None = None, budget: Budget | None = None) -> None:
-        """Send a request without waiting (pair with :meth:`receive`; see :func:`call_many`).
+        """Send a request without waiting (pair with :meth:`receive`).
 
         Raises:
-            WorkerCrash: if no worker is running or the pipe is broken.
-            SandboxTimeout: if ``budget`` is already exhausted.
+            WorkerCrash: no worker is running or the pipe is broken.
+            SandboxTimeout: ``budget`` is already exhausted.
         """
         if self._write_fd is None:
             raise WorkerCrash("the sandbox worker is not running; load the program again")
@@ -562,8 +496,7 @@ class SandboxClient:
         self._pending = (op, sent, budget, limits)
 
     def _call_limits(self, op: str, sent: float, budget: Budget | None) -> _CallLimits:
-        """The CPU budget and wall bound of one call sent at ``sent``: the per-call ones, or less
-        when ``budget`` has less left (its messages are made only on a timeout)."""
+        """The CPU budget and wall bound of one call: the per-call ones, or what ``budget`` has left."""
         config = self.config
         cpu_limit, wall_limit = config.call_timeout_s, config.call_timeout_s * config.wall_factor
         cpu_by = wall_by = None
@@ -585,8 +518,7 @@ class SandboxClient:
             except BlockingIOError:
                 pass
             except OSError as exc:
-                self.kill()
-                raise WorkerCrash(f"the sandbox worker is gone ({exc.strerror or exc})") from None
+                raise self._killed(WorkerCrash(f"the sandbox worker is gone ({exc.strerror or exc})")) from None
             if not view:
                 return
             if poller is None:  # the pipe is full: wait for room, within the call's limits
@@ -598,18 +530,13 @@ class SandboxClient:
                 raise SandboxTimeout(f"the sandbox worker did not accept the {op}() request: {exc.message}") from None
 
     def receive(self) -> Any:
-        """Wait for the answer to the last :meth:`send`, within the call's CPU budget and its wall bound.
-
-        The call may use ``config.call_timeout_s`` CPU seconds of the worker (less when ``budget``
-        has less left); wall time is bounded by ``config.wall_factor`` times that, so a verdict
-        does not depend on the machine's load.
+        """Wait for the answer to the last :meth:`send` within its CPU budget and wall bound.
 
         Returns:
             The decoded value.
 
         Raises:
-            SandboxTimeout: a budget passed (the message names which: CPU or wall clock); the
-                worker was killed.
+            SandboxTimeout: a limit passed (the message names which); the worker was killed.
             WorkerCrash: the worker died or broke the protocol.
             SandboxError: any fault the worker reported (a subclass naming it).
         """
@@ -631,8 +558,7 @@ class SandboxClient:
             raise
         self._pending = None
         if not isinstance(response, dict) or not isinstance(response.get("ok"), bool):
-            self.kill()
-            raise WorkerCrash("the sandbox worker sent a malformed response")
+            raise self._killed(WorkerCrash("the sandbox worker sent a malformed response"))
         printed = response.get("printed")
         self.last_printed = printed[: config.max_print_bytes] if isinstance(printed, str) else ""
         cpu = response.get("cpu_s")
@@ -660,8 +586,7 @@ class SandboxClient:
             )
         body = self._read_exact(length, limits)
         if self._inbuf:  # one request, one frame: anything more breaks the protocol
-            self.kill()
-            raise WorkerCrash("the sandbox worker sent more than one frame for one request")
+            raise self._killed(WorkerCrash("the sandbox worker sent more than one frame for one request"))
         try:
             return decode_body(body)
         except WorkerCrash:
@@ -669,10 +594,10 @@ class SandboxClient:
             raise
 
     def _wait(self, poller: Any, limits: _CallLimits) -> None:
-        """Wait until ``poller`` reports the pipe ready, or raise once a limit of ``limits`` passes.
+        """Wait until ``poller`` reports the pipe ready, or raise once a limit passes.
 
-        The worker's CPU time is read from ``/proc`` only after as many wall seconds as its CPU
-        budget (a single-threaded worker cannot have used more), so a quick call costs no read.
+        ``/proc`` is read only after as many wall seconds as the CPU budget (a single-threaded
+        worker cannot have used more), so a quick call costs no read.
         """
         cpu_start = self.cpu_used_s  # the worker's CPU total at its last answer; it idles in between
         while True:
@@ -690,10 +615,14 @@ class SandboxClient:
             if poller.poll(min(wall_left, max(limits.cpu_limit - used, 0.02)) * 1000):
                 return
 
+    def _killed(self, error: SpadeError) -> SpadeError:
+        """Kill the worker and return ``error`` to raise."""
+        self.kill()
+        return error
+
     def _timed_out(self, what: str, cpu_used: float) -> NoReturn:
         self.last_cpu_s = max(cpu_used, 0.0)
-        self.kill()
-        raise SandboxTimeout(f"the program ran past {what}; the worker was killed")
+        raise self._killed(SandboxTimeout(f"the program ran past {what}; the worker was killed"))
 
     def _read_exact(self, n: int, limits: _CallLimits) -> bytes:
         """``n`` bytes from the response pipe, within ``limits``."""
@@ -708,8 +637,7 @@ class SandboxClient:
             else:
                 reason = "it exited or was killed (e.g. out of memory or CPU time)"
             if not chunk:
-                self.kill()
-                raise WorkerCrash(f"the sandbox worker died: {reason}")
+                raise self._killed(WorkerCrash(f"the sandbox worker died: {reason}"))
             buffer += chunk
         data = bytes(buffer[:n])
         del buffer[:n]
@@ -718,8 +646,7 @@ class SandboxClient:
 
 @dataclass(frozen=True)
 class _CallLimits:
-    """The limits of one wait for a response: CPU seconds of the worker since ``sent``, and a wall
-    deadline; ``cpu_by``/``wall_by``: the :class:`Budget` that set each limit, if not the call's own."""
+    """The limits of one wait; ``cpu_by``/``wall_by``: the :class:`Budget` that set each, if any."""
 
     sent: float
     cpu_limit: float
@@ -752,15 +679,7 @@ def call_many(
     args: list[dict[str, Any] | None],
     budgets: list[Budget | None] | None = None,
 ) -> list[Any | SpadeError]:
-    """Run one call on many workers at once: send every request, then collect every answer.
-
-    Workers compute concurrently, so the wall time is about the slowest call, not the sum.
-
-    Args:
-        clients: the workers (each with no request in flight).
-        op: the operation (``"reset"``, ``"step"``, ``"hint"``, ``"oracle"``).
-        args: one argument dict per client.
-        budgets: optional :class:`Budget` per client.
+    """Run ``op`` on many idle workers at once (one ``args`` and optional budget per client).
 
     Returns:
         One entry per client: the decoded value, or the :class:`SpadeError` it raised (not raised).

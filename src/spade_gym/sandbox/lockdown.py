@@ -1,16 +1,12 @@
 """Operating-system protection layers of a worker process, applied in a fixed order.
 
-Order (each step needs the previous ones): the protocol moves to private descriptors and 0/1/2
-point at ``/dev/null``; resource limits (address space, CPU seconds, file size 0, no core files,
-open files, processes); a network namespace is unshared while still root; root is dropped to
-``nobody``; a user namespace (and, when not root, the network namespace with it) is unshared where
-the kernel allows; the process is made non-dumpable; ``no_new_privs`` is set; a default-deny seccomp
-filter allows only the few system calls the worker loop needs (:data:`SECCOMP_ALLOWED`), reads and
-writes on the protocol pipe alone, and signals to the worker itself: no files, sockets, processes,
-``exec`` or signals to others.
+Order: private protocol descriptors (0/1/2 on ``/dev/null``); resource limits; a network namespace
+while still root; root dropped to ``nobody``; a user (and network) namespace where the kernel
+allows; non-dumpable; ``no_new_privs``; a default-deny seccomp filter (:data:`SECCOMP_ALLOWED`,
+reads and writes on the protocol pipe only, signals to the worker itself only).
 
-Each layer that cannot be applied on this machine is reported as inactive rather than failing the
-worker; the host decides whether that is acceptable (``SandboxConfig.require_layers``).
+A layer that cannot be applied here is reported inactive; the host decides whether that is
+acceptable (``SandboxConfig.require_layers``).
 """
 
 from __future__ import annotations
@@ -55,11 +51,7 @@ except (ImportError, OSError, RuntimeError):  # pragma: no cover - depends on th
 
 
 def move_protocol_fds(read_fd: int, write_fd: int) -> tuple[int, int]:
-    """Move the protocol pipe to descriptors 3 and 4, point 0/1/2 at /dev/null, close the rest.
-
-    Returns:
-        ``(3, 4)``: the new read and write descriptors.
-    """
+    """Move the protocol pipe to descriptors 3 and 4 (returned), point 0/1/2 at /dev/null, close the rest."""
     high_r = _dup_high(read_fd)
     high_w = _dup_high(write_fd)
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -123,10 +115,8 @@ def _unshare(flags: int) -> bool:
     return _libc.unshare(flags) == 0
 
 
-#: System calls a locked-down worker may make; every other one fails with EPERM (default deny).
-#: ``read``/``write`` are further limited to the protocol descriptors and ``kill``-family calls to
-#: the worker itself (see :func:`_load_seccomp`). Measured with strace over both test corpora: the
-#: worker loop needs memory management, clocks, random bytes, signal returns and its two pipes.
+#: System calls a locked-down worker may make (measured with strace over both test corpora); every
+#: other one fails with EPERM, and ``read``/``write``/``kill`` are limited further (:func:`_load_seccomp`).
 SECCOMP_ALLOWED = (
     "brk mmap munmap mremap madvise mprotect "
     "clock_gettime clock_getres gettimeofday time getrandom "
@@ -158,18 +148,12 @@ def _load_seccomp(protocol_read_fd: int, protocol_write_fd: int) -> bool:
 def lock_down(
     memory_bytes: int, cpu_seconds: int, protocol_read_fd: int, protocol_write_fd: int
 ) -> dict[str, bool | None]:
-    """Apply every layer after :func:`move_protocol_fds`; never raises.
-
-    Args:
-        memory_bytes: address-space limit (``RLIMIT_AS``), bytes.
-        cpu_seconds: CPU-time limit of the whole worker (``RLIMIT_CPU``), seconds; a backstop, the
-            host's per-call wall deadline is the primary stop.
-        protocol_read_fd: the one descriptor the worker may still read from.
-        protocol_write_fd: the one descriptor the worker may still write to.
+    """Apply every layer after :func:`move_protocol_fds` (``RLIMIT_AS`` and ``RLIMIT_CPU`` from the
+    arguments; only the protocol descriptors stay readable and writable); never raises.
 
     Returns:
         ``{layer: True | False | None}`` for every name in :data:`LAYERS`: active, could not be
-        applied here, or not applicable (``drop_root`` when not running as root).
+        applied, or not applicable (``drop_root`` when not root).
     """
     layers: dict[str, bool | None] = {"private_fds": True}
     try:

@@ -1,40 +1,29 @@
 """The RestrictedPython policy: what an environment program may say, and what it may touch.
 
-RestrictedPython is a compiler, not a sandbox: its stock transformer is both leaky (the modules an
-environment needs reach ``sys`` and ``open`` through public attributes, ``str.format`` walks
-attributes in C) and unusable (it rejects ``self.t += 1``, ``self._x`` and ``super()``). This module
-builds our own policy on top of it, in two halves:
+RestrictedPython's stock transformer is both leaky (allowed modules reach ``sys`` and ``open``
+through public attributes, ``str.format`` walks attributes in C) and too strict (it rejects
+``self.t += 1``, ``self._x`` and ``super()``). Our policy has two halves:
 
-* compile time, :class:`ProgramTransformer`: allows augmented assignment of attributes and items
-  (lowered to the guarded hooks ``_inplace_attr_`` / ``_inplace_item_``), single-underscore names
-  and attributes, a wider set of magic-method definitions, and ``super().__init__``; it still
-  refuses dunder names, frame/generator/traceback attributes, ``exec``/``eval``, ``except*``,
-  ``async``, ``nonlocal`` and metaclasses, and every name of the form ``_x_`` that the guards live
-  under;
-* run time, :class:`ProgramRuntime`: the guard functions and the builtins a program's module
-  globals are made of, read-only module proxies with no module-valued attributes, a per-program
-  ``random``, a capped ``print``, and a record of the first violation, which is reported even when
-  the program catches the guard's exception.
+* compile time, :class:`ProgramTransformer`: widens the stock policy (see there) and still refuses
+  dunder names, frame attributes, ``exec``/``eval``, ``async``, ``nonlocal``, metaclasses and every
+  guard name ``_x_``;
+* run time, :class:`ProgramRuntime`: the guards and builtins of a program's globals, read-only
+  module proxies, a per-program ``random``, a capped ``print``, and a record of the first violation
+  (reported even when the program catches the guard's exception).
 
-This module runs inside the worker process (and on the host for the compile-only static check);
-it imports nothing heavier than RestrictedPython.
+It runs inside the worker (and on the host for the static check) and imports nothing heavier than
+RestrictedPython.
 """
 
 from __future__ import annotations
 
 import ast
-import bisect
 import builtins
 import collections
-import fractions
-import heapq
-import itertools
-import json
-import math
+import importlib
 import operator
 import os
 import random
-import re
 import string
 import types
 from collections.abc import Callable
@@ -111,36 +100,27 @@ SAFE_BUILTIN_NAMES = (
     "staticmethod str sum super tuple zip None True False Ellipsis NotImplemented"
 ).split()
 
-_INPLACE_OPS: dict[str, Callable[[Any, Any], Any]] = {
-    "+=": operator.iadd,
-    "-=": operator.isub,
-    "*=": operator.imul,
-    "/=": operator.itruediv,
-    "//=": operator.ifloordiv,
-    "%=": operator.imod,
-    "**=": operator.ipow,
-    "<<=": operator.ilshift,
-    ">>=": operator.irshift,
-    "|=": operator.ior,
-    "^=": operator.ixor,
-    "&=": operator.iand,
-    "@=": operator.imatmul,
-}
-_AST_OP_TO_STR = {
-    ast.Add: "+=",
-    ast.Sub: "-=",
-    ast.Mult: "*=",
-    ast.Div: "/=",
-    ast.FloorDiv: "//=",
-    ast.Mod: "%=",
-    ast.Pow: "**=",
-    ast.LShift: "<<=",
-    ast.RShift: ">>=",
-    ast.BitOr: "|=",
-    ast.BitXor: "^=",
-    ast.BitAnd: "&=",
-    ast.MatMult: "@=",
-}
+#: ``(ast operator, its augmented-assignment text, the in-place function)``.
+_INPLACE = (
+    (ast.Add, "+=", operator.iadd),
+    (ast.Sub, "-=", operator.isub),
+    (ast.Mult, "*=", operator.imul),
+    (ast.Div, "/=", operator.itruediv),
+    (ast.FloorDiv, "//=", operator.ifloordiv),
+    (ast.Mod, "%=", operator.imod),
+    (ast.Pow, "**=", operator.ipow),
+    (ast.LShift, "<<=", operator.ilshift),
+    (ast.RShift, ">>=", operator.irshift),
+    (ast.BitOr, "|=", operator.ior),
+    (ast.BitXor, "^=", operator.ixor),
+    (ast.BitAnd, "&=", operator.iand),
+    (ast.MatMult, "@=", operator.imatmul),
+)
+_INPLACE_OPS: dict[str, Callable[[Any, Any], Any]] = {text: fn for _, text, fn in _INPLACE}
+_AST_OP_TO_STR: dict[type, str] = {op: text for op, text, _ in _INPLACE}
+_DUNDER_ATTRIBUTE = (
+    '"{}" is an invalid attribute name: attributes starting with "__" are not accessible to environment programs.'
+)
 
 
 def _is_private_name(name: str) -> bool:
@@ -156,11 +136,9 @@ def _is_private_name(name: str) -> bool:
 class ProgramTransformer(RestrictingNodeTransformer):
     """RestrictedPython's transformer, widened to the ordinary Python that models write.
 
-    Differences from the stock policy: single-underscore variable, function and attribute names
-    are allowed (attribute access stays guarded at run time); the magic methods in
-    :data:`ALLOWED_MAGIC_METHODS` may be defined inside classes; ``obj.attr op= v`` and
-    ``obj[k] op= v`` are lowered to ``_inplace_attr_(obj, "attr", "op=", v)`` and
-    ``_inplace_item_(obj, k, "op=", v)``; ``super().__init__`` is allowed.
+    It allows single-underscore names and attributes (still guarded at run time), the magic methods
+    of :data:`ALLOWED_MAGIC_METHODS` inside classes, ``super().__init__``, and lowers ``obj.attr op= v``
+    and ``obj[k] op= v`` to ``_inplace_attr_(obj, "attr", "op=", v)`` and ``_inplace_item_(obj, k, "op=", v)``.
     """
 
     def check_name(self, node: Any, name: str | None, allow_magic_methods: bool = False) -> None:
@@ -190,11 +168,7 @@ class ProgramTransformer(RestrictingNodeTransformer):
                 new.attr = original
             return new
         if node.attr.startswith("__"):
-            self.error(
-                node,
-                f'"{node.attr}" is an invalid attribute name: attributes starting with "__" are not '
-                "accessible to environment programs.",
-            )
+            self.error(node, _DUNDER_ATTRIBUTE.format(node.attr))
             return node
         return super().visit_Attribute(node)
 
@@ -206,36 +180,17 @@ class ProgramTransformer(RestrictingNodeTransformer):
             return node
         if isinstance(target, ast.Attribute):
             self._check_attribute_name(target)
-            call = ast.Call(
-                func=ast.Name("_inplace_attr_", ast.Load()),
-                args=[
-                    self.visit(target.value),
-                    ast.Constant(target.attr),
-                    ast.Constant(op),
-                    self.visit(node.value),
-                ],
-                keywords=[],
-            )
+            hook, obj, key = "_inplace_attr_", self.visit(target.value), ast.Constant(target.attr)
         elif isinstance(target, ast.Subscript):
             if isinstance(target.slice, ast.Slice):
-                self.error(
-                    node,
-                    "Augmented assignment to a slice is not supported; write x[a:b] = x[a:b] + y.",
-                )
+                self.error(node, "Augmented assignment to a slice is not supported; write x[a:b] = x[a:b] + y.")
                 return node
-            call = ast.Call(
-                func=ast.Name("_inplace_item_", ast.Load()),
-                args=[
-                    self.visit(target.value),
-                    self.visit(target.slice),
-                    ast.Constant(op),
-                    self.visit(node.value),
-                ],
-                keywords=[],
-            )
+            hook, obj = "_inplace_item_", self.visit(target.value)
+            key = self.visit(target.slice)
         else:
             return super().visit_AugAssign(node)
-        new_node = ast.Expr(value=call)
+        args = [obj, key, ast.Constant(op), self.visit(node.value)]
+        new_node = ast.Expr(value=ast.Call(func=ast.Name(hook, ast.Load()), args=args, keywords=[]))
         ast.copy_location(new_node, node)
         ast.fix_missing_locations(new_node)
         return new_node
@@ -243,11 +198,7 @@ class ProgramTransformer(RestrictingNodeTransformer):
     def _check_attribute_name(self, node: ast.Attribute) -> None:
         attr = node.attr
         if attr.startswith("_") and not _is_private_name(attr):
-            self.error(
-                node,
-                f'"{attr}" is an invalid attribute name: attributes starting with "__" are not '
-                "accessible to environment programs.",
-            )
+            self.error(node, _DUNDER_ATTRIBUTE.format(attr))
         if attr in INSPECT_ATTRIBUTES:
             self.error(node, f'"{attr}" is a restricted name, that is forbidden to access in RestrictedPython.')
 
@@ -261,13 +212,8 @@ def _is_super_call(node: ast.AST) -> bool:
 def compile_program(source: str, filename: str = PROGRAM_FILENAME) -> tuple[types.CodeType | None, list[str]]:
     """Compile ``source`` under :class:`ProgramTransformer`.
 
-    Args:
-        source: the program's Python source text.
-        filename: the code object's file name.
-
     Returns:
-        ``(code, errors)``: the code object, or ``None`` with the compiler's messages (each naming a
-        line) when the program is refused.
+        ``(code, [])``, or ``(None, messages)`` each naming a line when the program is refused.
     """
     try:
         result = compile_restricted_exec(source, filename=filename, policy=ProgramTransformer)
@@ -279,12 +225,8 @@ def compile_program(source: str, filename: str = PROGRAM_FILENAME) -> tuple[type
 
 
 class GuardViolation(BaseException):  # noqa: N818 - it is a signal, not an ordinary error
-    """Raised inside program code when a guard refuses something.
-
-    It derives from ``BaseException`` so that ``except Exception`` in a program does not swallow
-    it; a bare ``except`` still can, which is why :class:`ProgramRuntime` also records the first
-    violation of each call and the worker reports it regardless.
-    """
+    """Raised inside program code when a guard refuses something; a ``BaseException`` so that
+    ``except Exception`` does not swallow it (the runtime records the violation anyway)."""
 
     def __init__(self, message: str, category: str = "SANDBOX_DENIED") -> None:
         super().__init__(message)
@@ -293,12 +235,7 @@ class GuardViolation(BaseException):  # noqa: N818 - it is a signal, not an ordi
 
 
 class ModuleProxy:
-    """A read-only view of one allow-listed module, exposing an explicit set of attributes.
-
-    No attribute of the proxy is a module, so ``json.codecs.sys`` and the like do not exist; the
-    underlying module is held in a name-mangled slot that the attribute guard never lets a program
-    reach (every name starting with ``_`` is refused on objects the program did not define).
-    """
+    """A read-only view of one allow-listed module exposing only ``attrs`` (none of them a module)."""
 
     __slots__ = ("__name", "__attrs", "__deny")
 
@@ -328,18 +265,7 @@ class ModuleProxy:
         return f"<module {object.__getattribute__(self, '_ModuleProxy__name')!r} (read-only)>"
 
 
-_MODULES = {
-    "math": math,
-    "random": random,
-    "re": re,
-    "string": string,
-    "itertools": itertools,
-    "collections": collections,
-    "heapq": heapq,
-    "bisect": bisect,
-    "fractions": fractions,
-    "json": json,
-}
+_MODULES = {name: importlib.import_module(name) for name in ALLOWED_MODULES}
 #: Public attributes withheld from programs, per module.
 _WITHHELD = {
     "string": {"Formatter"},  # get_field() walks attributes with the real getattr
@@ -352,31 +278,10 @@ _RANDOM_FUNCTIONS = (
     "weibullvariate getstate setstate getrandbits randbytes binomialvariate"
 ).split()
 
-# Containers and classes a program class may derive from (besides object, exceptions and its own).
-_ALLOWED_BASES: frozenset[type] = frozenset(
-    {
-        object,
-        dict,
-        list,
-        set,
-        tuple,
-        collections.OrderedDict,
-        collections.Counter,
-        collections.defaultdict,
-        collections.deque,
-        random.Random,
-    }
-)
-_WRITABLE_BUILTIN_TYPES = (
-    dict,
-    list,
-    set,
-    bytearray,
-    collections.deque,
-    collections.OrderedDict,
-    collections.Counter,
-    collections.defaultdict,
-)
+_COLLECTIONS = (collections.OrderedDict, collections.Counter, collections.defaultdict, collections.deque)
+# Classes a program class may derive from (besides builtin exceptions and its own classes).
+_ALLOWED_BASES: frozenset[type] = frozenset({object, dict, list, set, tuple, random.Random, *_COLLECTIONS})
+_WRITABLE_BUILTIN_TYPES = (dict, list, set, bytearray, *_COLLECTIONS)
 
 
 def _check_format_string(fmt: str, deny: Callable[[str], GuardViolation], depth: int = 0) -> None:
@@ -398,15 +303,13 @@ def _check_format_string(fmt: str, deny: Callable[[str], GuardViolation], depth:
 
 
 class ProgramRuntime:
-    """The execution environment of one program instance inside a worker.
-
-    It owns the program's module globals (guards, builtins, module proxies), the set of classes
-    the program defined, the capped ``print`` buffer and the violation record.
+    """The execution environment of one program instance: its globals (guards, builtins, module
+    proxies), the classes it defined, the capped ``print`` buffer and the violation record.
 
     Args:
-        max_print_bytes: cap on ``print`` output per call, in bytes of UTF-8.
-        rng_seed: seed of the program's module-level ``random`` functions; ``None`` draws one from
-            ``os.urandom`` so that a program relying on them is visibly nondeterministic.
+        max_print_bytes: cap on ``print`` output per call, bytes of UTF-8.
+        rng_seed: seed of the module-level ``random`` functions; ``None``: from ``os.urandom``, so
+            a program relying on them is visibly nondeterministic.
     """
 
     def __init__(self, max_print_bytes: int = 64 * 1024, rng_seed: int | None = None) -> None:

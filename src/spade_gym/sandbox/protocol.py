@@ -1,11 +1,8 @@
 """The wire protocol between host and worker, and the output contract checks.
 
-Frames are a 4-byte big-endian length followed by that many bytes of strict UTF-8 JSON. Nothing is
-ever unpickled. The same contract checks run twice: inside the worker on the program's real return
-values (exact types, before anything is serialised) and on the host on the decoded JSON.
-
-Everything here raises :class:`ContractError` or :class:`ResourceLimitExceeded` with a message
-that names the offending value and the expected type or size.
+Frames are a 4-byte big-endian length and that many bytes of strict UTF-8 JSON; nothing is ever
+unpickled. The contract checks run in the worker on the real return values (exact types) and again
+on the host on the decoded JSON; they raise :class:`ContractError` or :class:`ResourceLimitExceeded`.
 """
 
 from __future__ import annotations
@@ -40,15 +37,9 @@ _HEADER = struct.Struct(">I")
 
 @dataclass(frozen=True)
 class Limits:
-    """Sizes of what may cross from a program to the host.
-
-    Attributes:
-        max_text_bytes: observation, hint and oracle text, bytes of UTF-8 (default 1 MiB).
-        max_info_bytes: serialised ``info``, bytes (default 64 KiB).
-        max_info_depth: nesting depth of ``info`` (default 32).
-        max_info_nodes: number of JSON values in ``info`` (default 10,000).
-        max_abs_reward: largest ``|reward|`` of one step (default 1e6).
-    """
+    """Sizes of what may cross from a program to the host: observation, hint and oracle text
+    (bytes of UTF-8), serialised ``info`` (bytes), its nesting depth and number of JSON values,
+    and the largest ``|reward|`` of one step."""
 
     max_text_bytes: int = 1 << 20
     max_info_bytes: int = 64 << 10
@@ -58,11 +49,7 @@ class Limits:
 
 
 def encode_frame(message: Any) -> bytes:
-    """Serialise ``message`` as one frame (strict JSON: no NaN or infinity).
-
-    Raises:
-        ValueError: if ``message`` is not serialisable as strict JSON.
-    """
+    """Serialise ``message`` as one frame; ``ValueError`` if it is not strict JSON (no NaN)."""
     body = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
     return _HEADER.pack(len(body)) + body
 
@@ -87,13 +74,11 @@ def _read_exact(fd: int, n: int) -> bytes:
 
 
 def read_frame_blocking(fd: int, max_bytes: int) -> Any:
-    """Read one frame from a blocking descriptor (used by the worker, which trusts the host).
-
-    Header and body usually arrive together: one ``read`` of up to 64 KiB takes both.
+    """Read one frame from a blocking descriptor (the worker's side, which trusts the host).
 
     Raises:
-        EOFError: if the pipe closed.
-        ValueError: if the frame is larger than ``max_bytes`` or not valid JSON.
+        EOFError: the pipe closed.
+        ValueError: the frame is larger than ``max_bytes`` or not valid JSON.
     """
     data = os.read(fd, 1 << 16)
     if not data:
@@ -114,11 +99,7 @@ def _reject_constant(name: str) -> Any:
 
 
 def decode_body(body: bytes) -> Any:
-    """Decode a frame body: strict UTF-8, strict JSON.
-
-    Raises:
-        WorkerCrash: if the body is not valid UTF-8 JSON (the worker broke the protocol).
-    """
+    """Decode a frame body as strict UTF-8 JSON; ``WorkerCrash`` if it is not."""
     try:
         return json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -148,8 +129,7 @@ def check_text(value: Any, what: str, limits: Limits) -> str:
     """Check that ``value`` is exactly ``str``, valid UTF-8 and at most ``max_text_bytes`` bytes.
 
     Raises:
-        ContractError: wrong type or unencodable text (``PROTOCOL_ERROR``).
-        ResourceLimitExceeded: too long (``OUTPUT_LIMIT``).
+        ContractError: wrong type or unencodable text; ResourceLimitExceeded: too long.
     """
     if type(value) is not str:
         raise ContractError(f"{what} must be a str, got {_describe(value)}")
@@ -170,16 +150,11 @@ def check_text(value: Any, what: str, limits: Limits) -> str:
 
 
 def check_json(value: Any, what: str, limits: Limits) -> Any:
-    """Check that ``value`` is a JSON value of exact types, iteratively (no recursion).
-
-    Allowed: ``dict`` with ``str`` keys, ``list``, ``str``, ``int``, finite ``float``, ``bool``,
-    ``None``; depth at most ``max_info_depth``, at most ``max_info_nodes`` values and at most
-    ``max_info_bytes`` serialised.
+    """Check, without recursion, that ``value`` is JSON of exact types within the ``info`` limits.
 
     Raises:
-        ContractError: a value of another type, a non-str key, non-finite float, too deep, too many
-            values (``PROTOCOL_ERROR``).
-        ResourceLimitExceeded: serialised size over the cap (``OUTPUT_LIMIT``).
+        ContractError: another type, a non-str key, a non-finite float, too deep or too many values.
+        ResourceLimitExceeded: serialised size over ``max_info_bytes``.
     """
     stack: list[tuple[Any, str, int]] = [(value, what, 1)]
     nodes = 0
@@ -224,10 +199,7 @@ def check_json(value: Any, what: str, limits: Limits) -> Any:
 
 
 def check_reward(value: Any, limits: Limits) -> float:
-    """Check a step reward: exactly ``int`` or ``float`` (not ``bool``), finite, within bounds.
-
-    Returns:
-        The reward as ``float``.
+    """Check a reward (exactly ``int`` or ``float``, finite, within bounds); return it as ``float``.
 
     Raises:
         ContractError: with category ``INVALID_REWARD``.
@@ -246,20 +218,22 @@ def check_reward(value: Any, limits: Limits) -> float:
 
 
 def check_flag(value: Any, what: str) -> bool:
-    """Check that ``value`` is exactly ``bool``.
-
-    Raises:
-        ContractError: ``PROTOCOL_ERROR``.
-    """
+    """Check that ``value`` is exactly ``bool`` (else ``ContractError``)."""
     if type(value) is not bool:
         raise ContractError(f"{what} must be a bool, got {_show(value)}")
     return value
 
 
-def _length_if(value: Any, seq: type) -> int | None:
-    """``len(value)`` if ``value`` is exactly of type ``seq`` (no subclass), else ``None``."""
-    sized: Any = value
-    return len(sized) if type(value) is seq else None
+def _check_length(result: Any, seq: type, n: int, expected: str) -> None:
+    """Raise ``ContractError`` unless ``result`` is exactly a ``seq`` (no subclass) of ``n`` items."""
+    sized: Any = result  # mypy narrows type(result) is seq to object
+    length = len(sized) if type(result) is seq else None
+    if length != n:
+        if length is None:
+            got = f"a {_describe(result)}"
+        else:
+            got = f"a {seq.__name__} of {length}" + (" (the old gym API?)" if n == 5 and length == 4 else "")
+        raise ContractError(f"{expected}; got {got}")
 
 
 #: The info key under which the host reports an episode's failure (``SandboxedEnv.step``); a program
@@ -268,11 +242,7 @@ RESERVED_INFO_KEY = "sandbox_error"
 
 
 def check_info(info: Any, where: str, limits: Limits) -> dict[str, Any]:
-    """Check an info value: a JSON ``dict`` without :data:`RESERVED_INFO_KEY`.
-
-    Raises:
-        ContractError: ``PROTOCOL_ERROR``; ResourceLimitExceeded: as :func:`check_json`.
-    """
+    """Check an info value: a JSON ``dict`` without :data:`RESERVED_INFO_KEY` (raises as :func:`check_json`)."""
     if type(info) is not dict:
         raise ContractError(f"the info returned by {where} must be a dict, got {_describe(info)}")
     if RESERVED_INFO_KEY in info:
@@ -285,33 +255,16 @@ def check_info(info: Any, where: str, limits: Limits) -> dict[str, Any]:
 
 
 def check_reset_result(result: Any, limits: Limits, seq: type = tuple) -> tuple[str, dict[str, Any]]:
-    """Check ``reset``'s return value: ``(observation: str, info: dict)``.
-
-    Raises:
-        ContractError, ResourceLimitExceeded: as the individual checks.
-    """
-    length = _length_if(result, seq)
-    if length != 2:
-        got = f"a {seq.__name__} of {length}" if length is not None else f"a {_describe(result)}"
-        raise ContractError(f"reset(seed) must return (observation, info); got {got}")
+    """Check ``reset``'s return value ``(observation, info)``; raises as the individual checks."""
+    _check_length(result, seq, 2, "reset(seed) must return (observation, info)")
     obs, info = result
     check_text(obs, "the observation returned by reset()", limits)
     return obs, check_info(info, "reset()", limits)
 
 
 def check_step_result(result: Any, limits: Limits, seq: type = tuple) -> tuple[str, float, bool, bool, dict[str, Any]]:
-    """Check ``step``'s return value: ``(observation, reward, terminated, truncated, info)``.
-
-    Raises:
-        ContractError, ResourceLimitExceeded: as the individual checks.
-    """
-    length = _length_if(result, seq)
-    if length != 5:
-        if length is not None:
-            got = f"a {seq.__name__} of {length}" + (" (the old gym API?)" if length == 4 else "")
-        else:
-            got = f"a {_describe(result)}"
-        raise ContractError(f"step(action) must return (observation, reward, terminated, truncated, info); got {got}")
+    """Check ``step``'s return value ``(observation, reward, terminated, truncated, info)``."""
+    _check_length(result, seq, 5, "step(action) must return (observation, reward, terminated, truncated, info)")
     obs, reward, terminated, truncated, info = result
     check_text(obs, "the observation returned by step()", limits)
     reward = check_reward(reward, limits)
@@ -321,11 +274,7 @@ def check_step_result(result: Any, limits: Limits, seq: type = tuple) -> tuple[s
 
 
 def check_spec(value: Any, limits: Limits) -> dict[str, Any]:
-    """Check the program's description ``{"name", "setting", "max_turns", "tools", "description"}``.
-
-    Raises:
-        ContractError: naming the first bad member (``PROTOCOL_ERROR``).
-    """
+    """Check the program's description ``{"name", "setting", "max_turns", "tools", "description"}``."""
     if type(value) is not dict:
         raise ContractError("the program's Env description is malformed")
     name, setting, max_turns = value.get("name"), value.get("setting"), value.get("max_turns")

@@ -1,17 +1,10 @@
 """The worker: runs one environment program instance behind the wire protocol.
 
-A worker is forked from the zygote (a clean interpreter that imported this module and nothing of
-the host), locks itself down (:mod:`spade_gym.sandbox.lockdown`), sends a ``hello`` frame naming
-its active layers, then answers requests until its pipe closes:
-
-``load {source}`` -> the program's description; ``reset {seed}`` -> ``[observation, info]``;
-``step {action}`` -> ``[observation, reward, terminated, truncated, info]``; ``hint`` / ``oracle``
--> text.
-
-Every response is ``{"ok": true, "value": ..., "printed": str, "cpu_s": float}`` or
-``{"ok": false, "error": {"type", "category", "message", "traceback"}, ...}``. Return values are
-checked by exact type before anything is serialised; exceptions become text here and are never
-shipped as objects.
+Forked from the zygote, a worker locks itself down (:mod:`spade_gym.sandbox.lockdown`), sends a
+``hello`` frame naming its active layers, then answers ``load``, ``reset``, ``step``, ``hint`` and
+``oracle`` requests until its pipe closes, each with ``{"ok": true, "value", "printed", "cpu_s"}``
+or ``{"ok": false, "error": {"type", "category", "message", "traceback"}, ...}``. Exceptions
+become text here and are never shipped as objects.
 """
 
 from __future__ import annotations
@@ -75,8 +68,7 @@ def _safe_text(fn: Any, fallback: str) -> str:
 
 
 def _program_frames(exc: BaseException) -> traceback.StackSummary:
-    """The frames of ``exc``'s traceback that belong to the program (their source is cached, so no
-    file is read: the locked-down worker may not open files)."""
+    """The program's frames of ``exc``'s traceback (source cached: no file is read)."""
     frames = (
         (frame, line)
         for frame, line in traceback.walk_tb(exc.__traceback__)
@@ -86,7 +78,6 @@ def _program_frames(exc: BaseException) -> traceback.StackSummary:
 
 
 def _program_traceback(exc: BaseException) -> str:
-    """The traceback of ``exc`` restricted to frames of the program, as text."""
     lines = traceback.format_list(_program_frames(exc))
     head = _safe_text(lambda: f"{type(exc).__name__}: {exc}", type(exc).__name__)
     return "".join(lines) + head[:_MAX_MESSAGE]
@@ -117,12 +108,7 @@ class WorkerConfig:
 
 
 class ProgramHost:
-    """One program instance and the calls on it; usable in-process (tests, benchmarks) too.
-
-    Args:
-        max_print_bytes: cap on ``print`` output per call, bytes.
-        limits: output contract limits.
-    """
+    """One program instance and the calls on it; usable in-process (tests, benchmarks) too."""
 
     def __init__(self, max_print_bytes: int = 64 << 10, limits: Limits | None = None) -> None:
         self.runtime = ProgramRuntime(max_print_bytes=max_print_bytes)
@@ -134,51 +120,27 @@ class ProgramHost:
         runtime = self.runtime
         runtime.begin_call()
         start = time.thread_time()  # precise; process_time() reads 0 for short calls under RLIMIT_CPU
+        value = error = None
         try:
             value = self._dispatch(op, args)
-            error = None
         except _ContractFailure as failure:
-            value, error = None, failure.error
+            error = failure.error
         except GuardViolation as exc:
-            value, error = None, None
             if runtime.violation is None:  # raised by program code, not by a guard: a forgery
-                value, error = (
-                    None,
-                    _error(
-                        "EnvRuntimeError",
-                        "ENV_EXCEPTION",
-                        f"the program raised a sandbox signal itself at line {_program_line(exc)}",
-                    ),
-                )
+                message = f"the program raised a sandbox signal itself at line {_program_line(exc)}"
+                error = _error("EnvRuntimeError", "ENV_EXCEPTION", message)
         except MemoryError:
-            value, error = (
-                None,
-                _error("ResourceLimitExceeded", "MEMORY_LIMIT", "the program ran out of memory"),
-            )
+            error = _error("ResourceLimitExceeded", "MEMORY_LIMIT", "the program ran out of memory")
         except RecursionError as exc:
-            value, error = (
-                None,
-                _error(
-                    "EnvRuntimeError",
-                    "ENV_EXCEPTION",
-                    f"RecursionError: maximum recursion depth exceeded (line {_program_line(exc)})",
-                    _program_traceback(exc),
-                ),
-            )
+            message = f"RecursionError: maximum recursion depth exceeded (line {_program_line(exc)})"
+            error = _error("EnvRuntimeError", "ENV_EXCEPTION", message, _program_traceback(exc))
         except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt included
             raised = exc
             message = _safe_text(lambda: str(raised), "")[:_MAX_MESSAGE]
             line = _program_line(exc)
             where = f" at line {line}" if line else ""
-            value, error = (
-                None,
-                _error(
-                    "EnvRuntimeError",
-                    "ENV_EXCEPTION",
-                    f"{type(exc).__name__}{where}: {message}" if message else f"{type(exc).__name__}{where}",
-                    _program_traceback(exc),
-                ),
-            )
+            message = f"{type(exc).__name__}{where}: {message}" if message else f"{type(exc).__name__}{where}"
+            error = _error("EnvRuntimeError", "ENV_EXCEPTION", message, _program_traceback(exc))
         violation = runtime.violation
         if violation is not None:  # reported even when the program swallowed it
             type_name = "ResourceLimitExceeded" if violation.category == "OUTPUT_LIMIT" else "SandboxViolation"
@@ -211,10 +173,8 @@ class ProgramHost:
         if op == "step":
             action = args["action"]
             return list(self._checked(lambda: check_step_result(self.env.step(action), self.limits)))
-        if op == "hint":
-            return self._checked(lambda: check_text(self.env.hint(), "hint()", self.limits))
-        if op == "oracle":
-            return self._checked(lambda: check_text(self.env.oracle(), "oracle()", self.limits))
+        if op in ("hint", "oracle"):
+            return self._checked(lambda: check_text(getattr(self.env, op)(), f"{op}()", self.limits))
         raise _ContractFailure(_error("WorkerCrash", "WORKER_CRASH", f"unknown request {op!r}"))
 
     def _checked(self, call: Any) -> Any:
@@ -234,13 +194,8 @@ class ProgramHost:
         exec(code, namespace)  # noqa: S102 - restricted code, guarded globals
         cls = namespace.get("Env")
         if not isinstance(cls, type) or cls not in self.runtime.program_classes:
-            raise _ContractFailure(
-                _error(
-                    "ProgramError",
-                    "COMPILE_REJECTED",
-                    "the module must define 'class Env' (a class statement)",
-                )
-            )
+            message = "the module must define 'class Env' (a class statement)"
+            raise _ContractFailure(_error("ProgramError", "COMPILE_REJECTED", message))
         self.env = cls()
         spec = {
             "name": getattr(cls, "name", None),
@@ -253,10 +208,9 @@ class ProgramHost:
 
 
 def probe_layers() -> dict[str, str]:
-    """Try, from worker code (not program code), what the OS layers must stop; report each result.
+    """Try, from worker code, what the OS layers must stop: ``{attempt: "denied: <error>" | "ALLOWED"}``.
 
-    Used by the host's tests and by ``spade doctor`` to show that the layers hold, not merely that
-    they were requested. Returns ``{attempt: "denied: <error>" | "ALLOWED"}``.
+    Used by the tests and ``spade doctor`` to show that the layers hold, not merely were requested.
     """
     import resource
     import socket
@@ -295,10 +249,7 @@ def probe_layers() -> dict[str, str]:
 
 
 def serve(read_fd: int, write_fd: int, raw_config: dict[str, Any]) -> None:
-    """Lock this process down and answer requests until the host closes the pipe.
-
-    Called in the child right after the zygote forks. Never returns normally: the process exits.
-    """
+    """Lock this process (the zygote's new child) down and serve until the pipe closes; then exit."""
     config = WorkerConfig(raw_config)
     lockdown.set_parent_death_signal()
     try:  # the zygote may have inherited a pinned host's affinity: unpinned means every CPU
@@ -321,17 +272,8 @@ def serve(read_fd: int, write_fd: int, raw_config: dict[str, Any]) -> None:
         try:
             frame = encode_frame(response)
         except Exception as exc:  # noqa: BLE001 - any value the program returned that JSON cannot carry
-            frame = encode_frame(
-                {
-                    "ok": False,
-                    "printed": "",
-                    "cpu_s": 0.0,
-                    "error": _error(
-                        "ContractError",
-                        "PROTOCOL_ERROR",
-                        f"response not serialisable ({type(exc).__name__}): {exc}"[:300],
-                    ),
-                }
-            )
+            message = f"response not serialisable ({type(exc).__name__}): {exc}"[:300]
+            error = _error("ContractError", "PROTOCOL_ERROR", message)
+            frame = encode_frame({"ok": False, "printed": "", "cpu_s": 0.0, "error": error})
         write_frame(write_fd, frame)
     os._exit(0)

@@ -1,13 +1,9 @@
 """The zygote: a clean interpreter that pre-imports the worker and forks one worker per request.
 
-Workers are never forked from the host, which would copy the host's memory (model weights, API
-keys, open files) into code a language model wrote. The host starts this script with
-``python -s -P zygote.py CONFIG_JSON`` in a cleared environment; it imports the worker's modules
-once (RestrictedPython, pyseccomp and the allow-listed standard modules: the bulk of a cold start)
-and then, for each request on its control socket, receives the worker's two pipe ends with
-``SCM_RIGHTS``, forks, and replies with the child's pid. The child locks itself down and serves.
-
-Run only by :class:`spade_gym.sandbox.client.Zygote`; not a public entry point.
+Forking from the host would copy its memory (model weights, API keys, open files) into code a
+language model wrote. :class:`spade_gym.sandbox.client.Zygote` starts this script in a cleared
+environment; for each request on its control socket it receives the worker's two pipe ends
+(``SCM_RIGHTS``), forks, and replies with the child's pid.
 """
 
 from __future__ import annotations
