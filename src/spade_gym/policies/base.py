@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, TypeGuard, runtime_checkable
 
 from spade_gym.errors import ContextLengthExceeded
 
@@ -118,12 +118,12 @@ class SamplingParams:
         return self.temperature < GREEDY_BELOW
 
 
-def is_number(value: object) -> bool:
+def is_number(value: object) -> TypeGuard[int | float]:
     """An int or float, not a bool."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """An int, not a bool."""
     return isinstance(value, int) and not isinstance(value, bool)
 
