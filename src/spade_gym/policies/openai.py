@@ -319,8 +319,8 @@ class OpenAIPolicy:
         choices = getattr(response, "choices", None)
         if not isinstance(choices, list):
             if isinstance(response, str | bytes):
-                return self._raise_garbage(f"the body is not JSON: {_excerpt(response)}")
-            return self._raise_garbage(f"no 'choices' list in {_excerpt(_as_data(response))}")
+                raise self._garbage(f"the body is not JSON: {_excerpt(response)}")
+            raise self._garbage(f"no 'choices' list in {_excerpt(_as_data(response))}")
         if len(choices) != sampling.n:
             raise GenerationError(
                 f"{self._where()} returned {len(choices)} choices for prompt {index}, expected n={sampling.n}; "
@@ -332,10 +332,10 @@ class OpenAIPolicy:
             choice = choices[k]
             message = getattr(choice, "message", None)
             if message is None:
-                return self._raise_garbage(f"choice {k} has no 'message': {_excerpt(_as_data(choice))}")
+                raise self._garbage(f"choice {k} has no 'message': {_excerpt(_as_data(choice))}")
             content = getattr(message, "content", None)
             if content is not None and not isinstance(content, str):
-                return self._raise_garbage(f"choice {k} has a non-string 'message.content': {_excerpt(content)}")
+                raise self._garbage(f"choice {k} has a non-string 'message.content': {_excerpt(content)}")
             raw = content or ""
             text, found = cut_at_stop(raw, sampling.stop)
             tokens, logprobs = _choice_logprobs(choice)
@@ -356,10 +356,6 @@ class OpenAIPolicy:
                 )
             )
         return out
-
-    def _raise_garbage(self, detail: str) -> list[Completion]:
-        """Raise :meth:`_garbage` (typed to return, so callers can ``return`` it)."""
-        raise self._garbage(detail)
 
 
 # -- helpers -----------------------------------------------------------------------------------
