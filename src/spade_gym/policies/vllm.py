@@ -48,8 +48,7 @@ COLOCATE_DEFAULTS: dict[str, Any] = {
     "distributed_executor_backend": "external_launcher",
     # TRL: vLLM V1's memory profiler is misled by its large default when the GPU is shared with a trainer.
     "max_num_batched_tokens": 4096,
-    # The n samples of a prompt, the episodes of one environment and the turns of a conversation
-    # share prefixes; vLLM V1 turns this on by default, pinned here (load_weights resets it).
+    # samples, episodes and turns share prefixes; V1's default, pinned (load_weights resets it)
     "enable_prefix_caching": True,
 }
 
