@@ -1,42 +1,28 @@
 """The Reasoning Agent: prompts, action extraction and batched multi-turn rollouts.
 
-The Agent plays environments through the standard Gymnasium API (``reset()``/``step()``). A rollout
-steps many episodes at once and makes **one** batched ``policy.generate`` call per turn across
-every episode still running, so generation (the expensive part) runs at the batch size the policy
-likes, and the environments' workers step in parallel (``send_step`` to all, then collect).
+A rollout steps many episodes at once through the Gymnasium API and makes **one** batched
+``policy.generate`` call per turn across every running episode; the environments' workers step in
+parallel (``send_step`` to all, then collect). Rules (tested in ``tests/test_agent.py``):
 
-Rules (documented here, tested in ``tests/test_agent.py``):
-
-* **Prompt.** A system prompt per setting (:data:`SYSTEM_PROMPTS`) states the action format of
-  docs/DESIGN.md, then the environment's description and, for tool use, one line per tool
-  (:func:`tool_signature`: name, argument names, description); then ONE
-  worked example of the setting (:data:`PROMPT_EXAMPLES`) follows as an earlier (user, assistant)
-  exchange (:func:`agent_prompt`; docs/DESIGN.md, "Learning at small scale"). The first observation
-  is the next user message; with ``hint=True`` the environment's privileged hint is appended to
-  it (``"\\n\\nHint: ..."``). Each later observation is a user message.
-* **Sampling.** The default temperature and top-p of the Agent are :data:`AGENT_TEMPERATURE` and
-  :data:`AGENT_TOP_P`, chosen by measurement (see there); every default of the package
-  (:class:`RolloutConfig`, the trainer's ``agent`` section, ``spade envs measure``) uses them.
-* **Action extraction** (:func:`extract_action`). Reasoning and games: the text of the last
-  ``<answer>...</answer>`` block; with no block, the last non-empty line of the completion (small
-  models often forget the tags), marked ``format_ok=False``; an empty completion is the action
-  ``""``. Tool use: the last ``<tool_call>{...}</tool_call>`` JSON object, passed to ``step`` as
-  compact JSON; malformed JSON, or a tool call without ``name``, is *not* sent to the environment:
-  the agent gets an error observation instead and the turn counts (reward 0). A completion with
-  no ``<tool_call>`` passes its ``<answer>`` (or last line) as for reasoning.
-* **Turns.** An episode ends when the environment terminates or truncates, or after the
-  environment's ``max_turns`` agent turns (error turns included), whichever comes first.
-* **Context.** When the conversation plus ``max_new_tokens`` outgrows the policy's context window,
-  the oldest (agent, observation) exchanges after the first observation are dropped, the system
-  prompt and first observation always kept; if that is still too long the prompt is
-  left-truncated (``SamplingParams(truncate_prompt=True)``). Never an exception.
-* **Failures.** An environment that crashes, times out or breaks the contract mid-episode ends
-  that episode with ``error`` recorded and a return of 0; the other episodes go on. Endless text
-  is cut at ``max_new_tokens`` (``finish_reason == "length"``) and its action extracted as usual.
-
-Each episode gives a :class:`Trajectory`: the messages, one :class:`Turn` per agent turn (the
-prompt and completion token ids and logprobs as the policy produced them, the action, the reward),
-the return, and time split into generation and environment time.
+* **Prompt.** The setting's system prompt (:data:`SYSTEM_PROMPTS`, the action format of
+  docs/DESIGN.md), the environment's description and one line per tool (:func:`tool_signature`),
+  then ONE worked example (:data:`PROMPT_EXAMPLES`) as an earlier (user, assistant) exchange
+  (:func:`agent_prompt`). The first observation is the next user message, with
+  ``"\\n\\nHint: ..."`` appended when ``hint=True``; each later observation is a user message.
+* **Sampling.** :data:`AGENT_TEMPERATURE` and :data:`AGENT_TOP_P`, chosen by measurement.
+* **Action extraction** (:func:`extract_action`). The last ``<answer>...</answer>`` block; with
+  none, the last non-empty line (``format_ok=False``); an empty completion is ``""``. Tool use:
+  the last ``<tool_call>{...}</tool_call>`` JSON object, sent as compact JSON; malformed JSON or
+  a call without ``name`` is not sent: the agent gets an error observation and the turn counts
+  (reward 0). Without ``<tool_call>`` the answer is parsed as for reasoning.
+* **Turns.** An episode ends when the environment terminates or truncates, or after its
+  ``max_turns`` agent turns (error turns included).
+* **Context.** A conversation that outgrows the window loses its oldest (agent, observation)
+  exchanges after the first observation; if still too long, the prompt is left-truncated. Never
+  an exception.
+* **Failures.** An environment that crashes, times out or breaks the contract ends that episode
+  with ``error`` recorded and return 0; the others go on. Endless text is cut at
+  ``max_new_tokens`` and its action extracted as usual.
 """
 
 from __future__ import annotations
@@ -85,19 +71,12 @@ SYSTEM_PROMPTS: dict[str, str] = {
     ),
 }
 
-#: ONE worked example per setting, ``(user message, the exact reply)``, played to the model as an
-#: earlier exchange between the system prompt and the first observation (:func:`agent_prompt`).
-#: Measured with the embedded SmolLM2-135M-Instruct (9 hinted first observations of
-#: ArithmeticChain, SequenceNextTerm and NumberBaseConversion, temperature 0.5): replies with an
-#: ``<answer>`` tag were 0/9 with the instruction alone, 0/9 with the example written inside the
-#: system prompt (with or without a reasoning step, or a reminder after the observation), 1/9
-#: with an example exchange whose reply reasons first (the model copied the example), and 9/9
-#: with an example exchange whose reply is the bare tag (that example was "What is 3 + 4?" ->
-#: ``<answer>7</answer>``). The model then copied the example's answer into similar tasks
-#: (``7`` on numeric tasks, ``left`` on two-door games), so the final answers are words no seed
-#: task asks for; with them, 0.70 of 126 agent turns on the five graded seed environments held a
-#: parsable action (``spade envs measure -k 8``, temperature 0.5).
-#: ``tests/test_agent.py`` checks that each reply parses with ``format_ok=True``.
+#: ONE worked example per setting, ``(user message, the exact reply)``, shown as an earlier
+#: exchange (:func:`agent_prompt`). Measured with SmolLM2-135M-Instruct: replies with an
+#: ``<answer>`` tag were 0/9 with the instruction alone or the example inside the system prompt,
+#: 1/9 with an example reply that reasons first, 9/9 with a bare-tag reply. Answers are words no
+#: seed task asks for, since the model copies them; 0.70 of 126 agent turns on the five graded seed
+#: environments then held a parsable action (``spade envs measure -k 8``, temperature 0.5).
 PROMPT_EXAMPLES: dict[str, tuple[str, str]] = {
     "reasoning": ("What is the opposite of hot?", "<answer>cold</answer>"),
     "game": ("You see a closed chest. Moves: open, leave.", "<answer>open</answer>"),
@@ -107,11 +86,9 @@ PROMPT_EXAMPLES: dict[str, tuple[str, str]] = {
     ),
 }
 
-# The Agent's default decoding, chosen by measurement. SmolLM2-135M-Instruct (the
-# embedded model) with the prompts above, on the five graded seed environments (ColorCodeLookup,
-# CountListItems, LargerOfTwo, ColorDoorRooms, OrderStatusLookup), seeds 0-3 with and without the
-# hint, 48 new tokens per turn; successes are episodes with return >= 0.99 out of 20, compliance
-# is the share of agent turns with a parsable action (pooled over ~60 turns):
+# The Agent's default decoding, measured with SmolLM2-135M-Instruct on the five graded seed
+# environments, seeds 0-3 with and without the hint, 48 new tokens per turn (successes: return
+# >= 0.99 out of 20; compliance: share of ~60 turns with a parsable action):
 #
 #   temperature  top_p   success hint   success no hint   format compliance
 #   0.3          1.0     6/20           7/20              0.73
@@ -121,13 +98,9 @@ PROMPT_EXAMPLES: dict[str, tuple[str, str]] = {
 #   1.0          1.0     4/20           1/20              0.21
 #   1.0          0.9     2/20           2/20              0.33
 #
-# Compliance falls steeply above 0.5 (the earlier default, 1.0, loses four turns in five to
-# unparsable text); 0.3 and 0.5 are within noise of each other on both figures, so the default is
-# the more exploratory of the two (GRPO groups and regret estimates need varied samples). top_p
-# 0.9 changed nothing measurable and would make the sampled log-probabilities those of a truncated
-# distribution, so it stays 1.0. Re-measure with ``spade envs measure --temperature T --top-p P``.
-#: The Agent's default sampling temperature and nucleus mass (table above). One definition:
-#: :class:`RolloutConfig`, ``SelfPlayConfig.agent`` and ``spade envs measure`` use these.
+# Compliance falls steeply above 0.5; 0.3 and 0.5 are within noise, so the more exploratory one is
+# the default. top_p 0.9 changed nothing and would truncate the sampled distribution.
+#: The Agent's default sampling temperature and nucleus mass (table above), used by every default.
 AGENT_TEMPERATURE: float = 0.5
 AGENT_TOP_P: float = 1.0
 #: Most new tokens per Agent turn by default.
@@ -139,22 +112,10 @@ HINT_PREFIX = "\n\nHint: "
 
 
 def start_episode(env: PlayableEnv, seed: int | None, hinted: bool) -> str:
-    """Reset ``env`` and build the first observation of an episode, with the hint when ``hinted``.
+    """Reset ``env`` and return the first observation, with ``HINT_PREFIX + hint`` when ``hinted``.
 
-    ``hint()`` is called in **every** episode, right after ``reset``, and its text is shown only in
-    hinted ones: the program sees the same calls in both arms of the regret estimate, so it cannot
-    pay more when it is hinted (a reward gap the Designer would otherwise learn to exploit).
-
-    Args:
-        env: the environment (a :class:`~spade_gym.env.SandboxedEnv` or any :class:`PlayableEnv`).
-        seed: the reset seed.
-        hinted: append ``HINT_PREFIX + hint`` to the observation.
-
-    Returns:
-        The first observation.
-
-    Raises:
-        Exception: whatever the program raised in ``reset`` or ``hint`` (the episode's error).
+    ``hint()`` is called in **every** episode, so the program sees the same calls in both arms
+    of the regret estimate and cannot pay more when hinted. Raises what the program raised.
     """
     observation, _info = env.reset(seed=seed)
     hint = env.hint()
@@ -167,17 +128,10 @@ def system_prompt(
     """The Agent's system prompt for an environment.
 
     Args:
-        setting: ``"reasoning"``, ``"tool_use"`` or ``"game"``.
-        description: the environment's docstring (one paragraph).
-        tools: the environment's OpenAI-style tool schemas (tool use).
-        compact_tools: one line per tool (:func:`tool_signature`) instead of its JSON schema;
-            :func:`agent_prompt` (what :func:`rollout` shows) uses it.
-
-    Returns:
-        The prompt text.
-
-    Raises:
-        ValueError: an unknown setting.
+        setting: ``"reasoning"``, ``"tool_use"`` or ``"game"`` (ValueError otherwise).
+        description: the environment's docstring.
+        tools: the environment's OpenAI-style tool schemas.
+        compact_tools: one line per tool (:func:`tool_signature`) instead of its JSON schema.
     """
     if setting not in SYSTEM_PROMPTS:
         raise ValueError(f"setting must be one of {sorted(SYSTEM_PROMPTS)}, got {setting!r}")
@@ -191,19 +145,9 @@ def system_prompt(
 
 
 def tool_signature(tool: Mapping[str, Any]) -> str:
-    """One line for a tool in the Agent's prompt: ``name(arg, ...): description``.
-
-    A small model copies JSON it sees: shown its tools' JSON schemas, SmolLM2-135M wrote schema
-    fragments as tool calls, so the prompt names each tool, its argument names and
-    what it does, and the call format comes from the worked example.
-
-    Args:
-        tool: an OpenAI-style function schema (``{"type": "function", "function": {...}}``) or
-            the bare function object; anything else is shown as compact JSON.
-
-    Returns:
-        The line.
-    """
+    """One line for a tool: ``name(arg, ...): description`` (a small model shown JSON schemas
+    copies them). ``tool`` is an OpenAI-style function schema or the bare function object;
+    anything else is shown as compact JSON."""
     function = tool.get("function", tool) if isinstance(tool, Mapping) else tool
     if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
         return json.dumps(tool, sort_keys=True, separators=(",", ":"), default=str)
@@ -216,11 +160,7 @@ def tool_signature(tool: Mapping[str, Any]) -> str:
 
 
 def example_messages(setting: str) -> list[dict[str, str]]:
-    """The worked example of ``setting`` as a (user, assistant) exchange (:data:`PROMPT_EXAMPLES`).
-
-    Raises:
-        ValueError: an unknown setting.
-    """
+    """The worked example of ``setting`` as a (user, assistant) exchange; ValueError for an unknown setting."""
     if setting not in PROMPT_EXAMPLES:
         raise ValueError(f"setting must be one of {sorted(PROMPT_EXAMPLES)}, got {setting!r}")
     question, reply = PROMPT_EXAMPLES[setting]
@@ -228,32 +168,16 @@ def example_messages(setting: str) -> list[dict[str, str]]:
 
 
 def agent_prompt(setting: str, description: str = "", tools: Sequence[dict[str, Any]] = ()) -> list[dict[str, str]]:
-    """What the Agent sees before an environment's first observation: the system prompt
-    (:func:`system_prompt` with one line per tool) and the setting's worked example exchange
-    (:func:`example_messages`).
-
-    Args:
-        setting, description, tools: as :func:`system_prompt`.
-
-    Returns:
-        Three chat messages: system, user (the example's question), assistant (its exact reply).
-
-    Raises:
-        ValueError: an unknown setting.
-    """
+    """System prompt (one line per tool) and worked example exchange: the three messages the Agent
+    sees before the first observation; ValueError for an unknown setting."""
     system = system_prompt(setting, description, tools, compact_tools=True)
     return [{"role": "system", "content": system}, *example_messages(setting)]
 
 
 @dataclass(frozen=True)
 class ParsedAction:
-    """What :func:`extract_action` found in a completion.
-
-    Attributes:
-        action: the string to pass to ``env.step`` (``None`` when nothing may be sent).
-        format_ok: whether the completion used the expected tag.
-        error: for the agent: why nothing was sent (malformed tool call), else ``None``.
-    """
+    """What :func:`extract_action` found: ``action`` for ``env.step`` (``None``: nothing may be
+    sent), whether the expected tag was used, and ``error`` for the agent when nothing was sent."""
 
     action: str | None
     format_ok: bool
@@ -261,15 +185,7 @@ class ParsedAction:
 
 
 def extract_action(text: str, setting: str) -> ParsedAction:
-    """Extract the action from a completion by the rules of the module docstring.
-
-    Args:
-        text: the completion text.
-        setting: the environment's setting.
-
-    Returns:
-        A :class:`ParsedAction`.
-    """
+    """Extract the action from a completion by the rules of the module docstring."""
     if setting == "tool_use":
         calls = _TOOL_CALL.findall(text)
         if calls:
@@ -304,18 +220,10 @@ NO_ACTION = "Error: no action found."
 
 @dataclass
 class Turn:
-    """One agent turn of an episode.
-
-    Attributes:
-        prompt_token_ids, completion_token_ids, logprobs: as the policy produced them (``None``
-            for backends that report no tokens); one (prompt, completion) training sample whose
-            loss mask is the completion tokens (:meth:`Trajectory.samples`).
-        text: the completion text; ``finish_reason``: ``"stop"`` or ``"length"``.
-        action: what was sent to ``step`` (``None`` for a malformed tool call, not sent).
-        format_ok: whether the completion used the expected tag.
-        observation: what the agent saw next (the environment's, or the runner's error message).
-        reward: this turn's reward (0 for an unsent or failed step).
-    """
+    """One agent turn: the policy's token ids and logprobs (``None`` for backends that report no
+    tokens; one training sample, :meth:`Trajectory.samples`), the completion ``text`` and
+    ``finish_reason``, the ``action`` sent (``None``: a malformed tool call, not sent), whether
+    the expected tag was used, the next ``observation`` and the turn's ``reward``."""
 
     prompt_token_ids: list[int] | None
     completion_token_ids: list[int] | None
@@ -333,18 +241,13 @@ class Trajectory:
     """One episode played by the Agent.
 
     Attributes:
-        env_id: the environment's id or name; ``seed``: the reset seed; ``hint``: whether the
-            hint was shown.
-        messages: the whole conversation (system, observations as user messages, completions as
-            assistant messages), untruncated; the worked example exchange that the policy sees
-            after the system prompt (:func:`example_messages`) is not repeated here.
-        turns: one :class:`Turn` per agent turn.
-        rewards: per-turn rewards; ``episode_return``: their sum (clipped to [0, 1], which a sum
-            within the sandbox's rounding tolerance can pass by 1e-6), or 0 when ``error`` is set.
-        terminated, truncated: how the episode ended (truncated also when the runner stopped it).
-        error: ``{"type", "category", "message", ...}`` when the environment failed, else ``None``.
-        generation_s, env_s: seconds spent in ``policy.generate`` (this episode's share of each
-            batched call, split by completion tokens) and in the environment (reset and steps).
+        messages: the whole conversation, untruncated, without the worked example exchange the
+            policy sees after the system prompt.
+        rewards: per-turn rewards; ``episode_return``: their sum clipped to [0, 1], or 0 when
+            ``error`` is set.
+        error: ``{"type", "category", "message", ...}`` when the environment failed.
+        generation_s, env_s: seconds in ``policy.generate`` (this episode's share of each batched
+            call, by completion tokens) and in the environment.
     """
 
     env_id: str
@@ -370,8 +273,7 @@ class Trajectory:
         """Whether the episode is over (terminated, truncated or failed)."""
         return self.terminated or self.truncated or self.error is not None
 
-    # The episode rules (the module docstring's "Turns" and "Failures"), defined once: the rollout,
-    # SpadeEpisode (verl, verifiers, OpenRLHF) and TRL's environment all end episodes through these.
+    # The episode rules, defined once: the rollout and every integration end episodes through these.
 
     def fail(self, error: BaseException | Mapping[str, Any]) -> None:
         """End the episode because the environment failed: ``error`` is recorded (an exception
@@ -398,13 +300,10 @@ class Trajectory:
         """Record one agent turn's reward and apply the episode rules.
 
         Args:
-            reward: the turn's reward (0 for a turn the environment was not stepped on).
-            terminated, truncated: what ``step`` returned.
             info: ``step``'s info; a ``"sandbox_error"`` record in it (the host's) is a failure.
             error: a failure of ``step`` itself (an exception or an error record).
-            turn_limit: agent turns after which the episode is truncated (``None``: no cap); a
-                turn counts when it is in :attr:`turns` or, for callers that keep no
-                :class:`Turn`, in :attr:`rewards`.
+            turn_limit: agent turns after which the episode is truncated (``None``: no cap),
+                counted in :attr:`turns` or, for callers that keep no :class:`Turn`, :attr:`rewards`.
         """
         self.rewards.append(float(reward))
         failure = error if error is not None else (info or {}).get(RESERVED_INFO_KEY)
@@ -434,12 +333,8 @@ class Trajectory:
         return self.format_ok_turns / len(self.turns) if self.turns else None
 
     def samples(self) -> list[tuple[list[int], list[int], list[float], list[int]]]:
-        """The trainer's view: one ``(prompt_ids, completion_ids, logprobs, loss_mask)`` per turn.
-
-        The prompt is the conversation as the model saw it at that turn (earlier agent turns
-        included, not trained on here: each is trained in its own sample); the loss mask is 1 on
-        every completion token. Turns without token ids (an OpenAI backend) are skipped.
-        """
+        """One ``(prompt_ids, completion_ids, logprobs, loss_mask)`` per turn with token ids; the mask
+        is 1 on every completion token."""
         out = []
         for turn in self.turns:
             if turn.prompt_token_ids is None or turn.completion_token_ids is None or turn.logprobs is None:
@@ -450,8 +345,7 @@ class Trajectory:
 
 
 def format_compliance(trajectories: Sequence[Trajectory]) -> float | None:
-    """Share of all agent turns of ``trajectories`` with a parsable action (``Turn.format_ok``),
-    in [0, 1], each turn counted once; ``None`` when there are no turns."""
+    """Share of all agent turns with a parsable action, in [0, 1]; ``None`` when there are none."""
     turns = sum(t.num_turns for t in trajectories)
     return sum(t.format_ok_turns for t in trajectories) / turns if turns else None
 
@@ -459,8 +353,7 @@ def format_compliance(trajectories: Sequence[Trajectory]) -> float | None:
 @dataclass(frozen=True)
 class Episode:
     """One episode to play: ``env`` is a gymnasium id (``"spade/Name-v0"``), a program (path,
-    source or :class:`~spade_gym.EnvProgram`) or a zero-argument factory returning a
-    :class:`~spade_gym.SandboxedEnv` or :class:`~spade_gym.reasoning_gym.ReasoningGymEnv`; ``seed`` the reset seed; ``hint`` whether to show the hint."""
+    source or :class:`~spade_gym.EnvProgram`) or a zero-argument factory of a playable env."""
 
     env: Any
     seed: int
@@ -472,12 +365,10 @@ class RolloutConfig:
     """Settings of :func:`rollout`.
 
     Attributes:
-        sampling: the Agent's sampling settings (temperature > 0 for regret estimates). With a
-            ``seed``, the ``i``-th ``generate`` call of the rollout uses ``seed + i``: the rollout
-            is reproducible and its turns are not sampled with one repeated seed.
+        sampling: the Agent's sampling; with a ``seed``, the ``i``-th ``generate`` call of the
+            rollout uses ``seed + i``.
         max_episodes: most episodes (environment workers) alive at once; more are played in waves.
-        max_turns: cap on agent turns per episode, below the environment's own (``None``: the
-            environment's ``max_turns``).
+        max_turns: cap on agent turns per episode (``None``: the environment's ``max_turns``).
     """
 
     sampling: SamplingParams = field(
@@ -522,10 +413,8 @@ class RolloutStats:
 
 @runtime_checkable
 class PlayableEnv(Protocol):
-    """What the Agent plays: environment programs in the sandbox (:class:`~spade_gym.SandboxedEnv`),
-    reasoning-gym tasks (:class:`~spade_gym.reasoning_gym.ReasoningGymEnv`), and either hosted
-    elsewhere (:class:`~spade_gym.ray_executor.RayEnv`): text environments that declare their
-    setting, tools and turn limit, give a privileged hint, and can start a step without waiting."""
+    """What the Agent plays: a text environment (sandboxed program, reasoning-gym task, or either on
+    Ray) with a setting, tools, a turn limit and a privileged hint, that can start a step without waiting."""
 
     name: str
     setting: str
@@ -614,19 +503,15 @@ def rollout(
     """Play ``episodes`` with ``policy``: one batched ``generate`` per turn over every running episode.
 
     Args:
-        episodes: what to play (see :class:`Episode`); trajectories come back in this order.
-        policy: the Agent's policy.
-        config: sampling and batching settings.
-        progress: called with ``(0, episodes in all)`` first, then after every turn with
-            ``(episodes finished, episodes in all)``.
+        episodes: what to play; trajectories come back in this order.
+        progress: called with ``(0, total)`` first, then after every turn with ``(finished, total)``.
 
     Returns:
-        ``(trajectories, stats)``: one :class:`Trajectory` per episode, and the call's figures.
+        ``(trajectories, stats)``.
 
     Raises:
-        ValueError: ``sampling.n != 1`` (each episode samples one completion per turn).
-        SpadeError: an environment cannot be created (its program fails the static check or to
-            load). Failures *during* an episode never raise (see the module docstring).
+        ValueError: ``sampling.n != 1``.
+        SpadeError: an environment cannot be created; failures *during* an episode never raise.
     """
     config = config or RolloutConfig()
     if config.sampling.n != 1:
@@ -738,12 +623,8 @@ _TEMPLATE_TOKENS_PER_MESSAGE, _TEMPLATE_TOKENS = 16, 64
 
 
 def _fits(policy: Policy, sampling: SamplingParams) -> Callable[[list[dict[str, str]]], bool]:
-    """Whether a conversation plus ``max_new_tokens`` fits the policy's window.
-
-    A token covers at least one byte of text, so a conversation whose UTF-8 size plus the
-    template's tokens fits is accepted without tokenizing it (``generate`` tokenizes it anyway);
-    only conversations near the window are encoded to decide.
-    """
+    """Whether a conversation plus ``max_new_tokens`` fits the policy's window; only conversations
+    whose UTF-8 size (a token covers at least one byte) might not fit are tokenized."""
     window = policy.context_window
     encode = getattr(policy, "encode", None)
     if window is None or encode is None:

@@ -61,19 +61,12 @@ def __getattr__(name: str) -> Any:
 
 
 def parse_policy_spec(spec: str) -> tuple[str, dict[str, str]]:
-    """Split a policy string into ``(backend, fields)`` without loading anything.
-
-    Args:
-        spec: ``"default"``, ``"<hf id or path>"``, ``"vllm:<id, path or default>"`` or
-            ``"openai:<model>@<base_url>"``.
-
-    Returns:
-        ``("embedded", {})``, ``("transformers", {"model": ...})``, ``("vllm", {"model": ...})``
-        or ``("openai", {"model": ..., "base_url": ...})``.
+    """Split a policy string (see the module docstring) into ``(backend, fields)`` without loading
+    anything: ``("embedded", {})``, ``("transformers" | "vllm", {"model"})`` or
+    ``("openai", {"model", "base_url"})``.
 
     Raises:
-        ValueError: an empty spec, ``vllm:`` without a model, or an ``openai:`` spec without
-            ``@base_url`` (the message shows the expected form).
+        ValueError: an empty spec, ``vllm:`` without a model, or ``openai:`` without ``@base_url``.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"policy spec must be a non-empty string such as 'default', got {spec!r}")
@@ -97,23 +90,14 @@ def parse_policy_spec(spec: str) -> tuple[str, dict[str, str]]:
 
 
 def load_policy(spec: str = "default", **kwargs: Any) -> Policy:
-    """Load a policy from a string (see the module docstring for the forms).
-
-    Args:
-        spec: which model and backend; ``"default"`` is the embedded SmolLM2-135M-Instruct.
-        **kwargs: passed to the backend's constructor (``TransformersPolicy(device=, dtype=,
-            lora=, max_batch_size=)``, ``VLLMPolicy(**engine_kwargs)``, ``OpenAIPolicy(api_key=,
-            timeout=, max_retries=, max_concurrency=)``).
-
-    Returns:
-        A :class:`Policy`: a ``TransformersPolicy``, ``VLLMPolicy`` or ``OpenAIPolicy``.
+    """Load a :class:`Policy` from a string (see the module docstring); ``**kwargs`` go to the
+    backend's constructor (``TransformersPolicy``, ``VLLMPolicy`` or ``OpenAIPolicy``).
 
     Raises:
         ValueError: a malformed spec.
         ModelNotFound: the model does not exist locally and cannot be fetched, or the embedded
             model's package is missing.
-        BackendUnavailable: the backend's package or hardware is missing (torch, vLLM, a GPU,
-            openai).
+        BackendUnavailable: the backend's package or hardware is missing.
     """
     backend, fields = parse_policy_spec(spec)
     if backend == "openai":

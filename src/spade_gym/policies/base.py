@@ -1,26 +1,17 @@
 """The one interface every language-model backend implements: :class:`Policy`.
 
-Both SPADE roles (the Environment Designer and the Reasoning Agent) are played by one policy. A
-policy turns a batch of chat prompts into completions::
+One policy plays both SPADE roles (Designer and Agent)::
 
     completions = policy.generate(prompts, SamplingParams(temperature=1.0, n=4, max_new_tokens=256))
 
-* ``prompts`` is a list of conversations; a conversation is a list of ``{"role", "content"}``
-  messages (roles ``system``, ``user``, ``assistant``, ``tool``), turned into tokens by the
-  tokenizer's own chat template, with the generation prompt added.
-* The result holds ``len(prompts) * sampling.n`` completions, **grouped by prompt**: the ``n``
-  samples of prompt 0 first, then those of prompt 1, ... (the group layout GRPO needs).
-  ``Completion.prompt_index`` says which prompt each one answers.
+* ``prompts``: a list of conversations, each a list of ``{"role", "content"}`` messages, rendered
+  with the tokenizer's chat template (generation prompt added).
+* The result holds ``len(prompts) * n`` completions **grouped by prompt** (the ``n`` samples of
+  prompt 0 first: GRPO's group layout); ``Completion.prompt_index`` names the prompt.
 * ``Completion.logprobs[i]`` is the log-probability of ``completion_token_ids[i]`` under the
-  model's **unmodified** next-token distribution (temperature 1, no top-p), whatever the sampling
-  settings were: the quantity a policy-gradient loss and an importance ratio need, and what vLLM
-  returns by default (``logprobs_mode="raw_logprobs"``). It is what
-  :meth:`TransformersPolicy.sequence_logprobs` recomputes for the trainer.
-
-Backends: :mod:`~spade_gym.policies.transformers` (CPU or GPU, trainable),
-:mod:`~spade_gym.policies.vllm` (fast GPU rollouts, weights synced from the trainer) and
-:mod:`~spade_gym.policies.openai` (any OpenAI-compatible server; inference only).
-:func:`spade_gym.policies.load_policy` picks one from a string.
+  model's **unmodified** distribution (temperature 1, no top-p) whatever the sampling settings:
+  vLLM's ``logprobs_mode="raw_logprobs"``, and what :meth:`TransformersPolicy.sequence_logprobs`
+  recomputes for the trainer.
 """
 
 from __future__ import annotations
@@ -28,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, TypeGuard, runtime_checkable
 
 from spade_gym.errors import ContextLengthExceeded
 
@@ -64,24 +55,18 @@ ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """How to sample completions; the same fields mean the same thing in every backend.
+    """How to sample completions; the same in every backend.
 
     Attributes:
-        temperature: softmax temperature, ``>= 0``; ``0`` (anything below ``1e-5``) means greedy
-            decoding.
-        top_p: nucleus sampling mass in ``(0, 1]``; ``1`` keeps the whole distribution.
-        max_new_tokens: most tokens to generate per completion, ``>= 1`` (tokens, not characters).
-        n: completions per prompt, ``>= 1``. ``n > 1`` needs ``temperature > 0``: greedy decoding
-            would return ``n`` identical completions, a degenerate group for any statistic.
+        temperature: ``>= 0``; below ``1e-5`` is greedy decoding.
+        top_p: nucleus mass in ``(0, 1]``.
+        max_new_tokens: most tokens per completion, ``>= 1``.
+        n: completions per prompt, ``>= 1``; ``n > 1`` needs ``temperature > 0``.
         stop: strings that end a completion; the text is cut before the first one and
-            ``finish_reason`` is ``"stop"``. The token that completed the stop string is the last
-            of ``completion_token_ids`` (tokens and text can disagree at that edge, as in vLLM).
-        seed: seed of the sampler for this call, in ``[0, 2**63)``; the same seed, prompts and
-            settings give the same completions on the same backend and hardware. ``None`` draws fresh
-            randomness (successive calls differ).
-        truncate_prompt: when a prompt plus ``max_new_tokens`` exceeds the context window, keep
-            its last tokens (left-truncation, as vLLM's ``truncate_prompt_tokens``) instead of
-            raising :class:`~spade_gym.errors.ContextLengthExceeded`.
+            ``finish_reason`` is ``"stop"`` (the token that completed it stays in the token ids).
+        seed: sampler seed for this call, in ``[0, 2**63)``; ``None`` draws fresh randomness.
+        truncate_prompt: keep a too-long prompt's last tokens (as vLLM's
+            ``truncate_prompt_tokens``) instead of raising ``ContextLengthExceeded``.
 
     Raises:
         ValueError: a field out of its range, naming the field and the range.
@@ -106,15 +91,15 @@ class SamplingParams:
                 f"SamplingParams.stop must be a string or a sequence of strings, got {type(stop).__name__}"
             )
         object.__setattr__(self, "stop", tuple(stop))
-        if not _is_number(self.temperature) or not math.isfinite(self.temperature) or self.temperature < 0:
+        if not is_number(self.temperature) or not math.isfinite(self.temperature) or self.temperature < 0:
             raise ValueError(
                 f"SamplingParams.temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}"
             )
-        if not _is_number(self.top_p) or not 0 < self.top_p <= 1:
+        if not is_number(self.top_p) or not 0 < self.top_p <= 1:
             raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p!r}")
         for name in ("max_new_tokens", "n"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_int(value) or value < 1:
                 raise ValueError(f"SamplingParams.{name} must be an int >= 1, got {value!r}")
         if self.n > 1 and self.greedy:
             raise ValueError(
@@ -124,20 +109,23 @@ class SamplingParams:
             )
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise ValueError(f"SamplingParams.stop must be non-empty strings, got {self.stop!r}")
-        if self.seed is not None and (
-            isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63
-        ):
+        if self.seed is not None and not (is_int(self.seed) and 0 <= self.seed < 2**63):
             raise ValueError(f"SamplingParams.seed must be an int in [0, 2**63) or None, got {self.seed!r}")
 
     @property
     def greedy(self) -> bool:
-        """Whether decoding is greedy: ``temperature`` below :data:`GREEDY_BELOW` (as in vLLM; a
-        softmax at such a temperature overflows to a one-hot or to NaN)."""
+        """Whether ``temperature`` is below :data:`GREEDY_BELOW` (greedy decoding, as in vLLM)."""
         return self.temperature < GREEDY_BELOW
 
 
-def _is_number(value: object) -> bool:
+def is_number(value: object) -> TypeGuard[int | float]:
+    """An int or float, not a bool."""
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def is_int(value: object) -> TypeGuard[int]:
+    """An int, not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -146,15 +134,13 @@ class Completion:
 
     Attributes:
         text: the decoded completion, special tokens removed, cut before a stop string.
-        prompt_token_ids: the prompt after the chat template, as the model saw it (after any
-            left-truncation); ``None`` when the backend cannot report tokens (an OpenAI server).
-        completion_token_ids: the sampled tokens, including the end-of-sequence token when
-            generation stopped on it; ``None`` when the backend cannot report tokens.
-        logprobs: one float per completion token: its log-probability (natural log) under the
-            model's unmodified distribution (see the module docstring); ``None`` when the backend
-            cannot report them.
+        prompt_token_ids: the prompt as the model saw it (after any truncation).
+        completion_token_ids: the sampled tokens, end-of-sequence token included.
+        logprobs: one natural-log probability per completion token (see the module docstring).
         finish_reason: ``"stop"`` (end-of-sequence or a stop string) or ``"length"``.
         prompt_index: index into the ``prompts`` passed to ``generate``.
+
+    The three lists are ``None`` when the backend reports no tokens (an OpenAI server).
     """
 
     text: str
@@ -176,22 +162,14 @@ class Policy(Protocol):
 
     Attributes:
         name: the model's id or path, for logs and the registry.
-        context_window: the most tokens (prompt plus completion) one sequence may hold, or
-            ``None`` when the backend does not know it.
+        context_window: most tokens (prompt plus completion) per sequence; ``None`` when unknown.
     """
 
     name: str
     context_window: int | None
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
-        """Sample ``sampling.n`` completions for every prompt.
-
-        Args:
-            prompts: ``B >= 1`` conversations (each a list of ``{"role", "content"}`` messages).
-            sampling: how to sample; ``None`` means ``SamplingParams()``.
-
-        Returns:
-            ``B * n`` completions, grouped by prompt (see the module docstring).
+        """``B * sampling.n`` completions for ``B >= 1`` conversations, grouped by prompt.
 
         Raises:
             ValueError: malformed prompts (see :func:`check_prompts`).
@@ -202,18 +180,11 @@ class Policy(Protocol):
 
 
 def check_prompts(prompts: object) -> list[list[dict[str, str]]]:
-    """Check a batch of chat prompts and return it as plain lists of plain dicts.
-
-    Args:
-        prompts: what was passed to ``generate``.
-
-    Returns:
-        The prompts as ``list[list[dict]]`` with ``role`` and ``content`` only.
+    """Check a batch of chat prompts; return it as ``list[list[dict]]`` with ``role`` and ``content`` only.
 
     Raises:
-        ValueError: an empty batch, a single conversation passed where a batch was expected, an
-            empty conversation, a message that is not a mapping with a known ``role`` and a string
-            ``content``; the message names the prompt and message index.
+        ValueError: an empty batch, one conversation where a batch was expected, an empty
+            conversation, or a malformed message; the message names the prompt and message index.
     """
     if isinstance(prompts, str | bytes) or not isinstance(prompts, Sequence):
         raise ValueError(
@@ -253,11 +224,7 @@ def check_prompts(prompts: object) -> list[list[dict[str, str]]]:
 
 
 def resolve_sampling(sampling: object) -> SamplingParams:
-    """Return ``sampling``, or ``SamplingParams()`` for ``None``.
-
-    Raises:
-        ValueError: ``sampling`` is neither ``None`` nor a :class:`SamplingParams` (a dict, say).
-    """
+    """``sampling``, or ``SamplingParams()`` for ``None``; ValueError for anything else."""
     if sampling is None:
         return SamplingParams()
     if not isinstance(sampling, SamplingParams):
@@ -269,15 +236,7 @@ def resolve_sampling(sampling: object) -> SamplingParams:
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
-    """Cut ``text`` before the earliest occurrence of any stop string.
-
-    Args:
-        text: decoded completion text.
-        stop: stop strings (may be empty).
-
-    Returns:
-        ``(text_before_stop, found)``; ``found`` is whether any stop string occurred.
-    """
+    """``(text cut before the earliest stop string, whether one occurred)``."""
     cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
     return (text[:cut], True) if cut >= 0 else (text, False)
 
@@ -285,30 +244,15 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
 def fit_prompt(
     prompt_token_ids: list[int], max_new_tokens: int, context_window: int | None, truncate: bool
 ) -> list[int]:
-    """Make a tokenized prompt fit the context window together with its completion.
-
-    A sequence holds the prompt and up to ``max_new_tokens`` generated tokens, so the request fits
-    when ``len(prompt_token_ids) + max_new_tokens <= context_window``. When it does not, the prompt
-    is either refused or left-truncated: its *last* ``context_window - max_new_tokens`` tokens are
-    kept (the end of a conversation, with the generation prompt, is what the model must see; this
-    is what vLLM's ``truncate_prompt_tokens`` does).
-
-    Args:
-        prompt_token_ids: the prompt after the chat template, token ids, length ``N >= 1``.
-        max_new_tokens: the most tokens the completion may hold, ``M >= 1``.
-        context_window: the model's window ``W`` in tokens (prompt plus completion); ``None``
-            when unknown, and then the prompt is returned unchanged.
-        truncate: keep the last ``W - M`` prompt tokens instead of raising
-            (``SamplingParams.truncate_prompt``).
+    """Make a prompt of ``N`` tokens fit a window of ``W`` tokens with ``M = max_new_tokens`` more.
 
     Returns:
-        A new list: the prompt unchanged when ``N + M <= W`` (or ``W`` is ``None``), else its last
-        ``W - M`` tokens when ``truncate``.
+        A new list: the prompt unchanged when ``N + M <= W`` or ``W`` is ``None``, else (with
+        ``truncate``) its last ``W - M`` tokens, as vLLM's ``truncate_prompt_tokens``.
 
     Raises:
-        ContextLengthExceeded: ``N + M > W`` and ``truncate`` is false, or ``M >= W`` so that no
-            prompt token would fit even after truncation; ``limit`` is ``W`` and ``needed`` is
-            ``N + M``, and the message names both and how to fix the request.
+        ContextLengthExceeded: ``N + M > W`` without ``truncate``, or ``M >= W``; ``limit=W``,
+            ``needed=N + M``.
     """
     ids = list(prompt_token_ids)
     if context_window is None:

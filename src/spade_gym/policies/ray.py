@@ -1,9 +1,6 @@
 """Generation on Ray: any policy loaded in a Ray actor, so a vLLM engine can live on another GPU
-or node than the trainer (``run.executor: ray`` with ``ray.generation_gpus``).
-
-The ``ray`` extra (``pip install 'spade-gym[ray]'``); Ray is imported when a :class:`RayPolicy`
-is created, never by ``import spade_gym``. Validation and environments on Ray are
-:class:`spade_gym.ray_executor.RayExecutor`.
+or node than the trainer (``run.executor: ray`` with ``ray.generation_gpus``; the ``ray`` extra,
+imported only when a :class:`RayPolicy` is created).
 """
 
 from __future__ import annotations

@@ -1,32 +1,23 @@
 """The transformers backend: batched chat generation with per-token logprobs, and re-scoring.
 
-:class:`TransformersPolicy` is the policy the trainer updates. It runs on CPU or GPU, generates
-with ``model.generate`` (left padding, KV cache), and returns, for every sampled token, its
-log-probability under the model's unmodified distribution. :meth:`TransformersPolicy.sequence_logprobs`
-recomputes the same numbers for given (prompt, completion) token ids with one forward pass,
-with gradients when called under ``torch.enable_grad()``: the log-probabilities of a
-policy-gradient loss such as GRPO's (Shao et al. 2024, *DeepSeekMath*, section 4.1, eq. 3).
+:class:`TransformersPolicy` is the policy the trainer updates (CPU or GPU). ``model.generate``
+runs with left padding and a KV cache; :meth:`TransformersPolicy.sequence_logprobs` recomputes the
+same logprobs with one forward pass, with gradients under ``torch.enable_grad()`` (the
+log-probabilities of GRPO's loss, Shao et al. 2024, *DeepSeekMath*, section 4.1, eq. 3).
 
-How generation is wired (so that logprobs and finish reasons are exact):
+How generation stays exact:
 
-* the model's own ``generation_config`` is replaced by a neutral one at load time (only its
-  special token ids are kept), so sampling defaults shipped with a checkpoint (``top_k``,
-  ``repetition_penalty``, ...) never change what :class:`~spade_gym.policies.base.SamplingParams`
-  asks for;
-* a logits processor placed before temperature and top-p sees the raw logits of every step and
-  records ``logit[token] - logsumexp(logits)`` of the token sampled from them;
-* one stopping criterion checks end-of-sequence tokens and stop strings (transformers'
-  ``StopStringCriteria``) and records the step at which each row finished, so the completion's
-  tokens, text and finish reason are cut at exactly that step;
-* key/value caches are reused where prompts share a prefix (:class:`PrefixCache`): the rows of a
-  call that share a prefix (the ``n`` samples of a prompt; the episodes of one environment, whose
-  system prompt, description and worked example are the same) have it computed once, and with
-  ``n = 1`` every row's sequence (prompt and completion) is kept, so the next turn of a
-  conversation starts from it (the ``n > 1`` samples of a group are not continued, and a G = 4
-  design of 2,700 tokens would keep 500 MB). Each row's cached tokens are placed before a gap of
-  padding, so every row's uncached part starts in the same column; positions come from the
-  attention mask, as in uncached generation.
-  Greedy outputs are the same with and without reuse (tested).
+* the checkpoint's ``generation_config`` is replaced by a neutral one (special token ids only),
+  so shipped sampling defaults (``top_k``, ``repetition_penalty``, ...) never apply;
+* a logits processor before temperature and top-p records ``logit[token] - logsumexp(logits)``
+  of each sampled token;
+* one stopping criterion checks end-of-sequence tokens and stop strings and records the step each
+  row finished at, so tokens, text and finish reason are cut there;
+* key/value caches are reused across prompts that share a prefix (:class:`PrefixCache`): shared
+  prefixes of a call are computed once, and with ``n = 1`` each row's whole sequence is kept for
+  the conversation's next turn. Cached tokens sit before a gap of padding so every row's uncached
+  part starts in the same column; positions come from the attention mask. Greedy outputs are the
+  same with and without reuse (tested).
 """
 
 from __future__ import annotations
@@ -49,6 +40,7 @@ from spade_gym.policies.base import (
     check_prompts,
     cut_at_stop,
     fit_prompt,
+    is_int,
     resolve_sampling,
 )
 
@@ -61,11 +53,7 @@ _TRAIN_HINT = "install the train extra: pip install 'spade-gym[train]' (on a mac
 
 
 def import_torch_stack() -> None:
-    """Import torch and transformers, or explain how to install them.
-
-    Raises:
-        BackendUnavailable: either package is missing.
-    """
+    """Import torch and transformers, or raise BackendUnavailable with the install command."""
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
@@ -80,11 +68,8 @@ def resolve_device_dtype(device: str | None, dtype: str | torch.dtype | None) ->
 
     Args:
         device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, or ``None`` for the best available.
-        dtype: a ``torch.dtype``, one of ``"float32"``/``"fp32"``, ``"bfloat16"``/``"bf16"``,
+        dtype: a ``torch.dtype``, ``"float32"``/``"fp32"``, ``"bfloat16"``/``"bf16"``,
             ``"float16"``/``"fp16"``, or ``None``/``"auto"`` for the device's default.
-
-    Returns:
-        ``(torch.device, torch.dtype)``.
 
     Raises:
         ValueError: an unknown dtype name, or a CUDA device asked for on a machine without one.
@@ -121,11 +106,8 @@ def resolve_device_dtype(device: str | None, dtype: str | torch.dtype | None) ->
 
 
 def _load_pretrained(auto_class: Any, source: str, *, local: bool, **kwargs: Any) -> Any:
-    """``auto_class.from_pretrained(source)``, with every failure turned into :class:`ModelNotFound`.
-
-    A hub id is looked up in the local Hugging Face cache first, so a cached model loads without
-    the hub being reachable (and without its retries).
-    """
+    """``auto_class.from_pretrained(source)``, every failure a :class:`ModelNotFound`; a hub id is
+    read from the local cache first, so a cached model loads without the hub."""
     if not local:
         from huggingface_hub import try_to_load_from_cache
         from huggingface_hub.utils import HFValidationError
@@ -169,8 +151,7 @@ def _load_pretrained(auto_class: Any, source: str, *, local: bool, **kwargs: Any
 
 
 def _hub_unreachable(timeout_s: float = 3.0) -> str | None:
-    """Why the Hugging Face hub cannot be reached (offline mode, or no TCP connection to its
-    endpoint within ``timeout_s`` seconds), or ``None`` when it answers."""
+    """Why the hub cannot be reached (offline mode, or no TCP connection), or ``None``."""
     import socket
     from urllib.parse import urlsplit
 
@@ -192,45 +173,37 @@ def _looks_like_path(model: str) -> bool:
 
 
 class TransformersPolicy:
-    """A chat policy on a transformers causal language model (CPU or GPU), trainable.
+    """A trainable chat policy on a transformers causal language model (CPU or GPU).
 
     Args:
-        model: a local checkpoint folder, a Hugging Face hub id (read from the local cache when
-            the hub cannot be reached), or an already loaded ``PreTrainedModel``.
+        model: a local checkpoint folder, a hub id (read from the local cache when the hub cannot
+            be reached), or a loaded ``PreTrainedModel`` (then ``tokenizer`` is required).
         tokenizer: a tokenizer or its path/id; ``None`` loads it from ``model``.
-        device: see :func:`resolve_device_dtype`.
-        dtype: see :func:`resolve_device_dtype` (fp32 on CPU, bf16 on GPU by default).
-        lora: attach new LoRA adapters (peft): a ``peft.LoraConfig`` or a dict of its fields
-            (``{"r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "v_proj"]}``); only the
+        device, dtype: see :func:`resolve_device_dtype`.
+        lora: new LoRA adapters (peft): a ``peft.LoraConfig`` or a dict of its fields; only the
             adapters are trainable afterwards.
-        adapter: a saved peft adapter folder to load on top of the model (trainable).
-        max_batch_size: most sequences (prompts times ``n``) per ``model.generate`` call; larger
-            batches are split, grouping prompts of similar length to limit padding.
-        context_window: override the window in tokens; default: the model config's
-            ``max_position_embeddings``.
+        adapter: a saved peft adapter folder to load (trainable).
+        max_batch_size: most sequences (prompts times ``n``) per ``model.generate`` call.
+        context_window: window in tokens; default: the config's ``max_position_embeddings``.
         chat_template: a Jinja chat template to use instead of the tokenizer's own.
         name: the name reported in logs; default: ``model``.
-        prefix_cache_mb: most MiB of key/value caches kept for reuse by later prompts that share
-            a prefix (:class:`PrefixCache`, least recently used dropped first); ``0`` turns reuse
-            off. Default 1024.
+        prefix_cache_mb: MiB of key/value caches kept for reuse (:class:`PrefixCache`); ``0``
+            turns reuse off.
 
     Attributes:
         model: the ``torch.nn.Module`` (a ``PeftModel`` when adapters are attached).
-        tokenizer: the tokenizer.
-        device, dtype: where the model lives.
-        name, context_window: see :class:`~spade_gym.policies.base.Policy`.
         last_stats: figures of the last ``generate`` call: ``generate_calls``,
-            ``completion_tokens``, ``prompt_tokens``, ``reused_prompt_tokens`` (prompt tokens not
-            run through the model: their keys and values were cached, or computed once for several
-            rows), ``wall_s`` (seconds), ``prefill_s`` (seconds of it computing the keys and values
-            of prompt tokens no cache held, before decoding; 0 without reuse) and ``tokens_per_s``.
-        prefix_cache: the :class:`PrefixCache`, or ``None`` when reuse is off (``prefix_cache_mb=0``,
-            or a model with sliding-window or other layers that do not keep every key and value).
+            ``completion_tokens``, ``prompt_tokens``, ``reused_prompt_tokens`` (not run through the
+            model: cached, or computed once for several rows), ``wall_s``, ``prefill_s`` (seconds
+            computing uncached prompt keys and values before decoding; 0 without reuse) and
+            ``tokens_per_s``.
+        prefix_cache: the :class:`PrefixCache`, or ``None`` when reuse is off (also for models
+            with sliding-window or other layers that do not keep every key and value).
 
     Raises:
         ModelNotFound: the path does not exist, or the hub id is neither cached nor reachable.
         BackendUnavailable: torch/transformers (or peft, for ``lora``/``adapter``) not installed.
-        PolicyError: the tokenizer has no chat template and none was given.
+        PolicyError: the tokenizer has no usable chat template and none was given.
     """
 
     def __init__(
@@ -251,13 +224,11 @@ class TransformersPolicy:
         import_torch_stack()
         from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-        if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size < 1:
+        if not is_int(max_batch_size) or max_batch_size < 1:
             raise ValueError(f"max_batch_size must be an int >= 1, got {max_batch_size!r}")
-        if context_window is not None and (
-            isinstance(context_window, bool) or not isinstance(context_window, int) or context_window < 1
-        ):
+        if context_window is not None and not (is_int(context_window) and context_window >= 1):
             raise ValueError(f"context_window must be an int >= 1 (tokens) or None, got {context_window!r}")
-        if isinstance(prefix_cache_mb, bool) or not isinstance(prefix_cache_mb, int) or prefix_cache_mb < 0:
+        if not is_int(prefix_cache_mb) or prefix_cache_mb < 0:
             raise ValueError(f"prefix_cache_mb must be an int >= 0 (MiB; 0 turns reuse off), got {prefix_cache_mb!r}")
         self.device, self.dtype = resolve_device_dtype(device, dtype)
         if isinstance(model, str | Path):
@@ -355,14 +326,7 @@ class TransformersPolicy:
     # ------------------------------------------------------------------ encoding
 
     def encode(self, prompt: Prompt) -> list[int]:
-        """Apply the chat template (with the generation prompt) to one conversation.
-
-        Args:
-            prompt: a list of ``{"role", "content"}`` messages.
-
-        Returns:
-            The prompt's token ids.
-        """
+        """The token ids of one conversation under the chat template, generation prompt added."""
         ids = self.tokenizer.apply_chat_template(
             [dict(m) for m in prompt], add_generation_prompt=True, tokenize=True, return_dict=False
         )
@@ -375,22 +339,9 @@ class TransformersPolicy:
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
         """Sample ``sampling.n`` completions for each prompt (see :class:`~spade_gym.policies.base.Policy`).
 
-        Args:
-            prompts: ``B`` conversations.
-            sampling: sampling settings; ``None`` means ``SamplingParams()``.
-
-        Returns:
-            ``B * n`` completions grouped by prompt, each with prompt and completion token ids,
-            one logprob per completion token and a finish reason.
-
-        Calls from several threads are served one at a time. A ``sampling.seed`` is applied to
-        torch's global generator inside ``torch.random.fork_rng``, which restores it afterwards;
-        without a seed the global generator is used (and advances), so successive calls differ.
-
-        Raises:
-            ValueError: malformed prompts.
-            ContextLengthExceeded: a prompt plus ``max_new_tokens`` over the context window
-                (unless ``sampling.truncate_prompt``).
+        Calls from several threads are served one at a time. A ``sampling.seed`` seeds torch's
+        global generator inside ``torch.random.fork_rng`` (restored afterwards); without one the
+        global generator advances, so successive calls differ.
         """
         import torch
 
@@ -405,8 +356,6 @@ class TransformersPolicy:
         order = sorted(range(len(rows)), key=lambda r: len(rows[r][1]))
         results: list[Completion | None] = [None] * len(rows)
         started, calls, reused = time.perf_counter(), 0, 0
-        # A seed applies to this call only: torch's global generator is forked and restored. Without
-        # one, the global generator is used and advances, so successive calls differ.
         seeded = (
             torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else [])
             if sampling.seed is not None
@@ -524,13 +473,8 @@ class TransformersPolicy:
     # ------------------------------------------------------------------ prefix reuse
 
     def _prefix_sources(self, prompts: list[list[int]], store: PrefixCache) -> list[tuple[torch.Tensor | None, int]]:
-        """For each prompt, cached keys and values of all its tokens but the last (which is run to
-        give the first logits), and that length; ``(None, 0)`` when reuse does not apply.
-
-        Prefixes shared by two or more prompts (at least :data:`PrefixCache.MIN_TOKENS` tokens)
-        are computed first, once each; then every prompt's remaining tokens, continuing from the
-        longest cached prefix it has; both in batched forward passes, kept in ``store``.
-        """
+        """Per prompt, cached keys and values of all its tokens but the last, and that length
+        (``(None, 0)`` without reuse); shared prefixes of two or more prompts are computed once first."""
         order = sorted(range(len(prompts)), key=lambda k: prompts[k])
         shared: list[list[int]] = []
         group, length = [order[0]], 0
@@ -552,9 +496,8 @@ class TransformersPolicy:
         return sources
 
     def _fill(self, store: PrefixCache, sequences: list[list[int]]) -> None:
-        """Compute and keep the keys and values of each sequence not yet cached, continuing from
-        its longest cached prefix: one forward pass per ``max_batch_size`` sequences, cached
-        prefixes right-aligned before the new tokens, the new tokens right-padded."""
+        """Compute and keep each uncached sequence's keys and values, continuing from its longest
+        cached prefix (batched; cached prefixes right-aligned, new tokens right-padded)."""
         import torch
 
         todo = []
@@ -590,25 +533,19 @@ class TransformersPolicy:
                 store.add(tokens, _row(final, k, columns))
 
     def _new_cache(self, capacity: int | None = None) -> Any:
-        """An empty transformers cache: growing (``DynamicCache``), or preallocated for ``capacity``
-        columns (``StaticCache``, whose decoding steps write in place where a growing cache copies
-        all of itself at every token; measured in benchmarks/README.md)."""
+        """An empty cache: a ``DynamicCache``, or a ``StaticCache`` preallocated for ``capacity``
+        columns (decoding writes in place instead of copying; benchmarks/README.md)."""
         from transformers import DynamicCache, StaticCache
 
         if capacity is not None:
-            # an older transformers, or a model it cannot preallocate for, gets a growing cache
-            with contextlib.suppress(TypeError, ValueError):
+            with contextlib.suppress(TypeError, ValueError):  # a model it cannot preallocate for
                 return StaticCache(config=self.model.config, max_cache_len=capacity)
-        try:
-            return DynamicCache(config=self.model.config)
-        except TypeError:  # transformers < 4.56's signature
-            return DynamicCache()
+        return DynamicCache(config=self.model.config)
 
     def _batch_cache(
         self, sources: list[tuple[torch.Tensor | None, int]], cached: int, *, capacity: int | None = None
     ) -> Any:
-        """A cache of ``cached`` columns: each row's known prefix right-aligned, zeros (masked) before
-        it; preallocated for ``capacity`` columns when given (see :meth:`_new_cache`)."""
+        """A cache of ``cached`` columns, each row's known prefix right-aligned, zeros before it."""
         cache = self._new_cache(capacity)
         if not cached:
             return cache
@@ -650,30 +587,24 @@ class TransformersPolicy:
     def sequence_logprobs(
         self, batch: Sequence[Completion | tuple[Sequence[int], Sequence[int]]], *, micro_batch_size: int = 8
     ) -> list[torch.Tensor]:
-        """Log-probabilities of given completion tokens, recomputed with one forward pass per micro-batch.
+        """Log-probabilities of given completion tokens, one forward pass per micro-batch.
 
-        The numbers equal ``Completion.logprobs`` from :meth:`generate` within float tolerance
-        (same dtype; the KV-cached decode and one full forward differ only by rounding). Called
-        under ``torch.enable_grad()`` (the default outside ``torch.no_grad``), the result carries
-        gradients for the trainer's loss.
+        Equal to ``Completion.logprobs`` from :meth:`generate` up to rounding; under
+        ``torch.enable_grad()`` the result carries gradients for the trainer's loss.
 
         Args:
-            batch: ``B`` completions (their ``prompt_token_ids`` and ``completion_token_ids``), or
-                ``(prompt_token_ids, completion_token_ids)`` pairs.
-            micro_batch_size: sequences per forward pass (memory: ``micro_batch_size x
-                completion_length x vocabulary`` float32 logits).
+            batch: ``B`` completions, or ``(prompt_token_ids, completion_token_ids)`` pairs.
+            micro_batch_size: sequences per forward pass.
 
         Returns:
-            ``B`` float32 tensors on the model's device; tensor ``b`` has one entry per completion
-            token of ``batch[b]`` (natural log).
+            ``B`` float32 tensors on the model's device, one natural-log entry per completion token.
 
         Raises:
-            ValueError: an empty batch or one that is not a list, a completion with no tokens, token
-                ids unavailable (an OpenAI backend's completion) or outside ``[0, vocab_size)``, a
-                sequence longer than the context window, or ``micro_batch_size < 1``.
+            ValueError: an empty or malformed batch, missing or out-of-vocabulary token ids, an
+                empty completion, a sequence over the context window, or ``micro_batch_size < 1``.
         """
 
-        if isinstance(micro_batch_size, bool) or not isinstance(micro_batch_size, int) or micro_batch_size < 1:
+        if not is_int(micro_batch_size) or micro_batch_size < 1:
             raise ValueError(f"micro_batch_size must be an int >= 1, got {micro_batch_size!r}")
         if isinstance(batch, Completion) or not isinstance(batch, Sequence) or isinstance(batch, str):
             raise ValueError(
@@ -717,7 +648,7 @@ class TransformersPolicy:
             raise ValueError(f"{what} must be a list of token ids, got {type(ids).__name__}")
         out = list(ids)
         for k, token in enumerate(out):
-            if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < self.vocab_size:
+            if not is_int(token) or not 0 <= token < self.vocab_size:
                 raise ValueError(f"{what}[{k}] = {token!r} is not a token id in [0, {self.vocab_size})")
         return [int(t) for t in out]
 
@@ -747,14 +678,8 @@ class TransformersPolicy:
     # ------------------------------------------------------------------ weights
 
     def state_dict_for_inference(self) -> dict[str, torch.Tensor]:
-        """The model's weights as an inference engine expects them: LoRA adapters merged in,
-        parameter names as in the base model's ``state_dict()`` (no ``base_model.model.``
-        prefix, no ``.base_layer``), for :meth:`VLLMPolicy.load_weights`.
-
-        Returns:
-            ``{parameter name: tensor}`` (tensors on the model's device; a copy when adapters
-            were merged).
-        """
+        """``{name: tensor}`` as an inference engine expects (:meth:`VLLMPolicy.load_weights`):
+        LoRA adapters merged in (a copy), names as in the base model's ``state_dict()``."""
         import torch
 
         if not is_peft(self.model):
@@ -785,13 +710,10 @@ def is_peft(model: Any) -> bool:
 
 
 class _LogprobRecorder:
-    """Logits processor that records the raw log-probability of each sampled token.
+    """Logits processor recording the raw log-probability of each sampled token.
 
-    It runs before temperature and top-p (transformers appends its sampling warpers after custom
-    processors), so it sees the model's unmodified logits. At step ``t`` it keeps
-    ``logits - logsumexp(logits)`` of that step only; at step ``t + 1`` the token sampled at
-    ``t`` is the last column of ``input_ids`` and its value is gathered: memory stays
-    ``batch x vocabulary`` whatever the length.
+    It runs before temperature and top-p, so it sees unmodified logits; it keeps one step's
+    ``logits - logsumexp(logits)`` and gathers the sampled token's value at the next step.
     """
 
     def __init__(self) -> None:
@@ -807,7 +729,7 @@ class _LogprobRecorder:
         return scores
 
     def result(self, new_tokens: torch.Tensor) -> torch.Tensor:
-        """``(B, T)`` logprobs of ``new_tokens`` (``(B, T)``, the generated part of the sequences)."""
+        """``(B, T)`` logprobs of the generated ``(B, T)`` tokens."""
         import torch
 
         steps = new_tokens.shape[1]
@@ -820,11 +742,8 @@ class _LogprobRecorder:
 
 
 class _FinishRecorder:
-    """Stopping criterion: end-of-sequence tokens and stop strings, recording where each row ended.
-
-    ``length[b]`` is the number of completion tokens of row ``b`` (the finishing token included),
-    or ``-1`` while the row is still running (at the end: it ran to ``max_new_tokens``).
-    """
+    """Stopping criterion on end-of-sequence tokens and stop strings; ``length[b]`` is row ``b``'s
+    completion length (finishing token included), ``-1`` while running or when cut by length."""
 
     def __init__(self, prompt_width: int, rows: int, eos_ids: list[int], stop_strings: Any, device: Any) -> None:
         import torch
@@ -857,19 +776,11 @@ def _cache_keyword() -> str:
 _CACHE_KWARG = _cache_keyword()
 
 
-def _layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """``(keys, values)`` per layer of a transformers cache (``(batch, heads, tokens, head_dim)`` each)."""
-    if hasattr(cache, "layers"):
-        return [(layer.keys, layer.values) for layer in cache.layers]
-    return [(cache.key_cache[i], cache.value_cache[i]) for i in range(len(cache.key_cache))]
-
-
 def _row(cache: Any, row: int, columns: torch.Tensor) -> torch.Tensor:
-    """Row ``row``'s keys and values at ``columns`` of a batched cache, as one ``(layers, 2, heads,
-    len(columns), head_dim)`` tensor (a copy)."""
+    """Row ``row``'s keys and values at ``columns``: a ``(layers, 2, heads, len(columns), head_dim)`` copy."""
     import torch
 
-    layers = _layers(cache)
+    layers = [(layer.keys, layer.values) for layer in cache.layers]
     keys0 = layers[0][0]
     columns = columns.to(keys0.device)
     out = keys0.new_empty((len(layers), 2, keys0.shape[1], len(columns), keys0.shape[3]))
@@ -882,8 +793,7 @@ def _row(cache: Any, row: int, columns: torch.Tensor) -> torch.Tensor:
 def _similar_chunks(
     todo: list[tuple[list[int], torch.Tensor | None, int]], size: int
 ) -> list[list[tuple[list[int], torch.Tensor | None, int]]]:
-    """``todo`` in chunks of at most ``size`` whose new-token counts are within 1.5x of each
-    other (padded columns are computed too), shortest first."""
+    """``todo`` in chunks of at most ``size`` with new-token counts within 1.5x, shortest first."""
     chunks: list[list[tuple[list[int], torch.Tensor | None, int]]] = []
     for item in sorted(todo, key=lambda t: len(t[0]) - t[2]):
         new = len(item[0]) - item[2]
@@ -894,8 +804,7 @@ def _similar_chunks(
 
 
 def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the longest common prefix of two token sequences (a binary search over slice
-    comparisons, which run in C: thousands of tokens against dozens of entries per call)."""
+    """Length of the longest common prefix (a binary search over slice comparisons, which run in C)."""
     a, b = tuple(a), tuple(b)
     low, high = 0, min(len(a), len(b))
     while low < high:
@@ -908,19 +817,10 @@ def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 class PrefixCache:
-    """Keys and values of token sequences a :class:`TransformersPolicy` has run, for reuse by later
-    prompts that start with them (the vLLM option of the same name does this on GPU).
-
-    Entries are whole sequences (a shared prefix, or a prompt with its completion); a prompt
-    reuses the longest common prefix it has with any entry. The least recently used entries are
-    dropped beyond ``max_bytes``. Keys and values depend on the weights: the cache empties itself
-    when any parameter changes (an optimizer step, a loaded adapter; :meth:`check_weights`).
-
-    Args:
-        max_bytes: most bytes of tensors kept.
-
-    Attributes:
-        MIN_TOKENS: shortest prefix worth reusing (tokens).
+    """Keys and values of sequences a :class:`TransformersPolicy` has run, for later prompts that
+    start with them; a prompt reuses its longest common prefix with any entry. Least recently used
+    entries are dropped beyond ``max_bytes``; any change of the weights empties the cache
+    (:meth:`check_weights`). ``MIN_TOKENS`` is the shortest prefix worth reusing.
     """
 
     MIN_TOKENS = 16
@@ -945,19 +845,15 @@ class PrefixCache:
         self._bytes = 0
 
     def check_weights(self, model: Any) -> None:
-        """Empty the cache when any of ``model``'s parameters changed since the last check (an
-        in-place update bumps a tensor's version; a replaced tensor has a new id)."""
+        """Empty the cache when a parameter of ``model`` changed (its version or id) since the last check."""
         weights = tuple((id(p), p._version) for p in model.parameters())
         if weights != self._weights:
             self.clear()
             self._weights = weights
 
     def lookup(self, tokens: Sequence[int], *, limit: int) -> tuple[torch.Tensor | None, int]:
-        """The entry sharing the longest prefix with ``tokens`` and that length (at most ``limit``).
-
-        Returns:
-            ``(keys and values, length)``; ``(None, 0)`` when no entry shares a token.
-        """
+        """``(keys and values, length)`` of the entry sharing the longest prefix with ``tokens`` (at
+        most ``limit``); ``(None, 0)`` when none shares a token."""
         best_key, best = None, 0
         tokens = tuple(tokens)
         for key in self._entries:

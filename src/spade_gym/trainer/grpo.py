@@ -1,27 +1,14 @@
 """The self-play trainer core: group-relative advantages, the clipped GRPO loss, one update.
 
-One policy plays both SPADE roles, so one update trains both: the Designer's samples are its
-environment programs (rewarded with regret), the Agent's are its turns in those environments
-(rewarded with the episode return). Both are scored against their own group, GRPO-style
-(Shao et al. 2024, *DeepSeekMath*, section 4.1), and share one loss and one optimizer step::
+One policy plays both SPADE roles, so one update trains both: the Designer's programs (rewarded
+with regret) and the Agent's turns (rewarded with the episode return), each scored against its own
+group, GRPO-style (Shao et al. 2024, *DeepSeekMath*, section 4.1)::
 
     samples = samples_from_completions(designs, rewards, group="designer:doc-17")
     samples += samples_from_trajectories(estimate.nohint)
     stats = trainer.update(samples)          # advantages, loss, backward, clip, AdamW step
 
-The pieces, each usable alone:
-
-* :class:`TrainSample`: one (prompt, completion) with the behaviour logprobs sampled with it, its
-  reward, role and group.
-* :func:`group_advantages`: ``A = (r - mean(r_group)) / (std(r_group) + eps)`` per (role, group),
-  the statistics taken over **episodes** (an Agent episode of several turns counts once).
-* :func:`grpo_loss`: PPO's clipped surrogate on token ratios against the behaviour logprobs, an
-  optional k3 KL penalty to a frozen reference, token- or sequence-level normalisation.
-* :class:`GRPOConfig` and :class:`GRPOTrainer`: micro-batches with gradient accumulation, gradient
-  clipping, AdamW over the trainable parameters only (LoRA adapters when attached), bf16 autocast
-  on GPU, and non-finite losses skipped with a warning.
-
-Importing this module does not import torch; every function that needs it imports it when called.
+Importing this module does not import torch.
 """
 
 from __future__ import annotations
@@ -37,7 +24,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
-from spade_gym.policies.base import Completion
+from spade_gym.policies.base import Completion, is_int
 
 if TYPE_CHECKING:
     import torch
@@ -76,22 +63,18 @@ class TrainSample:
     """One training sample: a prompt, the completion sampled for it, and how good it was.
 
     Attributes:
-        prompt_ids: the prompt's token ids, as the model saw them (``>= 1`` token).
-        completion_ids: the sampled completion's ``T`` token ids (``T >= 0``; a sample with no
-            trained token still counts in its group's statistics but is never trained on).
-        behaviour_logprobs: ``T`` floats: the log-probability (natural log, temperature 1) of each
-            completion token under the policy that sampled it (``Completion.logprobs``), the
-            denominator of the importance ratio in :func:`grpo_loss`.
-        loss_mask: ``T`` ints, ``1`` for a trained token, ``0`` for one that is only context.
-        reward: the scalar reward (finite): the Designer's regret reward, or the Agent's episode
-            return (every turn of an episode carries the same return).
+        prompt_ids: the prompt's token ids (``>= 1``).
+        completion_ids: the ``T >= 0`` sampled token ids (with no trained token, a sample still
+            counts in its group's statistics).
+        behaviour_logprobs: ``T`` temperature-1 natural-log probabilities under the sampling policy
+            (``Completion.logprobs``): the importance ratio's denominator.
+        loss_mask: ``T`` ints, ``1`` for a trained token, ``0`` for context.
+        reward: finite; the Designer's regret reward or the Agent's episode return.
         role: ``"designer"`` or ``"agent"``.
-        group: the comparison group: samples of the same ``role`` and ``group`` are scored against
-            each other (``"designer:<prompt-id>"``, ``"agent:<env_id>:<seed>"``).
-        episode: samples with the same (role, group, episode) are one episode and count once in
-            the group's statistics (the turns of one Agent episode); ``None``: the sample is an
-            episode of its own (a Designer completion).
-        advantage: set by :func:`group_advantages` (or by the caller); ``None`` until then.
+        group: samples of one ``role`` and ``group`` are scored against each other.
+        episode: samples with the same (role, group, episode) count once in the group's
+            statistics (the turns of one Agent episode); ``None``: an episode of its own.
+        advantage: set by :func:`group_advantages` (or the caller).
 
     Raises:
         ValueError: lengths that disagree, a mask value other than 0/1, an empty prompt, a
@@ -135,24 +118,16 @@ class TrainSample:
 def samples_from_trajectories(
     trajectories: Iterable[Trajectory], *, group_by: Literal["seed", "env"] = "seed", include_errors: bool = False
 ) -> list[TrainSample]:
-    """The Agent's samples: one per turn, each with its episode's return as reward.
+    """The Agent's samples: one per turn with token ids, each with its episode's return as reward.
 
     Args:
-        trajectories: episodes played by the Agent (:class:`~spade_gym.agent.Trajectory`).
-        group_by: ``"seed"``: the group is ``"agent:<env_id>:<seed>"``, the k episodes on one
-            environment and reset seed (the same first observation: GRPO's "G outputs for one
-            question"); ``"env"``: ``"agent:<env_id>"``, every episode of one environment whatever
-            its seed. A regret estimate plays each seed once, so its no-hint episodes form
-            singleton groups (advantage 0) under ``"seed"``; use ``"env"`` for them, or roll out
-            k episodes per seed. Hinted episodes (another first observation) get a group of their
-            own, suffixed ``":hint"``.
-        include_errors: keep episodes that ended with an environment error (their return is 0
-            through no fault of the Agent); left out by default.
+        group_by: ``"seed"``: group ``"agent:<env_id>:<seed>"`` (GRPO's "G outputs for one
+            question"); ``"env"``: ``"agent:<env_id>"``, for regret estimates that play each seed
+            once. Hinted episodes get their own group, suffixed ``":hint"``.
+        include_errors: keep episodes that ended with an environment error (left out by default).
 
     Returns:
-        The samples, in order of trajectory and turn. Turns without token ids (an OpenAI
-        backend) are skipped; the turns of one trajectory share one ``episode`` id, so the group
-        statistics count each episode once (see :func:`group_advantages`).
+        The samples in order; the turns of a trajectory share one ``episode`` id.
 
     Raises:
         ValueError: an unknown ``group_by``.
@@ -186,16 +161,7 @@ def samples_from_trajectories(
 def samples_from_completions(
     completions: Sequence[Completion], rewards: Sequence[float], group: Hashable, *, role: str = "designer"
 ) -> list[TrainSample]:
-    """One sample per completion, all in one group (the Designer's G designs for one prompt).
-
-    Args:
-        completions: ``G`` completions with token ids and logprobs (a trainable backend's).
-        rewards: ``G`` rewards, one per completion (``DesignOutcome.reward.reward``).
-        group: the group key shared by all, e.g. ``"designer:<prompt-id>"``.
-        role: ``"designer"`` (default) or ``"agent"``.
-
-    Returns:
-        ``G`` samples, every completion token trained (mask of ones), each its own episode.
+    """One sample per completion (mask of ones, each its own episode), all in ``group``.
 
     Raises:
         ValueError: ``len(rewards) != len(completions)``, or a completion without token ids or
@@ -221,34 +187,14 @@ def samples_from_completions(
 def group_advantages(
     samples: Sequence[TrainSample], *, scale: bool = True, eps: float = 1e-6, ddof: int = 0
 ) -> list[float]:
-    """Group-relative advantages (GRPO outcome supervision), set on each sample and returned.
-
-    DeepSeekMath (Shao et al. 2024), section 4.1.2: every token of output ``i`` gets
-    ``A_i = (r_i - mean(r)) / std(r)``, ``r`` the rewards of the group. Here the group is the
-    samples of one ``(role, group)`` key and ``eps`` keeps the division finite::
+    """Group-relative advantages (DeepSeekMath, section 4.1.2), set on each sample and returned::
 
         A_i = (r_i - mean(r)) / (std(r) + eps)      scale=True (GRPO)
         A_i =  r_i - mean(r)                         scale=False (Dr. GRPO, Liu et al. 2025)
 
-    The mean and std are taken over **episodes**, not samples: the turns of one Agent episode
-    (same ``episode`` id) share one return and count once, so a long episode does not pull its
-    group's baseline toward its own return. Every turn of an episode gets that episode's advantage.
-
-    ``std`` is the population standard deviation (``ddof=0``): in every group the scaled
-    advantages then have mean 0 and variance 1 whatever its size. TRL's ``GRPOTrainer`` uses
-    ``torch.std`` (Bessel-corrected, ``ddof=1``) and ``eps=1e-4``; pass ``ddof=1, eps=1e-4`` to
-    match it (scaled advantages differ by ``sqrt((n-1)/n)``: 0.71 for a pair, 0.94 for 8).
-
-    A group of one episode, or one whose rewards are all equal, gets advantage exactly 0.
-
-    Args:
-        samples: the samples (any roles and groups, in any order); their ``advantage`` is set.
-        scale: divide by the group's std (GRPO) or not (Dr. GRPO).
-        eps: added to the std, ``>= 0``.
-        ddof: 0 (population std) or 1 (sample std).
-
-    Returns:
-        One advantage per sample, in order.
+    ``r`` is over the **episodes** of one ``(role, group)`` (the turns of one Agent episode count
+    once). ``std`` is the population std (``ddof=0``); TRL uses ``ddof=1, eps=1e-4``. A group of
+    one episode, or of equal rewards, gets advantage exactly 0.
 
     Raises:
         ValueError: ``eps < 0``, ``ddof`` not 0 or 1, or two samples of one episode with different
@@ -316,44 +262,25 @@ def grpo_loss(
         kl      = exp(ref - logprobs) - (ref - logprobs) - 1            (only with ref_logprobs)
         loss_it = w_i * (pg + kl_coef * kl)
 
-    ``pg`` is PPO's clipped surrogate (Schulman et al. 2017, eq. 7) on token ratios, as in GRPO's
-    objective (Shao et al. 2024, eq. 3); ``kl`` is the non-negative k3 estimator (unbiased for tokens sampled from pi_theta) of
-    ``KL(pi_theta || pi_ref)`` (GRPO eq. 4). ``clip_eps_high > clip_eps`` is DAPO's clip-higher
-    (Yu et al. 2025). Then, over the unmasked tokens:
-
-    * ``loss_type="token"``: ``sum_i,t loss_it / N``, ``N`` the number of unmasked tokens (DAPO's
-      token-level loss: every token weighs the same, long completions are not down-weighted);
-    * ``loss_type="sequence"``: ``sum_i (sum_t loss_it / |o_i|) / B'``, the mean over tokens of
-      each sequence, then over the ``B'`` sequences with at least one unmasked token (GRPO eq. 3).
-
-    Masked positions contribute nothing, whatever they hold (padding may be any finite value or
-    not). A NaN or inf at an unmasked position makes the loss non-finite: the trainer then skips
-    the step.
+    PPO's clipped surrogate (Schulman et al. 2017, eq. 7) as in GRPO (Shao et al. 2024, eq. 3),
+    the k3 KL estimator (GRPO eq. 4), and DAPO's clip-higher (Yu et al. 2025). ``"token"``:
+    ``sum loss_it / N`` over the ``N`` unmasked tokens (DAPO); ``"sequence"``: the mean over each
+    sequence's tokens, then over the ``B'`` sequences with a trained token (GRPO eq. 3). Masked
+    positions contribute nothing, whatever they hold.
 
     Args:
-        logprobs: ``[B, T]`` log-probabilities of the completion tokens under the current policy
-            (with gradients).
-        behaviour_logprobs: ``[B, T]`` the same tokens' log-probabilities when they were sampled.
-        advantages: ``[B]`` one per sequence (or ``[B, T]`` one per token).
-        mask: ``[B, T]`` 1/True where a token is trained, 0/False for padding and context.
-        clip_eps: lower clip range: ratios below ``1 - clip_eps`` are clipped; in ``(0, 1)``.
-        clip_eps_high: upper clip range (``None``: ``clip_eps``); ``> 0``.
-        ref_logprobs: ``[B, T]`` the reference policy's log-probabilities, for the KL term and
-            the ``kl`` statistic.
-        kl_coef: the KL penalty's weight (``beta`` in GRPO), ``>= 0``; ``> 0`` needs
-            ``ref_logprobs``.
-        loss_type: ``"token"`` or ``"sequence"``, see above.
-        weights: ``[B]`` per-sequence loss weights (the trainer's role weights); ``None``: all 1.
-        normalizer: the denominator to use instead of this batch's own ``N`` (token) or ``B'``
-            (sequence): with gradient accumulation, pass the full batch's count so that the
-            micro-batch losses add up to the full batch's loss.
+        logprobs, behaviour_logprobs: ``[B, T]`` current (with gradients) and sampling logprobs.
+        advantages: ``[B]`` or ``[B, T]``.
+        mask: ``[B, T]``, true where a token is trained.
+        clip_eps: in ``(0, 1)``; clip_eps_high: ``> 0`` (``None``: ``clip_eps``).
+        ref_logprobs: ``[B, T]`` of the reference, for the KL term and statistic.
+        kl_coef: ``>= 0``; ``> 0`` needs ``ref_logprobs``.
+        weights: ``[B]`` per-sequence loss weights; ``None``: all 1.
+        normalizer: replaces ``N`` or ``B'`` (the full batch's count under gradient accumulation).
 
     Returns:
-        ``(loss, stats)``: the scalar loss, and floats: ``loss``; ``tokens`` (unmasked tokens);
-        ``clip_fraction`` (share of unmasked tokens whose gradient the clip cut: ratio below
-        ``1 - clip_eps`` with ``A < 0``, or above ``1 + clip_eps_high`` with ``A > 0``);
-        ``mean_ratio``; and ``kl`` (mean k3 over unmasked tokens) when ``ref_logprobs`` is given.
-        Means are 0 when no token is unmasked (the loss is then 0, still attached to the graph).
+        ``(loss, stats)``: ``loss``, ``tokens``, ``clip_fraction`` (share of unmasked tokens whose
+        gradient the clip cut), ``mean_ratio`` and, with ``ref_logprobs``, ``kl``; 0 without tokens.
 
     Raises:
         ValueError: shapes that disagree, an unknown ``loss_type``, a clip range out of bounds,
@@ -431,124 +358,94 @@ def _padded(rows: Sequence[Sequence[float]], dtype: torch.dtype, device: torch.d
     """``[len(rows), longest]`` tensor of ``rows``, right-padded with zeros."""
     import torch
 
-    out = torch.zeros((len(rows), max(len(row) for row in rows)), dtype=dtype)
-    for k, row in enumerate(rows):
-        out[k, : len(row)] = torch.tensor(list(row), dtype=dtype)
-    return out.to(device)
+    tensors = [torch.tensor(list(row), dtype=dtype) for row in rows]
+    return torch.nn.utils.rnn.pad_sequence(tensors, batch_first=True).to(device)
 
 
 # ----------------------------------------------------------------------------------------- config
+
+
+def _opt(default: Any, help: str) -> Any:
+    """A dataclass field with its help text."""
+    return field(default=default, metadata={"help": help})
 
 
 @dataclass(frozen=True)
 class GRPOConfig:
     """Settings of :class:`GRPOTrainer`; each field's ``metadata["help"]`` says what it does.
 
-    One :meth:`GRPOTrainer.update` trains on all the samples it is given, ``epochs`` times: each
-    pass splits them into ``mini_batches`` mini-batches (one optimizer step each), and each into
-    micro-batches of ``micro_batch_size`` sequences whose gradients accumulate. Gradient
-    accumulation is therefore derived from the batch: ``ceil(mini-batch size / micro_batch_size)``
-    forward/backward passes per step; ``micro_batch_size`` only trades memory for speed, never
-    the result (the micro-batch losses are normalised by the whole mini-batch's token or sequence
-    count).
+    One :meth:`GRPOTrainer.update` makes ``epochs`` passes over its samples, each split into
+    ``mini_batches`` mini-batches (one optimizer step each) of micro-batches of
+    ``micro_batch_size`` sequences whose gradients accumulate; micro-batch losses are normalised
+    by the whole mini-batch's count, so ``micro_batch_size`` trades memory for speed, never the result.
 
     Raises:
-        ValueError: a field out of its range (naming the field and the range), from
-            :meth:`validate`, called on construction.
+        ValueError: a field out of its range (:meth:`validate`, called on construction).
     """
 
-    learning_rate: float = field(default=1e-5, metadata={"help": "AdamW learning rate (> 0; about 1e-4 with LoRA)."})
-    weight_decay: float = field(default=0.0, metadata={"help": "AdamW decoupled weight decay (>= 0)."})
-    adam_betas: tuple[float, float] = field(default=(0.9, 0.999), metadata={"help": "AdamW betas, each in [0, 1)."})
-    adam_eps: float = field(default=1e-8, metadata={"help": "AdamW epsilon (> 0)."})
-    clip_eps: float = field(
-        default=0.2, metadata={"help": "PPO clip range: token ratios are clipped to [1 - clip_eps, ...]; in (0, 1)."}
+    learning_rate: float = _opt(1e-5, "AdamW learning rate (> 0; about 1e-4 with LoRA).")
+    weight_decay: float = _opt(0.0, "AdamW decoupled weight decay (>= 0).")
+    adam_betas: tuple[float, float] = _opt((0.9, 0.999), "AdamW betas, each in [0, 1).")
+    adam_eps: float = _opt(1e-8, "AdamW epsilon (> 0).")
+    clip_eps: float = _opt(0.2, "PPO clip range: token ratios are clipped to [1 - clip_eps, ...]; in (0, 1).")
+    clip_eps_high: float | None = _opt(
+        None, "Upper clip range, ratio <= 1 + clip_eps_high (DAPO clip-higher, e.g. 0.28); None: clip_eps."
     )
-    clip_eps_high: float | None = field(
-        default=None,
-        metadata={
-            "help": "Upper clip range, ratio <= 1 + clip_eps_high (DAPO clip-higher, e.g. 0.28); None: clip_eps."
-        },
+    kl_coef: float = _opt(
+        0.0,
+        "Weight of the k3 KL penalty to a frozen reference (GRPO's beta, >= 0). With LoRA the "
+        "reference is the base model (adapters disabled, no copy); without LoRA and without a given "
+        "reference, a frozen copy of the model (one more model's worth of memory).",
     )
-    kl_coef: float = field(
-        default=0.0,
-        metadata={
-            "help": "Weight of the k3 KL penalty to a frozen reference (GRPO's beta, >= 0). With LoRA the "
-            "reference is the base model (adapters disabled, no copy); without LoRA and without a given "
-            "reference, a frozen copy of the model (one more model's worth of memory)."
-        },
+    loss_type: LossType = _opt(
+        "token",
+        "'token': mean over all trained tokens of the batch (DAPO); 'sequence': mean over each "
+        "sequence's tokens, then over sequences (original GRPO).",
     )
-    loss_type: LossType = field(
-        default="token",
-        metadata={
-            "help": "'token': mean over all trained tokens of the batch (DAPO); 'sequence': mean over each "
-            "sequence's tokens, then over sequences (original GRPO)."
-        },
+    scale_advantages: bool = _opt(
+        True, "Divide advantages by the group's reward std (GRPO); False: r - mean only (Dr. GRPO)."
     )
-    scale_advantages: bool = field(
-        default=True,
-        metadata={"help": "Divide advantages by the group's reward std (GRPO); False: r - mean only (Dr. GRPO)."},
+    advantage_eps: float = _opt(1e-6, "Added to the group std before dividing (>= 0).")
+    std_ddof: int = _opt(0, "Group std: 0 population (default), 1 sample std (TRL's torch.std).")
+    drop_zero_advantage: bool = _opt(
+        True,
+        "Leave samples with advantage 0 (singleton or all-equal groups) out of the update: they "
+        "carry no policy gradient and would only dilute the token normalisation (DAPO dynamic "
+        "sampling); counted in UpdateStats.dropped.",
     )
-    advantage_eps: float = field(default=1e-6, metadata={"help": "Added to the group std before dividing (>= 0)."})
-    std_ddof: int = field(
-        default=0, metadata={"help": "Group std: 0 population (default), 1 sample std (TRL's torch.std)."}
+    micro_batch_size: int = _opt(4, "Sequences per forward/backward pass (>= 1); gradients accumulate across them.")
+    mini_batches: int = _opt(
+        1,
+        "Optimizer steps per update (>= 1): the samples are shuffled and split into this many "
+        "mini-batches; after the first, the clip against the behaviour logprobs is what keeps steps close.",
     )
-    drop_zero_advantage: bool = field(
-        default=True,
-        metadata={
-            "help": "Leave samples with advantage 0 (singleton or all-equal groups) out of the update: they "
-            "carry no policy gradient and would only dilute the token normalisation (DAPO dynamic "
-            "sampling); counted in UpdateStats.dropped."
-        },
+    epochs: int = _opt(
+        1,
+        "Passes over the samples per update (>= 1; GRPO's mu): each pass is reshuffled and split into "
+        "mini_batches, so an update takes epochs * mini_batches optimizer steps.",
     )
-    micro_batch_size: int = field(
-        default=4, metadata={"help": "Sequences per forward/backward pass (>= 1); gradients accumulate across them."}
-    )
-    mini_batches: int = field(
-        default=1,
-        metadata={
-            "help": "Optimizer steps per update (>= 1): the samples are shuffled and split into this many "
-            "mini-batches; after the first, the clip against the behaviour logprobs is what keeps steps close."
-        },
-    )
-    epochs: int = field(
-        default=1,
-        metadata={
-            "help": "Passes over the samples per update (>= 1; GRPO's mu): each pass is reshuffled and split into "
-            "mini_batches, so an update takes epochs * mini_batches optimizer steps."
-        },
-    )
-    max_grad_norm: float | None = field(
-        default=1.0, metadata={"help": "Clip the global gradient norm to this (> 0); None: no clipping."}
-    )
+    max_grad_norm: float | None = _opt(1.0, "Clip the global gradient norm to this (> 0); None: no clipping.")
     role_weights: Mapping[str, float] = field(
         default_factory=lambda: {"designer": 1.0, "agent": 1.0},
         metadata={
             "help": "Loss weight per role (>= 0; a role not named weighs 1); a role weighted 0 is left out of the update."
         },
     )
-    bf16: bool = field(
-        default=True,
-        metadata={
-            "help": "Run forward passes under bfloat16 autocast on a CUDA GPU that supports it; no effect on CPU."
-        },
+    bf16: bool = _opt(
+        True, "Run forward passes under bfloat16 autocast on a CUDA GPU that supports it; no effect on CPU."
     )
-    fp32_trainable: bool = field(
-        default=True,
-        metadata={
-            "help": "Cast trainable parameters held in bf16/fp16 to float32 at start (master weights): a "
-            "1e-5 step vanishes in bf16 rounding. Free for LoRA (peft keeps adapters in fp32 already); for "
-            "full fine-tuning of a bf16 model it doubles the weights' memory."
-        },
+    fp32_trainable: bool = _opt(
+        True,
+        "Cast trainable parameters held in bf16/fp16 to float32 at start (master weights): a "
+        "1e-5 step vanishes in bf16 rounding. Free for LoRA (peft keeps adapters in fp32 already); for "
+        "full fine-tuning of a bf16 model it doubles the weights' memory.",
     )
-    disable_dropout: bool = field(
-        default=True,
-        metadata={
-            "help": "Set every dropout probability of the model to 0 (as TRL does): with dropout on, the "
-            "recomputed logprobs differ from the behaviour ones even before any step."
-        },
+    disable_dropout: bool = _opt(
+        True,
+        "Set every dropout probability of the model to 0 (as TRL does): with dropout on, the "
+        "recomputed logprobs differ from the behaviour ones even before any step.",
     )
-    seed: int = field(default=0, metadata={"help": "Seed of the mini-batch shuffle."})
+    seed: int = _opt(0, "Seed of the mini-batch shuffle.")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role_weights", dict(self.role_weights))
@@ -556,18 +453,11 @@ class GRPOConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Check every field.
-
-        Raises:
-            ValueError: the first field out of range, named with its range.
-        """
+        """Raise :class:`GRPOConfigError` (a ValueError) for the first field out of its range."""
 
         def number(name: str, ok: bool, rule: str) -> None:
             if not ok:
                 raise GRPOConfigError(name, getattr(self, name), rule)
-
-        def is_int(value: object) -> bool:
-            return isinstance(value, int) and not isinstance(value, bool)
 
         number("learning_rate", _finite(self.learning_rate) and self.learning_rate > 0, "a finite number > 0")
         number("weight_decay", _finite(self.weight_decay) and self.weight_decay >= 0, "a finite number >= 0")
@@ -604,8 +494,7 @@ class GRPOConfig:
 
 
 class GRPOConfigError(ValueError):
-    """A :class:`GRPOConfig` field out of its range: ``field`` (its name), ``value`` and ``expected``
-    (the range, e.g. ``"in (0, 1)"``); the message is ``GRPOConfig.<field> must be <expected>, got <value>``."""
+    """A :class:`GRPOConfig` field out of its range: ``field``, ``value`` and ``expected`` (the range)."""
 
     def __init__(self, field: str, value: object, expected: str) -> None:
         super().__init__(f"GRPOConfig.{field} must be {expected}, got {value!r}")
@@ -624,21 +513,16 @@ class UpdateStats:
     """Figures of one :meth:`GRPOTrainer.update`.
 
     Attributes:
-        loss: the loss of the optimizer steps taken (mean over steps); NaN when none was taken.
-        grad_norm: the global gradient norm before clipping (mean over steps); NaN when none.
-        clip_fraction, mean_ratio: over the trained tokens of the steps taken (see :func:`grpo_loss`).
-        kl: mean k3 KL to the reference over those tokens; ``None`` without a reference.
-        tokens: trained tokens, summed over the steps taken (each epoch counts them again);
-            ``optimizer_steps``: steps taken; ``step``: the trainer's step counter afterwards.
-        skipped_nan: mini-batch steps skipped because the loss or gradient norm was NaN or inf.
-        samples: samples given, per role; ``trained_samples``: those trained on, per role.
-        dropped: samples left out, by reason: ``"zero_advantage"``, ``"no_tokens"`` (nothing
-            unmasked), ``"zero_weight"`` (role weight 0).
-        reward_mean, advantage_mean, advantage_std: per role, over the samples given (population
-            std; Agent turns count once each here).
-        learning_rate: the optimizer's learning rate.
-        forward_s, backward_s, optimizer_s, total_s: wall seconds in forward passes (policy and
-            reference), in backward passes, in clipping and the optimizer step, and in all.
+        loss, grad_norm: means over the optimizer steps taken (gradient norm before clipping); NaN
+            when none was taken.
+        clip_fraction, mean_ratio, kl: over the trained tokens of those steps (``kl`` ``None``
+            without a reference).
+        tokens: trained tokens summed over the steps (each epoch counts them again).
+        skipped_nan: steps skipped for a NaN or inf loss or gradient norm.
+        samples, trained_samples: per role, given and trained on.
+        dropped: samples left out: ``"zero_advantage"``, ``"no_tokens"``, ``"zero_weight"``.
+        reward_mean, advantage_mean, advantage_std: per role, over the samples given.
+        forward_s, backward_s, optimizer_s, total_s: wall seconds.
     """
 
     loss: float = math.nan
@@ -663,8 +547,7 @@ class UpdateStats:
     total_s: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
-        """A flat ``{name: number}`` for a logger: ``"loss"``, ``"agent/samples"``,
-        ``"dropped/zero_advantage"``, ... (``kl`` only when measured)."""
+        """A flat ``{name: number}`` for a logger: ``"loss"``, ``"agent/samples"``, ``"dropped/zero_advantage"``, ..."""
         out: dict[str, float] = {}
         for f in fields(self):
             value = getattr(self, f.name)
@@ -682,42 +565,22 @@ class UpdateStats:
 class GRPOTrainer:
     """Trains a :class:`~spade_gym.policies.transformers.TransformersPolicy` on both roles' samples.
 
-    One :meth:`update`:
+    One :meth:`update`: :func:`group_advantages` for samples that have none; samples with
+    advantage 0, nothing unmasked or role weight 0 left out; then for each epoch and mini-batch
+    (shuffled when there is more than one step), micro-batches of ``sequence_logprobs`` with
+    gradients, :func:`grpo_loss` normalised by the whole mini-batch, backward; then gradient
+    clipping and one AdamW step. A non-finite loss or gradient norm skips the step with a warning.
+    The model is in train mode only during :meth:`update`; do not generate from another thread then.
 
-    1. advantages: :func:`group_advantages` for samples that have none;
-    2. selection: samples with advantage 0, nothing unmasked or a role weight of 0 are left out
-       (counted in ``UpdateStats.dropped``);
-    3. for each of ``config.epochs`` passes, for each mini-batch (``config.mini_batches``,
-       shuffled when there is more than one step): for each micro-batch, recompute the
-       completion logprobs with gradients (``policy.sequence_logprobs``), the reference's without,
-       :func:`grpo_loss` normalised by the whole mini-batch's count, backward; then clip the
-       gradient norm and take one AdamW step. A non-finite loss or gradient norm skips the step
-       (``warnings.warn``, gradients zeroed, parameters and optimizer state untouched,
-       ``UpdateStats.skipped_nan``).
-
-    The model is in train mode during :meth:`update` and back in eval mode afterwards (generation
-    expects eval mode); do not call ``policy.generate`` from another thread during an update.
-
-    The behaviour logprobs are the policy's temperature-1 logprobs (``Completion.logprobs``), so
-    the loss trains the temperature-1 policy; completions sampled at another temperature (or
-    top-p < 1) are slightly off-policy for it. Rollouts at temperature 1 (the Agent's default)
-    are exactly on-policy.
+    Behaviour logprobs are temperature-1 logprobs, so completions sampled at another temperature
+    or top-p < 1 are slightly off-policy.
 
     Args:
-        policy: the policy to train; its trainable parameters (``requires_grad``: only the LoRA
-            adapters when peft adapters are attached) are the optimizer's.
-        config: the settings; ``None``: ``GRPOConfig()``.
-        reference: the frozen reference for the KL penalty (same tokenizer). ``None`` with
-            ``kl_coef > 0``: with LoRA, the policy's own base model with the adapters disabled
-            (peft's ``disable_adapter()``; no memory cost); without LoRA, a frozen deep copy of the
-            model made now (one more copy of the weights in memory, in the policy's dtype).
-            Ignored when ``kl_coef == 0``.
-
-    Attributes:
-        policy, config, reference: as given (``reference`` the copy made, if any).
-        parameters: the trainable parameters, in the optimizer.
-        optimizer: the ``torch.optim.AdamW``.
-        step: optimizer steps taken so far.
+        policy: its trainable parameters (only the LoRA adapters when attached) are optimized.
+        config: ``None``: ``GRPOConfig()``.
+        reference: the frozen KL reference (same tokenizer). ``None`` with ``kl_coef > 0``: with
+            LoRA, the base model with adapters disabled (no memory cost); without, a frozen deep
+            copy of the model made now. Ignored when ``kl_coef == 0``.
 
     Raises:
         ValueError: a policy without trainable parameters, or a reference with another vocabulary.
@@ -772,20 +635,12 @@ class GRPOTrainer:
     # -------------------------------------------------------------- update
 
     def update(self, samples: Sequence[TrainSample]) -> UpdateStats:
-        """Train on ``samples``: advantages, loss, backward, gradient clipping, optimizer step(s).
-
-        Args:
-            samples: both roles' samples. Those with ``advantage=None`` get one from
-                :func:`group_advantages` computed over them (with the config's ``scale``, ``eps``
-                and ``ddof``); advantages already set are used as they are.
-
-        Returns:
-            The :class:`UpdateStats`.
+        """Train on ``samples``; those with ``advantage=None`` get one from :func:`group_advantages`
+        over them (with the config's settings).
 
         Raises:
             ValueError: no samples, an item that is not a :class:`TrainSample`, a token id outside
-                the vocabulary or a sequence over the context window (from
-                ``policy.sequence_logprobs``).
+                the vocabulary or a sequence over the context window.
         """
         began = time.perf_counter()
         samples = list(samples)
@@ -944,22 +799,12 @@ class GRPOTrainer:
     # -------------------------------------------------------------- checkpoints
 
     def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint needs besides the model's weights: ``{"optimizer", "step", "config"}``.
-
-        The policy's weights (or adapters) are saved by the policy, not here.
-        """
+        """``{"optimizer", "step", "config"}``: a checkpoint's part besides the policy's weights."""
         return {"optimizer": self.optimizer.state_dict(), "step": self.step, "config": asdict(self.config)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore the optimizer state and step counter saved by :meth:`state_dict`.
-
-        The hyperparameters (learning rate, betas, weight decay) stay this trainer's config's,
-        whatever the checkpoint holds, so a resumed run may change them.
-
-        Raises:
-            ValueError: ``state`` lacks ``"optimizer"`` or ``"step"``, or its optimizer state does
-                not fit this trainer's parameters.
-        """
+        """Restore the optimizer state and step counter from :meth:`state_dict`; the hyperparameters
+        stay this trainer's config's. ValueError for a state that is not one or does not fit."""
         missing = {"optimizer", "step"} - set(state)
         if missing:
             raise ValueError(f"not a GRPOTrainer state: missing {sorted(missing)}")
