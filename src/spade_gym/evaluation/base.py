@@ -47,17 +47,10 @@ RESULTS_FORMAT = "spade-eval-v1"
 
 @dataclass
 class ItemRecord:
-    """One scored item.
-
-    Attributes:
-        item_id: stable id within the suite (``"leg_counting/3"``, ``"line-12"``).
-        score: in [0, 1]; 0 for an item that failed in any way.
-        prompt, response: the first user message and the last completion (2,000 characters in JSON).
-        reference: the reference answer, when the suite has one.
-        error: why the item scored 0 without being answered wrongly (unreadable line, empty
-            response, environment failure), else ``None``.
-        metadata: suite-specific JSON data (task name, tests passed, turns...).
-    """
+    """One scored item: a stable ``item_id`` within the suite (``"leg_counting/3"``), ``score`` in
+    [0, 1], the first user message ``prompt`` and last completion ``response`` (2,000 characters in
+    JSON), the ``reference`` answer if any, ``error``: why it scored 0 without being answered wrongly
+    (unreadable line, empty response, environment failure), and suite-specific JSON ``metadata``."""
 
     item_id: str
     score: float
@@ -99,11 +92,8 @@ class SuiteResult:
         return confidence_interval([r.score for r in self.items], z)
 
     def by(self, key: str) -> dict[str, SuiteResult]:
-        """One result per value of ``metadata[key]`` (e.g. ``"task"``), named ``suite/value``.
-
-        Raises:
-            KeyError: no item has ``key`` in its metadata.
-        """
+        """One result per value of ``metadata[key]`` (e.g. ``"task"``), named ``suite/value``; KeyError
+        when no item has ``key``."""
         if self.items and not any(key in r.metadata for r in self.items):
             known = sorted({k for r in self.items for k in r.metadata})
             raise KeyError(f"no item of {self.suite!r} has metadata {key!r} (keys: {', '.join(known) or 'none'})")
@@ -134,11 +124,8 @@ class SuiteResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SuiteResult:
-        """Rebuild a result from :meth:`to_dict`'s data.
-
-        Raises:
-            ValueError: not a suite result, or an item's score is not a number in [0, 1].
-        """
+        """Rebuild a result from :meth:`to_dict`'s data; ValueError for data that is not a suite result
+        or a score that is not a number in [0, 1]."""
         try:
             items = [ItemRecord(**row) for row in data["items"]]
             result = cls(
@@ -202,11 +189,7 @@ class Suite(ABC):
 
 
 def save_results(results: Sequence[SuiteResult], path: str | Path, *, extra: Mapping[str, Any] | None = None) -> Path:
-    """Write results to a JSON file (``{"format", "results": [...], **extra}``); returns the path.
-
-    Raises:
-        OSError: the file cannot be written.
-    """
+    """Write results to a JSON file (``{"format", **extra, "results": [...]}``); returns the path."""
     path = Path(path)
     if path.parent != Path():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -216,11 +199,8 @@ def save_results(results: Sequence[SuiteResult], path: str | Path, *, extra: Map
 
 
 def load_results(path: str | Path) -> list[SuiteResult]:
-    """Read a file written by :func:`save_results` (``spade eval --out``).
-
-    Raises:
-        FileNotFoundError: no such file. ValueError: not a results file (the message says why).
-    """
+    """Read a file written by :func:`save_results` (``spade eval --out``); FileNotFoundError, or
+    ValueError for a file that is not one."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -292,11 +272,7 @@ def _config_differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str 
 
 def read_jsonl(path: str | Path) -> list[tuple[int, dict[str, Any] | str]]:
     """``(line number, object)`` per non-blank line of a JSON-lines file, or ``(line number, error
-    message)`` for a line that is not UTF-8 or not a JSON object.
-
-    Raises:
-        FileNotFoundError: no such file (or a folder).
-    """
+    message)`` for a line that is not UTF-8 or not a JSON object; FileNotFoundError without a file."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no benchmark file at {path}")

@@ -241,11 +241,7 @@ class _Item:
 
     @property
     def prompt(self) -> str:
-        for turn in self.turns:
-            for message in turn:
-                if message["role"] == "user":
-                    return message["content"]
-        return ""
+        return next((m["content"] for turn in self.turns for m in turn if m["role"] == "user"), "")
 
 
 class _BadItem(ValueError):

@@ -64,13 +64,8 @@ def _record(item_id: str, trajectory: Trajectory, metadata: dict[str, Any], refe
 
 
 class ReasoningGymSuite(Suite):
-    """reasoning-gym problems on the held-out seed split (see the module docstring).
-
-    Args:
-        tasks: reasoning-gym task names (default :data:`HELD_OUT_TASKS`).
-        items_per_task: problems per task, on ``"eval"`` seeds ``seed, seed + 1, ...``.
-        sampling: the Agent's sampling (default greedy, 512 new tokens).
-        max_episodes: problems generated in one batch.
+    """reasoning-gym ``tasks`` (default :data:`HELD_OUT_TASKS`), ``items_per_task`` problems each on
+    ``"eval"`` seeds ``seed, seed + 1, ...``, ``max_episodes`` generated in one batch.
 
     Raises:
         ValueError: an unknown task, or ``items_per_task < 1``.
@@ -135,7 +130,6 @@ class ProgramSuite(Suite):
         registry: the registry folder (default: the bundled seed library).
         envs: only these environment names (default: all of the setting).
         episodes_per_env: episodes per environment (seeds ``HELD_OUT_SEED_BASE + seed + i``).
-        sampling: the Agent's sampling (default greedy, 512 new tokens).
         max_turns: cap on agent turns per episode (``None``: the environment's own).
         max_episodes: episodes in flight at once.
 

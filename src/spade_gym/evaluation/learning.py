@@ -209,13 +209,10 @@ def learning_benchmark(
     Args:
         config: the self-play :class:`~spade_gym.trainer.config.SelfPlayConfig` (``run.out`` becomes
             ``out/selfplay`` and ``out/baseline``).
-        out: folder for both runs, the results files, ``learning.md``, ``.json`` and ``.png``.
-        say: one-line progress messages.
+        out: folder for both runs, the results files, and the :class:`LearningResult` returned as
+            ``learning.md``, ``.json`` and ``.png``.
         progress: ``progress(phase, done, total)`` (:class:`~spade_gym.trainer.selfplay.SelfPlay`'s
             phases, and ``"eval"``).
-
-    Returns:
-        A :class:`LearningResult` (also written to ``out``).
 
     Raises:
         ValueError: an evaluation environment that is not in the registry.

@@ -12,14 +12,10 @@ __all__ = ["plot_comparison"]
 
 
 def plot_comparison(results: Mapping[str, Sequence[SuiteResult]], path: str | Path, *, title: str = "") -> Path:
-    """Draw every policy's score per suite with its 95% confidence interval as a PNG; returns ``path``.
+    """Draw every policy's score per suite with its 95% interval as a PNG; returns ``path``.
 
-    Args:
-        results: policy label -> its suite results (suites missing for a policy are left blank).
-
-    Raises:
-        ImportError: matplotlib is not installed (the ``train`` extra has it).
-        ValueError: no results.
+    ``results`` maps a policy label to its suite results. Raises ImportError without matplotlib (the
+    ``train`` extra), ValueError without results.
     """
     plt = _pyplot()
     suites = list(dict.fromkeys(r.suite for rs in results.values() for r in rs))
