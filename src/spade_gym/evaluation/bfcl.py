@@ -20,10 +20,8 @@ a tool call ends the turn. Each step is one batched ``policy.generate`` over eve
 per turn, not its state-based one): every well-formed call gets :data:`RECORDED`, and a turn is
 correct when the multiset of calls made equals the ground truth's. Arguments compare as JSON values
 (``1 == 1.0``, ``True != 1``, lists and tuples alike). A malformed call or an empty completion makes
-the turn wrong. The item's score is the fraction of correct turns.
-
-**Bad input** never raises: an unreadable or inconsistent line scores 0 with an ``error`` naming
-the file, line, id and fault; an item whose every completion was empty gets ``"empty response"``.
+the turn wrong. The item's score is the fraction of correct turns; a bad line scores 0 with an
+``error`` naming the file, line, id and fault (``"empty response"`` when every completion was empty).
 """
 
 from __future__ import annotations
@@ -169,10 +167,7 @@ def load_function_docs(path: str | Path) -> list[dict[str, Any]]:
     tools: dict[str, dict[str, Any]] = {}
     for file in files:
         for where, doc in _json_values(file):
-            try:
-                tool = to_openai_tool(doc)
-            except ValueError as exc:
-                raise ValueError(f"{file.name} {where}: {exc}") from None
+            tool = _tool(doc, f"{file.name} {where}", ValueError)
             tools.setdefault(tool["function"]["name"], tool)
     return list(tools.values())
 
@@ -287,18 +282,20 @@ def _check_ground_truth(ground_truth: object, turns: int) -> tuple[list[list[str
     return [list(t) for t in ground_truth], keys
 
 
+def _tool(doc: object, where: str, error: type[ValueError] = _BadItem) -> dict[str, Any]:
+    try:
+        return to_openai_tool(doc)
+    except ValueError as exc:
+        raise error(f"{where}: {exc}") from None
+
+
 def _item_tools(
     row: Mapping[str, Any], shared: list[dict[str, Any]] | None, turns: int
 ) -> tuple[list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:
     if "function" in row:
         if not isinstance(row["function"], list):
             raise _BadItem("'function' must be a list of function docs")
-        tools = []
-        for i, doc in enumerate(row["function"]):
-            try:
-                tools.append(to_openai_tool(doc))
-            except ValueError as exc:
-                raise _BadItem(f"function {i}: {exc}") from None
+        tools = [_tool(doc, f"function {i}") for i, doc in enumerate(row["function"])]
     elif shared is not None:
         tools = list(shared)
     else:
@@ -325,10 +322,7 @@ def _item_tools(
                     raise _BadItem(f"'missed_function' names {entry!r}, which is not among the tools")
                 tool = by_name[entry]
             else:
-                try:
-                    tool = to_openai_tool(entry)
-                except ValueError as exc:
-                    raise _BadItem(f"'missed_function' turn {turn}: {exc}") from None
+                tool = _tool(entry, f"'missed_function' turn {turn}")
             hidden.add(tool["function"]["name"])
             added.setdefault(turn, []).append(tool)
     return [t for t in tools if t["function"]["name"] not in hidden], added

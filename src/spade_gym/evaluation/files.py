@@ -132,15 +132,12 @@ class _FileSuite(Suite):
         answers = generate_answers(
             policy, [item.messages for item in items], self.sampling, batch_size=self.batch_size, progress=report
         )
-        scored = iter(self._score_all(items, answers))
+        with self._scoring() as context:
+            scored = iter([self._score_one(item, answer, context) for item, answer in zip(items, answers, strict=True)])
         result = [record if record is not None else next(scored) for record in records]
         if progress is not None and not items:
             progress(len(result), len(result))
         return self._result(policy, result, start)
-
-    def _score_all(self, items: Sequence[_Item], answers: Sequence[Completion | str]) -> list[ItemRecord]:
-        with self._scoring() as context:
-            return [self._score_one(item, answer, context) for item, answer in zip(items, answers, strict=True)]
 
     def _score_one(self, item: _Item, answer: Completion | str, context: Any) -> ItemRecord:
         if isinstance(answer, str):
@@ -175,8 +172,8 @@ def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _text_field(row: Mapping[str, Any], names: Sequence[str], where: str) -> tuple[str, str]:
-    """The first of ``names`` present in ``row``: ``(name, non-empty text)``."""
+def _text_field(row: Mapping[str, Any], names: Sequence[str], where: str) -> str:
+    """The non-empty text of the first of ``names`` present in ``row``."""
     for name in names:
         if name in row:
             value = row[name]
@@ -184,7 +181,7 @@ def _text_field(row: Mapping[str, Any], names: Sequence[str], where: str) -> tup
                 raise _BadLine(f"{where}: field {name!r} must be a string, got {_type_name(value)}")
             if not value.strip():
                 raise _BadLine(f"{where}: field {name!r} is empty")
-            return name, value
+            return value
     others = f" (or {', '.join(repr(n) for n in names[1:])})" if len(names) > 1 else ""
     raise _BadLine(f"{where}: missing field {names[0]!r}{others}")
 
@@ -403,7 +400,7 @@ class MathFileSuite(_FileSuite):
 
     def _item(self, number: int, item_id: str, row: dict[str, Any]) -> _Item:
         where = self._where(number)
-        _, question = _text_field(row, ("question", "problem", "prompt"), where)
+        question = _text_field(row, ("question", "problem", "prompt"), where)
         if "answer" in row:
             value = row["answer"]
             if isinstance(value, bool) or not isinstance(value, str | int | float):
@@ -505,7 +502,7 @@ class MultipleChoiceFileSuite(_FileSuite):
 
     def _item(self, number: int, item_id: str, row: dict[str, Any]) -> _Item:
         where = self._where(number)
-        _, question = _text_field(row, ("question",), where)
+        question = _text_field(row, ("question",), where)
         if "choices" not in row:
             raise _BadLine(f"{where}: missing field 'choices'")
         raw = row["choices"]
@@ -791,7 +788,7 @@ class CodeFileSuite(_FileSuite):
 
     def _item(self, number: int, item_id: str, row: dict[str, Any]) -> _Item:
         where = self._where(number)
-        _, problem = _text_field(row, ("prompt", "text"), where)
+        problem = _text_field(row, ("prompt", "text"), where)
         entry_point = row.get("entry_point")
         if entry_point is not None and not (isinstance(entry_point, str) and entry_point.isidentifier()):
             raise _BadLine(f"{where}: field 'entry_point' must be a function name, got {entry_point!r:.80}")
