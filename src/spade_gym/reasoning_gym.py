@@ -75,9 +75,7 @@ class ReasoningGymEnv(gym.Env[str, str]):
         split: ``"train"`` or ``"eval"``.
         task_config: keyword arguments for ``reasoning_gym.create_dataset`` (e.g. ``min_digits``).
 
-    Attributes:
-        name (``"ReasoningGym-<task>"``), setting, max_turns, tools, description: as an environment
-        program declares them. ``entry``: the current problem (reasoning-gym's dict).
+    ``entry`` is the current problem (reasoning-gym's dict); ``name`` is ``"ReasoningGym-<task>"``.
 
     Raises:
         ImportError: reasoning-gym is not installed. ValueError: an unknown task or split, or a

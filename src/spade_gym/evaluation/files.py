@@ -1,15 +1,10 @@
-"""Held-out suites over local JSON-lines benchmark files: math, multiple choice and code.
+"""Held-out suites over local JSON-lines files: :class:`MathFileSuite` (``"math:<file>"``),
+:class:`MultipleChoiceFileSuite` (``"mc:<file>"``) and :class:`CodeFileSuite` (``"code:<file>"``).
 
 Each suite prompts the policy once per non-blank line (batched, greedy by default) and scores it in
 [0, 1]. An unusable line (not JSON, a missing or mistyped field), an empty completion
 (``"empty response"``) or a generation failure scores 0 with the reason in
 :attr:`ItemRecord.error` and still counts. Item ids are a line's own ``id``, else ``"line-<n>"``.
-
-* :class:`MathFileSuite` (``"math:<file>"``): GSM8K/MATH problems scored by math-verify (the ``eval``
-  extra) in a helper process with a deadline, so an answer that keeps sympy busy scores 0.
-* :class:`MultipleChoiceFileSuite` (``"mc:<file>"``): labelled choices; 1 for the right letter.
-* :class:`CodeFileSuite` (``"code:<file>"``): the model's code runs only in the sandbox; 1 when every
-  test passes (pass@1).
 """
 
 from __future__ import annotations
@@ -346,7 +341,8 @@ def _read_line(fd: int, deadline: float) -> bytes | None:
 
 
 class MathFileSuite(_FileSuite):
-    """GSM8K- and MATH-style problems, scored 1 or 0 by math-verify's ``verify``.
+    """GSM8K- and MATH-style problems, scored 1 or 0 by math-verify (the ``eval`` extra), which runs
+    in a helper process with a deadline, so an answer that keeps sympy busy scores 0.
 
     A line has the problem in ``question``, ``problem`` or ``prompt`` and the reference in ``answer``
     (a string or number; GSM8K's ``"... #### 1,234"`` gives ``1234``) or else the last
