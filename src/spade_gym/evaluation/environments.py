@@ -46,10 +46,6 @@ HELD_OUT_TASKS: tuple[str, ...] = (
 HELD_OUT_SEED_BASE = 2**40
 
 
-def _score(trajectory: Trajectory) -> float:
-    return min(max(trajectory.episode_return, 0.0), 1.0)
-
-
 def _record(item_id: str, trajectory: Trajectory, metadata: dict[str, Any], reference: str | None = None) -> ItemRecord:
     prompt = next((m["content"] for m in trajectory.messages if m["role"] == "user"), "")
     response = trajectory.turns[-1].text if trajectory.turns else ""
@@ -58,7 +54,7 @@ def _record(item_id: str, trajectory: Trajectory, metadata: dict[str, Any], refe
         error = f"{trajectory.error.get('category', 'ERROR')}: {trajectory.error.get('message', '')}"
     elif not trajectory.turns or all(not t.text.strip() for t in trajectory.turns):
         error = "empty response"
-    score = 0.0 if error else _score(trajectory)
+    score = 0.0 if error else min(max(trajectory.episode_return, 0.0), 1.0)
     metadata = {**metadata, "turns": trajectory.num_turns, "return": trajectory.episode_return}
     return ItemRecord(item_id, score, prompt, response, reference, error, metadata)
 
