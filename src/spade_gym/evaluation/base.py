@@ -105,11 +105,9 @@ class SuiteResult:
     def to_dict(self, text_limit: int = 2000) -> dict[str, Any]:
         """JSON data: the summary (score, interval, n, errors) and every item."""
         low, high = self.interval()
-        items = []
-        for record in self.items:
-            row = asdict(record)
-            row["prompt"], row["response"] = row["prompt"][:text_limit], row["response"][:text_limit]
-            items.append(row)
+        items = [
+            {**asdict(r), "prompt": r.prompt[:text_limit], "response": r.response[:text_limit]} for r in self.items
+        ]
         return {
             "suite": self.suite,
             "policy": self.policy,
