@@ -9,6 +9,7 @@ if "torch" not in _sys.modules:  # read once, when torch loads its OpenMP runtim
     # A value the user set is kept.
     _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+from spade_gym.env import SandboxedEnv, escape_text
 from spade_gym.errors import (
     BackendUnavailable,
     ContextLengthExceeded,
@@ -30,61 +31,57 @@ from spade_gym.errors import (
     SpadeError,
     WorkerCrash,
 )
+from spade_gym.policies import Completion, Policy, SamplingParams, load_policy
 from spade_gym.program import EnvProgram
+from spade_gym.registry import EnvRecord, Registry
+from spade_gym.registry.gymnasium import register_builtin_ids, register_program, register_registry
 from spade_gym.sandbox import Budget, Limits, ProgramSpec, SandboxClient, SandboxConfig
+from spade_gym.spaces import UnicodeText
+from spade_gym.validation import ValidationConfig, ValidationReport, validate
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "BackendUnavailable",
     "Budget",
+    "Completion",
     "ContextLengthExceeded",
     "ContractError",
     "DocumentError",
     "DuplicateEnvironment",
     "EnvNotFound",
-    "RegistryError",
     "EnvProgram",
+    "EnvRecord",
     "EnvRuntimeError",
     "GenerationError",
     "Limits",
     "ModelNotFound",
+    "Policy",
     "PolicyError",
     "ProgramError",
     "ProgramSpec",
+    "Registry",
+    "RegistryError",
     "ResourceLimitExceeded",
+    "SamplingParams",
     "SandboxClient",
     "SandboxConfig",
     "SandboxError",
     "SandboxSetupError",
     "SandboxTimeout",
     "SandboxViolation",
-    "SpadeError",
-    "WorkerCrash",
-    "__version__",
-]
-
-from spade_gym.env import SandboxedEnv, escape_text  # noqa: E402
-from spade_gym.policies import Completion, Policy, SamplingParams, load_policy  # noqa: E402
-from spade_gym.registry import EnvRecord, Registry  # noqa: E402
-from spade_gym.registry.gymnasium import register_builtin_ids, register_program, register_registry  # noqa: E402
-from spade_gym.spaces import UnicodeText  # noqa: E402
-from spade_gym.validation import ValidationConfig, ValidationReport, validate  # noqa: E402
-
-register_builtin_ids()
-__all__ += [
-    "Completion",
-    "EnvRecord",
-    "Policy",
-    "Registry",
-    "SamplingParams",
     "SandboxedEnv",
+    "SpadeError",
     "UnicodeText",
     "ValidationConfig",
     "ValidationReport",
+    "WorkerCrash",
     "escape_text",
     "load_policy",
     "register_program",
     "register_registry",
     "validate",
+    "__version__",
 ]
+
+register_builtin_ids()

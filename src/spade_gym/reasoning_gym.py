@@ -1,27 +1,15 @@
 """``ReasoningGymEnv``: one `reasoning-gym <https://github.com/open-thought/reasoning-gym>`_ task as a
 single-turn text environment, registered as ``spade/ReasoningGym-v0``.
 
-reasoning-gym generates procedural problems (arithmetic, logic, puzzles, graphs, ...) with exact
-scorers, fully offline. This environment serves them to the Agent with the same interface as an
-environment program (:class:`~spade_gym.SandboxedEnv`: ``name``, ``setting``, ``max_turns``,
-``reset``, ``step``, ``hint``, ``oracle``), so :func:`spade_gym.agent.rollout`, the self-play
-baseline (``run.designer: off`` with ``run.fixed_pool: reasoning-gym:<task>,...``) and held-out
-evaluation play them like any spade environment. It is trusted library code, run in-process; no
-language-model-written code is involved.
+reasoning-gym generates procedural problems with exact scorers, offline. The environment has an
+environment program's interface (``name``, ``setting``, ``max_turns``, ``reset``, ``step``, ``hint``,
+``oracle``), so rollouts, the designer-off baseline (``run.fixed_pool: reasoning-gym:<task>,...``) and
+held-out evaluation play it like any spade environment; it is trusted code, run in-process.
 
-Seeds and splits. ``reset(seed=s)`` draws the problem reasoning-gym generates with dataset seed
-``2 * s`` on the ``"train"`` split and ``2 * s + 1`` on the ``"eval"`` split, so the two splits never
-share a generator seed: whatever seeds training draws, evaluation on the ``"eval"`` split is held out.
-
-Reward. One turn: the Agent's answer is scored by the task's own ``score_answer`` (a float in
-[0, 1]; 1.0 is correct) and the episode terminates.
-
-Hint. The privileged hint is the reference answer (``"The answer is ..."``), the strongest hint
-there is; with it the regret of a reasoning-gym task measures how far the Agent is from reading and
-copying an answer, so these environments are a fixed baseline pool, not a regret curriculum.
-
-``reasoning-gym`` is an optional dependency (``pip install 'spade_gym[reasoning]'``), imported when
-the first environment is made.
+Seeds: ``reset(seed=s)`` uses dataset seed ``2 * s`` on the ``"train"`` split and ``2 * s + 1`` on
+``"eval"``, so evaluation on ``"eval"`` is held out whatever seeds training draws. The one turn is
+scored by the task's ``score_answer`` (in [0, 1]). The hint is the reference answer, so these
+environments are a fixed baseline pool, not a regret curriculum. Needs the ``reasoning`` extra.
 """
 
 from __future__ import annotations
@@ -52,21 +40,12 @@ def _reasoning_gym() -> Any:
 
 
 def task_names() -> list[str]:
-    """Every reasoning-gym task name, sorted (``"leg_counting"``, ``"basic_arithmetic"``, ...).
-
-    Raises:
-        ImportError: reasoning-gym is not installed (the message names the extra).
-    """
+    """Every reasoning-gym task name, sorted; ImportError (naming the extra) without reasoning-gym."""
     return sorted(_reasoning_gym().factory.DATASETS)
 
 
 def check_task(task: str) -> str:
-    """Return ``task`` if reasoning-gym has it.
-
-    Raises:
-        ValueError: an unknown task (the message suggests close names).
-        ImportError: reasoning-gym is not installed.
-    """
+    """Return ``task`` if reasoning-gym has it, else ValueError suggesting close names."""
     names = task_names()
     if task not in names:
         close = difflib.get_close_matches(str(task), names, n=3)
@@ -79,11 +58,8 @@ def check_task(task: str) -> str:
 
 
 def dataset_seed(seed: int, split: Split) -> int:
-    """The reasoning-gym dataset seed of episode seed ``seed`` on ``split`` (see the module docstring).
-
-    Raises:
-        ValueError: an unknown split or a negative seed.
-    """
+    """The dataset seed of episode seed ``seed`` on ``split``; ValueError for an unknown split or a
+    negative seed."""
     if split not in _SPLITS:
         raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -96,14 +72,10 @@ class ReasoningGymEnv(gym.Env[str, str]):
 
     Args:
         task: a reasoning-gym task name (:func:`task_names`); required.
-        split: ``"train"`` or ``"eval"``: which half of the seed space episodes come from.
-        task_config: keyword arguments of the task's reasoning-gym config (difficulty knobs such as
-            ``min_digits``), passed to ``reasoning_gym.create_dataset``.
+        split: ``"train"`` or ``"eval"``.
+        task_config: keyword arguments for ``reasoning_gym.create_dataset`` (e.g. ``min_digits``).
 
-    Attributes:
-        name (``"ReasoningGym-<task>"``), setting (``"reasoning"``), max_turns (1), tools (none),
-        description: as an environment program declares them.
-        entry: the current problem (reasoning-gym's dict with ``question``, ``answer``, ``metadata``).
+    ``entry`` is the current problem (reasoning-gym's dict); ``name`` is ``"ReasoningGym-<task>"``.
 
     Raises:
         ImportError: reasoning-gym is not installed. ValueError: an unknown task or split, or a
@@ -145,16 +117,8 @@ class ReasoningGymEnv(gym.Env[str, str]):
         return _reasoning_gym().create_dataset(self.task, seed=seed, size=1, **self.task_config)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """Draw a problem.
-
-        Args:
-            seed: the episode seed (an int >= 0); ``None`` draws one from the environment's
-                generator, so a seeded sequence of resets is reproducible.
-            options: unused.
-
-        Returns:
-            ``(question, info)`` with ``info = {"task", "split", "dataset_seed"}``.
-        """
+        """Draw a problem for episode seed ``seed`` (an int >= 0; ``None`` draws one from the
+        environment's generator); returns ``(question, {"task", "split", "dataset_seed"})``."""
         super().reset(seed=seed)
         episode_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
         data_seed = dataset_seed(episode_seed, self.split)
@@ -164,14 +128,8 @@ class ReasoningGymEnv(gym.Env[str, str]):
         return str(self.entry["question"]), {"task": self.task, "split": self.split, "dataset_seed": data_seed}
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Score ``action`` (surrounding whitespace removed) as the final answer; the episode terminates.
-
-        Never raises for a bad action: a scorer that fails on it scores 0 with
-        ``info["score_error"]``.
-
-        Returns:
-            ``(feedback, score, True, False, info)``; ``info`` holds the reference ``answer``.
-        """
+        """Score ``action`` as the final answer: ``(feedback, score, True, False, info)`` with the
+        reference ``info["answer"]``; a scorer that fails scores 0 with ``info["score_error"]``."""
         if self._done or self.entry is None:
             return "", 0.0, False, True, {"error": "the episode has ended; call reset()"}
         answer = "" if action is None else str(action)[:MAX_ACTION_CHARS].strip()
@@ -189,19 +147,11 @@ class ReasoningGymEnv(gym.Env[str, str]):
         """Nothing to start ahead: scoring runs in-process when :meth:`step` is called."""
 
     def hint(self) -> str:
-        """The privileged hint: the reference answer.
-
-        Raises:
-            RuntimeError: no episode has started.
-        """
+        """The privileged hint: the reference answer (RuntimeError before ``reset``)."""
         return f"The answer is {self.oracle()}."
 
     def oracle(self) -> str:
-        """The reference answer of the current problem.
-
-        Raises:
-            RuntimeError: no episode has started.
-        """
+        """The reference answer of the current problem (RuntimeError before ``reset``)."""
         if self.entry is None:
             raise RuntimeError("call reset() before hint() or oracle()")
         return str(self.entry["answer"])

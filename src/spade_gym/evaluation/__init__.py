@@ -1,8 +1,5 @@
-"""Held-out evaluation: does self-play make the Agent better?
-
-Every suite has one interface, ``Suite.run(policy) -> SuiteResult`` (per-item records and a score
-with a confidence interval; :mod:`spade_gym.evaluation.base`).
-"""
+"""Held-out evaluation: does self-play make the Agent better? Every suite has one interface,
+``Suite.run(policy) -> SuiteResult`` (:mod:`spade_gym.evaluation.base`)."""
 
 from spade_gym.evaluation.base import (
     DEFAULT_SAMPLING,

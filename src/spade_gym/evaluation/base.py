@@ -1,16 +1,13 @@
-"""What every held-out suite shares: per-item records, a result with a confidence interval, and the
-:class:`Suite` interface (``Suite.run(policy) -> SuiteResult``).
+"""What every held-out suite shares: :class:`Suite` (``Suite.run(policy) -> SuiteResult``), per-item
+records and confidence intervals.
 
-Scores are per item, in [0, 1] (1 is solved). A suite's score is their mean over *every* item it
-was given: an item that could not be read, a policy that answered nothing, or a program that
-crashed is scored 0 and counted, with the reason in :attr:`ItemRecord.error`, never skipped.
+Item scores are in [0, 1]; a suite's score is their mean over *every* item given: a failed item
+scores 0 with the reason in :attr:`ItemRecord.error`, never skipped.
 
-Confidence intervals (95% by default): the Wilson score interval when every score is 0 or 1
-(Wilson 1927, "Probable inference, the law of succession, and statistical inference", JASA 22), the
-normal interval ``mean +- z * s / sqrt(n)`` clipped to [0, 1] otherwise. The difference of two
-results (:func:`compare_results`) is paired over the items both scored when their ids agree
-(``mean(a_i - b_i) +- z * sd / sqrt(n)``), else Newcombe's hybrid score interval from the two
-results' own intervals (Newcombe 1998, Statistics in Medicine 17, method 10).
+95% intervals: Wilson's score interval when every score is 0 or 1 (Wilson 1927, JASA 22), else the
+normal interval ``mean +- z * s / sqrt(n)`` clipped to [0, 1]. A difference (:func:`compare_results`)
+is paired by item id when the ids agree, else Newcombe's hybrid score interval (Newcombe 1998,
+Statistics in Medicine 17, method 10).
 """
 
 from __future__ import annotations
@@ -18,9 +15,10 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,18 +47,10 @@ RESULTS_FORMAT = "spade-eval-v1"
 
 @dataclass
 class ItemRecord:
-    """One scored item.
-
-    Attributes:
-        item_id: stable id within the suite (``"leg_counting/3"``, ``"line-12"``, a file's own id).
-        score: in [0, 1]; 0 for an item that failed in any way.
-        prompt: what the policy saw (the first user message; cut to 2,000 characters in JSON).
-        response: the policy's last completion text (cut to 2,000 characters in JSON).
-        reference: the reference answer, when the suite has one.
-        error: why the item scored 0 without being answered wrongly (unreadable line, empty
-            response, environment failure), else ``None``.
-        metadata: suite-specific JSON data (task name, tests passed, turns...).
-    """
+    """One scored item: a stable ``item_id`` within the suite (``"leg_counting/3"``), ``score`` in
+    [0, 1], the first user message ``prompt`` and last completion ``response`` (2,000 characters in
+    JSON), the ``reference`` answer if any, ``error``: why it scored 0 without being answered wrongly
+    (unreadable line, empty response, environment failure), and suite-specific JSON ``metadata``."""
 
     item_id: str
     score: float
@@ -73,15 +63,8 @@ class ItemRecord:
 
 @dataclass
 class SuiteResult:
-    """A suite's result on one policy.
-
-    Attributes:
-        suite: the suite's name (``"reasoning-gym"``, ``"math:gsm8k.jsonl"``...).
-        policy: the policy's name.
-        items: one :class:`ItemRecord` per item given, in order.
-        seconds: wall time of the run.
-        config: the suite's settings (JSON), so a result says what was measured.
-    """
+    """A suite's result on one policy: ``suite`` and ``policy`` names, one :class:`ItemRecord` per item
+    given (in order), wall ``seconds``, and the suite's ``config`` (JSON)."""
 
     suite: str
     policy: str
@@ -109,11 +92,8 @@ class SuiteResult:
         return confidence_interval([r.score for r in self.items], z)
 
     def by(self, key: str) -> dict[str, SuiteResult]:
-        """Split by ``metadata[key]`` (e.g. ``"task"``): one result per value, named ``suite/value``.
-
-        Raises:
-            KeyError: no item has ``key`` in its metadata (the message lists the keys there are).
-        """
+        """One result per value of ``metadata[key]`` (e.g. ``"task"``), named ``suite/value``; KeyError
+        when no item has ``key``."""
         if self.items and not any(key in r.metadata for r in self.items):
             known = sorted({k for r in self.items for k in r.metadata})
             raise KeyError(f"no item of {self.suite!r} has metadata {key!r} (keys: {', '.join(known) or 'none'})")
@@ -125,11 +105,9 @@ class SuiteResult:
     def to_dict(self, text_limit: int = 2000) -> dict[str, Any]:
         """JSON data: the summary (score, interval, n, errors) and every item."""
         low, high = self.interval()
-        items = []
-        for record in self.items:
-            row = asdict(record)
-            row["prompt"], row["response"] = row["prompt"][:text_limit], row["response"][:text_limit]
-            items.append(row)
+        items = [
+            {**asdict(r), "prompt": r.prompt[:text_limit], "response": r.response[:text_limit]} for r in self.items
+        ]
         return {
             "suite": self.suite,
             "policy": self.policy,
@@ -144,12 +122,8 @@ class SuiteResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SuiteResult:
-        """Rebuild a result from :meth:`to_dict`'s data.
-
-        Raises:
-            ValueError: the data is not a suite result (the message names the missing field), or an
-                item's score is not a number in [0, 1].
-        """
+        """Rebuild a result from :meth:`to_dict`'s data; ValueError for data that is not a suite result
+        or a score that is not a number in [0, 1]."""
         try:
             items = [ItemRecord(**row) for row in data["items"]]
             result = cls(
@@ -176,16 +150,8 @@ def _finite_or_none(x: float) -> float | None:
 
 
 def confidence_interval(scores: Sequence[float], z: float = Z95) -> tuple[float, float]:
-    """Confidence interval of the mean of ``scores`` (each in [0, 1]).
-
-    Args:
-        scores: item scores.
-        z: the normal quantile (1.96 for 95%).
-
-    Returns:
-        ``(low, high)`` within [0, 1]; ``(nan, nan)`` for no scores. Wilson score interval when
-        every score is 0 or 1, else the clipped normal interval (see the module docstring).
-    """
+    """``(low, high)`` within [0, 1] for the mean of ``scores`` (each in [0, 1]) at normal quantile ``z``;
+    ``(nan, nan)`` for no scores (methods: the module docstring)."""
     n = len(scores)
     if n == 0:
         return math.nan, math.nan
@@ -201,36 +167,27 @@ def confidence_interval(scores: Sequence[float], z: float = Z95) -> tuple[float,
 
 
 class Suite(ABC):
-    """A held-out benchmark: :meth:`run` scores a policy on every item.
-
-    Subclasses set :attr:`name` and implement :meth:`run`; :meth:`config` reports their settings.
-    """
+    """A held-out benchmark: subclasses set :attr:`name` and implement :meth:`run`."""
 
     name: str = "suite"
 
     @abstractmethod
     def run(self, policy: Any, *, progress: Callable[[int, int], None] | None = None) -> SuiteResult:
-        """Score ``policy`` on every item of the suite.
-
-        Args:
-            policy: a :class:`~spade_gym.policies.base.Policy` (anything with ``generate``).
-            progress: called with ``(items done, items in all)`` as the run goes.
-
-        Returns:
-            A :class:`SuiteResult` with one record per item.
-        """
+        """Score ``policy`` (anything with ``generate``) on every item: one record per item.
+        ``progress`` is called with ``(items done, items in all)``."""
 
     def config(self) -> dict[str, Any]:
         """The suite's settings as JSON data (stored in the result)."""
         return {}
 
+    def _result(self, policy: Any, items: list[ItemRecord], began: float) -> SuiteResult:
+        """The run's result; ``began`` is its ``time.perf_counter()`` start."""
+        name = str(getattr(policy, "name", type(policy).__name__))
+        return SuiteResult(self.name, name, items, time.perf_counter() - began, self.config())
+
 
 def save_results(results: Sequence[SuiteResult], path: str | Path, *, extra: Mapping[str, Any] | None = None) -> Path:
-    """Write results to a JSON file (``{"format", "results": [...], **extra}``); returns the path.
-
-    Raises:
-        OSError: the file cannot be written.
-    """
+    """Write results to a JSON file (``{"format", **extra, "results": [...]}``); returns the path."""
     path = Path(path)
     if path.parent != Path():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -240,11 +197,8 @@ def save_results(results: Sequence[SuiteResult], path: str | Path, *, extra: Map
 
 
 def load_results(path: str | Path) -> list[SuiteResult]:
-    """Read a file written by :func:`save_results` (``spade eval --out``).
-
-    Raises:
-        FileNotFoundError: no such file. ValueError: not a results file (the message says why).
-    """
+    """Read a file written by :func:`save_results` (``spade eval --out``); FileNotFoundError, or
+    ValueError for a file that is not one."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -257,16 +211,9 @@ def load_results(path: str | Path) -> list[SuiteResult]:
 
 @dataclass(frozen=True)
 class Comparison:
-    """``a - b`` on one suite: the two scores, their difference and its confidence interval.
-
-    Attributes:
-        suite: the suite; ``score_a``, ``score_b``: the scores; ``difference``: ``a - b``;
-        low, high: the difference's interval, within [-1, 1] (``nan`` when a result has no item);
-        paired: whether items were paired by id; ``n``: items compared (paired) or ``n_a + n_b``;
-        config_differences: the settings in which the two results differ (tasks, seeds, files,
-            sampling...), as ``"key: a -> b"``; a difference there means the scores measure
-            different things.
-    """
+    """``a - b`` on one suite: the scores, ``difference``, its interval ``low, high`` within [-1, 1]
+    (``nan`` when a result has no item), ``paired`` by id or not, ``n`` items compared (paired) or
+    ``n_a + n_b``, and ``config_differences`` (``"key: a -> b"``: the scores measure different things)."""
 
     suite: str
     score_a: float
@@ -280,13 +227,9 @@ class Comparison:
 
 
 def compare_results(a: SuiteResult, b: SuiteResult, z: float = Z95) -> Comparison:
-    """The difference ``a - b`` with its confidence interval (see the module docstring).
-
-    Items paired by id (the same ids in the same order, more than one, and not all differences
-    equal) give the paired interval ``mean(a_i - b_i) +- z * sd / sqrt(n)``. Otherwise the interval
-    is Newcombe's hybrid score interval for a difference of two independent means (Newcombe 1998,
-    Statistics in Medicine 17, method 10), built from each result's own interval (Wilson for 0/1
-    scores), which stays honest when a result has no variance. Both are clipped to [-1, 1].
+    """The difference ``a - b`` with its interval: paired ``mean(a_i - b_i) +- z * sd / sqrt(n)`` when
+    both have the same ids in the same order (more than one, differences not all equal), else
+    Newcombe's hybrid score interval from each result's own interval.
 
     Raises:
         ValueError: the results are of different suites.
@@ -326,18 +269,8 @@ def _config_differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str 
 
 
 def read_jsonl(path: str | Path) -> list[tuple[int, dict[str, Any] | str]]:
-    """Read a JSON-lines benchmark file, keeping bad lines as errors rather than skipping them.
-
-    Args:
-        path: the file (UTF-8, one JSON object per line; blank lines are ignored).
-
-    Returns:
-        ``(line number, object)`` per line, or ``(line number, error message)`` for a line that is
-        not UTF-8 text or not a JSON object.
-
-    Raises:
-        FileNotFoundError: no such file (or a folder).
-    """
+    """``(line number, object)`` per non-blank line of a JSON-lines file, or ``(line number, error
+    message)`` for a line that is not UTF-8 or not a JSON object; FileNotFoundError without a file."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no benchmark file at {path}")
@@ -370,21 +303,9 @@ def generate_answers(
     batch_size: int = 16,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Completion | str]:
-    """One completion per conversation, generated in batches; a batch that fails is retried item by
-    item, and an item that still fails gives its error message instead of a completion.
-
-    Args:
-        policy: anything with ``generate(prompts, sampling)``.
-        conversations: chat messages per item.
-        sampling: sampling settings (``n`` must be 1; prompts that are too long are left-truncated).
-        batch_size: conversations per ``generate`` call.
-        progress: called with ``(items done, items in all)`` after each batch.
-
-    Returns:
-        Per conversation, a :class:`~spade_gym.policies.base.Completion` or an error string.
-    """
-    from dataclasses import replace
-
+    """Per conversation a :class:`~spade_gym.policies.base.Completion`, or an error string when it
+    fails on its own (a failed batch is retried item by item). ``sampling.n`` must be 1; long
+    prompts are left-truncated. ``progress(done, total)`` is called after each batch."""
     sampling = replace(sampling, truncate_prompt=True)
     out: list[Completion | str] = []
     for lo in range(0, len(conversations), batch_size):
@@ -403,7 +324,6 @@ def generate_answers(
 
 
 def _complete(policy: Any, prompts: list[list[dict[str, str]]], sampling: SamplingParams) -> list[Completion]:
-    """``policy.generate``, checked to give one :class:`Completion` per prompt."""
     completions = list(policy.generate([list(p) for p in prompts], sampling))
     if len(completions) != len(prompts) or not all(isinstance(c, Completion) for c in completions):
         raise ValueError(f"generate returned {len(completions)} completions for {len(prompts)} prompts")

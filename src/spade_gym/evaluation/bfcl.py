@@ -1,57 +1,27 @@
 """Multi-turn function calling in the style of the Berkeley Function Calling Leaderboard (BFCL v3).
 
-:class:`BFCLSuite` reads a BFCL-style multi-turn JSON-lines file and scores how well the Agent
-makes the calls each user turn asks for.
+**File format** (:class:`BFCLSuite`): one JSON object per line.
 
-**File format.** One JSON object per line (blank lines are ignored):
+* ``id``: the item's id (else ``"line-<n>"``).
+* ``question``: the turns, each a list of ``{"role", "content"}`` messages; an empty turn lets the
+  Agent go on with no new message.
+* ``function`` (optional): the tools, BFCL's ``{"name", "description", "parameters"}`` or OpenAI's
+  ``{"type": "function", "function": {...}}``; else the suite's ``functions`` file or folder.
+* ``ground_truth`` (optional): per turn a list of Python call strings (:func:`parse_call`), e.g.
+  ``[["cd(folder='document')"], []]``; else the suite's ``answers`` file, matched by id.
+* ``excluded_function`` (optional): tools not shown; ``missed_function`` (optional):
+  ``{"<turn>": [name or doc, ...]}``, tools withheld until that turn and then announced.
 
-* ``id``: the item's id (else ``"line-<n>"``, ``n`` the 1-based line number).
-* ``question``: the turns, a list; each turn a list of ``{"role", "content"}`` messages (usually
-  one user message). A turn may be empty (``[]``): the Agent then goes on with no new message
-  (BFCL uses this for the turn in which withheld functions arrive).
-* ``function`` (optional): the tools, a list of function docs, either BFCL's
-  ``{"name", "description", "parameters": {JSON schema}}`` (its ``"dict"``, ``"float"``,
-  ``"tuple"`` and ``"any"`` types are shown as ``"object"``, ``"number"``, ``"array"`` and no
-  type) or OpenAI's ``{"type": "function", "function": {...}}``. Without it the tools come from
-  the suite's ``functions`` file or folder (all of it, merged; the first doc of a name wins).
-* ``ground_truth`` (optional): one list of Python call strings per turn, e.g.
-  ``[["cd(folder='document')", "mv(source='a.txt', destination='b')"], []]``. Without it the
-  ground truth comes from the suite's ``answers`` file (JSON lines ``{"id", "ground_truth"}``,
-  BFCL's ``possible_answer`` files), matched by id. A call is parsed with :mod:`ast`
-  (:func:`parse_call`): a possibly dotted function name, keyword arguments, and positional ones
-  named ``"$0"``, ``"$1"``..., every argument a Python literal.
-* ``excluded_function`` (optional): names of tools not shown at all; ``missed_function``
-  (optional): ``{"<turn index>": [name or function doc, ...]}``, tools withheld until that turn
-  and then announced in a user message before the turn's own messages.
-* Other fields (``initial_config``, ``path``, ``involved_classes``) are kept out of the prompt.
+**Playing.** The Agent sees the tool-use system prompt with the tools, then the turns in order.
+Within a turn it makes up to ``max_calls_per_turn`` tool calls, one per message; a message without
+a tool call ends the turn. Each step is one batched ``policy.generate`` over every item still playing.
 
-**Playing an item.** The Agent sees the tool-use system prompt (:func:`~spade_gym.agent.system_prompt`)
-with the tools, then the turns one by one. Within a turn it may make up to ``max_calls_per_turn``
-tool calls, one per assistant message (``<tool_call>{"name", "arguments"}</tool_call>``, parsed
-with :func:`~spade_gym.agent.extract_action`; only the last call of a message counts); a message
-without a tool call ends the turn, and so does the ``max_calls_per_turn``-th call. Tool results
-come back as user messages, as in the Agent's rollouts. Generation is batched: each step makes
-one ``policy.generate`` call over every item still playing (items may be at different turns),
-with ``truncate_prompt=True``.
-
-**Scoring (a simplification of BFCL).** The calls are checked, *not executed*: spade does not ship
-BFCL's Python classes, so every well-formed call gets the result ``{"status": "recorded"}``. This
-is BFCL's AST-style call matching applied per turn, not its state-based execution check (which
-runs the calls and compares the classes' final state and the responses): a turn is correct when
-the multiset of calls made (name plus arguments) equals the ground truth's, order within the turn
-not mattering. Arguments compare as JSON values: numbers by value (``1 == 1.0``, but ``True`` is
-not ``1``), strings exactly, lists and tuples alike; an argument left at its default counts as
-missing. A malformed tool call (bad JSON, no ``name``, ``arguments`` not an object) is told to
-the Agent, counts against the turn's calls, and makes the turn wrong; so does an empty completion.
-A turn whose ground truth has more calls than ``max_calls_per_turn`` cannot be correct. The item's
-score is the fraction of correct turns.
-
-**Bad input** never raises and is never skipped: an unreadable line, a missing ``question`` or
-ground truth, a turn count that differs from the ground truth's, an unparsable ground-truth call
-or a malformed tool doc gives an :class:`~spade_gym.evaluation.base.ItemRecord` with score 0 and
-an ``error`` naming the file, the line and id, and the fault. An item whose every completion was
-empty scores 0 with the error ``"empty response"``; a ``generate`` call that raises is retried
-item by item, and an item that still fails scores 0 with the error.
+**Scoring (a simplification of BFCL).** Calls are matched, *not executed* (BFCL's AST-style check
+per turn, not its state-based one): every well-formed call gets :data:`RECORDED`, and a turn is
+correct when the multiset of calls made equals the ground truth's. Arguments compare as JSON values
+(``1 == 1.0``, ``True != 1``, lists and tuples alike). A malformed call or an empty completion makes
+the turn wrong. The item's score is the fraction of correct turns; a bad line scores 0 with an
+``error`` naming the file, line, id and fault (``"empty response"`` when every completion was empty).
 """
 
 from __future__ import annotations
@@ -82,24 +52,17 @@ DESCRIPTION = (
 RECORDED = json.dumps({"status": "recorded"})
 _TOOL_CALL = re.compile(r"<tool_call>.*?</tool_call>", re.DOTALL | re.IGNORECASE)
 _UNCLOSED = "Error: the tool call has no closing </tool_call> tag."
-# BFCL's parameter types that JSON Schema (and OpenAI's tool format) spells differently; None: no type
+# BFCL's parameter types that JSON Schema spells differently; None: no type
 _SCHEMA_TYPES: dict[str, str | None] = {"dict": "object", "float": "number", "tuple": "array", "any": None}
 
 
 def parse_call(text: str) -> tuple[str, dict[str, Any]]:
-    """Parse one ground-truth call string, e.g. ``"mv(source='a.txt', destination='b')"``.
-
-    Args:
-        text: a Python call expression whose arguments are literals.
-
-    Returns:
-        ``(name, arguments)``: the function name (dotted for ``"math.factorial(5)"``) and the
-        arguments by keyword, positional ones keyed ``"$0"``, ``"$1"``... in order.
+    """``(name, arguments)`` of a call string such as ``"mv(source='a.txt', destination='b')"``: the
+    (possibly dotted) name, and the literal arguments by keyword, positional ones keyed ``"$0"``...
 
     Raises:
-        ValueError: ``text`` is not a string, not a call, calls something other than a (dotted)
-            name, uses ``*args``/``**kwargs`` or a repeated keyword, or has an argument that is not
-            a Python literal; the message quotes the call.
+        ValueError: not a call of a (dotted) name with literal arguments, ``*args``/``**kwargs``,
+            or a repeated keyword; the message quotes the call.
     """
     if not isinstance(text, str):
         raise ValueError(f"a call must be a string, got {type(text).__name__}")
@@ -143,20 +106,13 @@ def _literal(node: ast.expr, text: str) -> Any:
 
 
 def to_openai_tool(doc: object) -> dict[str, Any]:
-    """A function doc in OpenAI's tool format, as the Agent's system prompt shows tools.
-
-    Args:
-        doc: BFCL's ``{"name", "description", "parameters"}`` (extra keys such as ``response``
-            are dropped) or OpenAI's ``{"type": "function", "function": {...}}``.
-
-    Returns:
-        ``{"type": "function", "function": {"name", "description", "parameters"}}`` with BFCL's
-        schema types mapped to JSON Schema's (``dict`` -> ``object``, ``float`` -> ``number``,
-        ``tuple`` -> ``array``, ``any`` -> no type); a doc without parameters gets an empty object.
+    """A BFCL or OpenAI function doc as ``{"type": "function", "function": {"name", "description",
+    "parameters"}}``, BFCL's schema types mapped to JSON Schema's (``dict`` -> ``object``, ``float``
+    -> ``number``, ``tuple`` -> ``array``, ``any`` -> no type); other keys are dropped.
 
     Raises:
-        ValueError: ``doc`` is not an object, has no non-empty string ``name``, or its
-            ``description`` or ``parameters`` has the wrong type.
+        ValueError: not an object, no non-empty string ``name``, or a mistyped ``description`` or
+            ``parameters``.
     """
     if not isinstance(doc, Mapping):
         raise ValueError(f"a function doc must be a JSON object, got {type(doc).__name__}")
@@ -191,20 +147,13 @@ def _json_schema(value: Any) -> Any:
 
 
 def load_function_docs(path: str | Path) -> list[dict[str, Any]]:
-    """Read function docs from a file, or from every ``*.json``/``*.jsonl`` file of a folder.
-
-    A file holds one JSON list of docs, one doc, or one doc per line (BFCL's ``multi_turn_func_doc``
-    files are JSON lines despite their ``.json`` name). Folder files are read in name order.
-
-    Args:
-        path: the file or folder.
-
-    Returns:
-        The docs in OpenAI's tool format (:func:`to_openai_tool`), the first doc of each name kept.
+    """The function docs of a file, or of a folder's ``*.json``/``*.jsonl`` files in name order, as
+    :func:`to_openai_tool` gives them, the first of each name kept. A file holds a JSON list, one
+    doc, or one doc per line.
 
     Raises:
         FileNotFoundError: no such file or folder, or a folder without JSON files.
-        ValueError: a file is not UTF-8 JSON or a doc is malformed; the message names the file and line.
+        ValueError: a file is not UTF-8 JSON or a doc is malformed (the message names file and line).
     """
     path = Path(path)
     if path.is_dir():
@@ -218,10 +167,7 @@ def load_function_docs(path: str | Path) -> list[dict[str, Any]]:
     tools: dict[str, dict[str, Any]] = {}
     for file in files:
         for where, doc in _json_values(file):
-            try:
-                tool = to_openai_tool(doc)
-            except ValueError as exc:
-                raise ValueError(f"{file.name} {where}: {exc}") from None
+            tool = _tool(doc, f"{file.name} {where}", ValueError)
             tools.setdefault(tool["function"]["name"], tool)
     return list(tools.values())
 
@@ -247,8 +193,7 @@ def _json_values(file: Path) -> list[tuple[str, Any]]:
     return out
 
 
-# ---------------------------------------------------------------------------------------------
-# Call matching
+# -- call matching -----------------------------------------------------------------------------
 
 _Key = tuple[Any, ...]
 
@@ -276,8 +221,7 @@ def _call_key(name: str, arguments: Mapping[str, Any]) -> _Key:
     return (name, _canonical(dict(arguments)))
 
 
-# ---------------------------------------------------------------------------------------------
-# Items
+# -- items -------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -292,11 +236,7 @@ class _Item:
 
     @property
     def prompt(self) -> str:
-        for turn in self.turns:
-            for message in turn:
-                if message["role"] == "user":
-                    return message["content"]
-        return ""
+        return next((m["content"] for turn in self.turns for m in turn if m["role"] == "user"), "")
 
 
 class _BadItem(ValueError):
@@ -342,18 +282,20 @@ def _check_ground_truth(ground_truth: object, turns: int) -> tuple[list[list[str
     return [list(t) for t in ground_truth], keys
 
 
+def _tool(doc: object, where: str, error: type[ValueError] = _BadItem) -> dict[str, Any]:
+    try:
+        return to_openai_tool(doc)
+    except ValueError as exc:
+        raise error(f"{where}: {exc}") from None
+
+
 def _item_tools(
     row: Mapping[str, Any], shared: list[dict[str, Any]] | None, turns: int
 ) -> tuple[list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:
     if "function" in row:
         if not isinstance(row["function"], list):
             raise _BadItem("'function' must be a list of function docs")
-        tools = []
-        for i, doc in enumerate(row["function"]):
-            try:
-                tools.append(to_openai_tool(doc))
-            except ValueError as exc:
-                raise _BadItem(f"function {i}: {exc}") from None
+        tools = [_tool(doc, f"function {i}") for i, doc in enumerate(row["function"])]
     elif shared is not None:
         tools = list(shared)
     else:
@@ -380,21 +322,17 @@ def _item_tools(
                     raise _BadItem(f"'missed_function' names {entry!r}, which is not among the tools")
                 tool = by_name[entry]
             else:
-                try:
-                    tool = to_openai_tool(entry)
-                except ValueError as exc:
-                    raise _BadItem(f"'missed_function' turn {turn}: {exc}") from None
+                tool = _tool(entry, f"'missed_function' turn {turn}")
             hidden.add(tool["function"]["name"])
             added.setdefault(turn, []).append(tool)
     return [t for t in tools if t["function"]["name"] not in hidden], added
 
 
-# ---------------------------------------------------------------------------------------------
-# Playing
+# -- playing -----------------------------------------------------------------------------------
 
 
 class _Play:
-    """One item in flight: its conversation, the current turn and the calls made per turn."""
+    """One item in flight."""
 
     def __init__(self, item: _Item, max_calls: int) -> None:
         self.item = item
@@ -429,7 +367,6 @@ class _Play:
         self.messages.extend(dict(m) for m in self.item.turns[self.turn])
 
     def apply(self, completion: Completion) -> None:
-        """Record one completion: a call (the turn goes on) or a message that ends the turn."""
         text = completion.text
         self.completions += 1
         self.last_text = text
@@ -474,7 +411,6 @@ class _Play:
         return RECORDED, {"name": name, "arguments": arguments}
 
     def record(self) -> ItemRecord:
-        """The scored item (called when the play is done)."""
         item = self.item
         turns, right = [], 0
         for t, expected in enumerate(item.expected_keys):
@@ -506,26 +442,21 @@ class _Play:
 
 
 class BFCLSuite(Suite):
-    """BFCL-style multi-turn function calling, checked per turn (see the module docstring).
+    """BFCL-style multi-turn function calling, checked per turn (see the module docstring); named
+    ``"bfcl:<file name>"``.
 
     Args:
-        path: the items, a JSON-lines file (see the module docstring for its fields).
-        answers: a JSON-lines file of ``{"id", "ground_truth"}`` for items without an inline
-            ``ground_truth`` (BFCL's ``possible_answer`` file).
-        functions: a JSON/JSON-lines file of function docs, or a folder of them (merged), for
-            items without an inline ``function`` list (BFCL's ``multi_turn_func_doc`` folder).
-        sampling: the Agent's sampling settings (``n`` must be 1; greedy by default).
-        max_calls_per_turn: most tool calls the Agent may make in one turn, ``>= 1``.
-        limit: read only the first ``limit`` items (lines) of ``path``; ``None`` for all.
-
-    Attributes:
-        name: ``"bfcl:<file name>"``.
+        path: the items, a JSON-lines file.
+        answers: JSON lines ``{"id", "ground_truth"}`` (BFCL's ``possible_answer`` file).
+        functions: a file or folder of function docs (BFCL's ``multi_turn_func_doc``).
+        sampling: ``n`` must be 1 (greedy by default).
+        max_calls_per_turn: most tool calls in one turn, ``>= 1``.
+        limit: read only the first ``limit`` items; ``None`` for all.
 
     Raises:
         FileNotFoundError: ``path``, ``answers`` or ``functions`` does not exist.
-        ValueError: ``sampling.n != 1``, ``max_calls_per_turn < 1``, ``limit < 0``, a file that is
-            not UTF-8, or a malformed ``functions`` file (it serves every item, so it is not an
-            item's fault). Malformed *items* do not raise: they are scored 0 with an error.
+        ValueError: a setting out of range, a file that is not UTF-8, or a malformed ``functions``
+            file. Malformed *items* do not raise: they score 0 with an error.
     """
 
     def __init__(
@@ -561,7 +492,7 @@ class BFCLSuite(Suite):
         ]
 
     def _read_answers(self) -> tuple[dict[str, list[tuple[int, Any]]], str]:
-        """Ground truths by id (every line with that id), and a note on unreadable answer lines."""
+        """Ground truths by id (every line with that id), and a note on unreadable lines."""
         if self.answers is None:
             return {}, ""
         found: dict[str, list[tuple[int, Any]]] = {}
@@ -612,8 +543,6 @@ class BFCLSuite(Suite):
         return len(self._items)
 
     def config(self) -> dict[str, Any]:
-        """The settings as JSON data: ``path``, ``answers``, ``functions``, ``sampling``,
-        ``max_calls_per_turn``, ``limit`` and ``items`` (how many were read)."""
         return {
             "path": str(self.path),
             "answers": None if self.answers is None else str(self.answers),
@@ -625,18 +554,9 @@ class BFCLSuite(Suite):
         }
 
     def run(self, policy: Any, *, progress: Callable[[int, int], None] | None = None) -> SuiteResult:
-        """Play every item with ``policy`` and score it (see the module docstring).
-
-        Args:
-            policy: anything with ``generate(prompts, sampling)`` returning one
-                :class:`~spade_gym.policies.base.Completion` per prompt.
-            progress: called with ``(items done, items in all)`` after every generation step.
-
-        Returns:
-            A :class:`SuiteResult` with one record per line of the file, in file order; a record's
-            ``metadata`` has ``source``, ``turns`` (per turn: ``correct``, the ``calls`` made and
-            the ``expected`` call strings), ``turns_correct``, ``turns_total`` and ``completions``.
-        """
+        """One record per line, in file order; ``metadata`` has ``source``, ``turns`` (per turn:
+        ``correct``, the ``calls`` made, the ``expected`` calls), ``turns_correct``, ``turns_total``
+        and ``completions``."""
         started = time.perf_counter()
         plays = [_Play(e, self.max_calls_per_turn) if isinstance(e, _Item) else e for e in self._items]
         total = len(self._items)
@@ -656,11 +576,4 @@ class BFCLSuite(Suite):
                     play.error, play.done = completion, True
                 else:
                     play.apply(completion)
-        records = [p.record() if isinstance(p, _Play) else p for p in plays]
-        return SuiteResult(
-            self.name,
-            str(getattr(policy, "name", type(policy).__name__)),
-            records,
-            time.perf_counter() - started,
-            self.config(),
-        )
+        return self._result(policy, [p.record() if isinstance(p, _Play) else p for p in plays], started)

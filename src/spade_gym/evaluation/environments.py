@@ -1,24 +1,15 @@
-"""Held-out suites played as episodes: reasoning-gym tasks, and tool-use and game environments.
+"""Held-out suites played as episodes; an item's score is the episode's return clipped to [0, 1]
+(0 with :attr:`~spade_gym.evaluation.base.ItemRecord.error` set for a failed environment or an
+empty response).
 
-- :class:`ReasoningGymSuite` (``"reasoning-gym"``): procedural reasoning-gym problems drawn from the
-  ``"eval"`` seed split of :class:`~spade_gym.reasoning_gym.ReasoningGymEnv`, whose generator
-  seeds training (the ``"train"`` split) never uses. The default selection,
-  :data:`HELD_OUT_TASKS`, spans arithmetic, algebra, string algorithms, logic, graphs, dates and
-  sequences (12 tasks).
+- :class:`ReasoningGymSuite` (``"reasoning-gym"``): :data:`HELD_OUT_TASKS` (12 tasks) on the
+  ``"eval"`` seed split of :class:`~spade_gym.reasoning_gym.ReasoningGymEnv`, which training
+  never draws from.
 - :class:`ProgramSuite` (``"tool-use"``, ``"games"``): the environment programs of one setting
-  (default: the bundled seed library) played to the end (their own ``max_turns``; games against
-  their built-in opponents) on seeds from :data:`HELD_OUT_SEED_BASE` upwards. Self-play draws
-  its episode seeds below ``2**31`` and the validation gate uses seeds 1000-1009, so every held-out
-  episode is a task instance training never saw. Whole tasks are held out too: the seed
-  environments in :data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS` (two tool-use, two
-  games) are left out of every self-play run's registry by default (``run.held_out_envs``), so
-  training never sees them at all; their items carry ``metadata["held_out_task"] = True``
-  (``result.by("held_out_task")`` splits the score). Point ``registry`` at a folder of
-  environments never in a training registry to hold out other tasks.
-
-An item is one episode; its score is the episode's return clipped to [0, 1]. An environment that
-fails scores 0 with the failure in :attr:`~spade_gym.evaluation.base.ItemRecord.error`, and so does
-a policy that answered nothing (``"empty response"``).
+  (default: the seed library) played to the end on seeds from :data:`HELD_OUT_SEED_BASE` up
+  (self-play seeds are below ``2**31``, the gate's 1000-1009). The seed environments in
+  :data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS` are held out of training by default;
+  their items carry ``metadata["held_out_task"] = True`` (``result.by("held_out_task")``).
 """
 
 from __future__ import annotations
@@ -55,10 +46,6 @@ HELD_OUT_TASKS: tuple[str, ...] = (
 HELD_OUT_SEED_BASE = 2**40
 
 
-def _score(trajectory: Trajectory) -> float:
-    return min(max(trajectory.episode_return, 0.0), 1.0)
-
-
 def _record(item_id: str, trajectory: Trajectory, metadata: dict[str, Any], reference: str | None = None) -> ItemRecord:
     prompt = next((m["content"] for m in trajectory.messages if m["role"] == "user"), "")
     response = trajectory.turns[-1].text if trajectory.turns else ""
@@ -67,34 +54,14 @@ def _record(item_id: str, trajectory: Trajectory, metadata: dict[str, Any], refe
         error = f"{trajectory.error.get('category', 'ERROR')}: {trajectory.error.get('message', '')}"
     elif not trajectory.turns or all(not t.text.strip() for t in trajectory.turns):
         error = "empty response"
-    score = 0.0 if error else _score(trajectory)
+    score = 0.0 if error else min(max(trajectory.episode_return, 0.0), 1.0)
     metadata = {**metadata, "turns": trajectory.num_turns, "return": trajectory.episode_return}
     return ItemRecord(item_id, score, prompt, response, reference, error, metadata)
 
 
-def _play(
-    episodes: Sequence[Episode],
-    policy: Any,
-    sampling: SamplingParams,
-    max_turns: int | None,
-    max_episodes: int,
-    progress: Callable[[int, int], None] | None,
-) -> list[Trajectory]:
-    config = RolloutConfig(sampling=sampling, max_episodes=max_episodes, max_turns=max_turns)
-    trajectories, _ = rollout(episodes, policy, config, progress=progress)
-    return trajectories
-
-
 class ReasoningGymSuite(Suite):
-    """reasoning-gym problems on the held-out seed split (see the module docstring).
-
-    Args:
-        tasks: reasoning-gym task names (default :data:`HELD_OUT_TASKS`).
-        items_per_task: problems per task (seeds ``seed .. seed + items_per_task - 1`` of the
-            ``"eval"`` split).
-        seed: first episode seed.
-        sampling: the Agent's sampling (default greedy, 512 new tokens).
-        max_episodes: problems generated in one batch.
+    """reasoning-gym ``tasks`` (default :data:`HELD_OUT_TASKS`), ``items_per_task`` problems each on
+    ``"eval"`` seeds ``seed, seed + 1, ...``, ``max_episodes`` generated in one batch.
 
     Raises:
         ValueError: an unknown task, or ``items_per_task < 1``.
@@ -119,13 +86,11 @@ class ReasoningGymSuite(Suite):
         self.tasks = [check_task(t) for t in (tasks or HELD_OUT_TASKS)]
         if len(set(self.tasks)) != len(self.tasks):
             raise ValueError(f"a task is named more than once in {self.tasks}")
-        #: "reasoning-gym" for the held-out selection, else "reasoning-gym:<tasks>", so that results
-        #: on different task sets are never compared as one suite
+        #: results on different task sets are never compared as one suite
         self.name = "reasoning-gym" if tasks is None else f"reasoning-gym:{','.join(self.tasks)}"
         self.items_per_task, self.seed, self.sampling, self.max_episodes = items_per_task, seed, sampling, max_episodes
 
     def config(self) -> dict[str, Any]:
-        """``{"tasks", "items_per_task", "seed", "split", "sampling"}``."""
         return {
             "tasks": self.tasks,
             "items_per_task": self.items_per_task,
@@ -142,29 +107,26 @@ class ReasoningGymSuite(Suite):
         keys = [(t, self.seed + i) for t in self.tasks for i in range(self.items_per_task)]
         envs = {t: partial(ReasoningGymEnv, t, split="eval") for t in self.tasks}
         episodes = [Episode(envs[t], s) for t, s in keys]
-        trajectories = _play(episodes, policy, self.sampling, 1, self.max_episodes, progress)
+        config = RolloutConfig(sampling=self.sampling, max_episodes=self.max_episodes, max_turns=1)
+        trajectories, _ = rollout(episodes, policy, config, progress=progress)
         items = []
         for (task, seed), trajectory in zip(keys, trajectories, strict=True):
             env = envs[task]()
             env.reset(seed=seed)
             items.append(_record(f"{task}/{seed}", trajectory, {"task": task, "seed": seed}, env.oracle()))
-        return SuiteResult(self.name, _policy_name(policy), items, time.perf_counter() - began, self.config())
+        return self._result(policy, items, began)
 
 
 class ProgramSuite(Suite):
     """The environment programs of one setting, or named ones, played to the end on held-out seeds.
 
     Args:
-        setting: ``"tool_use"`` (suite ``"tool-use"``), ``"game"`` (suite ``"games"``), or
-            ``None`` with ``envs`` (suite ``"envs:<name>,..."``: the named environments of any
-            setting, e.g. environments held out of a run's training pool).
-        registry: a registry folder whose environments of ``setting`` are played (default: the
-            bundled seed library).
+        setting: ``"tool_use"`` (suite ``"tool-use"``), ``"game"`` (suite ``"games"``), or ``None``
+            with ``envs`` (suite ``"envs:<name>,..."``, environments of any setting).
+        registry: the registry folder (default: the bundled seed library).
         envs: only these environment names (default: all of the setting).
         episodes_per_env: episodes per environment (seeds ``HELD_OUT_SEED_BASE + seed + i``).
-        seed: offset of the first seed.
-        sampling: the Agent's sampling (default greedy, 512 new tokens).
-        max_turns: cap on agent turns per episode (default ``None``: the environment's own, to the end).
+        max_turns: cap on agent turns per episode (``None``: the environment's own).
         max_episodes: episodes in flight at once.
 
     Raises:
@@ -219,7 +181,6 @@ class ProgramSuite(Suite):
         self.max_turns, self.max_episodes = max_turns, max_episodes
 
     def config(self) -> dict[str, Any]:
-        """``{"setting", "registry", "envs", "episodes_per_env", "seeds_from", "max_turns", "sampling"}``."""
         return {
             "setting": self.setting,
             "registry": str(self.registry_path),
@@ -236,7 +197,8 @@ class ProgramSuite(Suite):
         began = time.perf_counter()
         keys = [(r, HELD_OUT_SEED_BASE + self.seed + i) for r in self.records for i in range(self.episodes_per_env)]
         episodes = [Episode(record.source_path, seed) for record, seed in keys]
-        trajectories = _play(episodes, policy, self.sampling, self.max_turns, self.max_episodes, progress)
+        config = RolloutConfig(sampling=self.sampling, max_episodes=self.max_episodes, max_turns=self.max_turns)
+        trajectories, _ = rollout(episodes, policy, config, progress=progress)
         items = [
             _record(
                 f"{record.name}/{seed}",
@@ -245,8 +207,4 @@ class ProgramSuite(Suite):
             )
             for (record, seed), trajectory in zip(keys, trajectories, strict=True)
         ]
-        return SuiteResult(self.name, _policy_name(policy), items, time.perf_counter() - began, self.config())
-
-
-def _policy_name(policy: Any) -> str:
-    return str(getattr(policy, "name", type(policy).__name__))
+        return self._result(policy, items, began)

@@ -1,22 +1,10 @@
-"""Held-out suites over local benchmark files (JSON lines): math, multiple choice and code.
+"""Held-out suites over local JSON-lines files: :class:`MathFileSuite` (``"math:<file>"``),
+:class:`MultipleChoiceFileSuite` (``"mc:<file>"``) and :class:`CodeFileSuite` (``"code:<file>"``).
 
-Each suite reads one file, prompts the policy once per line (batched, greedy by default) and scores
-every line in [0, 1]. A line that cannot be used (not JSON, a missing field, a field of the wrong
-type) is scored 0 with the file, the line and what was expected in :attr:`ItemRecord.error`; so is
-an empty completion (``"empty response"``) and a generation failure. Such items count: a suite's
-score is the mean over every line it was given. Item ids are a line's own ``id`` (a string or an
-int), else ``"line-<n>"`` (1-based).
-
-* :class:`MathFileSuite` (``"math:<file name>"``): GSM8K- or MATH-style problems, the answer compared
-  with the reference by math-verify (`huggingface/Math-Verify`; the ``eval`` extra), which runs in a
-  helper process with a deadline: it works off the main thread, and an answer such as
-  ``10^{10^{10}}`` that would keep sympy busy for ever is scored 0 with an error instead.
-* :class:`MultipleChoiceFileSuite` (``"mc:<file name>"``): a question with labelled choices; 1 for
-  the right letter.
-* :class:`CodeFileSuite` (``"code:<file name>"``): a programming problem with test snippets. The
-  model's code is untrusted and runs only in the sandbox (:class:`~spade_gym.env.SandboxedEnv`),
-  with the environment programs' limits: the allow-listed modules only, no files or network, a
-  deadline per call and a memory cap. 1 only when every test passes (pass@1).
+Each suite prompts the policy once per non-blank line (batched, greedy by default) and scores it in
+[0, 1]. An unusable line (not JSON, a missing or mistyped field), an empty completion
+(``"empty response"``) or a generation failure scores 0 with the reason in
+:attr:`ItemRecord.error` and still counts. Item ids are a line's own ``id``, else ``"line-<n>"``.
 """
 
 from __future__ import annotations
@@ -32,7 +20,7 @@ import subprocess
 import sys
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,17 +97,10 @@ class _FileSuite(Suite):
         return {"path": str(self.path), "sampling": sampling, "batch_size": self.batch_size, "limit": self.limit}
 
     def run(self, policy: Any, *, progress: Callable[[int, int], None] | None = None) -> SuiteResult:
-        """Score ``policy`` on every line of the file (the first ``limit`` lines when set).
-
-        Args:
-            policy: a :class:`~spade_gym.policies.base.Policy` (anything with ``generate``).
-            progress: called with ``(items done, items in all)`` as generation goes.
-
-        Returns:
-            A :class:`SuiteResult`: one record per non-blank line, unusable lines included (score 0).
+        """One record per non-blank line (the first ``limit``), unusable lines scored 0.
 
         Raises:
-            FileNotFoundError: the file is gone. ValueError: the file is not UTF-8 text.
+            FileNotFoundError: the file is gone.
         """
         start = time.perf_counter()
         rows = read_jsonl(self.path)
@@ -146,16 +127,12 @@ class _FileSuite(Suite):
         answers = generate_answers(
             policy, [item.messages for item in items], self.sampling, batch_size=self.batch_size, progress=report
         )
-        scored = iter(self._score_all(items, answers))
+        with self._scoring() as context:
+            scored = iter([self._score_one(item, answer, context) for item, answer in zip(items, answers, strict=True)])
         result = [record if record is not None else next(scored) for record in records]
         if progress is not None and not items:
             progress(len(result), len(result))
-        name = str(getattr(policy, "name", type(policy).__name__))
-        return SuiteResult(self.name, name, result, time.perf_counter() - start, self.config())
-
-    def _score_all(self, items: Sequence[_Item], answers: Sequence[Completion | str]) -> list[ItemRecord]:
-        with self._scoring() as context:
-            return [self._score_one(item, answer, context) for item, answer in zip(items, answers, strict=True)]
+        return self._result(policy, result, start)
 
     def _score_one(self, item: _Item, answer: Completion | str, context: Any) -> ItemRecord:
         if isinstance(answer, str):
@@ -165,7 +142,6 @@ class _FileSuite(Suite):
         return self._score(item, answer.text, context)
 
     def _scoring(self) -> contextlib.AbstractContextManager[Any]:
-        """What scoring needs for one run (a helper process...), closed afterwards."""
         return contextlib.nullcontext()
 
     def _where(self, number: int) -> str:
@@ -191,8 +167,8 @@ def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _text_field(row: Mapping[str, Any], names: Sequence[str], where: str) -> tuple[str, str]:
-    """The first of ``names`` present in ``row``: ``(name, non-empty text)``."""
+def _text_field(row: Mapping[str, Any], names: Sequence[str], where: str) -> str:
+    """The non-empty text of the first of ``names`` present in ``row``."""
     for name in names:
         if name in row:
             value = row[name]
@@ -200,7 +176,7 @@ def _text_field(row: Mapping[str, Any], names: Sequence[str], where: str) -> tup
                 raise _BadLine(f"{where}: field {name!r} must be a string, got {_type_name(value)}")
             if not value.strip():
                 raise _BadLine(f"{where}: field {name!r} is empty")
-            return name, value
+            return value
     others = f" (or {', '.join(repr(n) for n in names[1:])})" if len(names) > 1 else ""
     raise _BadLine(f"{where}: missing field {names[0]!r}{others}")
 
@@ -227,13 +203,8 @@ def _last_boxed(text: str) -> str | None:
 
 
 def _math_forms(text: str) -> list[str]:
-    """The strings to try with math-verify's ``parse``, best first.
-
-    Delimited LaTeX (``$...$``, ``\\(...\\)``, ``\\boxed{...}``) is read as it is. A bare expression
-    (``\\frac{1}{2}``, ``1+x``, ``(1, 2)``) is wrapped in ``$...$`` first: math-verify reads bare
-    ``\\sqrt{2}`` as nothing and bare ``1+x`` as ``1``. Text with words (``18 dollars``, a whole
-    completion) is read as it is first: wrapped, its words become products of symbols.
-    """
+    """Strings for math-verify's ``parse``, best first: a bare expression is wrapped in ``$...$``
+    first (bare ``1+x`` reads as ``1``), unless it has words (wrapped, they become products)."""
     text = text.strip()
     if not text:
         return []
@@ -298,11 +269,8 @@ for line in sys.stdin:
 
 
 class _MathVerifier:
-    """math-verify in a helper process, asked one item at a time with a deadline.
-
-    A request that gets no answer by the deadline kills the process (the next request starts a new
-    one); so does a process that died. Both give ``{"error": ...}``.
-    """
+    """math-verify in a helper process with a deadline per item; a late or dead process is killed
+    (the next request starts a new one) and the item gets ``{"error": ...}``."""
 
     def __init__(self, timeout_s: int, memory_bytes: int, deadline_s: float | None = None) -> None:
         self.timeout_s = timeout_s
@@ -372,43 +340,30 @@ def _read_line(fd: int, deadline: float) -> bytes | None:
     return data
 
 
-@contextlib.contextmanager
-def _verifier(timeout_s: int, memory_bytes: int) -> Iterator[_MathVerifier]:
-    verifier = _MathVerifier(timeout_s, memory_bytes)
-    try:
-        yield verifier
-    finally:
-        verifier.close()
-
-
 class MathFileSuite(_FileSuite):
-    """GSM8K- and MATH-style problems from a JSON-lines file, scored by math-verify.
+    """GSM8K- and MATH-style problems, scored 1 or 0 by math-verify (the ``eval`` extra), which runs
+    in a helper process with a deadline, so an answer that keeps sympy busy scores 0.
 
-    Each line is an object with the problem in ``question``, ``problem`` or ``prompt`` (the first
-    present) and the reference in ``answer`` (a string or a number; GSM8K's worked answer
-    ``"... #### 1,234"`` gives the part after the last ``####``, commas between digits removed) or,
-    without ``answer``, the last ``\\boxed{...}`` of ``solution`` (MATH). The policy sees
-    the reasoning prompt with its worked format example (:func:`~spade_gym.agent.agent_prompt`) and the problem; its answer is the last ``<answer>...</answer>``
-    block, else the whole completion (math-verify then finds a ``\\boxed{}`` or the last number).
-    Gold and answer are parsed by math-verify (a bare expression wrapped in ``$...$``) and compared
-    with its ``verify``: ``1,234`` equals ``1234``, ``0.5`` equals ``\\frac{1}{2}``. Score 1 or 0.
+    A line has the problem in ``question``, ``problem`` or ``prompt`` and the reference in ``answer``
+    (a string or number; GSM8K's ``"... #### 1,234"`` gives ``1234``) or else the last
+    ``\\boxed{...}`` of ``solution`` (MATH). The policy gets the reasoning prompt
+    (:func:`~spade_gym.agent.agent_prompt`); its answer is the last ``<answer>`` block, else the
+    whole completion.
 
     Args:
         path: the JSON-lines file.
-        sampling: sampling settings (``n`` must be 1; greedy by default).
+        sampling: ``n`` must be 1 (greedy by default).
         batch_size: prompts per ``generate`` call.
-        limit: score only the first ``limit`` items (non-blank lines); ``None`` for all.
-        timeout_s: math-verify's timeout for one parse or comparison, seconds (an int >= 1); the
-            helper process that runs it is killed when an item takes far longer.
-        memory_bytes: memory the helper process may use beyond what it holds after start-up.
+        limit: score only the first ``limit`` items; ``None`` for all.
+        timeout_s: math-verify's timeout per parse or comparison, seconds (int >= 1).
+        memory_bytes: memory the helper process may use beyond its start-up size.
 
-    Records: ``reference`` is the reference answer; ``metadata`` has ``answer`` (the text given
-    to math-verify, cut to 200 characters) and ``read`` (what math-verify read from it). An
-    unparseable reference, or math-verify timing out or failing, scores 0 with ``error`` set.
+    Records: ``metadata`` has ``answer`` (the text checked, 200 characters) and ``read`` (what
+    math-verify read). An unreadable reference, or math-verify timing out or failing, sets ``error``.
 
     Raises:
-        ImportError: math-verify is not installed (``pip install 'spade-gym[eval]'``).
-        FileNotFoundError: no file at ``path``. ValueError: a setting out of range.
+        ImportError: math-verify is not installed. FileNotFoundError: no file at ``path``.
+        ValueError: a setting out of range.
     """
 
     prefix = "math"
@@ -437,12 +392,11 @@ class MathFileSuite(_FileSuite):
         self.memory_bytes = memory_bytes
 
     def config(self) -> dict[str, Any]:
-        """The common settings plus ``timeout_s`` and ``memory_bytes``."""
         return {**super().config(), "timeout_s": self.timeout_s, "memory_bytes": self.memory_bytes}
 
     def _item(self, number: int, item_id: str, row: dict[str, Any]) -> _Item:
         where = self._where(number)
-        _, question = _text_field(row, ("question", "problem", "prompt"), where)
+        question = _text_field(row, ("question", "problem", "prompt"), where)
         if "answer" in row:
             value = row["answer"]
             if isinstance(value, bool) or not isinstance(value, str | int | float):
@@ -466,7 +420,7 @@ class MathFileSuite(_FileSuite):
         return _Item(number, item_id, messages, reference)
 
     def _scoring(self) -> contextlib.AbstractContextManager[_MathVerifier]:
-        return _verifier(self.timeout_s, self.memory_bytes)
+        return contextlib.closing(_MathVerifier(self.timeout_s, self.memory_bytes))
 
     def _score(self, item: _Item, text: str, context: Any) -> ItemRecord:
         parsed = extract_action(text, "reasoning")
@@ -503,8 +457,7 @@ _MC_INSTRUCTION = (
 
 
 def _choice_label(text: str, labels: Sequence[str], choices: Sequence[str]) -> str | None:
-    """The label an answer names: ``B``, ``(B)``, ``B.``, ``b``, ``B) text``, a choice's exact text,
-    or else the last standalone capital label in it; ``None`` when it names none."""
+    """The label an answer names (see :class:`MultipleChoiceFileSuite`), else ``None``."""
     text = text.strip()
     lone = _LONE_LABEL.fullmatch(text)
     if lone and lone.group(1).upper() in labels:
@@ -516,29 +469,26 @@ def _choice_label(text: str, labels: Sequence[str], choices: Sequence[str]) -> s
     for label, choice in zip(labels, choices, strict=True):
         if folded == choice.strip().casefold():
             return label
+    return _last_capital(text, labels)
+
+
+def _last_capital(text: str, labels: Sequence[str]) -> str | None:
     found = [m.group() for m in _STANDALONE_CAPITAL.finditer(text) if m.group() in labels]
     return found[-1] if found else None
 
 
 class MultipleChoiceFileSuite(_FileSuite):
-    """Multiple-choice questions from a JSON-lines file; 1 for the right label, else 0.
+    """Multiple-choice questions; 1 for the right label, else 0.
 
-    Each line has ``question`` (a string), ``choices`` (a list of strings, labelled ``A``, ``B``,
-    ... in order, at most 26; or an object mapping single-letter labels to strings; numbers are
-    taken as text) and ``answer``: a label (``"B"``, ``"(b)"``), a 0-based index, or the exact
-    text of a choice. The prompt lists the choices as ``A. text`` and asks for the letter inside
-    ``<answer></answer>``. The prediction is the label named in the last answer block (``B``,
-    ``(B)``, ``B.``, ``b``, ``B) text``, a choice's text, or the last standalone capital label in
-    it); with no answer block, the last standalone capital label of the completion.
+    A line has ``question``, ``choices`` (a list labelled ``A``, ``B``... in order, at most 26, or an
+    object of single-letter labels to texts) and ``answer`` (a label, a 0-based index or a choice's
+    exact text). The prediction is the label named in the last ``<answer>`` block (``B``, ``(b)``,
+    ``B) text``, a choice's text), else the completion's last standalone capital label.
 
     Args:
-        path: the JSON-lines file.
-        sampling: sampling settings (``n`` must be 1; greedy by default).
-        batch_size: prompts per ``generate`` call.
-        limit: score only the first ``limit`` items (non-blank lines); ``None`` for all.
+        path, sampling, batch_size, limit: as :class:`MathFileSuite`.
 
-    Records: ``reference`` is the right label; ``metadata["prediction"]`` the label read
-    (``None`` when none).
+    Records: ``metadata["prediction"]`` is the label read, or ``None``.
 
     Raises:
         FileNotFoundError: no file at ``path``. ValueError: a setting out of range.
@@ -548,7 +498,7 @@ class MultipleChoiceFileSuite(_FileSuite):
 
     def _item(self, number: int, item_id: str, row: dict[str, Any]) -> _Item:
         where = self._where(number)
-        _, question = _text_field(row, ("question",), where)
+        question = _text_field(row, ("question",), where)
         if "choices" not in row:
             raise _BadLine(f"{where}: missing field 'choices'")
         raw = row["choices"]
@@ -613,8 +563,7 @@ class MultipleChoiceFileSuite(_FileSuite):
         if parsed.format_ok and parsed.action is not None:
             prediction = _choice_label(parsed.action, labels, choices)
         else:
-            found = [m.group() for m in _STANDALONE_CAPITAL.finditer(text) if m.group() in labels]
-            prediction = found[-1] if found else None
+            prediction = _last_capital(text, labels)
         score = 1.0 if prediction == item.reference else 0.0
         return ItemRecord(item.item_id, score, item.prompt, text, item.reference, metadata={"prediction": prediction})
 
@@ -668,22 +617,15 @@ class Env:
 
 
 def extract_code(text: str) -> str:
-    """The code in a completion: the last ```` ```python ```` (or ``py``) fenced block, else the
-    last fenced block without a language, else what follows an opening fence that was never closed
-    (a completion cut off by its token limit), else the whole text.
-
-    Args:
-        text: the completion.
-
-    Returns:
-        The code (not checked in any way).
-    """
+    """The code in a completion (unchecked): the last ```` ```python ```` (or ``py``) fenced block,
+    else the last fenced block without a language, else what follows an unclosed opening fence,
+    else the whole text."""
     blocks = _FENCE.findall(text)
     for tags in (_PYTHON_TAGS, frozenset({""})):
         chosen = [code for tag, code in blocks if tag.lower() in tags]
         if chosen:
             return chosen[-1]
-    unclosed = _OPEN_FENCE.search(text)  # a completion cut off inside its code block
+    unclosed = _OPEN_FENCE.search(text)  # cut off by its token limit
     if unclosed is not None and unclosed.group(1).lower() in _PYTHON_TAGS | {""}:
         return text[unclosed.end() :]
     return text
@@ -708,44 +650,33 @@ def _is_stripped_import(node: ast.AST) -> bool:
 
 
 class _DropAnnotations(ast.NodeTransformer):
-    """Remove type annotations and ``typing`` imports (they change nothing the tests can see)."""
+    """Remove type annotations and ``typing`` imports."""
 
     def visit_arg(self, node: ast.arg) -> ast.arg:
         node.annotation = None
         return node
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
         node.returns = None
         self.generic_visit(node)
         return node
 
-    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AsyncFunctionDef:
-        node.returns = None
-        self.generic_visit(node)
-        return node
+    visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.stmt | None:
         if node.value is None:
             return None
         return ast.copy_location(ast.Assign([node.target], node.value), node)
 
-    def visit_Import(self, node: ast.Import) -> ast.Import | None:
+    def visit_Import(self, node: ast.Import | ast.ImportFrom) -> ast.AST | None:
         return None if _is_stripped_import(node) else node
 
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.ImportFrom | None:
-        return None if _is_stripped_import(node) else node
+    visit_ImportFrom = visit_Import
 
 
 def _prepare_code(code: str) -> str:
-    """The candidate code as the sandbox will run it.
-
-    Code that imports ``typing`` (as HumanEval's prompts do) has its annotations and those imports
-    removed, and a top-level ``if __name__ == "__main__":`` block is dropped (the sandbox reserves
-    dunder names); the code is then re-rendered from its syntax tree. Other code runs verbatim.
-
-    Raises:
-        SyntaxError: the code does not parse.
-    """
+    """The code as the sandbox runs it: without a top-level ``__main__`` block (the sandbox reserves
+    dunder names) and, if it imports ``typing``, without annotations; raises SyntaxError."""
     tree = ast.parse(code)
     guards = any(_is_main_guard(node) for node in tree.body)
     typed = any(_is_stripped_import(node) for node in ast.walk(tree))
@@ -762,9 +693,8 @@ def _prepare_code(code: str) -> str:
 
 
 def _test_function(index: int, test: str, entry_point: str | None, where: str) -> str:
-    """One test snippet as ``def spade_test_<index>(): ...`` (re-rendered from its syntax tree, so
-    string literals keep their exact value); a HumanEval ``check(candidate)`` gets called with the
-    entry point."""
+    """One test snippet as ``def spade_test_<index>(): ...``; a HumanEval ``check`` that is defined
+    but not called is called with the entry point."""
     try:
         tree = ast.parse(test)
     except SyntaxError as exc:
@@ -808,36 +738,21 @@ def _describe(error: SpadeError | ValueError) -> str:
 
 
 class CodeFileSuite(_FileSuite):
-    """Programming problems with tests from a JSON-lines file; the model's code runs in the sandbox.
+    """Programming problems with tests; the model's code runs only in the sandbox, scored pass@1.
 
-    Each line has ``prompt`` (or ``text``; the problem), ``tests`` (or ``test``, ``test_list``): a
-    list of test snippets (``"assert add(1, 2) == 3"``), or one string of test code that is one
-    test; and optionally ``entry_point``, the function the code must define (a HumanEval test that
-    defines ``check(candidate)`` and does not call it is called as ``check(<entry_point>)``). Tests
-    may import only the sandbox's allow-listed modules.
-
-    The model's code (:func:`extract_code`) becomes an environment program: the code at module
-    level, each test in its own function, and an ``Env`` whose one ``step`` runs every test and
-    returns the share that passed. It runs only in the sandbox (:class:`SandboxedEnv`, the
-    environment programs' limits: allow-listed imports, no files or network, a deadline per call,
-    a memory cap). Code importing ``typing`` has its annotations removed first, and a top-level
-    ``if __name__ == "__main__":`` block is dropped.
-
-    Score 1 only when every test passes (pass@1), else 0. Code that does not parse, is refused by the
-    sandbox (a forbidden import or builtin, its own ``Env``), runs out of time or memory, or prints
-    too much is a wrong answer like a failing test: it scores 0 with ``metadata["failure"]`` set to
-    the reason (the sandbox's category and message), and ``error`` stays ``None`` (``error`` is
-    kept for items that could not be answered: a bad line, an empty response).
+    A line has ``prompt`` (or ``text``), ``tests`` (or ``test``, ``test_list``: a list of snippets such
+    as ``"assert add(1, 2) == 3"``, or one string that is one test) and optionally ``entry_point``,
+    the function the code must define. Tests may import only the sandbox's allow-listed modules.
+    The code (:func:`extract_code`) and the tests become one environment program run by
+    :class:`SandboxedEnv`. Code that does not parse, is refused by the sandbox, or runs out of time
+    or memory scores 0 with ``metadata["failure"]`` set and ``error`` left ``None``.
 
     Args:
-        path: the JSON-lines file.
-        sampling: sampling settings (``n`` must be 1; greedy by default).
-        batch_size: prompts per ``generate`` call.
-        limit: score only the first ``limit`` items (non-blank lines); ``None`` for all.
-        sandbox_config: the sandbox's limits (default :class:`SandboxConfig()`: 2 s per call, 1 GiB).
+        path, sampling, batch_size, limit: as :class:`MathFileSuite`.
+        sandbox_config: the sandbox's limits (default :class:`SandboxConfig()`).
 
     Records: ``metadata`` has ``tests_passed``, ``tests_total``, ``failures`` (``[test index,
-    exception]`` for the first failed tests) and ``failure`` (why the code could not run, else ``None``).
+    exception]`` for the first failed tests) and ``failure``.
 
     Raises:
         FileNotFoundError: no file at ``path``. ValueError: a setting out of range.
@@ -861,7 +776,6 @@ class CodeFileSuite(_FileSuite):
         self.sandbox_config = sandbox_config or SandboxConfig()
 
     def config(self) -> dict[str, Any]:
-        """The common settings plus the sandbox's deadline per call and memory cap."""
         return {
             **super().config(),
             "call_timeout_s": self.sandbox_config.call_timeout_s,
@@ -870,7 +784,7 @@ class CodeFileSuite(_FileSuite):
 
     def _item(self, number: int, item_id: str, row: dict[str, Any]) -> _Item:
         where = self._where(number)
-        _, problem = _text_field(row, ("prompt", "text"), where)
+        problem = _text_field(row, ("prompt", "text"), where)
         entry_point = row.get("entry_point")
         if entry_point is not None and not (isinstance(entry_point, str) and entry_point.isidentifier()):
             raise _BadLine(f"{where}: field 'entry_point' must be a function name, got {entry_point!r:.80}")

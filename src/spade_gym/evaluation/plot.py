@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from spade_gym.evaluation.base import SuiteResult
 
@@ -11,27 +12,12 @@ __all__ = ["plot_comparison"]
 
 
 def plot_comparison(results: Mapping[str, Sequence[SuiteResult]], path: str | Path, *, title: str = "") -> Path:
-    """Draw every policy's score per suite with its 95% confidence interval as a PNG.
+    """Draw every policy's score per suite with its 95% interval as a PNG; returns ``path``.
 
-    Args:
-        results: policy label -> its suite results (suites missing for a policy are left blank).
-        path: the PNG file to write.
-        title: the figure's title.
-
-    Returns:
-        The path written.
-
-    Raises:
-        ImportError: matplotlib is not installed (the ``train`` extra has it).
-        ValueError: no results.
+    ``results`` maps a policy label to its suite results. Raises ImportError without matplotlib (the
+    ``train`` extra), ValueError without results.
     """
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ImportError("plotting needs matplotlib: pip install 'spade_gym[train]'") from None
+    plt = _pyplot()
     suites = list(dict.fromkeys(r.suite for rs in results.values() for r in rs))
     if not suites:
         raise ValueError("no results to plot")
@@ -39,24 +25,40 @@ def plot_comparison(results: Mapping[str, Sequence[SuiteResult]], path: str | Pa
     fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(suites) * max(len(results), 1) / 2 + 2), 3.6))
     for k, (label, rs) in enumerate(results.items()):
         by_suite = {r.suite: r for r in rs}
-        xs, ys, lows, highs = [], [], [], []
-        for i, suite in enumerate(suites):
-            if suite in by_suite:
-                r = by_suite[suite]
-                low, high = r.interval()
-                xs.append(i + (k - (len(results) - 1) / 2) * width)
-                ys.append(r.score)
-                lows.append(r.score - low)
-                highs.append(high - r.score)
-        ax.bar(xs, ys, width, yerr=[lows, highs], capsize=3, label=label)
+        present = [(i, by_suite[suite]) for i, suite in enumerate(suites) if suite in by_suite]
+        xs = [i + (k - (len(results) - 1) / 2) * width for i, _ in present]
+        _bars(ax, xs, [r for _, r in present], width, capsize=3, label=label)
     ax.set_xticks(range(len(suites)), suites, rotation=15, ha="right")
     ax.set_ylabel("score (95% CI)")
     ax.set_ylim(0, 1)
     ax.set_title(title)
     ax.legend(frameon=False)
+    return _save(plt, fig, path, 120)
+
+
+def _pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend; ImportError naming the extra when it is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ImportError("plotting needs matplotlib: pip install 'spade_gym[train]'") from None
+    return plt
+
+
+def _bars(ax: Any, xs: Sequence[float], results: Sequence[SuiteResult], width: float, **kwargs: Any) -> None:
+    """Bars of the results' scores at ``xs`` with their 95% intervals."""
+    spans = [(r.score, *r.interval()) for r in results]
+    errors = [[y - low for y, low, _ in spans], [high - y for y, _, high in spans]]
+    ax.bar(xs, [y for y, _, _ in spans], width, yerr=errors, **kwargs)
+
+
+def _save(plt: Any, fig: Any, path: str | Path, dpi: int) -> Path:
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path

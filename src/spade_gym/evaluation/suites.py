@@ -20,6 +20,7 @@ import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from spade_gym.evaluation.base import DEFAULT_SAMPLING, Suite
 from spade_gym.policies.base import SamplingParams
@@ -46,8 +47,7 @@ class SuiteOptions:
 
     Attributes:
         sampling: the policy's sampling (default greedy, 512 new tokens).
-        items: items per task (reasoning-gym) or episodes per environment (tool-use, games);
-            ``None``: the suite's default.
+        items: items per task (reasoning-gym) or episodes per environment (``None``: the suite's default).
         limit: first N items of a file suite (``None``: all).
         seed: first seed of episode suites.
         max_turns: cap on turns per episode (``None``: played to the end).
@@ -63,14 +63,8 @@ class SuiteOptions:
 
 
 def load_suite(spec: str, options: SuiteOptions | None = None) -> Suite:
-    """Build the suite ``spec`` names (the forms of the module docstring).
-
-    Args:
-        spec: a suite name.
-        options: shared settings.
-
-    Returns:
-        A :class:`~spade_gym.evaluation.base.Suite`, ready to ``run``.
+    """The :class:`~spade_gym.evaluation.base.Suite` that ``spec`` names (a form of the module
+    docstring), built with ``options``.
 
     Raises:
         ValueError: an unknown suite name (the message lists the forms and a close match), an
@@ -93,14 +87,7 @@ def load_suite(spec: str, options: SuiteOptions | None = None) -> Suite:
     if kind in ("tool-use", "games") and not sep:
         from spade_gym.evaluation.environments import ProgramSuite
 
-        return ProgramSuite(
-            "tool_use" if kind == "tool-use" else "game",
-            registry=o.registry,
-            episodes_per_env=o.items or 2,
-            seed=o.seed,
-            sampling=o.sampling,
-            max_turns=o.max_turns,
-        )
+        return ProgramSuite("tool_use" if kind == "tool-use" else "game", **_program_options(o))
     if kind == "envs":
         from spade_gym.evaluation.environments import ProgramSuite
 
@@ -110,15 +97,7 @@ def load_suite(spec: str, options: SuiteOptions | None = None) -> Suite:
             raise ValueError(f"suite {spec!r}: name at least one environment after 'envs:'")
         if len(set(names)) != len(names):
             raise ValueError(f"suite {spec!r}: an environment is named more than once")
-        return ProgramSuite(
-            None,
-            registry=o.registry,
-            envs=names,
-            episodes_per_env=o.items or 2,
-            seed=o.seed,
-            sampling=o.sampling,
-            max_turns=o.max_turns,
-        )
+        return ProgramSuite(None, envs=names, **_program_options(o))
     if kind in _FILE_KINDS and sep:
         path = Path(rest)
         if not rest or not path.is_file():
@@ -139,3 +118,13 @@ def load_suite(spec: str, options: SuiteOptions | None = None) -> Suite:
     if kind in _FILE_KINDS:
         hint = f"; {kind!r} needs a file: '{kind}:FILE'"
     raise ValueError(f"unknown suite {spec!r}{hint} (suites: {', '.join(SUITE_FORMS)})")
+
+
+def _program_options(o: SuiteOptions) -> dict[str, Any]:
+    return {
+        "registry": o.registry,
+        "episodes_per_env": o.items or 2,
+        "seed": o.seed,
+        "sampling": o.sampling,
+        "max_turns": o.max_turns,
+    }
