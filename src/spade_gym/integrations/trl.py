@@ -560,10 +560,7 @@ class DesignerReward:
         source = extract_design(text, prompt).source
         key = f"{prompt.setting if prompt else None}\n{source}" if source is not None else None
         if key is not None and key in seen:
-            first = seen[key]
-            return _Scored(
-                first.reward, first.category, first.outcome, first.regret, first.env_id, first.error, first.design
-            )
+            return dataclasses.replace(seen[key])
         try:
             outcome = evaluate_completion(
                 text,
@@ -700,26 +697,27 @@ class _ToolSpec:
     params: tuple[tuple[str, str, Any, bool, str], ...]  # (python name, JSON name, hint, required, description)
 
 
+#: The one tool of a reasoning environment and of a game.
+_FIXED_TOOLS = {
+    "reasoning": _ToolSpec(
+        "answer",
+        "answer",
+        "Submit your final answer to the problem.",
+        (("answer", "answer", str, True, "your final answer, e.g. 42"),),
+    ),
+    "game": _ToolSpec(
+        "act",
+        "act",
+        "Make your next move in the game.",
+        (("move", "move", str, True, "your move, as the game asks for it"),),
+    ),
+}
+
+
 def _tool_specs(setting: str, tools: Any, reserved: set[str]) -> list[_ToolSpec]:
     """The methods to generate for an environment (see :func:`environment_factory`)."""
-    if setting == "reasoning":
-        return [
-            _ToolSpec(
-                "answer",
-                "answer",
-                "Submit your final answer to the problem.",
-                (("answer", "answer", str, True, "your final answer, e.g. 42"),),
-            )
-        ]
-    if setting == "game":
-        return [
-            _ToolSpec(
-                "act",
-                "act",
-                "Make your next move in the game.",
-                (("move", "move", str, True, "your move, as the game asks for it"),),
-            )
-        ]
+    if setting in _FIXED_TOOLS:
+        return [_FIXED_TOOLS[setting]]
     specs: list[_ToolSpec] = []
     methods: set[str] = set()
     for entry in tools if isinstance(tools, list | tuple) else ():
