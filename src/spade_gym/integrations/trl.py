@@ -101,9 +101,7 @@ def _import(module: str) -> Any:
     return require(module, "trl", _FEATURE)
 
 
-# ================================================================================================
-# The Designer: reward function, prompts dataset, co-trained Agent
-# ================================================================================================
+# -- The Designer: reward function, prompts dataset, co-trained Agent
 
 
 @dataclass(frozen=True)
@@ -198,11 +196,7 @@ def designer_dataset(
     datasets = _import("datasets")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an int >= 1, got {n!r}")
-    options: dict[str, Any] = {}
-    if setting is not None:
-        options["setting"] = setting
-    if mode is not None:
-        options["mode"] = mode
+    options = {key: value for key, value in (("setting", setting), ("mode", mode)) if value is not None}
     env = SpadeDesignerEnv(
         agent=None,
         registry=registry if isinstance(registry, Registry) else Path(registry),
@@ -619,9 +613,7 @@ class DesignerReward:
                 log_metric("spade/regret", sum(regrets) / len(regrets))
 
 
-# ================================================================================================
-# The Agent: environment_factory
-# ================================================================================================
+# -- The Agent: environment_factory
 
 
 class _Missing:
