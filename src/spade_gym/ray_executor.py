@@ -193,10 +193,8 @@ class RayEnv:
     def close(self) -> None:
         """Close the environment in its actor; safe to call more than once."""
         if self._key is not None:
-            try:
+            with contextlib.suppress(self._ray.exceptions.RayError):  # a dead host took its environments
                 self._ray.get(self._host.close.remote(self._key))
-            except self._ray.exceptions.RayError:
-                pass  # the host is gone, and its environments with it
             self._key = None
 
 

@@ -7,6 +7,7 @@ environment's ``max_turns``, and a return of 0 for an episode whose program fail
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
@@ -301,10 +302,8 @@ class SpadeEpisode:
         """Reap the environment's worker; safe to call more than once."""
         env, self._env = self._env, None
         if env is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing never fails an episode
                 env.close()
-            except Exception:  # noqa: BLE001 - closing never fails an episode
-                pass
 
     def summary(self) -> dict[str, Any]:
         """The outcome as JSON values (``env_id``, ``seed``, ``hint``, ``return``, ``success``, ``turns``, ...)."""
