@@ -1,18 +1,10 @@
 """Where validation and the Agent's environments run: local worker processes, or Ray.
 
-The self-play loop does the same work on a laptop and on a cluster; only the *executor* changes
-(docs/DESIGN.md, "Scale"):
-
-* **Validation.** :meth:`Executor.validate_many` runs the validation gate on a batch of programs
-  *without* a registry (each gate run is independent and can run anywhere); the caller then runs
-  :func:`~spade_gym.validation.check_novelty` against its registry, in order, just before
-  registering. ``validate(p, registry=r)`` and ``check_novelty(validate(p), p, r)`` give the same
-  verdict, so the executor never changes a result.
-* **Environments.** :meth:`Executor.env` turns an episode's environment (a ``spade/`` id, a
-  program, a factory) into a zero-argument factory that :func:`~spade_gym.agent.rollout` calls:
-  a local sandboxed environment for ``"local"``; a proxy to a Ray actor hosting it for ``"ray"``.
-
-:class:`LocalExecutor` runs everything in this process and its sandbox workers. ``"ray"`` is
+Only the executor changes between a laptop and a cluster (docs/DESIGN.md, "Scale").
+:meth:`Executor.validate_many` runs the gate without a registry (the caller then runs
+:func:`~spade_gym.validation.check_novelty` in order before registering, which gives the same
+verdict as ``validate(p, registry=r)``); :meth:`Executor.env` turns an episode's environment into
+the zero-argument factory :func:`~spade_gym.agent.rollout` calls. ``"ray"`` is
 :class:`spade_gym.ray_executor.RayExecutor` (the ``ray`` extra, imported only when asked for).
 """
 
@@ -36,8 +28,7 @@ class Executor(Protocol):
     kind: str
 
     def validate_many(self, programs: Sequence[EnvProgram], config: ValidationConfig) -> list[ValidationReport]:
-        """Validate every program without a registry; one report per program, in order. A program's
-        fault (and, on Ray, a worker that died twice) is a failed report, never an exception."""
+        """One report per program, in order, without a registry; failures are reports, never exceptions."""
         ...
 
     def env(self, spec: Any) -> Any:
@@ -50,37 +41,20 @@ class Executor(Protocol):
 
 
 class LocalExecutor:
-    """Validation one program after another in this process (each run uses its two sandbox worker
-    processes, two cores), and environments as local sandbox workers."""
+    """Validation one program after another in this process, and environments as local sandbox workers."""
 
     kind = "local"
 
     def validate_many(self, programs: Sequence[EnvProgram], config: ValidationConfig) -> list[ValidationReport]:
-        """``[validate(p, config) for p in programs]`` (no registry: see the module docstring).
-
-        Args:
-            programs: the programs, any number.
-            config: the gate's settings.
-
-        Returns:
-            One :class:`ValidationReport` per program, in order.
+        """``[validate(p, config) for p in programs]``.
 
         Raises:
-            SandboxSetupError: no sandbox worker can start on this machine (not a program's fault).
+            SandboxSetupError: no sandbox worker can start on this machine.
         """
         return [validate(program, config) for program in programs]
 
     def env(self, spec: Any) -> Any:
-        """A zero-argument factory that makes ``spec`` here (a sandbox worker of this machine).
-
-        Args:
-            spec: what :class:`~spade_gym.agent.Episode` accepts (a ``spade/`` id, a program or a
-                factory).
-
-        Returns:
-            A callable returning the environment; its ``env_id`` names the episodes as ``spec``
-            itself would.
-        """
+        """A zero-argument factory making ``spec`` (an id, program or factory) here, named as ``spec``."""
         return _LocalEnvFactory(spec)
 
     def close(self) -> None:
@@ -113,21 +87,12 @@ class _LocalEnvFactory:
 
 
 def make_executor(kind: str = "local", **options: Any) -> Executor:
-    """The executor named ``kind``.
-
-    Args:
-        kind: ``"local"`` (this machine's processes) or ``"ray"`` (Ray tasks and actors; needs the
-            ``ray`` extra).
-        **options: for ``"ray"``, the arguments of
-            :class:`~spade_gym.ray_executor.RayExecutor` (``address``, ``num_cpus``, ...);
-            none for ``"local"``.
-
-    Returns:
-        The executor (a context manager); close it with ``close()`` when done.
+    """The executor named ``kind`` (a context manager): ``"local"``, or ``"ray"`` with ``options`` for
+    :class:`~spade_gym.ray_executor.RayExecutor` (``address``, ``num_cpus``, ...).
 
     Raises:
         ValueError: an unknown ``kind``, or options given to ``"local"``.
-        MissingDependency: ``"ray"`` without Ray installed (``pip install 'spade-gym[ray]'``).
+        MissingDependency: ``"ray"`` without Ray installed.
     """
     if kind == "local":
         if options:

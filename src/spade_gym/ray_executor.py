@@ -1,23 +1,11 @@
-"""The Ray backend of :func:`spade_gym.executor.make_executor`: validation as Ray tasks,
-environments in Ray actors (generation in a Ray actor is :class:`spade_gym.policies.ray.RayPolicy`).
+"""The Ray backend of :func:`spade_gym.executor.make_executor` (the ``ray`` extra, imported lazily).
 
-The ``ray`` extra (``pip install 'spade-gym[ray]'``); Ray is imported when a :class:`RayExecutor`
-is created, never by ``import spade_gym``.
-
-* **Validation** (:meth:`RayExecutor.validate_many`): one Ray task per program, ``validation_cpus``
-  CPUs each, anywhere in the cluster; the registry stays with the trainer, which runs the novelty
-  check itself (:func:`spade_gym.validation.check_novelty`). A worker that dies mid-validation
-  (killed, out of memory, its node lost) is retried once by Ray (``max_retries=1``); when the
-  retry dies too, the program gets a failed report (``WORKER_CRASH``), not a lost iteration.
-* **Environments** (:meth:`RayExecutor.env`): :class:`RayEnv` plays an environment hosted in one
-  of a few ``EnvHost`` actors (by default one per node, spread over the nodes); each host keeps
-  many sandboxed environments and steps them in parallel threads, so the rollout's "send every
-  step, then collect" runs the sandboxes of all nodes at once. A host that dies ends its episodes
-  with a ``WORKER_CRASH`` error (return 0), as a crashed sandbox does.
-
-:class:`RayExecutor` connects to a running cluster (``address="auto"`` or ``"ray://host:10001"``)
-or starts a local Ray instance (``address=None``), and shuts down only an instance it started.
-See README, "Ray: scaling out", for a multi-node configuration.
+Validation runs as Ray tasks (:meth:`RayExecutor.validate_many`); a worker that dies is retried
+``max_retries`` times, then the program gets a ``WORKER_CRASH`` report. Environments live in a few
+``EnvHost`` actors (one per node by default) that step many sandboxes in parallel threads
+(:class:`RayEnv`); a host that dies ends its episodes with ``WORKER_CRASH`` (return 0), as a
+crashed sandbox does. Generation in a Ray actor is :class:`spade_gym.policies.ray.RayPolicy`.
+See README, "Ray: scaling out".
 """
 
 from __future__ import annotations
@@ -58,16 +46,9 @@ def _validate_source(source: str, origin: str, config: ValidationConfig) -> Vali
 
 
 def crash_report(program: EnvProgram, config: ValidationConfig, message: str) -> ValidationReport:
-    """The failed report of a program whose validation was lost with its worker.
+    """A rejected report, category ``WORKER_CRASH``, for a program whose validation died with its worker.
 
-    Args:
-        program: the program.
-        config: the gate's settings (recorded in the report).
-        message: what happened, e.g. ``"the Ray worker died twice (...)"``.
-
-    Returns:
-        A rejected :class:`ValidationReport`, category ``WORKER_CRASH``, its ``load`` check failed
-        with ``message`` and the later checks not run.
+    Its ``load`` check fails with ``message``; the later checks are not run.
     """
     checks = [CheckResult(name) for name in CHECKS]
     load = next(c for c in checks if c.name == "load")
@@ -86,26 +67,27 @@ def crash_report(program: EnvProgram, config: ValidationConfig, message: str) ->
 
 
 class _EnvHost:
-    """A Ray actor holding many sandboxed environments, stepped in parallel threads (the actor's
-    ``max_concurrency``); environments are named by integer keys."""
+    """A Ray actor holding sandboxed environments by integer key, stepped in parallel threads."""
 
     def __init__(self) -> None:
         self.envs: dict[int, Any] = {}
         self.keys = itertools.count()
         self.lock = threading.Lock()
 
-    def open(self, spec: Any) -> tuple[int, dict[str, Any]] | tuple[None, dict[str, Any]]:
+    def open(self, spec: Any) -> tuple[bool, Any]:
         from spade_gym.agent import error_record, open_playable_env
 
         try:
             env = open_playable_env(spec)
         except Exception as exc:  # noqa: BLE001 - reported to the driver, which raises it there
-            return None, error_record(exc)
+            return False, error_record(exc)
         with self.lock:
             key = next(self.keys)
             self.envs[key] = env
-        attributes = {name: getattr(env, name) for name in ("name", "setting", "max_turns", "tools", "description")}
-        return key, attributes
+        return True, (
+            key,
+            {name: getattr(env, name) for name in ("name", "setting", "max_turns", "tools", "description")},
+        )
 
     def call(self, key: int, method: str, kwargs: dict[str, Any]) -> tuple[bool, Any]:
         env = self.envs[key]
@@ -122,9 +104,6 @@ class _EnvHost:
         if env is not None:
             env.close()
 
-    def size(self) -> int:
-        return len(self.envs)
-
 
 def _raise(record: dict[str, Any]) -> None:
     cls = getattr(errors, str(record.get("type")), None)
@@ -138,32 +117,20 @@ def _raise(record: dict[str, Any]) -> None:
 
 
 class RayEnv:
-    """An environment hosted in a Ray actor, played through the interface of
-    :class:`~spade_gym.SandboxedEnv` that :func:`~spade_gym.agent.rollout` uses.
-
-    Made by :meth:`RayExecutor.env` (through a picklable factory), not directly.
-
-    Attributes:
-        name, setting, max_turns, tools, description: what the program declares.
+    """An environment hosted in a Ray actor, with the interface of :class:`~spade_gym.SandboxedEnv` that
+    :func:`~spade_gym.agent.rollout` uses; made by :meth:`RayExecutor.env`.
 
     Raises:
-        SpadeError: (when made) the program cannot be loaded (the same error as locally, e.g.
-            :class:`~spade_gym.ProgramError`), or the host actor died (:class:`~spade_gym.WorkerCrash`).
+        SpadeError: the program cannot be loaded (the same error as locally), or the host actor
+            died (:class:`~spade_gym.WorkerCrash`).
     """
 
     def __init__(self, host: Any, spec: Any) -> None:
-        ray = _ray()
-        self._ray, self._host = ray, host
+        self._ray, self._host = _ray(), host
         self._key: int | None = None
         self._pending: tuple[str, Any] | None = None
         self._last_obs = ""
-        try:
-            key, attributes = ray.get(host.open.remote(spec))
-        except ray.exceptions.RayActorError as exc:
-            raise WorkerCrash(f"the Ray actor hosting the environment died: {first_line(exc)}") from None
-        if key is None:
-            _raise(attributes)
-        self._key = key
+        self._key, attributes = self._get(host.open.remote(spec))
         self.name: str = attributes["name"]
         self.setting: str = attributes["setting"]
         self.max_turns: int = attributes["max_turns"]
@@ -184,11 +151,7 @@ class RayEnv:
         return self._host.call.remote(self._key, method, kwargs)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """``reset`` in the actor; returns ``(observation, info)``.
-
-        Raises:
-            SpadeError: the program failed in ``reset``, or the actor died (``WorkerCrash``).
-        """
+        """``(observation, info)``; SpadeError when the program fails in ``reset`` or the actor died."""
         self._pending = None
         obs, info = self._get(self._call("reset", seed=seed, options=options))
         self._last_obs = obs
@@ -203,8 +166,7 @@ class RayEnv:
         return str(self._get(self._call("oracle")))
 
     def send_step(self, action: Any) -> None:
-        """Start ``step(action)`` in the actor without waiting; the next :meth:`step` with the same
-        action collects it. Never raises (a failure surfaces in that ``step``)."""
+        """Start ``step(action)`` without waiting (the next :meth:`step` with that action collects it); never raises."""
         if self._pending is None:
             try:
                 self._pending = (str(action), self._call("step", action=action))
@@ -212,11 +174,9 @@ class RayEnv:
                 self._pending = None
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """``step`` in the actor; never raises: a dead actor ends the episode (``truncated``, with
-        ``info["sandbox_error"]`` of category ``WORKER_CRASH``), as a crashed sandbox does.
+        """``(observation, reward, terminated, truncated, info)``; never raises.
 
-        Returns:
-            ``(observation, reward, terminated, truncated, info)``.
+        A dead actor truncates the episode with ``info["sandbox_error"]`` of category ``WORKER_CRASH``.
         """
         pending, self._pending = self._pending, None
         try:
@@ -231,12 +191,10 @@ class RayEnv:
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:
-        """Close the environment in its actor (kills its sandbox worker); safe to call more than once."""
+        """Close the environment in its actor; safe to call more than once."""
         if self._key is not None:
-            try:
+            with contextlib.suppress(self._ray.exceptions.RayError):  # a dead host took its environments
                 self._ray.get(self._host.close.remote(self._key))
-            except self._ray.exceptions.RayError:
-                pass  # the host is gone, and its environments with it
             self._key = None
 
 
@@ -246,8 +204,7 @@ def first_line(exc: BaseException) -> str:
 
 
 class _RayEnvFactory:
-    """A zero-argument factory of :class:`RayEnv` (what an :class:`~spade_gym.agent.Episode`
-    holds), carrying the episode's ``env_id`` so trajectories are named as when played locally."""
+    """A zero-argument factory of :class:`RayEnv` carrying the episode's ``env_id``."""
 
     def __init__(self, executor: RayExecutor, spec: Any, env_id: str | None) -> None:
         self.executor, self.spec, self.env_id = executor, spec, env_id
@@ -260,8 +217,7 @@ class _RayEnvFactory:
 
 
 def _portable(spec: Any) -> tuple[Any, str | None]:
-    """``spec`` in a form another machine can build: a ``spade/`` id becomes its program's source
-    (ids registered in this process, e.g. the run's accepted designs, are unknown elsewhere)."""
+    """``(spec, env_id)`` buildable elsewhere: a ``spade/`` id becomes its program's source, a path its program."""
     if isinstance(spec, str) and spec.startswith("spade/") and "\n" not in spec:
         import gymnasium
 
@@ -282,24 +238,21 @@ def _portable(spec: Any) -> tuple[Any, str | None]:
 
 
 class RayExecutor:
-    """Validation as Ray tasks and environments in Ray actors (see the module docstring).
+    """Validation as Ray tasks and environments in Ray actors.
 
     Args:
-        address: the cluster to join: ``None`` starts a local Ray instance (or uses the one this
-            process already started), ``"auto"`` joins the cluster of this node,
-            ``"ray://<head>:10001"`` connects through Ray Client.
-        num_cpus: CPUs of a local instance started here (``None``: all of this machine's).
-        validation_cpus: CPUs reserved per validation task (> 0; a gate run uses two sandbox
-            workers). Ray runs ``cluster CPUs / validation_cpus`` validations at once.
-        env_hosts: actors hosting environments (>= 1); ``None``: one per alive node.
-        max_retries: times Ray reruns a validation task whose worker died (>= 0; default 1).
-        sandbox: the sandbox settings of hosted environments (default: ``SandboxConfig()``).
+        address: ``None`` starts a local Ray instance (or uses this process's), ``"auto"`` joins this
+            node's cluster, ``"ray://<head>:10001"`` uses Ray Client.
+        num_cpus: CPUs of a local instance started here (``None``: all).
+        validation_cpus: CPUs per validation task (> 0).
+        env_hosts: environment host actors (>= 1); ``None``: one per alive node.
+        max_retries: reruns of a validation task whose worker died (>= 0).
+        sandbox: sandbox settings of hosted environments.
 
     Raises:
-        MissingDependency: Ray is not installed (``pip install 'spade-gym[ray]'``).
+        MissingDependency: Ray is not installed.
         ValueError: an argument out of range.
-        ConnectionError: ``address`` cannot be reached (one line; a ``host:port`` that nothing
-            answers fails within 10 s instead of Ray's endless retries).
+        ConnectionError: ``address`` cannot be reached (a silent ``host:port`` fails within 10 s).
     """
 
     kind = "ray"
@@ -350,19 +303,12 @@ class RayExecutor:
     # -- validation -------------------------------------------------------------------------------
 
     def validate_many(self, programs: Sequence[EnvProgram], config: ValidationConfig) -> list[ValidationReport]:
-        """Validate each program as a Ray task (no registry: see :mod:`spade_gym.executor`).
+        """One report per program, in order, each validated as a Ray task (all submitted at once).
 
-        Args:
-            programs: the programs, any number; all are submitted at once.
-            config: the gate's settings.
-
-        Returns:
-            One report per program, in order. A program whose worker died on every attempt
-            (``1 + max_retries``) gets :func:`crash_report`.
+        A program whose worker died on every attempt gets :func:`crash_report`.
 
         Raises:
-            SandboxSetupError: no sandbox worker can start on the node that ran a task (not the
-                program's fault; the same error as locally).
+            SandboxSetupError: no sandbox worker can start on the node that ran a task.
         """
         ray = self.ray
         task = self._validate.options(num_cpus=self.validation_cpus, max_retries=self.max_retries)
@@ -395,15 +341,10 @@ class RayExecutor:
     # -- environments -----------------------------------------------------------------------------
 
     def env(self, spec: Any) -> Any:
-        """A factory that opens ``spec`` in one of the environment host actors.
+        """A zero-argument factory (call it here) of a :class:`RayEnv` playing ``spec`` in a host actor.
 
-        Args:
-            spec: what :class:`~spade_gym.agent.Episode` accepts: a ``spade/`` id (sent as its
-                program's source, so ids registered only in this process work on every node), a
-                program (path, source, :class:`~spade_gym.EnvProgram`) or a picklable factory.
-
-        Returns:
-            A zero-argument callable returning a :class:`RayEnv` (call it in this process).
+        ``spec`` is an id (sent as its program's source, so ids registered only here work everywhere), a
+        program, or a picklable factory.
 
         Raises:
             gymnasium.error.Error: an unknown ``spade/`` id.
@@ -454,11 +395,7 @@ class RayExecutor:
 
 
 def _reachable(address: str | None, timeout_s: float = 10.0) -> None:
-    """Fail fast on a ``host:port`` address that nothing answers (``ray.init`` would retry forever).
-
-    Raises:
-        ConnectionError: no TCP connection within ``timeout_s`` seconds, or an unparsable address.
-    """
+    """Fail fast (ConnectionError within ``timeout_s``) on a ``host:port`` that nothing answers."""
     if address is None or address in ("auto", "local") or "://" in address:
         return  # a local start, this node's cluster, or Ray Client (which has its own timeout)
     host, _, port = address.rpartition(":")

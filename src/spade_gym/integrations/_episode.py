@@ -1,18 +1,13 @@
-"""The episode logic the trainer integrations share: make an environment from its id, play it one
-completion at a time, contain the program's failures, and render observations with a chat template.
+"""The episode logic the trainer integrations share (verl, OpenRLHF, verifiers); no trainer imports.
 
-Nothing here imports a trainer library. :mod:`spade_gym.integrations.verl`,
-:mod:`spade_gym.integrations.openrlhf_agent` and :mod:`spade_gym.integrations.verifiers` adapt
-:class:`SpadeEpisode` to their framework's loop; the rules are the Agent's
-(:mod:`spade_gym.agent`): the system prompt of :func:`~spade_gym.agent.system_prompt`, the action
-of :func:`~spade_gym.agent.extract_action`, a turn limit of the environment's ``max_turns``, and a
-return of 0 for an episode whose program failed, all applied by the same
-:meth:`~spade_gym.agent.Trajectory.end_turn` and :meth:`~spade_gym.agent.Trajectory.fail` as the
-Agent's rollout and TRL's environment.
+The rules are the Agent's (:mod:`spade_gym.agent`): its system prompt and action extraction, the
+environment's ``max_turns``, and a return of 0 for an episode whose program failed
+(:meth:`~spade_gym.agent.Trajectory.end_turn` / :meth:`~spade_gym.agent.Trajectory.fail`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
@@ -50,8 +45,7 @@ __all__ = [
 
 
 class ChatTokenizer(Protocol):
-    """The part of a Hugging Face tokenizer the integrations use (``transformers`` tokenizers,
-    verl's and OpenRLHF's ``hf_tokenizer``)."""
+    """The part of a Hugging Face tokenizer the integrations use."""
 
     def apply_chat_template(self, conversation: Any, *args: Any, **kwargs: Any) -> Any:
         """Render ``conversation`` (``tokenize=False``: the prompt text)."""
@@ -70,26 +64,18 @@ _PLAYABLE = ("spade_gym.env:SandboxedEnv", "spade_gym.reasoning_gym:ReasoningGym
 def resolve_env_ids(
     env_ids: Sequence[str] | str | None = None, registry: str | os.PathLike[str] | None = None
 ) -> list[str]:
-    """The Gymnasium ids an integration plays, checked.
+    """The Gymnasium ids an integration plays, checked, in the order given.
 
     Args:
-        env_ids: ids such as ``"spade/ArithmeticChain-v0"`` (a single id is accepted as a str);
-            ``None`` or empty: every environment of ``registry`` except the seed environments held
-            out for evaluation (:data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS`, scored by
-            ``spade eval --suite tool-use / games``); name them in ``env_ids`` to train on them.
-        registry: a registry folder whose environments are registered with Gymnasium first
-            (:func:`~spade_gym.registry.gymnasium.register_registry`); ``None``: ``$SPADE_REGISTRY``,
-            else the bundled seed library, which ``import spade_gym`` has registered already.
-
-    Returns:
-        The ids, in the order given (registry order when ``env_ids`` is empty).
+        env_ids: ids (a str for one); ``None``/empty: every environment of ``registry`` except the
+            held-out seed environments (:data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS`).
+        registry: a registry folder to register first; ``None``: ``$SPADE_REGISTRY``, else the
+            bundled seed library.
 
     Raises:
-        EnvNotFound: an id that Gymnasium does not know (the message suggests the closest ids).
+        EnvNotFound: an unknown id (the message suggests the closest).
         RegistryError: ``registry`` cannot be opened.
-        ValueError: an id that is not a ``spade/`` environment program or reasoning-gym task
-            (``spade/Generated-v0`` and ``spade/Designer-v0`` draw or design environments: play the
-            ids of a registry instead).
+        ValueError: an id that is not an environment program or reasoning-gym task.
     """
     from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, register_registry
 
@@ -122,19 +108,11 @@ def resolve_env_ids(
 def episode_spec(row: Mapping[str, Any], *, where: str = "row") -> tuple[str, int, bool]:
     """``(env_id, seed, hint)`` of a dataset row.
 
-    The keys are looked up at the top level of ``row`` first, then in ``row["extra_info"]`` (verl's
-    place for per-sample data), then in ``row["label"]`` (OpenRLHF's; a JSON object or its text).
-
-    Args:
-        row: the row's fields.
-        where: how to name the row in errors.
-
-    Returns:
-        The environment id, the reset seed (an int >= 0) and whether to show the hint.
+    Keys are looked up at the top level, then in ``extra_info`` (verl), then in ``label`` (OpenRLHF;
+    a JSON object or its text). ``where`` names the row in errors.
 
     Raises:
-        ValueError: ``env_id`` or ``seed`` is missing or of the wrong type (the message lists the
-            keys the row has).
+        ValueError: ``env_id`` or ``seed`` is missing or of the wrong type.
     """
     sources: list[Mapping[str, Any]] = [row]
     for key in ("extra_info", "label"):
@@ -170,14 +148,9 @@ def episode_spec(row: Mapping[str, Any], *, where: str = "row") -> tuple[str, in
 class StepResult:
     """What one agent turn did.
 
-    Attributes:
-        action: what was sent to ``step`` (``None`` for a malformed tool call, not sent).
-        format_ok: whether the completion used the expected tag.
-        observation: what the agent sees next (the environment's, or the error message for a
-            malformed tool call).
-        reward: this turn's reward (0 for an unsent or failed step).
-        done: the episode is over (terminated, truncated, turn limit, or a program failure).
-        error: the failure record when the program failed in this step, else ``None``.
+    ``action`` is ``None`` for a malformed tool call (not sent); ``observation`` is the environment's
+    or the error message; ``reward`` is 0 for an unsent or failed step; ``error`` is the failure
+    record when the program failed in this step.
     """
 
     action: str | None
@@ -192,25 +165,19 @@ class StepResult:
 class SpadeEpisode:
     """One episode of one environment, played one completion at a time (blocking calls).
 
-    ``start()`` makes the environment and resets it; ``act(text)`` extracts the action from a
-    completion, steps the environment and says what the agent sees next; ``close()`` reaps the
-    worker. A program that fails to load, in ``reset``, in ``hint`` or mid-episode ends the episode
-    with :attr:`error` set and a return of 0; nothing but an unknown id raises. The episode rules
-    are the rollout's (:meth:`~spade_gym.agent.Trajectory.end_turn`).
+    ``start()`` makes and resets the environment; ``act(text)`` steps it with the completion's action;
+    ``close()`` reaps the worker. A program failure ends the episode with :attr:`error` set and a
+    return of 0; only an unknown id raises.
 
     Args:
-        env_id: a Gymnasium id (``spade/<Name>-v<k>``).
+        env_id: a Gymnasium id.
         seed: the reset seed.
-        hint: append the privileged hint to the first observation (``"\\n\\nHint: ..."``).
-        max_turns: cap on agent turns below the environment's own ``max_turns`` (``None``: its own).
+        hint: append the privileged hint to the first observation.
+        max_turns: cap below the environment's own ``max_turns`` (``None``: its own).
 
     Attributes:
-        setting, description, tools: the environment's (``"reasoning"``, ``""`` and ``[]`` until
-            the environment is made).
-        trajectory: the episode as the rollout records it (:class:`~spade_gym.agent.Trajectory`,
-            one :class:`~spade_gym.agent.Turn` per :meth:`act`, without token ids); ``rewards``,
-            ``terminated``, ``truncated``, ``error``, ``done`` and ``episode_return`` are its.
-        turns: agent turns taken.
+        setting, description, tools: the environment's (defaults until it is made).
+        trajectory: the episode's :class:`~spade_gym.agent.Trajectory`, one Turn per :meth:`act`.
     """
 
     env_id: str
@@ -247,7 +214,7 @@ class SpadeEpisode:
 
     @property
     def truncated(self) -> bool:
-        """Whether the episode was cut (by the environment, the turn limit, a failure or the caller)."""
+        """Whether the episode was cut (environment, turn limit, failure or caller)."""
         return self.trajectory.truncated
 
     @property
@@ -272,20 +239,25 @@ class SpadeEpisode:
 
     @property
     def turn_limit(self) -> int:
-        """Agent turns after which the episode is truncated (1 until :meth:`start` made the environment)."""
+        """Agent turns after which the episode is truncated (1 until :meth:`start`)."""
         return self._limit
 
     @property
     def system_prompt(self) -> str:
-        """The Agent's system prompt for this environment (:func:`~spade_gym.agent.system_prompt`)."""
+        """The Agent's system prompt for this environment."""
         return system_prompt(self.setting, self.description, self.tools)
 
+    def prompt_messages(self, first: str) -> list[dict[str, str]]:
+        """``[system, user]`` messages the episode starts from (a failure note when it failed to start)."""
+        if self.error is not None:
+            first = failed_start_text(self.env_id, self.error)
+        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": first}]
+
     def start(self) -> str:
-        """Make the environment and reset it; return the first observation (``""`` on failure).
+        """Make and reset the environment; the first observation (``""`` on failure).
 
         Raises:
-            EnvNotFound / ValueError: ``env_id`` is unknown or not playable (bad input, not a
-                program failure).
+            EnvNotFound / ValueError: ``env_id`` is unknown or not playable.
         """
         resolve_env_ids([self.env_id])
         try:
@@ -306,14 +278,7 @@ class SpadeEpisode:
         return observation
 
     def act(self, completion: str) -> StepResult:
-        """One agent turn: extract the action from ``completion`` and step the environment.
-
-        Args:
-            completion: the agent's completion text.
-
-        Returns:
-            A :class:`StepResult`. After the episode is over, ``done=True`` and nothing is stepped.
-        """
+        """One agent turn on ``completion``; after the end, ``done=True`` and nothing is stepped."""
         t = self.trajectory
         if t.done or self._env is None:
             return StepResult(None, False, "", 0.0, True, t.error)
@@ -337,14 +302,11 @@ class SpadeEpisode:
         """Reap the environment's worker; safe to call more than once."""
         env, self._env = self._env, None
         if env is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing never fails an episode
                 env.close()
-            except Exception:  # noqa: BLE001 - closing never fails an episode
-                pass
 
     def summary(self) -> dict[str, Any]:
-        """The episode's outcome as JSON values: ``env_id``, ``seed``, ``hint``, ``return``,
-        ``success``, ``turns``, ``rewards``, ``terminated``, ``truncated``, ``error``."""
+        """The outcome as JSON values (``env_id``, ``seed``, ``hint``, ``return``, ``success``, ``turns``, ...)."""
         return {
             "env_id": self.env_id,
             "seed": self.seed,
@@ -359,10 +321,14 @@ class SpadeEpisode:
         }
 
 
+def failed_start_text(env_id: str, error: Mapping[str, Any]) -> str:
+    """The prompt shown instead of the first observation of an environment that failed to start."""
+    return f"(the environment {env_id} failed to start: {error.get('message', '')})"
+
+
 @dataclass(frozen=True)
 class StartedEpisode:
-    """Where an episode starts, for dataset rows: ``observation`` is the first observation (with
-    the hint when asked), ``""`` when the program failed to start (``error`` then says why)."""
+    """Where an episode starts: ``observation`` is ``""`` and ``error`` set when the program failed."""
 
     env_id: str
     seed: int
@@ -373,16 +339,9 @@ class StartedEpisode:
 
 
 def first_observations(env_id: str, seeds: Sequence[int], *, hint: bool = False) -> list[StartedEpisode]:
-    """Reset ``env_id`` at each seed (one environment for all seeds) and record where it starts.
+    """One :class:`StartedEpisode` per seed: ``env_id`` reset at each (one environment for all).
 
-    Args:
-        env_id: a Gymnasium id.
-        seeds: reset seeds (ints >= 0).
-        hint: append the privileged hint to each first observation.
-
-    Returns:
-        One :class:`StartedEpisode` per seed, in order. A program that fails to load, or to reset
-        at a seed, gives entries with ``error`` set (contained, not raised).
+    Failures to load or reset are recorded in ``error``, not raised.
 
     Raises:
         EnvNotFound / ValueError: ``env_id`` is unknown or not playable, or a seed is not an int >= 0.
@@ -424,7 +383,7 @@ def render_chat(
     """The prompt text of ``messages`` under the tokenizer's chat template.
 
     Raises:
-        ValueError: the tokenizer has no chat template (the message says to set one).
+        ValueError: the tokenizer has no chat template.
     """
     try:
         text = tokenizer.apply_chat_template(
@@ -457,13 +416,10 @@ _BASE = ({"role": "system", "content": "S"}, {"role": "user", "content": "U"}, {
 def observation_text(
     tokenizer: ChatTokenizer, observation: str, *, chat_template_kwargs: Mapping[str, Any] | None = None
 ) -> str:
-    """The text that follows an assistant turn to add ``observation`` as the next user turn and
-    open the next assistant turn, e.g. ``"<|im_start|>user\\nobs<|im_end|>\\n<|im_start|>assistant\\n"``.
+    """The text that adds ``observation`` as the next user turn and opens the next assistant turn.
 
-    It is the suffix the chat template adds to a fixed (system, user, assistant) conversation when
-    the user turn is appended; a template whose rendering of that conversation is not a prefix of
-    the longer one gets the rendering of the user turn alone (with whatever default system
-    prompt the template adds).
+    It is what the template adds to a fixed (system, user, assistant) conversation; a template whose
+    shorter rendering is not a prefix of the longer gets the user turn rendered alone.
     """
     user = {"role": "user", "content": observation}
     base = render_chat(tokenizer, _BASE, add_generation_prompt=False, chat_template_kwargs=chat_template_kwargs)

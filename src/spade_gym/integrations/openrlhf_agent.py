@@ -1,35 +1,20 @@
 """OpenRLHF agent function: train the Reasoning Agent on spade environments with OpenRLHF.
 
-OpenRLHF runs multi-turn episodes through a Python file given with ``--train.agent_func_path``
-(``--agent_func_path`` before 0.10). The file defines ``AgentInstance`` (an ``AgentInstanceBase``
-with async ``reset(states)`` and ``step(states)``) and ``AgentExecutor`` (a
-``MultiTurnAgentExecutor`` over it). Point OpenRLHF at this file::
+Give this file to ``--train.agent_func_path`` (``--agent_func_path`` before 0.10)::
 
     python -c "import spade_gym.integrations.openrlhf_agent as m; print(m.__file__)"
 
-Each prompt of the dataset plays one episode. Its ``label`` names the environment and the seed as
-JSON (``{"env_id": "spade/ArithmeticChain-v0", "seed": 3, "hint": false}``; :func:`make_rows`
-writes such rows). ``reset`` makes and resets the environment and returns the chat-template prompt
-(the Agent's system prompt and the first observation); each ``step`` takes the model's completion,
-extracts the action (:func:`~spade_gym.agent.extract_action`), steps the environment and returns
-the per-step reward, ``done``, and the next observation as the text the chat template adds for a
-user turn, which OpenRLHF tokenizes and appends (loss mask 0). The rewards of an episode sum to its
-return; a program that fails ends the episode with a total of 0 (the failing step's reward cancels
-the earlier ones) and ``extra_logs["spade_error"] = 1``, never an exception.
+Each prompt plays one episode named by its JSON ``label`` (``{"env_id", "seed", "hint"}``,
+:func:`make_rows`). ``reset`` returns the chat-template prompt; each ``step`` extracts the action
+from the completion, steps the environment and returns the reward and the next observation as the
+chat template's user turn (loss mask 0). A failing program ends the episode with a total of 0 and
+``extra_logs["spade_error"] = 1``, never an exception. API: OpenRLHF 0.10
+(``openrlhf/utils/agent.py``: ``AgentInstanceBase``, ``MultiTurnAgentExecutor``; docs
+"Multi-Turn Mode", 0.10.2).
 
-The API followed is OpenRLHF 0.10 (``openrlhf/utils/agent.py``: ``AgentInstanceBase``,
-``MultiTurnAgentExecutor.execute(prompt, label, sampling_params, max_length, hf_tokenizer,
-llm_engine)``; docs "Multi-Turn Mode", 0.10.2): ``reset`` returns ``{"observation": str}``,
-``step`` returns ``rewards`` and ``scores`` (tensors), ``environment_feedback`` (str), ``done``
-(bool), ``sampling_params`` and ``extra_logs``. The executor hands the tokenizer to the instances
-(through a context variable) so observations follow the model's chat template.
-
-Settings, read from the environment of the OpenRLHF processes: ``SPADE_REGISTRY`` (a registry folder
-whose environments to register, for ids beyond the bundled seed library) and
-``SPADE_OPENRLHF_MAX_TURNS`` (cap on agent turns per episode).
-
-The OpenRLHF classes are defined on first access (they need OpenRLHF and torch); the episode logic,
-:class:`SpadeAgentSession`, needs neither.
+Settings from the process environment: ``SPADE_REGISTRY`` (a registry folder to register) and
+``SPADE_OPENRLHF_MAX_TURNS`` (cap on agent turns). ``AgentInstance``/``AgentExecutor`` are defined
+on first access (they need OpenRLHF and torch); :class:`SpadeAgentSession` needs neither.
 """
 
 from __future__ import annotations
@@ -75,14 +60,10 @@ class SpadeAgentSession:
     """One episode behind OpenRLHF's ``reset``/``step`` contract, without OpenRLHF (rewards as floats).
 
     Args:
-        tokenizer: the model's tokenizer (with a chat template). ``None``: ``reset`` returns the
-            dataset prompt unchanged and observations are appended as ``"\\n\\n<observation>\\n\\n"``
-            (fine for base models without a chat template, wrong for chat models).
-        max_turns: cap on agent turns below the environment's own ``max_turns``.
+        tokenizer: the model's tokenizer. ``None``: ``reset`` returns the dataset prompt and
+            observations are appended as ``"\\n\\n<observation>\\n\\n"`` (for base models only).
+        max_turns: cap on agent turns below the environment's own.
         chat_template_kwargs: extra keywords for ``apply_chat_template``.
-
-    Attributes:
-        episode: the :class:`~spade_gym.integrations._episode.SpadeEpisode` after ``reset``.
     """
 
     def __init__(
@@ -99,19 +80,13 @@ class SpadeAgentSession:
         self._paid = 0.0  # rewards handed to OpenRLHF so far
 
     async def reset(self, states: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
-        """Start the episode the ``label`` names.
+        """Start the episode ``states["label"]`` names; ``{"observation": prompt text}``.
 
-        Args:
-            states: ``{"observation": <the dataset prompt>, "label": <JSON {"env_id", "seed", "hint"}>}``.
-
-        Returns:
-            ``{"observation": text}``: the chat-template prompt (system prompt and first observation,
-            generation prompt included), or the dataset prompt without a tokenizer. When the program
-            fails to start, the prompt says so and the first ``step`` ends the episode with reward 0.
+        A program that fails to start gets a prompt saying so; the first ``step`` then ends with 0.
 
         Raises:
-            ValueError: the label has no ``env_id`` or ``seed`` (bad data, named in the message).
-            EnvNotFound: the label names an unknown environment.
+            ValueError: the label has no ``env_id`` or ``seed``.
+            EnvNotFound: an unknown environment.
         """
         env_id, seed, hint = episode_spec(dict(states), where="OpenRLHF sample (label)")
         await self.close()
@@ -121,27 +96,20 @@ class SpadeAgentSession:
         prompt = states.get("observation")
         if self.tokenizer is None:
             return {"observation": prompt if isinstance(prompt, str) and prompt else first}
-        if self.episode.error is not None:
-            first = f"(the environment {env_id} failed to start: {self.episode.error.get('message', '')})"
-        messages = [{"role": "system", "content": self.episode.system_prompt}, {"role": "user", "content": first}]
+        messages = self.episode.prompt_messages(first)
         text = render_chat(
             self.tokenizer, messages, add_generation_prompt=True, chat_template_kwargs=self.chat_template_kwargs
         )
         return {"observation": text}
 
     async def step(self, states: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
-        """One agent turn.
-
-        Args:
-            states: ``{"action_text": <the completion>, "observation_text", "label",
-                "sampling_params"}`` (OpenRLHF's).
+        """One agent turn on ``states["action_text"]``.
 
         Returns:
-            ``rewards`` (float: this turn's reward; on a program failure minus what was paid before,
-            so the episode totals 0), ``scores`` (float: the return so far), ``environment_feedback``
-            (str: the next user turn in the chat template; ``""`` when done), ``done`` (bool),
-            ``sampling_params`` (passed through), ``extra_logs`` (floats: ``spade_return``,
-            ``spade_success``, ``spade_turns``, ``spade_error``, ``spade_format_ok``).
+            ``rewards`` (this turn's; on a failure minus what was paid, so the total is 0), ``scores``
+            (the return so far), ``environment_feedback`` (the next user turn; ``""`` when done),
+            ``done``, ``sampling_params`` (passed through) and ``extra_logs`` (``spade_return``,
+            ``spade_success``, ``spade_turns``, ``spade_error``, ``spade_format_ok``), floats.
 
         Raises:
             RuntimeError: ``step`` before ``reset``.
@@ -178,7 +146,7 @@ class SpadeAgentSession:
         }
 
     async def close(self) -> None:
-        """Reap the environment's worker (done automatically when the episode ends)."""
+        """Reap the environment's worker (done automatically at the end)."""
         if self.episode is not None:
             await asyncio.to_thread(self.episode.close)
 
@@ -190,11 +158,9 @@ def make_rows(
     registry: str | os.PathLike[str] | None = None,
     hint: bool = False,
 ) -> list[dict[str, Any]]:
-    """Prompt-dataset rows for OpenRLHF: one per (environment, seed), environments outermost.
+    """OpenRLHF rows ``{"prompt": [system, first observation], "label": JSON}``, per (env, seed).
 
-    Each row is ``{"prompt": [system message, first observation], "label": '{"env_id": ..., "seed":
-    ..., "hint": ...}'}``; train with ``--data.input_key prompt --data.label_key label
-    --data.apply_chat_template`` (write them as JSON lines).
+    Train with ``--data.input_key prompt --data.label_key label --data.apply_chat_template``.
 
     Raises:
         EnvNotFound / ValueError: an unknown or unplayable id, or a bad seed.
@@ -221,16 +187,12 @@ _CLASSES: tuple[type, type] | None = None
 
 
 def agent_classes() -> tuple[type, type]:
-    """``(AgentInstance, AgentExecutor)``: OpenRLHF's classes over :class:`SpadeAgentSession`
-    (defined on first call; also this module's ``AgentInstance`` and ``AgentExecutor``).
+    """``(AgentInstance, AgentExecutor)`` over :class:`SpadeAgentSession`, defined on first call.
 
-    ``AgentExecutor()`` is a ``MultiTurnAgentExecutor(AgentInstance)`` whose ``execute`` passes
-    OpenRLHF's ``hf_tokenizer`` to the instances it makes; ``AgentInstance.step`` returns the
-    rewards, scores and extra logs as tensors.
+    The executor passes OpenRLHF's ``hf_tokenizer`` to its instances; ``step`` returns tensors.
 
     Raises:
-        MissingDependency: OpenRLHF (or torch) is not installed, or the installed OpenRLHF has no
-            ``MultiTurnAgentExecutor`` (older than the 0.10 API).
+        MissingDependency: OpenRLHF or torch is missing, or OpenRLHF is older than 0.10.
     """
     global _CLASSES
     if _CLASSES is not None:
@@ -286,8 +248,7 @@ def agent_classes() -> tuple[type, type]:
 
 
 def __getattr__(name: str) -> Any:
-    """``AgentInstance`` and ``AgentExecutor`` are defined on first access (OpenRLHF looks up
-    ``AgentExecutor`` in this file); see :func:`agent_classes`."""
+    """``AgentInstance`` and ``AgentExecutor``, defined on first access."""
     if name == "AgentInstance":
         return agent_classes()[0]
     if name == "AgentExecutor":

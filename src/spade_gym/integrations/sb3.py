@@ -1,25 +1,14 @@
 """Stable-Baselines3: ``spade/DesignerParams-v0``, a numeric Environment Designer in the spirit of PAIRED.
 
 PAIRED (Dennis et al. 2020, "Emergent Complexity and Zero-shot Transfer via Unsupervised
-Environment Design", NeurIPS) trains an adversary that chooses the parameters of an
-underspecified environment and is paid the regret of the agent on it (sec. 3, eq. 1; sec. 4 for
-the adversary's one-shot parameter choice). :class:`DesignerParamsEnv` is that adversary's
-environment with SPADE's regret:
+Environment Design", NeurIPS, sec. 3-4) trains an adversary that picks an environment's parameters
+and is paid the agent's regret. :class:`DesignerParamsEnv` is that adversary's environment with
+SPADE's hint regret: the action picks a family and its knob values, the observation is curriculum
+statistics in [0, 1], and the one-step reward is :func:`~spade_gym.regret.designer_reward` of the
+Agent's regret on the chosen environment, played for real in the sandbox.
 
-* **action**: which :class:`~spade_gym.families.EnvFamily` and the value of each of its difficulty
-  knobs, as a ``MultiDiscrete`` (default) or a ``Box`` in ``[-1, 1]`` (see :meth:`DesignerParamsEnv.decode`);
-* **observation**: curriculum statistics, a fixed-size ``float32`` ``Box`` in [0, 1]: per family
-  and per difficulty bucket the running mean regret, hint return and no-hint return and the share
-  of steps spent there, per family the gate's acceptance rate, and the progress and overall
-  running regret (names in :attr:`DesignerParamsEnv.observation_names`);
-* **reward** of the one-step episode: the Agent's regret on the chosen environment, measured by
-  playing it for real (:func:`~spade_gym.regret.estimate_regret`: ``k`` sandboxed episodes with
-  the hint and ``k`` without) and scored by :func:`~spade_gym.regret.designer_reward` (an
-  instance the validation gate refuses gets ``RewardConfig.invalid``, -1 by default).
-
-The environment is a plain ``gymnasium.Env`` and imports neither Stable-Baselines3 nor torch; the
-helpers :func:`check`, :func:`train` and :func:`action_probabilities` do, through
-:func:`spade_gym.integrations.require` (``pip install 'spade-gym[sb3]'``)::
+The environment imports neither SB3 nor torch; :func:`check`, :func:`train` and
+:func:`action_probabilities` do (``pip install 'spade-gym[sb3]'``)::
 
     env = gymnasium.make("spade/DesignerParams-v0", agent=ChainSolverAgent(3), families=["arithmetic"])
     model = train(env, total_timesteps=256)
@@ -60,8 +49,7 @@ _MAX_INSTANCES = 4096
 
 
 class _KeptEnv(SandboxedEnv):
-    """A sandboxed environment that outlives a rollout: ``close`` (which the rollout calls after
-    each wave) keeps the worker; :meth:`shutdown` kills it."""
+    """A sandboxed environment whose ``close`` keeps the worker for the next rollout; :meth:`shutdown` kills it."""
 
     def close(self) -> None:
         """Keep the worker for the next rollout (see :meth:`shutdown`)."""
@@ -96,12 +84,8 @@ class _Pool:
 class StepRecord:
     """What one ``step`` of :class:`DesignerParamsEnv` did (``env.last``), beyond ``info``.
 
-    Attributes:
-        instance: the chosen family instance and the gate's report on it.
-        estimate: the regret estimate (its ``nohint`` trajectories are Agent training data), or
-            ``None`` when the gate refused the instance or it failed to start.
-        reward: the reward returned; ``outcome``: ``"invalid"``, ``"trivial"``,
-            ``"out_of_reach"`` or ``"regret"``.
+    ``estimate`` is ``None`` when the gate refused the instance or it failed to start; ``outcome``
+    is ``"invalid"``, ``"trivial"``, ``"out_of_reach"`` or ``"regret"``.
     """
 
     instance: FamilyInstance
@@ -113,55 +97,36 @@ class StepRecord:
 class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
     """A PAIRED-style numeric Environment Designer: choose a family and its knobs, be paid the Agent's regret.
 
-    One-step episodes. ``reset`` returns the curriculum statistics; ``step(action)`` decodes the
-    action into a family instance (:meth:`decode`), validates it once per knob tuple (cached,
-    :func:`~spade_gym.families.validate_instance`), plays ``k`` episodes with the hint and ``k``
-    without in the real sandbox, updates the statistics and returns ``(statistics, reward,
-    terminated=True, truncated=False, info)``. Registered as ``spade/DesignerParams-v0``.
+    One-step episodes, registered as ``spade/DesignerParams-v0``. ``step(action)`` decodes the action
+    (:meth:`decode`), validates the instance once per knob tuple, plays ``k`` episodes with the hint
+    and ``k`` without in the sandbox, and updates the statistics (names in :attr:`observation_names`).
 
     Args:
-        agent: the Reasoning Agent, a :class:`~spade_gym.policies.base.Policy` (anything with
-            ``generate(prompts, sampling)``), or a :func:`~spade_gym.policies.load_policy` spec such
-            as ``"default"`` (loaded at the first step).
-        families: the families to choose from: :class:`~spade_gym.families.EnvFamily` objects or
-            built-in names (``"arithmetic"``, ``"maze"``); ``None``: every built-in family.
+        agent: the Agent, a Policy or a ``load_policy`` spec such as ``"default"`` (loaded at the
+            first step).
+        families: EnvFamily objects or built-in names; ``None``: every built-in family.
         k: episodes per arm of each regret estimate, ``>= 1``.
-        action_type: ``"multidiscrete"``: ``MultiDiscrete([F, L_1, ..., L_K])`` (family index, then
-            one level index per knob slot, ``K`` the most knobs of any family); ``"box"``:
-            ``Box(-1, 1, (1 + K,), float32)``, each coordinate a position in its range.
-        max_levels: the most levels of one knob slot in the ``MultiDiscrete`` space (wider knobs are
-            sampled at ``max_levels`` evenly spaced values).
-        buckets: difficulty buckets per family in the observation, ``>= 1`` (bucket ``b`` holds
-            difficulties in ``[b/B, (b+1)/B)``).
-        stats_rate: the running means' step size: a bucket's ``n``-th sample moves its mean by
-            ``max(1/n, stats_rate)`` of the gap (an exact mean at first, then an exponential one that
-            follows a changing Agent), in ``(0, 1]``.
-        horizon: steps at which the observation's progress feature reaches 0.5 (``n / (n + horizon)``).
-        rollout: the Agent's rollout settings (sampling must have ``temperature > 0``; its
-            ``max_episodes`` is also the number of sandbox workers kept per knob tuple). Default:
-            temperature 1.0, 256 new tokens.
-        validation: the gate's limits for family instances (default ``ValidationConfig()``).
-        reward: the reward's thresholds and the penalty of a refused instance (``RewardConfig``).
-        sandbox: the limits of the sandboxes the Agent plays in (default ``validation.sandbox``).
-        env_cache_size: knob tuples whose sandbox workers are kept alive (least recently used
-            evicted), ``>= 1``.
-        render_mode: only ``None`` (nothing to render); anything else raises ``TypeError``, which
-            is how SB3's ``make_vec_env`` (which asks for ``"rgb_array"``) learns to leave it out.
+        action_type: ``"multidiscrete"`` (``MultiDiscrete([F, L_1, ..., L_K])``) or ``"box"``
+            (``Box(-1, 1, (1 + K,))``); ``K`` the most knobs of any family.
+        max_levels: the most levels of one knob slot (wider knobs are sampled evenly).
+        buckets: difficulty buckets per family in the observation, ``>= 1``.
+        stats_rate: running means move by ``max(1/n, stats_rate)`` of the gap, in ``(0, 1]``.
+        horizon: steps at which the progress feature reaches 0.5.
+        rollout: the Agent's rollout settings (``temperature > 0``; ``max_episodes`` is also the
+            workers kept per knob tuple). Default: temperature 1.0, 256 new tokens.
+        validation, reward, sandbox: the gate's limits, the reward settings, the Agent's sandbox
+            limits (default ``validation.sandbox``).
+        env_cache_size: knob tuples whose workers are kept alive (LRU), ``>= 1``.
+        render_mode: only ``None`` (a TypeError otherwise, so SB3's ``make_vec_env`` leaves it out).
 
     Raises:
-        TypeError: a ``render_mode`` other than ``None``.
-        ValueError: no agent; an unknown family name; duplicate family names; no families; a
-            parameter out of its range; greedy sampling.
-        TypeError: ``agent`` has no ``generate``.
+        TypeError: a ``render_mode`` other than ``None``, or an ``agent`` without ``generate``.
+        ValueError: no agent; an unknown, duplicate or missing family; a parameter out of its range;
+            greedy sampling.
 
-    Seeding: ``reset(seed=s)`` starts a fresh curriculum (statistics cleared, the random generator
-    that draws the episodes' seeds and the Agent's sampling seeds reseeded), so a seeded reset and
-    the same actions reproduce the same observations, rewards and infos for a deterministic or
-    seeded Agent. ``reset()`` keeps the statistics (what a Stable-Baselines3 vector env does after
-    its first reset); ``reset(seed=s, options={"keep_stats": True})`` reseeds and keeps them.
-
-    Source: PAIRED's adversary (Dennis et al. 2020, sec. 3-4), with SPADE's hint regret
-    (docs/DESIGN.md, "Regret and the Designer's reward").
+    Seeding: ``reset(seed=s)`` clears the statistics and reseeds the episode and sampling seeds, so
+    the same actions reproduce the same results for a seeded Agent; ``reset()`` keeps the statistics,
+    and ``options={"keep_stats": True}`` keeps them when reseeding.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -212,9 +177,7 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
             raise ValueError(f"stats_rate must be in (0, 1], got {stats_rate!r}")
         if action_type not in ("multidiscrete", "box"):
             raise ValueError(f"action_type must be 'multidiscrete' or 'box', got {action_type!r}")
-        if (
-            render_mode is not None
-        ):  # a TypeError, as for an env without render_mode: SB3's make_vec_env retries without it
+        if render_mode is not None:  # a TypeError, so SB3's make_vec_env retries without it
             raise TypeError(f"DesignerParamsEnv renders nothing: render_mode must be None, got {render_mode!r}")
         self.rollout_config = rollout or RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=256))
         if self.rollout_config.sampling.greedy:
@@ -266,21 +229,12 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
     # -- actions -----------------------------------------------------------------------------
 
     def decode(self, action: Any) -> tuple[EnvFamily, dict[str, int]]:
-        """The family and knob values an action chooses.
+        """``(family, {knob name: int value})`` an action chooses.
 
-        ``MultiDiscrete``: ``action[0]`` is the family index; ``action[1 + j]`` the level of the
-        family's ``j``-th knob, level ``i`` of ``n`` mapping to the value at position ``i / (n - 1)``
-        of the knob's range (:meth:`~spade_gym.families.Knob.value_at`; the identity ``low + i``
-        when the knob has exactly ``n`` values). ``Box``: ``action[0]`` in ``[-1, 1]`` picks family
-        ``floor((a + 1) / 2 * F)`` (the last for ``a = 1``), ``action[1 + j]`` is the position
-        ``(a + 1) / 2`` in the knob's range (values outside ``[-1, 1]`` are clipped). Slots past the
-        family's knobs are ignored.
-
-        Args:
-            action: an element of :attr:`action_space` (array-like of shape ``(1 + K,)``).
-
-        Returns:
-            ``(family, {knob name: int value})``.
+        ``MultiDiscrete``: ``action[0]`` is the family index, ``action[1 + j]`` the level of knob ``j``
+        (level ``i`` of ``n`` is position ``i / (n - 1)`` of its range). ``Box``: ``action[0]`` picks
+        family ``floor((a + 1) / 2 * F)``, ``action[1 + j]`` is position ``(a + 1) / 2`` (clipped). Slots
+        past the family's knobs are ignored.
 
         Raises:
             ValueError: wrong shape, a non-finite value, or a ``MultiDiscrete`` index out of range.
@@ -305,15 +259,7 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         return family, {knob.name: knob.value_at(fractions[j]) for j, knob in enumerate(family.knobs)}
 
     def encode(self, family: EnvFamily | str, values: Mapping[str, int] | None = None) -> np.ndarray:
-        """An action that chooses ``family`` at ``values`` (the inverse of :meth:`decode` for values the
-        action space can express; others get the nearest level).
-
-        Args:
-            family: one of :attr:`families`, or its name.
-            values: knob values (missing: the template's); see :meth:`EnvFamily.resolve`.
-
-        Returns:
-            An element of :attr:`action_space`.
+        """An action choosing ``family`` at ``values`` (missing: the template's; nearest level otherwise).
 
         Raises:
             ValueError: a family this environment does not offer, or bad knob values.
@@ -333,11 +279,7 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         return np.array([first, *(2 * p - 1 for p in positions)], dtype=np.float32)
 
     def describe(self, action: Any) -> dict[str, Any]:
-        """``{"family", "knobs", "difficulty"}`` of an action (JSON values), for logs and printing.
-
-        Raises:
-            ValueError: see :meth:`decode`.
-        """
+        """``{"family", "knobs", "difficulty"}`` of an action (JSON values); ValueError as :meth:`decode`."""
         family, values = self.decode(action)
         return {"family": family.name, "knobs": values, "difficulty": family.difficulty(values)}
 
@@ -346,16 +288,7 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start an episode: return the curriculum statistics.
-
-        Args:
-            seed: reseeds the generator of episode and sampling seeds and, unless
-                ``options["keep_stats"]``, clears the statistics (a fresh curriculum).
-            options: ``{"keep_stats": bool}``.
-
-        Returns:
-            ``(observation, {"steps": steps so far})``.
-        """
+        """``(statistics, {"steps": steps so far})``; ``seed`` starts a fresh curriculum unless ``keep_stats``."""
         super().reset(seed=seed)
         keep = bool((options or {}).get("keep_stats", False))
         if seed is not None and not keep:
@@ -363,23 +296,16 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         return self._observation(), {"steps": self._steps}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        """Choose an environment, play it with and without the hint, and return the Designer's reward.
+        """Choose an environment, play it with and without the hint; ``(obs, reward, True, False, info)``.
 
-        Args:
-            action: an element of :attr:`action_space` (see :meth:`decode`).
-
-        Returns:
-            ``(observation, reward, True, False, info)``: the updated statistics; the reward
-            (:func:`~spade_gym.regret.designer_reward` of the estimate, ``RewardConfig.invalid`` for
-            an instance the gate refuses or that fails to start); ``info`` with ``family``,
-            ``knobs``, ``difficulty``, ``bucket``, ``program_id``, ``accepted``, ``validation``
-            (the gate's category), ``outcome``, ``regret``, ``mean_hint``, ``mean_nohint``,
-            ``seeds``, ``errors`` and, when refused, ``feedback`` (why). No timings, so that
-            infos compare equal across identical seeded runs; see :attr:`last`.
+        ``info`` holds ``family``, ``knobs``, ``difficulty``, ``bucket``, ``program_id``, ``accepted``,
+        ``validation``, ``outcome``, ``regret``, ``mean_hint``, ``mean_nohint``, ``seeds``, ``errors`` and,
+        when refused, ``feedback``; no timings, so seeded runs compare equal. A refused instance, or one
+        that fails to start, gets ``RewardConfig.invalid``.
 
         Raises:
             ValueError: an action outside the action space.
-            SandboxSetupError: no sandbox worker can be started on this machine (not the program's fault).
+            SandboxSetupError: no sandbox worker can be started on this machine.
         """
         family, values = self.decode(action)
         key = (family.name, tuple(values.values()))
@@ -428,7 +354,7 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         return self._observation(), reward, True, False, info
 
     def close(self) -> None:
-        """Kill every kept sandbox worker; safe to call more than once (the environment stays usable)."""
+        """Kill every kept sandbox worker; safe to repeat (the environment stays usable)."""
         pools = getattr(self, "_pools", None)
         while pools:
             _, pool = pools.popitem()
@@ -496,20 +422,14 @@ def _check_int(name: str, value: object, low: int) -> None:
 
 
 def check(env: gymnasium.Env[Any, Any] | None = None, **kwargs: Any) -> None:
-    """Run Stable-Baselines3's and Gymnasium's environment checkers on a ``DesignerParamsEnv``.
+    """Run SB3's and Gymnasium's environment checkers on a ``DesignerParamsEnv`` (a few seconds).
 
-    Args:
-        env: the environment to check (its unwrapped environment is checked; the checkers end
-            with a seeded reset, so its statistics are cleared); ``None``: one built from ``kwargs``
-            (and closed afterwards).
-        kwargs: :class:`DesignerParamsEnv` arguments when ``env`` is ``None`` (``agent`` required).
+    ``env`` is checked unwrapped (its statistics end cleared); ``None``: one built from ``kwargs``
+    and closed afterwards.
 
     Raises:
-        MissingDependency: Stable-Baselines3 is not installed (``pip install 'spade-gym[sb3]'``).
-        AssertionError: a checker found a problem (its message says which).
-
-    Each checker steps the environment a few times with random actions (about 15 regret estimates
-    in all, each validated once per knob tuple), so it takes seconds with a scripted Agent.
+        MissingDependency: Stable-Baselines3 is not installed.
+        AssertionError: a checker found a problem.
     """
     env_checker = require("stable_baselines3.common.env_checker", "sb3", _FEATURE)
     from gymnasium.utils.env_checker import check_env as gymnasium_check_env
@@ -532,19 +452,11 @@ def train(
     callback: Any = None,
     **ppo_kwargs: Any,
 ) -> PPO:
-    """Train Stable-Baselines3's PPO as the Designer on ``env`` (PAIRED's adversary, trained with PPO
-    as in Dennis et al. 2020, sec. 5).
+    """Train SB3's PPO as the Designer on ``env`` (PAIRED's adversary, Dennis et al. 2020, sec. 5).
 
-    Defaults suit one-step episodes: ``n_steps=64, batch_size=64, n_epochs=10,
-    learning_rate=3e-3, gamma=0.99`` (irrelevant: the return is the step's reward),
-    ``policy="MlpPolicy"``; ``ppo_kwargs`` override them.
-
-    Args:
-        env: a ``DesignerParamsEnv`` (or any environment, wrapped or not).
-        total_timesteps: Designer steps (regret estimates) to train for, ``>= 1``.
-        seed: seeds PPO, its network and the environment (``None``: unseeded).
-        callback: an SB3 callback (a ``BaseCallback``, a list of them, or a function) passed to ``learn``.
-        ppo_kwargs: further ``PPO(...)`` arguments.
+    Defaults for one-step episodes: ``policy="MlpPolicy", n_steps=64, batch_size=64, n_epochs=10,
+    learning_rate=3e-3, gamma=0.99``; ``ppo_kwargs`` override them. ``seed`` seeds PPO and the
+    environment (``None``: unseeded); ``callback`` is passed to ``learn``.
 
     Returns:
         The trained ``stable_baselines3.PPO`` model.
@@ -573,14 +485,7 @@ def train(
 
 
 def action_probabilities(model: Any, observation: np.ndarray) -> list[np.ndarray]:
-    """The probabilities a trained model's policy gives each value of each ``MultiDiscrete`` action slot.
-
-    Args:
-        model: an SB3 on-policy model (e.g. from :func:`train`) for a ``MultiDiscrete`` action space.
-        observation: one observation, shape ``(n_obs,)``.
-
-    Returns:
-        One array per slot (family, then each knob slot), of shape ``(nvec[i],)``, summing to 1.
+    """Per ``MultiDiscrete`` slot, the probabilities the model's policy gives each value at ``observation``.
 
     Raises:
         MissingDependency: Stable-Baselines3 (torch) is not installed.

@@ -1,50 +1,21 @@
 """TRL integration: train the Environment Designer and the Reasoning Agent with TRL's ``GRPOTrainer``.
 
-Two adapters, one per SPADE role (docs/DESIGN.md, "The data flow"), for TRL >= 1.0 (written against
-TRL 1.16; see https://huggingface.co/docs/trl/main/en/grpo_trainer):
+For TRL >= 1.0 (written against TRL 1.16, https://huggingface.co/docs/trl/main/en/grpo_trainer).
 
-**The Designer** (:class:`DesignerReward`, :func:`designer_dataset`). A TRL reward function is a
-callable ``f(prompts, completions, completion_ids, **kwargs) -> list[float | None]``; TRL passes
-every other dataset column as a keyword (one list entry per completion), plus ``trainer_state``,
-``log_extra`` and ``log_metric``. :class:`DesignerReward` runs each completion through
-:func:`~spade_gym.designer.evaluate_completion` (validation gate -> regret with the Agent ->
-registry -> :func:`~spade_gym.regret.designer_reward`), so ``GRPOTrainer`` trains a Designer whose
-reward is the Agent's regret. :func:`designer_dataset` builds the prompts the same way
-``spade/Designer-v0`` does (a document and a memory of the registry's environments). The Agent whose
-regret is measured is either *frozen* (any spade :class:`~spade_gym.policies.base.Policy`, e.g.
-``load_policy("default")``) or *co-trained*: :class:`TrainerPolicy` samples from the very model the
-``GRPOTrainer`` is updating, so Designer and Agent share weights as in SPADE.
+* Designer: :class:`DesignerReward` is a TRL reward function that runs each completion through
+  :func:`~spade_gym.designer.evaluate_completion` (gate -> regret with the Agent -> registry ->
+  reward); :func:`designer_dataset` poses the prompts of ``spade/Designer-v0``. The Agent is frozen
+  (any spade ``Policy``) or co-trained (:class:`TrainerPolicy`, the model being trained).
+* Agent: :func:`environment_factory` / :func:`environment_factories` build TRL
+  ``environment_factory`` classes whose methods are the environment's tools (``answer`` for
+  reasoning, ``act`` for games); :func:`agent_dataset` writes the matching rows.
 
-**The Agent** (:func:`environment_factory`, :func:`environment_factories`, :func:`agent_dataset`).
-TRL's ``environment_factory`` takes a class whose public methods are the tools of a multi-turn tool
-loop (TRL turns each method into a JSON schema with ``transformers.utils.get_json_schema``: type
-hints plus a Google-style docstring), whose ``reset(**row)`` starts an episode from a dataset row
-and whose ``get_reward()`` scores the finished rollout. :func:`environment_factory` builds such a
-class for any spade environment (a gymnasium id or a program): a tool-use environment's tools
-become methods with generated signatures and docstrings; a reasoning environment gets one tool,
-``answer(answer)``, and a game ``act(move)``. Each call steps the sandboxed environment.
-
-Rules (tested in ``tests/test_integration_trl.py``):
-
-* **None means "not mine".** TRL reads a ``None`` reward as "this reward function does not apply to
-  this sample" (NaN, left out of the sum; a completion no function scores gets advantage 0).
-  :class:`DesignerReward` returns ``None`` only for rows whose ``spade_role`` column is not
-  ``"designer"`` (a dataset mixing tasks) and for completions whose regret could not be measured
-  because the *Agent* failed (:class:`~spade_gym.errors.PolicyError`: not the Designer's fault, so
-  no signal). Every program outcome, crashes included, is a number: a program that breaks the
-  sandbox, the gate or the regret episodes earns ``RewardConfig.invalid`` (-1 by default).
-* **Hostile programs never crash the trainer.** An environment that fails in ``reset`` or ``step``
-  ends its episode with return 0 and an error note (``SpadeEnvironment.error``); tool calls
-  after the end are answered with text, never an exception. Only setup errors raise: an unknown
-  environment id, a dataset row without a seed, a tool-use environment without tools, or no
-  sandbox on this machine (:class:`~spade_gym.errors.SandboxSetupError`).
-* **Identical programs in one batch share one evaluation.** GRPO compares the ``G`` completions of
-  one prompt; when two of them hold the same program the second gets the first's outcome instead
-  of the duplicate penalty, so the group's advantages do not depend on the order of evaluation.
-
-Importing this module imports none of trl, torch, transformers or datasets; each is imported when
-first needed through :func:`spade_gym.integrations.require`, which raises
-:class:`~spade_gym.errors.MissingDependency` (``pip install 'spade-gym[trl]'``) when missing.
+Rules (tested in ``tests/test_integration_trl.py``): a ``None`` reward means "not mine" (rows whose
+``spade_role`` is not ``"designer"``, or an Agent failure, :class:`~spade_gym.errors.PolicyError`);
+every program outcome, crashes included, is a number. Hostile programs never crash the trainer:
+a failing environment ends its episode with return 0 and an error note; only setup errors raise.
+Identical programs in one batch share one evaluation. trl, torch, transformers and datasets are
+imported when first needed (:class:`~spade_gym.errors.MissingDependency` when missing).
 """
 
 from __future__ import annotations
@@ -130,9 +101,7 @@ def _import(module: str) -> Any:
     return require(module, "trl", _FEATURE)
 
 
-# ================================================================================================
-# The Designer: reward function, prompts dataset, co-trained Agent
-# ================================================================================================
+# -- The Designer: reward function, prompts dataset, co-trained Agent
 
 
 @dataclass(frozen=True)
@@ -203,44 +172,31 @@ def designer_dataset(
 ) -> Dataset:
     """A ``datasets.Dataset`` of ``n`` Designer prompts for ``GRPOTrainer``.
 
-    Each row is what ``spade/Designer-v0`` poses at ``reset(seed=seed + i)``
-    (:class:`~spade_gym.designer.SpadeDesignerEnv`): a document from ``documents`` and a memory of
-    the registry's environments, in write or edit mode (``config.edit_probability``), for a setting
-    drawn from ``config.settings``. The memory is a snapshot of the registry when the dataset is
-    built; rebuild the dataset (e.g. each epoch) for prompts that show newly registered
-    environments.
+    Row ``i`` is what ``spade/Designer-v0`` poses at ``reset(seed=seed + i)``: a document and a
+    memory of the registry's environments (a snapshot: rebuild the dataset to show new ones).
 
     Args:
         n: number of prompts, ``>= 1``.
-        registry: the registry (or its folder, created with the seed library when new) whose
-            environments the memory shows; pass the same one to :class:`DesignerReward`.
-        documents: a :class:`~spade_gym.documents.DocumentSource` or a
-            :func:`~spade_gym.documents.load_documents` spec (``None``: the built-in corpus).
-        config: memory, settings and edit-mode settings (:class:`~spade_gym.designer.DesignerConfig`).
-        seed: row ``i`` is the prompt of ``reset(seed=seed + i)``.
-        setting: force every prompt's target setting (``"reasoning"``, ``"tool_use"``, ``"game"``).
-        mode: force every prompt's mode (``"write"`` or ``"edit"``).
-        seed_library: copy the seed library into a new registry folder.
+        registry: a Registry or its folder (created, with the seed library when ``seed_library``,
+            when new); pass the same one to :class:`DesignerReward`.
+        documents: a DocumentSource or a ``load_documents`` spec (``None``: the built-in corpus).
+        config: memory, settings and edit-mode settings.
+        seed: base reset seed.
+        setting, mode: force every prompt's target setting / mode (``"write"`` or ``"edit"``).
 
     Returns:
-        A conversational dataset with columns ``prompt`` (``[{"role": "system", ...},
-        {"role": "user", ...}]``), ``spade_role`` (``"designer"``) and ``provenance`` (JSON text
-        of :meth:`DesignerPrompt.provenance`: mode, setting, document source, memory ids, parent),
-        which :class:`DesignerReward` reads back.
+        Columns ``prompt`` (system and user messages), ``spade_role`` (``"designer"``) and
+        ``provenance`` (JSON of :meth:`DesignerPrompt.provenance`, read back by DesignerReward).
 
     Raises:
         ValueError: ``n < 1``, or an unknown setting or mode.
-        DocumentError: the document source holds no usable document.
+        DocumentError: no usable document.
         MissingDependency: ``datasets`` is not installed.
     """
     datasets = _import("datasets")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an int >= 1, got {n!r}")
-    options: dict[str, Any] = {}
-    if setting is not None:
-        options["setting"] = setting
-    if mode is not None:
-        options["mode"] = mode
+    options = {key: value for key, value in (("setting", setting), ("mode", mode)) if value is not None}
     env = SpadeDesignerEnv(
         agent=None,
         registry=registry if isinstance(registry, Registry) else Path(registry),
@@ -263,28 +219,17 @@ def designer_dataset(
 
 
 class TrainerPolicy:
-    """A spade :class:`~spade_gym.policies.base.Policy` that samples from the model a TRL trainer is training.
+    """A spade ``Policy`` that samples from the model a TRL trainer is training (the co-trained Agent).
 
-    This is the *co-trained* Agent: passed to :class:`DesignerReward` (``agent="trainer"`` or
-    ``agent=TrainerPolicy()``), the regret of each Designer program is measured with the current
-    weights of the model ``GRPOTrainer`` updates, so the Designer and the Agent share weights as in
-    SPADE (docs/DESIGN.md). The trainer does not exist yet when its reward functions are built, so the
-    policy is created unbound and bound afterwards with :meth:`bind` (or
-    :meth:`DesignerReward.bind`).
-
-    Generation goes through :class:`~spade_gym.policies.transformers.TransformersPolicy` on the
-    trainer's own model object (no copy): the model is put in eval mode for the call and its
-    training mode and ``generation_config`` are restored afterwards. Sampling settings come from
-    the :class:`~spade_gym.policies.base.SamplingParams` of the caller (the regret rollouts'
-    ``DesignerConfig.rollout.sampling``), not from the trainer's generation settings.
+    Create it unbound and :meth:`bind` it once the trainer exists. Generation runs
+    :class:`~spade_gym.policies.transformers.TransformersPolicy` on the trainer's own model object;
+    its training mode and ``generation_config`` are restored after each call. Sampling settings are
+    the caller's ``SamplingParams``.
 
     Args:
-        trainer: a ``trl.GRPOTrainer`` (or any ``transformers.Trainer`` with ``model``,
-            ``processing_class`` and ``accelerator``), or ``None`` to bind later.
+        trainer: a ``trl.GRPOTrainer`` (anything with ``model``, ``processing_class`` and
+            ``accelerator``), or ``None`` to bind later.
         max_batch_size: most sequences per ``model.generate`` call.
-
-    Raises:
-        ValueError: from :meth:`bind`, see there.
     """
 
     def __init__(self, trainer: Any = None, *, max_batch_size: int = 32) -> None:
@@ -299,19 +244,11 @@ class TrainerPolicy:
             self.bind(trainer)
 
     def bind(self, trainer: Any) -> TrainerPolicy:
-        """Sample from ``trainer``'s model from now on.
-
-        Args:
-            trainer: the ``GRPOTrainer`` whose model is being trained.
-
-        Returns:
-            ``self``.
+        """Sample from ``trainer``'s model from now on; returns ``self``.
 
         Raises:
             ValueError: ``trainer`` has no ``model``/``processing_class``, or shards its model with
-                DeepSpeed or FSDP: sharded generation needs every rank to generate together, while
-                each rank measures regret only for its own accepted programs; use a frozen Agent
-                there (e.g. a vLLM or OpenAI-compatible policy).
+                DeepSpeed or FSDP (use a frozen Agent, e.g. a vLLM policy, there).
         """
         if getattr(trainer, "model", None) is None or getattr(trainer, "processing_class", None) is None:
             raise ValueError(
@@ -333,11 +270,7 @@ class TrainerPolicy:
 
     @property
     def model(self) -> Any:
-        """The trainer's model (unwrapped from the accelerator), the object being trained.
-
-        Raises:
-            RuntimeError: no trainer is bound.
-        """
+        """The trainer's model (unwrapped from the accelerator); RuntimeError when unbound."""
         trainer = self._require()
         accelerator = getattr(trainer, "accelerator", None)
         return accelerator.unwrap_model(trainer.model) if accelerator is not None else trainer.model
@@ -398,14 +331,7 @@ class TrainerPolicy:
             return ids
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
-        """Sample completions from the trainer's current weights (see :class:`~spade_gym.policies.base.Policy`).
-
-        Args:
-            prompts: ``B`` conversations.
-            sampling: sampling settings (``None``: ``SamplingParams()``).
-
-        Returns:
-            ``B * n`` completions grouped by prompt, with token ids and logprobs.
+        """Sample ``B * n`` completions (grouped by prompt) from the trainer's current weights.
 
         Raises:
             RuntimeError: no trainer is bound.
@@ -457,11 +383,7 @@ class _LazyAgent:
 
 
 class _GuardedAgent:
-    """The Agent as seen by the regret rollouts: any failure of its ``generate`` is a :class:`PolicyError`.
-
-    A backend error (a dead server, CUDA out of memory) is then told apart from a program that
-    broke the sandbox, which ``evaluate_completion`` contains itself.
-    """
+    """The Agent for the regret rollouts: any failure of its ``generate`` is a :class:`PolicyError`."""
 
     def __init__(self, agent: Any) -> None:
         self._agent = agent
@@ -506,41 +428,24 @@ class _Scored:
 class DesignerReward:
     """The Designer's reward as a TRL reward function: completion -> gate -> regret -> registry -> reward.
 
-    Use it as ``GRPOTrainer(reward_funcs=DesignerReward(...), train_dataset=designer_dataset(...))``.
-    Each call scores one batch: every completion goes through
-    :func:`~spade_gym.designer.evaluate_completion` with the prompt rebuilt from the row's
-    ``provenance`` column (so the target setting is checked and the registry records the document,
-    the memory and, in edit mode, the parent). Accepted programs are registered (and get a
-    gymnasium id ``spade/<Name>-v<k>``); the reward is :func:`~spade_gym.regret.designer_reward`:
-    ``RewardConfig.invalid`` (-1) for a rejected program, ``duplicate`` (-0.5) for a copy of a
-    registered one, ``trivial``/``out_of_reach`` (0) at the extremes, else the regret in [0, 1]
-    (SPADE; docs/DESIGN.md "Regret and the Designer's reward"). See the module docstring for ``None``.
-
-    TRL's name for it (the ``rewards/<name>/mean`` metric) is ``spade_designer``. Per-completion
-    details go to TRL's completions table through ``log_extra`` (columns ``spade/category``,
-    ``spade/outcome``, ``spade/regret``, ``spade/env_id``, ``spade/error``) and batch figures through
-    ``log_metric`` (``spade/accepted``, ``spade/invalid``, ``spade/duplicate``: fractions of the
-    scored completions; ``spade/regret``: mean regret of the accepted ones), when the installed TRL
-    passes those keywords (TRL 1.16 does).
+    Use as ``GRPOTrainer(reward_funcs=DesignerReward(...), train_dataset=designer_dataset(...))``.
+    The prompt of each completion is rebuilt from the row's ``provenance`` column; accepted programs
+    are registered; the reward is :func:`~spade_gym.regret.designer_reward` (docs/DESIGN.md). TRL's
+    name for it is ``spade_designer``. Per-completion details go to ``log_extra`` (``spade/category``,
+    ``spade/outcome``, ``spade/regret``, ``spade/env_id``, ``spade/error``) and batch fractions to
+    ``log_metric`` (``spade/accepted``, ``spade/invalid``, ``spade/duplicate``, ``spade/regret``).
 
     Args:
-        agent: the Agent whose regret is measured: a spade ``Policy`` (frozen, e.g.
-            ``load_policy("default")``), a :func:`~spade_gym.policies.load_policy` spec (loaded on
-            the first accepted program), ``"trainer"`` (co-trained: a :class:`TrainerPolicy`; call
-            :meth:`bind` with the trainer before training) or a :class:`TrainerPolicy`.
-        registry: where accepted programs are registered and what the novelty check compares
-            against (a :class:`~spade_gym.registry.store.Registry` or its folder, created with the
-            seed library when new); use the one :func:`designer_dataset` read.
-        config: gate, regret (``k`` episodes per arm, rollout sampling) and reward settings.
-        seed: base seed of the Agent's sampling in regret rollouts; completion ``i`` at global
-            step ``s`` uses a seed derived from ``(seed, s, i)``. ``None``: unseeded.
+        agent: a spade ``Policy`` (frozen), a ``load_policy`` spec (loaded on the first accepted
+            program), ``"trainer"`` or a :class:`TrainerPolicy` (co-trained; :meth:`bind` it).
+        registry: a Registry or its folder; use the one :func:`designer_dataset` read.
+        config: gate, regret and reward settings.
+        seed: base seed of the Agent's sampling (per completion from ``(seed, step, i)``);
+            ``None``: unseeded.
         seed_library: copy the seed library into a new registry folder.
 
     Attributes:
-        agent: the Agent policy. registry: the registry. config: the settings.
-        last_outcomes: the :class:`~spade_gym.designer.DesignOutcome` of each completion of the last
-            call (``None`` for rows that were not scored), e.g. for the regret estimates' no-hint
-            trajectories (Agent training data).
+        last_outcomes: the DesignOutcome of each completion of the last call (``None``: not scored).
         last_rewards: the rewards returned by the last call.
 
     Raises:
@@ -578,17 +483,7 @@ class DesignerReward:
         self._lock = threading.Lock()
 
     def bind(self, trainer: Any) -> DesignerReward:
-        """Bind a co-trained Agent (``agent="trainer"``) to ``trainer``; a no-op for a frozen Agent.
-
-        Args:
-            trainer: the ``GRPOTrainer`` this reward function was given to.
-
-        Returns:
-            ``self``.
-
-        Raises:
-            ValueError: see :meth:`TrainerPolicy.bind`.
-        """
+        """Bind a co-trained Agent to ``trainer`` (a no-op for a frozen Agent); returns ``self``."""
         if isinstance(self.agent, TrainerPolicy):
             self.agent.bind(trainer)
         return self
@@ -608,22 +503,19 @@ class DesignerReward:
         """Score one batch of Designer completions (TRL's reward function call).
 
         Args:
-            prompts: the prompts, one per completion (chat messages or text).
-            completions: the completions (a list of messages in TRL's conversational format, or
-                text); the assistant messages' text is the Designer's answer.
-            completion_ids: the completions' token ids (unused).
-            **kwargs: the dataset's other columns as lists (``provenance``: JSON of
-                :meth:`DesignerPrompt.provenance`, optional, and ``spade_role``, optional), and
-                TRL's ``trainer_state``, ``log_extra``, ``log_metric`` (all optional).
+            prompts: one per completion (messages or text).
+            completions: messages (conversational) or text; the assistant text is the answer.
+            completion_ids: unused.
+            **kwargs: dataset columns (``provenance``, ``spade_role``, optional) and TRL's
+                ``trainer_state``, ``log_extra``, ``log_metric``.
 
         Returns:
-            One reward per completion (``None``: not scored, see the module docstring).
+            One reward per completion (``None``: not scored).
 
         Raises:
-            ValueError: a column whose length differs from ``completions``, or a malformed
-                ``provenance``.
+            ValueError: a column whose length differs from ``completions``, or a malformed ``provenance``.
             SandboxSetupError: no sandbox worker can start on this machine.
-            RuntimeError: a co-trained Agent that was never bound (see :meth:`bind`).
+            RuntimeError: a co-trained Agent that was never bound.
         """
         n = len(completions)
         provenance = kwargs.get("provenance")
@@ -662,10 +554,7 @@ class DesignerReward:
         source = extract_design(text, prompt).source
         key = f"{prompt.setting if prompt else None}\n{source}" if source is not None else None
         if key is not None and key in seen:
-            first = seen[key]
-            return _Scored(
-                first.reward, first.category, first.outcome, first.regret, first.env_id, first.error, first.design
-            )
+            return dataclasses.replace(seen[key])
         try:
             outcome = evaluate_completion(
                 text,
@@ -724,9 +613,7 @@ class DesignerReward:
                 log_metric("spade/regret", sum(regrets) / len(regrets))
 
 
-# ================================================================================================
-# The Agent: environment_factory
-# ================================================================================================
+# -- The Agent: environment_factory
 
 
 class _Missing:
@@ -758,11 +645,7 @@ def _one_line(text: Any, limit: int = 1000) -> str:
 
 
 def _annotation(schema: Any, depth: int = 0) -> Any:
-    """A Python type hint that ``transformers.utils.get_json_schema`` turns back into (most of) ``schema``.
-
-    Scalars, enums (``Literal``), arrays with item types and unions keep their meaning; an object's
-    properties are not expressible as a hint and become a plain ``dict`` ("type": "object").
-    """
+    """A type hint that ``get_json_schema`` turns back into (most of) ``schema``; objects become ``dict``."""
     if not isinstance(schema, Mapping) or depth > 8:
         return Any
     enum = schema.get("enum")
@@ -806,26 +689,27 @@ class _ToolSpec:
     params: tuple[tuple[str, str, Any, bool, str], ...]  # (python name, JSON name, hint, required, description)
 
 
+#: The one tool of a reasoning environment and of a game.
+_FIXED_TOOLS = {
+    "reasoning": _ToolSpec(
+        "answer",
+        "answer",
+        "Submit your final answer to the problem.",
+        (("answer", "answer", str, True, "your final answer, e.g. 42"),),
+    ),
+    "game": _ToolSpec(
+        "act",
+        "act",
+        "Make your next move in the game.",
+        (("move", "move", str, True, "your move, as the game asks for it"),),
+    ),
+}
+
+
 def _tool_specs(setting: str, tools: Any, reserved: set[str]) -> list[_ToolSpec]:
     """The methods to generate for an environment (see :func:`environment_factory`)."""
-    if setting == "reasoning":
-        return [
-            _ToolSpec(
-                "answer",
-                "answer",
-                "Submit your final answer to the problem.",
-                (("answer", "answer", str, True, "your final answer, e.g. 42"),),
-            )
-        ]
-    if setting == "game":
-        return [
-            _ToolSpec(
-                "act",
-                "act",
-                "Make your next move in the game.",
-                (("move", "move", str, True, "your move, as the game asks for it"),),
-            )
-        ]
+    if setting in _FIXED_TOOLS:
+        return [_FIXED_TOOLS[setting]]
     specs: list[_ToolSpec] = []
     methods: set[str] = set()
     for entry in tools if isinstance(tools, list | tuple) else ():
@@ -912,19 +796,12 @@ def _open_env(spec: Any, sandbox: SandboxConfig | None) -> SandboxedEnv | Reason
 class SpadeEnvironment:
     """Base class of the classes :func:`environment_factory` builds: one spade episode per TRL rollout.
 
-    TRL's ``GRPOTrainer(environment_factory=cls)`` creates instances with ``cls()`` (pooled and
-    reused across batches), calls ``reset(**row)`` before each rollout, exposes every public
-    method but ``reset`` and ``get_reward`` as a tool, and scores the rollout with
-    ``get_reward()``. Subclasses carry the generated tool methods; this class holds the episode
-    logic. The sandbox worker starts at the first ``reset`` and is reused by later episodes of the
-    same instance (it is closed when the instance is garbage collected).
+    TRL creates instances with ``cls()`` (pooled), calls ``reset(**row)`` before each rollout, exposes
+    every other public method as a tool and scores with ``get_reward()``. The sandbox worker starts at
+    the first ``reset`` and is reused until the instance is garbage collected.
 
-    Class attributes (set by :func:`environment_factory`):
-        env_id: the environment's key (its gymnasium id, or its name for a program).
-        setting: ``"reasoning"``, ``"tool_use"`` or ``"game"``.
-        max_turns: agent actions after which the environment truncates the episode.
-        description: the environment's docstring.
-        tool_names: ``{method name: the environment's tool name}``.
+    Class attributes: ``env_id`` (gymnasium id, or the program's name), ``setting``, ``max_turns``,
+    ``description`` and ``tool_names`` (``{method name: tool name}``).
     """
 
     env_id: ClassVar[str] = ""
@@ -947,24 +824,16 @@ class SpadeEnvironment:
     def reset(self, **kwargs: Any) -> str | None:
         """Start an episode from a dataset row (TRL passes the row's columns as keywords).
 
-        Columns read: ``seed`` (int, required), ``env_id`` (optional: must equal this class's
-        :attr:`env_id`), ``hint`` (optional bool: append the environment's privileged hint to the
-        first observation, as in SPADE's hinted regret episodes) and ``prompt`` (TRL's prompt of
-        the row). Other columns are ignored.
-
-        Args:
-            **kwargs: the row's columns.
+        Reads ``seed`` (required), ``env_id`` (optional, must be this class's), ``hint`` and ``prompt``.
 
         Returns:
-            ``None`` when the prompt's last message already ends with the first observation (rows
-            of :func:`agent_dataset`); else the observation (after a blank line when the last
-            message is not empty), which TRL appends to the last message. When the environment
-            fails to start, a note saying so (the episode then has return 0).
+            ``None`` when the prompt's last message already ends with the first observation (rows of
+            :func:`agent_dataset`); else the observation for TRL to append (or a note that the
+            environment failed to start; the return is then 0).
 
         Raises:
-            ValueError: no ``seed`` column, a seed that is not an int in ``[0, 2**63)``, or an
-                ``env_id`` for another environment (use :func:`environment_factories` and the
-                ``environment`` column to route rows).
+            ValueError: no ``seed``, a seed not an int in ``[0, 2**63)``, or an ``env_id`` for another
+                environment (route rows with :func:`environment_factories`).
         """
         if "seed" not in kwargs:
             raise ValueError(
@@ -1002,11 +871,7 @@ class SpadeEnvironment:
         return ("\n\n" if content else "") + observation
 
     def get_reward(self) -> float:
-        """The episode return: the sum of the environment's rewards (0 when it failed or never started).
-
-        Returns:
-            A float, in [0, 1] for a program that keeps docs/DESIGN.md's contract.
-        """
+        """The episode return (0 when the environment failed or never started)."""
         return 0.0 if self._trajectory is None else self._trajectory.episode_return
 
     # ---------------------------------------------------------------- what happened
@@ -1018,8 +883,7 @@ class SpadeEnvironment:
 
     @property
     def history(self) -> list[dict[str, Any]]:
-        """The episode's tool calls: ``{"tool", "arguments", "action", "observation", "reward"}`` each
-        (``action`` is the string passed to ``env.step``; ``None`` for calls after the end)."""
+        """The tool calls: ``{"tool", "arguments", "action", "observation", "reward"}`` each."""
         return copy.deepcopy(self._history)
 
     @property
@@ -1105,45 +969,28 @@ def environment_factory(
     sandbox: SandboxConfig | None = None,
     check_schemas: bool = True,
 ) -> type[SpadeEnvironment]:
-    """A TRL ``environment_factory`` for one spade environment.
+    """A TRL ``environment_factory`` class for one spade environment.
 
-    The environment is opened once here (to read its declared setting, tools and description) and
-    closed; the returned class opens its own sandbox worker per instance at its first ``reset``.
-    Tools (what the model may call; TRL builds their schemas from each method's signature and
-    docstring):
-
-    * ``tool_use``: one method per tool of the environment's ``tools``; calling it steps the
-      environment with the JSON text ``{"name": <tool>, "arguments": {...}}`` (what
-      :func:`spade_gym.agent.extract_action` passes, docs/DESIGN.md "The environment program contract").
-      Argument types come from each parameter's JSON schema (``string``, ``integer``, ``number``,
-      ``boolean``, ``array`` with item types, ``enum``, unions); nested ``object`` properties are
-      not expressible as Python hints and are shown as a plain object. Optional parameters the
-      model leaves out are not sent. Names that cannot be Python identifiers, or that clash with
-      ``reset``/``get_reward``/a keyword, are renamed (e.g. ``class`` -> ``class_``) and mapped back
-      when called (:attr:`SpadeEnvironment.tool_names`).
-    * ``reasoning``: ``answer(answer: str)``, which steps the environment with the answer text.
-    * ``game``: ``act(move: str)``, which steps the environment with the move.
-
-    Each tool returns the observation; after the episode ends it returns the observation followed
-    by "The episode is over...", and later calls return that note without stepping. The tool loop
-    itself (how many calls, the completion budget) is TRL's: ``GRPOConfig.max_tool_calling_iterations``
-    and ``max_completion_length``; the environment also truncates after its ``max_turns`` actions.
+    The environment is opened once to read its setting, tools and description; each instance opens
+    its own worker. Tools: ``tool_use``: one method per tool, stepping with
+    ``{"name": <tool>, "arguments": {...}}`` (argument hints from the JSON schema; nested objects are
+    plain ``dict``; left-out optional arguments are not sent; names that are not identifiers or that
+    clash are renamed, e.g. ``class_``, see :attr:`SpadeEnvironment.tool_names`); ``reasoning``:
+    ``answer(answer)``; ``game``: ``act(move)``. Each returns the observation, plus an "episode is
+    over" note at the end; the tool loop's limits are TRL's ``GRPOConfig``.
 
     Args:
-        env: a gymnasium id (``"spade/BankTransferReport-v0"``), a program (path, source text or
-            :class:`~spade_gym.program.EnvProgram`), or a zero-argument callable returning a
-            :class:`~spade_gym.env.SandboxedEnv` or :class:`~spade_gym.reasoning_gym.ReasoningGymEnv`.
-        sandbox: sandbox limits for programs and ``spade/`` ids (``None``: the defaults).
-        check_schemas: build every tool's JSON schema now with transformers' ``get_json_schema``
-            (what TRL does), so a schema problem raises here and not inside the trainer.
+        env: a gymnasium id, a program (path, source or EnvProgram), or a zero-argument callable
+            returning a SandboxedEnv or ReasoningGymEnv.
+        sandbox: sandbox limits (``None``: the defaults).
+        check_schemas: build each tool's schema now with transformers' ``get_json_schema``.
 
     Returns:
-        A subclass of :class:`SpadeEnvironment` named after the environment (TRL logs its
-        ``get_reward`` as ``rewards/<Name>/mean``); pass the class itself as ``environment_factory``.
+        A :class:`SpadeEnvironment` subclass named after the environment.
 
     Raises:
-        ValueError: an unknown environment id; something that is not one environment program
-            (e.g. ``spade/Generated-v0``); a ``tool_use`` environment that declares no usable tool.
+        ValueError: an unknown id, something that is not one environment program, or a ``tool_use``
+            environment without a usable tool.
         ProgramError, SandboxError: the program fails the static check or to load.
     """
     opened = _open_env(env, sandbox)
@@ -1188,21 +1035,10 @@ def environment_factory(
 def environment_factories(
     envs: Iterable[Any], *, sandbox: SandboxConfig | None = None
 ) -> dict[str, type[SpadeEnvironment]]:
-    """TRL's multi-environment form: ``{key: factory}`` for ``GRPOTrainer(environment_factory=...)``.
-
-    With a dict, TRL routes each dataset row to the environment named by its ``environment``
-    column and shows the model only that environment's tools (TRL 1.16). :func:`agent_dataset`
-    writes that column.
-
-    Args:
-        envs: environments as :func:`environment_factory` takes them.
-        sandbox: sandbox limits.
-
-    Returns:
-        ``{env key: class}``: the gymnasium id, or the program's name.
+    """``{env key: factory}`` for TRL's multi-environment routing by the ``environment`` column.
 
     Raises:
-        ValueError: two environments with the same key, an empty ``envs``, or see
+        ValueError: two environments with the same key, no environments, or see
             :func:`environment_factory`.
     """
     out: dict[str, type[SpadeEnvironment]] = {}
@@ -1223,29 +1059,23 @@ def agent_dataset(
     hint: bool = False,
     sandbox: SandboxConfig | None = None,
 ) -> Dataset:
-    """A ``datasets.Dataset`` of Agent episodes for ``GRPOTrainer`` with :func:`environment_factory`.
+    """A ``datasets.Dataset`` of Agent episodes for :func:`environment_factory`, one row per (env, seed).
 
-    One row per (environment, seed): the prompt is the Agent's system prompt for the setting
-    (:data:`AGENT_SYSTEM_PROMPTS` plus the environment's description) and the first observation of
-    ``reset(seed)`` as the user message (with the privileged hint appended when ``hint``); the
-    factory's ``reset`` replays the same seed and, finding the observation already in the prompt,
-    adds nothing.
+    The prompt is :data:`AGENT_SYSTEM_PROMPTS` plus the description, then the first observation of
+    ``reset(seed)`` (with the hint when ``hint``).
 
     Args:
-        envs: one environment or a list of them (as :func:`environment_factory` takes them).
-        seeds: the reset seeds, played in every environment (an int ``n`` means ``range(n)``).
-        hint: show the privileged hint (SPADE's hinted arm).
+        envs: one environment or a list (as :func:`environment_factory` takes them).
+        seeds: reset seeds, or an int ``n`` for ``range(n)``.
+        hint: show the privileged hint.
         sandbox: sandbox limits.
 
     Returns:
-        A conversational dataset with columns ``prompt``, ``environment`` (the env key, for
-        :func:`environment_factories` routing), ``env_id`` (the same key, checked by ``reset``),
-        ``seed`` and ``hint``.
+        Columns ``prompt``, ``environment`` and ``env_id`` (the env key), ``seed`` and ``hint``.
 
     Raises:
         ValueError: no seeds, a negative seed, or see :func:`environment_factory`.
-        SandboxError: an environment fails in ``reset`` for one of the seeds (a dataset row needs
-            its first observation).
+        SandboxError: an environment fails in ``reset``.
         MissingDependency: ``datasets`` is not installed.
     """
     datasets = _import("datasets")
@@ -1290,23 +1120,11 @@ def log_episodes(
     log_metric: Callable[[str, float], None] | None = None,
     **kwargs: Any,
 ) -> list[float | None]:
-    """A logging-only TRL reward function: each rollout's episode facts, no reward.
+    """A logging-only TRL reward function: returns ``[None] * len(completions)``.
 
-    Add it to ``reward_funcs`` next to an :func:`environment_factory` (whose ``get_reward`` is the
-    reward): TRL passes it the rollouts' environment instances (``environments``) and it logs, per
-    completion, ``spade/env_id``, ``spade/seed``, ``spade/tool_calls``, ``spade/return`` and
-    ``spade/error`` to the completions table, and the batch's ``spade/episode_return``,
-    ``spade/tool_calls`` (mean) and ``spade/env_errors`` (fraction) as metrics. It returns ``None``
-    for every completion (TRL: this function does not score them), so it never changes a reward.
-
-    Args:
-        prompts, completions, completion_ids: TRL's reward function arguments (unused).
-        environments: the per-completion environment instances (TRL 1.16 passes them).
-        log_extra, log_metric: TRL's logging callbacks (optional).
-        **kwargs: other columns (unused).
-
-    Returns:
-        ``[None] * len(completions)``.
+    Logs per completion ``spade/env_id``, ``spade/seed``, ``spade/tool_calls``, ``spade/return``
+    and ``spade/error`` (``log_extra``), and the batch's ``spade/episode_return``,
+    ``spade/tool_calls`` and ``spade/env_errors`` (``log_metric``), from TRL's ``environments``.
     """
     envs = [e for e in environments or () if isinstance(e, SpadeEnvironment)]
     if environments is not None and envs and len(envs) == len(completions):
@@ -1324,24 +1142,13 @@ def log_episodes(
 
 
 def tool_calling_tokenizer(tokenizer: Any) -> Any:
-    """Make a ChatML tokenizer render tool calls, for TRL's tool loop.
+    """Make a ChatML tokenizer render tool calls, for TRL's tool loop; returns the same tokenizer.
 
-    TRL's ``environment_factory`` needs a chat template that renders tools, assistant tool calls
-    and tool results, and that it can parse tool calls from. A tokenizer whose template already
-    does (Qwen2.5/3, Llama 3.1+, ...) is returned unchanged. A ChatML tokenizer without tool support
-    (``<|im_start|>``/``<|im_end|>`` tokens, e.g. the embedded SmolLM2-135M-Instruct) gets TRL's
-    copy of the Qwen2.5 template, which uses the same ChatML turns, lists the tools in the system
-    message and writes calls as ``<tool_call>{"name": ..., "arguments": ...}</tool_call>``: the
-    format of spade's own Agent (:mod:`spade_gym.agent`). The model still has to learn to use it.
-
-    Args:
-        tokenizer: a ``transformers`` tokenizer.
-
-    Returns:
-        The same tokenizer object (its ``chat_template`` replaced when needed).
+    A template that already supports tools is kept; a ChatML one without (e.g. SmolLM2) gets TRL's
+    Qwen2.5 template (``<tool_call>`` JSON, spade's own Agent format).
 
     Raises:
-        ValueError: the template does not support tool calling and the tokenizer is not ChatML.
+        ValueError: no tool support and not ChatML.
         MissingDependency: trl is not installed.
     """
     utils = _import("trl.chat_template_utils")

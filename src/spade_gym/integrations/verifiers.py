@@ -1,30 +1,17 @@
 """verifiers environment: spade environments as a verifiers taskset, for evaluation and prime-rl.
 
-:func:`load_environment` returns a verifiers ``Env`` whose tasks are spade episodes: each task is an
-(environment id, seed) row whose prompt is the environment's first observation under the Agent's
-system prompt (:func:`~spade_gym.agent.system_prompt`). The env's ``run`` plays the episode as a
-multi-turn exchange: every assistant reply goes through :func:`~spade_gym.agent.extract_action` to
-``env.step``, and the observation comes back as the next user message, until the environment
-terminates or truncates or the turn limit. The task's ``@vf.reward`` ``episode_return`` is the
-episode return (0 when the program failed; ``trace.info["spade"]["error"]`` then says why); metrics
-``success`` and ``turns`` ride along. A program that crashes, hangs or breaks the contract ends its
-episode and nothing else.
+:func:`load_environment` returns a verifiers ``Env`` whose tasks are (environment id, seed)
+episodes, prompted with the first observation under the Agent's system prompt. Each assistant
+reply is an action; the observation comes back as the next user message. The reward
+``episode_return`` is the episode return (0 when the program failed; ``trace.info["spade"]``
+says why); metrics ``success`` and ``turns``. A failing program ends its episode only.
 
-The API followed is the installed verifiers 0.4.0, whose stack is ``verifiers.v1``: a taskset
-package (``Taskset`` yielding ``Task``\\s of ``TaskData``) paired with an ``Env`` subclass whose
-``run(task, agents)`` drives ``agents.agent.interaction(task)`` turn by turn (the pattern of its
-TextArena taskset), scored by ``@vf.reward`` methods on the task. verifiers loads tasksets,
-environments and harnesses by a top-level module id (``verifiers.v1.utils.loaders``); this module
-registers one, :data:`TASKSET_ID` (module ``spade_gym_verifiers``), in ``sys.modules`` when
-:func:`load_environment` or :func:`env_config` runs. Its agent seat uses :class:`SpadeChatHarness`
-(defined with the other classes), a tool-less chat loop that runs in-process and makes each model
-call through verifiers' interception endpoint (so traces, token ids and training see every call),
-in a local subprocess runtime; pin ``agent={"harness": ...}`` to use another.
-
-For the ``vf-eval`` CLI or prime-rl's environment workers, which import the taskset id in fresh
-processes, spade-gym ships the top-level module ``spade_gym_verifiers`` exporting these classes;
-then ``vf-eval spade_gym_verifiers --env.taskset.env-ids '["spade/ArithmeticChain-v0"]'
---env.taskset.num-rows 8 -m MODEL --client.base-url URL --client.api-key-var VAR --no-push``.
+API: verifiers 0.4.0 (``verifiers.v1``: ``Taskset``/``Task``/``Env.run(task, agents)``, the
+pattern of its TextArena taskset). The classes are registered as the module :data:`TASKSET_ID` in
+``sys.modules``; the agent seat's default harness is :class:`SpadeChatHarness`, an in-process
+chat loop calling the model through verifiers' interception endpoint. For ``vf-eval``/prime-rl
+spade-gym ships the top-level module ``spade_gym_verifiers``, e.g. ``vf-eval spade_gym_verifiers
+--env.taskset.env-ids '["spade/ArithmeticChain-v0"]' --env.taskset.num-rows 8 -m MODEL ...``.
 """
 
 import asyncio
@@ -35,7 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from spade_gym.integrations import require
-from spade_gym.integrations._episode import SpadeEpisode, first_observations, resolve_env_ids
+from spade_gym.integrations._episode import SpadeEpisode, failed_start_text, first_observations, resolve_env_ids
 
 __all__ = [
     "TASKSET_ID",
@@ -52,29 +39,16 @@ _CLASSES: dict[str, type] | None = None
 
 
 def verifiers_classes() -> dict[str, type]:
-    """The verifiers classes of the spade taskset, defined on first call and registered as the
-    module :data:`TASKSET_ID`.
+    """The verifiers classes of the spade taskset, by name; defined once, registered as :data:`TASKSET_ID`.
 
-    Returns:
-        ``{"SpadeTasksetConfig", "SpadeTaskData", "SpadeTask", "SpadeTaskset", "SpadeEnvConfig",
-        "SpadeEnv", "SpadeChatHarnessConfig", "SpadeChatHarness"}``:
-
-        * ``SpadeTasksetConfig`` (``vf.TasksetConfig``): ``env_ids`` (list of Gymnasium ids; empty:
-          every environment of ``registry``), ``registry`` (a registry folder, or ``None`` for
-          ``$SPADE_REGISTRY`` / the bundled seed library), ``seeds`` (reset seeds, or ``None``),
-          ``seed`` (first seed when ``seeds`` is ``None``), ``num_rows`` (number of tasks, or
-          ``None``: 8 seeds per environment), ``hint`` (show the privileged hint), ``max_turns``
-          (cap on agent turns).
-        * ``SpadeTaskData`` (``vf.TaskData``) with ``info = {"env_id", "seed", "hint"}``.
-        * ``SpadeTask``: rewards ``episode_return`` (weight 1), metrics ``success`` and ``turns``.
-        * ``SpadeTaskset``: tasks ordered seed-major (the first rows cover every environment), prompt
-          the first observation, system prompt the Agent's.
-        * ``SpadeEnvConfig``: one ``agent`` seat (local subprocess runtime by default).
-        * ``SpadeEnv``: plays each task's episode (see the module docstring).
-        * ``SpadeChatHarness``: the seat's default harness, a chat loop run in-process.
+    ``SpadeTasksetConfig`` fields: ``env_ids``, ``registry``, ``seeds``, ``seed``, ``num_rows``,
+    ``hint``, ``max_turns`` (as :func:`env_config`). Also ``SpadeTaskData`` (``info = {"env_id",
+    "seed", "hint"}``), ``SpadeTask`` (reward ``episode_return``, metrics ``success``, ``turns``),
+    ``SpadeTaskset`` (seed-major), ``SpadeEnvConfig``, ``SpadeEnv``, ``SpadeChatHarnessConfig`` and
+    ``SpadeChatHarness``.
 
     Raises:
-        MissingDependency: verifiers is not installed (``pip install 'spade-gym[verifiers]'``).
+        MissingDependency: verifiers is not installed.
     """
     global _CLASSES
     if _CLASSES is not None:
@@ -144,7 +118,7 @@ def verifiers_classes() -> dict[str, type]:
                 start = starts[env_id, seed]
                 prompt = start.observation
                 if start.error is not None:  # played anyway: the episode fails the same way, return 0
-                    prompt = f"(the environment {env_id} failed to start: {start.error.get('message', '')})"
+                    prompt = failed_start_text(env_id, start.error)
                 yield SpadeTask(
                     SpadeTaskData(
                         id=f"{env_id}#{seed}",
@@ -160,8 +134,7 @@ def verifiers_classes() -> dict[str, type]:
         """No settings: the harness sends the conversation and returns the reply."""
 
     class SpadeChatHarness(vf.Harness[SpadeChatHarnessConfig]):
-        """A tool-less chat loop run in-process: one chat completion per segment, through the
-        rollout's interception endpoint (so the trace records every model call)."""
+        """A tool-less in-process chat loop: one completion per segment through the interception endpoint."""
 
         APPENDS_SYSTEM_PROMPT = True
         SUPPORTS_RESUME = True
@@ -276,26 +249,19 @@ def env_config(
     max_turns: int | None = None,
     agent: Mapping[str, Any] | None = None,
 ) -> Any:
-    """The verifiers ``EnvConfig`` of a spade environment (what :func:`load_environment` builds).
+    """The verifiers ``EnvConfig`` (``SpadeEnvConfig``, ``taskset.id = TASKSET_ID``) of spade environments.
 
     Args:
         env_ids: Gymnasium ids (a str for one); ``None``: every environment of ``registry``.
-        registry: a registry folder (``None``: ``$SPADE_REGISTRY``, else the bundled seed library).
+        registry: a registry folder (``None``: ``$SPADE_REGISTRY``, else the seed library).
         num_rows: number of tasks; ``None``: every (environment, seed) pair.
-        seeds: reset seeds; ``None``: ``seed, seed + 1, ...`` as many as ``num_rows`` needs (8 per
-            environment when ``num_rows`` is ``None`` too).
-        seed: the first seed when ``seeds`` is ``None``.
-        hint: show the privileged hint in the first observation.
-        max_turns: cap on agent turns below each environment's own ``max_turns``.
-        agent: overrides of the agent seat's ``vf.AgentConfig`` (e.g. ``{"max_turns": 8}`` or a
-            ``harness``); its ``model``, client and sampling come from the run.
-
-    Returns:
-        A ``SpadeEnvConfig`` with ``taskset.id = TASKSET_ID``.
+        seeds: reset seeds; ``None``: from ``seed`` on, as many as ``num_rows`` needs (8 per env).
+        hint: show the privileged hint.
+        max_turns: cap on agent turns.
+        agent: overrides of the agent seat's ``vf.AgentConfig``.
 
     Raises:
-        EnvNotFound / ValueError: an unknown or unplayable id, or bad numbers (also
-            ``pydantic.ValidationError``, a ``ValueError``, for bad field values).
+        EnvNotFound / ValueError: an unknown or unplayable id, or bad numbers.
         MissingDependency: verifiers is not installed.
     """
     verifiers_classes()
@@ -319,25 +285,14 @@ def env_config(
 
 
 def load_environment(**kwargs: Any) -> Any:
-    """A verifiers environment over spade environments.
+    """The ``SpadeEnv`` for :func:`env_config`'s keywords, built through ``vf.load_environment``.
 
-    Args:
-        **kwargs: those of :func:`env_config` (``env_ids``, ``registry``, ``num_rows``, ``seeds``,
-            ``seed``, ``hint``, ``max_turns``, ``agent``).
-
-    Returns:
-        The ``SpadeEnv`` (a ``vf.Env``), built through ``vf.load_environment``; its ``taskset``
-        iterates the tasks. Run episodes inside ``async with env.serving():`` with
-        ``await env.run_episode(task, vf.ModelContext(model=..., client=vf.EvalClientConfig(...)))``,
-        or hand the env to ``vf eval`` / prime-rl.
+    Run episodes inside ``async with env.serving():`` with ``await env.run_episode(task, ctx)``, or
+    hand it to ``vf eval`` / prime-rl.
 
     Raises:
         TypeError: an unknown keyword.
         EnvNotFound / ValueError / MissingDependency: as :func:`env_config`.
-
-    Example:
-        >>> env = load_environment(env_ids=["spade/ArithmeticChain-v0"], num_rows=4)  # doctest: +SKIP
-        >>> [t.data.name for t in env.taskset]  # doctest: +SKIP
     """
     known = {"env_ids", "registry", "num_rows", "seeds", "seed", "hint", "max_turns", "agent"}
     unknown = sorted(set(kwargs) - known)

@@ -1,42 +1,18 @@
 """verl agent loop: train the Reasoning Agent on spade environments with verl's multi-turn rollouts.
 
-verl (volcengine/verl) runs each training sample through an *agent loop* (``AgentLoopBase``, in
-``verl.experimental.agent_loop``): the loop chats with verl's inference servers token-in-token-out
-and returns an ``AgentLoopOutput`` (prompt ids, response ids, a response mask that is 1 on tokens
-the model generated and 0 on tokens the environment wrote, and optionally the reward). This module
-gives:
+* :func:`play_token_episode`: one episode token-in-token-out given an async ``generate`` and a
+  tokenizer (framework-independent); a failing program ends it with return 0, never an exception.
+* ``SpadeAgentLoop`` (defined when verl imports): the ``AgentLoopBase`` subclass registered as
+  ``"spade_agent"``, playing the sample's ``extra_info.env_id``/``seed`` with verl's server manager.
+* :func:`make_rows` and :func:`write_parquet`: the dataset, one row per (environment, seed).
 
-* :func:`play_token_episode`: the episode logic, framework-independent: given an async
-  ``generate(token_ids, sampling_params)`` and a Hugging Face tokenizer it plays one episode of a
-  spade environment (generate, :func:`~spade_gym.agent.extract_action`, ``env.step``, append the
-  observation as the next user turn) until the environment terminates or truncates, the turn limit,
-  or the response budget, and returns a :class:`TokenEpisode`. Its reward is the episode return;
-  a program that fails ends the episode with return 0 and ``error`` set, never an exception.
-* ``SpadeAgentLoop`` (attribute of this module, defined when verl imports): the ``AgentLoopBase``
-  subclass, registered with verl's ``@register("spade_agent")``, whose ``run(sampling_params,
-  **kwargs)`` reads the environment id and seed of the sample (``extra_info.env_id`` and
-  ``extra_info.seed``) and plays it with verl's server manager.
-* :func:`make_rows` and :func:`write_parquet`: the dataset: one row per (environment, seed), with
-  ``agent_name = "spade_agent"`` so verl routes it to this loop.
-
-The API followed is verl's agent loop as read from its repository (``main``; the parts used are
-stable since verl 0.5): ``AgentLoopBase.__init__(trainer_config, server_manager, tokenizer,
-processor, **kwargs)`` (passed through untouched, so the later ``dataset_cls``/``data_config``
-arguments work too), ``run(sampling_params, **kwargs)`` with the dataset row's fields as keywords,
-``server_manager.generate(request_id=, prompt_ids=, sampling_params=)`` returning a ``TokenOutput``
-with ``token_ids``/``log_probs`` (``AsyncLLMServerManager``, renamed ``LLMServerClient`` later; a
-plain list of ids in the earliest versions is accepted), ``AgentLoopOutput`` with ``prompt_ids``,
-``response_ids``, ``response_mask``, ``response_logprobs``, ``reward_score``, ``num_turns``,
-``metrics``, ``extra_fields``, and ``register(name)``. Sources: ``verl/experimental/agent_loop/agent_loop.py``,
-``tool_agent_loop.py``, ``verl/workers/rollout/llm_server.py``, ``docs/advance/agent_loop.rst``.
-Configuration: ``examples/integrations/verl_spade.yaml`` and ``verl_agent_loop.yaml``.
-
-Token accounting follows verl's ToolAgentLoop: the prompt is the chat template of the system prompt
-and the first observation (with the generation prompt); each observation after an agent turn is
-the text the chat template adds for a user turn (:func:`~spade_gym.integrations._episode.observation_text`),
-tokenized and appended with mask 0 (log-probability 0.0); the final observation is not appended
-(nothing is generated after it); an observation that would overflow ``response_length`` ends the
-episode (truncated) instead.
+API: verl's agent loop (stable since 0.5; sources ``verl/experimental/agent_loop/agent_loop.py``,
+``tool_agent_loop.py``, ``verl/workers/rollout/llm_server.py``, ``docs/advance/agent_loop.rst``).
+Configuration: ``examples/integrations/verl_spade.yaml`` and ``verl_agent_loop.yaml``. Token
+accounting follows verl's ToolAgentLoop: the prompt is the chat template of the system prompt and
+first observation; each later observation is the template's user-turn text appended with mask 0
+(log-probability 0.0); the final observation is not appended; one that would overflow
+``response_length`` ends the episode (truncated).
 """
 
 from __future__ import annotations
@@ -85,8 +61,7 @@ DATA_SOURCE = "spade_gym"
 
 @dataclass(frozen=True)
 class GenerateOutput:
-    """One generation: the completion's token ids and, when the server reports them, their
-    log-probabilities (one float per token, natural log)."""
+    """One generation: token ids and, when reported, their natural-log probabilities."""
 
     token_ids: list[int]
     log_probs: list[float] | None = None
@@ -122,22 +97,15 @@ class TokenEpisode:
     """One episode as token ids, in verl's ``AgentLoopOutput`` layout.
 
     Attributes:
-        env_id, seed, hint: what was played.
-        prompt_ids: the chat-template tokens of the system prompt and the first observation,
-            generation prompt included.
-        response_ids: the agent's generated tokens and, between turns, the observations' tokens.
-        response_mask: 1 on generated tokens, 0 on observation tokens; same length as ``response_ids``.
-        response_logprobs: per response token (0.0 on observation tokens); ``[]`` when no turn was
-            played (a program that failed to start); ``None`` when the generator reported none.
-        reward: the episode return (sum of rewards; 0 when the program failed).
-        rewards: per agent turn.
-        num_turns: chat turns in the conversation (user and assistant messages, the system prompt
-            not counted), verl's meaning.
-        agent_turns: completions generated.
-        terminated, truncated: how the episode ended (truncated also when the turn limit or the
-            response budget ended it).
+        prompt_ids: chat-template tokens of the system prompt and first observation.
+        response_ids: generated tokens and, between turns, observation tokens.
+        response_mask: 1 on generated tokens, 0 on observation tokens.
+        response_logprobs: per response token (0.0 on observations); ``[]`` when no turn was
+            played; ``None`` when the generator reported none.
+        reward: the episode return (0 when the program failed); ``rewards``: per agent turn.
+        num_turns: user and assistant messages (verl's meaning); ``agent_turns``: completions.
         stop: ``"terminated"``, ``"truncated"``, ``"max_turns"``, ``"response_length"`` or ``"error"``.
-        error: ``{"type", "category", "message", "traceback"}`` when the program failed, else ``None``.
+        error: the failure record when the program failed.
         messages: the conversation as text.
         generation_s, env_s: seconds in ``generate`` and in the environment.
     """
@@ -167,9 +135,9 @@ class TokenEpisode:
         return self.reward >= SUCCESS_RETURN
 
     def extra_fields(self) -> dict[str, Any]:
-        """Per-sample values for verl's ``extra_fields`` (JSON values; the same keys every sample):
-        ``spade_env_id``, ``spade_seed``, ``spade_return``, ``spade_success``, ``spade_turns``,
-        ``spade_stop``, ``spade_error`` (the error message or ``""``) and ``turn_scores``."""
+        """verl's ``extra_fields``: ``spade_env_id``, ``spade_seed``, ``spade_return``, ``spade_success``,
+        ``spade_turns``, ``spade_stop``, ``spade_error`` (message or ``""``) and ``turn_scores``.
+        """
         return {
             "spade_env_id": self.env_id,
             "spade_seed": self.seed,
@@ -182,11 +150,7 @@ class TokenEpisode:
         }
 
     def agent_loop_output(self, response_length: int | None = None) -> dict[str, Any]:
-        """The keyword arguments of verl's ``AgentLoopOutput``, cut to ``response_length`` tokens.
-
-        ``reward_score`` is the episode return (verl then skips its reward manager for the sample);
-        ``metrics`` holds ``generate_sequences`` and ``tool_calls`` seconds (``AgentLoopMetrics``).
-        """
+        """Keyword arguments of verl's ``AgentLoopOutput``, cut to ``response_length`` tokens."""
         cut = len(self.response_ids) if response_length is None else response_length
         return {
             "prompt_ids": list(self.prompt_ids),
@@ -216,27 +180,18 @@ async def play_token_episode(
     """Play one episode of ``env_id`` token-in-token-out.
 
     Args:
-        env_id: a Gymnasium id, e.g. ``"spade/ArithmeticChain-v0"``.
-        seed: the reset seed (int >= 0).
-        generate: ``await generate(token_ids, sampling_params)``, the completion of the whole
-            conversation so far (prompt and response tokens); see :data:`GenerateFn`. Its
-            exceptions propagate (a dead inference server is the trainer's failure, not the
-            environment's).
-        tokenizer: a Hugging Face tokenizer with a chat template (verl's ``self.tokenizer``).
+        env_id, seed: the Gymnasium id and reset seed (int >= 0).
+        generate: see :data:`GenerateFn`; called with the whole conversation's tokens. Its
+            exceptions propagate (a dead server is the trainer's failure).
+        tokenizer: a Hugging Face tokenizer with a chat template.
         sampling_params: passed to ``generate`` (a copy per turn).
         hint: append the privileged hint to the first observation.
-        max_turns: cap on agent turns below the environment's own ``max_turns``.
-        response_length: the response budget in tokens (verl's ``rollout.response_length``):
-            generation stops once the response holds this many tokens, and an observation that
-            would overflow it ends the episode. ``None``: unlimited.
-        budget_key: when set (e.g. ``"max_tokens"``), ``sampling_params[budget_key]`` is set to the
-            tokens left in the budget each turn. verl's vLLM server sets ``max_tokens`` itself and
-            refuses a second one, so its loop leaves this ``None``.
-        chat_template_kwargs: extra keywords for ``apply_chat_template`` (verl's
-            ``data.apply_chat_template_kwargs``, e.g. ``{"enable_thinking": False}``).
-
-    Returns:
-        A :class:`TokenEpisode`.
+        max_turns: cap on agent turns below the environment's own.
+        response_length: response budget in tokens (``None``: unlimited); an observation that
+            would overflow it ends the episode.
+        budget_key: when set (e.g. ``"max_tokens"``), ``sampling_params[budget_key]`` gets the
+            tokens left each turn (verl's vLLM server sets it itself: ``None``).
+        chat_template_kwargs: extra keywords for ``apply_chat_template``.
 
     Raises:
         EnvNotFound / ValueError: ``env_id`` is unknown or not playable, or ``seed`` is invalid.
@@ -252,13 +207,7 @@ async def play_token_episode(
     try:
         first = await asyncio.to_thread(episode.start)
         result.env_s += time.perf_counter() - began
-        if episode.error is not None:
-            # the program failed to load or reset: a prompt saying so, no response, return 0
-            first = f"(the environment {env_id} failed to start: {episode.error.get('message', '')})"
-        result.messages = [
-            {"role": "system", "content": episode.system_prompt},
-            {"role": "user", "content": first},
-        ]
+        result.messages = episode.prompt_messages(first)  # a failure note when it failed to start
         result.prompt_ids = encode_text(
             tokenizer,
             render_chat(
@@ -336,31 +285,23 @@ def make_rows(
     hint: bool = False,
     agent_name: str = AGENT_NAME,
 ) -> list[dict[str, Any]]:
-    """Dataset rows for verl: one per (environment, seed), environments outermost.
+    """Dataset rows for verl (plain dicts): one per (environment, seed), environments outermost.
 
-    Each row has verl's RLHF dataset columns: ``data_source`` (``"spade_gym"``), ``agent_name``
-    (routes the sample to ``SpadeAgentLoop``), ``prompt`` (the chat messages the episode starts
-    from: the Agent's system prompt and the first observation; verl filters and logs by it, the
-    loop rebuilds it from the environment), ``ability`` (the setting), ``reward_model`` (unused:
-    the loop returns the reward) and ``extra_info`` (``split``, ``index``, ``env_id``, ``seed``,
-    ``hint``; the loop reads ``env_id``, ``seed`` and ``hint`` from here).
+    Columns: ``data_source``, ``agent_name``, ``prompt`` (system prompt and first observation),
+    ``ability`` (the setting), ``reward_model`` (unused) and ``extra_info`` (``split``, ``index``,
+    ``env_id``, ``seed``, ``hint``).
 
     Args:
         env_ids: Gymnasium ids; ``None``: every environment of ``registry``.
-        seeds: reset seeds (ints >= 0), or a count ``n`` for seeds ``0 .. n-1``; use disjoint
-            ranges for training and validation.
-        registry: a registry folder to register and draw ids from (``None``: ``$SPADE_REGISTRY``,
-            else the bundled seed library).
+        seeds: reset seeds, or a count ``n`` for ``0 .. n-1``.
+        registry: a registry folder (``None``: ``$SPADE_REGISTRY``, else the seed library).
         split: written into ``extra_info.split``.
-        hint: rows whose episodes show the privileged hint.
-        agent_name: the agent loop name (as registered in ``verl_agent_loop.yaml``).
-
-    Returns:
-        The rows (plain dicts of JSON values).
+        hint: show the privileged hint.
+        agent_name: the agent loop name.
 
     Raises:
         EnvNotFound / ValueError: an unknown or unplayable id, or a bad seed.
-        SpadeError: an environment fails to start at a seed (its program is broken: fix or drop it).
+        SpadeError: an environment fails to start at a seed.
     """
     ids = resolve_env_ids(env_ids, registry)
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
@@ -425,20 +366,11 @@ _REGISTERED: set[str] = set()
 
 
 def agent_loop_class() -> type:
-    """verl's agent loop for spade environments: ``SpadeAgentLoop``, an ``AgentLoopBase`` subclass
-    registered as ``"spade_agent"`` (defined on first call, once per process).
+    """``SpadeAgentLoop``, verl's ``AgentLoopBase`` registered as ``"spade_agent"`` (defined once).
 
-    The loop reads ``env_id``, ``seed`` and ``hint`` from the sample (``extra_info``, or the top
-    level), plays it with :func:`play_token_episode` through ``self.server_manager.generate`` (one
-    request id per episode, so its turns stick to one server and reuse its prefix cache), and
-    returns an ``AgentLoopOutput`` whose ``reward_score`` is the episode return. Keywords of its
-    entry in the agent loop config (``verl_agent_loop.yaml``): ``max_turns`` (cap on agent turns)
-    and ``registry`` (a registry folder whose environments to register with Gymnasium in each
-    worker, for ids outside the bundled seed library).
-
-    Returns:
-        The class (also ``spade_gym.integrations.verl.SpadeAgentLoop``, the ``_target_`` verl's
-        config names).
+    It plays each sample with :func:`play_token_episode` through ``server_manager.generate`` (one
+    request id per episode, for prefix-cache reuse); ``reward_score`` is the return. Config keywords:
+    ``max_turns`` and ``registry`` (a folder to register in each worker).
 
     Raises:
         MissingDependency: verl is not installed.
@@ -451,8 +383,7 @@ def agent_loop_class() -> type:
     output_cls: Any = agent_loop.AgentLoopOutput
 
     class SpadeAgentLoop(base):
-        """verl agent loop that plays one spade environment episode per sample (see
-        :func:`spade_gym.integrations.verl.agent_loop_class`)."""
+        """Plays one spade environment episode per sample."""
 
         def __init__(
             self, *args: Any, max_turns: int | None = None, registry: str | None = None, **kwargs: Any
@@ -502,7 +433,7 @@ def agent_loop_class() -> type:
 
 
 def __getattr__(name: str) -> Any:
-    """``SpadeAgentLoop`` is defined on first access (it needs verl); see :func:`agent_loop_class`."""
+    """``SpadeAgentLoop``, defined on first access (it needs verl)."""
     if name == "SpadeAgentLoop":
         return agent_loop_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
