@@ -29,7 +29,7 @@ from typing import Any
 
 from spade_gym.evaluation.base import Comparison, SuiteResult, compare_results, load_results, save_results
 from spade_gym.evaluation.environments import ProgramSuite
-from spade_gym.evaluation.plot import _bars, _pyplot, _save
+from spade_gym.evaluation.plot import interval_bars, pyplot, save_figure
 from spade_gym.policies.base import SamplingParams
 
 __all__ = ["ArmResult", "LearningResult", "LearningSettings", "learning_benchmark", "plot_learning", "policy_tokens"]
@@ -312,12 +312,12 @@ def learning_benchmark(
 def plot_learning(result: LearningResult, path: str | Path) -> Path:
     """Draw the benchmark as one PNG (held-out scores with 95% intervals, the Designer's and the
     Agent's curves); returns ``path``. Raises ImportError without matplotlib (the ``train`` extra)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     ax = axes[0]
     bars = [("start", result.before), ("self-play", result.selfplay.after), ("baseline", result.baseline.after)]
     for x, (label, r) in enumerate(bars):
-        _bars(ax, [x], [r], 0.6, capsize=4, label=label)
+        interval_bars(ax, [x], [r], 0.6, capsize=4, label=label)
     ax.set_xticks(range(len(bars)), [b[0] for b in bars])
     ax.set_ylim(0, 1)
     ax.set_ylabel("held-out score (95% CI)")
@@ -342,4 +342,4 @@ def plot_learning(result: LearningResult, path: str | Path) -> Path:
     axes[2].set_ylim(0, 1)
     axes[2].legend(frameon=False, fontsize=8)
     fig.suptitle(f"{result.model}: self-play vs designer-off baseline at equal policy tokens")
-    return _save(plt, fig, path, 110)
+    return save_figure(plt, fig, path, 110)
