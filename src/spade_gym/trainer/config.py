@@ -829,21 +829,14 @@ def _top_p(key: str, value: float) -> None:
         _range(key, value, "a number in (0, 1]")
 
 
-def _field_type(parts: Sequence[str]) -> Any:
-    """The declared type at a dotted path, or ``None`` when the path names no field."""
+def _is_str_field(parts: Sequence[str]) -> bool:
+    """Whether the dotted path names a string field."""
     tp: Any = SelfPlayConfig
     for part in parts:
-        if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
-            return None
-        hints = get_type_hints(tp)
+        hints = get_type_hints(tp) if isinstance(tp, type) and dataclasses.is_dataclass(tp) else {}
         if part not in hints:
-            return None
+            return False
         tp = hints[part]
-    return tp
-
-
-def _is_str_field(parts: Sequence[str]) -> bool:
-    tp = _field_type(parts)
     return tp is str or (get_origin(tp) is Literal and all(isinstance(c, str) for c in get_args(tp)))
 
 

@@ -307,10 +307,6 @@ def _offset(lines: list[str], starts: list[int], lineno: int, col: int) -> int:
     return starts[lineno - 1] + len(line.encode("utf-8")[:col].decode("utf-8", "ignore"))
 
 
-def _fenced(source: str) -> str:
-    return f"```python\n{source}```"
-
-
 def _normalise(source: str) -> str:
     return source.strip("\n") + "\n"
 
@@ -375,7 +371,7 @@ def _designer_samples(
             prompt = build_prompt(
                 document, items, setting=record.setting, mode=mode, parent=parent, include_source=d.include_source
             )
-            target = _fenced(target_source) if parent is None else edit_blocks(source, target_source)
+            target = f"```python\n{target_source}```" if parent is None else edit_blocks(source, target_source)
             if extract_design(target, prompt).source != target_source:
                 skipped["extraction_mismatch"] = skipped.get("extraction_mismatch", 0) + 1
                 continue
@@ -433,12 +429,6 @@ def _lora_config(config: SelfPlayConfig, policy: Any) -> dict[str, Any]:
     return dict(config.policy.lora) if config.policy.lora is not None else dict(WARMSTART_LORA)
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, set | frozenset):
-        return sorted(value, key=str)
-    return str(value)
-
-
 def warmstart_hash(config: SelfPlayConfig, policy: Any, data: WarmstartData) -> str:
     """SHA-256 hex naming a cache entry: the base model (spec, dtype, architecture), the LoRA config,
     the ``warmstart`` section without ``enabled``/``cache_dir``, and the dataset's digest."""
@@ -456,7 +446,9 @@ def warmstart_hash(config: SelfPlayConfig, policy: Any, data: WarmstartData) -> 
         "warmstart": section,
         "data": data.digest(),
     }
-    text = json.dumps(key, sort_keys=True, default=_json_default)
+    text = json.dumps(
+        key, sort_keys=True, default=lambda v: sorted(v, key=str) if isinstance(v, set | frozenset) else str(v)
+    )
     return hashlib.sha256(text.encode()).hexdigest()
 
 
