@@ -285,9 +285,8 @@ def doctor(
         probe = client.call("probe")
     table = _table("Sandbox layers of a worker on this machine", ("layer", "state", "what it does"))
     for name in LAYERS:
-        value = layers.get(name)
-        state = (
-            "[green]active[/green]" if value else ("[yellow]n/a[/yellow]" if value is None else "[red]inactive[/red]")
+        state = {True: "[green]active[/green]", None: "[yellow]n/a[/yellow]"}.get(
+            layers.get(name), "[red]inactive[/red]"
         )
         table.add_row(name, state, _LAYER_DOC[name])
     console.print(table)
@@ -319,15 +318,10 @@ def _backends_table() -> Table:
         import torch
 
         gpu = f"CUDA GPU: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "no CUDA GPU: runs on CPU"
-        table.add_row(
-            "transformers", "[green]ready[/green]", f"torch {torch_version}, transformers {transformers_version}; {gpu}"
-        )
+        row = ("[green]ready[/green]", f"torch {torch_version}, transformers {transformers_version}; {gpu}")
     else:
-        table.add_row(
-            "transformers",
-            "[red]missing[/red]",
-            "pip install 'spade-gym[train]' (torch's CPU build first on CPU-only machines)",
-        )
+        row = ("[red]missing[/red]", "pip install 'spade-gym[train]' (torch's CPU build first on CPU-only machines)")
+    table.add_row("transformers", *row)
     from spade_gym.errors import ModelNotFound
     from spade_gym.policies.embedded import EMBEDDED_NAME, cache_dir, embedded_gguf_path
 
