@@ -609,10 +609,8 @@ def design(
             repair_rounds=repairs,
         )
         doc: Document | str
-        if document is None:
-            doc = load_documents(None, seed=seed).sample(1)[0]
-        elif document.is_dir() or document.suffix.lower() in (".jsonl", ".parquet"):
-            doc = load_documents(str(document), seed=seed).sample(1)[0]
+        if document is None or document.is_dir() or document.suffix.lower() in (".jsonl", ".parquet"):
+            doc = load_documents(None if document is None else str(document), seed=seed).sample(1)[0]
         else:
             with open(document, "rb") as f:  # a document is capped at about 1024 tokens: 1 MB is plenty
                 text = f.read(1 << 20).decode("utf-8", errors="replace")
