@@ -195,11 +195,8 @@ class AgentSection:
     )
 
 
-_YAML_WORDS = {"None": "null", "True": "true", "False": "false"}
-
-
 def _yaml_words(text: str) -> str:
-    return re.sub(r"\b(None|True|False)\b", lambda m: _YAML_WORDS[m.group()], text)
+    return re.sub(r"\b(None|True|False)\b", lambda m: {"None": "null", "True": "true", "False": "false"}[m[0]], text)
 
 
 def _grpo(name: str) -> Any:

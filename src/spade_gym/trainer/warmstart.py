@@ -471,11 +471,10 @@ def _atomic_save(obj: Any, path: Path) -> None:
 
 @dataclass
 class WarmstartResult:
-    """What :func:`run_warmstart` did: the cache entry (``hash``, ``path``, ``adapter_path``),
-    whether it was ``cached``, steps in all / in this call / resumed from, the loss of every step
-    and the mean NLL (nats per target token) of each role's first samples before and after
-    (``None`` without samples), the dataset, ``wall_s`` and ``step_s`` seconds, and whether the
-    adapters were ``merged`` into the weights (a run without ``policy.lora``)."""
+    """What :func:`run_warmstart` did: the cache entry, whether it was ``cached``, the steps, the
+    loss of every step, each role's mean NLL (nats per target token, ``None`` without samples) of
+    its first samples before and after, the dataset, seconds, and whether the adapters were
+    ``merged`` into the weights (a run without ``policy.lora``)."""
 
     hash: str
     path: Path
