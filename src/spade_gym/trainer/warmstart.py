@@ -351,22 +351,18 @@ def _designer_samples(
             tick()
             source = sources[record.env_id]
             items = memory.select(rng, setting=record.setting, exclude=[record.env_id, *held])
-            parent = None
+            parent, target_source = None, source
             if mode == "edit":
                 if not knobs(source):
                     continue
-                target_source = None
                 for _ in range(10):  # a variant the gate accepts (a knob moved too far can break it)
-                    candidate = _normalise(variants(source, rng))
-                    if validate(candidate, _TARGET_GATE).accepted:
-                        target_source = candidate
+                    target_source = _normalise(variants(source, rng))
+                    if validate(target_source, _TARGET_GATE).accepted:
                         break
-                if target_source is None:
+                else:
                     skipped["variant_invalid"] = skipped.get("variant_invalid", 0) + 1
                     continue
                 parent = MemoryItem(record, "random", verdict(record.stats), source)
-            else:
-                target_source = source
             document = documents.sample(1)[0]
             prompt = build_prompt(
                 document, items, setting=record.setting, mode=mode, parent=parent, include_source=d.include_source
@@ -648,7 +644,6 @@ def run_warmstart(
             if stop_after is not None and step >= stop_after:
                 save(step)
                 say(f"cold start: stopped after step {step} of {len(schedule)} (state in {state_path})")
-                policy.model.train(was_training)
                 return WarmstartResult(
                     digest, entry, adapter_path, False, len(schedule), steps_run, start, losses,
                     loss_before, {}, len(data.of("agent")), len(data.of("designer")), data.envs,
