@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import statistics
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -122,16 +123,16 @@ class PhaseProgress:
                     if now - self.last_line.get(name, started) >= PROGRESS_LINE_EVERY_S:
                         self._line(name, done, total, started, now)
 
-    def loading(self, what: str) -> Any:
-        """A pulsing bar or one line while ``what`` loads; pass the result to :meth:`loaded`."""
+    @contextlib.contextmanager
+    def loading(self, what: str) -> Iterator[None]:
+        """A pulsing bar, or one line, while the block loads ``what``."""
         if not console.is_terminal:
             self.say(f"{time.strftime('%H:%M:%S')} {what}")
-            return None
-        return self.bars.add_task(what, total=None)
-
-    def loaded(self, task: Any) -> None:
-        if task is not None:
-            self.bars.remove_task(task)
+            yield
+            return
+        task = self.bars.add_task(what, total=None)
+        yield
+        self.bars.remove_task(task)
 
 
 app = typer.Typer(
@@ -284,9 +285,8 @@ def doctor(
         probe = client.call("probe")
     table = _table("Sandbox layers of a worker on this machine", ("layer", "state", "what it does"))
     for name in LAYERS:
-        value = layers.get(name)
-        state = (
-            "[green]active[/green]" if value else ("[yellow]n/a[/yellow]" if value is None else "[red]inactive[/red]")
+        state = {True: "[green]active[/green]", None: "[yellow]n/a[/yellow]"}.get(
+            layers.get(name), "[red]inactive[/red]"
         )
         table.add_row(name, state, _LAYER_DOC[name])
     console.print(table)
@@ -318,15 +318,10 @@ def _backends_table() -> Table:
         import torch
 
         gpu = f"CUDA GPU: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "no CUDA GPU: runs on CPU"
-        table.add_row(
-            "transformers", "[green]ready[/green]", f"torch {torch_version}, transformers {transformers_version}; {gpu}"
-        )
+        row = ("[green]ready[/green]", f"torch {torch_version}, transformers {transformers_version}; {gpu}")
     else:
-        table.add_row(
-            "transformers",
-            "[red]missing[/red]",
-            "pip install 'spade-gym[train]' (torch's CPU build first on CPU-only machines)",
-        )
+        row = ("[red]missing[/red]", "pip install 'spade-gym[train]' (torch's CPU build first on CPU-only machines)")
+    table.add_row("transformers", *row)
     from spade_gym.errors import ModelNotFound
     from spade_gym.policies.embedded import EMBEDDED_NAME, cache_dir, embedded_gguf_path
 
@@ -614,10 +609,8 @@ def design(
             repair_rounds=repairs,
         )
         doc: Document | str
-        if document is None:
-            doc = load_documents(None, seed=seed).sample(1)[0]
-        elif document.is_dir() or document.suffix.lower() in (".jsonl", ".parquet"):
-            doc = load_documents(str(document), seed=seed).sample(1)[0]
+        if document is None or document.is_dir() or document.suffix.lower() in (".jsonl", ".parquet"):
+            doc = load_documents(None if document is None else str(document), seed=seed).sample(1)[0]
         else:
             with open(document, "rb") as f:  # a document is capped at about 1024 tokens: 1 MB is plenty
                 text = f.read(1 << 20).decode("utf-8", errors="replace")
@@ -693,7 +686,8 @@ def selfplay(
     (each design's completion, program and verdict), TensorBoard events, checkpoints
     (`spade resume RUN_DIR` continues a killed run) and plots.
     """
-    from spade_gym.trainer.config import SelfPlayConfig, describe_config
+    from spade_gym.trainer.config import describe_config
+    from spade_gym.trainer.run import RunDir
 
     if help_config:
         print(describe_config())
@@ -704,14 +698,7 @@ def selfplay(
             "cores; an empty file takes every default of --help-config (a GPU-sized run)",
             2,
         )
-    try:
-        cfg = SelfPlayConfig.from_yaml(config)
-        cfg = cfg.with_overrides(list(overrides or []))
-        if out is not None:
-            cfg = cfg.with_overrides([f"run.out={out}"])
-    except (SpadeError, ValueError, OSError) as exc:
-        _fail(_safe(str(exc)), 2)
-    from spade_gym.trainer.run import RunDir
+    cfg = _read_config(config, [*(overrides or []), *([f"run.out={out}"] if out is not None else [])])
 
     try:
         run = RunDir.create(cfg.run.out, cfg)
@@ -770,26 +757,22 @@ def warmstart(
     `spade selfplay` with `warmstart.enabled: true` loads the same cached adapters before iteration 0;
     an interrupted run continues from its last saved step when run again.
     """
-    from spade_gym.trainer.config import SelfPlayConfig
     from spade_gym.trainer.selfplay import check_lora, load_config_policy
     from spade_gym.trainer.warmstart import check_warmstart_config, run_warmstart
 
-    if config is None:
-        _fail("give the run's configuration with --config FILE (e.g. examples/selfplay_cpu.yaml)", 2)
-    try:
-        cfg = SelfPlayConfig.from_yaml(config).with_overrides(list(overrides or []))
+    def check(cfg: Any) -> None:
         if cfg.policy.lora is not None:
             check_lora(cfg.policy.lora)
         check_warmstart_config(cfg)
-    except (SpadeError, ValueError, OSError) as exc:
-        _fail(_safe(str(exc)), 2)
 
+    if config is None:
+        _fail("give the run's configuration with --config FILE (e.g. examples/selfplay_cpu.yaml)", 2)
+    cfg = _read_config(config, overrides or [], check)
     progress = PhaseProgress(_say, prefix="cold start: ")
     try:
         with progress.bars:
-            loading = progress.loading(f"loading the policy {cfg.policy.spec}")
-            policy = load_config_policy(cfg, cfg.policy.spec.removeprefix("vllm:"))
-            progress.loaded(loading)
+            with progress.loading(f"loading the policy {cfg.policy.spec}"):
+                policy = load_config_policy(cfg, cfg.policy.spec.removeprefix("vllm:"))
             result = run_warmstart(cfg, policy, say=_say, progress=progress)
     except SpadeError as exc:
         _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 1)
@@ -819,6 +802,19 @@ def warmstart(
     )
 
 
+def _read_config(path: Path, overrides: Sequence[str], check: Any = None) -> Any:
+    """The SelfPlayConfig of ``path`` with ``overrides``, passed to ``check``; exit status 2 when bad."""
+    from spade_gym.trainer.config import SelfPlayConfig
+
+    try:
+        cfg = SelfPlayConfig.from_yaml(path).with_overrides(list(overrides))
+        if check is not None:
+            check(cfg)
+    except (SpadeError, ValueError, OSError) as exc:
+        _fail(_safe(str(exc)), 2)
+    return cfg
+
+
 def _existing_folder(path: Path) -> Path:
     from spade_gym.trainer.run import RunDirError
 
@@ -836,9 +832,8 @@ def _run_selfplay(make: Any) -> None:
     loop = None
     try:
         with progress.bars:  # the cold start runs while the loop is made: its bars show too
-            loading = progress.loading("loading the policy and the registry")
-            loop = make(_say, progress)
-            progress.loaded(loading)
+            with progress.loading("loading the policy and the registry"):
+                loop = make(_say, progress)
             start = loop.start
             total = loop.config.run.iterations
             _say(f"run folder {loop.run.path}: iterations {start}..{total - 1} of {total}")

@@ -195,11 +195,8 @@ class AgentSection:
     )
 
 
-_YAML_WORDS = {"None": "null", "True": "true", "False": "false"}
-
-
 def _yaml_words(text: str) -> str:
-    return re.sub(r"\b(None|True|False)\b", lambda m: _YAML_WORDS[m.group()], text)
+    return re.sub(r"\b(None|True|False)\b", lambda m: {"None": "null", "True": "true", "False": "false"}[m[0]], text)
 
 
 def _grpo(name: str) -> Any:
@@ -428,10 +425,9 @@ class SelfPlayConfig:
 
         if not d.documents.strip():
             _range("designer.documents", d.documents, "'builtin', a file or folder, or 'hf:<dataset>'")
-        _at_least("designer.document_max_tokens", d.document_max_tokens, 1)
-        _at_least("designer.prompts_per_iteration", d.prompts_per_iteration, 1)
+        for name in ("document_max_tokens", "prompts_per_iteration", "max_new_tokens"):
+            _at_least(f"designer.{name}", getattr(d, name), 1)
         _at_least("designer.group_size", d.group_size, 2, "(a group of one design has no relative advantage)")
-        _at_least("designer.max_new_tokens", d.max_new_tokens, 1)
         _at_least("designer.edit_max_new_tokens", d.edit_max_new_tokens, EDIT_TOKEN_FLOOR, "(one edit block)")
         _positive("designer.temperature", d.temperature, "(a group of greedy samples is degenerate)")
         _top_p("designer.top_p", d.top_p)
@@ -453,15 +449,12 @@ class SelfPlayConfig:
         _probability("designer.reward.out_of_reach_below", d.reward.out_of_reach_below)
         _finite("designer.reward.outside_window", d.reward.outside_window)
 
-        _at_least("agent.k", a.k, 1)
-        _at_least("agent.max_new_tokens", a.max_new_tokens, 1)
+        for name in ("k", "max_new_tokens", "max_turns", "max_episodes", "replay_seeds"):
+            _at_least(f"agent.{name}", getattr(a, name), 1)
         _positive("agent.temperature", a.temperature, "(regret needs sampling)")
         _top_p("agent.top_p", a.top_p)
-        _at_least("agent.max_turns", a.max_turns, 1)
-        _at_least("agent.max_episodes", a.max_episodes, 1)
         _at_least("agent.replay_envs", a.replay_envs, 0)
         _at_least("agent.episodes_per_env", a.episodes_per_env, 2, "(a group of one episode has no relative advantage)")
-        _at_least("agent.replay_seeds", a.replay_seeds, 1)
         if a.replay_seeds > a.episodes_per_env:
             _range("agent.replay_seeds", a.replay_seeds, f"at most agent.episodes_per_env ({a.episodes_per_env})")
         _positive("agent.replay_beta", a.replay_beta)
@@ -475,11 +468,9 @@ class SelfPlayConfig:
 
         if not r.out.strip():
             _range("run.out", r.out, "a folder path")
-        _at_least("run.iterations", r.iterations, 1)
+        for name in ("iterations", "checkpoint_every", "keep_checkpoints", "log_every"):
+            _at_least(f"run.{name}", getattr(r, name), 1)
         _at_least("run.seed", r.seed, 0)
-        _at_least("run.checkpoint_every", r.checkpoint_every, 1)
-        _at_least("run.keep_checkpoints", r.keep_checkpoints, 1)
-        _at_least("run.log_every", r.log_every, 1)
         try:
             kind, tasks = parse_fixed_pool(r.fixed_pool)
             if kind == "reasoning-gym":
@@ -829,21 +820,14 @@ def _top_p(key: str, value: float) -> None:
         _range(key, value, "a number in (0, 1]")
 
 
-def _field_type(parts: Sequence[str]) -> Any:
-    """The declared type at a dotted path, or ``None`` when the path names no field."""
+def _is_str_field(parts: Sequence[str]) -> bool:
+    """Whether the dotted path names a string field."""
     tp: Any = SelfPlayConfig
     for part in parts:
-        if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
-            return None
-        hints = get_type_hints(tp)
+        hints = get_type_hints(tp) if isinstance(tp, type) and dataclasses.is_dataclass(tp) else {}
         if part not in hints:
-            return None
+            return False
         tp = hints[part]
-    return tp
-
-
-def _is_str_field(parts: Sequence[str]) -> bool:
-    tp = _field_type(parts)
     return tp is str or (get_origin(tp) is Literal and all(isinstance(c, str) for c in get_args(tp)))
 
 

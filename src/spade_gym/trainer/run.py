@@ -15,14 +15,12 @@ Layout::
       plots/                 PNGs of ``spade plot``
       .lock                  the PID of the process running the run
 
-**Ordering.** Iteration ``i`` does its work, then (when due) ``save_checkpoint``: every file is
-written and fsync'ed in ``checkpoints/.tmp-*``, ``meta.json`` last, the folder renamed to
-``iter_<i>`` and ``latest`` replaced; then ``log_metrics`` appends and fsyncs one line. On
-``spade resume``, :meth:`RunDir.prepare_resume` takes the newest complete checkpoint ``c``, deletes
-temporary and newer checkpoints, rewrites ``metrics.jsonl`` to iterations ``<= c`` (restoring
-``c``'s line from the checkpoint) and hides later TensorBoard events; the loop continues at
-``c + 1``. A kill therefore loses at most the iteration in progress (``run.checkpoint_every``
-iterations when that is > 1). Environments registered by a killed iteration stay registered.
+**Ordering.** Iteration ``i`` does its work, then (when due) ``save_checkpoint`` (written in
+``checkpoints/.tmp-*``, renamed to ``iter_<i>``), then ``log_metrics`` appends one fsync'ed line.
+:meth:`RunDir.prepare_resume` goes back to the newest complete checkpoint ``c`` (newer ones deleted,
+``metrics.jsonl`` cut to iterations ``<= c``, later TensorBoard events hidden); the loop continues
+at ``c + 1``, so a kill loses at most ``run.checkpoint_every`` iterations. Environments registered
+by a killed iteration stay registered.
 """
 
 from __future__ import annotations
@@ -128,21 +126,21 @@ def _read_json(path: Path) -> Any:
         raise RunDirError(f"cannot read {path}: {exc}") from exc
 
 
-def _torch() -> Any:
+def _torch(needed_for: str = "") -> Any:
+    """The torch module; ``None`` without it, or RunDirError when it is ``needed_for`` something."""
     try:
         import torch
     except ImportError:
+        if needed_for:
+            raise RunDirError(f"{needed_for} needs torch: pip install 'spade-gym[train]'") from None
         return None
     return torch
 
 
 def capture_rng_state(generators: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The state of every random generator a run draws from, as JSON data:
-    ``{"python", "numpy", "torch", "cuda", "generators"}`` (torch and cuda ``None`` without them).
-
-    ``generators``: the run's own ``random.Random``, ``numpy.random.Generator`` or
-    ``torch.Generator`` by name.
-    """
+    """Every global random generator's state and ``generators``' (the run's own ``random.Random``,
+    numpy or torch Generator, by name) as JSON data: ``{"python", "numpy", "torch", "cuda",
+    "generators"}``, torch and cuda ``None`` without them."""
     version, internal, gauss = random.getstate()
     kind, keys, pos, has_gauss, cached = cast(tuple[Any, Any, Any, Any, Any], np.random.get_state(legacy=True))
     state: dict[str, Any] = {
@@ -220,9 +218,8 @@ def restore_rng_state(state: Mapping[str, Any], generators: Mapping[str, Any] | 
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """One complete checkpoint (:meth:`RunDir.load_checkpoint`): the JSON parts as given to
-    :meth:`RunDir.save_checkpoint`, ``time`` in seconds since the epoch; the policy and optimizer
-    states are read on demand by :meth:`load_policy_state` and :meth:`load_optimizer_state`."""
+    """One complete checkpoint (:meth:`RunDir.load_checkpoint`): the JSON parts as saved, ``time``
+    in seconds since the epoch; the policy and optimizer states are read on demand."""
 
     iteration: int
     path: Path
@@ -241,8 +238,7 @@ class Checkpoint:
         return (self.path / "optimizer.pt").is_file()
 
     def load_policy_state(self, map_location: Any = "cpu") -> dict[str, Any]:
-        """The policy state dict saved as ``policy.pt``; RunDirError when there is none (a policy
-        saved by a callable is in ``policy_dir``)."""
+        """The policy state dict saved as ``policy.pt``; RunDirError when there is none."""
         path = self.policy_dir / "policy.pt"
         if not path.is_file():
             raise RunDirError(
@@ -257,9 +253,7 @@ class Checkpoint:
 
 
 def _torch_save(obj: Any, path: Path) -> None:
-    torch = _torch()
-    if torch is None:
-        raise RunDirError(f"saving {path.name} needs torch: pip install 'spade-gym[train]'")
+    torch = _torch(f"saving {path.name}")
     with open(path, "wb") as fh:
         torch.save(obj, fh)
         fh.flush()
@@ -267,10 +261,7 @@ def _torch_save(obj: Any, path: Path) -> None:
 
 
 def _torch_load(path: Path, map_location: Any) -> Any:
-    torch = _torch()
-    if torch is None:
-        raise RunDirError(f"reading {path} needs torch: pip install 'spade-gym[train]'")
-    return torch.load(path, map_location=map_location, weights_only=True)
+    return _torch(f"reading {path}").load(path, map_location=map_location, weights_only=True)
 
 
 def _checkpoint_name(iteration: int) -> str:
@@ -406,7 +397,7 @@ class RunDir:
         return read_metrics(self.metrics_path)
 
     def _drop_torn_tail(self) -> None:
-        """Cut a torn last line off ``metrics.jsonl`` so that the next line starts on its own."""
+        """Cut a torn last line off ``metrics.jsonl``."""
         try:
             with open(self.metrics_path, "rb+") as fh:
                 data = fh.read()

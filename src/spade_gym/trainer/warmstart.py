@@ -307,10 +307,6 @@ def _offset(lines: list[str], starts: list[int], lineno: int, col: int) -> int:
     return starts[lineno - 1] + len(line.encode("utf-8")[:col].decode("utf-8", "ignore"))
 
 
-def _fenced(source: str) -> str:
-    return f"```python\n{source}```"
-
-
 def _normalise(source: str) -> str:
     return source.strip("\n") + "\n"
 
@@ -355,27 +351,23 @@ def _designer_samples(
             tick()
             source = sources[record.env_id]
             items = memory.select(rng, setting=record.setting, exclude=[record.env_id, *held])
-            parent = None
+            parent, target_source = None, source
             if mode == "edit":
                 if not knobs(source):
                     continue
-                target_source = None
                 for _ in range(10):  # a variant the gate accepts (a knob moved too far can break it)
-                    candidate = _normalise(variants(source, rng))
-                    if validate(candidate, _TARGET_GATE).accepted:
-                        target_source = candidate
+                    target_source = _normalise(variants(source, rng))
+                    if validate(target_source, _TARGET_GATE).accepted:
                         break
-                if target_source is None:
+                else:
                     skipped["variant_invalid"] = skipped.get("variant_invalid", 0) + 1
                     continue
                 parent = MemoryItem(record, "random", verdict(record.stats), source)
-            else:
-                target_source = source
             document = documents.sample(1)[0]
             prompt = build_prompt(
                 document, items, setting=record.setting, mode=mode, parent=parent, include_source=d.include_source
             )
-            target = _fenced(target_source) if parent is None else edit_blocks(source, target_source)
+            target = f"```python\n{target_source}```" if parent is None else edit_blocks(source, target_source)
             if extract_design(target, prompt).source != target_source:
                 skipped["extraction_mismatch"] = skipped.get("extraction_mismatch", 0) + 1
                 continue
@@ -433,12 +425,6 @@ def _lora_config(config: SelfPlayConfig, policy: Any) -> dict[str, Any]:
     return dict(config.policy.lora) if config.policy.lora is not None else dict(WARMSTART_LORA)
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, set | frozenset):
-        return sorted(value, key=str)
-    return str(value)
-
-
 def warmstart_hash(config: SelfPlayConfig, policy: Any, data: WarmstartData) -> str:
     """SHA-256 hex naming a cache entry: the base model (spec, dtype, architecture), the LoRA config,
     the ``warmstart`` section without ``enabled``/``cache_dir``, and the dataset's digest."""
@@ -456,7 +442,9 @@ def warmstart_hash(config: SelfPlayConfig, policy: Any, data: WarmstartData) -> 
         "warmstart": section,
         "data": data.digest(),
     }
-    text = json.dumps(key, sort_keys=True, default=_json_default)
+    text = json.dumps(
+        key, sort_keys=True, default=lambda v: sorted(v, key=str) if isinstance(v, set | frozenset) else str(v)
+    )
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -479,11 +467,10 @@ def _atomic_save(obj: Any, path: Path) -> None:
 
 @dataclass
 class WarmstartResult:
-    """What :func:`run_warmstart` did: the cache entry (``hash``, ``path``, ``adapter_path``),
-    whether it was ``cached``, steps in all / in this call / resumed from, the loss of every step
-    and the mean NLL (nats per target token) of each role's first samples before and after
-    (``None`` without samples), the dataset, ``wall_s`` and ``step_s`` seconds, and whether the
-    adapters were ``merged`` into the weights (a run without ``policy.lora``)."""
+    """What :func:`run_warmstart` did: the cache entry, whether it was ``cached``, the steps, the
+    loss of every step, each role's mean NLL (nats per target token, ``None`` without samples) of
+    its first samples before and after, the dataset, seconds, and whether the adapters were
+    ``merged`` into the weights (a run without ``policy.lora``)."""
 
     hash: str
     path: Path
@@ -657,7 +644,6 @@ def run_warmstart(
             if stop_after is not None and step >= stop_after:
                 save(step)
                 say(f"cold start: stopped after step {step} of {len(schedule)} (state in {state_path})")
-                policy.model.train(was_training)
                 return WarmstartResult(
                     digest, entry, adapter_path, False, len(schedule), steps_run, start, losses,
                     loss_before, {}, len(data.of("agent")), len(data.of("designer")), data.envs,
