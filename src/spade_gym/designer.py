@@ -1,17 +1,10 @@
 """The Environment Designer: prompts, program extraction, repair rounds, and ``SpadeDesignerEnv``.
 
-The Designer writes a whole environment program from a document and its memory of earlier
-environments. One design (docs/DESIGN.md, "The data flow") is four plain calls:
-
-1. :func:`build_prompt` -> :class:`DesignerPrompt`, in ``"write"`` mode (a new environment) or
-   ``"edit"`` mode (a variant of a memory environment, ACCEL's level editing, Parker-Holder et
-   al. 2022, section 3);
-2. ``policy.generate`` -> a completion;
-3. :func:`extract_program` (or :func:`apply_edits`): the program source in the completion;
-4. :func:`evaluate_completion` -> :class:`DesignOutcome`: gate, regret, registration, reward.
-
-:func:`design` adds repair rounds; :class:`SpadeDesignerEnv` (``spade/Designer-v0``) wraps 3-4 as a
-one-step gymnasium environment. Bad completions end with a report and a reward, never an exception.
+One design (docs/DESIGN.md, "The data flow"): :func:`build_prompt` in ``"write"`` mode (a new
+environment) or ``"edit"`` mode (a variant of a memory environment, ACCEL's level editing,
+Parker-Holder et al. 2022, section 3) -> ``policy.generate`` -> :func:`extract_design` ->
+:func:`evaluate_completion` (gate, regret, registration, reward). :func:`design` adds repair rounds;
+:class:`SpadeDesignerEnv` (``spade/Designer-v0``) is the one-step gymnasium form.
 """
 
 from __future__ import annotations
@@ -252,12 +245,10 @@ def build_prompt(
     parent: MemoryItem | None = None,
     include_source: bool = False,
 ) -> DesignerPrompt:
-    """Build the Designer prompt from a document and memory (docs/DESIGN.md, "The data flow").
+    """Build the Designer prompt from a document (a ``Document``, text or ``None``) and memory.
 
-    ``document``: a ``Document``, text (cleaned by :func:`~spade_gym.documents.make_document`) or
-    ``None`` (the memory alone grounds the prompt). In edit mode ``parent`` (default:
-    :func:`~spade_gym.memory.pick_parent`) is shown with its source and its setting wins.
-    ``include_source`` shows every memory environment's source.
+    In edit mode ``parent`` (default: :func:`~spade_gym.memory.pick_parent`) is shown with its
+    source and its setting wins. ``include_source`` shows every memory environment's source.
 
     Raises:
         ValueError: an unknown ``mode`` or ``setting``, or edit mode with an empty memory.
@@ -358,18 +349,12 @@ class ExtractedProgram:
 
 def _blocks(text: str) -> tuple[list[str], bool]:
     """Fenced code blocks of ``text``; the flag says the last one was never closed."""
-    blocks: list[str] = []
     fences = list(_FENCE.finditer(text))
-    i = 0
-    while i < len(fences):
-        opening = fences[i]
-        closing = fences[i + 1] if i + 1 < len(fences) else None
-        if closing is None:
-            blocks.append(text[opening.end() :].strip("\n"))
-            return blocks, True
-        blocks.append(text[opening.end() : closing.start()].strip("\n"))
-        i += 2
-    return blocks, False
+    blocks = [text[a.end() : b.start()].strip("\n") for a, b in zip(fences[::2], fences[1::2], strict=False)]
+    unclosed = len(fences) % 2 == 1
+    if unclosed:
+        blocks.append(text[fences[-1].end() :].strip("\n"))
+    return blocks, unclosed
 
 
 def extract_program(completion: str) -> ExtractedProgram:
@@ -522,10 +507,15 @@ def apply_edits(parent: str, completion: str) -> ExtractedProgram:
     return ExtractedProgram(source.strip("\n") + "\n", note="; ".join([f"{n} edit block(s) applied", *notes]))
 
 
+def _edits_parent(completion: str, prompt: DesignerPrompt | None) -> bool:
+    return prompt is not None and prompt.parent_source is not None and has_edits(completion)
+
+
 def extract_design(completion: str, prompt: DesignerPrompt | None) -> ExtractedProgram:
     """The program a completion designs for ``prompt``: edit blocks applied to an edit prompt's parent
     (:func:`apply_edits`), else a whole module (:func:`extract_program`)."""
-    if prompt is not None and prompt.parent_source is not None and has_edits(completion):
+    if _edits_parent(completion, prompt):
+        assert prompt is not None and prompt.parent_source is not None
         return apply_edits(prompt.parent_source, completion)
     found = extract_program(completion)
     if found.source is None and prompt is not None and prompt.parent_source is not None:
@@ -564,12 +554,9 @@ class DesignerConfig:
     """Settings of a design step (everything but the policies, registry and documents).
 
     ``k``: regret episodes per arm. ``regret_seeds``: the first of ``k`` fixed regret seeds, or
-    ``None``: drawn per design (from the sampling seed when given), so a program cannot tell
-    regret episodes from others. ``rollout``: the Agent's regret rollout (temperature > 0; an unset
-    sampling seed is drawn per design). ``sampling``: the Designer's, in :func:`design` (write
-    mode; edit mode gets ``edit_max_new_tokens``). ``settings``: drawn uniformly at each reset.
-    ``edit_probability``: chance a reset asks for an edit. ``repair_rounds``: extra generations
-    in :func:`design`. ``include_source``: show memory sources in write mode.
+    ``None``: drawn per design, so a program cannot tell regret episodes from others. ``rollout``:
+    the Agent's regret rollout (temperature > 0). ``sampling``: the Designer's in write mode.
+    ``repair_rounds``: extra generations in :func:`design`. Raises ValueError for a bad value.
     """
 
     k: int = REGRET_EPISODES
@@ -673,12 +660,6 @@ class DesignOutcome:
         }
 
 
-def _no_code_report(problem: str, category: str = "NO_CODE") -> ValidationReport:
-    checks = [CheckResult(name) for name in CHECKS]
-    checks[0] = CheckResult(CHECKS[0], False, category, problem)
-    return ValidationReport(program_id="", category=category, checks=checks)
-
-
 def _refuse(report: ValidationReport, check: str, category: str, message: str) -> None:
     """Turn an accepted report into a refusal by ``check`` (found after the gate ran)."""
     result = report.check(check)
@@ -697,13 +678,12 @@ def evaluate_completion(
     validated: ValidationReport | None = None,
     executor: Executor | None = None,
 ) -> DesignOutcome:
-    """Judge one Designer completion: extract, validate, estimate regret, register, reward.
+    """Judge one Designer completion: extract, validate, audit, estimate regret, register, reward.
 
-    An accepted program (trivial and out-of-reach ones too) is registered with its statistics and
-    provenance and with gymnasium as ``spade/<Name>-v<k>``. ``validated``: the program's report
-    made beforehand without a registry (:func:`validate_designs`); only the novelty check then
-    runs here. ``sampling_seed``: the Agent's, when ``config.rollout`` has none. Bad completions
-    get a report and the ``invalid`` or ``duplicate`` reward, never an exception.
+    An accepted program (trivial and out-of-reach ones too) is registered, also with gymnasium as
+    ``spade/<Name>-v<k>``. ``validated``: its report from :func:`validate_designs` (only novelty
+    then runs here). ``sampling_seed``: the Agent's, when ``config.rollout`` has none. Bad
+    completions get a report and the ``invalid`` or ``duplicate`` reward, never an exception.
 
     Raises:
         ValueError: an accepted program and ``agent is None``.
@@ -713,13 +693,14 @@ def evaluate_completion(
     config = config or DesignerConfig()
     if isinstance(completion, str) and len(completion) > MAX_COMPLETION_CHARS:
         problem = f"the completion has {len(completion):,} characters; at most {MAX_COMPLETION_CHARS:,} are read"
-        report = _no_code_report(problem, "TOO_LONG")
-        return DesignOutcome(completion, None, report, designer_reward(False, config=config.reward))
-    extracted = extract_design(completion, prompt)
-    edited = prompt is not None and prompt.parent_source is not None and has_edits(completion)
+        extracted, category = ExtractedProgram(None, problem), "TOO_LONG"
+    else:
+        extracted, category = extract_design(completion, prompt), "NO_CODE"
     if extracted.source is None:
-        report = _no_code_report(extracted.problem or "no program")
+        report = ValidationReport(program_id="", checks=[CheckResult(name) for name in CHECKS])
+        _refuse(report, "static", category, extracted.problem or "no program")
         return DesignOutcome(completion, None, report, designer_reward(False, config=config.reward))
+    edited = _edits_parent(completion, prompt)
     started = time.perf_counter()
     program = EnvProgram(extracted.source, origin="designer")
     if validated is not None and validated.program_id == program.id:
@@ -828,9 +809,8 @@ def design(
 ) -> DesignOutcome:
     """Write one environment with ``policy``: generate, evaluate, and repair up to ``repair_rounds`` times.
 
-    A rejected attempt is answered with its feedback; only the latest attempt stays in the
-    conversation. ``agent`` defaults to ``policy`` (SPADE's shared weights). Returns the last
-    attempt's outcome with ``rounds``, earlier ``attempts`` and the total ``generation_s``.
+    A rejected attempt is answered with its feedback (only the latest attempt stays in the
+    conversation). ``agent`` defaults to ``policy``. Returns the last attempt's outcome.
 
     Raises:
         PolicyError: a policy failed. SandboxSetupError: no sandbox worker can start.
@@ -999,9 +979,7 @@ def propose(
 ) -> DesignerPrompt:
     """Pose one design prompt, drawing from ``rng`` the setting, mode, memory and parent, and from
     ``documents`` the document, unless given (edit mode falls back to write with an empty memory).
-
-    Raises ValueError for an unknown mode.
-    """
+    Raises ValueError for an unknown mode."""
     setting = setting if setting is not None else rng.choice(config.settings)
     if mode is None:
         mode = "edit" if rng.random() < config.edit_probability else "write"
@@ -1039,12 +1017,10 @@ def validate_designs(
     config: DesignerConfig,
     executor: Executor | None = None,
 ) -> dict[str, ValidationReport]:
-    """Validate the programs of a group of completions at once on ``executor``, without the registry
-    (:func:`evaluate_completion` runs the novelty check later): a report per completion text that
-    holds a program.
+    """Validate a group's programs at once on ``executor``, without the registry (novelty runs later
+    in :func:`evaluate_completion`): a report per completion text that holds a program.
 
-    Raises:
-        SandboxSetupError: no sandbox worker can start (not a program's fault).
+    Raises SandboxSetupError when no sandbox worker can start.
     """
     from spade_gym.executor import LocalExecutor
 
@@ -1066,21 +1042,14 @@ def validate_designs(
 
 class SpadeDesignerEnv(gymnasium.Env[str, str]):
     """The Environment Designer as a one-step gymnasium environment whose reward is regret
-    (``spade/Designer-v0``).
-
-    ``reset`` returns the Designer prompt (``info``: its chat ``messages`` and ``provenance``);
-    ``step(completion)`` runs :func:`evaluate_completion`, returns the feedback, the reward and
-    :meth:`DesignOutcome.info`, and ends the episode. A seeded ``reset`` fixes the document,
-    memory, mode, setting and Agent seed; the registry is part of the state.
+    (``spade/Designer-v0``): ``reset`` poses the prompt (``info``: ``messages``, ``provenance``),
+    ``step(completion)`` runs :func:`evaluate_completion` and ends the episode.
 
     ``agent``: a policy or a spec loaded on the first accepted program. ``registry``: a registry or
     folder (created with the seed library if ``seed_library``), ``None``: a temporary one.
     ``documents``: a source or :func:`~spade_gym.documents.load_documents` spec. ``memory`` and
     ``reward`` replace those of ``config``. ``executor``: where validation and regret run.
-
-    Raises:
-        DocumentError: the document source holds no usable document (a streamed dataset raises it
-            from the first ``reset``).
+    Raises DocumentError when the document source holds no usable document.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -1171,12 +1140,8 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         return self._prompt.text[:MAX_PROMPT_CHARS], copy.deepcopy(info)
 
     def prevalidate(self, completions: Sequence[str]) -> float:
-        """Validate several completions' programs at once on the executor (a GRPO group in parallel);
-        their later ``step`` runs only the novelty check. Returns the wall time in seconds.
-
-        Raises:
-            SandboxSetupError: no sandbox worker can start (not a program's fault).
-        """
+        """Validate several completions at once (:func:`validate_designs`); their later ``step`` runs
+        only the novelty check. Returns the wall seconds; SandboxSetupError as there."""
         started = time.perf_counter()
         todo = [text for text in completions if isinstance(text, str) and text not in self._validated]
         self._validated.update(validate_designs(todo, self._prompt, self.config, self.executor))
