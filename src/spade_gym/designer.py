@@ -295,17 +295,9 @@ def build_prompt(
         direction = "harder"
         if stats.mean_return_hint is not None and stats.mean_return_hint < OUT_OF_REACH_BELOW:
             direction = "easier"
-        found = knobs(parent_source)
-        task = _EDIT_TASK.format(
-            parent=parent.record.env_id,
-            direction=direction,
-            knobs=(
-                ": move a difficulty knob (" + ", ".join(f"{k} = {v}" for k, v in found.items()) + ") or change a rule"
-            )
-            if found
-            else "",
-            setting=setting,
-        )
+        found = ", ".join(f"{k} = {v}" for k, v in knobs(parent_source).items())
+        moves = f": move a difficulty knob ({found}) or change a rule" if found else ""
+        task = _EDIT_TASK.format(parent=parent.record.env_id, direction=direction, knobs=moves, setting=setting)
     else:
         task = _WRITE_TASK.format(setting=setting or _ANY_SETTING)
         if document is None:
@@ -328,9 +320,7 @@ def build_prompt(
     )
 
 
-# ------------------------------------------------------------------------------------------------
-# Extraction
-# ------------------------------------------------------------------------------------------------
+# -- Extraction --
 
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[ \t]*$", re.MULTILINE)
 _CLASS_ENV = re.compile(r"^class[ \t]+Env\b", re.MULTILINE)
@@ -544,9 +534,7 @@ def _parses(source: str) -> bool:
     return True
 
 
-# ------------------------------------------------------------------------------------------------
-# Evaluation: gate -> regret -> registry -> reward
-# ------------------------------------------------------------------------------------------------
+# -- Evaluation: gate -> regret -> registry -> reward --
 
 
 @dataclass(frozen=True)
@@ -651,12 +639,7 @@ class DesignOutcome:
             "note": self.note,
             "rounds": self.rounds,
             "attempts": list(self.attempts),
-            "timings": {
-                "generation_s": self.generation_s,
-                "validation_s": self.validation_s,
-                "regret_s": self.regret_s,
-                "registry_s": self.registry_s,
-            },
+            "timings": {key: getattr(self, key) for key in ("generation_s", "validation_s", "regret_s", "registry_s")},
         }
 
 
@@ -851,9 +834,7 @@ def design(
     return outcome
 
 
-# ------------------------------------------------------------------------------------------------
-# Settings for small models: edit weighting and the token budget of a design
-# ------------------------------------------------------------------------------------------------
+# -- Settings for small models: edit weighting and the token budget of a design --
 
 _SIZE = re.compile(r"(?<![0-9A-Za-z.])(\d+(?:\.\d+)?)\s*([MmBb])(?![A-Za-z])")
 
@@ -939,9 +920,7 @@ def design_token_floor(spec: str, registry: Registry | None = None) -> tuple[int
     return tokens, f"the shortest seed program, {env_id}, under the tokenizer of {spec!r}"
 
 
-# ------------------------------------------------------------------------------------------------
-# One design group as plain calls: propose -> (policy.generate) -> validate_designs -> evaluate_completion
-# ------------------------------------------------------------------------------------------------
+# -- One design group as plain calls: propose -> (policy.generate) -> validate_designs -> evaluate_completion --
 
 _DRAW: Any = object()  # propose(document=...) not given: draw one from the documents
 
@@ -1035,9 +1014,7 @@ def validate_designs(
     return dict(zip(programs, reports, strict=True))
 
 
-# ------------------------------------------------------------------------------------------------
-# The gymnasium environment
-# ------------------------------------------------------------------------------------------------
+# -- The gymnasium environment --
 
 
 class SpadeDesignerEnv(gymnasium.Env[str, str]):

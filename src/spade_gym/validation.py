@@ -306,8 +306,7 @@ def _digest(*parts: object) -> bytes:
 
 @dataclass
 class _Episode:
-    """A played episode: first observation and info, actions, and a 16-byte digest per step (of
-    what the Agent sees with ``agent_view``), so host memory stays flat in the episode's length."""
+    """A played episode: first observation and info, actions, and a 16-byte digest per step."""
 
     seed: int
     first: tuple[str, dict[str, Any]]
@@ -442,8 +441,7 @@ class _Validator:
     def _play(
         self, client: SandboxClient, seed: int, policy: Any, max_turns: int, check: str, label: str, hint: bool = False
     ) -> _Episode:
-        """Play one episode; ``policy(client, episode) -> action``; ``hint``: call ``hint()`` right
-        after ``reset``, as the Agent's hinted episodes do."""
+        """Play one episode; ``policy(client, episode) -> action``; ``hint``: read ``hint()`` after reset."""
         obs, info = self.call(client, "reset", {"seed": seed}, check, f"reset({seed}) in the {label} episode")
         if hint:
             self.call(client, "hint", None, "contract", f"hint() after reset({seed}) in the {label} episode")
@@ -521,8 +519,7 @@ class _Validator:
             )
 
     def _check_episode(self, episode: _Episode, label: str, playing: str | None) -> None:
-        """The return must stay within [0, 1] on every turn; unless ``playing`` is ``None``, the
-        episode must have ended by ``max_turns`` (``playing`` prefixes that message)."""
+        """The return stays in [0, 1]; unless ``playing`` is ``None``, the episode ended by ``max_turns``."""
         if episode.excursion is not None:
             turn, partial = episode.excursion
             self.fail(
@@ -644,8 +641,7 @@ class _Validator:
 
 
 def _duplicate_of(program: EnvProgram, registry: Registry | None, config: ValidationConfig) -> str | None:
-    """Why ``program`` duplicates an environment of ``registry``, or ``None`` when it is novel (see
-    ``novelty`` in the module docstring)."""
+    """Why ``program`` duplicates an environment of ``registry``, or ``None`` when it is novel."""
     if registry is None:
         return None
     exact = registry.exact_duplicate(program)
@@ -829,8 +825,7 @@ def _contains(hint: str, answer: str) -> bool:
 
 
 def _secrets(action: str, observation: str) -> list[str]:
-    """What a hint must not state: the normalised action and, for a tool call, each argument
-    value that the first ``observation`` does not name already."""
+    """What a hint must not state: the action and a tool call's arguments ``observation`` lacks."""
     out = [_normalised(action)]
     try:
         call = json.loads(action)
@@ -940,8 +935,7 @@ def _seen(text: str) -> str:
 
 
 def _first_difference(a: _Episode, b: _Episode, agent_view: bool = False) -> str | None:
-    """The first difference of two episodes; with ``agent_view`` (novelty), only what the Agent sees
-    counts: observations up to whitespace, rewards and flags, not ``info``."""
+    """The first difference of two episodes; with ``agent_view``, only in what the Agent sees."""
     same: Callable[[str, str], bool] = (lambda x, y: _seen(x) == _seen(y)) if agent_view else (lambda x, y: x == y)
     if not same(a.first[0], b.first[0]):
         return f"the first observation differs ({_clip(a.first[0], 80)!r} vs {_clip(b.first[0], 80)!r})"
