@@ -10,6 +10,7 @@ Parker-Holder et al. 2022, section 3) -> ``policy.generate`` -> :func:`extract_d
 from __future__ import annotations
 
 import copy
+import itertools
 import random
 import re
 import shutil
@@ -302,7 +303,6 @@ def build_prompt(
         task = _WRITE_TASK.format(setting=setting or _ANY_SETTING)
         if document is None:
             task = task.replace("grounded in the document above", "unlike the environments above")
-    if mode == "write":
         task += " Answer with the complete module in one ```python code block."
     sections.append(task)
     messages = [
@@ -760,8 +760,7 @@ def evaluate_completion(
             # a variant only when its edit blocks were applied to the parent (a whole module is new)
             parents=(prompt.parent,) if prompt and prompt.parent and edited else (),
             validation=report.to_dict(),
-            # the gate's novelty check judged near duplicates by behaviour (a variant passes); exact
-            # duplicates registered since then by another writer are still refused here
+            # the gate judged near duplicates by behaviour (a variant passes); exact ones are still refused
             allow_near_duplicates=True,
             stats=EnvStats(
                 episodes=2 * estimate.k,
@@ -855,13 +854,9 @@ def model_parameters(spec: str) -> float | None:
 
 
 def auto_edit_probability(spec: str, device: str | None = None) -> float:
-    """The edit probability of ``designer.edit_probability: auto``.
-
-    :data:`EDIT_PROBABILITY_SMALL` for a model under :data:`SMALL_MODEL_PARAMETERS` or on
-    ``device="cpu"``, else :data:`EDIT_PROBABILITY`: a small model rarely writes a whole valid
-    program, but a one-knob edit of a valid one is a few tokens away (as in ACCEL, Parker-Holder
-    et al. 2022, section 3).
-    """
+    """The edit probability of ``designer.edit_probability: auto``: :data:`EDIT_PROBABILITY_SMALL` for a
+    model under :data:`SMALL_MODEL_PARAMETERS` or on ``device="cpu"`` (a small model rarely writes a
+    whole valid program, but a one-knob edit is a few tokens away), else :data:`EDIT_PROBABILITY`."""
     parameters = model_parameters(spec)
     small = device == "cpu" or (parameters is not None and parameters < SMALL_MODEL_PARAMETERS)
     return EDIT_PROBABILITY_SMALL if small else EDIT_PROBABILITY
@@ -892,11 +887,8 @@ def _tokenizer_file(spec: str) -> Path | None:
 def design_token_floor(spec: str, registry: Registry | None = None) -> tuple[int, str]:
     """``(tokens, why)``: the fewest new tokens a design needs, the token length of the shortest seed
     program (``registry``, default the bundled library) under the policy's tokenizer, or
-    :data:`DESIGN_TOKEN_FLOOR` when that tokenizer is not on this machine.
-
-    Raises:
-        SpadeError subclasses from converting the embedded model (as loading it would raise).
-    """
+    :data:`DESIGN_TOKEN_FLOOR` when that tokenizer is not on this machine. Raises the SpadeError of
+    converting the embedded model, as loading it would."""
     try:
         from tokenizers import Tokenizer
     except ImportError:  # the train extra is not installed
@@ -938,12 +930,7 @@ def design_draws(seed: int) -> tuple[random.Random, Iterator[int]]:
 
     np_random, _ = seeding.np_random(seed)
     rng, _ = episode_draw(np_random)
-
-    def seeds() -> Iterator[int]:
-        while True:
-            yield episode_draw(np_random)[1]
-
-    return rng, seeds()
+    return rng, (episode_draw(np_random)[1] for _ in itertools.count())
 
 
 def propose(
@@ -1104,15 +1091,7 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
                 raise ValueError("reset option 'prompt' takes a DesignerPrompt and no other option")
             self._prompt = options["prompt"]
         else:
-            self._prompt = propose(
-                rng,
-                documents=self.documents,
-                memory=self.memory,
-                config=self.config,
-                setting=options.get("setting"),
-                mode=options.get("mode"),
-                **({"document": options["document"]} if "document" in options else {}),
-            )
+            self._prompt = propose(rng, documents=self.documents, memory=self.memory, config=self.config, **options)
         info = {"messages": self._prompt.messages, "provenance": self._prompt.provenance()}
         return self._prompt.text[:MAX_PROMPT_CHARS], copy.deepcopy(info)
 
@@ -1127,9 +1106,7 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Judge the Designer's completion (:func:`evaluate_completion`): ``(feedback, reward, True, False, info)``.
 
-        Raises:
-            gymnasium.error.ResetNeeded: ``step`` before ``reset`` or after the episode ended.
-            TypeError: ``action`` is not a ``str``.
+        Raises gymnasium.error.ResetNeeded outside an episode, TypeError for a non-``str`` action.
         """
         if self._prompt is None:
             raise gymnasium.error.ResetNeeded("call reset() before step(): a design episode is one step")

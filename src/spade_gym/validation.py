@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from spade_gym.errors import ContractError, ResourceLimitExceeded, SpadeError
 from spade_gym.program import RETURN_TOLERANCE, SUCCESS_RETURN, EnvProgram
@@ -423,10 +423,9 @@ class _Validator:
         sandbox = replace(
             self.config.sandbox, call_timeout_s=min(self.config.sandbox.call_timeout_s, self.config.budget_s)
         )
-        a = SandboxClient(replace(sandbox, hash_seed=self.config.hash_seeds[0]))
-        b = SandboxClient(replace(sandbox, hash_seed=self.config.hash_seeds[1]))
-        self.clients += [a, b]
-        for client in (a, b):
+        self.clients = [SandboxClient(replace(sandbox, hash_seed=seed)) for seed in self.config.hash_seeds]
+        a, b = self.clients
+        for client in self.clients:
             try:
                 spec = client.load(self.program.source)
             except SpadeError as exc:
@@ -1001,7 +1000,7 @@ def audit(
     policies = _blind_policies(config.random_text_seed)
     policies.update({f"constant {a!r}": _constant(a) for a in config.constant_answers})
 
-    def fail(category: str, message: str) -> None:
+    def fail(category: str, message: str) -> NoReturn:
         result.category, result.message = category, message[:500]
         raise _Failed("audit", category, message)
 
@@ -1041,7 +1040,6 @@ def audit(
             raise
         except Exception as exc:  # the program failed to load, or in reset, hint or oracle
             fail(getattr(exc, "category", None) or "ENV_EXCEPTION", f"seed {seed}, the {label} policy: {exc}")
-            raise  # unreachable: fail() raises
         finally:
             client = getattr(playable, "client", None)  # a SandboxedEnv: charge its worker's CPU seconds
             if client is not None:
