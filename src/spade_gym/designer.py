@@ -425,11 +425,9 @@ def edit_blocks(parent: str, child: str) -> str:
 
 def _find_lines(haystack: list[str], needle: list[str]) -> int | None:
     """First index where ``needle`` matches ``haystack`` line by line up to surrounding whitespace."""
-    stripped = [line.strip() for line in needle]
-    for start in range(len(haystack) - len(needle) + 1):
-        if all(haystack[start + k].strip() == stripped[k] for k in range(len(needle))):
-            return start
-    return None
+    lines = [line.strip() for line in haystack]
+    wanted = [line.strip() for line in needle]
+    return next((i for i in range(len(lines) - len(wanted) + 1) if lines[i : i + len(wanted)] == wanted), None)
 
 
 def apply_edits(parent: str, completion: str) -> ExtractedProgram:
