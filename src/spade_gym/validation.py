@@ -493,18 +493,11 @@ class _Validator:
                 f"hint() equals oracle() at the start of {len(leaks)} of {len(self.config.seeds)} episodes "
                 f"(seeds {_seed_list(leaks)}); the hint gives the answer away",
             )
-        else:  # the answer: the oracle's last action, the one that completed the task
-            self._hint_states_answer(
-                {e.seed: (hints[e.seed], e.actions[-1], e.first[0]) for e in episodes if e.actions},
-                [action for e in episodes for action in e.actions[:-1]],
-            )
-        return episodes
-
-    def _hint_states_answer(self, firsts: dict[int, tuple[str, str, str]], steps: list[str]) -> None:
-        """The hint alone must not contain the answer (see :func:`hint_states_answer`)."""
-        stated = hint_states_answer(firsts, steps)
-        rate = len(stated) / len(self.config.seeds)
-        if stated and rate > self.config.max_hint_success_rate:
+            return episodes
+        # the hint alone must not state the answer: the oracle's last action, the one that completed the task
+        firsts = {e.seed: (hints[e.seed], e.actions[-1], e.first[0]) for e in episodes if e.actions}
+        stated = hint_states_answer(firsts, [action for e in episodes for action in e.actions[:-1]])
+        if stated and len(stated) / len(self.config.seeds) > self.config.max_hint_success_rate:
             seed = stated[0]
             hint, action, observation = firsts[seed]
             found = next(x for x in _secrets(action, observation) if _contains(_normalised(hint), x))
@@ -516,6 +509,7 @@ class _Validator:
                 f"answer {_clip(found, 60)!r}); a hint must help without stating the answer: give "
                 "a method, a partial result or the first digit or letter instead",
             )
+        return episodes
 
     def _check_episode(self, episode: _Episode, label: str, playing: str | None) -> None:
         """The return stays in [0, 1]; unless ``playing`` is ``None``, the episode ended by ``max_turns``."""
