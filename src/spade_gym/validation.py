@@ -171,11 +171,8 @@ class ValidationConfig:
             raise ValueError("max_trivial_success_rate must be in [0, 1)")
 
     def resolved(self, program_id: str = "") -> ValidationConfig:
-        """This configuration with empty ``seeds`` and ``answer_seeds`` drawn in ``[0, 2**31)``.
-
-        The draw comes from :class:`random.SystemRandom`, or, when :data:`SEED_VARIABLE` is set,
-        from that secret and ``program_id`` (the same program then gets the same seeds).
-        """
+        """This configuration with empty ``seeds`` and ``answer_seeds`` drawn in ``[0, 2**31)`` by
+        :class:`random.SystemRandom`, or from :data:`SEED_VARIABLE` and ``program_id`` when it is set."""
         if self.seeds and self.answer_seeds:
             return self
         secret = os.environ.get(SEED_VARIABLE)
@@ -189,8 +186,7 @@ class ValidationConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The configuration as JSON values (tuples become lists)."""
-        normalised: dict[str, Any] = json.loads(json.dumps(asdict(self)))
-        return normalised
+        return dict(json.loads(json.dumps(asdict(self))))
 
 
 @dataclass
