@@ -1,22 +1,16 @@
 """The Environment Designer: prompts, program extraction, repair rounds, and ``SpadeDesignerEnv``.
 
-The Designer writes a whole environment program from a document and its memory of earlier
-environments. One design (docs/DESIGN.md, "The data flow") is four plain calls:
-
-1. :func:`build_prompt` -> :class:`DesignerPrompt`, in ``"write"`` mode (a new environment) or
-   ``"edit"`` mode (a variant of a memory environment, ACCEL's level editing, Parker-Holder et
-   al. 2022, section 3);
-2. ``policy.generate`` -> a completion;
-3. :func:`extract_program` (or :func:`apply_edits`): the program source in the completion;
-4. :func:`evaluate_completion` -> :class:`DesignOutcome`: gate, regret, registration, reward.
-
-:func:`design` adds repair rounds; :class:`SpadeDesignerEnv` (``spade/Designer-v0``) wraps 3-4 as a
-one-step gymnasium environment. Bad completions end with a report and a reward, never an exception.
+One design (docs/DESIGN.md, "The data flow"): :func:`build_prompt` in ``"write"`` mode (a new
+environment) or ``"edit"`` mode (a variant of a memory environment, ACCEL's level editing,
+Parker-Holder et al. 2022, section 3) -> ``policy.generate`` -> :func:`extract_design` ->
+:func:`evaluate_completion` (gate, regret, registration, reward). :func:`design` adds repair rounds;
+:class:`SpadeDesignerEnv` (``spade/Designer-v0``) is the one-step gymnasium form.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import random
 import re
 import shutil
@@ -252,12 +246,10 @@ def build_prompt(
     parent: MemoryItem | None = None,
     include_source: bool = False,
 ) -> DesignerPrompt:
-    """Build the Designer prompt from a document and memory (docs/DESIGN.md, "The data flow").
+    """Build the Designer prompt from a document (a ``Document``, text or ``None``) and memory.
 
-    ``document``: a ``Document``, text (cleaned by :func:`~spade_gym.documents.make_document`) or
-    ``None`` (the memory alone grounds the prompt). In edit mode ``parent`` (default:
-    :func:`~spade_gym.memory.pick_parent`) is shown with its source and its setting wins.
-    ``include_source`` shows every memory environment's source.
+    In edit mode ``parent`` (default: :func:`~spade_gym.memory.pick_parent`) is shown with its
+    source and its setting wins. ``include_source`` shows every memory environment's source.
 
     Raises:
         ValueError: an unknown ``mode`` or ``setting``, or edit mode with an empty memory.
@@ -304,22 +296,13 @@ def build_prompt(
         direction = "harder"
         if stats.mean_return_hint is not None and stats.mean_return_hint < OUT_OF_REACH_BELOW:
             direction = "easier"
-        found = knobs(parent_source)
-        task = _EDIT_TASK.format(
-            parent=parent.record.env_id,
-            direction=direction,
-            knobs=(
-                ": move a difficulty knob (" + ", ".join(f"{k} = {v}" for k, v in found.items()) + ") or change a rule"
-            )
-            if found
-            else "",
-            setting=setting,
-        )
+        found = ", ".join(f"{k} = {v}" for k, v in knobs(parent_source).items())
+        moves = f": move a difficulty knob ({found}) or change a rule" if found else ""
+        task = _EDIT_TASK.format(parent=parent.record.env_id, direction=direction, knobs=moves, setting=setting)
     else:
         task = _WRITE_TASK.format(setting=setting or _ANY_SETTING)
         if document is None:
             task = task.replace("grounded in the document above", "unlike the environments above")
-    if mode == "write":
         task += " Answer with the complete module in one ```python code block."
     sections.append(task)
     messages = [
@@ -337,9 +320,7 @@ def build_prompt(
     )
 
 
-# ------------------------------------------------------------------------------------------------
-# Extraction
-# ------------------------------------------------------------------------------------------------
+# -- Extraction --
 
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[ \t]*$", re.MULTILINE)
 _CLASS_ENV = re.compile(r"^class[ \t]+Env\b", re.MULTILINE)
@@ -358,18 +339,12 @@ class ExtractedProgram:
 
 def _blocks(text: str) -> tuple[list[str], bool]:
     """Fenced code blocks of ``text``; the flag says the last one was never closed."""
-    blocks: list[str] = []
     fences = list(_FENCE.finditer(text))
-    i = 0
-    while i < len(fences):
-        opening = fences[i]
-        closing = fences[i + 1] if i + 1 < len(fences) else None
-        if closing is None:
-            blocks.append(text[opening.end() :].strip("\n"))
-            return blocks, True
-        blocks.append(text[opening.end() : closing.start()].strip("\n"))
-        i += 2
-    return blocks, False
+    blocks = [text[a.end() : b.start()].strip("\n") for a, b in zip(fences[::2], fences[1::2], strict=False)]
+    unclosed = len(fences) % 2 == 1
+    if unclosed:
+        blocks.append(text[fences[-1].end() :].strip("\n"))
+    return blocks, unclosed
 
 
 def extract_program(completion: str) -> ExtractedProgram:
@@ -450,11 +425,9 @@ def edit_blocks(parent: str, child: str) -> str:
 
 def _find_lines(haystack: list[str], needle: list[str]) -> int | None:
     """First index where ``needle`` matches ``haystack`` line by line up to surrounding whitespace."""
-    stripped = [line.strip() for line in needle]
-    for start in range(len(haystack) - len(needle) + 1):
-        if all(haystack[start + k].strip() == stripped[k] for k in range(len(needle))):
-            return start
-    return None
+    lines = [line.strip() for line in haystack]
+    wanted = [line.strip() for line in needle]
+    return next((i for i in range(len(lines) - len(wanted) + 1) if lines[i : i + len(wanted)] == wanted), None)
 
 
 def apply_edits(parent: str, completion: str) -> ExtractedProgram:
@@ -522,10 +495,15 @@ def apply_edits(parent: str, completion: str) -> ExtractedProgram:
     return ExtractedProgram(source.strip("\n") + "\n", note="; ".join([f"{n} edit block(s) applied", *notes]))
 
 
+def _edits_parent(completion: str, prompt: DesignerPrompt | None) -> bool:
+    return prompt is not None and prompt.parent_source is not None and has_edits(completion)
+
+
 def extract_design(completion: str, prompt: DesignerPrompt | None) -> ExtractedProgram:
     """The program a completion designs for ``prompt``: edit blocks applied to an edit prompt's parent
     (:func:`apply_edits`), else a whole module (:func:`extract_program`)."""
-    if prompt is not None and prompt.parent_source is not None and has_edits(completion):
+    if _edits_parent(completion, prompt):
+        assert prompt is not None and prompt.parent_source is not None
         return apply_edits(prompt.parent_source, completion)
     found = extract_program(completion)
     if found.source is None and prompt is not None and prompt.parent_source is not None:
@@ -554,9 +532,7 @@ def _parses(source: str) -> bool:
     return True
 
 
-# ------------------------------------------------------------------------------------------------
-# Evaluation: gate -> regret -> registry -> reward
-# ------------------------------------------------------------------------------------------------
+# -- Evaluation: gate -> regret -> registry -> reward --
 
 
 @dataclass(frozen=True)
@@ -564,12 +540,9 @@ class DesignerConfig:
     """Settings of a design step (everything but the policies, registry and documents).
 
     ``k``: regret episodes per arm. ``regret_seeds``: the first of ``k`` fixed regret seeds, or
-    ``None``: drawn per design (from the sampling seed when given), so a program cannot tell
-    regret episodes from others. ``rollout``: the Agent's regret rollout (temperature > 0; an unset
-    sampling seed is drawn per design). ``sampling``: the Designer's, in :func:`design` (write
-    mode; edit mode gets ``edit_max_new_tokens``). ``settings``: drawn uniformly at each reset.
-    ``edit_probability``: chance a reset asks for an edit. ``repair_rounds``: extra generations
-    in :func:`design`. ``include_source``: show memory sources in write mode.
+    ``None``: drawn per design, so a program cannot tell regret episodes from others. ``rollout``:
+    the Agent's regret rollout (temperature > 0). ``sampling``: the Designer's in write mode.
+    ``repair_rounds``: extra generations in :func:`design`. Raises ValueError for a bad value.
     """
 
     k: int = REGRET_EPISODES
@@ -664,19 +637,8 @@ class DesignOutcome:
             "note": self.note,
             "rounds": self.rounds,
             "attempts": list(self.attempts),
-            "timings": {
-                "generation_s": self.generation_s,
-                "validation_s": self.validation_s,
-                "regret_s": self.regret_s,
-                "registry_s": self.registry_s,
-            },
+            "timings": {key: getattr(self, key) for key in ("generation_s", "validation_s", "regret_s", "registry_s")},
         }
-
-
-def _no_code_report(problem: str, category: str = "NO_CODE") -> ValidationReport:
-    checks = [CheckResult(name) for name in CHECKS]
-    checks[0] = CheckResult(CHECKS[0], False, category, problem)
-    return ValidationReport(program_id="", category=category, checks=checks)
 
 
 def _refuse(report: ValidationReport, check: str, category: str, message: str) -> None:
@@ -697,13 +659,12 @@ def evaluate_completion(
     validated: ValidationReport | None = None,
     executor: Executor | None = None,
 ) -> DesignOutcome:
-    """Judge one Designer completion: extract, validate, estimate regret, register, reward.
+    """Judge one Designer completion: extract, validate, audit, estimate regret, register, reward.
 
-    An accepted program (trivial and out-of-reach ones too) is registered with its statistics and
-    provenance and with gymnasium as ``spade/<Name>-v<k>``. ``validated``: the program's report
-    made beforehand without a registry (:func:`validate_designs`); only the novelty check then
-    runs here. ``sampling_seed``: the Agent's, when ``config.rollout`` has none. Bad completions
-    get a report and the ``invalid`` or ``duplicate`` reward, never an exception.
+    An accepted program (trivial and out-of-reach ones too) is registered, also with gymnasium as
+    ``spade/<Name>-v<k>``. ``validated``: its report from :func:`validate_designs` (only novelty
+    then runs here). ``sampling_seed``: the Agent's, when ``config.rollout`` has none. Bad
+    completions get a report and the ``invalid`` or ``duplicate`` reward, never an exception.
 
     Raises:
         ValueError: an accepted program and ``agent is None``.
@@ -713,13 +674,14 @@ def evaluate_completion(
     config = config or DesignerConfig()
     if isinstance(completion, str) and len(completion) > MAX_COMPLETION_CHARS:
         problem = f"the completion has {len(completion):,} characters; at most {MAX_COMPLETION_CHARS:,} are read"
-        report = _no_code_report(problem, "TOO_LONG")
-        return DesignOutcome(completion, None, report, designer_reward(False, config=config.reward))
-    extracted = extract_design(completion, prompt)
-    edited = prompt is not None and prompt.parent_source is not None and has_edits(completion)
+        extracted, category = ExtractedProgram(None, problem), "TOO_LONG"
+    else:
+        extracted, category = extract_design(completion, prompt), "NO_CODE"
     if extracted.source is None:
-        report = _no_code_report(extracted.problem or "no program")
+        report = ValidationReport(program_id="", checks=[CheckResult(name) for name in CHECKS])
+        _refuse(report, "static", category, extracted.problem or "no program")
         return DesignOutcome(completion, None, report, designer_reward(False, config=config.reward))
+    edited = _edits_parent(completion, prompt)
     started = time.perf_counter()
     program = EnvProgram(extracted.source, origin="designer")
     if validated is not None and validated.program_id == program.id:
@@ -796,8 +758,7 @@ def evaluate_completion(
             # a variant only when its edit blocks were applied to the parent (a whole module is new)
             parents=(prompt.parent,) if prompt and prompt.parent and edited else (),
             validation=report.to_dict(),
-            # the gate's novelty check judged near duplicates by behaviour (a variant passes); exact
-            # duplicates registered since then by another writer are still refused here
+            # the gate judged near duplicates by behaviour (a variant passes); exact ones are still refused
             allow_near_duplicates=True,
             stats=EnvStats(
                 episodes=2 * estimate.k,
@@ -828,9 +789,8 @@ def design(
 ) -> DesignOutcome:
     """Write one environment with ``policy``: generate, evaluate, and repair up to ``repair_rounds`` times.
 
-    A rejected attempt is answered with its feedback; only the latest attempt stays in the
-    conversation. ``agent`` defaults to ``policy`` (SPADE's shared weights). Returns the last
-    attempt's outcome with ``rounds``, earlier ``attempts`` and the total ``generation_s``.
+    A rejected attempt is answered with its feedback (only the latest attempt stays in the
+    conversation). ``agent`` defaults to ``policy``. Returns the last attempt's outcome.
 
     Raises:
         PolicyError: a policy failed. SandboxSetupError: no sandbox worker can start.
@@ -871,9 +831,7 @@ def design(
     return outcome
 
 
-# ------------------------------------------------------------------------------------------------
-# Settings for small models: edit weighting and the token budget of a design
-# ------------------------------------------------------------------------------------------------
+# -- Settings for small models: edit weighting and the token budget of a design --
 
 _SIZE = re.compile(r"(?<![0-9A-Za-z.])(\d+(?:\.\d+)?)\s*([MmBb])(?![A-Za-z])")
 
@@ -894,13 +852,9 @@ def model_parameters(spec: str) -> float | None:
 
 
 def auto_edit_probability(spec: str, device: str | None = None) -> float:
-    """The edit probability of ``designer.edit_probability: auto``.
-
-    :data:`EDIT_PROBABILITY_SMALL` for a model under :data:`SMALL_MODEL_PARAMETERS` or on
-    ``device="cpu"``, else :data:`EDIT_PROBABILITY`: a small model rarely writes a whole valid
-    program, but a one-knob edit of a valid one is a few tokens away (as in ACCEL, Parker-Holder
-    et al. 2022, section 3).
-    """
+    """The edit probability of ``designer.edit_probability: auto``: :data:`EDIT_PROBABILITY_SMALL` for a
+    model under :data:`SMALL_MODEL_PARAMETERS` or on ``device="cpu"`` (a small model rarely writes a
+    whole valid program, but a one-knob edit is a few tokens away), else :data:`EDIT_PROBABILITY`."""
     parameters = model_parameters(spec)
     small = device == "cpu" or (parameters is not None and parameters < SMALL_MODEL_PARAMETERS)
     return EDIT_PROBABILITY_SMALL if small else EDIT_PROBABILITY
@@ -931,11 +885,8 @@ def _tokenizer_file(spec: str) -> Path | None:
 def design_token_floor(spec: str, registry: Registry | None = None) -> tuple[int, str]:
     """``(tokens, why)``: the fewest new tokens a design needs, the token length of the shortest seed
     program (``registry``, default the bundled library) under the policy's tokenizer, or
-    :data:`DESIGN_TOKEN_FLOOR` when that tokenizer is not on this machine.
-
-    Raises:
-        SpadeError subclasses from converting the embedded model (as loading it would raise).
-    """
+    :data:`DESIGN_TOKEN_FLOOR` when that tokenizer is not on this machine. Raises the SpadeError of
+    converting the embedded model, as loading it would."""
     try:
         from tokenizers import Tokenizer
     except ImportError:  # the train extra is not installed
@@ -959,9 +910,7 @@ def design_token_floor(spec: str, registry: Registry | None = None) -> tuple[int
     return tokens, f"the shortest seed program, {env_id}, under the tokenizer of {spec!r}"
 
 
-# ------------------------------------------------------------------------------------------------
-# One design group as plain calls: propose -> (policy.generate) -> validate_designs -> evaluate_completion
-# ------------------------------------------------------------------------------------------------
+# -- One design group as plain calls: propose -> (policy.generate) -> validate_designs -> evaluate_completion --
 
 _DRAW: Any = object()  # propose(document=...) not given: draw one from the documents
 
@@ -979,12 +928,7 @@ def design_draws(seed: int) -> tuple[random.Random, Iterator[int]]:
 
     np_random, _ = seeding.np_random(seed)
     rng, _ = episode_draw(np_random)
-
-    def seeds() -> Iterator[int]:
-        while True:
-            yield episode_draw(np_random)[1]
-
-    return rng, seeds()
+    return rng, (episode_draw(np_random)[1] for _ in itertools.count())
 
 
 def propose(
@@ -999,9 +943,7 @@ def propose(
 ) -> DesignerPrompt:
     """Pose one design prompt, drawing from ``rng`` the setting, mode, memory and parent, and from
     ``documents`` the document, unless given (edit mode falls back to write with an empty memory).
-
-    Raises ValueError for an unknown mode.
-    """
+    Raises ValueError for an unknown mode."""
     setting = setting if setting is not None else rng.choice(config.settings)
     if mode is None:
         mode = "edit" if rng.random() < config.edit_probability else "write"
@@ -1039,12 +981,10 @@ def validate_designs(
     config: DesignerConfig,
     executor: Executor | None = None,
 ) -> dict[str, ValidationReport]:
-    """Validate the programs of a group of completions at once on ``executor``, without the registry
-    (:func:`evaluate_completion` runs the novelty check later): a report per completion text that
-    holds a program.
+    """Validate a group's programs at once on ``executor``, without the registry (novelty runs later
+    in :func:`evaluate_completion`): a report per completion text that holds a program.
 
-    Raises:
-        SandboxSetupError: no sandbox worker can start (not a program's fault).
+    Raises SandboxSetupError when no sandbox worker can start.
     """
     from spade_gym.executor import LocalExecutor
 
@@ -1059,28 +999,19 @@ def validate_designs(
     return dict(zip(programs, reports, strict=True))
 
 
-# ------------------------------------------------------------------------------------------------
-# The gymnasium environment
-# ------------------------------------------------------------------------------------------------
+# -- The gymnasium environment --
 
 
 class SpadeDesignerEnv(gymnasium.Env[str, str]):
     """The Environment Designer as a one-step gymnasium environment whose reward is regret
-    (``spade/Designer-v0``).
-
-    ``reset`` returns the Designer prompt (``info``: its chat ``messages`` and ``provenance``);
-    ``step(completion)`` runs :func:`evaluate_completion`, returns the feedback, the reward and
-    :meth:`DesignOutcome.info`, and ends the episode. A seeded ``reset`` fixes the document,
-    memory, mode, setting and Agent seed; the registry is part of the state.
+    (``spade/Designer-v0``): ``reset`` poses the prompt (``info``: ``messages``, ``provenance``),
+    ``step(completion)`` runs :func:`evaluate_completion` and ends the episode.
 
     ``agent``: a policy or a spec loaded on the first accepted program. ``registry``: a registry or
     folder (created with the seed library if ``seed_library``), ``None``: a temporary one.
     ``documents``: a source or :func:`~spade_gym.documents.load_documents` spec. ``memory`` and
     ``reward`` replace those of ``config``. ``executor``: where validation and regret run.
-
-    Raises:
-        DocumentError: the document source holds no usable document (a streamed dataset raises it
-            from the first ``reset``).
+    Raises DocumentError when the document source holds no usable document.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -1158,25 +1089,13 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
                 raise ValueError("reset option 'prompt' takes a DesignerPrompt and no other option")
             self._prompt = options["prompt"]
         else:
-            self._prompt = propose(
-                rng,
-                documents=self.documents,
-                memory=self.memory,
-                config=self.config,
-                setting=options.get("setting"),
-                mode=options.get("mode"),
-                **({"document": options["document"]} if "document" in options else {}),
-            )
+            self._prompt = propose(rng, documents=self.documents, memory=self.memory, config=self.config, **options)
         info = {"messages": self._prompt.messages, "provenance": self._prompt.provenance()}
         return self._prompt.text[:MAX_PROMPT_CHARS], copy.deepcopy(info)
 
     def prevalidate(self, completions: Sequence[str]) -> float:
-        """Validate several completions' programs at once on the executor (a GRPO group in parallel);
-        their later ``step`` runs only the novelty check. Returns the wall time in seconds.
-
-        Raises:
-            SandboxSetupError: no sandbox worker can start (not a program's fault).
-        """
+        """Validate several completions at once (:func:`validate_designs`); their later ``step`` runs
+        only the novelty check. Returns the wall seconds; SandboxSetupError as there."""
         started = time.perf_counter()
         todo = [text for text in completions if isinstance(text, str) and text not in self._validated]
         self._validated.update(validate_designs(todo, self._prompt, self.config, self.executor))
@@ -1185,9 +1104,7 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Judge the Designer's completion (:func:`evaluate_completion`): ``(feedback, reward, True, False, info)``.
 
-        Raises:
-            gymnasium.error.ResetNeeded: ``step`` before ``reset`` or after the episode ended.
-            TypeError: ``action`` is not a ``str``.
+        Raises gymnasium.error.ResetNeeded outside an episode, TypeError for a non-``str`` action.
         """
         if self._prompt is None:
             raise gymnasium.error.ResetNeeded("call reset() before step(): a design episode is one step")

@@ -85,12 +85,9 @@ def estimate_regret(
 ) -> RegretEstimate:
     """Estimate an environment's regret for ``policy``: ``k`` episodes with and ``k`` without the hint.
 
-    ``env`` is anything :class:`~spade_gym.agent.Episode` takes; ``seeds`` (default ``0 .. k-1``)
-    are shared by both arms; ``progress`` gets ``(episodes finished, 2k)`` after every turn.
-    Environment errors count as return 0.
-
-    Raises:
-        ValueError: ``k < 1``, ``len(seeds) != k``, or greedy sampling (regret needs sampling).
+    ``env``: anything :class:`~spade_gym.agent.Episode` takes; ``seeds`` (default ``0 .. k-1``):
+    shared by both arms; ``progress`` gets ``(episodes finished, 2k)``. Errors count as return 0.
+    Raises ValueError for ``k < 1``, ``len(seeds) != k`` or greedy sampling.
     """
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -110,10 +107,8 @@ def regret_episodes(env: Any, seeds: Sequence[int]) -> list[Episode]:
 
 
 def summarise(trajectories: Sequence[Trajectory], stats: RolloutStats | None = None) -> RegretEstimate:
-    """Turn the trajectories of :func:`regret_episodes` (hinted first) into a :class:`RegretEstimate`.
-
-    Raises ValueError for an odd or empty number of trajectories.
-    """
+    """Turn the trajectories of :func:`regret_episodes` (hinted first) into a :class:`RegretEstimate`;
+    ValueError for an odd or empty number of trajectories."""
     if not trajectories or len(trajectories) % 2:
         raise ValueError(f"expected 2k trajectories (k with the hint, then k without), got {len(trajectories)}")
     k = len(trajectories) // 2
@@ -150,14 +145,8 @@ def _opt(default: Any, help: str) -> Any:
 
 @dataclass(frozen=True)
 class RewardConfig:
-    """Thresholds and shaping of the Designer's reward; also the ``designer.reward`` config section.
-
-    Each field's help text is its documentation. The default window [0.3, 0.8] is R-Zero's
-    (Huang et al. 2025, section 3).
-
-    Raises:
-        ValueError: an unknown ``shaping``, or not ``0 <= window_low <= window_high <= 1``.
-    """
+    """Thresholds and shaping of the Designer's reward (the ``designer.reward`` config section); each
+    field's help text documents it. ValueError for an unknown ``shaping`` or a window not in [0, 1]."""
 
     invalid: float = _opt(-1.0, "reward of a program that fails the validation gate")
     duplicate: float = _opt(-0.5, "reward of an exact or near duplicate of a registered environment")
@@ -216,28 +205,23 @@ def designer_reward(
 ) -> DesignerReward:
     """The Environment Designer's reward for one program.
 
-    In order: ``invalid`` (gate rejected), ``duplicate``, ``trivial`` (no-hint mean ``>=
+    In order: ``duplicate``, ``invalid`` (gate rejected), ``trivial`` (no-hint mean ``>=
     trivial_at``), ``out_of_reach`` (hint mean ``< out_of_reach_below``); otherwise, with ``p`` the
-    no-hint success rate, ``config.shaping`` decides:
-
-    * ``"none"`` (SPADE): the regret;
-    * ``"window"``: the regret when ``window_low <= p <= window_high``, else ``outside_window``
-      (R-Zero, Huang et al. 2025, section 3);
-    * ``"learnability"``: ``4 p (1 - p)`` (Tzannetos et al. 2023; Rutherford et al. 2024, "No
-      Regrets", section 4), times the regret when ``learnability_times_regret``.
+    no-hint success rate, ``config.shaping`` decides: ``"none"`` (SPADE): the regret; ``"window"``:
+    the regret when ``window_low <= p <= window_high``, else ``outside_window`` (R-Zero, Huang et
+    al. 2025, section 3); ``"learnability"``: ``4 p (1 - p)`` (Tzannetos et al. 2023; Rutherford et
+    al. 2024, "No Regrets", section 4), times the regret when ``learnability_times_regret``.
 
     Why shaping: a hint that states the answer earns the maximum regret 1 at ``p = 0``, where every
-    no-hint group has zero advantage and the Agent learns nothing; ``4 p (1 - p)`` is the scaled
-    variance GRPO turns into advantages, and times the regret it still asks that the hint helps.
+    no-hint group has zero advantage and the Agent learns nothing.
 
-    Raises:
-        ValueError: an accepted, non-duplicate program without an estimate.
+    Raises ValueError for an accepted, non-duplicate program without an estimate.
     """
     config = config or RewardConfig()
-    if not accepted and not duplicate:
-        return DesignerReward(config.invalid, "invalid")
     if duplicate:
         return DesignerReward(config.duplicate, "duplicate")
+    if not accepted:
+        return DesignerReward(config.invalid, "invalid")
     if estimate is None:
         raise ValueError("an accepted program needs a RegretEstimate for its reward")
     p = estimate.p_nohint

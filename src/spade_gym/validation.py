@@ -16,9 +16,6 @@ The checks of docs/DESIGN.md ("The validation gate"), run on the real sandbox:
 9. ``novelty``: not an exact duplicate (:func:`~spade_gym.registry.dedup.ast_hash`) of a registered
    environment, nor a near duplicate by text (MinHash similarity ``>= near_duplicate_threshold``)
    that also behaves like it on the behaviour probe (:func:`behaviour_difference`).
-
-:func:`validate` returns a :class:`ValidationReport`; its :meth:`~ValidationReport.feedback` is
-written for the Environment Designer's repair rounds.
 """
 
 from __future__ import annotations
@@ -34,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from spade_gym.errors import ContractError, ResourceLimitExceeded, SpadeError
 from spade_gym.program import RETURN_TOLERANCE, SUCCESS_RETURN, EnvProgram
@@ -123,29 +120,23 @@ class ValidationConfig:
     """Every limit of the validation gate.
 
     Attributes:
-        seeds: validation seeds; default ``()``: ``n_seeds`` drawn fresh per validation (see
-            :meth:`resolved`), so a program cannot know them; the report records them.
-        n_seeds: seeds drawn when ``seeds`` is empty.
-        trivial_seeds: how many of ``seeds`` (the first) the trivial policies play.
-        trivial_max_turns: turns a trivial-policy episode is played at most.
-        answer_seeds: seeds whose first oracle actions pick the "most common answer" policy, out
-            of sample (default: ``n_seeds`` more drawn fresh).
-        success_threshold: an episode succeeds when its return is at least this.
-        max_trivial_success_rate: share of the trivial seeds a trivial policy may win.
-        max_hint_success_rate: share of seeds on which the hint may succeed or equal the answer.
+        seeds: validation seeds; default ``()``: ``n_seeds`` drawn fresh per validation
+            (:meth:`resolved`), so a program cannot know them.
+        trivial_seeds, novelty_probe_seeds: how many of ``seeds`` (the first) the trivial policies
+            and the behaviour probe play; ``trivial_max_turns``: turns of such an episode at most.
+        answer_seeds: out-of-sample seeds whose first oracle actions give the "most common answer"
+            policy (default: ``n_seeds`` more drawn fresh).
+        max_trivial_success_rate, max_hint_success_rate: share of seeds a trivial policy may win,
+            and on which the hint may succeed or equal the answer.
         termination_max_turns: turns of the extra empty-action episode that checks termination
             when ``max_turns`` exceeds ``trivial_max_turns``.
         min_distinct_first_observations: share of seeds that must give distinct first observations.
-        return_tolerance: slack on the [0, 1] bounds of an episode return.
-        budget_s: CPU seconds of the whole validation run (and of an audit or behaviour probe);
-            wall time is bounded by ``sandbox.wall_factor`` times as much.
+        budget_s: CPU seconds of the whole validation (and of an audit or behaviour probe); wall
+            time at most ``sandbox.wall_factor`` times as much.
         hash_seeds: ``PYTHONHASHSEED`` of the two workers the determinism check compares (default:
-            drawn once per process; pass fixed ones to reproduce a report).
-        constant_answers: constant actions tried as trivial policies.
-        random_text_seed: seed of the random-letters and malformed-action policies.
-        near_duplicate_threshold: MinHash similarity from which a program is a near duplicate.
-        novelty_probe_seeds: how many of ``seeds`` (the first) the behaviour probe plays.
-        novelty_max_candidates: near duplicates the probe compares with, most similar first.
+            drawn once per process).
+        near_duplicate_threshold: MinHash similarity from which a program is a near duplicate;
+            ``novelty_max_candidates``: near duplicates the probe compares with.
         sandbox: the sandbox limits; its ``hash_seed`` is replaced by ``hash_seeds``.
     """
 
@@ -180,11 +171,8 @@ class ValidationConfig:
             raise ValueError("max_trivial_success_rate must be in [0, 1)")
 
     def resolved(self, program_id: str = "") -> ValidationConfig:
-        """This configuration with empty ``seeds`` and ``answer_seeds`` drawn in ``[0, 2**31)``.
-
-        The draw comes from :class:`random.SystemRandom`, or, when :data:`SEED_VARIABLE` is set,
-        from that secret and ``program_id`` (the same program then gets the same seeds).
-        """
+        """This configuration with empty ``seeds`` and ``answer_seeds`` drawn in ``[0, 2**31)`` by
+        :class:`random.SystemRandom`, or from :data:`SEED_VARIABLE` and ``program_id`` when it is set."""
         if self.seeds and self.answer_seeds:
             return self
         secret = os.environ.get(SEED_VARIABLE)
@@ -198,8 +186,7 @@ class ValidationConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The configuration as JSON values (tuples become lists)."""
-        normalised: dict[str, Any] = json.loads(json.dumps(asdict(self)))
-        return normalised
+        return dict(json.loads(json.dumps(asdict(self))))
 
 
 @dataclass
@@ -218,16 +205,10 @@ class CheckResult:
 class ValidationReport:
     """Everything the gate found about one program; JSON round-trips with :meth:`to_json`.
 
-    Attributes:
-        program_id: :attr:`EnvProgram.id`.
-        name, setting, max_turns, description: what the program declares (``None`` if it did not load).
-        accepted: whether every check passed.
-        category: ``"ACCEPT"`` or the category of the first failing check.
-        checks: one :class:`CheckResult` per name in :data:`CHECKS`, in that order.
-        seeds: the validation seeds; ``oracle_returns``: the oracle episode's return per seed.
-        trivial_success_rates: share of the trivial seeds each trivial policy won.
-        seconds: wall time of the validation; ``startup_seconds``: of which starting the workers.
-        config: the :class:`ValidationConfig` used, as a dict.
+    ``name``, ``setting``, ``max_turns``, ``description``: what the program declares (``None`` if
+    it did not load). ``category``: ``"ACCEPT"`` or that of the first failing check. ``checks``: one
+    :class:`CheckResult` per name of :data:`CHECKS`, in order. ``oracle_returns``: per seed.
+    ``seconds``: wall time, ``startup_seconds`` of it starting the workers. ``config``: as a dict.
     """
 
     program_id: str
@@ -321,8 +302,7 @@ def _digest(*parts: object) -> bytes:
 
 @dataclass
 class _Episode:
-    """A played episode: first observation and info, actions, and a 16-byte digest per step (of
-    what the Agent sees with ``agent_view``), so host memory stays flat in the episode's length."""
+    """A played episode: first observation and info, actions, and a 16-byte digest per step."""
 
     seed: int
     first: tuple[str, dict[str, Any]]
@@ -439,10 +419,9 @@ class _Validator:
         sandbox = replace(
             self.config.sandbox, call_timeout_s=min(self.config.sandbox.call_timeout_s, self.config.budget_s)
         )
-        a = SandboxClient(replace(sandbox, hash_seed=self.config.hash_seeds[0]))
-        b = SandboxClient(replace(sandbox, hash_seed=self.config.hash_seeds[1]))
-        self.clients += [a, b]
-        for client in (a, b):
+        self.clients = [SandboxClient(replace(sandbox, hash_seed=seed)) for seed in self.config.hash_seeds]
+        a, b = self.clients
+        for client in self.clients:
             try:
                 spec = client.load(self.program.source)
             except SpadeError as exc:
@@ -457,8 +436,7 @@ class _Validator:
     def _play(
         self, client: SandboxClient, seed: int, policy: Any, max_turns: int, check: str, label: str, hint: bool = False
     ) -> _Episode:
-        """Play one episode; ``policy(client, episode) -> action``; ``hint``: call ``hint()`` right
-        after ``reset``, as the Agent's hinted episodes do."""
+        """Play one episode; ``policy(client, episode) -> action``; ``hint``: read ``hint()`` after reset."""
         obs, info = self.call(client, "reset", {"seed": seed}, check, f"reset({seed}) in the {label} episode")
         if hint:
             self.call(client, "hint", None, "contract", f"hint() after reset({seed}) in the {label} episode")
@@ -511,18 +489,11 @@ class _Validator:
                 f"hint() equals oracle() at the start of {len(leaks)} of {len(self.config.seeds)} episodes "
                 f"(seeds {_seed_list(leaks)}); the hint gives the answer away",
             )
-        else:  # the answer: the oracle's last action, the one that completed the task
-            self._hint_states_answer(
-                {e.seed: (hints[e.seed], e.actions[-1], e.first[0]) for e in episodes if e.actions},
-                [action for e in episodes for action in e.actions[:-1]],
-            )
-        return episodes
-
-    def _hint_states_answer(self, firsts: dict[int, tuple[str, str, str]], steps: list[str]) -> None:
-        """The hint alone must not contain the answer (see :func:`hint_states_answer`)."""
-        stated = hint_states_answer(firsts, steps)
-        rate = len(stated) / len(self.config.seeds)
-        if stated and rate > self.config.max_hint_success_rate:
+            return episodes
+        # the hint alone must not state the answer: the oracle's last action, the one that completed the task
+        firsts = {e.seed: (hints[e.seed], e.actions[-1], e.first[0]) for e in episodes if e.actions}
+        stated = hint_states_answer(firsts, [action for e in episodes for action in e.actions[:-1]])
+        if stated and len(stated) / len(self.config.seeds) > self.config.max_hint_success_rate:
             seed = stated[0]
             hint, action, observation = firsts[seed]
             found = next(x for x in _secrets(action, observation) if _contains(_normalised(hint), x))
@@ -534,10 +505,10 @@ class _Validator:
                 f"answer {_clip(found, 60)!r}); a hint must help without stating the answer: give "
                 "a method, a partial result or the first digit or letter instead",
             )
+        return episodes
 
     def _check_episode(self, episode: _Episode, label: str, playing: str | None) -> None:
-        """The return must stay within [0, 1] on every turn; unless ``playing`` is ``None``, the
-        episode must have ended by ``max_turns`` (``playing`` prefixes that message)."""
+        """The return stays in [0, 1]; unless ``playing`` is ``None``, the episode ended by ``max_turns``."""
         if episode.excursion is not None:
             turn, partial = episode.excursion
             self.fail(
@@ -659,8 +630,7 @@ class _Validator:
 
 
 def _duplicate_of(program: EnvProgram, registry: Registry | None, config: ValidationConfig) -> str | None:
-    """Why ``program`` duplicates an environment of ``registry``, or ``None`` when it is novel (see
-    ``novelty`` in the module docstring)."""
+    """Why ``program`` duplicates an environment of ``registry``, or ``None`` when it is novel."""
     if registry is None:
         return None
     exact = registry.exact_duplicate(program)
@@ -691,20 +661,13 @@ _PROBES = ("oracle", "random_text", "garbage")
 
 
 def behaviour_difference(program: EnvProgram | str, other: EnvProgram | str, config: ValidationConfig) -> str | None:
-    """The first difference the Agent could see between two programs on the behaviour probe.
+    """The first difference the Agent could see between two programs on the behaviour probe, or ``None``.
 
     Plays ``program`` on the first ``config.novelty_probe_seeds`` seeds with its ``oracle()``,
-    random letters and malformed actions (at most ``config.trivial_max_turns`` turns), reading
-    ``hint()`` after each reset, and replays the same actions on ``other`` (a registered program)
-    in a second worker, all within ``config.budget_s``. Compared: ``setting``, ``max_turns``,
-    ``tools``, observations and hints up to whitespace, rewards and flags (not ``info``).
-
-    Returns:
-        ``None`` when they behave alike, else a sentence naming the first difference (a program
-        failing where the other does not differs).
-
-    Raises:
-        SandboxSetupError: no sandbox worker can be started.
+    random letters and malformed actions, reading ``hint()`` after each reset, and replays the same
+    actions on ``other`` in a second worker, within ``config.budget_s``. Compared: ``setting``,
+    ``max_turns``, ``tools``, observations and hints up to whitespace, rewards and flags (not
+    ``info``); a program failing where the other does not differs. SandboxSetupError: no worker.
     """
     from spade_gym.errors import SandboxSetupError
 
@@ -791,20 +754,11 @@ def _conclude(report: ValidationReport) -> None:
 def check_novelty(
     report: ValidationReport, program: EnvProgram | str, registry: Registry, config: ValidationConfig | None = None
 ) -> ValidationReport:
-    """Run the novelty check of a report made without a registry, where the registry is.
+    """Run the novelty check of a report made without a registry: ``check_novelty(validate(p, c), p,
+    r, c)`` gives the verdict of ``validate(p, c, registry=r)``, as a new report (the check stays
+    unrun when validation stopped before it). ``config``: default the report's own.
 
-    ``check_novelty(validate(p, c), p, r, c)`` gives the verdict of ``validate(p, c, registry=r)``.
-
-    Args:
-        report: the report of ``program`` (source text or :class:`EnvProgram`) from :func:`validate`.
-        config: the gate's settings; default: the report's own.
-
-    Returns:
-        A new report whose ``novelty`` check, ``accepted``, ``category`` and ``seconds`` account
-        for ``registry`` (the check stays unrun when validation stopped before it).
-
-    Raises:
-        ValueError: ``report`` is not the report of ``program``.
+    Raises ValueError when ``report`` is not the report of ``program``.
     """
     program = EnvProgram(program) if isinstance(program, str) else program
     if report.program_id != program.id:
@@ -860,8 +814,7 @@ def _contains(hint: str, answer: str) -> bool:
 
 
 def _secrets(action: str, observation: str) -> list[str]:
-    """What a hint must not state: the normalised action and, for a tool call, each argument
-    value that the first ``observation`` does not name already."""
+    """What a hint must not state: the action and a tool call's arguments ``observation`` lacks."""
     out = [_normalised(action)]
     try:
         call = json.loads(action)
@@ -878,21 +831,14 @@ def _secrets(action: str, observation: str) -> list[str]:
 
 
 def hint_states_answer(firsts: Mapping[int, tuple[str, str, str]], steps: Iterable[str] = ()) -> list[int]:
-    """The seeds whose hint, read at the start of the episode, states the answer.
+    """The seeds (ascending) whose hint, read at the start of the episode, states the answer.
 
-    The answer is the oracle's last action (for a tool call, also its argument values the first
-    observation does not name). It is stated when, normalised, it occurs in the normalised hint as
-    a whole token (``"7"`` is in ``"the answer is 7."``, not in ``"17"``), unless it is also one of
-    the oracle's earlier ``steps`` or in the hints of at least :data:`COMMON_IN_HINTS` of the other
-    seeds. An answer of at most :data:`SHORT_ANSWER` characters counts only when more than
-    :data:`COMMON_IN_HINTS` of all the hints state theirs.
-
-    Args:
-        firsts: ``{seed: (hint at the start, the oracle's last action, first observation)}``.
-        steps: the oracle's other actions in those episodes.
-
-    Returns:
-        The seeds whose hint states their answer, ascending.
+    ``firsts``: ``{seed: (hint, the oracle's last action, first observation)}``; ``steps``: the
+    oracle's other actions. The answer (for a tool call, also its argument values the observation
+    does not name) is stated when, normalised, it is a whole token of the hint (``"7"`` is in
+    ``"the answer is 7."``, not in ``"17"``), unless it is one of ``steps`` or in the hints of at
+    least :data:`COMMON_IN_HINTS` of the other seeds. An answer of at most :data:`SHORT_ANSWER`
+    characters counts only when more than :data:`COMMON_IN_HINTS` of all the hints state theirs.
     """
     hints = {seed: _normalised(hint) for seed, (hint, _, _) in firsts.items()}
     secrets = {seed: _secrets(action, observation) for seed, (_, action, observation) in firsts.items()}
@@ -978,8 +924,7 @@ def _seen(text: str) -> str:
 
 
 def _first_difference(a: _Episode, b: _Episode, agent_view: bool = False) -> str | None:
-    """The first difference of two episodes; with ``agent_view`` (novelty), only what the Agent sees
-    counts: observations up to whitespace, rewards and flags, not ``info``."""
+    """The first difference of two episodes; with ``agent_view``, only in what the Agent sees."""
     same: Callable[[str, str], bool] = (lambda x, y: _seen(x) == _seen(y)) if agent_view else (lambda x, y: x == y)
     if not same(a.first[0], b.first[0]):
         return f"the first observation differs ({_clip(a.first[0], 80)!r} vs {_clip(b.first[0], 80)!r})"
@@ -1023,24 +968,15 @@ def audit(
     """Replay the gate's feasibility and non-triviality checks on ``seeds`` the gate did not play,
     each episode in a fresh worker as the Agent's: ``reset``, ``hint()``, then ``step``.
 
-    The trivial policies are played first, before any ``oracle()`` call, and must not win more than
-    ``config.max_trivial_success_rate`` of the seeds (``TRIVIAL``); on the first seed no word of the
-    hint absent from the observation (the first :data:`AUDIT_HINT_WORDS`) may win as a constant
-    answer (``HINT_LEAK``); following ``oracle()`` must succeed (``ORACLE_FAILED``) and the hint
+    The trivial policies play first, before any ``oracle()`` call (``TRIVIAL``); on the first seed
+    no word of the hint absent from the observation (the first :data:`AUDIT_HINT_WORDS`) may win as
+    an answer (``HINT_LEAK``); following ``oracle()`` must succeed (``ORACLE_FAILED``) and the hint
     must not state its answer (:func:`hint_states_answer`, ``HINT_LEAK``).
 
-    Args:
-        env: what :class:`~spade_gym.agent.Episode` accepts (a program, a ``spade/`` id, a factory).
-        seeds: reset seeds, at least one.
-        config: the gate's thresholds (default ``ValidationConfig()``); ``budget_s`` bounds the audit.
-        max_turns: turns of a trivial episode (default: ``max_turns`` up to ``config.trivial_max_turns``).
-
-    Returns:
-        An :class:`AuditResult`; a program error is a failed audit, never an exception.
-
-    Raises:
-        ValueError: no seeds.
-        SandboxSetupError: no sandbox worker can start.
+    ``env``: what :class:`~spade_gym.agent.Episode` accepts. ``config``: the gate's thresholds;
+    ``budget_s`` bounds the audit. ``max_turns``: of a trivial episode (default: the env's, up to
+    ``config.trivial_max_turns``). A program error is a failed :class:`AuditResult`, never an
+    exception. Raises ValueError for no seeds, SandboxSetupError when no worker can start.
     """
     from spade_gym.agent import open_playable_env
     from spade_gym.env import SandboxedEnv
@@ -1054,12 +990,9 @@ def audit(
     policies = _blind_policies(config.random_text_seed)
     policies.update({f"constant {a!r}": _constant(a) for a in config.constant_answers})
 
-    class _Failed(Exception):
-        pass
-
-    def fail(category: str, message: str) -> None:
+    def fail(category: str, message: str) -> NoReturn:
         result.category, result.message = category, message[:500]
-        raise _Failed
+        raise _Failed("audit", category, message)
 
     # the whole audit: a slow program cannot stall the trainer (CPU seconds of its workers)
     budget = Budget(config.budget_s, what="audit", wall=True, wall_factor=config.sandbox.wall_factor)
@@ -1097,7 +1030,6 @@ def audit(
             raise
         except Exception as exc:  # the program failed to load, or in reset, hint or oracle
             fail(getattr(exc, "category", None) or "ENV_EXCEPTION", f"seed {seed}, the {label} policy: {exc}")
-            raise  # unreachable: fail() raises
         finally:
             client = getattr(playable, "client", None)  # a SandboxedEnv: charge its worker's CPU seconds
             if client is not None:
