@@ -354,22 +354,19 @@ class RayExecutor:
             portable = partial(_sandboxed_env, portable, self.sandbox)
         return _RayEnvFactory(self, portable, env_id)
 
-    def _hosts_ready(self) -> list[Any]:
-        if not self._hosts:
-            ray = self.ray
-            count = self._host_count or max(sum(1 for n in ray.nodes() if n.get("Alive")), 1)
-            host = ray.remote(_EnvHost).options(num_cpus=0, max_concurrency=256, scheduling_strategy="SPREAD")
-            self._hosts = [host.remote() for _ in range(count)]
-        return self._hosts
+    def _new_host(self) -> Any:
+        return self.ray.remote(_EnvHost).options(num_cpus=0, max_concurrency=256, scheduling_strategy="SPREAD").remote()
 
     def _open(self, spec: Any) -> RayEnv:
-        hosts = self._hosts_ready()
-        index = next(self._next_host) % len(hosts)
+        if not self._hosts:
+            count = self._host_count or max(sum(1 for n in self.ray.nodes() if n.get("Alive")), 1)
+            self._hosts = [self._new_host() for _ in range(count)]
+        index = next(self._next_host) % len(self._hosts)
         try:
-            return RayEnv(hosts[index], spec)
+            return RayEnv(self._hosts[index], spec)
         except WorkerCrash:  # the host died since: replace it and try once more
-            hosts[index] = self.ray.remote(_EnvHost).options(num_cpus=0, max_concurrency=256).remote()
-            return RayEnv(hosts[index], spec)
+            self._hosts[index] = self._new_host()
+            return RayEnv(self._hosts[index], spec)
 
     # -- life cycle -------------------------------------------------------------------------------
 

@@ -369,14 +369,7 @@ class _LazyAgent:
     def name(self) -> str:
         return self.spec
 
-    @property
-    def context_window(self) -> int | None:
-        return self.policy.context_window
-
-    def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
-        return self.policy.generate(prompts, sampling)
-
-    def __getattr__(self, name: str) -> Any:  # encode and other backend extras
+    def __getattr__(self, name: str) -> Any:  # generate, context_window and backend extras (encode, ...)
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.policy, name)
@@ -392,11 +385,6 @@ class _GuardedAgent:
     def name(self) -> str:
         return str(self._agent.name)
 
-    @property
-    def context_window(self) -> int | None:
-        window: int | None = self._agent.context_window
-        return window
-
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
         try:
             out: list[Completion] = self._agent.generate(prompts, sampling)
@@ -406,7 +394,7 @@ class _GuardedAgent:
             raise GenerationError(f"the Agent policy {self.name!r} failed: {type(exc).__name__}: {exc}") from exc
         return out
 
-    def __getattr__(self, name: str) -> Any:  # encode and other backend extras
+    def __getattr__(self, name: str) -> Any:  # context_window and backend extras (encode, ...)
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self._agent, name)
@@ -597,11 +585,8 @@ class DesignerReward:
 
     def _log(self, scored: list[_Scored], log_extra: Any, log_metric: Any) -> None:
         if callable(log_extra):
-            log_extra("spade/category", [s.category for s in scored])
-            log_extra("spade/outcome", [s.outcome for s in scored])
-            log_extra("spade/regret", [s.regret for s in scored])
-            log_extra("spade/env_id", [s.env_id for s in scored])
-            log_extra("spade/error", [s.error for s in scored])
+            for column in ("category", "outcome", "regret", "env_id", "error"):
+                log_extra(f"spade/{column}", [getattr(s, column) for s in scored])
         if callable(log_metric):
             rated = [s for s in scored if s.reward is not None]
             if rated:
