@@ -67,10 +67,9 @@ def resolve_env_ids(
     """The Gymnasium ids an integration plays, checked, in the order given.
 
     Args:
-        env_ids: ids (a str for one); ``None``/empty: every environment of ``registry`` except the
-            held-out seed environments (:data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS`).
-        registry: a registry folder to register first; ``None``: ``$SPADE_REGISTRY``, else the
-            bundled seed library.
+        env_ids: ids (a str for one); ``None``/empty: every environment of ``registry`` except
+            :data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS`.
+        registry: a registry folder to register first; ``None``: ``$SPADE_REGISTRY``, else the seed library.
 
     Raises:
         EnvNotFound: an unknown id (the message suggests the closest).
@@ -163,21 +162,13 @@ class StepResult:
 
 @dataclass
 class SpadeEpisode:
-    """One episode of one environment, played one completion at a time (blocking calls).
+    """One episode of the Gymnasium id ``env_id`` at ``seed``, played one completion at a time (blocking).
 
     ``start()`` makes and resets the environment; ``act(text)`` steps it with the completion's action;
     ``close()`` reaps the worker. A program failure ends the episode with :attr:`error` set and a
-    return of 0; only an unknown id raises.
-
-    Args:
-        env_id: a Gymnasium id.
-        seed: the reset seed.
-        hint: append the privileged hint to the first observation.
-        max_turns: cap below the environment's own ``max_turns`` (``None``: its own).
-
-    Attributes:
-        setting, description, tools: the environment's (defaults until it is made).
-        trajectory: the episode's :class:`~spade_gym.agent.Trajectory`, one Turn per :meth:`act`.
+    return of 0; only an unknown id raises. ``hint`` appends the privileged hint to the first
+    observation; ``max_turns`` caps the environment's own. ``setting``, ``description`` and ``tools``
+    are the environment's once made; ``trajectory`` holds one Turn per :meth:`act`.
     """
 
     env_id: str
@@ -407,9 +398,8 @@ def encode_text(tokenizer: ChatTokenizer, text: str) -> list[int]:
     return [int(i) for i in ids]
 
 
-# A fixed conversation the observation is appended to: the new user turn's text is what the full
-# rendering adds to the base's, independent of the episode's history (templates that rewrite
-# earlier turns, e.g. by dropping old reasoning, do not change it).
+# The fixed conversation :func:`observation_text` appends to, so templates that rewrite earlier
+# turns (e.g. dropping old reasoning) do not change the new user turn's text.
 _BASE = ({"role": "system", "content": "S"}, {"role": "user", "content": "U"}, {"role": "assistant", "content": "A"})
 
 

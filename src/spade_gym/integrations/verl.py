@@ -180,13 +180,11 @@ async def play_token_episode(
     """Play one episode of ``env_id`` token-in-token-out.
 
     Args:
-        env_id, seed: the Gymnasium id and reset seed (int >= 0).
         generate: see :data:`GenerateFn`; called with the whole conversation's tokens. Its
             exceptions propagate (a dead server is the trainer's failure).
         tokenizer: a Hugging Face tokenizer with a chat template.
         sampling_params: passed to ``generate`` (a copy per turn).
-        hint: append the privileged hint to the first observation.
-        max_turns: cap on agent turns below the environment's own.
+        hint, max_turns: as :class:`~spade_gym.integrations._episode.SpadeEpisode`.
         response_length: response budget in tokens (``None``: unlimited); an observation that
             would overflow it ends the episode.
         budget_key: when set (e.g. ``"max_tokens"``), ``sampling_params[budget_key]`` gets the
@@ -291,13 +289,8 @@ def make_rows(
     ``ability`` (the setting), ``reward_model`` (unused) and ``extra_info`` (``split``, ``index``,
     ``env_id``, ``seed``, ``hint``).
 
-    Args:
-        env_ids: Gymnasium ids; ``None``: every environment of ``registry``.
-        seeds: reset seeds, or a count ``n`` for ``0 .. n-1``.
-        registry: a registry folder (``None``: ``$SPADE_REGISTRY``, else the seed library).
-        split: written into ``extra_info.split``.
-        hint: show the privileged hint.
-        agent_name: the agent loop name.
+    ``env_ids`` and ``registry`` are as :func:`~spade_gym.integrations._episode.resolve_env_ids`
+    takes them; ``seeds``: reset seeds, or a count ``n`` for ``0 .. n-1``.
 
     Raises:
         EnvNotFound / ValueError: an unknown or unplayable id, or a bad seed.
