@@ -300,8 +300,6 @@ class RayExecutor:
         self._hosts: list[Any] = []
         self._next_host = itertools.count()
 
-    # -- validation -------------------------------------------------------------------------------
-
     def validate_many(self, programs: Sequence[EnvProgram], config: ValidationConfig) -> list[ValidationReport]:
         """One report per program, in order, each validated as a Ray task (all submitted at once).
 
@@ -338,8 +336,6 @@ class RayExecutor:
                 raise exc.as_instanceof_cause() from None
         return reports
 
-    # -- environments -----------------------------------------------------------------------------
-
     def env(self, spec: Any) -> Any:
         """A zero-argument factory (call it here) of a :class:`RayEnv` playing ``spec`` in a host actor.
 
@@ -367,8 +363,6 @@ class RayExecutor:
         except WorkerCrash:  # the host died since: replace it and try once more
             self._hosts[index] = self._new_host()
             return RayEnv(self._hosts[index], spec)
-
-    # -- life cycle -------------------------------------------------------------------------------
 
     def close(self) -> None:
         """Kill the host actors, and shut Ray down if this executor started it."""

@@ -214,8 +214,6 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         self.last: StepRecord | None = None
         self._clear_stats()
 
-    # -- the agent ---------------------------------------------------------------------------
-
     @property
     def agent(self) -> Policy:
         """The Agent policy (loaded from its spec at first use)."""
@@ -225,8 +223,6 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
             assert self._agent_spec is not None
             self._agent = load_policy(self._agent_spec)
         return self._agent
-
-    # -- actions -----------------------------------------------------------------------------
 
     def decode(self, action: Any) -> tuple[EnvFamily, dict[str, int]]:
         """``(family, {knob name: int value})`` an action chooses.
@@ -282,8 +278,6 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         """``{"family", "knobs", "difficulty"}`` of an action (JSON values); ValueError as :meth:`decode`."""
         family, values = self.decode(action)
         return {"family": family.name, "knobs": values, "difficulty": family.difficulty(values)}
-
-    # -- gymnasium API -----------------------------------------------------------------------
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -360,8 +354,6 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
             _, pool = pools.popitem()
             pool.shutdown()
         super().close()
-
-    # -- internals ---------------------------------------------------------------------------
 
     def _estimate(self, instance: FamilyInstance, seeds: list[int], sampling_seed: int) -> RegretEstimate:
         key = (instance.family, tuple(instance.values.values()))

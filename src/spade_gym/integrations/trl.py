@@ -784,8 +784,6 @@ class SpadeEnvironment:
         self._history: list[dict[str, Any]] = []
         self._trajectory: Trajectory | None = None  # the episode's rules and record; None before reset
 
-    # ---------------------------------------------------------------- TRL's protocol
-
     def reset(self, **kwargs: Any) -> str | None:
         """Start an episode from a dataset row (TRL passes the row's columns as keywords).
 
@@ -838,8 +836,6 @@ class SpadeEnvironment:
         """The episode return (0 when the environment failed or never started)."""
         return 0.0 if self._trajectory is None else self._trajectory.episode_return
 
-    # ---------------------------------------------------------------- what happened
-
     @property
     def seed(self) -> int | None:
         """The current episode's seed (``None`` before the first ``reset``)."""
@@ -864,8 +860,6 @@ class SpadeEnvironment:
     def episode_return(self) -> float:
         """Same as :meth:`get_reward`."""
         return self.get_reward()
-
-    # ---------------------------------------------------------------- internals
 
     def _log_failure(self) -> None:
         error = self.error or {}
