@@ -252,12 +252,10 @@ def env_config(
     """The verifiers ``EnvConfig`` (``SpadeEnvConfig``, ``taskset.id = TASKSET_ID``) of spade environments.
 
     Args:
-        env_ids: Gymnasium ids (a str for one); ``None``: every environment of ``registry``.
-        registry: a registry folder (``None``: ``$SPADE_REGISTRY``, else the seed library).
+        env_ids, registry: as :func:`~spade_gym.integrations._episode.resolve_env_ids` takes them.
         num_rows: number of tasks; ``None``: every (environment, seed) pair.
         seeds: reset seeds; ``None``: from ``seed`` on, as many as ``num_rows`` needs (8 per env).
-        hint: show the privileged hint.
-        max_turns: cap on agent turns.
+        hint, max_turns: as :class:`~spade_gym.integrations._episode.SpadeEpisode`.
         agent: overrides of the agent seat's ``vf.AgentConfig``.
 
     Raises:
