@@ -117,8 +117,7 @@ def _raise(record: dict[str, Any]) -> None:
 
 
 class RayEnv:
-    """An environment hosted in a Ray actor, with the interface of :class:`~spade_gym.SandboxedEnv` that
-    :func:`~spade_gym.agent.rollout` uses; made by :meth:`RayExecutor.env`.
+    """An environment in a Ray actor, with the :class:`~spade_gym.SandboxedEnv` interface that rollouts use.
 
     Raises:
         SpadeError: the program cannot be loaded (the same error as locally), or the host actor

@@ -52,10 +52,9 @@ class _KeptEnv(SandboxedEnv):
     """A sandboxed environment whose ``close`` keeps the worker for the next rollout; :meth:`shutdown` kills it."""
 
     def close(self) -> None:
-        """Keep the worker for the next rollout (see :meth:`shutdown`)."""
+        pass
 
     def shutdown(self) -> None:
-        """Kill the worker."""
         super().close()
 
 
@@ -102,8 +101,7 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
     and ``k`` without in the sandbox, and updates the statistics (names in :attr:`observation_names`).
 
     Args:
-        agent: the Agent, a Policy or a ``load_policy`` spec such as ``"default"`` (loaded at the
-            first step).
+        agent: the Agent, a Policy or a ``load_policy`` spec such as ``"default"`` (loaded at first use).
         families: EnvFamily objects or built-in names; ``None``: every built-in family.
         k: episodes per arm of each regret estimate, ``>= 1``.
         action_type: ``"multidiscrete"`` (``MultiDiscrete([F, L_1, ..., L_K])``) or ``"box"``
@@ -117,7 +115,7 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         validation, reward, sandbox: the gate's limits, the reward settings, the Agent's sandbox
             limits (default ``validation.sandbox``).
         env_cache_size: knob tuples whose workers are kept alive (LRU), ``>= 1``.
-        render_mode: only ``None`` (a TypeError otherwise, so SB3's ``make_vec_env`` leaves it out).
+        render_mode: only ``None``.
 
     Raises:
         TypeError: a ``render_mode`` other than ``None``, or an ``agent`` without ``generate``.

@@ -214,10 +214,8 @@ async def play_token_episode(
         )
         logprobs: list[float] | None = []
         while not episode.done:
+            # >= 1: an observation is appended only when it leaves room for a token
             left = None if response_length is None else response_length - len(result.response_ids)
-            if left is not None and left <= 0:
-                episode.trajectory.truncated, result.stop = True, "response_length"
-                break
             params = dict(sampling_params or {})
             if budget_key is not None and left is not None:
                 params[budget_key] = left
