@@ -178,7 +178,6 @@ class SpadeEpisode:
     setting: str = "reasoning"
     description: str = ""
     tools: list[dict[str, Any]] = field(default_factory=list)
-    first_observation: str = ""
     trajectory: Trajectory = field(init=False)
     _env: PlayableEnv | None = field(default=None, repr=False)
     _limit: int = 1
@@ -252,21 +251,14 @@ class SpadeEpisode:
         """
         resolve_env_ids([self.env_id])
         try:
-            self._env = open_playable_env(self.env_id)
-        except Exception as exc:  # the program fails its static check or to load
+            env = self._env = open_playable_env(self.env_id)
+            self.setting, self.description = env.setting, env.description
+            self.tools = list(env.tools or [])
+            self._limit = min(env.max_turns, self.max_turns or env.max_turns)
+            return start_episode(env, self.seed, self.hint)
+        except Exception as exc:  # the program fails its static check, to load, or in reset or hint
             self.trajectory.fail(exc)
             return ""
-        env = self._env
-        self.setting, self.description = env.setting, env.description
-        self.tools = list(env.tools or [])
-        self._limit = min(env.max_turns, self.max_turns or env.max_turns)
-        try:
-            observation = start_episode(env, self.seed, self.hint)
-        except Exception as exc:  # the program failed in reset or hint
-            self.trajectory.fail(exc)
-            return ""
-        self.first_observation = observation
-        return observation
 
     def act(self, completion: str) -> StepResult:
         """One agent turn on ``completion``; after the end, ``done=True`` and nothing is stepped."""
