@@ -35,9 +35,6 @@ def _ray() -> Any:
     return require("ray", "ray", _FEATURE)
 
 
-# ------------------------------------------------------------------------------------- validation
-
-
 def _validate_source(source: str, origin: str, config: ValidationConfig) -> ValidationReport:
     """The body of a validation task (runs on a Ray worker)."""
     from spade_gym.validation import validate
@@ -61,9 +58,6 @@ def crash_report(program: EnvProgram, config: ValidationConfig, message: str) ->
         seeds=list(config.seeds),
         config=config.to_dict(),
     )
-
-
-# ----------------------------------------------------------------------------------- environments
 
 
 class _EnvHost:
@@ -231,9 +225,6 @@ def _portable(spec: Any) -> tuple[Any, str | None]:
     if isinstance(spec, EnvProgram | str) or callable(spec):
         return spec, None
     return EnvProgram.from_file(os.fspath(spec)), None  # a path
-
-
-# -------------------------------------------------------------------------------------- executor
 
 
 class RayExecutor:

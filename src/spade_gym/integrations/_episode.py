@@ -353,9 +353,6 @@ def first_observations(env_id: str, seeds: Sequence[int], *, hint: bool = False)
     return out
 
 
-# ------------------------------------------------------------------------------- chat templates
-
-
 def render_chat(
     tokenizer: ChatTokenizer,
     messages: Sequence[Mapping[str, Any]],

@@ -178,8 +178,6 @@ def make_rows(
     ]
 
 
-# --------------------------------------------------------------------------- OpenRLHF's classes
-
 _CLASSES: tuple[type, type] | None = None
 
 

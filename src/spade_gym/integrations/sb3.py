@@ -408,9 +408,6 @@ def _check_int(name: str, value: object, low: int) -> None:
         raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
 
 
-# -- Stable-Baselines3 helpers (import SB3 lazily) --------------------------------------------
-
-
 def check(env: gymnasium.Env[Any, Any] | None = None, **kwargs: Any) -> None:
     """Run SB3's and Gymnasium's environment checkers on a ``DesignerParamsEnv`` (a few seconds).
 

@@ -269,9 +269,6 @@ async def play_token_episode(
     return result
 
 
-# ------------------------------------------------------------------------------------- dataset
-
-
 def make_rows(
     env_ids: Sequence[str] | str | None = None,
     seeds: Iterable[int] | int = range(8),
@@ -349,8 +346,6 @@ def write_parquet(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str
     pq.write_table(pa.Table.from_pylist([dict(r) for r in rows]), str(out))
     return out
 
-
-# ----------------------------------------------------------------------------- the verl class
 
 _AGENT_LOOP: type | None = None
 _REGISTERED: set[str] = set()
