@@ -541,7 +541,11 @@ class DesignerReward:
             logger.warning("spade_designer: completion %d not scored, the Agent failed: %s", index, exc)
             result = _Scored(None, "AGENT_ERROR", None, error=f"{type(exc).__name__}: {exc}"[:500])
         except Exception as exc:  # a hostile program found a path evaluate_completion did not contain
-            result = self._crashed(index, exc)
+            logger.warning(
+                "spade_designer: completion %d crashed the evaluation: %s: %s", index, type(exc).__name__, exc
+            )
+            error = f"{type(exc).__name__}: {exc}"[:500]
+            result = _Scored(float(self.config.reward.invalid), "EVALUATION_ERROR", "invalid", error=error)
         else:
             estimate = outcome.estimate
             result = _Scored(
@@ -556,15 +560,6 @@ class DesignerReward:
         if key is not None:
             seen[key] = result
         return result
-
-    def _crashed(self, index: int, exc: BaseException) -> _Scored:
-        logger.warning("spade_designer: completion %d crashed the evaluation: %s: %s", index, type(exc).__name__, exc)
-        return _Scored(
-            float(self.config.reward.invalid),
-            "EVALUATION_ERROR",
-            "invalid",
-            error=f"{type(exc).__name__}: {exc}"[:500],
-        )
 
     def _log(self, scored: list[_Scored], log_extra: Any, log_metric: Any) -> None:
         if callable(log_extra):
