@@ -41,11 +41,8 @@ _CLASSES: dict[str, type] | None = None
 def verifiers_classes() -> dict[str, type]:
     """The verifiers classes of the spade taskset, by name; defined once, registered as :data:`TASKSET_ID`.
 
-    ``SpadeTasksetConfig`` fields: ``env_ids``, ``registry``, ``seeds``, ``seed``, ``num_rows``,
-    ``hint``, ``max_turns`` (as :func:`env_config`). Also ``SpadeTaskData`` (``info = {"env_id",
-    "seed", "hint"}``), ``SpadeTask`` (reward ``episode_return``, metrics ``success``, ``turns``),
-    ``SpadeTaskset`` (seed-major), ``SpadeEnvConfig``, ``SpadeEnv``, ``SpadeChatHarnessConfig`` and
-    ``SpadeChatHarness``.
+    ``SpadeTasksetConfig`` (fields as :func:`env_config`'s keywords), ``SpadeTaskData``, ``SpadeTask``,
+    ``SpadeTaskset``, ``SpadeEnvConfig``, ``SpadeEnv``, ``SpadeChatHarnessConfig``, ``SpadeChatHarness``.
 
     Raises:
         MissingDependency: verifiers is not installed.

@@ -135,9 +135,7 @@ class TokenEpisode:
         return self.reward >= SUCCESS_RETURN
 
     def extra_fields(self) -> dict[str, Any]:
-        """verl's ``extra_fields``: ``spade_env_id``, ``spade_seed``, ``spade_return``, ``spade_success``,
-        ``spade_turns``, ``spade_stop``, ``spade_error`` (message or ``""``) and ``turn_scores``.
-        """
+        """verl's ``extra_fields``: the ``spade_*`` summary (``spade_error``: message or ``""``) and ``turn_scores``."""
         return {
             "spade_env_id": self.env_id,
             "spade_seed": self.seed,
