@@ -369,20 +369,16 @@ class _GuardedAgent:
     def __init__(self, agent: Any) -> None:
         self._agent = agent
 
-    @property
-    def name(self) -> str:
-        return str(self._agent.name)
-
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
         try:
             out: list[Completion] = self._agent.generate(prompts, sampling)
         except PolicyError:
             raise
         except Exception as exc:
-            raise GenerationError(f"the Agent policy {self.name!r} failed: {type(exc).__name__}: {exc}") from exc
+            raise GenerationError(f"the Agent policy {self._agent.name!r} failed: {type(exc).__name__}: {exc}") from exc
         return out
 
-    def __getattr__(self, name: str) -> Any:  # context_window and backend extras (encode, ...)
+    def __getattr__(self, name: str) -> Any:  # name, context_window and backend extras (encode, ...)
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self._agent, name)

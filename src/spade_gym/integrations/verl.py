@@ -105,8 +105,6 @@ class TokenEpisode:
         reward: the episode return (0 when the program failed); ``rewards``: per agent turn.
         num_turns: user and assistant messages (verl's meaning); ``agent_turns``: completions.
         stop: ``"terminated"``, ``"truncated"``, ``"max_turns"``, ``"response_length"`` or ``"error"``.
-        error: the failure record when the program failed.
-        messages: the conversation as text.
         generation_s, env_s: seconds in ``generate`` and in the environment.
     """
 
