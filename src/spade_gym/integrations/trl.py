@@ -108,7 +108,6 @@ class _RowPrompt(DesignerPrompt):
 
 
 def _row_prompt(messages: Any, provenance: Any, index: int) -> _RowPrompt:
-    """Rebuild the prompt of row ``index`` from its ``prompt`` and ``provenance`` columns."""
     where = f"row {index}: the 'provenance' column"
     if isinstance(provenance, str):
         try:
@@ -386,8 +385,6 @@ class _GuardedAgent:
 
 @dataclass
 class _Scored:
-    """What :class:`DesignerReward` recorded for one completion."""
-
     reward: float | None
     category: str | None = None
     outcome: str | None = None
@@ -666,7 +663,6 @@ _FIXED_TOOLS = {
 
 
 def _tool_specs(setting: str, tools: Any, reserved: set[str]) -> list[_ToolSpec]:
-    """The methods to generate for an environment (see :func:`environment_factory`)."""
     if setting in _FIXED_TOOLS:
         return [_FIXED_TOOLS[setting]]
     specs: list[_ToolSpec] = []
@@ -725,7 +721,6 @@ def _make_method(spec: _ToolSpec) -> Callable[..., str]:
 
 
 def _open_env(spec: Any, sandbox: SandboxConfig | None) -> SandboxedEnv | ReasoningGymEnv:
-    """Open one environment from a gymnasium id, a program or a zero-argument factory."""
     if callable(spec) and not isinstance(spec, str | bytes | os.PathLike | EnvProgram):
         env = spec()
     elif isinstance(spec, str) and "\n" not in spec and not Path(spec).is_file() and not spec.endswith(".py"):
