@@ -78,10 +78,8 @@ class _EnvHost:
         with self.lock:
             key = next(self.keys)
             self.envs[key] = env
-        return True, (
-            key,
-            {name: getattr(env, name) for name in ("name", "setting", "max_turns", "tools", "description")},
-        )
+        attributes = {name: getattr(env, name) for name in ("name", "setting", "max_turns", "tools", "description")}
+        return True, (key, attributes)
 
     def call(self, key: int, method: str, kwargs: dict[str, Any]) -> tuple[bool, Any]:
         env = self.envs[key]
