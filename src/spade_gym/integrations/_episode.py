@@ -145,11 +145,9 @@ def episode_spec(row: Mapping[str, Any], *, where: str = "row") -> tuple[str, in
 
 @dataclass(frozen=True)
 class StepResult:
-    """What one agent turn did.
-
-    ``action`` is ``None`` for a malformed tool call (not sent); ``observation`` is the environment's
-    or the error message; ``reward`` is 0 for an unsent or failed step; ``error`` is the failure
-    record when the program failed in this step.
+    """What one agent turn did: ``action`` is ``None`` for a malformed tool call (not sent);
+    ``observation`` is the environment's or the error message; ``reward`` is 0 for an unsent or
+    failed step; ``error`` is the failure record when the program failed in this step.
     """
 
     action: str | None

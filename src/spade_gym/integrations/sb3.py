@@ -81,10 +81,9 @@ class _Pool:
 
 @dataclass
 class StepRecord:
-    """What one ``step`` of :class:`DesignerParamsEnv` did (``env.last``), beyond ``info``.
-
-    ``estimate`` is ``None`` when the gate refused the instance or it failed to start; ``outcome``
-    is ``"invalid"``, ``"trivial"``, ``"out_of_reach"`` or ``"regret"``.
+    """What one ``step`` of :class:`DesignerParamsEnv` did (``env.last``), beyond ``info``: ``estimate``
+    is ``None`` when the gate refused the instance or it failed to start; ``outcome`` is ``"invalid"``,
+    ``"trivial"``, ``"out_of_reach"`` or ``"regret"``.
     """
 
     instance: FamilyInstance
