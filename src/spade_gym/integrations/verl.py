@@ -372,8 +372,7 @@ def agent_loop_class() -> type:
         ) -> None:
             kwargs.pop("name", None)  # the config entry's own name, passed along by hydra
             super().__init__(*args, **kwargs)
-            rollout = self.config.actor_rollout_ref.rollout
-            self.response_length = int(rollout.response_length)
+            self.response_length = int(self.config.actor_rollout_ref.rollout.response_length)
             self.spade_max_turns = max_turns
             if registry and str(registry) not in _REGISTERED:
                 resolve_env_ids(None, registry)
