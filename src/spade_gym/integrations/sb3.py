@@ -52,7 +52,7 @@ class _KeptEnv(SandboxedEnv):
     """A sandboxed environment whose ``close`` keeps the worker for the next rollout; :meth:`shutdown` kills it."""
 
     def close(self) -> None:
-        pass
+        """Keep the worker (see :meth:`shutdown`)."""
 
     def shutdown(self) -> None:
         super().close()

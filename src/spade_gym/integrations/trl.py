@@ -341,7 +341,7 @@ class _LazyAgent:
     """An Agent given as a ``load_policy`` spec, loaded on the first accepted program."""
 
     def __init__(self, spec: str) -> None:
-        self.spec = spec
+        self.name = spec  # the spec, read without loading the policy
         self._policy: Policy | None = None
 
     @property
@@ -349,12 +349,8 @@ class _LazyAgent:
         if self._policy is None:
             from spade_gym.policies import load_policy
 
-            self._policy = load_policy(self.spec)
+            self._policy = load_policy(self.name)
         return self._policy
-
-    @property
-    def name(self) -> str:
-        return self.spec
 
     def __getattr__(self, name: str) -> Any:  # generate, context_window and backend extras (encode, ...)
         if name.startswith("_"):
