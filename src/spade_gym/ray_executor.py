@@ -35,9 +35,6 @@ def _ray() -> Any:
     return require("ray", "ray", _FEATURE)
 
 
-# ------------------------------------------------------------------------------------- validation
-
-
 def _validate_source(source: str, origin: str, config: ValidationConfig) -> ValidationReport:
     """The body of a validation task (runs on a Ray worker)."""
     from spade_gym.validation import validate
@@ -63,9 +60,6 @@ def crash_report(program: EnvProgram, config: ValidationConfig, message: str) ->
     )
 
 
-# ----------------------------------------------------------------------------------- environments
-
-
 class _EnvHost:
     """A Ray actor holding sandboxed environments by integer key, stepped in parallel threads."""
 
@@ -84,10 +78,8 @@ class _EnvHost:
         with self.lock:
             key = next(self.keys)
             self.envs[key] = env
-        return True, (
-            key,
-            {name: getattr(env, name) for name in ("name", "setting", "max_turns", "tools", "description")},
-        )
+        attributes = {name: getattr(env, name) for name in ("name", "setting", "max_turns", "tools", "description")}
+        return True, (key, attributes)
 
     def call(self, key: int, method: str, kwargs: dict[str, Any]) -> tuple[bool, Any]:
         env = self.envs[key]
@@ -117,8 +109,7 @@ def _raise(record: dict[str, Any]) -> None:
 
 
 class RayEnv:
-    """An environment hosted in a Ray actor, with the interface of :class:`~spade_gym.SandboxedEnv` that
-    :func:`~spade_gym.agent.rollout` uses; made by :meth:`RayExecutor.env`.
+    """An environment in a Ray actor, with the :class:`~spade_gym.SandboxedEnv` interface that rollouts use.
 
     Raises:
         SpadeError: the program cannot be loaded (the same error as locally), or the host actor
@@ -234,9 +225,6 @@ def _portable(spec: Any) -> tuple[Any, str | None]:
     return EnvProgram.from_file(os.fspath(spec)), None  # a path
 
 
-# -------------------------------------------------------------------------------------- executor
-
-
 class RayExecutor:
     """Validation as Ray tasks and environments in Ray actors.
 
@@ -300,8 +288,6 @@ class RayExecutor:
         self._hosts: list[Any] = []
         self._next_host = itertools.count()
 
-    # -- validation -------------------------------------------------------------------------------
-
     def validate_many(self, programs: Sequence[EnvProgram], config: ValidationConfig) -> list[ValidationReport]:
         """One report per program, in order, each validated as a Ray task (all submitted at once).
 
@@ -338,8 +324,6 @@ class RayExecutor:
                 raise exc.as_instanceof_cause() from None
         return reports
 
-    # -- environments -----------------------------------------------------------------------------
-
     def env(self, spec: Any) -> Any:
         """A zero-argument factory (call it here) of a :class:`RayEnv` playing ``spec`` in a host actor.
 
@@ -354,24 +338,19 @@ class RayExecutor:
             portable = partial(_sandboxed_env, portable, self.sandbox)
         return _RayEnvFactory(self, portable, env_id)
 
-    def _hosts_ready(self) -> list[Any]:
-        if not self._hosts:
-            ray = self.ray
-            count = self._host_count or max(sum(1 for n in ray.nodes() if n.get("Alive")), 1)
-            host = ray.remote(_EnvHost).options(num_cpus=0, max_concurrency=256, scheduling_strategy="SPREAD")
-            self._hosts = [host.remote() for _ in range(count)]
-        return self._hosts
+    def _new_host(self) -> Any:
+        return self.ray.remote(_EnvHost).options(num_cpus=0, max_concurrency=256, scheduling_strategy="SPREAD").remote()
 
     def _open(self, spec: Any) -> RayEnv:
-        hosts = self._hosts_ready()
-        index = next(self._next_host) % len(hosts)
+        if not self._hosts:
+            count = self._host_count or max(sum(1 for n in self.ray.nodes() if n.get("Alive")), 1)
+            self._hosts = [self._new_host() for _ in range(count)]
+        index = next(self._next_host) % len(self._hosts)
         try:
-            return RayEnv(hosts[index], spec)
+            return RayEnv(self._hosts[index], spec)
         except WorkerCrash:  # the host died since: replace it and try once more
-            hosts[index] = self.ray.remote(_EnvHost).options(num_cpus=0, max_concurrency=256).remote()
-            return RayEnv(hosts[index], spec)
-
-    # -- life cycle -------------------------------------------------------------------------------
+            self._hosts[index] = self._new_host()
+            return RayEnv(self._hosts[index], spec)
 
     def close(self) -> None:
         """Kill the host actors, and shut Ray down if this executor started it."""

@@ -67,10 +67,9 @@ def resolve_env_ids(
     """The Gymnasium ids an integration plays, checked, in the order given.
 
     Args:
-        env_ids: ids (a str for one); ``None``/empty: every environment of ``registry`` except the
-            held-out seed environments (:data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS`).
-        registry: a registry folder to register first; ``None``: ``$SPADE_REGISTRY``, else the
-            bundled seed library.
+        env_ids: ids (a str for one); ``None``/empty: every environment of ``registry`` except
+            :data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS`.
+        registry: a registry folder to register first; ``None``: ``$SPADE_REGISTRY``, else the seed library.
 
     Raises:
         EnvNotFound: an unknown id (the message suggests the closest).
@@ -146,11 +145,9 @@ def episode_spec(row: Mapping[str, Any], *, where: str = "row") -> tuple[str, in
 
 @dataclass(frozen=True)
 class StepResult:
-    """What one agent turn did.
-
-    ``action`` is ``None`` for a malformed tool call (not sent); ``observation`` is the environment's
-    or the error message; ``reward`` is 0 for an unsent or failed step; ``error`` is the failure
-    record when the program failed in this step.
+    """What one agent turn did: ``action`` is ``None`` for a malformed tool call (not sent);
+    ``observation`` is the environment's or the error message; ``reward`` is 0 for an unsent or
+    failed step; ``error`` is the failure record when the program failed in this step.
     """
 
     action: str | None
@@ -163,21 +160,13 @@ class StepResult:
 
 @dataclass
 class SpadeEpisode:
-    """One episode of one environment, played one completion at a time (blocking calls).
+    """One episode of the Gymnasium id ``env_id`` at ``seed``, played one completion at a time (blocking).
 
     ``start()`` makes and resets the environment; ``act(text)`` steps it with the completion's action;
     ``close()`` reaps the worker. A program failure ends the episode with :attr:`error` set and a
-    return of 0; only an unknown id raises.
-
-    Args:
-        env_id: a Gymnasium id.
-        seed: the reset seed.
-        hint: append the privileged hint to the first observation.
-        max_turns: cap below the environment's own ``max_turns`` (``None``: its own).
-
-    Attributes:
-        setting, description, tools: the environment's (defaults until it is made).
-        trajectory: the episode's :class:`~spade_gym.agent.Trajectory`, one Turn per :meth:`act`.
+    return of 0; only an unknown id raises. ``hint`` appends the privileged hint to the first
+    observation; ``max_turns`` caps the environment's own. ``setting``, ``description`` and ``tools``
+    are the environment's once made; ``trajectory`` holds one Turn per :meth:`act`.
     """
 
     env_id: str
@@ -187,7 +176,6 @@ class SpadeEpisode:
     setting: str = "reasoning"
     description: str = ""
     tools: list[dict[str, Any]] = field(default_factory=list)
-    first_observation: str = ""
     trajectory: Trajectory = field(init=False)
     _env: PlayableEnv | None = field(default=None, repr=False)
     _limit: int = 1
@@ -261,21 +249,14 @@ class SpadeEpisode:
         """
         resolve_env_ids([self.env_id])
         try:
-            self._env = open_playable_env(self.env_id)
-        except Exception as exc:  # the program fails its static check or to load
+            env = self._env = open_playable_env(self.env_id)
+            self.setting, self.description = env.setting, env.description
+            self.tools = list(env.tools or [])
+            self._limit = min(env.max_turns, self.max_turns or env.max_turns)
+            return start_episode(env, self.seed, self.hint)
+        except Exception as exc:  # the program fails its static check, to load, or in reset or hint
             self.trajectory.fail(exc)
             return ""
-        env = self._env
-        self.setting, self.description = env.setting, env.description
-        self.tools = list(env.tools or [])
-        self._limit = min(env.max_turns, self.max_turns or env.max_turns)
-        try:
-            observation = start_episode(env, self.seed, self.hint)
-        except Exception as exc:  # the program failed in reset or hint
-            self.trajectory.fail(exc)
-            return ""
-        self.first_observation = observation
-        return observation
 
     def act(self, completion: str) -> StepResult:
         """One agent turn on ``completion``; after the end, ``done=True`` and nothing is stepped."""
@@ -370,9 +351,6 @@ def first_observations(env_id: str, seeds: Sequence[int], *, hint: bool = False)
     return out
 
 
-# ------------------------------------------------------------------------------- chat templates
-
-
 def render_chat(
     tokenizer: ChatTokenizer,
     messages: Sequence[Mapping[str, Any]],
@@ -407,9 +385,8 @@ def encode_text(tokenizer: ChatTokenizer, text: str) -> list[int]:
     return [int(i) for i in ids]
 
 
-# A fixed conversation the observation is appended to: the new user turn's text is what the full
-# rendering adds to the base's, independent of the episode's history (templates that rewrite
-# earlier turns, e.g. by dropping old reasoning, do not change it).
+# The fixed conversation :func:`observation_text` appends to, so templates that rewrite earlier
+# turns (e.g. dropping old reasoning) do not change the new user turn's text.
 _BASE = ({"role": "system", "content": "S"}, {"role": "user", "content": "U"}, {"role": "assistant", "content": "A"})
 
 

@@ -4,17 +4,15 @@ Give this file to ``--train.agent_func_path`` (``--agent_func_path`` before 0.10
 
     python -c "import spade_gym.integrations.openrlhf_agent as m; print(m.__file__)"
 
-Each prompt plays one episode named by its JSON ``label`` (``{"env_id", "seed", "hint"}``,
-:func:`make_rows`). ``reset`` returns the chat-template prompt; each ``step`` extracts the action
-from the completion, steps the environment and returns the reward and the next observation as the
-chat template's user turn (loss mask 0). A failing program ends the episode with a total of 0 and
-``extra_logs["spade_error"] = 1``, never an exception. API: OpenRLHF 0.10
-(``openrlhf/utils/agent.py``: ``AgentInstanceBase``, ``MultiTurnAgentExecutor``; docs
-"Multi-Turn Mode", 0.10.2).
+Each prompt plays the episode its JSON ``label`` names (``{"env_id", "seed", "hint"}``,
+:func:`make_rows`): ``reset`` returns the chat-template prompt, each ``step`` plays one completion
+and returns the next observation as the template's user turn (loss mask 0). A failing program ends
+the episode with a total of 0 and ``extra_logs["spade_error"] = 1``, never an exception. API:
+OpenRLHF 0.10 (``openrlhf/utils/agent.py``: ``AgentInstanceBase``, ``MultiTurnAgentExecutor``).
 
 Settings from the process environment: ``SPADE_REGISTRY`` (a registry folder to register) and
 ``SPADE_OPENRLHF_MAX_TURNS`` (cap on agent turns). ``AgentInstance``/``AgentExecutor`` are defined
-on first access (they need OpenRLHF and torch); :class:`SpadeAgentSession` needs neither.
+on first access (they need OpenRLHF and torch).
 """
 
 from __future__ import annotations
@@ -63,7 +61,6 @@ class SpadeAgentSession:
         tokenizer: the model's tokenizer. ``None``: ``reset`` returns the dataset prompt and
             observations are appended as ``"\\n\\n<observation>\\n\\n"`` (for base models only).
         max_turns: cap on agent turns below the environment's own.
-        chat_template_kwargs: extra keywords for ``apply_chat_template``.
     """
 
     def __init__(
@@ -180,8 +177,6 @@ def make_rows(
         for row in rows
     ]
 
-
-# --------------------------------------------------------------------------- OpenRLHF's classes
 
 _CLASSES: tuple[type, type] | None = None
 

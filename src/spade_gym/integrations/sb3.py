@@ -52,10 +52,9 @@ class _KeptEnv(SandboxedEnv):
     """A sandboxed environment whose ``close`` keeps the worker for the next rollout; :meth:`shutdown` kills it."""
 
     def close(self) -> None:
-        """Keep the worker for the next rollout (see :meth:`shutdown`)."""
+        """Keep the worker (see :meth:`shutdown`)."""
 
     def shutdown(self) -> None:
-        """Kill the worker."""
         super().close()
 
 
@@ -82,10 +81,9 @@ class _Pool:
 
 @dataclass
 class StepRecord:
-    """What one ``step`` of :class:`DesignerParamsEnv` did (``env.last``), beyond ``info``.
-
-    ``estimate`` is ``None`` when the gate refused the instance or it failed to start; ``outcome``
-    is ``"invalid"``, ``"trivial"``, ``"out_of_reach"`` or ``"regret"``.
+    """What one ``step`` of :class:`DesignerParamsEnv` did (``env.last``), beyond ``info``: ``estimate``
+    is ``None`` when the gate refused the instance or it failed to start; ``outcome`` is ``"invalid"``,
+    ``"trivial"``, ``"out_of_reach"`` or ``"regret"``.
     """
 
     instance: FamilyInstance
@@ -102,8 +100,7 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
     and ``k`` without in the sandbox, and updates the statistics (names in :attr:`observation_names`).
 
     Args:
-        agent: the Agent, a Policy or a ``load_policy`` spec such as ``"default"`` (loaded at the
-            first step).
+        agent: the Agent, a Policy or a ``load_policy`` spec such as ``"default"`` (loaded at first use).
         families: EnvFamily objects or built-in names; ``None``: every built-in family.
         k: episodes per arm of each regret estimate, ``>= 1``.
         action_type: ``"multidiscrete"`` (``MultiDiscrete([F, L_1, ..., L_K])``) or ``"box"``
@@ -117,7 +114,7 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         validation, reward, sandbox: the gate's limits, the reward settings, the Agent's sandbox
             limits (default ``validation.sandbox``).
         env_cache_size: knob tuples whose workers are kept alive (LRU), ``>= 1``.
-        render_mode: only ``None`` (a TypeError otherwise, so SB3's ``make_vec_env`` leaves it out).
+        render_mode: only ``None``.
 
     Raises:
         TypeError: a ``render_mode`` other than ``None``, or an ``agent`` without ``generate``.
@@ -214,8 +211,6 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         self.last: StepRecord | None = None
         self._clear_stats()
 
-    # -- the agent ---------------------------------------------------------------------------
-
     @property
     def agent(self) -> Policy:
         """The Agent policy (loaded from its spec at first use)."""
@@ -225,8 +220,6 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
             assert self._agent_spec is not None
             self._agent = load_policy(self._agent_spec)
         return self._agent
-
-    # -- actions -----------------------------------------------------------------------------
 
     def decode(self, action: Any) -> tuple[EnvFamily, dict[str, int]]:
         """``(family, {knob name: int value})`` an action chooses.
@@ -282,8 +275,6 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         """``{"family", "knobs", "difficulty"}`` of an action (JSON values); ValueError as :meth:`decode`."""
         family, values = self.decode(action)
         return {"family": family.name, "knobs": values, "difficulty": family.difficulty(values)}
-
-    # -- gymnasium API -----------------------------------------------------------------------
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -361,8 +352,6 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
             pool.shutdown()
         super().close()
 
-    # -- internals ---------------------------------------------------------------------------
-
     def _estimate(self, instance: FamilyInstance, seeds: list[int], sampling_seed: int) -> RegretEstimate:
         key = (instance.family, tuple(instance.values.values()))
         pool = self._pools.get(key)
@@ -416,9 +405,6 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
 def _check_int(name: str, value: object, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-
-
-# -- Stable-Baselines3 helpers (import SB3 lazily) --------------------------------------------
 
 
 def check(env: gymnasium.Env[Any, Any] | None = None, **kwargs: Any) -> None:

@@ -2,20 +2,16 @@
 
 For TRL >= 1.0 (written against TRL 1.16, https://huggingface.co/docs/trl/main/en/grpo_trainer).
 
-* Designer: :class:`DesignerReward` is a TRL reward function that runs each completion through
-  :func:`~spade_gym.designer.evaluate_completion` (gate -> regret with the Agent -> registry ->
-  reward); :func:`designer_dataset` poses the prompts of ``spade/Designer-v0``. The Agent is frozen
-  (any spade ``Policy``) or co-trained (:class:`TrainerPolicy`, the model being trained).
-* Agent: :func:`environment_factory` / :func:`environment_factories` build TRL
-  ``environment_factory`` classes whose methods are the environment's tools (``answer`` for
-  reasoning, ``act`` for games); :func:`agent_dataset` writes the matching rows.
+* Designer: :class:`DesignerReward` scores each completion with
+  :func:`~spade_gym.designer.evaluate_completion` (gate -> regret -> registry -> reward) on the prompts
+  of :func:`designer_dataset`; the Agent is frozen (a ``Policy``) or co-trained (:class:`TrainerPolicy`).
+* Agent: :func:`environment_factory` / :func:`environment_factories` build TRL ``environment_factory``
+  classes whose methods are the environment's tools; :func:`agent_dataset` writes the matching rows.
 
-Rules (tested in ``tests/test_integration_trl.py``): a ``None`` reward means "not mine" (rows whose
-``spade_role`` is not ``"designer"``, or an Agent failure, :class:`~spade_gym.errors.PolicyError`);
-every program outcome, crashes included, is a number. Hostile programs never crash the trainer:
-a failing environment ends its episode with return 0 and an error note; only setup errors raise.
-Identical programs in one batch share one evaluation. trl, torch, transformers and datasets are
-imported when first needed (:class:`~spade_gym.errors.MissingDependency` when missing).
+A ``None`` reward means "not mine" (not a ``"designer"`` row, or an Agent failure); every program
+outcome, crashes included, is a number; a failing environment ends its episode with return 0; only
+setup errors raise. Identical programs in one batch share one evaluation. trl, torch, transformers
+and datasets are imported when first needed (:class:`~spade_gym.errors.MissingDependency`).
 """
 
 from __future__ import annotations
@@ -71,13 +67,10 @@ logger = logging.getLogger(__name__)
 
 _FEATURE = "spade_gym.integrations.trl"
 
-#: The ``spade_role`` value of Designer rows (:func:`designer_dataset`); rows with another value
-#: are not scored by :class:`DesignerReward` (it returns ``None`` for them).
+#: The ``spade_role`` of Designer rows; :class:`DesignerReward` returns ``None`` for other rows.
 DESIGNER_ROLE = "designer"
 
-#: The Agent's system prompt per setting under TRL's tool loop. Unlike
-#: :data:`spade_gym.agent.SYSTEM_PROMPTS` they do not spell out a call format: the model's chat
-#: template renders the tool schemas and its own tool-call syntax.
+#: The Agent's system prompt per setting under TRL's tool loop (no call format: the chat template renders the tools).
 AGENT_SYSTEM_PROMPTS: dict[str, str] = {
     "reasoning": (
         "You solve reasoning problems. Think briefly, then submit your final answer by calling the answer "
@@ -115,7 +108,6 @@ class _RowPrompt(DesignerPrompt):
 
 
 def _row_prompt(messages: Any, provenance: Any, index: int) -> _RowPrompt:
-    """Rebuild the prompt of row ``index`` from its ``prompt`` and ``provenance`` columns."""
     where = f"row {index}: the 'provenance' column"
     if isinstance(provenance, str):
         try:
@@ -177,16 +169,13 @@ def designer_dataset(
 
     Args:
         n: number of prompts, ``>= 1``.
-        registry: a Registry or its folder (created, with the seed library when ``seed_library``,
-            when new); pass the same one to :class:`DesignerReward`.
+        registry: a Registry or its folder (created when new, with the seed library when
+            ``seed_library``); pass the same one to :class:`DesignerReward`.
         documents: a DocumentSource or a ``load_documents`` spec (``None``: the built-in corpus).
-        config: memory, settings and edit-mode settings.
-        seed: base reset seed.
         setting, mode: force every prompt's target setting / mode (``"write"`` or ``"edit"``).
 
     Returns:
-        Columns ``prompt`` (system and user messages), ``spade_role`` (``"designer"``) and
-        ``provenance`` (JSON of :meth:`DesignerPrompt.provenance`, read back by DesignerReward).
+        Columns ``prompt`` (messages), ``spade_role`` (``"designer"``) and ``provenance`` (JSON).
 
     Raises:
         ValueError: ``n < 1``, or an unknown setting or mode.
@@ -221,14 +210,12 @@ def designer_dataset(
 class TrainerPolicy:
     """A spade ``Policy`` that samples from the model a TRL trainer is training (the co-trained Agent).
 
-    Create it unbound and :meth:`bind` it once the trainer exists. Generation runs
-    :class:`~spade_gym.policies.transformers.TransformersPolicy` on the trainer's own model object;
-    its training mode and ``generation_config`` are restored after each call. Sampling settings are
-    the caller's ``SamplingParams``.
+    Generation runs :class:`~spade_gym.policies.transformers.TransformersPolicy` on the trainer's own
+    model object, restoring its training mode and ``generation_config`` after each call.
 
     Args:
-        trainer: a ``trl.GRPOTrainer`` (anything with ``model``, ``processing_class`` and
-            ``accelerator``), or ``None`` to bind later.
+        trainer: a ``trl.GRPOTrainer`` (``model``, ``processing_class``, ``accelerator``), or ``None``
+            to :meth:`bind` later.
         max_batch_size: most sequences per ``model.generate`` call.
     """
 
@@ -354,7 +341,7 @@ class _LazyAgent:
     """An Agent given as a ``load_policy`` spec, loaded on the first accepted program."""
 
     def __init__(self, spec: str) -> None:
-        self.spec = spec
+        self.name = spec  # the spec, read without loading the policy
         self._policy: Policy | None = None
 
     @property
@@ -362,21 +349,10 @@ class _LazyAgent:
         if self._policy is None:
             from spade_gym.policies import load_policy
 
-            self._policy = load_policy(self.spec)
+            self._policy = load_policy(self.name)
         return self._policy
 
-    @property
-    def name(self) -> str:
-        return self.spec
-
-    @property
-    def context_window(self) -> int | None:
-        return self.policy.context_window
-
-    def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
-        return self.policy.generate(prompts, sampling)
-
-    def __getattr__(self, name: str) -> Any:  # encode and other backend extras
+    def __getattr__(self, name: str) -> Any:  # generate, context_window and backend extras (encode, ...)
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.policy, name)
@@ -388,25 +364,16 @@ class _GuardedAgent:
     def __init__(self, agent: Any) -> None:
         self._agent = agent
 
-    @property
-    def name(self) -> str:
-        return str(self._agent.name)
-
-    @property
-    def context_window(self) -> int | None:
-        window: int | None = self._agent.context_window
-        return window
-
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
         try:
             out: list[Completion] = self._agent.generate(prompts, sampling)
         except PolicyError:
             raise
         except Exception as exc:
-            raise GenerationError(f"the Agent policy {self.name!r} failed: {type(exc).__name__}: {exc}") from exc
+            raise GenerationError(f"the Agent policy {self._agent.name!r} failed: {type(exc).__name__}: {exc}") from exc
         return out
 
-    def __getattr__(self, name: str) -> Any:  # encode and other backend extras
+    def __getattr__(self, name: str) -> Any:  # name, context_window and backend extras (encode, ...)
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self._agent, name)
@@ -414,8 +381,6 @@ class _GuardedAgent:
 
 @dataclass
 class _Scored:
-    """What :class:`DesignerReward` recorded for one completion."""
-
     reward: float | None
     category: str | None = None
     outcome: str | None = None
@@ -428,20 +393,17 @@ class _Scored:
 class DesignerReward:
     """The Designer's reward as a TRL reward function: completion -> gate -> regret -> registry -> reward.
 
-    Use as ``GRPOTrainer(reward_funcs=DesignerReward(...), train_dataset=designer_dataset(...))``.
-    The prompt of each completion is rebuilt from the row's ``provenance`` column; accepted programs
-    are registered; the reward is :func:`~spade_gym.regret.designer_reward` (docs/DESIGN.md). TRL's
-    name for it is ``spade_designer``. Per-completion details go to ``log_extra`` (``spade/category``,
-    ``spade/outcome``, ``spade/regret``, ``spade/env_id``, ``spade/error``) and batch fractions to
-    ``log_metric`` (``spade/accepted``, ``spade/invalid``, ``spade/duplicate``, ``spade/regret``).
+    Use as ``GRPOTrainer(reward_funcs=DesignerReward(...), train_dataset=designer_dataset(...))``
+    (TRL's name: ``spade_designer``). Each prompt is rebuilt from the row's ``provenance``; accepted
+    programs are registered; the reward is :func:`~spade_gym.regret.designer_reward`. ``log_extra``
+    gets ``spade/category``, ``outcome``, ``regret``, ``env_id``, ``error`` per completion;
+    ``log_metric`` the fractions ``spade/accepted``, ``invalid``, ``duplicate`` and mean ``regret``.
 
     Args:
-        agent: a spade ``Policy`` (frozen), a ``load_policy`` spec (loaded on the first accepted
-            program), ``"trainer"`` or a :class:`TrainerPolicy` (co-trained; :meth:`bind` it).
+        agent: a ``Policy`` (frozen), a ``load_policy`` spec (loaded on the first accepted program),
+            ``"trainer"`` or a :class:`TrainerPolicy` (co-trained; :meth:`bind` it).
         registry: a Registry or its folder; use the one :func:`designer_dataset` read.
-        config: gate, regret and reward settings.
-        seed: base seed of the Agent's sampling (per completion from ``(seed, step, i)``);
-            ``None``: unseeded.
+        seed: base seed of the Agent's sampling (per completion from ``(seed, step, i)``; ``None``: unseeded).
         seed_library: copy the seed library into a new registry folder.
 
     Attributes:
@@ -503,9 +465,7 @@ class DesignerReward:
         """Score one batch of Designer completions (TRL's reward function call).
 
         Args:
-            prompts: one per completion (messages or text).
-            completions: messages (conversational) or text; the assistant text is the answer.
-            completion_ids: unused.
+            prompts, completions: one each per completion (messages or text).
             **kwargs: dataset columns (``provenance``, ``spade_role``, optional) and TRL's
                 ``trainer_state``, ``log_extra``, ``log_metric``.
 
@@ -570,7 +530,11 @@ class DesignerReward:
             logger.warning("spade_designer: completion %d not scored, the Agent failed: %s", index, exc)
             result = _Scored(None, "AGENT_ERROR", None, error=f"{type(exc).__name__}: {exc}"[:500])
         except Exception as exc:  # a hostile program found a path evaluate_completion did not contain
-            result = self._crashed(index, exc)
+            logger.warning(
+                "spade_designer: completion %d crashed the evaluation: %s: %s", index, type(exc).__name__, exc
+            )
+            error = f"{type(exc).__name__}: {exc}"[:500]
+            result = _Scored(float(self.config.reward.invalid), "EVALUATION_ERROR", "invalid", error=error)
         else:
             estimate = outcome.estimate
             result = _Scored(
@@ -586,22 +550,10 @@ class DesignerReward:
             seen[key] = result
         return result
 
-    def _crashed(self, index: int, exc: BaseException) -> _Scored:
-        logger.warning("spade_designer: completion %d crashed the evaluation: %s: %s", index, type(exc).__name__, exc)
-        return _Scored(
-            float(self.config.reward.invalid),
-            "EVALUATION_ERROR",
-            "invalid",
-            error=f"{type(exc).__name__}: {exc}"[:500],
-        )
-
     def _log(self, scored: list[_Scored], log_extra: Any, log_metric: Any) -> None:
         if callable(log_extra):
-            log_extra("spade/category", [s.category for s in scored])
-            log_extra("spade/outcome", [s.outcome for s in scored])
-            log_extra("spade/regret", [s.regret for s in scored])
-            log_extra("spade/env_id", [s.env_id for s in scored])
-            log_extra("spade/error", [s.error for s in scored])
+            for column in ("category", "outcome", "regret", "env_id", "error"):
+                log_extra(f"spade/{column}", [getattr(s, column) for s in scored])
         if callable(log_metric):
             rated = [s for s in scored if s.reward is not None]
             if rated:
@@ -707,7 +659,6 @@ _FIXED_TOOLS = {
 
 
 def _tool_specs(setting: str, tools: Any, reserved: set[str]) -> list[_ToolSpec]:
-    """The methods to generate for an environment (see :func:`environment_factory`)."""
     if setting in _FIXED_TOOLS:
         return [_FIXED_TOOLS[setting]]
     specs: list[_ToolSpec] = []
@@ -755,21 +706,17 @@ def _make_method(spec: _ToolSpec) -> Callable[..., str]:
             lines.append(f"    {py}: {text}{'' if required else ' (optional)'}")
     lines += ["", "Returns:", "    The environment's reply."]
     parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    annotations: dict[str, Any] = {}
     for py, _json_name, hint, required, _desc in spec.params:
         default = inspect.Parameter.empty if required else _MISSING
         parameters.append(inspect.Parameter(py, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint))
-        annotations[py] = hint
-    annotations["return"] = str
     method.__name__ = method.__qualname__ = spec.method
     method.__doc__ = "\n".join(lines)
-    method.__annotations__ = annotations
+    method.__annotations__ = {p.name: p.annotation for p in parameters[1:]} | {"return": str}
     method.__signature__ = inspect.Signature(parameters, return_annotation=str)  # type: ignore[attr-defined]
     return method
 
 
 def _open_env(spec: Any, sandbox: SandboxConfig | None) -> SandboxedEnv | ReasoningGymEnv:
-    """Open one environment from a gymnasium id, a program or a zero-argument factory."""
     if callable(spec) and not isinstance(spec, str | bytes | os.PathLike | EnvProgram):
         env = spec()
     elif isinstance(spec, str) and "\n" not in spec and not Path(spec).is_file() and not spec.endswith(".py"):
@@ -819,17 +766,14 @@ class SpadeEnvironment:
         self._history: list[dict[str, Any]] = []
         self._trajectory: Trajectory | None = None  # the episode's rules and record; None before reset
 
-    # ---------------------------------------------------------------- TRL's protocol
-
     def reset(self, **kwargs: Any) -> str | None:
         """Start an episode from a dataset row (TRL passes the row's columns as keywords).
 
         Reads ``seed`` (required), ``env_id`` (optional, must be this class's), ``hint`` and ``prompt``.
 
         Returns:
-            ``None`` when the prompt's last message already ends with the first observation (rows of
-            :func:`agent_dataset`); else the observation for TRL to append (or a note that the
-            environment failed to start; the return is then 0).
+            ``None`` when the prompt already ends with the first observation (:func:`agent_dataset`
+            rows); else the observation for TRL to append (or a note that the environment failed).
 
         Raises:
             ValueError: no ``seed``, a seed not an int in ``[0, 2**63)``, or an ``env_id`` for another
@@ -874,8 +818,6 @@ class SpadeEnvironment:
         """The episode return (0 when the environment failed or never started)."""
         return 0.0 if self._trajectory is None else self._trajectory.episode_return
 
-    # ---------------------------------------------------------------- what happened
-
     @property
     def seed(self) -> int | None:
         """The current episode's seed (``None`` before the first ``reset``)."""
@@ -900,8 +842,6 @@ class SpadeEnvironment:
     def episode_return(self) -> float:
         """Same as :meth:`get_reward`."""
         return self.get_reward()
-
-    # ---------------------------------------------------------------- internals
 
     def _log_failure(self) -> None:
         error = self.error or {}
@@ -972,12 +912,11 @@ def environment_factory(
     """A TRL ``environment_factory`` class for one spade environment.
 
     The environment is opened once to read its setting, tools and description; each instance opens
-    its own worker. Tools: ``tool_use``: one method per tool, stepping with
-    ``{"name": <tool>, "arguments": {...}}`` (argument hints from the JSON schema; nested objects are
-    plain ``dict``; left-out optional arguments are not sent; names that are not identifiers or that
-    clash are renamed, e.g. ``class_``, see :attr:`SpadeEnvironment.tool_names`); ``reasoning``:
-    ``answer(answer)``; ``game``: ``act(move)``. Each returns the observation, plus an "episode is
-    over" note at the end; the tool loop's limits are TRL's ``GRPOConfig``.
+    its own worker. Tools: ``reasoning``: ``answer(answer)``; ``game``: ``act(move)``; ``tool_use``:
+    one method per tool, stepping with ``{"name": <tool>, "arguments": {...}}`` (hints from the JSON
+    schema, nested objects as ``dict``; left-out optional arguments are not sent; names that are not
+    identifiers or clash are renamed, e.g. ``class_``: :attr:`SpadeEnvironment.tool_names`). Each
+    returns the observation, plus an "episode is over" note at the end.
 
     Args:
         env: a gymnasium id, a program (path, source or EnvProgram), or a zero-argument callable
@@ -1062,13 +1001,8 @@ def agent_dataset(
     """A ``datasets.Dataset`` of Agent episodes for :func:`environment_factory`, one row per (env, seed).
 
     The prompt is :data:`AGENT_SYSTEM_PROMPTS` plus the description, then the first observation of
-    ``reset(seed)`` (with the hint when ``hint``).
-
-    Args:
-        envs: one environment or a list (as :func:`environment_factory` takes them).
-        seeds: reset seeds, or an int ``n`` for ``range(n)``.
-        hint: show the privileged hint.
-        sandbox: sandbox limits.
+    ``reset(seed)`` (with the hint when ``hint``). ``envs``: one or a list, as
+    :func:`environment_factory` takes them; ``seeds``: reset seeds, or ``n`` for ``range(n)``.
 
     Returns:
         Columns ``prompt``, ``environment`` and ``env_id`` (the env key), ``seed`` and ``hint``.

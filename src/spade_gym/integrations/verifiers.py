@@ -41,11 +41,8 @@ _CLASSES: dict[str, type] | None = None
 def verifiers_classes() -> dict[str, type]:
     """The verifiers classes of the spade taskset, by name; defined once, registered as :data:`TASKSET_ID`.
 
-    ``SpadeTasksetConfig`` fields: ``env_ids``, ``registry``, ``seeds``, ``seed``, ``num_rows``,
-    ``hint``, ``max_turns`` (as :func:`env_config`). Also ``SpadeTaskData`` (``info = {"env_id",
-    "seed", "hint"}``), ``SpadeTask`` (reward ``episode_return``, metrics ``success``, ``turns``),
-    ``SpadeTaskset`` (seed-major), ``SpadeEnvConfig``, ``SpadeEnv``, ``SpadeChatHarnessConfig`` and
-    ``SpadeChatHarness``.
+    ``SpadeTasksetConfig`` (fields as :func:`env_config`'s keywords), ``SpadeTaskData``, ``SpadeTask``,
+    ``SpadeTaskset``, ``SpadeEnvConfig``, ``SpadeEnv``, ``SpadeChatHarnessConfig``, ``SpadeChatHarness``.
 
     Raises:
         MissingDependency: verifiers is not installed.
@@ -252,12 +249,10 @@ def env_config(
     """The verifiers ``EnvConfig`` (``SpadeEnvConfig``, ``taskset.id = TASKSET_ID``) of spade environments.
 
     Args:
-        env_ids: Gymnasium ids (a str for one); ``None``: every environment of ``registry``.
-        registry: a registry folder (``None``: ``$SPADE_REGISTRY``, else the seed library).
+        env_ids, registry: as :func:`~spade_gym.integrations._episode.resolve_env_ids` takes them.
         num_rows: number of tasks; ``None``: every (environment, seed) pair.
         seeds: reset seeds; ``None``: from ``seed`` on, as many as ``num_rows`` needs (8 per env).
-        hint: show the privileged hint.
-        max_turns: cap on agent turns.
+        hint, max_turns: as :class:`~spade_gym.integrations._episode.SpadeEpisode`.
         agent: overrides of the agent seat's ``vf.AgentConfig``.
 
     Raises:

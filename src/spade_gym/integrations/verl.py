@@ -105,8 +105,6 @@ class TokenEpisode:
         reward: the episode return (0 when the program failed); ``rewards``: per agent turn.
         num_turns: user and assistant messages (verl's meaning); ``agent_turns``: completions.
         stop: ``"terminated"``, ``"truncated"``, ``"max_turns"``, ``"response_length"`` or ``"error"``.
-        error: the failure record when the program failed.
-        messages: the conversation as text.
         generation_s, env_s: seconds in ``generate`` and in the environment.
     """
 
@@ -135,9 +133,7 @@ class TokenEpisode:
         return self.reward >= SUCCESS_RETURN
 
     def extra_fields(self) -> dict[str, Any]:
-        """verl's ``extra_fields``: ``spade_env_id``, ``spade_seed``, ``spade_return``, ``spade_success``,
-        ``spade_turns``, ``spade_stop``, ``spade_error`` (message or ``""``) and ``turn_scores``.
-        """
+        """verl's ``extra_fields``: the ``spade_*`` summary (``spade_error``: message or ``""``) and ``turn_scores``."""
         return {
             "spade_env_id": self.env_id,
             "spade_seed": self.seed,
@@ -180,13 +176,11 @@ async def play_token_episode(
     """Play one episode of ``env_id`` token-in-token-out.
 
     Args:
-        env_id, seed: the Gymnasium id and reset seed (int >= 0).
         generate: see :data:`GenerateFn`; called with the whole conversation's tokens. Its
             exceptions propagate (a dead server is the trainer's failure).
         tokenizer: a Hugging Face tokenizer with a chat template.
         sampling_params: passed to ``generate`` (a copy per turn).
-        hint: append the privileged hint to the first observation.
-        max_turns: cap on agent turns below the environment's own.
+        hint, max_turns: as :class:`~spade_gym.integrations._episode.SpadeEpisode`.
         response_length: response budget in tokens (``None``: unlimited); an observation that
             would overflow it ends the episode.
         budget_key: when set (e.g. ``"max_tokens"``), ``sampling_params[budget_key]`` gets the
@@ -216,10 +210,8 @@ async def play_token_episode(
         )
         logprobs: list[float] | None = []
         while not episode.done:
+            # >= 1: an observation is appended only when it leaves room for a token
             left = None if response_length is None else response_length - len(result.response_ids)
-            if left is not None and left <= 0:
-                episode.trajectory.truncated, result.stop = True, "response_length"
-                break
             params = dict(sampling_params or {})
             if budget_key is not None and left is not None:
                 params[budget_key] = left
@@ -273,9 +265,6 @@ async def play_token_episode(
     return result
 
 
-# ------------------------------------------------------------------------------------- dataset
-
-
 def make_rows(
     env_ids: Sequence[str] | str | None = None,
     seeds: Iterable[int] | int = range(8),
@@ -291,13 +280,8 @@ def make_rows(
     ``ability`` (the setting), ``reward_model`` (unused) and ``extra_info`` (``split``, ``index``,
     ``env_id``, ``seed``, ``hint``).
 
-    Args:
-        env_ids: Gymnasium ids; ``None``: every environment of ``registry``.
-        seeds: reset seeds, or a count ``n`` for ``0 .. n-1``.
-        registry: a registry folder (``None``: ``$SPADE_REGISTRY``, else the seed library).
-        split: written into ``extra_info.split``.
-        hint: show the privileged hint.
-        agent_name: the agent loop name.
+    ``env_ids`` and ``registry`` are as :func:`~spade_gym.integrations._episode.resolve_env_ids`
+    takes them; ``seeds``: reset seeds, or a count ``n`` for ``0 .. n-1``.
 
     Raises:
         EnvNotFound / ValueError: an unknown or unplayable id, or a bad seed.
@@ -359,8 +343,6 @@ def write_parquet(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str
     return out
 
 
-# ----------------------------------------------------------------------------- the verl class
-
 _AGENT_LOOP: type | None = None
 _REGISTERED: set[str] = set()
 
@@ -390,8 +372,7 @@ def agent_loop_class() -> type:
         ) -> None:
             kwargs.pop("name", None)  # the config entry's own name, passed along by hydra
             super().__init__(*args, **kwargs)
-            rollout = self.config.actor_rollout_ref.rollout
-            self.response_length = int(rollout.response_length)
+            self.response_length = int(self.config.actor_rollout_ref.rollout.response_length)
             self.spade_max_turns = max_turns
             if registry and str(registry) not in _REGISTERED:
                 resolve_env_ids(None, registry)
