@@ -24,7 +24,7 @@ import re
 import unicodedata
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from itertools import islice
 from pathlib import Path
@@ -343,9 +343,6 @@ class _Counts:
     rejected: int = 0  # junk or too short after cleaning
     malformed: int = 0  # not a JSON value, no text field, text not a string
 
-    def as_dict(self) -> dict[str, int]:
-        return {"read": self.read, "accepted": self.accepted, "rejected": self.rejected, "malformed": self.malformed}
-
 
 _END = object()
 
@@ -489,7 +486,7 @@ class _StreamSource:
     @property
     def stats(self) -> dict[str, int]:
         """``read``, ``accepted``, ``rejected`` (junk, too short), ``malformed`` and the current ``epoch``."""
-        return {**self._counts.as_dict(), "epoch": self._epoch}
+        return {**asdict(self._counts), "epoch": self._epoch}
 
     def _config(self) -> dict[str, Any]:
         return {"seed": self.seed, "shuffle_buffer": self.shuffle_buffer}
@@ -501,7 +498,7 @@ class _StreamSource:
             "config": self._config(),
             "epoch": self._epoch,
             "emitted": self._emitted,
-            "counts": self._counts.as_dict(),
+            "counts": asdict(self._counts),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -971,29 +968,20 @@ def load_documents(
         raise TypeError(f"load_documents: {', '.join(sorted(load_kwargs))} apply only to 'hf:' sources, not {text!r}")
     if text.lower() == "builtin":
         return BuiltinDocuments(seed=seed, max_tokens=max_tokens, tokenizer=tokenizer)
+    common: dict[str, Any] = {
+        "text_field": text_field,
+        "seed": seed,
+        "shuffle_buffer": shuffle_buffer,
+        "max_tokens": max_tokens,
+        "tokenizer": tokenizer,
+    }
     if text.startswith("hf:"):
         name, _, config = text[3:].partition(":")
         if not name.strip():
             raise DocumentError(f"document source {text!r} names no dataset: {expected}")
-        return HFDocuments(
-            name.strip(),
-            config=config.strip() or None,
-            text_field=text_field,
-            seed=seed,
-            shuffle_buffer=shuffle_buffer,
-            max_tokens=max_tokens,
-            tokenizer=tokenizer,
-            **load_kwargs,
-        )
+        return HFDocuments(name.strip(), config=config.strip() or None, **common, **load_kwargs)
     if text and Path(text).expanduser().exists():
-        return LocalDocuments(
-            text,
-            text_field=text_field,
-            seed=seed,
-            shuffle_buffer=shuffle_buffer,
-            max_tokens=max_tokens,
-            tokenizer=tokenizer,
-        )
+        return LocalDocuments(text, **common)
     if not text:
         raise DocumentError(f"empty document source: {expected}")
     looks_like_path = os.sep in text or Path(text).suffix.lower() in SUPPORTED_SUFFIXES

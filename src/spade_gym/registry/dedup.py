@@ -98,27 +98,35 @@ def _parse_without_docstrings(source: str) -> tuple[ast.Module, list[ast.AST]] |
     return tree, nodes
 
 
+def _name_field(node: ast.AST) -> str | None:
+    """The field of ``node`` holding a name (or, for ``global``/``nonlocal``, a list of names), if any."""
+    if isinstance(node, ast.Name):
+        return "id"
+    if isinstance(node, (ast.arg, ast.keyword)):
+        return "arg"
+    if isinstance(
+        node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler, ast.MatchAs, ast.MatchStar)
+    ):
+        return "name"
+    if isinstance(node, ast.alias):
+        return "asname"
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return "names"
+    return "rest" if isinstance(node, ast.MatchMapping) else None
+
+
 def _bound_names(nodes: list[ast.AST]) -> set[str]:
     """Names the program binds itself (and so may rename freely), builtins excluded."""
     bound: set[str] = set()
     for node in nodes:
-        if isinstance(node, ast.Name):
-            if not isinstance(node.ctx, ast.Load):
-                bound.add(node.id)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.alias):
-            if node.asname:
-                bound.add(node.asname)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            bound.update(node.names)
-        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
-            if node.name:
-                bound.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            bound.add(node.rest)
+        field = _name_field(node)
+        if field is None or isinstance(node, ast.keyword) or isinstance(getattr(node, "ctx", None), ast.Load):
+            continue
+        value = getattr(node, field)
+        if isinstance(value, list):
+            bound.update(value)
+        elif value:
+            bound.add(value)
     return bound - _BUILTINS
 
 
@@ -179,27 +187,11 @@ def _rename(
         return mapping[key]
 
     for node in nodes:
-        if isinstance(node, ast.Name):
-            node.id = new(node.id)
-        elif isinstance(node, ast.arg):
-            node.arg = new(node.arg)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            node.name = new(node.name)
-        elif isinstance(node, ast.keyword):
-            if node.arg is not None:
-                node.arg = new(node.arg)
-        elif isinstance(node, ast.alias):
-            if node.asname:
-                node.asname = new(node.asname)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            node.names = [new(n) for n in node.names]
-        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
-            if node.name:
-                node.name = new(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            node.rest = new(node.rest)
-        elif isinstance(node, ast.Attribute) and id(node) in self_nodes:
-            node.attr = new_attribute(node.attr)
+        if isinstance(node, ast.Attribute):
+            if id(node) in self_nodes:
+                node.attr = new_attribute(node.attr)
+        elif (field := _name_field(node)) is not None and (value := getattr(node, field)):
+            setattr(node, field, [new(n) for n in value] if isinstance(value, list) else new(value))
 
 
 def _source_hash(source: str) -> str:

@@ -131,6 +131,13 @@ _INSERT_ENV = f"INSERT INTO envs ({', '.join(_STATIC_COLUMNS)}) VALUES ({', '.jo
 _UPDATE_ENV = f"UPDATE envs SET {', '.join(c + ' = ?' for c in _STATIC_COLUMNS)} WHERE seq = ?"
 _INSERT_STATS = f"INSERT INTO stats (seq, setting, {', '.join(_STATS_COLUMNS)}) VALUES (?, ?, {', '.join('?' for _ in _STATS_COLUMNS)})"
 _UPDATE_STATS = f"UPDATE stats SET {', '.join(c + ' = ?' for c in _STATS_COLUMNS)} WHERE seq = ?"
+#: Keeps the larger ``times_sampled`` and ``last_sampled`` of the index and the folder.
+_UPSERT_STATS = (
+    "UPDATE stats SET setting = :setting, episodes = :episodes, mean_return_hint = :mean_return_hint, "
+    "mean_return_nohint = :mean_return_nohint, regret = :regret, times_sampled = max(times_sampled, :times_sampled), "
+    "last_sampled = ifnull(max(last_sampled, :last_sampled), ifnull(last_sampled, :last_sampled)), "
+    "format_compliance = :format_compliance WHERE seq = :seq"
+)
 _TABLES = ("state", "envs", "stats", "signatures", "entries", "changes")
 
 
@@ -352,23 +359,7 @@ class Index:
                 self._insert(row)
             else:
                 conn.execute(_UPDATE_ENV, astuple(row)[: len(_STATIC_COLUMNS)] + (seq,))
-                conn.execute(
-                    "UPDATE stats SET setting = :setting, episodes = :episodes, mean_return_hint = :hint, "
-                    "mean_return_nohint = :nohint, regret = :regret, times_sampled = max(times_sampled, :times), "
-                    "last_sampled = CASE WHEN last_sampled IS NULL THEN :last WHEN :last IS NULL THEN last_sampled "
-                    "ELSE max(last_sampled, :last) END, format_compliance = :compliance WHERE seq = :seq",
-                    {
-                        "setting": row.setting,
-                        "episodes": row.episodes,
-                        "hint": row.mean_return_hint,
-                        "nohint": row.mean_return_nohint,
-                        "regret": row.regret,
-                        "times": row.times_sampled,
-                        "last": row.last_sampled,
-                        "compliance": row.format_compliance,
-                        "seq": seq,
-                    },
-                )
+                conn.execute(_UPSERT_STATS, {**vars(row), "seq": seq})
                 conn.execute("UPDATE signatures SET minhash = ? WHERE seq = ?", (row.minhash, seq))
             self._set_entry(row.env_id, fingerprint, None)
             self.raise_counter(row.last_sampled)

@@ -298,9 +298,7 @@ class ReplaySampler:
             return np.zeros(0)
         _ranks, weights = self._ensure_ranks()
         p_s = weights / weights.sum()
-        staleness = (self.counter - self.last_sampled).astype(np.float64)
-        total = staleness.sum()
-        p_c = staleness / total if total > 0 else np.full(n, 1.0 / n)
+        p_c = staleness_probabilities(self.last_sampled, self.counter)
         return (1.0 - self.config.rho) * p_s + self.config.rho * p_c
 
     def _draw_replay(self, rng: np.random.Generator) -> int:

@@ -314,7 +314,7 @@ class Registry:
             if not new_registry:
                 self._warn(f"{reason}; rebuilt {INDEX_FILE} from the {count} readable environment folder(s)")
         else:
-            self._remember_inode()
+            self._index_inode = self._inode()
             self._sync()
         problems = self._index.problems()
         if problems:
@@ -333,7 +333,7 @@ class Registry:
             if disk.keys() != known.keys() or any(known[d][0] != f for d, f in disk.items()):
                 reason = f"{INDEX_FILE} does not match the environment folders"
             else:
-                self._remember_inode()
+                self._index_inode = self._inode()
                 return
         self._index.close()
         private = Path(tempfile.mkdtemp(prefix="spade_gym-registry-"))
@@ -354,18 +354,15 @@ class Registry:
                 "(copy it to a writable folder to change it)"
             )
 
-    def _remember_inode(self) -> None:
+    def _inode(self) -> int | None:
         try:
-            self._index_inode = os.stat(self.index_path).st_ino
+            return os.stat(self.index_path).st_ino
         except FileNotFoundError:
-            self._index_inode = None
+            return None
 
     def _check_index_file(self) -> None:
         """Reconnect if another process replaced ``index.sqlite`` (a rebuild of a damaged index)."""
-        try:
-            inode = os.stat(self.index_path).st_ino
-        except FileNotFoundError:
-            inode = None
+        inode = self._inode()
         if inode != self._index_inode:
             self._index.close()
             self._drop_caches()
@@ -472,7 +469,7 @@ class Registry:
         else:
             with self._index.write():
                 fill(self._index)
-        self._remember_inode()
+        self._index_inode = self._inode()
         self._drop_caches()
         return len(rows)
 
@@ -551,7 +548,7 @@ class Registry:
                     similarity=1.0,
                 )
             if not allow_near_duplicates:
-                near = self._near_duplicate(sketch, near_duplicate_threshold)
+                near = next(iter(self._near_duplicates(sketch, near_duplicate_threshold)), None)
                 if near is not None:
                     raise DuplicateEnvironment(
                         f"the program is a near duplicate of {near[0]}: the estimated Jaccard similarity of "
@@ -622,10 +619,6 @@ class Registry:
             return row[1], "the same structure up to docstrings, comments, layout and renamed identifiers"
         return None
 
-    def _near_duplicate(self, sketch: MinHash, threshold: float) -> tuple[str, float] | None:
-        found = self._near_duplicates(sketch, threshold)
-        return found[0] if found else None
-
     def _near_duplicates(self, sketch: MinHash, threshold: float) -> list[tuple[str, float]]:
         state = self._index.state()
         cache = self._near.get(threshold)
@@ -651,10 +644,8 @@ class Registry:
             exact = self._exact_duplicate(program.id, sig.ast_hash)
             if exact is not None:
                 return self.get(exact[0]), 1.0
-            near = self._near_duplicate(sig.minhash(), threshold)
-            if near is None:
-                return None
-            return self.get(near[0]), near[1]
+            near = self._near_duplicates(sig.minhash(), threshold)
+            return (self.get(near[0][0]), near[0][1]) if near else None
 
     def exact_duplicate(self, program: EnvProgram) -> EnvRecord | None:
         """The registered environment that ``program`` exactly duplicates (the same program id, or
