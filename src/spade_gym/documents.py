@@ -390,9 +390,7 @@ class _StreamSource:
     def _open(self, epoch: int, skip: int) -> Iterator[Any]:
         """The epoch's record iterator, advanced past ``skip`` records (replayed, not cleaned)."""
         it = self._records(epoch)
-        if skip:
-            for _ in islice(it, skip):
-                pass
+        next(islice(it, skip, skip), None)
         return it
 
     def _problem(self, message: str, *, count: bool = True) -> None:

@@ -386,23 +386,12 @@ class Index:
         """Record the new fingerprint of a folder's files (inside a write transaction)."""
         self.conn.execute("UPDATE entries SET fingerprint = ? WHERE dir = ?", (fingerprint, directory))
 
-    def update_stats(
-        self,
-        seq: int,
-        setting: str,
-        episodes: int,
-        mean_return_hint: float | None,
-        mean_return_nohint: float | None,
-        regret: float | None,
-        times_sampled: int,
-        last_sampled: int | None,
-        format_compliance: float | None = None,
-    ) -> None:
-        """Replace one environment's statistics and log a ``"stats"`` change (inside a write transaction)."""
-        stats = (episodes, mean_return_hint, mean_return_nohint, regret, times_sampled, last_sampled)
-        self.conn.execute(_UPDATE_STATS, (*stats, format_compliance, seq))
-        self._log("stats", seq, setting, regret, last_sampled)
-        self.raise_counter(last_sampled)
+    def update_stats(self, seq: int, setting: str, **stats: Any) -> None:
+        """Replace one environment's statistics (every ``stats`` column, by name) and log a ``"stats"``
+        change (inside a write transaction)."""
+        self.conn.execute(_UPDATE_STATS, (*(stats[c] for c in _STATS_COLUMNS), seq))
+        self._log("stats", seq, setting, stats["regret"], stats["last_sampled"])
+        self.raise_counter(stats["last_sampled"])
 
     def flag(self, seq: int, tags: str, validation: str) -> None:
         """Set a flagged environment's tags and validation (JSON text) and mark cached samplers stale
@@ -431,11 +420,9 @@ class Index:
         """``(dir, message)`` of the folders that could not be read, sorted by folder."""
         return list(self.conn.execute("SELECT dir, problem FROM entries WHERE problem IS NOT NULL ORDER BY dir"))
 
-    def count(self, setting: str | None = None) -> int:
-        """How many environments (of ``setting``, or all)."""
-        if setting is None:
-            return int(self.conn.execute("SELECT count(*) FROM envs").fetchone()[0])
-        return int(self.conn.execute("SELECT count(*) FROM envs WHERE setting = ?", (setting,)).fetchone()[0])
+    def count(self) -> int:
+        """How many environments."""
+        return int(self.conn.execute("SELECT count(*) FROM envs").fetchone()[0])
 
     def record_rows(self, where: str = "", params: Sequence[object] = (), order: str = "seq") -> list[tuple]:
         """Rows of :data:`RECORD_COLUMNS` matching an SQL ``where`` clause (``""``: all)."""
