@@ -1,15 +1,10 @@
 """Document sources: the text the Environment Designer grounds each new environment on.
 
-A :class:`DocumentSource` is an endless, shuffled, resumable stream of :class:`Document` objects:
-:class:`BuiltinDocuments` (the default, shipped in ``spade_gym/data/documents.jsonl``, offline),
-:class:`LocalDocuments` (``.jsonl``, ``.parquet`` or ``.txt`` files) or :class:`HFDocuments` (a
-Hugging Face dataset, streamed). :func:`load_documents` builds one from a spec string.
-
-Every document is cleaned (:func:`clean_text`), token-capped (:func:`cap_tokens`) and carries its
-provenance in ``Document.source``. Junk, too short texts and malformed records are skipped and
-counted; a source with no usable document raises :class:`DocumentError` (local files when built, a
-stream on the first :meth:`~DocumentSource.sample`), as do a missing path, an unsupported file type
-and a missing optional dependency (``datasets``, ``pyarrow``: imported only when needed).
+A :class:`DocumentSource` (:class:`BuiltinDocuments`, :class:`LocalDocuments`, :class:`HFDocuments`,
+or one built by :func:`load_documents` from a spec string) is an endless, shuffled, resumable stream
+of cleaned (:func:`clean_text`), token-capped (:func:`cap_tokens`) :class:`Document` objects. Junk,
+too short texts and malformed records are skipped and counted; a source with no usable document
+raises :class:`DocumentError`, as do a missing path or optional dependency (``datasets``, ``pyarrow``).
 """
 
 from __future__ import annotations
@@ -348,12 +343,8 @@ _END = object()
 
 
 class _StreamSource:
-    """Epochs, cleaning, capping, counting, empty-corpus detection and resume for every source.
-
-    A subclass gives ``_records(epoch)`` (one epoch's raw records, shuffled by the seed) and
-    ``_document(record, index)`` (a :class:`Document` through :meth:`_finish`, or None after
-    :meth:`_problem`). The position ``(epoch, emitted)`` resumes by replaying, not cleaning, records.
-    """
+    """Epochs, cleaning, counting and resume for every source. A subclass gives ``_records(epoch)`` (one
+    epoch's raw records, shuffled by the seed) and ``_document(record, index)`` (via :meth:`_finish`)."""
 
     _kind = ""
 
@@ -394,7 +385,7 @@ class _StreamSource:
         return it
 
     def _problem(self, message: str, *, count: bool = True) -> None:
-        """Count one malformed record (unless ``count`` is false); warn about the first problem of this source."""
+        """Count one malformed record (if ``count``); warn about the first problem of this source."""
         if count:
             self._counts.malformed += 1
         if self._first_problem is None:
@@ -500,12 +491,9 @@ class _StreamSource:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume at :meth:`state_dict` ``state``: the next :meth:`sample` replays (without cleaning) the
-        epoch's first ``emitted`` records, then continues exactly where the saved source stood.
-
-        Raises:
-            DocumentError: ``state`` is malformed, or from another kind of source, seed or shuffle buffer.
-        """
+        """Resume at :meth:`state_dict` ``state`` (the next :meth:`sample` replays, without cleaning, the
+        epoch's first ``emitted`` records); DocumentError if it is malformed or from another kind of
+        source, seed or shuffle buffer."""
         if not isinstance(state, dict) or state.get("kind") != self._kind:
             kind = state.get("kind") if isinstance(state, dict) else type(state).__name__
             raise DocumentError(f"cannot load a {kind!r} document-source state into {self._name()}")

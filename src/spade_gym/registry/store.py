@@ -9,14 +9,11 @@ Layout of a registry rooted at ``root`` (docs/DESIGN.md, "Registry")::
     root/.tmp/                     files being written; anything left there is a dead writer's, and removed
 
 The folders are the source of truth. A new entry is written (fsync'ed) into ``.tmp/<uuid>/`` and
-renamed onto ``envs/<env_id>/`` in one ``os.rename``, under an exclusive ``flock`` on ``.lock`` that
-also covers version allocation and the index insert: readers see a whole entry or none, concurrent
-writers get distinct versions, and a killed writer leaves at most a ``.tmp`` leftover or a folder the
-next open indexes. Opening rebuilds an index that is missing, unreadable or of another format and
-re-reads folders changed behind its back (with a ``RuntimeWarning``); an unreadable entry is skipped
-and listed by :meth:`Registry.problems`. Sampling counts live in the index (one small transaction per
-sample) and reach ``meta.json`` when the entry is rewritten; they fall back to ``meta.json`` only if
-the index is lost.
+renamed onto ``envs/<env_id>/``, under a ``flock`` on ``.lock`` that also covers version allocation
+and the index insert: readers see a whole entry or none, and a killed writer leaves at most a
+``.tmp`` leftover or a folder the next open indexes. Opening rebuilds a bad index and re-reads
+changed folders (with a ``RuntimeWarning``); unreadable entries are listed by :meth:`Registry.problems`.
+Sampling counts live in the index and reach ``meta.json`` when the entry is rewritten.
 """
 
 from __future__ import annotations
@@ -192,26 +189,16 @@ class _NearCache:
 
 
 class Registry:
-    """A folder of accepted environments with a SQLite index; see the module docstring for the layout.
+    """A folder of accepted environments with a SQLite index (layout: the module docstring).
 
-    Args:
-        root: the registry folder (``self.root``, absolute).
-        create: make the folder if missing, or a registry in a non-empty folder without ``envs/``
-            (an empty folder opens as an empty registry either way).
-
-    ``read_only`` is true when this process cannot write the folder (a bundled registry): reads and
-    ``sample(mark=False)`` work (the index immutable, or rebuilt in a private temporary folder if
-    stale); writes raise :class:`RegistryError`.
+    ``root`` becomes ``self.root`` (absolute); ``create`` makes the folder if missing, or a registry
+    in a non-empty folder without ``envs/``. ``read_only`` is true when this process cannot write the
+    folder: reads and ``sample(mark=False)`` work (a stale index is rebuilt in a private temporary
+    folder); writes raise :class:`RegistryError`.
 
     Raises:
         RegistryError: ``root`` is missing or a non-empty non-registry (without ``create``), is a
             file, or cannot be opened.
-
-    Example:
-        >>> registry = Registry("runs/registry", create=True)  # doctest: +SKIP
-        >>> record = registry.add(program, name="ArithmeticChain", setting="reasoning",
-        ...                       max_turns=4, description="...")  # doctest: +SKIP
-        >>> registry.get("spade/ArithmeticChain-v0").program()  # doctest: +SKIP
     """
 
     def __init__(self, root: str | os.PathLike[str], *, create: bool = False) -> None:
@@ -425,10 +412,8 @@ class Registry:
         self._warn(f"{what}; re-indexed {len(new)} new, {len(changed)} changed and {len(gone)} removed folder(s)")
 
     def _rebuild(self, *, replace: bool) -> int:
-        """Rebuild the index from every folder (under the lock); return how many were indexed.
-
-        In place, keeping the sampling counts, when the index is readable; else built in ``.tmp`` and renamed.
-        """
+        """Rebuild the index from the folders (under the lock), in place keeping the sampling counts unless
+        ``replace``; return how many were indexed."""
         old_stats: dict[str, tuple[int, int | None]] = {}
         old_counter = 0
         if not replace:
@@ -489,20 +474,16 @@ class Registry:
         allow_near_duplicates: bool = False,
         near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD,
     ) -> EnvRecord:
-        """Register a program as ``<name>-v<k>``, ``k`` the next free version; return the new record.
-
-        The program is not run (that is the validation gate's job), only compared with the registered
-        ones. The first near-duplicate check of a process loads every signature into a MinHash LSH
-        (about 0.1 ms per environment); later ones add only the new ones.
+        """Register a program (not run, only compared with the registered ones) as ``<name>-v<k>``,
+        ``k`` the next free version; return the new record.
 
         Args:
             name: CamelCase (ASCII letters, digits, ``_``; at most 100 characters).
             setting: ``"reasoning"``, ``"tool_use"`` or ``"game"``.
             max_turns: agent actions per episode before truncation (1 to 100,000).
             tags, parents: free-form labels; ids of the environments it was derived from.
-            document, validation: JSON objects (provenance of the grounding document; the
-                validation report), or ``None``.
-            stats: initial statistics (default: nothing measured).
+            document, validation: JSON objects (the grounding document's provenance; the validation
+                report), or ``None``.
             allow_near_duplicates: register even if a registered program is at least
                 ``near_duplicate_threshold`` similar (Jaccard of token 5-shingles, in (0, 1]);
                 exact duplicates are refused regardless.
