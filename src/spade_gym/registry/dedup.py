@@ -77,7 +77,7 @@ _LEXEME = re.compile(
     r"""|"(?:[^"\\\n]|\\.)*"|\*\*=?|//=?|>>=?|<<=?|->|:=|[-+*/%&|^@<>=!]=|\S""",
     re.DOTALL,
 )
-_PROTOTYPE: MinHash | None = None
+_PERMUTATIONS: Any = None
 
 
 def _parse_without_docstrings(source: str) -> tuple[ast.Module, list[ast.AST]] | None:
@@ -217,7 +217,6 @@ class Signatures:
 
     def minhash(self) -> MinHash:
         """MinHash sketch of the token shingles; see :func:`minhash`."""
-        _prototype()
         sketch = _new_minhash()
         items = _shingles_of(self.tokens, SHINGLE_SIZE)
         if items:
@@ -271,24 +270,15 @@ def _shingles_of(toks: Sequence[str], k: int) -> set[bytes]:
     return {"\x1f".join(toks[i : i + k]).encode("utf-8", "surrogatepass") for i in range(len(toks) - k + 1)}
 
 
-def _prototype() -> MinHash:
-    global _PROTOTYPE
-    if _PROTOTYPE is None:
-        _PROTOTYPE = _new_minhash()
-    return _PROTOTYPE
-
-
 def _new_minhash(hashvalues: np.ndarray | None = None) -> MinHash:
-    kwargs: dict[str, object] = {"num_perm": NUM_PERM, "seed": MINHASH_SEED}
-    if _PROTOTYPE is not None:
-        kwargs["permutations"] = _PROTOTYPE.permutations  # computing them costs more than the sketch
-    if hashvalues is not None:
-        kwargs["hashvalues"] = hashvalues
-    if _HAS_SCHEME:
-        kwargs["scheme"] = _SCHEME
+    """A sketch with the first one's permutations (computing them costs more than the sketch)."""
+    global _PERMUTATIONS
     from datasketch import MinHash
 
-    return MinHash(**kwargs)
+    scheme: dict[str, Any] = {"scheme": _SCHEME} if _HAS_SCHEME else {}
+    sketch = MinHash(NUM_PERM, MINHASH_SEED, hashvalues=hashvalues, permutations=_PERMUTATIONS, **scheme)
+    _PERMUTATIONS = sketch.permutations
+    return sketch
 
 
 def minhash(source: str) -> MinHash:
@@ -306,7 +296,6 @@ def minhash_from_bytes(data: bytes) -> MinHash:
     """Inverse of :func:`minhash_to_bytes`; ValueError unless ``data`` is ``8 * NUM_PERM`` bytes."""
     if len(data) != 8 * NUM_PERM:
         raise ValueError(f"a MinHash signature is {8 * NUM_PERM} bytes; got {len(data)}")
-    _prototype()
     return _new_minhash(np.frombuffer(data, dtype="<u8").astype(np.uint64))
 
 

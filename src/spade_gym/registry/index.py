@@ -331,23 +331,14 @@ class Index:
             (directory, fingerprint, problem),
         )
 
-    def insert_rows(self, rows: Sequence[IndexRow], fingerprints: Sequence[str]) -> list[int]:
-        """Insert and log (``"add"``) environments, in a write transaction; return their ``seq`` numbers.
-
-        Raises:
-            sqlite3.IntegrityError: if an ``env_id`` is already present.
-        """
-        seqs = []
-        top = None
+    def insert_rows(self, rows: Sequence[IndexRow], fingerprints: Sequence[str]) -> None:
+        """Insert and log (``"add"``) environments (inside a write transaction); sqlite3.IntegrityError
+        if an ``env_id`` is already present."""
         for row, fingerprint in zip(rows, fingerprints, strict=True):
             seq = self._insert(row)
             self._set_entry(row.env_id, fingerprint, None)
             self._log("add", seq, row.setting, row.regret, row.last_sampled)
-            if row.last_sampled is not None:
-                top = max(top or 0, row.last_sampled)
-            seqs.append(seq)
-        self.raise_counter(top)
-        return seqs
+        self.raise_counter(max((r.last_sampled for r in rows if r.last_sampled is not None), default=None))
 
     def upsert_rows(self, rows: Sequence[IndexRow], fingerprints: Sequence[str]) -> None:
         """Insert environments, or replace those already present keeping their ``seq`` and the
