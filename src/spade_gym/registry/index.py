@@ -1,13 +1,9 @@
-"""The registry's SQLite index: a rebuildable copy of the folders for queries, statistics and sampling.
+"""The registry's SQLite index (WAL): a rebuildable copy of the folders for queries, statistics and sampling.
 
-``index.sqlite`` (WAL, ``synchronous=NORMAL``) holds per readable folder three tables keyed by
-``seq`` (creation order), so sampling and listing read only their own bytes: ``envs`` (what
-``meta.json`` says), ``stats`` (rewritten by every sample) and ``signatures`` (MinHash, for dedup);
-the view ``records`` joins the first two. ``entries`` fingerprints every folder, readable or not, to
-see later changes. ``state`` holds the sample counter, a generation bumped by every change and an
-epoch bumped when rows are renumbered; ``changes`` logs what samplers need, so a process's sampler
-cache applies other processes' changes instead of reloading. :mod:`spade_gym.registry.store` turns
-rows into records.
+Each readable folder has a row, keyed by ``seq`` (creation order), in ``envs`` (``meta.json``),
+``stats`` (rewritten by every sample) and ``signatures`` (MinHash); ``entries`` fingerprints every
+folder to see later changes; ``changes`` logs what samplers need, so a process's sampler cache applies
+other processes' changes instead of reloading.
 """
 
 from __future__ import annotations
@@ -165,13 +161,10 @@ class Change:
 
 
 class Index:
-    """A connection to ``index.sqlite`` (reopened after ``fork``) and the registry's queries; writes
-    go through :meth:`write`, reads that must agree through :meth:`read`.
+    """A connection to ``index.sqlite`` (reopened after ``fork``) and the registry's queries.
 
-    Args:
-        signature: the registry's signature format (stored; :meth:`problem` compares it).
-        timeout_s: how long to wait for another process's write lock, in seconds.
-        read_only: open the file immutable (``?mode=ro&immutable=1``); every write then fails.
+    ``signature`` names the registry's signature format (:meth:`problem` compares it); ``timeout_s``
+    is the wait for another process's write lock, in seconds; ``read_only`` opens the file immutable.
     """
 
     def __init__(self, path: Path, *, signature: str, timeout_s: float = 60.0, read_only: bool = False) -> None:
@@ -216,8 +209,7 @@ class Index:
             )
 
     def problem(self, *, thorough: bool = True) -> str | None:
-        """Why this index cannot be used (missing, another layout or signature format, or, ``thorough``,
-        failing ``PRAGMA quick_check``), or ``None`` when it can."""
+        """Why this index cannot be used (``thorough``: also ``PRAGMA quick_check``), or ``None``."""
         if not self.path.exists():
             return f"{self.path.name} is missing"
         try:
@@ -341,8 +333,7 @@ class Index:
         self.raise_counter(max((r.last_sampled for r in rows if r.last_sampled is not None), default=None))
 
     def upsert_rows(self, rows: Sequence[IndexRow], fingerprints: Sequence[str]) -> None:
-        """Insert environments, or replace those already present keeping their ``seq`` and the
-        larger of the two ``times_sampled`` / ``last_sampled`` (inside a write transaction)."""
+        """Insert environments, or replace those present keeping ``seq`` (inside a write transaction)."""
         conn = self.conn
         for row, fingerprint in zip(rows, fingerprints, strict=True):
             seq = self._seq_of(row.env_id)
@@ -356,8 +347,7 @@ class Index:
             self.raise_counter(row.last_sampled)
 
     def set_problems(self, problems: Iterable[tuple[str, str, str]]) -> None:
-        """Record folders that cannot be read: ``(dir, fingerprint, message)`` (inside a write
-        transaction); any rows of theirs are removed."""
+        """Record unreadable folders ``(dir, fingerprint, message)``, removing their rows."""
         for directory, fingerprint, message in problems:
             self._delete(directory)
             self._set_entry(directory, fingerprint, message)
@@ -385,8 +375,7 @@ class Index:
         self.raise_counter(stats["last_sampled"])
 
     def flag(self, seq: int, tags: str, validation: str) -> None:
-        """Set a flagged environment's tags and validation (JSON text) and mark cached samplers stale
-        (inside a write transaction)."""
+        """Set a flagged environment's tags and validation (JSON text); cached samplers go stale."""
         self.conn.execute("UPDATE envs SET tags = ?, validation = ? WHERE seq = ?", (tags, validation, seq))
         self.bump_epoch()
 
@@ -427,8 +416,7 @@ class Index:
         ).fetchone()
 
     def stats_rows(self) -> list[tuple[int, str, str, float | None, float | None, float | None]]:
-        """``(seq, env_id, setting, mean_return_hint, mean_return_nohint, regret)`` of every
-        environment, in ``seq`` (creation) order: the narrow columns, no JSON to decode."""
+        """``(seq, env_id, setting, mean_return_hint, mean_return_nohint, regret)`` in ``seq`` order."""
         return self.conn.execute(
             "SELECT envs.seq, envs.env_id, envs.setting, stats.mean_return_hint, stats.mean_return_nohint, "
             "stats.regret FROM envs JOIN stats ON stats.seq = envs.seq ORDER BY envs.seq"

@@ -279,7 +279,6 @@ class Registry:
             yield
 
     def _clean_tmp(self) -> None:
-        """Remove what dead writers left in ``.tmp`` (under the lock)."""
         for entry in os.scandir(self.tmp_dir):
             path = Path(entry.path)
             if entry.is_dir(follow_symlinks=False):
@@ -614,11 +613,8 @@ class Registry:
     def find_duplicate(
         self, program: EnvProgram, threshold: float = NEAR_DUPLICATE_THRESHOLD
     ) -> tuple[EnvRecord, float] | None:
-        """``(record, similarity)`` of the registered environment most like ``program``, or ``None``.
-
-        An exact duplicate (same program id or normalised AST) has similarity 1.0; else the most similar
-        near duplicate at least ``threshold`` (Jaccard of token 5-shingles; ValueError outside (0, 1]).
-        """
+        """``(record, similarity)`` of the registered environment most like ``program`` (an exact
+        duplicate: 1.0; else as :meth:`near_duplicates`), or ``None``."""
         _check_threshold(threshold)
         sig = signatures(program.source)
         with self._current():
@@ -640,12 +636,8 @@ class Registry:
     def near_duplicates(
         self, program: EnvProgram, threshold: float = NEAR_DUPLICATE_THRESHOLD
     ) -> list[tuple[EnvRecord, float]]:
-        """``(record, similarity)`` of every registered environment at least ``threshold`` similar to
-        ``program`` (Jaccard of token 5-shingles), most similar first, ties by env id.
-
-        Raises:
-            ValueError: if ``threshold`` is not in (0, 1].
-        """
+        """``(record, similarity)`` of every registered environment at least ``threshold`` (in (0, 1], else
+        ValueError) similar to ``program`` (Jaccard of token 5-shingles), most similar first, ties by env id."""
         _check_threshold(threshold)
         sketch = signatures(program.source).minhash()
         with self._current():
@@ -800,14 +792,10 @@ class Registry:
         return record
 
     def flag(self, env_id: str, reason: str) -> EnvRecord:
-        """Flag ``env_id`` (any :meth:`get` key) for breaking the contract after registration (say, a
-        reward outside [0, 1]): tag :data:`FLAGGED_TAG`, ``reason`` (up to 500 characters) as the
-        validation report's ``"flagged"``; :meth:`sample` never draws it again, but it stays listed.
-        Return the flagged record (unchanged if already flagged).
-
-        Raises:
-            EnvNotFound: no such environment. RegistryError: ``meta.json`` could not be written.
-        """
+        """Flag ``env_id`` (any :meth:`get` key) for breaking the contract after registration: tag
+        :data:`FLAGGED_TAG`, ``reason`` (up to 500 characters) as the validation report's ``"flagged"``;
+        :meth:`sample` never draws it again. Return the flagged record (unchanged if already flagged).
+        EnvNotFound if there is none; RegistryError if ``meta.json`` could not be written."""
         with self._editing(env_id, f"flag {env_id}") as (seq, current):
             if FLAGGED_TAG in current.tags:
                 return current
