@@ -2,9 +2,10 @@
 
 A :class:`DocumentSource` (:class:`BuiltinDocuments`, :class:`LocalDocuments`, :class:`HFDocuments`,
 or one built by :func:`load_documents` from a spec string) is an endless, shuffled, resumable stream
-of cleaned (:func:`clean_text`), token-capped (:func:`cap_tokens`) :class:`Document` objects. Junk,
-too short texts and malformed records are skipped and counted; a source with no usable document
-raises :class:`DocumentError`, as do a missing path or optional dependency (``datasets``, ``pyarrow``).
+of cleaned (:func:`clean_text`), token-capped (:func:`cap_tokens`: each source's ``max_tokens`` and
+``tokenizer`` are its arguments) :class:`Document` objects. Junk, too short texts and malformed records
+are skipped and counted; a source with no usable document raises :class:`DocumentError`, as do a
+missing path or optional dependency (``datasets``, ``pyarrow``).
 """
 
 from __future__ import annotations
@@ -600,11 +601,8 @@ def _builtin_records() -> list[dict[str, Any]]:
 
 class BuiltinDocuments(_StreamSource):
     """The default source: short factual documents (80-200 words, on mathematics, science, finance,
-    logistics, games, programming and more) shipped with spade_gym; every epoch a new permutation.
-
-    ``seed`` fixes the stream; ``max_tokens`` and ``tokenizer`` as in :func:`cap_tokens`. Raises
-    DocumentError if the corpus file is missing from the installation.
-    """
+    logistics, games, programming and more) shipped with spade_gym; every epoch a new permutation of
+    them for ``seed``. DocumentError if the corpus file is missing from the installation."""
 
     _kind = "builtin"
 
@@ -648,10 +646,8 @@ class LocalDocuments(_StreamSource):
     a folder of them (recursively, hidden files ignored).
 
     Each epoch visits the units (files, parquet row groups) in a new order, deterministic for
-    ``seed``, through a shuffle buffer of ``shuffle_buffer`` records (0 or 1: none). A malformed
-    record is counted in ``stats["malformed"]``, an unreadable parquet file or one without the column
-    in ``stats["skipped_files"]``, with one warning naming the first. ``max_tokens`` and
-    ``tokenizer`` as in :func:`cap_tokens`.
+    ``seed``, through a shuffle buffer of ``shuffle_buffer`` records (0 or 1: none). Malformed records
+    and unreadable parquet files are counted in :attr:`stats`, with one warning naming the first.
 
     Raises:
         DocumentError: ``path`` is missing, an empty file, of an unsupported type, a folder without a
@@ -815,18 +811,15 @@ class LocalDocuments(_StreamSource):
 
 
 class HFDocuments(_StreamSource):
-    """Documents streamed from a Hugging Face dataset (a large pretraining corpus, not downloaded).
-
-    ``datasets.load_dataset(dataset, config, split=split, streaming=True, **load_kwargs)`` (``dataset``:
-    a Hub name, a local folder, or a builder such as ``"json"`` with ``data_files``), keeping the
-    ``text_field``, ``title``, ``id`` and ``url`` columns, ``.shuffle(seed=seed,
-    buffer_size=shuffle_buffer)``, each epoch ``set_epoch(epoch)``. ``max_tokens`` and ``tokenizer``
-    as in :func:`cap_tokens`.
+    """Documents streamed from a Hugging Face dataset: ``datasets.load_dataset(dataset, config,
+    split=split, streaming=True, **load_kwargs)`` (a Hub name, a local folder, or a builder such as
+    ``"json"`` with ``data_files``), its ``text_field``, ``title``, ``id`` and ``url`` columns,
+    ``.shuffle(seed=seed, buffer_size=shuffle_buffer)``, each epoch ``set_epoch(epoch)``.
 
     ``resume="exact"`` replays (re-reads, not cleans) the epoch up to a loaded position;
     ``resume="fast"`` seeks with the dataset's own ``load_state_dict``, skipping up to
     ``shuffle_buffer`` records. Parquet-backed datasets pause 5 s whenever a stream iterator closes
-    (``datasets.config.SLEEP_TIME_ON_THREADS_SHUTDOWN``); :class:`LocalDocuments` does not.
+    (``datasets.config.SLEEP_TIME_ON_THREADS_SHUTDOWN``).
 
     Raises:
         DocumentError: ``datasets`` is missing, the dataset cannot be loaded (the message names the
