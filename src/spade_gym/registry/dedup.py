@@ -263,11 +263,8 @@ def shingles(source: str, k: int = SHINGLE_SIZE) -> set[bytes]:
 
 
 def _shingles_of(toks: Sequence[str], k: int) -> set[bytes]:
-    if not toks:
-        return set()
-    if len(toks) <= k:
-        return {"\x1f".join(toks).encode("utf-8", "surrogatepass")}
-    return {"\x1f".join(toks[i : i + k]).encode("utf-8", "surrogatepass") for i in range(len(toks) - k + 1)}
+    count = max(len(toks) - k + 1, 1) if toks else 0  # fewer than k tokens: one shingle
+    return {"\x1f".join(toks[i : i + k]).encode("utf-8", "surrogatepass") for i in range(count)}
 
 
 def _new_minhash(hashvalues: np.ndarray | None = None) -> MinHash:

@@ -247,15 +247,10 @@ class ReplaySampler:
         if self._ranks is None or self._weights is None:
             return
         # rank_j = 1 + #{k : S_k > S_j}: i counted for j before iff a > S_j, after iff b > S_j.
-        if b > a:
-            moved = (eff >= a) & (eff < b)
-            delta = 1
-        else:
-            moved = (eff >= b) & (eff < a)
-            delta = -1
+        moved = (eff >= min(a, b)) & (eff < max(a, b))
         moved[i] = False
         # Whole-array operations: numpy's masked (``where=``) forms are several times slower here.
-        if delta > 0:
+        if b > a:
             self._ranks += moved
         else:
             self._ranks -= moved
