@@ -19,7 +19,7 @@ import random
 import re
 import unicodedata
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from itertools import islice
@@ -533,7 +533,7 @@ class _StreamSource:
     def _reseeded(self) -> None:
         """Hook: rebuild whatever depends on ``self.seed``."""
 
-    def _check_usable(self, records: Iterator[Any]) -> None:
+    def _check_usable(self, records: Generator[Any]) -> None:
         """Raise DocumentError unless some of ``records`` makes a usable document; counters unchanged."""
         saved = replace(self._counts)
         rejects = 0
@@ -554,9 +554,7 @@ class _StreamSource:
             raise DocumentError(f"reading {self._name()} failed: {type(exc).__name__}: {exc}") from exc
         finally:
             self._counts = saved
-            close = getattr(records, "close", None)
-            if close is not None:
-                close()
+            records.close()
 
     def describe(self) -> str:
         """One line for logs: the source, its seed and position, and its counters."""

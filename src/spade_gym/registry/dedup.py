@@ -5,16 +5,13 @@ Two signatures of a program's source, neither of which runs it:
 1. :func:`ast_hash`: the SHA-256 of ``ast.dump`` of the tree without docstrings, with the
    environment's own name (``Env.name``) replaced by a placeholder in string literals and every
    non-builtin name the program binds (``self`` attributes included) renamed ``_0``, ``_1``, ... in
-   order of first appearance. Equal hashes mean a renamed copy; any changed constant, string or
-   statement changes the hash.
+   order of first appearance: equal hashes mean a renamed copy.
 2. :func:`minhash`: a MinHash sketch (Broder, "On the resemblance and containment of documents",
    1997) of the :data:`SHINGLE_SIZE`-token shingles of the same tree unparsed, every identifier not a
    keyword or builtin as ``$`` ("type-2" code-clone detection); :class:`NearDuplicateIndex` finds
    the candidates above a Jaccard threshold with ``datasketch.MinHashLSH``.
 
-A near duplicate by text may be a size or wording variant, so the validation gate's novelty check
-refuses one only if it also behaves alike. Signatures are stored as bytes (:func:`minhash_to_bytes`)
-in a format named by :data:`SIGNATURE_VERSION`; an index of another version is rebuilt.
+Signatures are stored as bytes (:func:`minhash_to_bytes`) in the format :data:`SIGNATURE_VERSION`.
 """
 
 from __future__ import annotations
@@ -164,9 +161,7 @@ def _normalise_env_name(tree: ast.Module, nodes: list[ast.AST]) -> None:
             node.value = node.value.replace(name, NAME_TOKEN)
 
 
-def _rename(
-    nodes: list[ast.AST], bound: set[str], self_nodes: Set[int] = frozenset(), attributes: Set[str] = frozenset()
-) -> None:
+def _rename(nodes: list[ast.AST], bound: set[str], self_nodes: Set[int], attributes: Set[str]) -> None:
     """Rename the ``bound`` names to ``_0``, ``_1``, ... in order of first appearance, and the
     ``self_nodes`` attributes in ``attributes`` or ``bound`` from the same counter in their own namespace."""
     mapping: dict[str, str] = {}
