@@ -309,15 +309,15 @@ class ReplaySampler:
             self._cumulative = np.cumsum(weights)
         return _search(self._cumulative, rng.random() * float(self._cumulative[-1]))
 
-    def draw(self, rng: np.random.Generator, strategy: str = "replay", mark: bool = True) -> int:
-        """Draw one index in ``[0, N)`` (``mark``: the counter goes up by one and becomes its ``C_i``).
-
-        Raises:
-            ValueError: if the population is empty or ``strategy`` is unknown.
-        """
+    def _check_draw(self, strategy: str) -> None:
         _check_strategy(strategy)
         if len(self) == 0:
             raise ValueError("cannot draw from an empty population")
+
+    def draw(self, rng: np.random.Generator, strategy: str = "replay", mark: bool = True) -> int:
+        """Draw one index in ``[0, N)`` (``mark``: the counter goes up by one and becomes its ``C_i``);
+        ValueError if the population is empty or ``strategy`` is unknown."""
+        self._check_draw(strategy)
         i = int(rng.integers(len(self))) if strategy == "uniform" else self._draw_replay(rng)
         if mark:
             self.counter += 1
@@ -326,10 +326,8 @@ class ReplaySampler:
 
     def draw_many(self, rng: np.random.Generator, n: int, strategy: str = "replay") -> np.ndarray:
         """Draw ``n`` independent indices, marking nothing; ValueError as :meth:`draw`."""
-        _check_strategy(strategy)
+        self._check_draw(strategy)
         size = len(self)
-        if size == 0:
-            raise ValueError("cannot draw from an empty population")
         if strategy == "uniform":
             return rng.integers(size, size=n)
         cumulative = np.cumsum(self.probabilities(strategy))
