@@ -420,14 +420,11 @@ class _StreamSource:
             raise ValueError(f"n must be >= 0, got {n}")
         out: list[Document] = []
         while len(out) < n:
-            if self._it is None:
-                self._partial_epoch = self._emitted > 0
-                self._epoch_accepted = 0
-                try:
-                    self._it = self._open(self._epoch, self._emitted)
-                except Exception as exc:
-                    raise self._reading_failed(exc) from exc
             try:
+                if self._it is None:
+                    self._partial_epoch = self._emitted > 0
+                    self._epoch_accepted = 0
+                    self._it = self._open(self._epoch, self._emitted)
                 record = next(self._it, _END)
             except Exception as exc:
                 raise self._reading_failed(exc) from exc
