@@ -1,15 +1,11 @@
 """Document sources: the text the Environment Designer grounds each new environment on.
 
-A :class:`DocumentSource` is an endless, shuffled, resumable stream of :class:`Document` objects:
-:class:`BuiltinDocuments` (the default, shipped in ``spade_gym/data/documents.jsonl``, offline),
-:class:`LocalDocuments` (``.jsonl``, ``.parquet`` or ``.txt`` files) or :class:`HFDocuments` (a
-Hugging Face dataset, streamed). :func:`load_documents` builds one from a spec string.
-
-Every document is cleaned (:func:`clean_text`), token-capped (:func:`cap_tokens`) and carries its
-provenance in ``Document.source``. Junk, too short texts and malformed records are skipped and
-counted; a source with no usable document raises :class:`DocumentError` (local files when built, a
-stream on the first :meth:`~DocumentSource.sample`), as do a missing path, an unsupported file type
-and a missing optional dependency (``datasets``, ``pyarrow``: imported only when needed).
+A :class:`DocumentSource` (:class:`BuiltinDocuments`, :class:`LocalDocuments`, :class:`HFDocuments`,
+or one built by :func:`load_documents` from a spec string) is an endless, shuffled, resumable stream
+of cleaned (:func:`clean_text`), token-capped (:func:`cap_tokens`: each source's ``max_tokens`` and
+``tokenizer`` are its arguments) :class:`Document` objects. Junk, too short texts and malformed records
+are skipped and counted; a source with no usable document raises :class:`DocumentError`, as do a
+missing path or optional dependency (``datasets``, ``pyarrow``).
 """
 
 from __future__ import annotations
@@ -23,8 +19,8 @@ import random
 import re
 import unicodedata
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from itertools import islice
 from pathlib import Path
@@ -343,20 +339,13 @@ class _Counts:
     rejected: int = 0  # junk or too short after cleaning
     malformed: int = 0  # not a JSON value, no text field, text not a string
 
-    def as_dict(self) -> dict[str, int]:
-        return {"read": self.read, "accepted": self.accepted, "rejected": self.rejected, "malformed": self.malformed}
-
 
 _END = object()
 
 
 class _StreamSource:
-    """Epochs, cleaning, capping, counting, empty-corpus detection and resume for every source.
-
-    A subclass gives ``_records(epoch)`` (one epoch's raw records, shuffled by the seed) and
-    ``_document(record, index)`` (a :class:`Document` through :meth:`_finish`, or None after
-    :meth:`_problem`). The position ``(epoch, emitted)`` resumes by replaying, not cleaning, records.
-    """
+    """Epochs, cleaning, counting and resume for every source. A subclass gives ``_records(epoch)`` (one
+    epoch's raw records, shuffled by the seed) and ``_document(record, index)`` (via :meth:`_finish`)."""
 
     _kind = ""
 
@@ -393,13 +382,11 @@ class _StreamSource:
     def _open(self, epoch: int, skip: int) -> Iterator[Any]:
         """The epoch's record iterator, advanced past ``skip`` records (replayed, not cleaned)."""
         it = self._records(epoch)
-        if skip:
-            for _ in islice(it, skip):
-                pass
+        next(islice(it, skip, skip), None)
         return it
 
     def _problem(self, message: str, *, count: bool = True) -> None:
-        """Count one malformed record (unless ``count`` is false); warn about the first problem of this source."""
+        """Count one malformed record (if ``count``); warn about the first problem of this source."""
         if count:
             self._counts.malformed += 1
         if self._first_problem is None:
@@ -433,14 +420,11 @@ class _StreamSource:
             raise ValueError(f"n must be >= 0, got {n}")
         out: list[Document] = []
         while len(out) < n:
-            if self._it is None:
-                self._partial_epoch = self._emitted > 0
-                self._epoch_accepted = 0
-                try:
-                    self._it = self._open(self._epoch, self._emitted)
-                except Exception as exc:
-                    raise self._reading_failed(exc) from exc
             try:
+                if self._it is None:
+                    self._partial_epoch = self._emitted > 0
+                    self._epoch_accepted = 0
+                    self._it = self._open(self._epoch, self._emitted)
                 record = next(self._it, _END)
             except Exception as exc:
                 raise self._reading_failed(exc) from exc
@@ -489,7 +473,7 @@ class _StreamSource:
     @property
     def stats(self) -> dict[str, int]:
         """``read``, ``accepted``, ``rejected`` (junk, too short), ``malformed`` and the current ``epoch``."""
-        return {**self._counts.as_dict(), "epoch": self._epoch}
+        return {**asdict(self._counts), "epoch": self._epoch}
 
     def _config(self) -> dict[str, Any]:
         return {"seed": self.seed, "shuffle_buffer": self.shuffle_buffer}
@@ -501,16 +485,13 @@ class _StreamSource:
             "config": self._config(),
             "epoch": self._epoch,
             "emitted": self._emitted,
-            "counts": self._counts.as_dict(),
+            "counts": asdict(self._counts),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume at :meth:`state_dict` ``state``: the next :meth:`sample` replays (without cleaning) the
-        epoch's first ``emitted`` records, then continues exactly where the saved source stood.
-
-        Raises:
-            DocumentError: ``state`` is malformed, or from another kind of source, seed or shuffle buffer.
-        """
+        """Resume at :meth:`state_dict` ``state`` (the next :meth:`sample` replays, without cleaning, the
+        epoch's first ``emitted`` records); DocumentError if it is malformed or from another kind of
+        source, seed or shuffle buffer."""
         if not isinstance(state, dict) or state.get("kind") != self._kind:
             kind = state.get("kind") if isinstance(state, dict) else type(state).__name__
             raise DocumentError(f"cannot load a {kind!r} document-source state into {self._name()}")
@@ -549,7 +530,7 @@ class _StreamSource:
     def _reseeded(self) -> None:
         """Hook: rebuild whatever depends on ``self.seed``."""
 
-    def _check_usable(self, records: Iterator[Any]) -> None:
+    def _check_usable(self, records: Generator[Any]) -> None:
         """Raise DocumentError unless some of ``records`` makes a usable document; counters unchanged."""
         saved = replace(self._counts)
         rejects = 0
@@ -570,9 +551,7 @@ class _StreamSource:
             raise DocumentError(f"reading {self._name()} failed: {type(exc).__name__}: {exc}") from exc
         finally:
             self._counts = saved
-            close = getattr(records, "close", None)
-            if close is not None:
-                close()
+            records.close()
 
     def describe(self) -> str:
         """One line for logs: the source, its seed and position, and its counters."""
@@ -617,11 +596,8 @@ def _builtin_records() -> list[dict[str, Any]]:
 
 class BuiltinDocuments(_StreamSource):
     """The default source: short factual documents (80-200 words, on mathematics, science, finance,
-    logistics, games, programming and more) shipped with spade_gym; every epoch a new permutation.
-
-    ``seed`` fixes the stream; ``max_tokens`` and ``tokenizer`` as in :func:`cap_tokens`. Raises
-    DocumentError if the corpus file is missing from the installation.
-    """
+    logistics, games, programming and more) shipped with spade_gym; every epoch a new permutation of
+    them for ``seed``. DocumentError if the corpus file is missing from the installation."""
 
     _kind = "builtin"
 
@@ -665,10 +641,8 @@ class LocalDocuments(_StreamSource):
     a folder of them (recursively, hidden files ignored).
 
     Each epoch visits the units (files, parquet row groups) in a new order, deterministic for
-    ``seed``, through a shuffle buffer of ``shuffle_buffer`` records (0 or 1: none). A malformed
-    record is counted in ``stats["malformed"]``, an unreadable parquet file or one without the column
-    in ``stats["skipped_files"]``, with one warning naming the first. ``max_tokens`` and
-    ``tokenizer`` as in :func:`cap_tokens`.
+    ``seed``, through a shuffle buffer of ``shuffle_buffer`` records (0 or 1: none). Malformed records
+    and unreadable parquet files are counted in :attr:`stats`, with one warning naming the first.
 
     Raises:
         DocumentError: ``path`` is missing, an empty file, of an unsupported type, a folder without a
@@ -832,18 +806,15 @@ class LocalDocuments(_StreamSource):
 
 
 class HFDocuments(_StreamSource):
-    """Documents streamed from a Hugging Face dataset (a large pretraining corpus, not downloaded).
-
-    ``datasets.load_dataset(dataset, config, split=split, streaming=True, **load_kwargs)`` (``dataset``:
-    a Hub name, a local folder, or a builder such as ``"json"`` with ``data_files``), keeping the
-    ``text_field``, ``title``, ``id`` and ``url`` columns, ``.shuffle(seed=seed,
-    buffer_size=shuffle_buffer)``, each epoch ``set_epoch(epoch)``. ``max_tokens`` and ``tokenizer``
-    as in :func:`cap_tokens`.
+    """Documents streamed from a Hugging Face dataset: ``datasets.load_dataset(dataset, config,
+    split=split, streaming=True, **load_kwargs)`` (a Hub name, a local folder, or a builder such as
+    ``"json"`` with ``data_files``), its ``text_field``, ``title``, ``id`` and ``url`` columns,
+    ``.shuffle(seed=seed, buffer_size=shuffle_buffer)``, each epoch ``set_epoch(epoch)``.
 
     ``resume="exact"`` replays (re-reads, not cleans) the epoch up to a loaded position;
     ``resume="fast"`` seeks with the dataset's own ``load_state_dict``, skipping up to
     ``shuffle_buffer`` records. Parquet-backed datasets pause 5 s whenever a stream iterator closes
-    (``datasets.config.SLEEP_TIME_ON_THREADS_SHUTDOWN``); :class:`LocalDocuments` does not.
+    (``datasets.config.SLEEP_TIME_ON_THREADS_SHUTDOWN``).
 
     Raises:
         DocumentError: ``datasets`` is missing, the dataset cannot be loaded (the message names the
@@ -971,29 +942,20 @@ def load_documents(
         raise TypeError(f"load_documents: {', '.join(sorted(load_kwargs))} apply only to 'hf:' sources, not {text!r}")
     if text.lower() == "builtin":
         return BuiltinDocuments(seed=seed, max_tokens=max_tokens, tokenizer=tokenizer)
+    common: dict[str, Any] = {
+        "text_field": text_field,
+        "seed": seed,
+        "shuffle_buffer": shuffle_buffer,
+        "max_tokens": max_tokens,
+        "tokenizer": tokenizer,
+    }
     if text.startswith("hf:"):
         name, _, config = text[3:].partition(":")
         if not name.strip():
             raise DocumentError(f"document source {text!r} names no dataset: {expected}")
-        return HFDocuments(
-            name.strip(),
-            config=config.strip() or None,
-            text_field=text_field,
-            seed=seed,
-            shuffle_buffer=shuffle_buffer,
-            max_tokens=max_tokens,
-            tokenizer=tokenizer,
-            **load_kwargs,
-        )
+        return HFDocuments(name.strip(), config=config.strip() or None, **common, **load_kwargs)
     if text and Path(text).expanduser().exists():
-        return LocalDocuments(
-            text,
-            text_field=text_field,
-            seed=seed,
-            shuffle_buffer=shuffle_buffer,
-            max_tokens=max_tokens,
-            tokenizer=tokenizer,
-        )
+        return LocalDocuments(text, **common)
     if not text:
         raise DocumentError(f"empty document source: {expected}")
     looks_like_path = os.sep in text or Path(text).suffix.lower() in SUPPORTED_SUFFIXES

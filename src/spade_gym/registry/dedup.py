@@ -5,16 +5,13 @@ Two signatures of a program's source, neither of which runs it:
 1. :func:`ast_hash`: the SHA-256 of ``ast.dump`` of the tree without docstrings, with the
    environment's own name (``Env.name``) replaced by a placeholder in string literals and every
    non-builtin name the program binds (``self`` attributes included) renamed ``_0``, ``_1``, ... in
-   order of first appearance. Equal hashes mean a renamed copy; any changed constant, string or
-   statement changes the hash.
+   order of first appearance: equal hashes mean a renamed copy.
 2. :func:`minhash`: a MinHash sketch (Broder, "On the resemblance and containment of documents",
    1997) of the :data:`SHINGLE_SIZE`-token shingles of the same tree unparsed, every identifier not a
    keyword or builtin as ``$`` ("type-2" code-clone detection); :class:`NearDuplicateIndex` finds
    the candidates above a Jaccard threshold with ``datasketch.MinHashLSH``.
 
-A near duplicate by text may be a size or wording variant, so the validation gate's novelty check
-refuses one only if it also behaves alike. Signatures are stored as bytes (:func:`minhash_to_bytes`)
-in a format named by :data:`SIGNATURE_VERSION`; an index of another version is rebuilt.
+Signatures are stored as bytes (:func:`minhash_to_bytes`) in the format :data:`SIGNATURE_VERSION`.
 """
 
 from __future__ import annotations
@@ -77,7 +74,7 @@ _LEXEME = re.compile(
     r"""|"(?:[^"\\\n]|\\.)*"|\*\*=?|//=?|>>=?|<<=?|->|:=|[-+*/%&|^@<>=!]=|\S""",
     re.DOTALL,
 )
-_PROTOTYPE: MinHash | None = None
+_PERMUTATIONS: Any = None
 
 
 def _parse_without_docstrings(source: str) -> tuple[ast.Module, list[ast.AST]] | None:
@@ -98,27 +95,35 @@ def _parse_without_docstrings(source: str) -> tuple[ast.Module, list[ast.AST]] |
     return tree, nodes
 
 
+def _name_field(node: ast.AST) -> str | None:
+    """The field of ``node`` holding a name (or, for ``global``/``nonlocal``, a list of names), if any."""
+    if isinstance(node, ast.Name):
+        return "id"
+    if isinstance(node, (ast.arg, ast.keyword)):
+        return "arg"
+    if isinstance(
+        node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler, ast.MatchAs, ast.MatchStar)
+    ):
+        return "name"
+    if isinstance(node, ast.alias):
+        return "asname"
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return "names"
+    return "rest" if isinstance(node, ast.MatchMapping) else None
+
+
 def _bound_names(nodes: list[ast.AST]) -> set[str]:
     """Names the program binds itself (and so may rename freely), builtins excluded."""
     bound: set[str] = set()
     for node in nodes:
-        if isinstance(node, ast.Name):
-            if not isinstance(node.ctx, ast.Load):
-                bound.add(node.id)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.alias):
-            if node.asname:
-                bound.add(node.asname)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            bound.update(node.names)
-        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
-            if node.name:
-                bound.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            bound.add(node.rest)
+        field = _name_field(node)
+        if field is None or isinstance(node, ast.keyword) or isinstance(getattr(node, "ctx", None), ast.Load):
+            continue
+        value = getattr(node, field)
+        if isinstance(value, list):
+            bound.update(value)
+        elif value:
+            bound.add(value)
     return bound - _BUILTINS
 
 
@@ -156,9 +161,7 @@ def _normalise_env_name(tree: ast.Module, nodes: list[ast.AST]) -> None:
             node.value = node.value.replace(name, NAME_TOKEN)
 
 
-def _rename(
-    nodes: list[ast.AST], bound: set[str], self_nodes: Set[int] = frozenset(), attributes: Set[str] = frozenset()
-) -> None:
+def _rename(nodes: list[ast.AST], bound: set[str], self_nodes: Set[int], attributes: Set[str]) -> None:
     """Rename the ``bound`` names to ``_0``, ``_1``, ... in order of first appearance, and the
     ``self_nodes`` attributes in ``attributes`` or ``bound`` from the same counter in their own namespace."""
     mapping: dict[str, str] = {}
@@ -179,27 +182,11 @@ def _rename(
         return mapping[key]
 
     for node in nodes:
-        if isinstance(node, ast.Name):
-            node.id = new(node.id)
-        elif isinstance(node, ast.arg):
-            node.arg = new(node.arg)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            node.name = new(node.name)
-        elif isinstance(node, ast.keyword):
-            if node.arg is not None:
-                node.arg = new(node.arg)
-        elif isinstance(node, ast.alias):
-            if node.asname:
-                node.asname = new(node.asname)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            node.names = [new(n) for n in node.names]
-        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
-            if node.name:
-                node.name = new(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            node.rest = new(node.rest)
-        elif isinstance(node, ast.Attribute) and id(node) in self_nodes:
-            node.attr = new_attribute(node.attr)
+        if isinstance(node, ast.Attribute):
+            if id(node) in self_nodes:
+                node.attr = new_attribute(node.attr)
+        elif (field := _name_field(node)) is not None and (value := getattr(node, field)):
+            setattr(node, field, [new(n) for n in value] if isinstance(value, list) else new(value))
 
 
 def _source_hash(source: str) -> str:
@@ -225,7 +212,6 @@ class Signatures:
 
     def minhash(self) -> MinHash:
         """MinHash sketch of the token shingles; see :func:`minhash`."""
-        _prototype()
         sketch = _new_minhash()
         items = _shingles_of(self.tokens, SHINGLE_SIZE)
         if items:
@@ -272,31 +258,19 @@ def shingles(source: str, k: int = SHINGLE_SIZE) -> set[bytes]:
 
 
 def _shingles_of(toks: Sequence[str], k: int) -> set[bytes]:
-    if not toks:
-        return set()
-    if len(toks) <= k:
-        return {"\x1f".join(toks).encode("utf-8", "surrogatepass")}
-    return {"\x1f".join(toks[i : i + k]).encode("utf-8", "surrogatepass") for i in range(len(toks) - k + 1)}
-
-
-def _prototype() -> MinHash:
-    global _PROTOTYPE
-    if _PROTOTYPE is None:
-        _PROTOTYPE = _new_minhash()
-    return _PROTOTYPE
+    count = max(len(toks) - k + 1, 1) if toks else 0  # fewer than k tokens: one shingle
+    return {"\x1f".join(toks[i : i + k]).encode("utf-8", "surrogatepass") for i in range(count)}
 
 
 def _new_minhash(hashvalues: np.ndarray | None = None) -> MinHash:
-    kwargs: dict[str, object] = {"num_perm": NUM_PERM, "seed": MINHASH_SEED}
-    if _PROTOTYPE is not None:
-        kwargs["permutations"] = _PROTOTYPE.permutations  # computing them costs more than the sketch
-    if hashvalues is not None:
-        kwargs["hashvalues"] = hashvalues
-    if _HAS_SCHEME:
-        kwargs["scheme"] = _SCHEME
+    """A sketch with the first one's permutations (computing them costs more than the sketch)."""
+    global _PERMUTATIONS
     from datasketch import MinHash
 
-    return MinHash(**kwargs)
+    scheme: dict[str, Any] = {"scheme": _SCHEME} if _HAS_SCHEME else {}
+    sketch = MinHash(NUM_PERM, MINHASH_SEED, hashvalues=hashvalues, permutations=_PERMUTATIONS, **scheme)
+    _PERMUTATIONS = sketch.permutations
+    return sketch
 
 
 def minhash(source: str) -> MinHash:
@@ -314,7 +288,6 @@ def minhash_from_bytes(data: bytes) -> MinHash:
     """Inverse of :func:`minhash_to_bytes`; ValueError unless ``data`` is ``8 * NUM_PERM`` bytes."""
     if len(data) != 8 * NUM_PERM:
         raise ValueError(f"a MinHash signature is {8 * NUM_PERM} bytes; got {len(data)}")
-    _prototype()
     return _new_minhash(np.frombuffer(data, dtype="<u8").astype(np.uint64))
 
 

@@ -1,13 +1,9 @@
-"""The registry's SQLite index: a rebuildable copy of the folders for queries, statistics and sampling.
+"""The registry's SQLite index (WAL): a rebuildable copy of the folders for queries, statistics and sampling.
 
-``index.sqlite`` (WAL, ``synchronous=NORMAL``) holds per readable folder three tables keyed by
-``seq`` (creation order), so sampling and listing read only their own bytes: ``envs`` (what
-``meta.json`` says), ``stats`` (rewritten by every sample) and ``signatures`` (MinHash, for dedup);
-the view ``records`` joins the first two. ``entries`` fingerprints every folder, readable or not, to
-see later changes. ``state`` holds the sample counter, a generation bumped by every change and an
-epoch bumped when rows are renumbered; ``changes`` logs what samplers need, so a process's sampler
-cache applies other processes' changes instead of reloading. :mod:`spade_gym.registry.store` turns
-rows into records.
+Each readable folder has a row, keyed by ``seq`` (creation order), in ``envs`` (``meta.json``),
+``stats`` (rewritten by every sample) and ``signatures`` (MinHash); ``entries`` fingerprints every
+folder to see later changes; ``changes`` logs what samplers need, so a process's sampler cache applies
+other processes' changes instead of reloading.
 """
 
 from __future__ import annotations
@@ -131,6 +127,13 @@ _INSERT_ENV = f"INSERT INTO envs ({', '.join(_STATIC_COLUMNS)}) VALUES ({', '.jo
 _UPDATE_ENV = f"UPDATE envs SET {', '.join(c + ' = ?' for c in _STATIC_COLUMNS)} WHERE seq = ?"
 _INSERT_STATS = f"INSERT INTO stats (seq, setting, {', '.join(_STATS_COLUMNS)}) VALUES (?, ?, {', '.join('?' for _ in _STATS_COLUMNS)})"
 _UPDATE_STATS = f"UPDATE stats SET {', '.join(c + ' = ?' for c in _STATS_COLUMNS)} WHERE seq = ?"
+#: Keeps the larger ``times_sampled`` and ``last_sampled`` of the index and the folder.
+_UPSERT_STATS = (
+    "UPDATE stats SET setting = :setting, episodes = :episodes, mean_return_hint = :mean_return_hint, "
+    "mean_return_nohint = :mean_return_nohint, regret = :regret, times_sampled = max(times_sampled, :times_sampled), "
+    "last_sampled = ifnull(max(last_sampled, :last_sampled), ifnull(last_sampled, :last_sampled)), "
+    "format_compliance = :format_compliance WHERE seq = :seq"
+)
 _TABLES = ("state", "envs", "stats", "signatures", "entries", "changes")
 
 
@@ -158,13 +161,10 @@ class Change:
 
 
 class Index:
-    """A connection to ``index.sqlite`` (reopened after ``fork``) and the registry's queries; writes
-    go through :meth:`write`, reads that must agree through :meth:`read`.
+    """A connection to ``index.sqlite`` (reopened after ``fork``) and the registry's queries.
 
-    Args:
-        signature: the registry's signature format (stored; :meth:`problem` compares it).
-        timeout_s: how long to wait for another process's write lock, in seconds.
-        read_only: open the file immutable (``?mode=ro&immutable=1``); every write then fails.
+    ``signature`` names the registry's signature format (:meth:`problem` compares it); ``timeout_s``
+    is the wait for another process's write lock, in seconds; ``read_only`` opens the file immutable.
     """
 
     def __init__(self, path: Path, *, signature: str, timeout_s: float = 60.0, read_only: bool = False) -> None:
@@ -209,8 +209,7 @@ class Index:
             )
 
     def problem(self, *, thorough: bool = True) -> str | None:
-        """Why this index cannot be used (missing, another layout or signature format, or, ``thorough``,
-        failing ``PRAGMA quick_check``), or ``None`` when it can."""
+        """Why this index cannot be used (``thorough``: also ``PRAGMA quick_check``), or ``None``."""
         if not self.path.exists():
             return f"{self.path.name} is missing"
         try:
@@ -324,27 +323,17 @@ class Index:
             (directory, fingerprint, problem),
         )
 
-    def insert_rows(self, rows: Sequence[IndexRow], fingerprints: Sequence[str]) -> list[int]:
-        """Insert and log (``"add"``) environments, in a write transaction; return their ``seq`` numbers.
-
-        Raises:
-            sqlite3.IntegrityError: if an ``env_id`` is already present.
-        """
-        seqs = []
-        top = None
+    def insert_rows(self, rows: Sequence[IndexRow], fingerprints: Sequence[str]) -> None:
+        """Insert and log (``"add"``) environments (inside a write transaction); sqlite3.IntegrityError
+        if an ``env_id`` is already present."""
         for row, fingerprint in zip(rows, fingerprints, strict=True):
             seq = self._insert(row)
             self._set_entry(row.env_id, fingerprint, None)
             self._log("add", seq, row.setting, row.regret, row.last_sampled)
-            if row.last_sampled is not None:
-                top = max(top or 0, row.last_sampled)
-            seqs.append(seq)
-        self.raise_counter(top)
-        return seqs
+        self.raise_counter(max((r.last_sampled for r in rows if r.last_sampled is not None), default=None))
 
     def upsert_rows(self, rows: Sequence[IndexRow], fingerprints: Sequence[str]) -> None:
-        """Insert environments, or replace those already present keeping their ``seq`` and the
-        larger of the two ``times_sampled`` / ``last_sampled`` (inside a write transaction)."""
+        """Insert environments, or replace those present keeping ``seq`` (inside a write transaction)."""
         conn = self.conn
         for row, fingerprint in zip(rows, fingerprints, strict=True):
             seq = self._seq_of(row.env_id)
@@ -352,30 +341,13 @@ class Index:
                 self._insert(row)
             else:
                 conn.execute(_UPDATE_ENV, astuple(row)[: len(_STATIC_COLUMNS)] + (seq,))
-                conn.execute(
-                    "UPDATE stats SET setting = :setting, episodes = :episodes, mean_return_hint = :hint, "
-                    "mean_return_nohint = :nohint, regret = :regret, times_sampled = max(times_sampled, :times), "
-                    "last_sampled = CASE WHEN last_sampled IS NULL THEN :last WHEN :last IS NULL THEN last_sampled "
-                    "ELSE max(last_sampled, :last) END, format_compliance = :compliance WHERE seq = :seq",
-                    {
-                        "setting": row.setting,
-                        "episodes": row.episodes,
-                        "hint": row.mean_return_hint,
-                        "nohint": row.mean_return_nohint,
-                        "regret": row.regret,
-                        "times": row.times_sampled,
-                        "last": row.last_sampled,
-                        "compliance": row.format_compliance,
-                        "seq": seq,
-                    },
-                )
+                conn.execute(_UPSERT_STATS, {**vars(row), "seq": seq})
                 conn.execute("UPDATE signatures SET minhash = ? WHERE seq = ?", (row.minhash, seq))
             self._set_entry(row.env_id, fingerprint, None)
             self.raise_counter(row.last_sampled)
 
     def set_problems(self, problems: Iterable[tuple[str, str, str]]) -> None:
-        """Record folders that cannot be read: ``(dir, fingerprint, message)`` (inside a write
-        transaction); any rows of theirs are removed."""
+        """Record unreadable folders ``(dir, fingerprint, message)``, removing their rows."""
         for directory, fingerprint, message in problems:
             self._delete(directory)
             self._set_entry(directory, fingerprint, message)
@@ -395,27 +367,15 @@ class Index:
         """Record the new fingerprint of a folder's files (inside a write transaction)."""
         self.conn.execute("UPDATE entries SET fingerprint = ? WHERE dir = ?", (fingerprint, directory))
 
-    def update_stats(
-        self,
-        seq: int,
-        setting: str,
-        episodes: int,
-        mean_return_hint: float | None,
-        mean_return_nohint: float | None,
-        regret: float | None,
-        times_sampled: int,
-        last_sampled: int | None,
-        format_compliance: float | None = None,
-    ) -> None:
-        """Replace one environment's statistics and log a ``"stats"`` change (inside a write transaction)."""
-        stats = (episodes, mean_return_hint, mean_return_nohint, regret, times_sampled, last_sampled)
-        self.conn.execute(_UPDATE_STATS, (*stats, format_compliance, seq))
-        self._log("stats", seq, setting, regret, last_sampled)
-        self.raise_counter(last_sampled)
+    def update_stats(self, seq: int, setting: str, **stats: Any) -> None:
+        """Replace one environment's statistics (every ``stats`` column, by name) and log a ``"stats"``
+        change (inside a write transaction)."""
+        self.conn.execute(_UPDATE_STATS, (*(stats[c] for c in _STATS_COLUMNS), seq))
+        self._log("stats", seq, setting, stats["regret"], stats["last_sampled"])
+        self.raise_counter(stats["last_sampled"])
 
     def flag(self, seq: int, tags: str, validation: str) -> None:
-        """Set a flagged environment's tags and validation (JSON text) and mark cached samplers stale
-        (inside a write transaction)."""
+        """Set a flagged environment's tags and validation (JSON text); cached samplers go stale."""
         self.conn.execute("UPDATE envs SET tags = ?, validation = ? WHERE seq = ?", (tags, validation, seq))
         self.bump_epoch()
 
@@ -440,11 +400,9 @@ class Index:
         """``(dir, message)`` of the folders that could not be read, sorted by folder."""
         return list(self.conn.execute("SELECT dir, problem FROM entries WHERE problem IS NOT NULL ORDER BY dir"))
 
-    def count(self, setting: str | None = None) -> int:
-        """How many environments (of ``setting``, or all)."""
-        if setting is None:
-            return int(self.conn.execute("SELECT count(*) FROM envs").fetchone()[0])
-        return int(self.conn.execute("SELECT count(*) FROM envs WHERE setting = ?", (setting,)).fetchone()[0])
+    def count(self) -> int:
+        """How many environments."""
+        return int(self.conn.execute("SELECT count(*) FROM envs").fetchone()[0])
 
     def record_rows(self, where: str = "", params: Sequence[object] = (), order: str = "seq") -> list[tuple]:
         """Rows of :data:`RECORD_COLUMNS` matching an SQL ``where`` clause (``""``: all)."""
@@ -458,8 +416,7 @@ class Index:
         ).fetchone()
 
     def stats_rows(self) -> list[tuple[int, str, str, float | None, float | None, float | None]]:
-        """``(seq, env_id, setting, mean_return_hint, mean_return_nohint, regret)`` of every
-        environment, in ``seq`` (creation) order: the narrow columns, no JSON to decode."""
+        """``(seq, env_id, setting, mean_return_hint, mean_return_nohint, regret)`` in ``seq`` order."""
         return self.conn.execute(
             "SELECT envs.seq, envs.env_id, envs.setting, stats.mean_return_hint, stats.mean_return_nohint, "
             "stats.regret FROM envs JOIN stats ON stats.seq = envs.seq ORDER BY envs.seq"

@@ -247,15 +247,10 @@ class ReplaySampler:
         if self._ranks is None or self._weights is None:
             return
         # rank_j = 1 + #{k : S_k > S_j}: i counted for j before iff a > S_j, after iff b > S_j.
-        if b > a:
-            moved = (eff >= a) & (eff < b)
-            delta = 1
-        else:
-            moved = (eff >= b) & (eff < a)
-            delta = -1
+        moved = (eff >= min(a, b)) & (eff < max(a, b))
         moved[i] = False
         # Whole-array operations: numpy's masked (``where=``) forms are several times slower here.
-        if delta > 0:
+        if b > a:
             self._ranks += moved
         else:
             self._ranks -= moved
@@ -298,9 +293,7 @@ class ReplaySampler:
             return np.zeros(0)
         _ranks, weights = self._ensure_ranks()
         p_s = weights / weights.sum()
-        staleness = (self.counter - self.last_sampled).astype(np.float64)
-        total = staleness.sum()
-        p_c = staleness / total if total > 0 else np.full(n, 1.0 / n)
+        p_c = staleness_probabilities(self.last_sampled, self.counter)
         return (1.0 - self.config.rho) * p_s + self.config.rho * p_c
 
     def _draw_replay(self, rng: np.random.Generator) -> int:
@@ -316,15 +309,15 @@ class ReplaySampler:
             self._cumulative = np.cumsum(weights)
         return _search(self._cumulative, rng.random() * float(self._cumulative[-1]))
 
-    def draw(self, rng: np.random.Generator, strategy: str = "replay", mark: bool = True) -> int:
-        """Draw one index in ``[0, N)`` (``mark``: the counter goes up by one and becomes its ``C_i``).
-
-        Raises:
-            ValueError: if the population is empty or ``strategy`` is unknown.
-        """
+    def _check_draw(self, strategy: str) -> None:
         _check_strategy(strategy)
         if len(self) == 0:
             raise ValueError("cannot draw from an empty population")
+
+    def draw(self, rng: np.random.Generator, strategy: str = "replay", mark: bool = True) -> int:
+        """Draw one index in ``[0, N)`` (``mark``: the counter goes up by one and becomes its ``C_i``);
+        ValueError if the population is empty or ``strategy`` is unknown."""
+        self._check_draw(strategy)
         i = int(rng.integers(len(self))) if strategy == "uniform" else self._draw_replay(rng)
         if mark:
             self.counter += 1
@@ -333,10 +326,8 @@ class ReplaySampler:
 
     def draw_many(self, rng: np.random.Generator, n: int, strategy: str = "replay") -> np.ndarray:
         """Draw ``n`` independent indices, marking nothing; ValueError as :meth:`draw`."""
-        _check_strategy(strategy)
+        self._check_draw(strategy)
         size = len(self)
-        if size == 0:
-            raise ValueError("cannot draw from an empty population")
         if strategy == "uniform":
             return rng.integers(size, size=n)
         cumulative = np.cumsum(self.probabilities(strategy))

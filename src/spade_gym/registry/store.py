@@ -9,14 +9,11 @@ Layout of a registry rooted at ``root`` (docs/DESIGN.md, "Registry")::
     root/.tmp/                     files being written; anything left there is a dead writer's, and removed
 
 The folders are the source of truth. A new entry is written (fsync'ed) into ``.tmp/<uuid>/`` and
-renamed onto ``envs/<env_id>/`` in one ``os.rename``, under an exclusive ``flock`` on ``.lock`` that
-also covers version allocation and the index insert: readers see a whole entry or none, concurrent
-writers get distinct versions, and a killed writer leaves at most a ``.tmp`` leftover or a folder the
-next open indexes. Opening rebuilds an index that is missing, unreadable or of another format and
-re-reads folders changed behind its back (with a ``RuntimeWarning``); an unreadable entry is skipped
-and listed by :meth:`Registry.problems`. Sampling counts live in the index (one small transaction per
-sample) and reach ``meta.json`` when the entry is rewritten; they fall back to ``meta.json`` only if
-the index is lost.
+renamed onto ``envs/<env_id>/``, under a ``flock`` on ``.lock`` that also covers version allocation
+and the index insert: readers see a whole entry or none, and a killed writer leaves at most a
+``.tmp`` leftover or a folder the next open indexes. Opening rebuilds a bad index and re-reads
+changed folders (with a ``RuntimeWarning``); unreadable entries are listed by :meth:`Registry.problems`.
+Sampling counts live in the index and reach ``meta.json`` when the entry is rewritten.
 """
 
 from __future__ import annotations
@@ -66,7 +63,7 @@ from spade_gym.registry.records import (
     EnvRecord,
     EnvStats,
 )
-from spade_gym.registry.sampler import STRATEGIES, ReplayConfig, ReplaySampler
+from spade_gym.registry.sampler import ReplayConfig, ReplaySampler, _check_strategy
 
 __all__ = ["EnvStats", "EnvRecord", "Registry", "META_SCHEMA_VERSION"]
 
@@ -192,26 +189,16 @@ class _NearCache:
 
 
 class Registry:
-    """A folder of accepted environments with a SQLite index; see the module docstring for the layout.
+    """A folder of accepted environments with a SQLite index (layout: the module docstring).
 
-    Args:
-        root: the registry folder (``self.root``, absolute).
-        create: make the folder if missing, or a registry in a non-empty folder without ``envs/``
-            (an empty folder opens as an empty registry either way).
-
-    ``read_only`` is true when this process cannot write the folder (a bundled registry): reads and
-    ``sample(mark=False)`` work (the index immutable, or rebuilt in a private temporary folder if
-    stale); writes raise :class:`RegistryError`.
+    ``root`` becomes ``self.root`` (absolute); ``create`` makes the folder if missing, or a registry
+    in a non-empty folder without ``envs/``. ``read_only`` is true when this process cannot write the
+    folder: reads and ``sample(mark=False)`` work (a stale index is rebuilt in a private temporary
+    folder); writes raise :class:`RegistryError`.
 
     Raises:
         RegistryError: ``root`` is missing or a non-empty non-registry (without ``create``), is a
             file, or cannot be opened.
-
-    Example:
-        >>> registry = Registry("runs/registry", create=True)  # doctest: +SKIP
-        >>> record = registry.add(program, name="ArithmeticChain", setting="reasoning",
-        ...                       max_turns=4, description="...")  # doctest: +SKIP
-        >>> registry.get("spade/ArithmeticChain-v0").program()  # doctest: +SKIP
     """
 
     def __init__(self, root: str | os.PathLike[str], *, create: bool = False) -> None:
@@ -292,7 +279,6 @@ class Registry:
             yield
 
     def _clean_tmp(self) -> None:
-        """Remove what dead writers left in ``.tmp`` (under the lock)."""
         for entry in os.scandir(self.tmp_dir):
             path = Path(entry.path)
             if entry.is_dir(follow_symlinks=False):
@@ -314,7 +300,7 @@ class Registry:
             if not new_registry:
                 self._warn(f"{reason}; rebuilt {INDEX_FILE} from the {count} readable environment folder(s)")
         else:
-            self._remember_inode()
+            self._index_inode = self._inode()
             self._sync()
         problems = self._index.problems()
         if problems:
@@ -333,7 +319,7 @@ class Registry:
             if disk.keys() != known.keys() or any(known[d][0] != f for d, f in disk.items()):
                 reason = f"{INDEX_FILE} does not match the environment folders"
             else:
-                self._remember_inode()
+                self._index_inode = self._inode()
                 return
         self._index.close()
         private = Path(tempfile.mkdtemp(prefix="spade_gym-registry-"))
@@ -354,18 +340,15 @@ class Registry:
                 "(copy it to a writable folder to change it)"
             )
 
-    def _remember_inode(self) -> None:
+    def _inode(self) -> int | None:
         try:
-            self._index_inode = os.stat(self.index_path).st_ino
+            return os.stat(self.index_path).st_ino
         except FileNotFoundError:
-            self._index_inode = None
+            return None
 
     def _check_index_file(self) -> None:
         """Reconnect if another process replaced ``index.sqlite`` (a rebuild of a damaged index)."""
-        try:
-            inode = os.stat(self.index_path).st_ino
-        except FileNotFoundError:
-            inode = None
+        inode = self._inode()
         if inode != self._index_inode:
             self._index.close()
             self._drop_caches()
@@ -428,10 +411,8 @@ class Registry:
         self._warn(f"{what}; re-indexed {len(new)} new, {len(changed)} changed and {len(gone)} removed folder(s)")
 
     def _rebuild(self, *, replace: bool) -> int:
-        """Rebuild the index from every folder (under the lock); return how many were indexed.
-
-        In place, keeping the sampling counts, when the index is readable; else built in ``.tmp`` and renamed.
-        """
+        """Rebuild the index from the folders (under the lock), in place keeping the sampling counts unless
+        ``replace``; return how many were indexed."""
         old_stats: dict[str, tuple[int, int | None]] = {}
         old_counter = 0
         if not replace:
@@ -472,7 +453,7 @@ class Registry:
         else:
             with self._index.write():
                 fill(self._index)
-        self._remember_inode()
+        self._index_inode = self._inode()
         self._drop_caches()
         return len(rows)
 
@@ -492,20 +473,16 @@ class Registry:
         allow_near_duplicates: bool = False,
         near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD,
     ) -> EnvRecord:
-        """Register a program as ``<name>-v<k>``, ``k`` the next free version; return the new record.
-
-        The program is not run (that is the validation gate's job), only compared with the registered
-        ones. The first near-duplicate check of a process loads every signature into a MinHash LSH
-        (about 0.1 ms per environment); later ones add only the new ones.
+        """Register a program (not run, only compared with the registered ones) as ``<name>-v<k>``,
+        ``k`` the next free version; return the new record.
 
         Args:
             name: CamelCase (ASCII letters, digits, ``_``; at most 100 characters).
             setting: ``"reasoning"``, ``"tool_use"`` or ``"game"``.
             max_turns: agent actions per episode before truncation (1 to 100,000).
             tags, parents: free-form labels; ids of the environments it was derived from.
-            document, validation: JSON objects (provenance of the grounding document; the
-                validation report), or ``None``.
-            stats: initial statistics (default: nothing measured).
+            document, validation: JSON objects (the grounding document's provenance; the validation
+                report), or ``None``.
             allow_near_duplicates: register even if a registered program is at least
                 ``near_duplicate_threshold`` similar (Jaccard of token 5-shingles, in (0, 1]);
                 exact duplicates are refused regardless.
@@ -551,7 +528,7 @@ class Registry:
                     similarity=1.0,
                 )
             if not allow_near_duplicates:
-                near = self._near_duplicate(sketch, near_duplicate_threshold)
+                near = next(iter(self._near_duplicates(sketch, near_duplicate_threshold)), None)
                 if near is not None:
                     raise DuplicateEnvironment(
                         f"the program is a near duplicate of {near[0]}: the estimated Jaccard similarity of "
@@ -622,10 +599,6 @@ class Registry:
             return row[1], "the same structure up to docstrings, comments, layout and renamed identifiers"
         return None
 
-    def _near_duplicate(self, sketch: MinHash, threshold: float) -> tuple[str, float] | None:
-        found = self._near_duplicates(sketch, threshold)
-        return found[0] if found else None
-
     def _near_duplicates(self, sketch: MinHash, threshold: float) -> list[tuple[str, float]]:
         state = self._index.state()
         cache = self._near.get(threshold)
@@ -640,21 +613,16 @@ class Registry:
     def find_duplicate(
         self, program: EnvProgram, threshold: float = NEAR_DUPLICATE_THRESHOLD
     ) -> tuple[EnvRecord, float] | None:
-        """``(record, similarity)`` of the registered environment most like ``program``, or ``None``.
-
-        An exact duplicate (same program id or normalised AST) has similarity 1.0; else the most similar
-        near duplicate at least ``threshold`` (Jaccard of token 5-shingles; ValueError outside (0, 1]).
-        """
+        """``(record, similarity)`` of the registered environment most like ``program`` (an exact
+        duplicate: 1.0; else as :meth:`near_duplicates`), or ``None``."""
         _check_threshold(threshold)
         sig = signatures(program.source)
         with self._current():
             exact = self._exact_duplicate(program.id, sig.ast_hash)
             if exact is not None:
                 return self.get(exact[0]), 1.0
-            near = self._near_duplicate(sig.minhash(), threshold)
-            if near is None:
-                return None
-            return self.get(near[0]), near[1]
+            near = self._near_duplicates(sig.minhash(), threshold)
+            return (self.get(near[0][0]), near[0][1]) if near else None
 
     def exact_duplicate(self, program: EnvProgram) -> EnvRecord | None:
         """The registered environment that ``program`` exactly duplicates (the same program id, or
@@ -668,12 +636,8 @@ class Registry:
     def near_duplicates(
         self, program: EnvProgram, threshold: float = NEAR_DUPLICATE_THRESHOLD
     ) -> list[tuple[EnvRecord, float]]:
-        """``(record, similarity)`` of every registered environment at least ``threshold`` similar to
-        ``program`` (Jaccard of token 5-shingles), most similar first, ties by env id.
-
-        Raises:
-            ValueError: if ``threshold`` is not in (0, 1].
-        """
+        """``(record, similarity)`` of every registered environment at least ``threshold`` (in (0, 1], else
+        ValueError) similar to ``program`` (Jaccard of token 5-shingles), most similar first, ties by env id."""
         _check_threshold(threshold)
         sketch = signatures(program.source).minhash()
         with self._current():
@@ -828,14 +792,10 @@ class Registry:
         return record
 
     def flag(self, env_id: str, reason: str) -> EnvRecord:
-        """Flag ``env_id`` (any :meth:`get` key) for breaking the contract after registration (say, a
-        reward outside [0, 1]): tag :data:`FLAGGED_TAG`, ``reason`` (up to 500 characters) as the
-        validation report's ``"flagged"``; :meth:`sample` never draws it again, but it stays listed.
-        Return the flagged record (unchanged if already flagged).
-
-        Raises:
-            EnvNotFound: no such environment. RegistryError: ``meta.json`` could not be written.
-        """
+        """Flag ``env_id`` (any :meth:`get` key) for breaking the contract after registration: tag
+        :data:`FLAGGED_TAG`, ``reason`` (up to 500 characters) as the validation report's ``"flagged"``;
+        :meth:`sample` never draws it again. Return the flagged record (unchanged if already flagged).
+        EnvNotFound if there is none; RegistryError if ``meta.json`` could not be written."""
         with self._editing(env_id, f"flag {env_id}") as (seq, current):
             if FLAGGED_TAG in current.tags:
                 return current
@@ -921,8 +881,7 @@ class Registry:
             RegistryError: no environment (of ``setting``) to draw.
             ValueError: an unknown strategy or setting, or ``n`` < 0.
         """
-        if strategy not in STRATEGIES:
-            raise ValueError(f"sampling strategy {strategy!r}; expected one of {STRATEGIES}")
+        _check_strategy(strategy)
         if setting is not None:
             _check_setting(setting)
         if type(n) is not int or n < 0:
