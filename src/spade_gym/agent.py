@@ -472,10 +472,6 @@ class _Running:
     trajectory: Trajectory
     turn_limit: int
 
-    @property
-    def done(self) -> bool:
-        return self.trajectory.done
-
 
 def _fit_messages(
     messages: list[dict[str, str]], fits: Callable[[list[dict[str, str]]], bool], head: int = 2
@@ -575,7 +571,7 @@ def _play_wave(
             running.append(_start(episode, config))
         stats.env_s += time.perf_counter() - began
         while True:
-            active = [r for r in running if not r.done]
+            active = [r for r in running if not r.trajectory.done]
             if not active:
                 break
             fits = _fits(policy, config.sampling)
@@ -596,7 +592,7 @@ def _play_wave(
                 _apply(r, completion)
             # step every environment that got an action: send all, then collect (workers run in parallel)
             began = time.perf_counter()
-            to_step = [r for r in active if not r.done and r.trajectory.turns[-1].action is not None]
+            to_step = [r for r in active if not r.trajectory.done and r.trajectory.turns[-1].action is not None]
             for r in to_step:
                 r.env.send_step(r.trajectory.turns[-1].action)
             for r in to_step:
@@ -609,7 +605,7 @@ def _play_wave(
                 stats.turns += 1
                 stats.format_ok_turns += r.trajectory.turns[-1].format_ok
             if progress is not None:
-                progress(done_before + sum(r.done for r in running), total)
+                progress(done_before + sum(r.trajectory.done for r in running), total)
     finally:
         began = time.perf_counter()
         for r in running:

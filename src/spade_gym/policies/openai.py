@@ -17,6 +17,7 @@ cut client-side; a server that returns other than ``n`` choices is an error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -232,13 +233,11 @@ class OpenAIPolicy:
         self._client.close()
 
     def __enter__(self) -> OpenAIPolicy:
-        """Return the policy itself, for ``with OpenAIPolicy(...) as policy:``."""
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        """Close the policy (see :meth:`close`); exceptions propagate."""
         self.close()
 
     # -- one request ---------------------------------------------------------------------------
@@ -345,16 +344,7 @@ class OpenAIPolicy:
             finish: FinishReason = (
                 "length" if getattr(choice, "finish_reason", None) == "length" and not found else "stop"
             )
-            out.append(
-                Completion(
-                    text=text,
-                    prompt_token_ids=None,
-                    completion_token_ids=None,
-                    logprobs=logprobs,
-                    finish_reason=finish,
-                    prompt_index=index,
-                )
-            )
+            out.append(Completion(text, None, None, logprobs, finish, index))  # no token ids
         return out
 
 
@@ -446,11 +436,9 @@ def _server_message(exc: Any) -> str:
 def _as_data(value: object) -> object:
     """A plain view of an SDK object for an error message: the fields the server sent, as a dict."""
     dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
+    with contextlib.suppress(Exception):  # a half-constructed model may not dump
+        if callable(dump):
             return dump(exclude_unset=True)
-        except Exception:  # a half-constructed model may not dump; fall back to repr
-            return value
     return value
 
 

@@ -20,7 +20,7 @@ import math
 import random
 import time
 import warnings
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -141,19 +141,10 @@ def samples_from_trajectories(
         group = f"agent:{trajectory.env_id}" + (f":{trajectory.seed}" if group_by == "seed" else "")
         if trajectory.hint:
             group += ":hint"
-        episode = f"episode-{next(_EPISODE_IDS)}"
+        episode, reward = f"episode-{next(_EPISODE_IDS)}", float(trajectory.episode_return)
         for prompt, completion, logprobs, mask in trajectory.samples():
             out.append(
-                TrainSample(
-                    list(prompt),
-                    list(completion),
-                    list(logprobs),
-                    list(mask),
-                    float(trajectory.episode_return),
-                    "agent",
-                    group,
-                    episode=episode,
-                )
+                TrainSample(list(prompt), list(completion), list(logprobs), list(mask), reward, "agent", group, episode)
             )
     return out
 
@@ -335,13 +326,12 @@ def grpo_loss(
     tokens_per_row = on.sum(dim=1)
     tokens = int(tokens_per_row.sum())
     if loss_type == "token":
-        denominator = float(tokens) if normalizer is None else float(normalizer)
-        loss = per_token.sum() / denominator if denominator > 0 else per_token.sum() * 0.0
-    else:
-        rows = int((tokens_per_row > 0).sum())
-        denominator = float(rows) if normalizer is None else float(normalizer)
-        per_row = per_token.sum(dim=1) / tokens_per_row.clamp(min=1).to(logprobs.dtype)
-        loss = per_row.sum() / denominator if denominator > 0 else per_row.sum() * 0.0
+        summed, count = per_token, tokens
+    else:  # each row's mean over its tokens, then over the rows with a token
+        summed = per_token.sum(dim=1) / tokens_per_row.clamp(min=1).to(logprobs.dtype)
+        count = int((tokens_per_row > 0).sum())
+    denominator = float(count if normalizer is None else normalizer)
+    loss = summed.sum() / denominator if denominator > 0 else summed.sum() * 0.0
 
     with torch.no_grad():
         stats: dict[str, float] = {"loss": float(loss), "tokens": float(tokens)}
@@ -454,43 +444,37 @@ class GRPOConfig:
 
     def validate(self) -> None:
         """Raise :class:`GRPOConfigError` (a ValueError) for the first field out of its range."""
-
-        def number(name: str, ok: bool, rule: str) -> None:
-            if not ok:
-                raise GRPOConfigError(name, getattr(self, name), rule)
-
-        number("learning_rate", _finite(self.learning_rate) and self.learning_rate > 0, "a finite number > 0")
-        number("weight_decay", _finite(self.weight_decay) and self.weight_decay >= 0, "a finite number >= 0")
-        number(
-            "adam_betas",
-            len(self.adam_betas) == 2 and all(_finite(b) and 0 <= b < 1 for b in self.adam_betas),
-            "two numbers in [0, 1)",
-        )
-        number("adam_eps", _finite(self.adam_eps) and self.adam_eps > 0, "a finite number > 0")
-        number("clip_eps", _finite(self.clip_eps) and 0 < self.clip_eps < 1, "in (0, 1)")
-        number(
-            "clip_eps_high",
-            self.clip_eps_high is None or (_finite(self.clip_eps_high) and self.clip_eps_high > 0),
-            "a number > 0 or None",
-        )
-        number("kl_coef", _finite(self.kl_coef) and self.kl_coef >= 0, "a finite number >= 0")
-        number("loss_type", self.loss_type in ("token", "sequence"), "'token' or 'sequence'")
-        number("advantage_eps", _finite(self.advantage_eps) and self.advantage_eps >= 0, "a finite number >= 0")
-        number("std_ddof", self.std_ddof in (0, 1) and is_int(self.std_ddof), "0 or 1")
-        number("micro_batch_size", is_int(self.micro_batch_size) and self.micro_batch_size >= 1, "an int >= 1")
-        number("mini_batches", is_int(self.mini_batches) and self.mini_batches >= 1, "an int >= 1")
-        number("epochs", is_int(self.epochs) and self.epochs >= 1, "an int >= 1")
-        number(
-            "max_grad_norm",
-            self.max_grad_norm is None or (_finite(self.max_grad_norm) and self.max_grad_norm > 0),
-            "a number > 0 or None",
-        )
-        number(
-            "role_weights",
-            set(self.role_weights) <= set(ROLES) and all(_finite(w) and w >= 0 for w in self.role_weights.values()),
-            f"a mapping from roles {ROLES} to finite weights >= 0",
-        )
-        number("seed", is_int(self.seed), "an int")
+        positive = (lambda v: _finite(v) and v > 0, "a finite number > 0")
+        non_negative = (lambda v: _finite(v) and v >= 0, "a finite number >= 0")
+        optional = (lambda v: v is None or (_finite(v) and v > 0), "a number > 0 or None")
+        count = (lambda v: is_int(v) and v >= 1, "an int >= 1")
+        rules: dict[str, tuple[Callable[[Any], bool], str]] = {
+            "learning_rate": positive,
+            "weight_decay": non_negative,
+            "adam_betas": (
+                lambda v: len(v) == 2 and all(_finite(b) and 0 <= b < 1 for b in v),
+                "two numbers in [0, 1)",
+            ),
+            "adam_eps": positive,
+            "clip_eps": (lambda v: _finite(v) and 0 < v < 1, "in (0, 1)"),
+            "clip_eps_high": optional,
+            "kl_coef": non_negative,
+            "loss_type": (lambda v: v in ("token", "sequence"), "'token' or 'sequence'"),
+            "advantage_eps": non_negative,
+            "std_ddof": (lambda v: v in (0, 1) and is_int(v), "0 or 1"),
+            "micro_batch_size": count,
+            "mini_batches": count,
+            "epochs": count,
+            "max_grad_norm": optional,
+            "role_weights": (
+                lambda v: set(v) <= set(ROLES) and all(_finite(w) and w >= 0 for w in v.values()),
+                f"a mapping from roles {ROLES} to finite weights >= 0",
+            ),
+            "seed": (is_int, "an int"),
+        }
+        for name, (ok, expected) in rules.items():
+            if not ok(getattr(self, name)):
+                raise GRPOConfigError(name, getattr(self, name), expected)
 
 
 class GRPOConfigError(ValueError):
@@ -678,9 +662,7 @@ class GRPOTrainer:
         if trained:
             count = min(cfg.mini_batches, len(trained))
             size, extra = divmod(len(trained), count)
-            bounds = [0]
-            for k in range(count):
-                bounds.append(bounds[-1] + size + (1 if k < extra else 0))
+            bounds = list(itertools.accumulate((size + (k < extra) for k in range(count)), initial=0))
             model = self.policy.model
             model.train()
             losses, norms, totals = [], [], {"tokens": 0.0, "clip": 0.0, "ratio": 0.0, "kl": 0.0}
