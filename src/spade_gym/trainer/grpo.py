@@ -76,9 +76,8 @@ class TrainSample:
             statistics (the turns of one Agent episode); ``None``: an episode of its own.
         advantage: set by :func:`group_advantages` (or the caller).
 
-    Raises:
-        ValueError: lengths that disagree, a mask value other than 0/1, an empty prompt, a
-            non-finite reward or an unknown role.
+    ValueError for lengths that disagree, a mask value not 0/1, an empty prompt, a non-finite
+    reward or an unknown role.
     """
 
     prompt_ids: list[int]
@@ -126,11 +125,8 @@ def samples_from_trajectories(
             once. Hinted episodes get their own group, suffixed ``":hint"``.
         include_errors: keep episodes that ended with an environment error (left out by default).
 
-    Returns:
-        The samples in order; the turns of a trajectory share one ``episode`` id.
-
-    Raises:
-        ValueError: an unknown ``group_by``.
+    Returns the samples in order, the turns of a trajectory sharing one ``episode`` id; ValueError
+    for an unknown ``group_by``.
     """
     if group_by not in ("seed", "env"):
         raise ValueError(f"group_by must be 'seed' or 'env', got {group_by!r}")
@@ -152,12 +148,8 @@ def samples_from_trajectories(
 def samples_from_completions(
     completions: Sequence[Completion], rewards: Sequence[float], group: Hashable, *, role: str = "designer"
 ) -> list[TrainSample]:
-    """One sample per completion (mask of ones, each its own episode), all in ``group``.
-
-    Raises:
-        ValueError: ``len(rewards) != len(completions)``, or a completion without token ids or
-            logprobs (an OpenAI backend cannot be trained).
-    """
+    """One sample per completion (mask of ones, each its own episode), all in ``group``; ValueError
+    for ``len(rewards) != len(completions)`` or a completion without token ids or logprobs."""
     if len(rewards) != len(completions):
         raise ValueError(f"one reward per completion: {len(completions)} completions, {len(rewards)} rewards")
     out = []
@@ -185,11 +177,8 @@ def group_advantages(
 
     ``r`` is over the **episodes** of one ``(role, group)`` (the turns of one Agent episode count
     once). ``std`` is the population std (``ddof=0``); TRL uses ``ddof=1, eps=1e-4``. A group of
-    one episode, or of equal rewards, gets advantage exactly 0.
-
-    Raises:
-        ValueError: ``eps < 0``, ``ddof`` not 0 or 1, or two samples of one episode with different
-            rewards.
+    one episode, or of equal rewards, gets advantage exactly 0. ValueError for ``eps < 0``,
+    ``ddof`` not 0 or 1, or two samples of one episode with different rewards.
     """
     if not eps >= 0:
         raise ValueError(f"eps must be >= 0, got {eps!r}")
@@ -566,8 +555,7 @@ class GRPOTrainer:
             LoRA, the base model with adapters disabled (no memory cost); without, a frozen deep
             copy of the model made now. Ignored when ``kl_coef == 0``.
 
-    Raises:
-        ValueError: a policy without trainable parameters, or a reference with another vocabulary.
+    ValueError for a policy without trainable parameters, or a reference with another vocabulary.
     """
 
     def __init__(
@@ -620,12 +608,8 @@ class GRPOTrainer:
 
     def update(self, samples: Sequence[TrainSample]) -> UpdateStats:
         """Train on ``samples``; those with ``advantage=None`` get one from :func:`group_advantages`
-        over them (with the config's settings).
-
-        Raises:
-            ValueError: no samples, an item that is not a :class:`TrainSample`, a token id outside
-                the vocabulary or a sequence over the context window.
-        """
+        over them. ValueError for no samples, an item that is not a :class:`TrainSample`, a token
+        id outside the vocabulary or a sequence over the context window."""
         began = time.perf_counter()
         samples = list(samples)
         if not samples:
