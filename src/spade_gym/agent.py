@@ -108,6 +108,7 @@ AGENT_MAX_NEW_TOKENS: int = 256
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL | re.IGNORECASE)
+_CALL = '<tool_call>{"name": ..., "arguments": {...}}</tool_call>'  # the format error messages show
 HINT_PREFIX = "\n\nHint: "
 
 
@@ -193,19 +194,10 @@ def extract_action(text: str, setting: str) -> ParsedAction:
             try:
                 call = json.loads(raw)
             except (ValueError, RecursionError) as exc:
-                return ParsedAction(
-                    None,
-                    False,
-                    f"Error: the tool call is not valid JSON ({exc}). Send "
-                    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>.',
-                )
+                return ParsedAction(None, False, f"Error: the tool call is not valid JSON ({exc}). Send {_CALL}.")
             if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-                return ParsedAction(
-                    None,
-                    False,
-                    'Error: a tool call must be a JSON object with a "name" and '
-                    '"arguments", e.g. <tool_call>{"name": ..., "arguments": {...}}</tool_call>.',
-                )
+                error = f'Error: a tool call must be a JSON object with a "name" and "arguments", e.g. {_CALL}.'
+                return ParsedAction(None, False, error)
             return ParsedAction(json.dumps(call, ensure_ascii=False), True)
     answers = _ANSWER.findall(text)
     if answers:
@@ -518,11 +510,8 @@ def rollout(
     if progress is not None and episodes:
         progress(0, len(episodes))
     for lo in range(0, len(episodes), config.max_episodes):
-        out.extend(
-            _play_wave(
-                episodes[lo : lo + config.max_episodes], policy, config, stats, progress, len(out), len(episodes)
-            )
-        )
+        wave = episodes[lo : lo + config.max_episodes]
+        out += _play_wave(wave, policy, config, stats, progress, len(out), len(episodes))
     stats.total_s = time.perf_counter() - started
     return out, stats
 
@@ -550,8 +539,7 @@ def error_record(exc: BaseException) -> dict[str, Any]:
     a :class:`~spade_gym.SpadeError`'s own record, else category ``ENV_EXCEPTION``."""
     to_dict = getattr(exc, "to_dict", None)
     if callable(to_dict):
-        record: dict[str, Any] = to_dict()
-        return record
+        return dict(to_dict())
     return {"type": type(exc).__name__, "category": "ENV_EXCEPTION", "message": str(exc), "traceback": ""}
 
 

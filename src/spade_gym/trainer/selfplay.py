@@ -653,9 +653,10 @@ def _first_failed(outcome: DesignOutcome) -> str:
 
 def _agent_metrics(outcomes: list[DesignOutcome], replayed: list[Trajectory]) -> dict[str, Any]:
     estimates = [o.estimate for o in outcomes if o.estimate is not None]
-    out: dict[str, Any] = {}
-    out["agent/return_hint"] = statistics.fmean(e.mean_hint for e in estimates) if estimates else None
-    out["agent/return_nohint"] = statistics.fmean(e.mean_nohint for e in estimates) if estimates else None
+    out: dict[str, Any] = {
+        "agent/return_hint": statistics.fmean(e.mean_hint for e in estimates) if estimates else None,
+        "agent/return_nohint": statistics.fmean(e.mean_nohint for e in estimates) if estimates else None,
+    }
     if replayed:
         out["agent/return_replay"] = statistics.fmean(t.episode_return for t in replayed)
         out["agent/success_rate"] = statistics.fmean(t.success for t in replayed)
