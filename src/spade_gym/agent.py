@@ -126,14 +126,9 @@ def start_episode(env: PlayableEnv, seed: int | None, hinted: bool) -> str:
 def system_prompt(
     setting: str, description: str = "", tools: Sequence[dict[str, Any]] = (), *, compact_tools: bool = False
 ) -> str:
-    """The Agent's system prompt for an environment.
-
-    Args:
-        setting: ``"reasoning"``, ``"tool_use"`` or ``"game"`` (ValueError otherwise).
-        description: the environment's docstring.
-        tools: the environment's OpenAI-style tool schemas.
-        compact_tools: one line per tool (:func:`tool_signature`) instead of its JSON schema.
-    """
+    """The Agent's system prompt for an environment: ``setting`` (``"reasoning"``, ``"tool_use"``
+    or ``"game"``, else ValueError), its docstring, and its OpenAI-style tool schemas as JSON (one
+    line each, :func:`tool_signature`, with ``compact_tools``)."""
     if setting not in SYSTEM_PROMPTS:
         raise ValueError(f"setting must be one of {sorted(SYSTEM_PROMPTS)}, got {setting!r}")
     parts = [SYSTEM_PROMPTS[setting]]
@@ -490,12 +485,8 @@ def rollout(
 ) -> tuple[list[Trajectory], RolloutStats]:
     """Play ``episodes`` with ``policy``: one batched ``generate`` per turn over every running episode.
 
-    Args:
-        episodes: what to play; trajectories come back in this order.
-        progress: called with ``(0, total)`` first, then after every turn with ``(finished, total)``.
-
-    Returns:
-        ``(trajectories, stats)``.
+    Returns ``(trajectories, stats)``, trajectories in the order of ``episodes``. ``progress`` is
+    called with ``(0, total)`` first, then after every turn with ``(finished, total)``.
 
     Raises:
         ValueError: ``sampling.n != 1``.

@@ -155,16 +155,12 @@ class OpenAIPolicy:
         return f"OpenAIPolicy(model={self.model!r}, base_url={self.base_url!r}, name={self.name!r})"
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
-        """Sample ``sampling.n`` completions for every prompt from the server.
+        """``B * n`` completions grouped by prompt (ordered by the choices' ``index``), ``text`` cut
+        before the first stop string, ``logprobs`` ``None`` when the server reported none, no token ids.
 
         One request per prompt, ``max_concurrency`` at a time, from daemon threads; the first
         failure raises, requests not yet sent are never sent and ones in flight are abandoned.
         ``stop`` and ``seed`` are sent only when set; ``truncate_prompt`` is not sent.
-
-        Returns:
-            ``B * n`` completions grouped by prompt (ordered by the choices' ``index``), ``text``
-            cut before the first stop string, ``logprobs`` ``None`` when the server reported none,
-            and no token ids.
 
         Raises:
             ValueError: malformed prompts or ``sampling``.
@@ -307,7 +303,6 @@ class OpenAIPolicy:
         return GenerationError(f"{self._where()} answered HTTP {status} for prompt {index}{retried}: {complaint}")
 
     def _garbage(self, detail: str) -> GenerationError:
-        """The error for an answer that is not a chat completion."""
         return GenerationError(
             f"server at {self.base_url} did not return a chat completion (model {self.model!r}): {detail}"
         )
@@ -325,9 +320,8 @@ class OpenAIPolicy:
                 f"{self._where()} returned {len(choices)} choices for prompt {index}, expected n={sampling.n}; "
                 "a server that ignores 'n' cannot serve groups: use n=1 or a server that supports n (vLLM does)"
             )
-        order = [(_choice_index(choice, k), k) for k, choice in enumerate(choices)]
         out = []
-        for _, k in sorted(order):
+        for k in sorted(range(len(choices)), key=lambda k: _choice_index(choices[k], k)):  # stable: ties by k
             choice = choices[k]
             message = getattr(choice, "message", None)
             if message is None:
@@ -370,7 +364,7 @@ def _choice_index(choice: object, position: int) -> int:
 
 
 def _request_fields(sampling: SamplingParams) -> dict[str, Any]:
-    """The chat-completions request fields for ``sampling`` (all but ``model`` and ``messages``)."""
+    """All chat-completions request fields but ``model`` and ``messages``."""
     fields: dict[str, Any] = {
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,

@@ -576,17 +576,12 @@ class TransformersPolicy:
     def sequence_logprobs(
         self, batch: Sequence[Completion | tuple[Sequence[int], Sequence[int]]], *, micro_batch_size: int = 8
     ) -> list[torch.Tensor]:
-        """Log-probabilities of given completion tokens, one forward pass per micro-batch.
+        """Log-probabilities of the completion tokens of ``B`` completions or ``(prompt_token_ids,
+        completion_token_ids)`` pairs, one forward pass per ``micro_batch_size`` sequences.
 
-        Equal to ``Completion.logprobs`` from :meth:`generate` up to rounding; under
-        ``torch.enable_grad()`` the result carries gradients for the trainer's loss.
-
-        Args:
-            batch: ``B`` completions, or ``(prompt_token_ids, completion_token_ids)`` pairs.
-            micro_batch_size: sequences per forward pass.
-
-        Returns:
-            ``B`` float32 tensors on the model's device, one natural-log entry per completion token.
+        Returns ``B`` float32 tensors on the model's device, one natural-log entry per completion
+        token: ``Completion.logprobs`` from :meth:`generate` up to rounding; under
+        ``torch.enable_grad()`` they carry gradients for the trainer's loss.
 
         Raises:
             ValueError: an empty or malformed batch, missing or out-of-vocabulary token ids, an
