@@ -322,13 +322,11 @@ class Trajectory:
     def samples(self) -> list[tuple[list[int], list[int], list[float], list[int]]]:
         """One ``(prompt_ids, completion_ids, logprobs, loss_mask)`` per turn with token ids; the mask
         is 1 on every completion token."""
-        out = []
-        for turn in self.turns:
-            if turn.prompt_token_ids is None or turn.completion_token_ids is None or turn.logprobs is None:
-                continue
-            ids = turn.completion_token_ids
-            out.append((turn.prompt_token_ids, ids, turn.logprobs, [1] * len(ids)))
-        return out
+        return [
+            (t.prompt_token_ids, t.completion_token_ids, t.logprobs, [1] * len(t.completion_token_ids))
+            for t in self.turns
+            if t.prompt_token_ids is not None and t.completion_token_ids is not None and t.logprobs is not None
+        ]
 
 
 def format_compliance(trajectories: Sequence[Trajectory]) -> float | None:

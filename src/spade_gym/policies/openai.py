@@ -287,7 +287,6 @@ class OpenAIPolicy:
         complaint = _server_message(exc)
         code = str(getattr(exc, "code", None) or "")
         if status in (400, 413, 422) and (_CONTEXT_RE.search(complaint) or code == "context_length_exceeded"):
-            limit = _first_int(_LIMIT_RE, complaint)
             needed = _first_int(_REQUESTED_RE, complaint)
             prompt_tokens = _first_int(_INPUT_TOKENS_RE, complaint)
             if not needed and prompt_tokens:
@@ -296,7 +295,7 @@ class OpenAIPolicy:
                 f"{self._where()} refused prompt {index} as too long for its context window (HTTP {status}): "
                 f"{complaint.rstrip('.')}. OpenAIPolicy cannot truncate prompts (it has no tokenizer); "
                 "shorten the prompt or lower max_new_tokens",
-                limit=limit,
+                limit=_first_int(_LIMIT_RE, complaint),
                 needed=needed,
             )
         retried = f" after {self.max_retries} retries" if status in (408, 409, 429) or status >= 500 else ""

@@ -358,8 +358,7 @@ class GRPOConfig:
     ``micro_batch_size`` sequences whose gradients accumulate; micro-batch losses are normalised
     by the whole mini-batch's count, so ``micro_batch_size`` trades memory for speed, never the result.
 
-    Raises:
-        ValueError: a field out of its range (:meth:`validate`, called on construction).
+    ValueError for a field out of its range (:meth:`validate`, called on construction).
     """
 
     learning_rate: float = _opt(1e-5, "AdamW learning rate (> 0; about 1e-4 with LoRA).")
