@@ -165,10 +165,6 @@ def _hub_unreachable(timeout_s: float = 3.0) -> str | None:
     return None
 
 
-def _looks_like_path(model: str) -> bool:
-    return model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model
-
-
 class TransformersPolicy:
     """A trainable chat policy on a transformers causal language model (CPU or GPU).
 
@@ -237,7 +233,7 @@ class TransformersPolicy:
                         f"{source!r} exists but is not a transformers checkpoint (no config.json in it)"
                     )
                 source = str(path)
-            elif _looks_like_path(source):
+            elif source.startswith((".", "/", "~")) or source.count("/") > 1 or "\\" in source:  # not a hub id
                 raise ModelNotFound(f"model path {source!r} does not exist")
             loaded = _load_pretrained(AutoModelForCausalLM, source, local=path.exists(), dtype=self.dtype)
             if tokenizer is None:
