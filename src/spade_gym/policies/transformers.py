@@ -319,8 +319,6 @@ class TransformersPolicy:
             config = lora if isinstance(lora, peft.LoraConfig) else peft.LoraConfig(task_type="CAUSAL_LM", **dict(lora))
             return peft.get_peft_model(self.model, config)
 
-    # ------------------------------------------------------------------ encoding
-
     def encode(self, prompt: Prompt) -> list[int]:
         """The token ids of one conversation under the chat template, generation prompt added."""
         ids = self.tokenizer.apply_chat_template(
@@ -329,8 +327,6 @@ class TransformersPolicy:
         if len(ids) == 0:
             raise ValueError("the chat template rendered this prompt to no tokens; check chat_template")
         return [int(t) for t in ids]
-
-    # ------------------------------------------------------------------ generation
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
         """Sample ``sampling.n`` completions for each prompt (see :class:`~spade_gym.policies.base.Policy`).
@@ -456,8 +452,6 @@ class TransformersPolicy:
                 self._keep_sequences(store, final, cached, width, sources, tails, out)
         return out, sum(len(ids) for _, ids in rows) - self._computed - sum(len(t) for t in tails)
 
-    # ------------------------------------------------------------------ prefix reuse
-
     def _prefix_sources(self, prompts: list[list[int]], store: PrefixCache) -> list[tuple[torch.Tensor | None, int]]:
         """Per prompt, ``(keys and values, length)`` of all its tokens but the last (``(None, 0)``
         without reuse); prefixes shared by several prompts are computed once first."""
@@ -567,8 +561,6 @@ class TransformersPolicy:
             columns = torch.cat([torch.arange(cached - known, cached), torch.arange(width - len(tail), width + steps)])
             store.add(tokens, _row(final, k, columns))
 
-    # ------------------------------------------------------------------ re-scoring
-
     def sequence_logprobs(
         self, batch: Sequence[Completion | tuple[Sequence[int], Sequence[int]]], *, micro_batch_size: int = 8
     ) -> list[torch.Tensor]:
@@ -654,8 +646,6 @@ class TransformersPolicy:
         targets = ids[:, width - longest :]
         token_logprobs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
         return [token_logprobs[k, longest - len(c) :] for k, (_, c) in enumerate(pairs)]
-
-    # ------------------------------------------------------------------ weights
 
     def state_dict_for_inference(self) -> dict[str, torch.Tensor]:
         """``{name: tensor}`` as an inference engine expects (:meth:`VLLMPolicy.load_weights`):

@@ -55,9 +55,6 @@ LossType = Literal["token", "sequence"]
 _EPISODE_IDS = itertools.count()
 
 
-# ---------------------------------------------------------------------------------------- samples
-
-
 @dataclass
 class TrainSample:
     """One training sample: a prompt, the completion sampled for it, and how good it was.
@@ -164,9 +161,6 @@ def samples_from_completions(
     return out
 
 
-# ------------------------------------------------------------------------------------- advantages
-
-
 def group_advantages(
     samples: Sequence[TrainSample], *, scale: bool = True, eps: float = 1e-6, ddof: int = 0
 ) -> list[float]:
@@ -214,9 +208,6 @@ def group_advantages(
         sample.advantage = advantage
         out.append(advantage)
     return out
-
-
-# ------------------------------------------------------------------------------------------- loss
 
 
 def grpo_loss(
@@ -339,9 +330,6 @@ def _padded(rows: Sequence[Sequence[float]], dtype: torch.dtype, device: torch.d
 
     tensors = [torch.tensor(list(row), dtype=dtype) for row in rows]
     return torch.nn.utils.rnn.pad_sequence(tensors, batch_first=True).to(device)
-
-
-# ----------------------------------------------------------------------------------------- config
 
 
 def _opt(default: Any, help: str) -> Any:
@@ -477,9 +465,6 @@ def _finite(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-# ------------------------------------------------------------------------------------------ stats
-
-
 @dataclass
 class UpdateStats:
     """Figures of one :meth:`GRPOTrainer.update`.
@@ -529,9 +514,6 @@ class UpdateStats:
             elif value is not None:
                 out[f.name] = float(value)
         return out
-
-
-# ---------------------------------------------------------------------------------------- trainer
 
 
 class GRPOTrainer:
@@ -602,8 +584,6 @@ class GRPOTrainer:
             weight_decay=config.weight_decay,
         )
         self.step = 0
-
-    # -------------------------------------------------------------- update
 
     def update(self, samples: Sequence[TrainSample]) -> UpdateStats:
         """Train on ``samples``; those with ``advantage=None`` get one from :func:`group_advantages`
@@ -760,8 +740,6 @@ class GRPOTrainer:
             assert self.reference is not None
             out = self.reference.sequence_logprobs(pairs, micro_batch_size=len(pairs))
         return [t.to(self.policy.device) for t in out]
-
-    # -------------------------------------------------------------- checkpoints
 
     def state_dict(self) -> dict[str, Any]:
         """``{"optimizer", "step", "config"}``: a checkpoint's part besides the policy's weights."""
