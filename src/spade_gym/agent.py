@@ -578,9 +578,8 @@ def _play_wave(
             stats.env_s += env_seconds
             for r in to_step:
                 r.trajectory.env_s += env_seconds / len(to_step)
-            for r in active:
-                stats.turns += 1
-                stats.format_ok_turns += r.trajectory.turns[-1].format_ok
+            stats.turns += len(active)
+            stats.format_ok_turns += sum(r.trajectory.turns[-1].format_ok for r in active)
             if progress is not None:
                 progress(done_before + sum(r.trajectory.done for r in running), total)
     finally:

@@ -11,8 +11,7 @@ a time; the SDK retries connection errors, timeouts and HTTP 408/409/429/5xx wit
 
 The server decides prompt truncation (a refusal is :class:`~spade_gym.errors.ContextLengthExceeded`;
 ``truncate_prompt`` cannot be honoured without a tokenizer) and what ``logprobs`` mean (vLLM
-reports the unmodified distribution; ``None`` when the server reports none). Stop strings are also
-cut client-side; a server that returns other than ``n`` choices is an error.
+reports the unmodified distribution). Stop strings are also cut client-side.
 """
 
 from __future__ import annotations
