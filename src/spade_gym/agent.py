@@ -509,8 +509,7 @@ def _start(episode: Episode, config: RolloutConfig) -> _Running:
     began = time.perf_counter()
     env = open_playable_env(episode.env)
     trajectory = Trajectory(env_id=env_id_of(episode.env, env), seed=episode.seed, hint=episode.hint)
-    limit = min(env.max_turns, config.max_turns or env.max_turns)
-    running = _Running(env, trajectory, limit)
+    running = _Running(env, trajectory, min(env.max_turns, config.max_turns or env.max_turns))
     trajectory.messages.append(agent_prompt(env.setting, env.description, env.tools)[0])
     try:
         observation = start_episode(env, episode.seed, episode.hint)
