@@ -108,6 +108,7 @@ AGENT_MAX_NEW_TOKENS: int = 256
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL | re.IGNORECASE)
+_CALL = '<tool_call>{"name": ..., "arguments": {...}}</tool_call>'  # the format error messages show
 HINT_PREFIX = "\n\nHint: "
 
 
@@ -125,14 +126,9 @@ def start_episode(env: PlayableEnv, seed: int | None, hinted: bool) -> str:
 def system_prompt(
     setting: str, description: str = "", tools: Sequence[dict[str, Any]] = (), *, compact_tools: bool = False
 ) -> str:
-    """The Agent's system prompt for an environment.
-
-    Args:
-        setting: ``"reasoning"``, ``"tool_use"`` or ``"game"`` (ValueError otherwise).
-        description: the environment's docstring.
-        tools: the environment's OpenAI-style tool schemas.
-        compact_tools: one line per tool (:func:`tool_signature`) instead of its JSON schema.
-    """
+    """The Agent's system prompt for an environment: ``setting`` (``"reasoning"``, ``"tool_use"``
+    or ``"game"``, else ValueError), its docstring, and its OpenAI-style tool schemas as JSON (one
+    line each, :func:`tool_signature`, with ``compact_tools``)."""
     if setting not in SYSTEM_PROMPTS:
         raise ValueError(f"setting must be one of {sorted(SYSTEM_PROMPTS)}, got {setting!r}")
     parts = [SYSTEM_PROMPTS[setting]]
@@ -193,19 +189,10 @@ def extract_action(text: str, setting: str) -> ParsedAction:
             try:
                 call = json.loads(raw)
             except (ValueError, RecursionError) as exc:
-                return ParsedAction(
-                    None,
-                    False,
-                    f"Error: the tool call is not valid JSON ({exc}). Send "
-                    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>.',
-                )
+                return ParsedAction(None, False, f"Error: the tool call is not valid JSON ({exc}). Send {_CALL}.")
             if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-                return ParsedAction(
-                    None,
-                    False,
-                    'Error: a tool call must be a JSON object with a "name" and '
-                    '"arguments", e.g. <tool_call>{"name": ..., "arguments": {...}}</tool_call>.',
-                )
+                error = f'Error: a tool call must be a JSON object with a "name" and "arguments", e.g. {_CALL}.'
+                return ParsedAction(None, False, error)
             return ParsedAction(json.dumps(call, ensure_ascii=False), True)
     answers = _ANSWER.findall(text)
     if answers:
@@ -335,13 +322,11 @@ class Trajectory:
     def samples(self) -> list[tuple[list[int], list[int], list[float], list[int]]]:
         """One ``(prompt_ids, completion_ids, logprobs, loss_mask)`` per turn with token ids; the mask
         is 1 on every completion token."""
-        out = []
-        for turn in self.turns:
-            if turn.prompt_token_ids is None or turn.completion_token_ids is None or turn.logprobs is None:
-                continue
-            ids = turn.completion_token_ids
-            out.append((turn.prompt_token_ids, ids, turn.logprobs, [1] * len(ids)))
-        return out
+        return [
+            (t.prompt_token_ids, t.completion_token_ids, t.logprobs, [1] * len(t.completion_token_ids))
+            for t in self.turns
+            if t.prompt_token_ids is not None and t.completion_token_ids is not None and t.logprobs is not None
+        ]
 
 
 def format_compliance(trajectories: Sequence[Trajectory]) -> float | None:
@@ -472,10 +457,6 @@ class _Running:
     trajectory: Trajectory
     turn_limit: int
 
-    @property
-    def done(self) -> bool:
-        return self.trajectory.done
-
 
 def _fit_messages(
     messages: list[dict[str, str]], fits: Callable[[list[dict[str, str]]], bool], head: int = 2
@@ -502,12 +483,8 @@ def rollout(
 ) -> tuple[list[Trajectory], RolloutStats]:
     """Play ``episodes`` with ``policy``: one batched ``generate`` per turn over every running episode.
 
-    Args:
-        episodes: what to play; trajectories come back in this order.
-        progress: called with ``(0, total)`` first, then after every turn with ``(finished, total)``.
-
-    Returns:
-        ``(trajectories, stats)``.
+    Returns ``(trajectories, stats)``, trajectories in the order of ``episodes``. ``progress`` is
+    called with ``(0, total)`` first, then after every turn with ``(finished, total)``.
 
     Raises:
         ValueError: ``sampling.n != 1``.
@@ -522,11 +499,8 @@ def rollout(
     if progress is not None and episodes:
         progress(0, len(episodes))
     for lo in range(0, len(episodes), config.max_episodes):
-        out.extend(
-            _play_wave(
-                episodes[lo : lo + config.max_episodes], policy, config, stats, progress, len(out), len(episodes)
-            )
-        )
+        wave = episodes[lo : lo + config.max_episodes]
+        out += _play_wave(wave, policy, config, stats, progress, len(out), len(episodes))
     stats.total_s = time.perf_counter() - started
     return out, stats
 
@@ -535,8 +509,7 @@ def _start(episode: Episode, config: RolloutConfig) -> _Running:
     began = time.perf_counter()
     env = open_playable_env(episode.env)
     trajectory = Trajectory(env_id=env_id_of(episode.env, env), seed=episode.seed, hint=episode.hint)
-    limit = min(env.max_turns, config.max_turns or env.max_turns)
-    running = _Running(env, trajectory, limit)
+    running = _Running(env, trajectory, min(env.max_turns, config.max_turns or env.max_turns))
     trajectory.messages.append(agent_prompt(env.setting, env.description, env.tools)[0])
     try:
         observation = start_episode(env, episode.seed, episode.hint)
@@ -554,8 +527,7 @@ def error_record(exc: BaseException) -> dict[str, Any]:
     a :class:`~spade_gym.SpadeError`'s own record, else category ``ENV_EXCEPTION``."""
     to_dict = getattr(exc, "to_dict", None)
     if callable(to_dict):
-        record: dict[str, Any] = to_dict()
-        return record
+        return dict(to_dict())
     return {"type": type(exc).__name__, "category": "ENV_EXCEPTION", "message": str(exc), "traceback": ""}
 
 
@@ -575,7 +547,7 @@ def _play_wave(
             running.append(_start(episode, config))
         stats.env_s += time.perf_counter() - began
         while True:
-            active = [r for r in running if not r.done]
+            active = [r for r in running if not r.trajectory.done]
             if not active:
                 break
             fits = _fits(policy, config.sampling)
@@ -596,7 +568,7 @@ def _play_wave(
                 _apply(r, completion)
             # step every environment that got an action: send all, then collect (workers run in parallel)
             began = time.perf_counter()
-            to_step = [r for r in active if not r.done and r.trajectory.turns[-1].action is not None]
+            to_step = [r for r in active if not r.trajectory.done and r.trajectory.turns[-1].action is not None]
             for r in to_step:
                 r.env.send_step(r.trajectory.turns[-1].action)
             for r in to_step:
@@ -605,11 +577,10 @@ def _play_wave(
             stats.env_s += env_seconds
             for r in to_step:
                 r.trajectory.env_s += env_seconds / len(to_step)
-            for r in active:
-                stats.turns += 1
-                stats.format_ok_turns += r.trajectory.turns[-1].format_ok
+            stats.turns += len(active)
+            stats.format_ok_turns += sum(r.trajectory.turns[-1].format_ok for r in active)
             if progress is not None:
-                progress(done_before + sum(r.done for r in running), total)
+                progress(done_before + sum(r.trajectory.done for r in running), total)
     finally:
         began = time.perf_counter()
         for r in running:

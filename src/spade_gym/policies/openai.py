@@ -11,12 +11,12 @@ a time; the SDK retries connection errors, timeouts and HTTP 408/409/429/5xx wit
 
 The server decides prompt truncation (a refusal is :class:`~spade_gym.errors.ContextLengthExceeded`;
 ``truncate_prompt`` cannot be honoured without a tokenizer) and what ``logprobs`` mean (vLLM
-reports the unmodified distribution; ``None`` when the server reports none). Stop strings are also
-cut client-side; a server that returns other than ``n`` choices is an error.
+reports the unmodified distribution). Stop strings are also cut client-side.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -154,16 +154,12 @@ class OpenAIPolicy:
         return f"OpenAIPolicy(model={self.model!r}, base_url={self.base_url!r}, name={self.name!r})"
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
-        """Sample ``sampling.n`` completions for every prompt from the server.
+        """``B * n`` completions grouped by prompt (ordered by the choices' ``index``), ``text`` cut
+        before the first stop string, ``logprobs`` ``None`` when the server reported none, no token ids.
 
         One request per prompt, ``max_concurrency`` at a time, from daemon threads; the first
         failure raises, requests not yet sent are never sent and ones in flight are abandoned.
         ``stop`` and ``seed`` are sent only when set; ``truncate_prompt`` is not sent.
-
-        Returns:
-            ``B * n`` completions grouped by prompt (ordered by the choices' ``index``), ``text``
-            cut before the first stop string, ``logprobs`` ``None`` when the server reported none,
-            and no token ids.
 
         Raises:
             ValueError: malformed prompts or ``sampling``.
@@ -232,13 +228,11 @@ class OpenAIPolicy:
         self._client.close()
 
     def __enter__(self) -> OpenAIPolicy:
-        """Return the policy itself, for ``with OpenAIPolicy(...) as policy:``."""
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        """Close the policy (see :meth:`close`); exceptions propagate."""
         self.close()
 
     # -- one request ---------------------------------------------------------------------------
@@ -292,7 +286,6 @@ class OpenAIPolicy:
         complaint = _server_message(exc)
         code = str(getattr(exc, "code", None) or "")
         if status in (400, 413, 422) and (_CONTEXT_RE.search(complaint) or code == "context_length_exceeded"):
-            limit = _first_int(_LIMIT_RE, complaint)
             needed = _first_int(_REQUESTED_RE, complaint)
             prompt_tokens = _first_int(_INPUT_TOKENS_RE, complaint)
             if not needed and prompt_tokens:
@@ -301,14 +294,13 @@ class OpenAIPolicy:
                 f"{self._where()} refused prompt {index} as too long for its context window (HTTP {status}): "
                 f"{complaint.rstrip('.')}. OpenAIPolicy cannot truncate prompts (it has no tokenizer); "
                 "shorten the prompt or lower max_new_tokens",
-                limit=limit,
+                limit=_first_int(_LIMIT_RE, complaint),
                 needed=needed,
             )
         retried = f" after {self.max_retries} retries" if status in (408, 409, 429) or status >= 500 else ""
         return GenerationError(f"{self._where()} answered HTTP {status} for prompt {index}{retried}: {complaint}")
 
     def _garbage(self, detail: str) -> GenerationError:
-        """The error for an answer that is not a chat completion."""
         return GenerationError(
             f"server at {self.base_url} did not return a chat completion (model {self.model!r}): {detail}"
         )
@@ -326,9 +318,8 @@ class OpenAIPolicy:
                 f"{self._where()} returned {len(choices)} choices for prompt {index}, expected n={sampling.n}; "
                 "a server that ignores 'n' cannot serve groups: use n=1 or a server that supports n (vLLM does)"
             )
-        order = [(_choice_index(choice, k), k) for k, choice in enumerate(choices)]
         out = []
-        for _, k in sorted(order):
+        for k in sorted(range(len(choices)), key=lambda k: _choice_index(choices[k], k)):  # stable: ties by k
             choice = choices[k]
             message = getattr(choice, "message", None)
             if message is None:
@@ -345,16 +336,7 @@ class OpenAIPolicy:
             finish: FinishReason = (
                 "length" if getattr(choice, "finish_reason", None) == "length" and not found else "stop"
             )
-            out.append(
-                Completion(
-                    text=text,
-                    prompt_token_ids=None,
-                    completion_token_ids=None,
-                    logprobs=logprobs,
-                    finish_reason=finish,
-                    prompt_index=index,
-                )
-            )
+            out.append(Completion(text, None, None, logprobs, finish, index))  # no token ids
         return out
 
 
@@ -380,7 +362,7 @@ def _choice_index(choice: object, position: int) -> int:
 
 
 def _request_fields(sampling: SamplingParams) -> dict[str, Any]:
-    """The chat-completions request fields for ``sampling`` (all but ``model`` and ``messages``)."""
+    """All chat-completions request fields but ``model`` and ``messages``."""
     fields: dict[str, Any] = {
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
@@ -446,11 +428,9 @@ def _server_message(exc: Any) -> str:
 def _as_data(value: object) -> object:
     """A plain view of an SDK object for an error message: the fields the server sent, as a dict."""
     dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
+    with contextlib.suppress(Exception):  # a half-constructed model may not dump
+        if callable(dump):
             return dump(exclude_unset=True)
-        except Exception:  # a half-constructed model may not dump; fall back to repr
-            return value
     return value
 
 

@@ -14,15 +14,15 @@ How generation stays exact:
 * one stopping criterion checks end-of-sequence tokens and stop strings and records the step each
   row finished at, so tokens, text and finish reason are cut there;
 * key/value caches are reused across prompts that share a prefix (:class:`PrefixCache`): shared
-  prefixes of a call are computed once, and with ``n = 1`` each row's whole sequence is kept for
-  the conversation's next turn. Cached tokens sit before a gap of padding so every row's uncached
-  part starts in the same column; positions come from the attention mask. Greedy outputs are the
-  same with and without reuse (tested).
+  prefixes of a call are computed once, and with ``n = 1`` each row's sequence is kept for the
+  next turn. Cached tokens sit before a gap of padding, so every row's uncached part starts in the
+  same column. Greedy outputs are the same with and without reuse (tested).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 import warnings
@@ -64,15 +64,12 @@ def import_torch_stack() -> None:
 
 
 def resolve_device_dtype(device: str | None, dtype: str | torch.dtype | None) -> tuple[torch.device, torch.dtype]:
-    """Choose a device and dtype: bf16 on a GPU that supports it (fp16 on one that does not), fp32 on CPU.
+    """``(device, dtype)``; by default the best device and bf16 on a GPU that supports it (else
+    fp16), fp32 on CPU.
 
-    Args:
-        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, or ``None`` for the best available.
-        dtype: a ``torch.dtype``, ``"float32"``/``"fp32"``, ``"bfloat16"``/``"bf16"``,
-            ``"float16"``/``"fp16"``, or ``None``/``"auto"`` for the device's default.
-
-    Raises:
-        ValueError: an unknown dtype name, or a CUDA device asked for on a machine without one.
+    ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"`` or ``None``; ``dtype``: a
+    ``torch.dtype``, ``"float32"``/``"fp32"``, ``"bfloat16"``/``"bf16"``, ``"float16"``/``"fp16"``
+    or ``None``/``"auto"``. ValueError for an unknown name, or CUDA on a machine without it.
     """
     import torch
 
@@ -168,10 +165,6 @@ def _hub_unreachable(timeout_s: float = 3.0) -> str | None:
     return None
 
 
-def _looks_like_path(model: str) -> bool:
-    return model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model
-
-
 class TransformersPolicy:
     """A trainable chat policy on a transformers causal language model (CPU or GPU).
 
@@ -222,7 +215,7 @@ class TransformersPolicy:
         prefix_cache_mb: int = 1024,
     ) -> None:
         import_torch_stack()
-        from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+        from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, StopStringCriteria
 
         if not is_int(max_batch_size) or max_batch_size < 1:
             raise ValueError(f"max_batch_size must be an int >= 1, got {max_batch_size!r}")
@@ -240,7 +233,7 @@ class TransformersPolicy:
                         f"{source!r} exists but is not a transformers checkpoint (no config.json in it)"
                     )
                 source = str(path)
-            elif _looks_like_path(source):
+            elif source.startswith((".", "/", "~")) or source.count("/") > 1 or "\\" in source:  # not a hub id
                 raise ModelNotFound(f"model path {source!r} does not exist")
             loaded = _load_pretrained(AutoModelForCausalLM, source, local=path.exists(), dtype=self.dtype)
             if tokenizer is None:
@@ -300,7 +293,10 @@ class TransformersPolicy:
         self.last_stats: dict[str, float] = {}
         # generate() seeds torch's global generator inside fork_rng: one call at a time per policy
         self._lock = threading.Lock()
-        self._stop_criteria: dict[tuple[str, ...], Any] = {}  # built once per set of stop strings
+        # builds token tables over the vocabulary: once per set of stop strings (the 16 most recent)
+        self._stop_criterion = functools.lru_cache(maxsize=16)(
+            lambda stop: StopStringCriteria(tokenizer=tokenizer, stop_strings=list(stop))
+        )
         self._computed = 0  # prompt tokens the current call ran through the model before generate
         self._prefill_s = 0.0  # seconds the current call spent in _prefix_sources
         # reuse needs every layer to keep all its keys and values (no sliding windows, no state-space layers)
@@ -323,8 +319,6 @@ class TransformersPolicy:
             config = lora if isinstance(lora, peft.LoraConfig) else peft.LoraConfig(task_type="CAUSAL_LM", **dict(lora))
             return peft.get_peft_model(self.model, config)
 
-    # ------------------------------------------------------------------ encoding
-
     def encode(self, prompt: Prompt) -> list[int]:
         """The token ids of one conversation under the chat template, generation prompt added."""
         ids = self.tokenizer.apply_chat_template(
@@ -333,8 +327,6 @@ class TransformersPolicy:
         if len(ids) == 0:
             raise ValueError("the chat template rendered this prompt to no tokens; check chat_template")
         return [int(t) for t in ids]
-
-    # ------------------------------------------------------------------ generation
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
         """Sample ``sampling.n`` completions for each prompt (see :class:`~spade_gym.policies.base.Policy`).
@@ -389,9 +381,8 @@ class TransformersPolicy:
     def _generate_rows(
         self, rows: list[tuple[int, list[int]]], sampling: SamplingParams
     ) -> tuple[list[Completion], int]:
-        """One ``model.generate`` call for ``rows`` (prompt index, prompt ids); returns the
-        completions in order and the number of prompt tokens not run through the model (their keys
-        and values were cached, or computed once for several rows)."""
+        """One ``model.generate`` call for ``rows`` (prompt index, prompt ids): the completions, and
+        the prompt tokens not run through the model (cached, or computed once for several rows)."""
         import torch
         from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
@@ -419,16 +410,7 @@ class TransformersPolicy:
         if store is not None:  # preallocated for the whole call: decoding writes in place, never copies
             cache_kwargs[_CACHE_KWARG] = self._batch_cache(sources, cached, capacity=width + sampling.max_new_tokens)
         recorder = _LogprobRecorder()
-        stop_criterion = None
-        if sampling.stop:
-            from transformers import StopStringCriteria
-
-            stop_criterion = self._stop_criteria.get(sampling.stop)
-            if stop_criterion is None:  # builds token tables over the vocabulary: once per stop set
-                stop_criterion = StopStringCriteria(tokenizer=self.tokenizer, stop_strings=list(sampling.stop))
-                if len(self._stop_criteria) >= 16:  # keep the 16 most recent sets
-                    del self._stop_criteria[next(iter(self._stop_criteria))]
-                self._stop_criteria[sampling.stop] = stop_criterion
+        stop_criterion = self._stop_criterion(sampling.stop) if sampling.stop else None
         finish = _FinishRecorder(width, len(rows), self.eos_token_ids, stop_criterion, self.device)
         config = GenerationConfig(
             max_new_tokens=sampling.max_new_tokens,
@@ -470,11 +452,9 @@ class TransformersPolicy:
                 self._keep_sequences(store, final, cached, width, sources, tails, out)
         return out, sum(len(ids) for _, ids in rows) - self._computed - sum(len(t) for t in tails)
 
-    # ------------------------------------------------------------------ prefix reuse
-
     def _prefix_sources(self, prompts: list[list[int]], store: PrefixCache) -> list[tuple[torch.Tensor | None, int]]:
-        """Per prompt, cached keys and values of all its tokens but the last, and that length
-        (``(None, 0)`` without reuse); shared prefixes of two or more prompts are computed once first."""
+        """Per prompt, ``(keys and values, length)`` of all its tokens but the last (``(None, 0)``
+        without reuse); prefixes shared by several prompts are computed once first."""
         order = sorted(range(len(prompts)), key=lambda k: prompts[k])
         shared: list[list[int]] = []
         group, length = [order[0]], 0
@@ -533,8 +513,7 @@ class TransformersPolicy:
                 store.add(tokens, _row(final, k, columns))
 
     def _new_cache(self, capacity: int | None = None) -> Any:
-        """An empty cache: a ``DynamicCache``, or a ``StaticCache`` preallocated for ``capacity``
-        columns (decoding writes in place instead of copying; benchmarks/README.md)."""
+        """An empty ``DynamicCache``, or a ``StaticCache`` preallocated for ``capacity`` columns."""
         from transformers import DynamicCache, StaticCache
 
         if capacity is not None:
@@ -582,22 +561,15 @@ class TransformersPolicy:
             columns = torch.cat([torch.arange(cached - known, cached), torch.arange(width - len(tail), width + steps)])
             store.add(tokens, _row(final, k, columns))
 
-    # ------------------------------------------------------------------ re-scoring
-
     def sequence_logprobs(
         self, batch: Sequence[Completion | tuple[Sequence[int], Sequence[int]]], *, micro_batch_size: int = 8
     ) -> list[torch.Tensor]:
-        """Log-probabilities of given completion tokens, one forward pass per micro-batch.
+        """Log-probabilities of the completion tokens of ``B`` completions or ``(prompt_token_ids,
+        completion_token_ids)`` pairs, one forward pass per ``micro_batch_size`` sequences.
 
-        Equal to ``Completion.logprobs`` from :meth:`generate` up to rounding; under
-        ``torch.enable_grad()`` the result carries gradients for the trainer's loss.
-
-        Args:
-            batch: ``B`` completions, or ``(prompt_token_ids, completion_token_ids)`` pairs.
-            micro_batch_size: sequences per forward pass.
-
-        Returns:
-            ``B`` float32 tensors on the model's device, one natural-log entry per completion token.
+        Returns ``B`` float32 tensors on the model's device, one natural-log entry per completion
+        token: ``Completion.logprobs`` from :meth:`generate` up to rounding; under
+        ``torch.enable_grad()`` they carry gradients for the trainer's loss.
 
         Raises:
             ValueError: an empty or malformed batch, missing or out-of-vocabulary token ids, an
@@ -675,8 +647,6 @@ class TransformersPolicy:
         token_logprobs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
         return [token_logprobs[k, longest - len(c) :] for k, (_, c) in enumerate(pairs)]
 
-    # ------------------------------------------------------------------ weights
-
     def state_dict_for_inference(self) -> dict[str, torch.Tensor]:
         """``{name: tensor}`` as an inference engine expects (:meth:`VLLMPolicy.load_weights`):
         LoRA adapters merged in (a copy), names as in the base model's ``state_dict()``."""
@@ -710,11 +680,8 @@ def is_peft(model: Any) -> bool:
 
 
 class _LogprobRecorder:
-    """Logits processor recording the raw log-probability of each sampled token.
-
-    It runs before temperature and top-p, so it sees unmodified logits; it keeps one step's
-    ``logits - logsumexp(logits)`` and gathers the sampled token's value at the next step.
-    """
+    """Logits processor (before temperature and top-p) keeping each step's ``logits -
+    logsumexp(logits)``, gathered at the sampled token on the next step."""
 
     def __init__(self) -> None:
         self.gathered: list[torch.Tensor] = []
@@ -817,11 +784,9 @@ def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 class PrefixCache:
-    """Keys and values of sequences a :class:`TransformersPolicy` has run, for later prompts that
-    start with them; a prompt reuses its longest common prefix with any entry. Least recently used
-    entries are dropped beyond ``max_bytes``; any change of the weights empties the cache
-    (:meth:`check_weights`). ``MIN_TOKENS`` is the shortest prefix worth reusing.
-    """
+    """Keys and values of sequences a :class:`TransformersPolicy` has run; a prompt reuses its
+    longest common prefix (at least ``MIN_TOKENS``) with any entry. Least recently used entries go
+    beyond ``max_bytes``; a change of the weights empties it (:meth:`check_weights`)."""
 
     MIN_TOKENS = 16
 
@@ -840,7 +805,6 @@ class PrefixCache:
         return self._bytes
 
     def clear(self) -> None:
-        """Drop every entry."""
         self._entries.clear()
         self._bytes = 0
 

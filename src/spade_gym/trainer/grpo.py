@@ -20,7 +20,7 @@ import math
 import random
 import time
 import warnings
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -55,9 +55,6 @@ LossType = Literal["token", "sequence"]
 _EPISODE_IDS = itertools.count()
 
 
-# ---------------------------------------------------------------------------------------- samples
-
-
 @dataclass
 class TrainSample:
     """One training sample: a prompt, the completion sampled for it, and how good it was.
@@ -76,9 +73,8 @@ class TrainSample:
             statistics (the turns of one Agent episode); ``None``: an episode of its own.
         advantage: set by :func:`group_advantages` (or the caller).
 
-    Raises:
-        ValueError: lengths that disagree, a mask value other than 0/1, an empty prompt, a
-            non-finite reward or an unknown role.
+    ValueError for lengths that disagree, a mask value not 0/1, an empty prompt, a non-finite
+    reward or an unknown role.
     """
 
     prompt_ids: list[int]
@@ -126,11 +122,8 @@ def samples_from_trajectories(
             once. Hinted episodes get their own group, suffixed ``":hint"``.
         include_errors: keep episodes that ended with an environment error (left out by default).
 
-    Returns:
-        The samples in order; the turns of a trajectory share one ``episode`` id.
-
-    Raises:
-        ValueError: an unknown ``group_by``.
+    Returns the samples in order, the turns of a trajectory sharing one ``episode`` id; ValueError
+    for an unknown ``group_by``.
     """
     if group_by not in ("seed", "env"):
         raise ValueError(f"group_by must be 'seed' or 'env', got {group_by!r}")
@@ -141,19 +134,10 @@ def samples_from_trajectories(
         group = f"agent:{trajectory.env_id}" + (f":{trajectory.seed}" if group_by == "seed" else "")
         if trajectory.hint:
             group += ":hint"
-        episode = f"episode-{next(_EPISODE_IDS)}"
+        episode, reward = f"episode-{next(_EPISODE_IDS)}", float(trajectory.episode_return)
         for prompt, completion, logprobs, mask in trajectory.samples():
             out.append(
-                TrainSample(
-                    list(prompt),
-                    list(completion),
-                    list(logprobs),
-                    list(mask),
-                    float(trajectory.episode_return),
-                    "agent",
-                    group,
-                    episode=episode,
-                )
+                TrainSample(list(prompt), list(completion), list(logprobs), list(mask), reward, "agent", group, episode)
             )
     return out
 
@@ -161,12 +145,8 @@ def samples_from_trajectories(
 def samples_from_completions(
     completions: Sequence[Completion], rewards: Sequence[float], group: Hashable, *, role: str = "designer"
 ) -> list[TrainSample]:
-    """One sample per completion (mask of ones, each its own episode), all in ``group``.
-
-    Raises:
-        ValueError: ``len(rewards) != len(completions)``, or a completion without token ids or
-            logprobs (an OpenAI backend cannot be trained).
-    """
+    """One sample per completion (mask of ones, each its own episode), all in ``group``; ValueError
+    for ``len(rewards) != len(completions)`` or a completion without token ids or logprobs."""
     if len(rewards) != len(completions):
         raise ValueError(f"one reward per completion: {len(completions)} completions, {len(rewards)} rewards")
     out = []
@@ -181,9 +161,6 @@ def samples_from_completions(
     return out
 
 
-# ------------------------------------------------------------------------------------- advantages
-
-
 def group_advantages(
     samples: Sequence[TrainSample], *, scale: bool = True, eps: float = 1e-6, ddof: int = 0
 ) -> list[float]:
@@ -194,11 +171,8 @@ def group_advantages(
 
     ``r`` is over the **episodes** of one ``(role, group)`` (the turns of one Agent episode count
     once). ``std`` is the population std (``ddof=0``); TRL uses ``ddof=1, eps=1e-4``. A group of
-    one episode, or of equal rewards, gets advantage exactly 0.
-
-    Raises:
-        ValueError: ``eps < 0``, ``ddof`` not 0 or 1, or two samples of one episode with different
-            rewards.
+    one episode, or of equal rewards, gets advantage exactly 0. ValueError for ``eps < 0``,
+    ``ddof`` not 0 or 1, or two samples of one episode with different rewards.
     """
     if not eps >= 0:
         raise ValueError(f"eps must be >= 0, got {eps!r}")
@@ -234,9 +208,6 @@ def group_advantages(
         sample.advantage = advantage
         out.append(advantage)
     return out
-
-
-# ------------------------------------------------------------------------------------------- loss
 
 
 def grpo_loss(
@@ -335,13 +306,12 @@ def grpo_loss(
     tokens_per_row = on.sum(dim=1)
     tokens = int(tokens_per_row.sum())
     if loss_type == "token":
-        denominator = float(tokens) if normalizer is None else float(normalizer)
-        loss = per_token.sum() / denominator if denominator > 0 else per_token.sum() * 0.0
-    else:
-        rows = int((tokens_per_row > 0).sum())
-        denominator = float(rows) if normalizer is None else float(normalizer)
-        per_row = per_token.sum(dim=1) / tokens_per_row.clamp(min=1).to(logprobs.dtype)
-        loss = per_row.sum() / denominator if denominator > 0 else per_row.sum() * 0.0
+        summed, count = per_token, tokens
+    else:  # each row's mean over its tokens, then over the rows with a token
+        summed = per_token.sum(dim=1) / tokens_per_row.clamp(min=1).to(logprobs.dtype)
+        count = int((tokens_per_row > 0).sum())
+    denominator = float(count if normalizer is None else normalizer)
+    loss = summed.sum() / denominator if denominator > 0 else summed.sum() * 0.0
 
     with torch.no_grad():
         stats: dict[str, float] = {"loss": float(loss), "tokens": float(tokens)}
@@ -362,9 +332,6 @@ def _padded(rows: Sequence[Sequence[float]], dtype: torch.dtype, device: torch.d
     return torch.nn.utils.rnn.pad_sequence(tensors, batch_first=True).to(device)
 
 
-# ----------------------------------------------------------------------------------------- config
-
-
 def _opt(default: Any, help: str) -> Any:
     """A dataclass field with its help text."""
     return field(default=default, metadata={"help": help})
@@ -379,8 +346,7 @@ class GRPOConfig:
     ``micro_batch_size`` sequences whose gradients accumulate; micro-batch losses are normalised
     by the whole mini-batch's count, so ``micro_batch_size`` trades memory for speed, never the result.
 
-    Raises:
-        ValueError: a field out of its range (:meth:`validate`, called on construction).
+    ValueError for a field out of its range (:meth:`validate`, called on construction).
     """
 
     learning_rate: float = _opt(1e-5, "AdamW learning rate (> 0; about 1e-4 with LoRA).")
@@ -454,43 +420,37 @@ class GRPOConfig:
 
     def validate(self) -> None:
         """Raise :class:`GRPOConfigError` (a ValueError) for the first field out of its range."""
-
-        def number(name: str, ok: bool, rule: str) -> None:
-            if not ok:
-                raise GRPOConfigError(name, getattr(self, name), rule)
-
-        number("learning_rate", _finite(self.learning_rate) and self.learning_rate > 0, "a finite number > 0")
-        number("weight_decay", _finite(self.weight_decay) and self.weight_decay >= 0, "a finite number >= 0")
-        number(
-            "adam_betas",
-            len(self.adam_betas) == 2 and all(_finite(b) and 0 <= b < 1 for b in self.adam_betas),
-            "two numbers in [0, 1)",
-        )
-        number("adam_eps", _finite(self.adam_eps) and self.adam_eps > 0, "a finite number > 0")
-        number("clip_eps", _finite(self.clip_eps) and 0 < self.clip_eps < 1, "in (0, 1)")
-        number(
-            "clip_eps_high",
-            self.clip_eps_high is None or (_finite(self.clip_eps_high) and self.clip_eps_high > 0),
-            "a number > 0 or None",
-        )
-        number("kl_coef", _finite(self.kl_coef) and self.kl_coef >= 0, "a finite number >= 0")
-        number("loss_type", self.loss_type in ("token", "sequence"), "'token' or 'sequence'")
-        number("advantage_eps", _finite(self.advantage_eps) and self.advantage_eps >= 0, "a finite number >= 0")
-        number("std_ddof", self.std_ddof in (0, 1) and is_int(self.std_ddof), "0 or 1")
-        number("micro_batch_size", is_int(self.micro_batch_size) and self.micro_batch_size >= 1, "an int >= 1")
-        number("mini_batches", is_int(self.mini_batches) and self.mini_batches >= 1, "an int >= 1")
-        number("epochs", is_int(self.epochs) and self.epochs >= 1, "an int >= 1")
-        number(
-            "max_grad_norm",
-            self.max_grad_norm is None or (_finite(self.max_grad_norm) and self.max_grad_norm > 0),
-            "a number > 0 or None",
-        )
-        number(
-            "role_weights",
-            set(self.role_weights) <= set(ROLES) and all(_finite(w) and w >= 0 for w in self.role_weights.values()),
-            f"a mapping from roles {ROLES} to finite weights >= 0",
-        )
-        number("seed", is_int(self.seed), "an int")
+        positive = (lambda v: _finite(v) and v > 0, "a finite number > 0")
+        non_negative = (lambda v: _finite(v) and v >= 0, "a finite number >= 0")
+        optional = (lambda v: v is None or (_finite(v) and v > 0), "a number > 0 or None")
+        count = (lambda v: is_int(v) and v >= 1, "an int >= 1")
+        rules: dict[str, tuple[Callable[[Any], bool], str]] = {
+            "learning_rate": positive,
+            "weight_decay": non_negative,
+            "adam_betas": (
+                lambda v: len(v) == 2 and all(_finite(b) and 0 <= b < 1 for b in v),
+                "two numbers in [0, 1)",
+            ),
+            "adam_eps": positive,
+            "clip_eps": (lambda v: _finite(v) and 0 < v < 1, "in (0, 1)"),
+            "clip_eps_high": optional,
+            "kl_coef": non_negative,
+            "loss_type": (lambda v: v in ("token", "sequence"), "'token' or 'sequence'"),
+            "advantage_eps": non_negative,
+            "std_ddof": (lambda v: v in (0, 1) and is_int(v), "0 or 1"),
+            "micro_batch_size": count,
+            "mini_batches": count,
+            "epochs": count,
+            "max_grad_norm": optional,
+            "role_weights": (
+                lambda v: set(v) <= set(ROLES) and all(_finite(w) and w >= 0 for w in v.values()),
+                f"a mapping from roles {ROLES} to finite weights >= 0",
+            ),
+            "seed": (is_int, "an int"),
+        }
+        for name, (ok, expected) in rules.items():
+            if not ok(getattr(self, name)):
+                raise GRPOConfigError(name, getattr(self, name), expected)
 
 
 class GRPOConfigError(ValueError):
@@ -503,9 +463,6 @@ class GRPOConfigError(ValueError):
 
 def _finite(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-# ------------------------------------------------------------------------------------------ stats
 
 
 @dataclass
@@ -559,9 +516,6 @@ class UpdateStats:
         return out
 
 
-# ---------------------------------------------------------------------------------------- trainer
-
-
 class GRPOTrainer:
     """Trains a :class:`~spade_gym.policies.transformers.TransformersPolicy` on both roles' samples.
 
@@ -582,8 +536,7 @@ class GRPOTrainer:
             LoRA, the base model with adapters disabled (no memory cost); without, a frozen deep
             copy of the model made now. Ignored when ``kl_coef == 0``.
 
-    Raises:
-        ValueError: a policy without trainable parameters, or a reference with another vocabulary.
+    ValueError for a policy without trainable parameters, or a reference with another vocabulary.
     """
 
     def __init__(
@@ -632,16 +585,10 @@ class GRPOTrainer:
         )
         self.step = 0
 
-    # -------------------------------------------------------------- update
-
     def update(self, samples: Sequence[TrainSample]) -> UpdateStats:
         """Train on ``samples``; those with ``advantage=None`` get one from :func:`group_advantages`
-        over them (with the config's settings).
-
-        Raises:
-            ValueError: no samples, an item that is not a :class:`TrainSample`, a token id outside
-                the vocabulary or a sequence over the context window.
-        """
+        over them. ValueError for no samples, an item that is not a :class:`TrainSample`, a token
+        id outside the vocabulary or a sequence over the context window."""
         began = time.perf_counter()
         samples = list(samples)
         if not samples:
@@ -678,9 +625,7 @@ class GRPOTrainer:
         if trained:
             count = min(cfg.mini_batches, len(trained))
             size, extra = divmod(len(trained), count)
-            bounds = [0]
-            for k in range(count):
-                bounds.append(bounds[-1] + size + (1 if k < extra else 0))
+            bounds = list(itertools.accumulate((size + (k < extra) for k in range(count)), initial=0))
             model = self.policy.model
             model.train()
             losses, norms, totals = [], [], {"tokens": 0.0, "clip": 0.0, "ratio": 0.0, "kl": 0.0}
@@ -795,8 +740,6 @@ class GRPOTrainer:
             assert self.reference is not None
             out = self.reference.sequence_logprobs(pairs, micro_batch_size=len(pairs))
         return [t.to(self.policy.device) for t in out]
-
-    # -------------------------------------------------------------- checkpoints
 
     def state_dict(self) -> dict[str, Any]:
         """``{"optimizer", "step", "config"}``: a checkpoint's part besides the policy's weights."""

@@ -317,17 +317,14 @@ class SelfPlay:
     def train(self, iterations: int | None = None) -> list[IterationResult]:
         """Run iterations from ``start`` (all that are left, or ``iterations`` of them), checkpointing
         and logging each."""
-        end = (
-            self.config.run.iterations
-            if iterations is None
-            else min(self.start + iterations, self.config.run.iterations)
-        )
+        last = self.config.run.iterations
+        end = last if iterations is None else min(self.start + iterations, last)
         results = []
         for i in range(self.start, end):
             started = time.perf_counter()
             result = self.iteration(i)
             result.metrics["time/total"] = time.perf_counter() - started
-            if (i + 1) % self.config.run.checkpoint_every == 0 or i == self.config.run.iterations - 1:
+            if (i + 1) % self.config.run.checkpoint_every == 0 or i == last - 1:
                 began = time.perf_counter()
                 self._checkpoint(i, result.metrics)
                 result.metrics["time/checkpoint"] = time.perf_counter() - began
@@ -441,14 +438,8 @@ class SelfPlay:
             samples += samples_from_completions(completions, rewards, group=f"designer:{i}:{p}")
             self.run.log_designs(i, [_design_line(p, prompt, o) for o in group])
             outcomes += group
-        return DesignPhase(
-            tuple(outcomes),
-            tuple(samples),
-            tuple(regret_episodes),
-            tokens,
-            time.perf_counter() - began,
-            validate_s,
-        )
+        seconds = time.perf_counter() - began
+        return DesignPhase(tuple(outcomes), tuple(samples), tuple(regret_episodes), tokens, seconds, validate_s)
 
     def _generate_designs(self, prompts: list[DesignerPrompt], seed: int) -> list[list[Completion]]:
         """``group_size`` completions per prompt: one ``generate`` call per sampling setting (write
@@ -662,9 +653,10 @@ def _first_failed(outcome: DesignOutcome) -> str:
 
 def _agent_metrics(outcomes: list[DesignOutcome], replayed: list[Trajectory]) -> dict[str, Any]:
     estimates = [o.estimate for o in outcomes if o.estimate is not None]
-    out: dict[str, Any] = {}
-    out["agent/return_hint"] = statistics.fmean(e.mean_hint for e in estimates) if estimates else None
-    out["agent/return_nohint"] = statistics.fmean(e.mean_nohint for e in estimates) if estimates else None
+    out: dict[str, Any] = {
+        "agent/return_hint": statistics.fmean(e.mean_hint for e in estimates) if estimates else None,
+        "agent/return_nohint": statistics.fmean(e.mean_nohint for e in estimates) if estimates else None,
+    }
     if replayed:
         out["agent/return_replay"] = statistics.fmean(t.episode_return for t in replayed)
         out["agent/success_rate"] = statistics.fmean(t.success for t in replayed)
