@@ -73,9 +73,7 @@ _GYM_PREFIX = "spade/"
 _SOURCE_UNAVAILABLE = "(source unavailable: the registry entry is damaged)"
 
 
-# ------------------------------------------------------------------------------------------------
-# Configuration
-# ------------------------------------------------------------------------------------------------
+# -- Configuration -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -179,9 +177,7 @@ def _as_rng(rng: random.Random | int | None) -> random.Random:
     raise TypeError(f"rng is a {type(rng).__name__}; expected a random.Random, an int seed or None")
 
 
-# ------------------------------------------------------------------------------------------------
-# Items and verdicts
-# ------------------------------------------------------------------------------------------------
+# -- Items and verdicts --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -252,9 +248,7 @@ def read_source(record: EnvRecord) -> str | None:
         return None
 
 
-# ------------------------------------------------------------------------------------------------
-# Selection: reads only the narrow statistics columns of the index
-# ------------------------------------------------------------------------------------------------
+# -- Selection: reads only the narrow statistics columns of the index ----------------------------
 
 
 def _lazy_shuffle(items: Sequence[_Row], rng: random.Random) -> Iterator[_Row]:
@@ -289,21 +283,15 @@ class _Selection:
         # seqs picked, excluded, or found unusable
         self.seen: set[int] = {seq for seq, env_id in self.ids.items() if env_id in excluded}
 
-    def _record(self, seq: int) -> EnvRecord | None:
-        """``None`` if it has gone from the registry since the scan."""
-        try:
-            return self.registry.get(self.ids[seq])
-        except (KeyError, EnvNotFound):
-            return None
-
     def _use(self, row: _Row, reason: Reason) -> bool:
         """Add ``row``'s environment as a pick if it is new and usable; whether it was added."""
         seq = row[0]
         if seq in self.seen:
             return False
         self.seen.add(seq)
-        record = self._record(seq)
-        if record is None:
+        try:
+            record = self.registry.get(self.ids[seq])
+        except (KeyError, EnvNotFound):  # gone from the registry since the scan
             return False
         source = None
         if self.config.include_source:
@@ -445,9 +433,7 @@ class EnvironmentMemory:
         return pick_parent(items, rng, config=self.config)
 
 
-# ------------------------------------------------------------------------------------------------
-# Formatting
-# ------------------------------------------------------------------------------------------------
+# -- Formatting ----------------------------------------------------------------------------------
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -535,9 +521,7 @@ def format_memory(
     return "\n\n".join(blocks)
 
 
-# ------------------------------------------------------------------------------------------------
-# Edit mode
-# ------------------------------------------------------------------------------------------------
+# -- Edit mode -----------------------------------------------------------------------------------
 
 
 def pick_parent(

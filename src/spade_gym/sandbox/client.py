@@ -7,6 +7,7 @@ size-capped frames and checked again against the output contract on this side.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import math
 import os
@@ -278,10 +279,8 @@ class Zygote:
         finally:
             if self.process.poll() is None:
                 self.process.kill()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                pass
 
     @classmethod
     def close_all(cls) -> None:
@@ -396,19 +395,15 @@ class SandboxClient:
     def kill(self) -> None:
         """SIGKILL the worker's process group and close the pipes (only the pipes in a forked host)."""
         if self.pid is not None and os.getpid() == self._owner_pid:
-            try:
+            with contextlib.suppress(OSError):
                 if self._pidfd is not None:
                     signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
                 else:
                     os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError, OSError):
-                pass
         for fd in (self._read_fd, self._write_fd, self._pidfd):
             if fd is not None:
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
         self.pid = self._read_fd = self._write_fd = self._pidfd = None
         self._pending = None
 
@@ -421,10 +416,8 @@ class SandboxClient:
         self.kill()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown
             self.kill()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
     # -- calls ----------------------------------------------------------------------------------
     def load(self, source: str) -> ProgramSpec:
