@@ -813,19 +813,16 @@ class CodeFileSuite(_FileSuite):
             where = f"line {exc.lineno}: " if isinstance(exc, SyntaxError) and exc.lineno else ""
             metadata["failure"] = f"the code does not parse: {where}{getattr(exc, 'msg', None) or exc}"
             return record
-        env = None
         try:
-            env = SandboxedEnv(EnvProgram(_test_program(code, tests), origin="the code"), config=self.sandbox_config)
-            env.reset(seed=0)
-            _obs, _reward, _terminated, _truncated, info = env.step("")
+            program = EnvProgram(_test_program(code, tests), origin="the code")
+            with SandboxedEnv(program, config=self.sandbox_config) as env:
+                env.reset(seed=0)
+                _obs, _reward, _terminated, _truncated, info = env.step("")
         except SandboxSetupError:
             raise
         except (SpadeError, ValueError) as exc:
             metadata["failure"] = _describe(exc)
             return record
-        finally:
-            if env is not None:
-                env.close()
         failure = info.get("sandbox_error")
         if failure is not None:
             metadata["failure"] = f"{failure.get('category')}: {failure.get('message', '')}"[:500]

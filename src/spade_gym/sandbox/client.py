@@ -523,10 +523,7 @@ class SandboxClient:
                 raise SandboxTimeout(f"the sandbox worker did not accept the {op}() request: {exc.message}") from None
 
     def receive(self) -> Any:
-        """Wait for the answer to the last :meth:`send` within its CPU budget and wall bound.
-
-        Returns:
-            The decoded value.
+        """The decoded answer to the last :meth:`send`, within its CPU budget and wall bound.
 
         Raises:
             SandboxTimeout: a limit passed (the message names which); the worker was killed.
@@ -609,7 +606,6 @@ class SandboxClient:
                 return
 
     def _killed(self, error: SpadeError) -> SpadeError:
-        """Kill the worker and return ``error`` to raise."""
         self.kill()
         return error
 
@@ -618,7 +614,6 @@ class SandboxClient:
         raise self._killed(SandboxTimeout(f"the program ran past {what}; the worker was killed"))
 
     def _read_exact(self, n: int, limits: _CallLimits) -> bytes:
-        """``n`` bytes from the response pipe, within ``limits``."""
         fd, buffer = self._read_fd, self._inbuf
         assert fd is not None
         while len(buffer) < n:
@@ -672,11 +667,8 @@ def call_many(
     args: list[dict[str, Any] | None],
     budgets: list[Budget | None] | None = None,
 ) -> list[Any | SpadeError]:
-    """Run ``op`` on many idle workers at once (one ``args`` and optional budget per client).
-
-    Returns:
-        One entry per client: the decoded value, or the :class:`SpadeError` it raised (not raised).
-    """
+    """Run ``op`` on many idle workers at once (one ``args`` and optional budget per client); per
+    client the decoded value, or the :class:`SpadeError` it raised (not raised)."""
     if len(args) != len(clients) or (budgets is not None and len(budgets) != len(clients)):
         raise ValueError("call_many needs one args entry (and one budget, if given) per client")
     budgets = budgets or [None] * len(clients)

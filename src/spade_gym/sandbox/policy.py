@@ -390,9 +390,8 @@ class ProgramRuntime:
                 raise self.deny(f"dunder attribute {name!r} is not accessible to environment programs")
             if self._is_program_object(obj):
                 return
-            if name in NAMEDTUPLE_API and isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
-                return
-            if isinstance(obj, type) and issubclass(obj, tuple) and name in NAMEDTUPLE_API and hasattr(obj, "_fields"):
+            cls = obj if isinstance(obj, type) else type(obj)  # a namedtuple class or instance
+            if name in NAMEDTUPLE_API and issubclass(cls, tuple) and hasattr(cls, "_fields"):
                 return
             raise self.deny(
                 f"attribute {name!r} of a {type(obj).__name__} is private; only the program's own "
@@ -403,9 +402,7 @@ class ProgramRuntime:
         self._check_attr(obj, name)
         if name in ("format", "format_map") and (obj is str or isinstance(obj, str)):
             return self._safe_format(obj, name)
-        if default:
-            return getattr(obj, name, *default)
-        return getattr(obj, name)
+        return getattr(obj, name, *default)
 
     def _hasattr(self, obj: Any, name: Any) -> bool:
         self._check_attr(obj, name)
@@ -483,12 +480,8 @@ class ProgramRuntime:
                 return runtime.printed()
 
         safe: dict[str, Any] = {name: getattr(builtins, name) for name in SAFE_BUILTIN_NAMES}
-        for name in dir(builtins):
-            value = getattr(builtins, name)
-            if isinstance(value, type) and issubclass(value, BaseException):
-                safe[name] = value
-        for name in DENIED_BUILTINS:
-            safe[name] = self._denied_builtin(name)
+        safe.update((n, v) for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException))
+        safe.update((name, self._denied_builtin(name)) for name in DENIED_BUILTINS)
         safe["getattr"] = self._getattr
         safe["hasattr"] = self._hasattr
         safe["setattr"] = self._setattr
