@@ -318,11 +318,8 @@ class _MathVerifier:
     def close(self) -> None:
         """Kill the helper process, if any."""
         if self._proc is not None:
-            self._proc.kill()
-            self._proc.wait()
-            for stream in (self._proc.stdin, self._proc.stdout):
-                if stream is not None:
-                    stream.close()
+            with self._proc:  # closes its pipes and waits for it
+                self._proc.kill()
             self._proc = None
 
 

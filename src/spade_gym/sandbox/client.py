@@ -533,20 +533,18 @@ class SandboxClient:
         if self._pending is None:
             raise WorkerCrash("receive() without a request in flight")
         op, sent, budget, limits = self._pending  # the limits made when it was sent
+        self._pending = None
         config = self.config
         self.last_cpu_s = 0.0
         try:
             response = self._read_response(limits)
         except SpadeError:
-            self._pending = None
             if budget is not None:
                 budget.charge(self.last_cpu_s, time.monotonic() - sent)
             raise
         except BaseException:  # interrupted (KeyboardInterrupt, a signal): a late answer would desync
-            self._pending = None
             self.kill()
             raise
-        self._pending = None
         if not isinstance(response, dict) or not isinstance(response.get("ok"), bool):
             raise self._killed(WorkerCrash("the sandbox worker sent a malformed response"))
         printed = response.get("printed")
