@@ -136,8 +136,7 @@ class EnvFamily:
             ValueError: an unknown knob, a wrong number of values, or a value outside ``[low, high]``.
         """
         out = self.defaults()
-        if values is None:
-            values = {}
+        values = {} if values is None else values
         if not isinstance(values, Mapping):
             seq = list(values)
             if len(seq) != len(self.knobs):

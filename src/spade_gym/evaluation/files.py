@@ -103,9 +103,7 @@ class _FileSuite(Suite):
             FileNotFoundError: the file is gone.
         """
         start = time.perf_counter()
-        rows = read_jsonl(self.path)
-        if self.limit is not None:
-            rows = rows[: self.limit]
+        rows = read_jsonl(self.path)[: self.limit]
         records: list[ItemRecord | None] = []
         items: list[_Item] = []
         for number, row in rows:
