@@ -213,10 +213,9 @@ class Zygote:
         self.owner_pid = os.getpid()
         self.lock = threading.Lock()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        package_dir = str(Path(__file__).resolve().parent.parent)
         config = {
             "sys_path": [p for p in sys.path if p and os.path.isdir(p)],
-            "package_dir": package_dir,
+            "package_dir": str(Path(__file__).resolve().parent.parent),
             "control_fd": child.fileno(),
         }
         env = {
@@ -671,15 +670,13 @@ def call_many(
         raise ValueError("call_many needs one args entry (and one budget, if given) per client")
     budgets = budgets or [None] * len(clients)
     results: list[Any | SpadeError] = [None] * len(clients)
-    sent = [False] * len(clients)
     for i, client in enumerate(clients):
         try:
             client.send(op, args[i], budgets[i])
-            sent[i] = True
         except SpadeError as exc:
             results[i] = exc
     for i, client in enumerate(clients):
-        if sent[i]:
+        if results[i] is None:  # sent
             try:
                 results[i] = client.receive()
             except SpadeError as exc:
