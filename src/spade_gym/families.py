@@ -126,7 +126,7 @@ class EnvFamily:
     def defaults(self) -> dict[str, int]:
         """The knob values written in the template."""
         lines = self.template.splitlines(keepends=True)
-        return {name: int(_read_span(lines, span)) for name, span in self._spans.items()}
+        return {name: int(lines[line].encode("utf-8")[start:end]) for name, (line, (start, end)) in self._spans.items()}
 
     def resolve(self, values: Mapping[str, int] | Sequence[int] | None = None) -> dict[str, int]:
         """``{knob: value}`` for every knob in order, from ``{knob: int}`` (missing ones take the
@@ -136,8 +136,7 @@ class EnvFamily:
             ValueError: an unknown knob, a wrong number of values, or a value outside ``[low, high]``.
         """
         out = self.defaults()
-        if values is None:
-            values = {}
+        values = {} if values is None else values
         if not isinstance(values, Mapping):
             seq = list(values)
             if len(seq) != len(self.knobs):
@@ -215,11 +214,6 @@ def _knob_spans(family: str, template: str, knobs: Sequence[Knob]) -> dict[str, 
             )
         spans[knob.name] = (value.lineno - 1, (value.col_offset, value.end_col_offset))
     return spans
-
-
-def _read_span(lines: Sequence[str], span: tuple[int, tuple[int, int]]) -> str:
-    line, (start, end) = span
-    return lines[line].encode("utf-8")[start:end].decode("utf-8")
 
 
 @dataclass(frozen=True)

@@ -482,9 +482,7 @@ class BFCLSuite(Suite):
         self.max_calls_per_turn = max_calls_per_turn
         self.limit = limit
         self.name = f"bfcl:{self.path.name}"
-        rows = read_jsonl(self.path)
-        if limit is not None:
-            rows = rows[:limit]
+        rows = read_jsonl(self.path)[:limit]
         shared = None if self.functions is None else load_function_docs(self.functions)
         ground_truths, answer_problems = self._read_answers()
         self._items: list[_Item | ItemRecord] = [

@@ -103,9 +103,7 @@ class _FileSuite(Suite):
             FileNotFoundError: the file is gone.
         """
         start = time.perf_counter()
-        rows = read_jsonl(self.path)
-        if self.limit is not None:
-            rows = rows[: self.limit]
+        rows = read_jsonl(self.path)[: self.limit]
         records: list[ItemRecord | None] = []
         items: list[_Item] = []
         for number, row in rows:
@@ -318,11 +316,8 @@ class _MathVerifier:
     def close(self) -> None:
         """Kill the helper process, if any."""
         if self._proc is not None:
-            self._proc.kill()
-            self._proc.wait()
-            for stream in (self._proc.stdin, self._proc.stdout):
-                if stream is not None:
-                    stream.close()
+            with self._proc:  # closes its pipes and waits for it
+                self._proc.kill()
             self._proc = None
 
 
@@ -813,19 +808,16 @@ class CodeFileSuite(_FileSuite):
             where = f"line {exc.lineno}: " if isinstance(exc, SyntaxError) and exc.lineno else ""
             metadata["failure"] = f"the code does not parse: {where}{getattr(exc, 'msg', None) or exc}"
             return record
-        env = None
         try:
-            env = SandboxedEnv(EnvProgram(_test_program(code, tests), origin="the code"), config=self.sandbox_config)
-            env.reset(seed=0)
-            _obs, _reward, _terminated, _truncated, info = env.step("")
+            program = EnvProgram(_test_program(code, tests), origin="the code")
+            with SandboxedEnv(program, config=self.sandbox_config) as env:
+                env.reset(seed=0)
+                _obs, _reward, _terminated, _truncated, info = env.step("")
         except SandboxSetupError:
             raise
         except (SpadeError, ValueError) as exc:
             metadata["failure"] = _describe(exc)
             return record
-        finally:
-            if env is not None:
-                env.close()
         failure = info.get("sandbox_error")
         if failure is not None:
             metadata["failure"] = f"{failure.get('category')}: {failure.get('message', '')}"[:500]

@@ -7,6 +7,7 @@ size-capped frames and checked again against the output contract on this side.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import math
 import os
@@ -212,10 +213,9 @@ class Zygote:
         self.owner_pid = os.getpid()
         self.lock = threading.Lock()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        package_dir = str(Path(__file__).resolve().parent.parent)
         config = {
             "sys_path": [p for p in sys.path if p and os.path.isdir(p)],
-            "package_dir": package_dir,
+            "package_dir": str(Path(__file__).resolve().parent.parent),
             "control_fd": child.fileno(),
         }
         env = {
@@ -278,10 +278,8 @@ class Zygote:
         finally:
             if self.process.poll() is None:
                 self.process.kill()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                pass
 
     @classmethod
     def close_all(cls) -> None:
@@ -396,19 +394,15 @@ class SandboxClient:
     def kill(self) -> None:
         """SIGKILL the worker's process group and close the pipes (only the pipes in a forked host)."""
         if self.pid is not None and os.getpid() == self._owner_pid:
-            try:
+            with contextlib.suppress(OSError):
                 if self._pidfd is not None:
                     signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
                 else:
                     os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError, OSError):
-                pass
         for fd in (self._read_fd, self._write_fd, self._pidfd):
             if fd is not None:
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
         self.pid = self._read_fd = self._write_fd = self._pidfd = None
         self._pending = None
 
@@ -421,10 +415,8 @@ class SandboxClient:
         self.kill()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown
             self.kill()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
     # -- calls ----------------------------------------------------------------------------------
     def load(self, source: str) -> ProgramSpec:
@@ -530,10 +522,7 @@ class SandboxClient:
                 raise SandboxTimeout(f"the sandbox worker did not accept the {op}() request: {exc.message}") from None
 
     def receive(self) -> Any:
-        """Wait for the answer to the last :meth:`send` within its CPU budget and wall bound.
-
-        Returns:
-            The decoded value.
+        """The decoded answer to the last :meth:`send`, within its CPU budget and wall bound.
 
         Raises:
             SandboxTimeout: a limit passed (the message names which); the worker was killed.
@@ -543,20 +532,18 @@ class SandboxClient:
         if self._pending is None:
             raise WorkerCrash("receive() without a request in flight")
         op, sent, budget, limits = self._pending  # the limits made when it was sent
+        self._pending = None
         config = self.config
         self.last_cpu_s = 0.0
         try:
             response = self._read_response(limits)
         except SpadeError:
-            self._pending = None
             if budget is not None:
                 budget.charge(self.last_cpu_s, time.monotonic() - sent)
             raise
         except BaseException:  # interrupted (KeyboardInterrupt, a signal): a late answer would desync
-            self._pending = None
             self.kill()
             raise
-        self._pending = None
         if not isinstance(response, dict) or not isinstance(response.get("ok"), bool):
             raise self._killed(WorkerCrash("the sandbox worker sent a malformed response"))
         printed = response.get("printed")
@@ -616,7 +603,6 @@ class SandboxClient:
                 return
 
     def _killed(self, error: SpadeError) -> SpadeError:
-        """Kill the worker and return ``error`` to raise."""
         self.kill()
         return error
 
@@ -625,7 +611,6 @@ class SandboxClient:
         raise self._killed(SandboxTimeout(f"the program ran past {what}; the worker was killed"))
 
     def _read_exact(self, n: int, limits: _CallLimits) -> bytes:
-        """``n`` bytes from the response pipe, within ``limits``."""
         fd, buffer = self._read_fd, self._inbuf
         assert fd is not None
         while len(buffer) < n:
@@ -679,24 +664,19 @@ def call_many(
     args: list[dict[str, Any] | None],
     budgets: list[Budget | None] | None = None,
 ) -> list[Any | SpadeError]:
-    """Run ``op`` on many idle workers at once (one ``args`` and optional budget per client).
-
-    Returns:
-        One entry per client: the decoded value, or the :class:`SpadeError` it raised (not raised).
-    """
+    """Run ``op`` on many idle workers at once (one ``args`` and optional budget per client); per
+    client the decoded value, or the :class:`SpadeError` it raised (not raised)."""
     if len(args) != len(clients) or (budgets is not None and len(budgets) != len(clients)):
         raise ValueError("call_many needs one args entry (and one budget, if given) per client")
     budgets = budgets or [None] * len(clients)
     results: list[Any | SpadeError] = [None] * len(clients)
-    sent = [False] * len(clients)
     for i, client in enumerate(clients):
         try:
             client.send(op, args[i], budgets[i])
-            sent[i] = True
         except SpadeError as exc:
             results[i] = exc
     for i, client in enumerate(clients):
-        if sent[i]:
+        if results[i] is None:  # sent
             try:
                 results[i] = client.receive()
             except SpadeError as exc:

@@ -43,17 +43,8 @@ __all__ = [
 ]
 
 #: Modules an environment program may import (docs/DESIGN.md, "The environment program contract").
-ALLOWED_MODULES: tuple[str, ...] = (
-    "math",
-    "random",
-    "re",
-    "string",
-    "itertools",
-    "collections",
-    "heapq",
-    "bisect",
-    "fractions",
-    "json",
+ALLOWED_MODULES: tuple[str, ...] = tuple(
+    "math random re string itertools collections heapq bisect fractions json".split()
 )
 
 #: The file name program code is compiled under; tracebacks keep only frames from it.
@@ -74,23 +65,8 @@ DENIED_ATTRIBUTES = frozenset(INSPECT_ATTRIBUTES) | {"mro", "gi_frame", "cr_fram
 NAMEDTUPLE_API = frozenset({"_asdict", "_replace", "_fields", "_make", "_field_defaults"})
 
 #: Builtins whose use is a violation (called, they raise a classified ``SANDBOX_DENIED``).
-DENIED_BUILTINS = (
-    "type",
-    "id",
-    "open",
-    "eval",
-    "exec",
-    "compile",
-    "globals",
-    "locals",
-    "vars",
-    "dir",
-    "input",
-    "breakpoint",
-    "memoryview",
-    "help",
-    "exit",
-    "quit",
+DENIED_BUILTINS = tuple(
+    "type id open eval exec compile globals locals vars dir input breakpoint memoryview help exit quit".split()
 )
 
 SAFE_BUILTIN_NAMES = (
@@ -142,18 +118,13 @@ class ProgramTransformer(RestrictingNodeTransformer):
     """
 
     def check_name(self, node: Any, name: str | None, allow_magic_methods: bool = False) -> None:
-        if name is not None and _is_private_name(name):
-            return
-        if (
-            name is not None
-            and allow_magic_methods
-            and name in ALLOWED_MAGIC_METHODS
-            and getattr(node, "col_offset", 0) != 0
-        ):
-            return
-        if name is not None and name.startswith("__"):
-            self.error(node, f'"{name}" is an invalid name: names starting with "__" are reserved for the sandbox.')
-            return
+        if name is not None:
+            magic = allow_magic_methods and name in ALLOWED_MAGIC_METHODS and getattr(node, "col_offset", 0) != 0
+            if _is_private_name(name) or magic:
+                return
+            if name.startswith("__"):
+                self.error(node, f'"{name}" is an invalid name: names starting with "__" are reserved for the sandbox.')
+                return
         super().check_name(node, name, allow_magic_methods=allow_magic_methods)
 
     def visit_Attribute(self, node: ast.Attribute) -> Any:
@@ -174,10 +145,7 @@ class ProgramTransformer(RestrictingNodeTransformer):
 
     def visit_AugAssign(self, node: ast.AugAssign) -> Any:
         target = node.target
-        op = _AST_OP_TO_STR.get(type(node.op))
-        if op is None:  # pragma: no cover - every operator is listed
-            self.error(node, "unsupported augmented assignment operator")
-            return node
+        op = _AST_OP_TO_STR[type(node.op)]  # every operator is listed
         if isinstance(target, ast.Attribute):
             self._check_attribute_name(target)
             hook, obj, key = "_inplace_attr_", self.visit(target.value), ast.Constant(target.attr)
@@ -191,9 +159,7 @@ class ProgramTransformer(RestrictingNodeTransformer):
             return super().visit_AugAssign(node)
         args = [obj, key, ast.Constant(op), self.visit(node.value)]
         new_node = ast.Expr(value=ast.Call(func=ast.Name(hook, ast.Load()), args=args, keywords=[]))
-        ast.copy_location(new_node, node)
-        ast.fix_missing_locations(new_node)
-        return new_node
+        return ast.fix_missing_locations(ast.copy_location(new_node, node))
 
     def _check_attribute_name(self, node: ast.Attribute) -> None:
         attr = node.attr
@@ -424,9 +390,8 @@ class ProgramRuntime:
                 raise self.deny(f"dunder attribute {name!r} is not accessible to environment programs")
             if self._is_program_object(obj):
                 return
-            if name in NAMEDTUPLE_API and isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
-                return
-            if isinstance(obj, type) and issubclass(obj, tuple) and name in NAMEDTUPLE_API and hasattr(obj, "_fields"):
+            cls = obj if isinstance(obj, type) else type(obj)  # a namedtuple class or instance
+            if name in NAMEDTUPLE_API and issubclass(cls, tuple) and hasattr(cls, "_fields"):
                 return
             raise self.deny(
                 f"attribute {name!r} of a {type(obj).__name__} is private; only the program's own "
@@ -437,9 +402,7 @@ class ProgramRuntime:
         self._check_attr(obj, name)
         if name in ("format", "format_map") and (obj is str or isinstance(obj, str)):
             return self._safe_format(obj, name)
-        if default:
-            return getattr(obj, name, *default)
-        return getattr(obj, name)
+        return getattr(obj, name, *default)
 
     def _hasattr(self, obj: Any, name: Any) -> bool:
         self._check_attr(obj, name)
@@ -517,12 +480,8 @@ class ProgramRuntime:
                 return runtime.printed()
 
         safe: dict[str, Any] = {name: getattr(builtins, name) for name in SAFE_BUILTIN_NAMES}
-        for name in dir(builtins):
-            value = getattr(builtins, name)
-            if isinstance(value, type) and issubclass(value, BaseException):
-                safe[name] = value
-        for name in DENIED_BUILTINS:
-            safe[name] = self._denied_builtin(name)
+        safe.update((n, v) for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException))
+        safe.update((name, self._denied_builtin(name)) for name in DENIED_BUILTINS)
         safe["getattr"] = self._getattr
         safe["hasattr"] = self._hasattr
         safe["setattr"] = self._setattr
