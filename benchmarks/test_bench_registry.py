@@ -281,7 +281,17 @@ def test_sample_replay_after_a_stats_change(
     def new_regret() -> None:
         seq = int(rng.integers(1, N + 1))
         with index.write():
-            index.update_stats(seq, "", 8, 0.9, 0.5, float(rng.random()), 1, index.state().counter)
+            index.update_stats(
+                seq,
+                "",
+                episodes=8,
+                mean_return_hint=0.9,
+                mean_return_nohint=0.5,
+                regret=float(rng.random()),
+                times_sampled=1,
+                last_sampled=index.state().counter,
+                format_compliance=None,
+            )
         begin = time.perf_counter()
         baseline()
         base.samples.append(time.perf_counter() - begin)

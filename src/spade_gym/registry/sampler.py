@@ -38,6 +38,7 @@ import numpy as np
 
 __all__ = [
     "STRATEGIES",
+    "check_strategy",
     "ReplayConfig",
     "ReplaySampler",
     "competition_ranks",
@@ -288,7 +289,7 @@ class ReplaySampler:
         n = len(self)
         if strategy == "uniform":
             return np.full(n, 1.0 / n) if n else np.zeros(0)
-        _check_strategy(strategy)
+        check_strategy(strategy)
         if n == 0:
             return np.zeros(0)
         _ranks, weights = self._ensure_ranks()
@@ -310,7 +311,7 @@ class ReplaySampler:
         return _search(self._cumulative, rng.random() * float(self._cumulative[-1]))
 
     def _check_draw(self, strategy: str) -> None:
-        _check_strategy(strategy)
+        check_strategy(strategy)
         if len(self) == 0:
             raise ValueError("cannot draw from an empty population")
 
@@ -340,6 +341,7 @@ def _search(cumulative: np.ndarray, x: float) -> int:
     return min(int(np.searchsorted(cumulative, x, side="right")), cumulative.size - 1)
 
 
-def _check_strategy(strategy: str) -> None:
+def check_strategy(strategy: str) -> None:
+    """Raise ValueError unless ``strategy`` is one of :data:`STRATEGIES`."""
     if strategy not in STRATEGIES:
         raise ValueError(f"sampling strategy {strategy!r}; expected one of {STRATEGIES}")

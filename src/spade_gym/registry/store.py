@@ -63,7 +63,7 @@ from spade_gym.registry.records import (
     EnvRecord,
     EnvStats,
 )
-from spade_gym.registry.sampler import ReplayConfig, ReplaySampler, _check_strategy
+from spade_gym.registry.sampler import ReplayConfig, ReplaySampler, check_strategy
 
 __all__ = ["EnvStats", "EnvRecord", "Registry", "META_SCHEMA_VERSION"]
 
@@ -881,7 +881,7 @@ class Registry:
             RegistryError: no environment (of ``setting``) to draw.
             ValueError: an unknown strategy or setting, or ``n`` < 0.
         """
-        _check_strategy(strategy)
+        check_strategy(strategy)
         if setting is not None:
             _check_setting(setting)
         if type(n) is not int or n < 0:
