@@ -1,11 +1,9 @@
 """Stable-Baselines3: ``spade/DesignerParams-v0``, a numeric Environment Designer in the spirit of PAIRED.
 
 PAIRED (Dennis et al. 2020, "Emergent Complexity and Zero-shot Transfer via Unsupervised
-Environment Design", NeurIPS, sec. 3-4) trains an adversary that picks an environment's parameters
-and is paid the agent's regret. :class:`DesignerParamsEnv` is that adversary's environment with
-SPADE's hint regret: the action picks a family and its knob values, the observation is curriculum
-statistics in [0, 1], and the one-step reward is :func:`~spade_gym.regret.designer_reward` of the
-Agent's regret on the chosen environment, played for real in the sandbox.
+Environment Design", NeurIPS, sec. 3-4) pays an adversary that picks an environment's parameters
+the agent's regret; :class:`DesignerParamsEnv` is that adversary's environment, with SPADE's hint
+regret played in the sandbox and curriculum statistics in [0, 1] as observation.
 
 The environment imports neither SB3 nor torch; :func:`check`, :func:`train` and
 :func:`action_probabilities` do (``pip install 'spade-gym[sb3]'``)::
@@ -333,13 +331,8 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         else:
             scored = designer_reward(True, estimate, config=self.reward_config)
             reward, outcome = float(scored.reward), scored.outcome
-            info.update(
-                outcome=outcome,
-                regret=estimate.regret,
-                mean_hint=estimate.mean_hint,
-                mean_nohint=estimate.mean_nohint,
-                errors=estimate.errors,
-            )
+            info["outcome"] = outcome
+            info.update({key: getattr(estimate, key) for key in ("regret", "mean_hint", "mean_nohint", "errors")})
         self._update(family, instance, estimate)
         self.last = StepRecord(instance, estimate, reward, outcome)
         return self._observation(), reward, True, False, info

@@ -462,15 +462,10 @@ class DesignerReward:
         completion_ids: Sequence[Sequence[int]] | None = None,
         **kwargs: Any,
     ) -> list[float | None]:
-        """Score one batch of Designer completions (TRL's reward function call).
+        """Score one batch of Designer completions (messages or text): one reward each, ``None``: not scored.
 
-        Args:
-            prompts, completions: one each per completion (messages or text).
-            **kwargs: dataset columns (``provenance``, ``spade_role``, optional) and TRL's
-                ``trainer_state``, ``log_extra``, ``log_metric``.
-
-        Returns:
-            One reward per completion (``None``: not scored).
+        ``kwargs``: dataset columns (``provenance``, ``spade_role``, optional) and TRL's
+        ``trainer_state``, ``log_extra``, ``log_metric``.
 
         Raises:
             ValueError: a column whose length differs from ``completions``, or a malformed ``provenance``.
@@ -576,14 +571,7 @@ class _Missing:
 
 
 _MISSING = _Missing()
-_SCHEMA_TYPES: dict[str, Any] = {
-    "string": str,
-    "integer": int,
-    "number": float,
-    "boolean": bool,
-    "object": dict,
-    "null": type(None),
-}
+_SCHEMA_TYPES: dict[str, Any] = dict(string=str, integer=int, number=float, boolean=bool, object=dict, null=type(None))
 # Words that end a Google-style docstring section; kept out of generated descriptions.
 _SECTION = re.compile(r"\b(Args|Arguments|Returns|Raises|Yields)\s*:", re.IGNORECASE)
 _CHOICES = re.compile(r"\(\s*choices\s*:", re.IGNORECASE)
@@ -886,12 +874,6 @@ class SpadeEnvironment:
         if trajectory.done:
             return f"{observation}\n\n{EPISODE_OVER}"
         return str(observation)
-
-    def _close(self) -> None:
-        """Stop the sandbox worker now (it is also stopped when the instance is garbage collected)."""
-        if self._finalizer is not None:
-            self._finalizer()
-        self._env, self._finalizer = None, None
 
 
 def _last_content(prompt: Any) -> str:
