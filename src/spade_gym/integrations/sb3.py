@@ -194,13 +194,11 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         else:
             self.action_space = spaces.Box(-1.0, 1.0, shape=(1 + slots,), dtype=np.float32)
         #: What each observation entry is, e.g. ``"arithmetic/d1/regret"``.
-        self.observation_names: tuple[str, ...] = tuple(
-            [
-                *(f"{f.name}/d{b}/{stat}" for f in self.families for b in range(buckets) for stat in BUCKET_STATS),
-                *(f"{f.name}/acceptance" for f in self.families),
-                "progress",
-                "regret",
-            ]
+        self.observation_names: tuple[str, ...] = (
+            *(f"{f.name}/d{b}/{stat}" for f in self.families for b in range(buckets) for stat in BUCKET_STATS),
+            *(f"{f.name}/acceptance" for f in self.families),
+            "progress",
+            "regret",
         )
         self.observation_space = spaces.Box(0.0, 1.0, shape=(len(self.observation_names),), dtype=np.float32)
         self._pools: OrderedDict[tuple[str, tuple[int, ...]], _Pool] = OrderedDict()

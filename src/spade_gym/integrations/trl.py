@@ -402,9 +402,8 @@ class DesignerReward:
     Args:
         agent: a ``Policy`` (frozen), a ``load_policy`` spec (loaded on the first accepted program),
             ``"trainer"`` or a :class:`TrainerPolicy` (co-trained; :meth:`bind` it).
-        registry: a Registry or its folder; use the one :func:`designer_dataset` read.
+        registry, seed_library: as :func:`designer_dataset` (use the registry it read).
         seed: base seed of the Agent's sampling (per completion from ``(seed, step, i)``; ``None``: unseeded).
-        seed_library: copy the seed library into a new registry folder.
 
     Attributes:
         last_outcomes: the DesignOutcome of each completion of the last call (``None``: not scored).

@@ -9,10 +9,9 @@
 API: verl's agent loop (stable since 0.5; sources ``verl/experimental/agent_loop/agent_loop.py``,
 ``tool_agent_loop.py``, ``verl/workers/rollout/llm_server.py``, ``docs/advance/agent_loop.rst``).
 Configuration: ``examples/integrations/verl_spade.yaml`` and ``verl_agent_loop.yaml``. Token
-accounting follows verl's ToolAgentLoop: the prompt is the chat template of the system prompt and
-first observation; each later observation is the template's user-turn text appended with mask 0
-(log-probability 0.0); the final observation is not appended; one that would overflow
-``response_length`` ends the episode (truncated).
+accounting follows verl's ToolAgentLoop (see :class:`TokenEpisode`): each later observation is appended
+as the template's user-turn text, except the final one and one that would overflow ``response_length``
+(which ends the episode, truncated).
 """
 
 from __future__ import annotations
