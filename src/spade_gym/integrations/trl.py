@@ -874,6 +874,12 @@ class SpadeEnvironment:
             return f"{observation}\n\n{EPISODE_OVER}"
         return str(observation)
 
+    def _close(self) -> None:
+        """Stop the sandbox worker now (it is also stopped when the instance is garbage collected)."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._env, self._finalizer = None, None
+
 
 def _last_content(prompt: Any) -> str:
     if isinstance(prompt, str):
