@@ -90,23 +90,18 @@ class DocumentSource(Protocol):
 
     def sample(self, n: int = 1) -> list[Document]:
         """The next ``n >= 0`` documents; DocumentError if there is no usable one or reading failed."""
-        ...
 
     def state_dict(self) -> dict[str, Any]:
         """The stream position, a small JSON-serialisable dict (for a checkpoint)."""
-        ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume at a ``state_dict`` of an equally built source (else DocumentError)."""
-        ...
 
     def reseed(self, seed: int) -> None:
         """Restart at epoch 0 shuffled with ``seed``: the stream of a fresh source with that seed."""
-        ...
 
     def describe(self) -> str:
         """One line for logs: what the source reads and how far it got."""
-        ...
 
 
 _BREAKS = re.compile("\r\n?|[\x0b\x0c\x85\u2028]")
@@ -548,7 +543,7 @@ class _StreamSource:
         except DocumentError:
             raise
         except Exception as exc:  # a reader failure (I/O, pyarrow) is the source's
-            raise DocumentError(f"reading {self._name()} failed: {type(exc).__name__}: {exc}") from exc
+            raise self._reading_failed(exc) from exc
         finally:
             self._counts = saved
             records.close()
@@ -884,15 +879,10 @@ class HFDocuments(_StreamSource):
         if not isinstance(text, str):
             self._problem(f"{self._name()}: record {index} of epoch {self._epoch}: {self.text_field!r} is not a string")
             return None
-        source = {
-            "kind": "hf",
-            "dataset": self.dataset,
-            "config": self.config,
-            "split": self.split,
-            "seed": self.seed,
-            "epoch": self._epoch,
-            "index": index,
-        }
+        source: dict[str, Any] = dict(
+            kind="hf", dataset=self.dataset, config=self.config, split=self.split, seed=self.seed, epoch=self._epoch
+        )
+        source["index"] = index
         if (url := _one_line(record.get("url"), 512)) is not None:
             source["url"] = url
         return self._finish(text, source, record.get("title"), record.get("id"))
@@ -942,13 +932,9 @@ def load_documents(
         raise TypeError(f"load_documents: {', '.join(sorted(load_kwargs))} apply only to 'hf:' sources, not {text!r}")
     if text.lower() == "builtin":
         return BuiltinDocuments(seed=seed, max_tokens=max_tokens, tokenizer=tokenizer)
-    common: dict[str, Any] = {
-        "text_field": text_field,
-        "seed": seed,
-        "shuffle_buffer": shuffle_buffer,
-        "max_tokens": max_tokens,
-        "tokenizer": tokenizer,
-    }
+    common: dict[str, Any] = dict(
+        text_field=text_field, seed=seed, shuffle_buffer=shuffle_buffer, max_tokens=max_tokens, tokenizer=tokenizer
+    )
     if text.startswith("hf:"):
         name, _, config = text[3:].partition(":")
         if not name.strip():

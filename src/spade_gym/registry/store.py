@@ -230,7 +230,8 @@ class Registry:
             self.root.mkdir(parents=True, exist_ok=True)
             if os.access(self.root, os.W_OK):  # an empty folder is an empty registry
                 self.envs_dir.mkdir(exist_ok=True)
-            self.read_only = not _writable(self.root, self.envs_dir, self.index_path)
+            existing = [p for p in (self.root, self.envs_dir, self.index_path) if p.exists()]
+            self.read_only = not all(os.access(p, os.W_OK) for p in existing)  # false on a read-only mount
             if self.read_only:
                 self._index = Index(self.index_path, signature=SIGNATURE_VERSION, read_only=True)
             else:
@@ -280,11 +281,10 @@ class Registry:
 
     def _clean_tmp(self) -> None:
         for entry in os.scandir(self.tmp_dir):
-            path = Path(entry.path)
             if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(path, ignore_errors=True)
+                shutil.rmtree(entry.path, ignore_errors=True)
             else:
-                path.unlink(missing_ok=True)
+                Path(entry.path).unlink(missing_ok=True)
 
     def _warn(self, message: str) -> None:
         warnings.warn(f"spade_gym registry {self.root}: {message}", RuntimeWarning, stacklevel=4)
@@ -370,8 +370,7 @@ class Registry:
         for entry in os.scandir(self.envs_dir):
             if entry.name.startswith("."):
                 continue
-            path = Path(entry.path)
-            found[entry.name] = _fingerprint(path) if entry.is_dir() else "not-a-folder"
+            found[entry.name] = _fingerprint(Path(entry.path)) if entry.is_dir() else "not-a-folder"
         return found
 
     def _read(
@@ -927,11 +926,6 @@ class Registry:
             rows = self._index.record_rows(f"seq IN ({', '.join('?' for _ in chunk)})", chunk)
             out.update((row[0], self._record(row)) for row in rows)
         return out
-
-
-def _writable(*paths: Path) -> bool:
-    """Whether this process may write each path that exists (``os.access``: false on a read-only mount)."""
-    return all(os.access(p, os.W_OK) for p in paths if p.exists())
 
 
 def _check_name(name: object) -> None:
