@@ -229,6 +229,17 @@ def _cap_regex(text: str, max_tokens: int) -> tuple[str, int, bool]:
     return capped, _count_tokens(capped), True
 
 
+def _largest_fit(fits: Callable[[int], bool], lo: int, hi: int, default: int) -> int:
+    """The largest ``x`` in ``[lo, hi]`` with ``fits(x)`` (monotone), by binary search; else ``default``."""
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            default, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return default
+
+
 def _cap_tokenizer(text: str, max_tokens: int, tokenizer: Tokenizer) -> tuple[str, int, bool]:
     window = text[: max_tokens * _RAW_CHARS_PER_TOKEN]
     count = len(tokenizer(window))
@@ -239,25 +250,14 @@ def _cap_tokenizer(text: str, max_tokens: int, tokenizer: Tokenizer) -> tuple[st
         if count <= max_tokens:
             return text, count, False
         window = text
-    # Largest prefix ending at an approximate-token boundary that fits: binary search.
+
+    def fits(end: int) -> bool:
+        return len(tokenizer(window[:end])) <= max_tokens
+
+    # the longest fitting prefix ending at a token boundary (anywhere, if even the first word is over budget)
     ends = [m.end() for m in _TOKEN.finditer(window)]
-    lo, hi, best = 0, len(ends) - 1, -1
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if len(tokenizer(window[: ends[mid]])) <= max_tokens:
-            best, lo = mid, mid + 1
-        else:
-            hi = mid - 1
-    if best >= 0:
-        cut = ends[best]
-    else:  # even the first word is over budget: search character positions
-        lo, hi, cut = 1, (ends[0] if ends else len(window)), 0
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if len(tokenizer(window[:mid])) <= max_tokens:
-                cut, lo = mid, mid + 1
-            else:
-                hi = mid - 1
+    best = _largest_fit(lambda i: fits(ends[i]), 0, len(ends) - 1, -1)
+    cut = ends[best] if best >= 0 else _largest_fit(fits, 1, ends[0] if ends else len(window), 0)
     capped = window[: _keep_clusters(window, cut)].rstrip()
     nicer = window[: _keep_clusters(window, _nicer_cut(window, cut))].rstrip()
     if nicer and nicer != capped:

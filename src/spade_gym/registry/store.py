@@ -44,12 +44,7 @@ if TYPE_CHECKING:
 from spade_gym.errors import DuplicateEnvironment, EnvNotFound, ProgramError, RegistryError
 from spade_gym.files import fsync_dir, locked, replace_atomically, write_durably
 from spade_gym.program import SETTINGS, EnvProgram
-from spade_gym.registry.dedup import (
-    SIGNATURE_VERSION,
-    NearDuplicateIndex,
-    minhash_to_bytes,
-    signatures,
-)
+from spade_gym.registry.dedup import SIGNATURE_VERSION, NearDuplicateIndex, minhash_to_bytes, signatures
 from spade_gym.registry.index import FLAGGED_TAG, Index, IndexRow, IndexState
 from spade_gym.registry.records import (
     ENV_ID_PATTERN,
