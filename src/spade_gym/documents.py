@@ -327,6 +327,11 @@ def _import_optional(module: str, what: str) -> Any:
         raise DocumentError(f"{what} needs the optional package {module!r}: {_DATA_EXTRA}") from exc
 
 
+def _check_seed(seed: object) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+
+
 @dataclass
 class _Counts:
     read: int = 0
@@ -345,8 +350,7 @@ class _StreamSource:
     _kind = ""
 
     def __init__(self, *, seed: int, max_tokens: int, tokenizer: Tokenizer | None, shuffle_buffer: int = 0) -> None:
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        _check_seed(seed)
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
         if shuffle_buffer < 0:
@@ -513,8 +517,7 @@ class _StreamSource:
 
     def reseed(self, seed: int) -> None:
         """Restart at epoch 0 shuffled with int ``seed``, as a fresh source would; :attr:`stats` are kept."""
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        _check_seed(seed)
         if seed == self.seed and self._epoch == 0 and self._emitted == 0 and self._it is None:
             return  # already there (and a datasets stream is not reopened for nothing)
         self.seed = seed

@@ -256,13 +256,16 @@ class Registry:
         return f"Registry({str(self.root)!r})"
 
     @contextmanager
-    def _locked(self) -> Iterator[None]:
-        """Hold the thread lock and (outermost, writable: .lock cannot be created read-only) the flock."""
+    def _locked(self, *, check: bool = False) -> Iterator[None]:
+        """Hold the thread lock and (outermost, writable: .lock cannot be created read-only) the flock;
+        ``check``: then reconnect if another process replaced the index file."""
         with self._thread_lock:
             flock = self._lock_depth == 0 and not self.read_only
             with locked(self.root / LOCK_FILE) if flock else nullcontext():
                 self._lock_depth += 1
                 try:
+                    if check:
+                        self._check_index_file()
                     yield
                 finally:
                     self._lock_depth -= 1
@@ -511,8 +514,7 @@ class Registry:
         signature = minhash_to_bytes(sketch)
         program_id = program.id
 
-        with self._locked():
-            self._check_index_file()
+        with self._locked(check=True):
             found = self._exact_duplicate(program_id, sig.ast_hash)
             if found is not None:
                 raise DuplicateEnvironment(
@@ -746,8 +748,7 @@ class Registry:
     def problems(self) -> list[tuple[str, str]]:
         """``(folder path, message)`` of the unreadable folders in ``envs/``, sorted, after a re-check;
         the message names the file and its fault (``"meta.json is not valid JSON (...)"``)."""
-        with self._locked():
-            self._check_index_file()
+        with self._locked(check=True):
             if not self.read_only:
                 self._sync()
             return [(str(self.envs_dir / d), message) for d, message in self._index.problems()]
@@ -756,8 +757,7 @@ class Registry:
         """Rebuild ``index.sqlite`` from the folders (keeping a readable index's sampling counts);
         return how many environments were indexed."""
         self._require_writable("rebuild the index")
-        with self._locked():
-            self._check_index_file()
+        with self._locked(check=True):
             self._clean_tmp()
             replace = self._index.problem(thorough=False) is not None
             return self._rebuild(replace=replace)
@@ -805,8 +805,7 @@ class Registry:
     def _editing(self, env_id: str, what: str) -> Iterator[tuple[int, EnvRecord]]:
         """Hold the registry's lock for a change of ``env_id``; yield its index ``seq`` and record."""
         self._require_writable(what)
-        with self._locked():
-            self._check_index_file()
+        with self._locked(check=True):
             row = self._lookup(env_id)
             if row is None:
                 raise EnvNotFound(self._not_found(env_id))
