@@ -90,23 +90,18 @@ class DocumentSource(Protocol):
 
     def sample(self, n: int = 1) -> list[Document]:
         """The next ``n >= 0`` documents; DocumentError if there is no usable one or reading failed."""
-        ...
 
     def state_dict(self) -> dict[str, Any]:
         """The stream position, a small JSON-serialisable dict (for a checkpoint)."""
-        ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume at a ``state_dict`` of an equally built source (else DocumentError)."""
-        ...
 
     def reseed(self, seed: int) -> None:
         """Restart at epoch 0 shuffled with ``seed``: the stream of a fresh source with that seed."""
-        ...
 
     def describe(self) -> str:
         """One line for logs: what the source reads and how far it got."""
-        ...
 
 
 _BREAKS = re.compile("\r\n?|[\x0b\x0c\x85\u2028]")
@@ -234,6 +229,17 @@ def _cap_regex(text: str, max_tokens: int) -> tuple[str, int, bool]:
     return capped, _count_tokens(capped), True
 
 
+def _largest_fit(fits: Callable[[int], bool], lo: int, hi: int, default: int) -> int:
+    """The largest ``x`` in ``[lo, hi]`` with ``fits(x)`` (monotone), by binary search; else ``default``."""
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            default, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return default
+
+
 def _cap_tokenizer(text: str, max_tokens: int, tokenizer: Tokenizer) -> tuple[str, int, bool]:
     window = text[: max_tokens * _RAW_CHARS_PER_TOKEN]
     count = len(tokenizer(window))
@@ -244,25 +250,14 @@ def _cap_tokenizer(text: str, max_tokens: int, tokenizer: Tokenizer) -> tuple[st
         if count <= max_tokens:
             return text, count, False
         window = text
-    # Largest prefix ending at an approximate-token boundary that fits: binary search.
+
+    def fits(end: int) -> bool:
+        return len(tokenizer(window[:end])) <= max_tokens
+
+    # the longest fitting prefix ending at a token boundary (anywhere, if even the first word is over budget)
     ends = [m.end() for m in _TOKEN.finditer(window)]
-    lo, hi, best = 0, len(ends) - 1, -1
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if len(tokenizer(window[: ends[mid]])) <= max_tokens:
-            best, lo = mid, mid + 1
-        else:
-            hi = mid - 1
-    if best >= 0:
-        cut = ends[best]
-    else:  # even the first word is over budget: search character positions
-        lo, hi, cut = 1, (ends[0] if ends else len(window)), 0
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if len(tokenizer(window[:mid])) <= max_tokens:
-                cut, lo = mid, mid + 1
-            else:
-                hi = mid - 1
+    best = _largest_fit(lambda i: fits(ends[i]), 0, len(ends) - 1, -1)
+    cut = ends[best] if best >= 0 else _largest_fit(fits, 1, ends[0] if ends else len(window), 0)
     capped = window[: _keep_clusters(window, cut)].rstrip()
     nicer = window[: _keep_clusters(window, _nicer_cut(window, cut))].rstrip()
     if nicer and nicer != capped:
@@ -332,6 +327,11 @@ def _import_optional(module: str, what: str) -> Any:
         raise DocumentError(f"{what} needs the optional package {module!r}: {_DATA_EXTRA}") from exc
 
 
+def _check_seed(seed: object) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+
+
 @dataclass
 class _Counts:
     read: int = 0
@@ -350,8 +350,7 @@ class _StreamSource:
     _kind = ""
 
     def __init__(self, *, seed: int, max_tokens: int, tokenizer: Tokenizer | None, shuffle_buffer: int = 0) -> None:
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        _check_seed(seed)
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
         if shuffle_buffer < 0:
@@ -518,8 +517,7 @@ class _StreamSource:
 
     def reseed(self, seed: int) -> None:
         """Restart at epoch 0 shuffled with int ``seed``, as a fresh source would; :attr:`stats` are kept."""
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        _check_seed(seed)
         if seed == self.seed and self._epoch == 0 and self._emitted == 0 and self._it is None:
             return  # already there (and a datasets stream is not reopened for nothing)
         self.seed = seed
@@ -548,7 +546,7 @@ class _StreamSource:
         except DocumentError:
             raise
         except Exception as exc:  # a reader failure (I/O, pyarrow) is the source's
-            raise DocumentError(f"reading {self._name()} failed: {type(exc).__name__}: {exc}") from exc
+            raise self._reading_failed(exc) from exc
         finally:
             self._counts = saved
             records.close()
@@ -884,15 +882,10 @@ class HFDocuments(_StreamSource):
         if not isinstance(text, str):
             self._problem(f"{self._name()}: record {index} of epoch {self._epoch}: {self.text_field!r} is not a string")
             return None
-        source = {
-            "kind": "hf",
-            "dataset": self.dataset,
-            "config": self.config,
-            "split": self.split,
-            "seed": self.seed,
-            "epoch": self._epoch,
-            "index": index,
-        }
+        source: dict[str, Any] = dict(
+            kind="hf", dataset=self.dataset, config=self.config, split=self.split, seed=self.seed, epoch=self._epoch
+        )
+        source["index"] = index
         if (url := _one_line(record.get("url"), 512)) is not None:
             source["url"] = url
         return self._finish(text, source, record.get("title"), record.get("id"))
@@ -942,13 +935,9 @@ def load_documents(
         raise TypeError(f"load_documents: {', '.join(sorted(load_kwargs))} apply only to 'hf:' sources, not {text!r}")
     if text.lower() == "builtin":
         return BuiltinDocuments(seed=seed, max_tokens=max_tokens, tokenizer=tokenizer)
-    common: dict[str, Any] = {
-        "text_field": text_field,
-        "seed": seed,
-        "shuffle_buffer": shuffle_buffer,
-        "max_tokens": max_tokens,
-        "tokenizer": tokenizer,
-    }
+    common: dict[str, Any] = dict(
+        text_field=text_field, seed=seed, shuffle_buffer=shuffle_buffer, max_tokens=max_tokens, tokenizer=tokenizer
+    )
     if text.startswith("hf:"):
         name, _, config = text[3:].partition(":")
         if not name.strip():

@@ -90,19 +90,16 @@ def open_registry(
         )
     registry = Registry(root, create=True)
     if seed_library and len(registry) == 0 and bundled_registry_path().is_dir():
-        with warnings.catch_warnings():  # a rebuilt index of the bundled registry is routine, not news
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(action="ignore"):  # a rebuilt index of the bundled registry is routine, not news
             bundled = Registry(bundled_registry_path())
         unknown = sorted(set(exclude) - {r.name for r in bundled})
-        if unknown:
-            bundled.close()
-            registry.close()
-            raise ValueError(f"exclude names no seed environment: {', '.join(unknown)}")
         tags = set(include_tags)
-        if tags and not any(tags & set(r.tags) for r in bundled):
+        if unknown or (tags and not any(tags & set(r.tags) for r in bundled)):
             known = sorted({t for r in bundled for t in r.tags})
             bundled.close()
             registry.close()
+            if unknown:
+                raise ValueError(f"exclude names no seed environment: {', '.join(unknown)}")
             raise ValueError(f"no seed environment has any of the tags {sorted(tags)} (tags: {', '.join(known)})")
         for record in bundled:
             if record.name in exclude or (tags and not tags & set(record.tags)):
@@ -135,12 +132,7 @@ def register_record(record: EnvRecord) -> str:
     existing = gymnasium.registry.get(gym_id)
     if existing is not None and existing.kwargs == kwargs:
         return gym_id
-    gymnasium.register(
-        id=gym_id,
-        entry_point=ENTRY_POINT,
-        vector_entry_point=VECTOR_ENTRY_POINT,
-        kwargs=kwargs,
-    )
+    gymnasium.register(id=gym_id, entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT, kwargs=kwargs)
     return gym_id
 
 
@@ -227,6 +219,5 @@ def register_builtin_ids() -> None:
         if gym_id not in gymnasium.registry:
             gymnasium.register(id=gym_id, **spec)
     if bundled_registry_path().is_dir():
-        with warnings.catch_warnings():  # a rebuilt index of the bundled registry is routine, not news
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(action="ignore"):  # a rebuilt index of the bundled registry is routine, not news
             register_registry(bundled_registry_path())

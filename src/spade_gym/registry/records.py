@@ -206,7 +206,7 @@ class EnvRecord:
             if key not in meta:
                 raise RegistryError(f"{META_FILE} lacks the field {key!r}; expected {expected}")
             value = meta[key]
-            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in _as_tuple(kinds)):
+            if not isinstance(value, kinds) or isinstance(value, bool):  # no field is a bool
                 raise RegistryError(f"{META_FILE}: field {key!r} is {value!r}; expected {expected}")
             return value
 
@@ -260,7 +260,3 @@ class EnvRecord:
             validation=validation,
             stats=stats,
         )
-
-
-def _as_tuple(kinds: type | tuple[type, ...]) -> tuple[type, ...]:
-    return kinds if isinstance(kinds, tuple) else (kinds,)

@@ -44,12 +44,7 @@ if TYPE_CHECKING:
 from spade_gym.errors import DuplicateEnvironment, EnvNotFound, ProgramError, RegistryError
 from spade_gym.files import fsync_dir, locked, replace_atomically, write_durably
 from spade_gym.program import SETTINGS, EnvProgram
-from spade_gym.registry.dedup import (
-    SIGNATURE_VERSION,
-    NearDuplicateIndex,
-    minhash_to_bytes,
-    signatures,
-)
+from spade_gym.registry.dedup import SIGNATURE_VERSION, NearDuplicateIndex, minhash_to_bytes, signatures
 from spade_gym.registry.index import FLAGGED_TAG, Index, IndexRow, IndexState
 from spade_gym.registry.records import (
     ENV_ID_PATTERN,
@@ -230,7 +225,8 @@ class Registry:
             self.root.mkdir(parents=True, exist_ok=True)
             if os.access(self.root, os.W_OK):  # an empty folder is an empty registry
                 self.envs_dir.mkdir(exist_ok=True)
-            self.read_only = not _writable(self.root, self.envs_dir, self.index_path)
+            existing = [p for p in (self.root, self.envs_dir, self.index_path) if p.exists()]
+            self.read_only = not all(os.access(p, os.W_OK) for p in existing)  # false on a read-only mount
             if self.read_only:
                 self._index = Index(self.index_path, signature=SIGNATURE_VERSION, read_only=True)
             else:
@@ -260,13 +256,16 @@ class Registry:
         return f"Registry({str(self.root)!r})"
 
     @contextmanager
-    def _locked(self) -> Iterator[None]:
-        """Hold the thread lock and (outermost, writable: .lock cannot be created read-only) the flock."""
+    def _locked(self, *, check: bool = False) -> Iterator[None]:
+        """Hold the thread lock and (outermost, writable: .lock cannot be created read-only) the flock;
+        ``check``: then reconnect if another process replaced the index file."""
         with self._thread_lock:
             flock = self._lock_depth == 0 and not self.read_only
             with locked(self.root / LOCK_FILE) if flock else nullcontext():
                 self._lock_depth += 1
                 try:
+                    if check:
+                        self._check_index_file()
                     yield
                 finally:
                     self._lock_depth -= 1
@@ -280,11 +279,10 @@ class Registry:
 
     def _clean_tmp(self) -> None:
         for entry in os.scandir(self.tmp_dir):
-            path = Path(entry.path)
             if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(path, ignore_errors=True)
+                shutil.rmtree(entry.path, ignore_errors=True)
             else:
-                path.unlink(missing_ok=True)
+                Path(entry.path).unlink(missing_ok=True)
 
     def _warn(self, message: str) -> None:
         warnings.warn(f"spade_gym registry {self.root}: {message}", RuntimeWarning, stacklevel=4)
@@ -370,8 +368,7 @@ class Registry:
         for entry in os.scandir(self.envs_dir):
             if entry.name.startswith("."):
                 continue
-            path = Path(entry.path)
-            found[entry.name] = _fingerprint(path) if entry.is_dir() else "not-a-folder"
+            found[entry.name] = _fingerprint(Path(entry.path)) if entry.is_dir() else "not-a-folder"
         return found
 
     def _read(
@@ -517,8 +514,7 @@ class Registry:
         signature = minhash_to_bytes(sketch)
         program_id = program.id
 
-        with self._locked():
-            self._check_index_file()
+        with self._locked(check=True):
             found = self._exact_duplicate(program_id, sig.ast_hash)
             if found is not None:
                 raise DuplicateEnvironment(
@@ -752,8 +748,7 @@ class Registry:
     def problems(self) -> list[tuple[str, str]]:
         """``(folder path, message)`` of the unreadable folders in ``envs/``, sorted, after a re-check;
         the message names the file and its fault (``"meta.json is not valid JSON (...)"``)."""
-        with self._locked():
-            self._check_index_file()
+        with self._locked(check=True):
             if not self.read_only:
                 self._sync()
             return [(str(self.envs_dir / d), message) for d, message in self._index.problems()]
@@ -762,8 +757,7 @@ class Registry:
         """Rebuild ``index.sqlite`` from the folders (keeping a readable index's sampling counts);
         return how many environments were indexed."""
         self._require_writable("rebuild the index")
-        with self._locked():
-            self._check_index_file()
+        with self._locked(check=True):
             self._clean_tmp()
             replace = self._index.problem(thorough=False) is not None
             return self._rebuild(replace=replace)
@@ -811,8 +805,7 @@ class Registry:
     def _editing(self, env_id: str, what: str) -> Iterator[tuple[int, EnvRecord]]:
         """Hold the registry's lock for a change of ``env_id``; yield its index ``seq`` and record."""
         self._require_writable(what)
-        with self._locked():
-            self._check_index_file()
+        with self._locked(check=True):
             row = self._lookup(env_id)
             if row is None:
                 raise EnvNotFound(self._not_found(env_id))
@@ -927,11 +920,6 @@ class Registry:
             rows = self._index.record_rows(f"seq IN ({', '.join('?' for _ in chunk)})", chunk)
             out.update((row[0], self._record(row)) for row in rows)
         return out
-
-
-def _writable(*paths: Path) -> bool:
-    """Whether this process may write each path that exists (``os.access``: false on a read-only mount)."""
-    return all(os.access(p, os.W_OK) for p in paths if p.exists())
 
 
 def _check_name(name: object) -> None:
