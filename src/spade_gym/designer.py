@@ -42,15 +42,7 @@ from spade_gym.regret import (
 )
 from spade_gym.sandbox.policy import ALLOWED_MODULES
 from spade_gym.spaces import UnicodeText
-from spade_gym.validation import (
-    CHECKS,
-    CheckResult,
-    ValidationConfig,
-    ValidationReport,
-    audit,
-    check_novelty,
-    validate,
-)
+from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport, audit, check_novelty, validate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -961,12 +953,7 @@ def propose(
 
 
 def propose_group(
-    seed: int,
-    *,
-    documents: DocumentSource,
-    memory: EnvironmentMemory,
-    config: DesignerConfig,
-    mode: str | None = None,
+    seed: int, *, documents: DocumentSource, memory: EnvironmentMemory, config: DesignerConfig, mode: str | None = None
 ) -> tuple[DesignerPrompt, Iterator[int]]:
     """``(prompt, agent_seeds)`` of one design group as ``SpadeDesignerEnv.reset(seed=seed)`` poses
     it: reseed the documents, then :func:`propose` with :func:`design_draws`. ValueError as there."""
@@ -976,10 +963,7 @@ def propose_group(
 
 
 def validate_designs(
-    completions: Sequence[str],
-    prompt: DesignerPrompt | None,
-    config: DesignerConfig,
-    executor: Executor | None = None,
+    completions: Sequence[str], prompt: DesignerPrompt | None, config: DesignerConfig, executor: Executor | None = None
 ) -> dict[str, ValidationReport]:
     """Validate a group's programs at once on ``executor``, without the registry (novelty runs later
     in :func:`evaluate_completion`): a report per completion text that holds a program.

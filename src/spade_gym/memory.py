@@ -367,11 +367,7 @@ class EnvironmentMemory:
         return f"EnvironmentMemory({self.registry!r}, {self.config!r})"
 
     def select(
-        self,
-        rng: random.Random | int | None = None,
-        *,
-        setting: str | None = None,
-        exclude: Collection[str] = (),
+        self, rng: random.Random | int | None = None, *, setting: str | None = None, exclude: Collection[str] = ()
     ) -> list[MemoryItem]:
         """Pick at most ``k`` distinct environments, by the rules of :class:`MemoryConfig`.
 
@@ -519,10 +515,7 @@ def format_memory(
 
 
 def pick_parent(
-    items: Sequence[MemoryItem],
-    rng: random.Random | int | None = None,
-    *,
-    config: MemoryConfig | None = None,
+    items: Sequence[MemoryItem], rng: random.Random | int | None = None, *, config: MemoryConfig | None = None
 ) -> MemoryItem | None:
     """The item to make a variant of in edit mode (ACCEL-style), or ``None`` if none is readable.
 
