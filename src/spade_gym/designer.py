@@ -94,8 +94,7 @@ EDIT_PROBABILITY = 0.25
 EDIT_PROBABILITY_SMALL = 0.75
 #: Parameters below which ``auto`` counts a model as small.
 SMALL_MODEL_PARAMETERS = 1.5e9
-#: The fewest new tokens of a design when no tokenizer can measure the seed programs: about the
-#: token length of the worked example in :data:`DESIGNER_SYSTEM_PROMPT`.
+#: The fewest new tokens of a design when no tokenizer can measure the seed programs (about the worked example's).
 DESIGN_TOKEN_FLOOR = 256
 #: New tokens of a write-mode design by default (the seed programs are 400-1,400 tokens).
 WRITE_MAX_NEW_TOKENS = 1536
@@ -329,16 +328,6 @@ class ExtractedProgram:
     note: str | None = None
 
 
-def _blocks(text: str) -> tuple[list[str], bool]:
-    """Fenced code blocks of ``text``; the flag says the last one was never closed."""
-    fences = list(_FENCE.finditer(text))
-    blocks = [text[a.end() : b.start()].strip("\n") for a, b in zip(fences[::2], fences[1::2], strict=False)]
-    unclosed = len(fences) % 2 == 1
-    if unclosed:
-        blocks.append(text[fences[-1].end() :].strip("\n"))
-    return blocks, unclosed
-
-
 def extract_program(completion: str) -> ExtractedProgram:
     """Find the environment program in a Designer completion.
 
@@ -351,7 +340,11 @@ def extract_program(completion: str) -> ExtractedProgram:
     text = completion.replace("\r\n", "\n")
     if not text.strip():
         return ExtractedProgram(None, "the completion is empty: write the module in a ```python code block")
-    blocks, unclosed = _blocks(text)
+    fences = list(_FENCE.finditer(text))
+    blocks = [text[a.end() : b.start()].strip("\n") for a, b in zip(fences[::2], fences[1::2], strict=False)]
+    unclosed = len(fences) % 2 == 1
+    if unclosed:  # the last block runs to the end
+        blocks.append(text[fences[-1].end() :].strip("\n"))
     with_env = [b for b in blocks if _CLASS_ENV.search(b)]
     if with_env:
         notes = []
@@ -438,8 +431,7 @@ def apply_edits(parent: str, completion: str) -> ExtractedProgram:
             None, f"no edit block: answer with {EDIT_SEARCH} / {EDIT_DIVIDER} / {EDIT_REPLACE} blocks"
         )
     notes: list[str] = []
-    n = 0
-    k = 0
+    n = k = 0
     while k < len(markers):
         kinds = [m.group(1)[0] for m in markers[k : k + 3]]
         if kinds[:1] != ["<"]:
@@ -782,10 +774,8 @@ def design(
     """Write one environment with ``policy``: generate, evaluate, and repair up to ``repair_rounds`` times.
 
     A rejected attempt is answered with its feedback (only the latest attempt stays in the
-    conversation). ``agent`` defaults to ``policy``. Returns the last attempt's outcome.
-
-    Raises:
-        PolicyError: a policy failed. SandboxSetupError: no sandbox worker can start.
+    conversation). ``agent`` defaults to ``policy``. Returns the last attempt's outcome. Raises
+    PolicyError when a policy fails, SandboxSetupError when no sandbox worker can start.
     """
     config = config or DesignerConfig()
     agent = agent or policy
