@@ -268,10 +268,9 @@ def build_prompt(
         sections.append(f"Document{title}:\n<document>\n{document.text}\n</document>")
     else:
         sections.append("No document is available this time: take the idea from the environments below.")
-    if items:
-        shown = format_memory([i for i in items if i is not parent], include_source=include_source)
-        if shown:
-            sections.append("Environments written before, with the agent's measured returns:\n" + shown)
+    shown = format_memory([i for i in items if i is not parent], include_source=include_source)
+    if shown:
+        sections.append("Environments written before, with the agent's measured returns:\n" + shown)
     parent_source = None
     if mode == "edit":
         assert parent is not None
