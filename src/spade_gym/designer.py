@@ -241,10 +241,8 @@ def build_prompt(
 
     In edit mode ``parent`` (default: :func:`~spade_gym.memory.pick_parent`) is shown with its
     source and its setting wins. ``include_source`` shows every memory environment's source.
-
-    Raises:
-        ValueError: an unknown ``mode`` or ``setting``, or edit mode with an empty memory.
-        TypeError: a ``document`` that is not a ``Document``, ``str`` or ``None``.
+    Raises ValueError for an unknown ``mode`` or ``setting``, or edit mode with an empty memory;
+    TypeError for a ``document`` that is not a ``Document``, ``str`` or ``None``.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -649,10 +647,8 @@ def evaluate_completion(
     then runs here). ``sampling_seed``: the Agent's, when ``config.rollout`` has none. Bad
     completions get a report and the ``invalid`` or ``duplicate`` reward, never an exception.
 
-    Raises:
-        ValueError: an accepted program and ``agent is None``.
-        SandboxSetupError: no sandbox worker can start on this machine (not the program's fault).
-        PolicyError: the Agent policy failed (not the program's fault).
+    Raises ValueError for an accepted program and ``agent is None``; SandboxSetupError when no
+    sandbox worker can start and PolicyError when the Agent policy fails (neither the program's fault).
     """
     config = config or DesignerConfig()
     if isinstance(completion, str) and len(completion) > MAX_COMPLETION_CHARS:

@@ -346,7 +346,6 @@ class _Validator:
         self.budget = Budget(config.budget_s, what="validation", wall=True, wall_factor=config.sandbox.wall_factor)
         self.clients: list[SandboxClient] = []
 
-    # -- bookkeeping --------------------------------------------------------------------------
     def fail(self, check: str, category: str, message: str) -> None:
         result = self.results[check]
         if result.passed is not False:  # keep the first failure of each check
@@ -363,7 +362,6 @@ class _Validator:
         except SpadeError as exc:
             raise _Failed(_error_check(exc, check), exc.category, f"{where}: {exc.message}") from None
 
-    # -- the run ------------------------------------------------------------------------------
     def run(self) -> ValidationReport:
         started = time.perf_counter()
         try:
