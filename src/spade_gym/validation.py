@@ -133,8 +133,7 @@ class ValidationConfig:
         min_distinct_first_observations: share of seeds that must give distinct first observations.
         budget_s: CPU seconds of the whole validation (and of an audit or behaviour probe); wall
             time at most ``sandbox.wall_factor`` times as much.
-        hash_seeds: ``PYTHONHASHSEED`` of the two workers the determinism check compares (default:
-            drawn once per process).
+        hash_seeds: ``PYTHONHASHSEED`` of the determinism check's two workers (default: drawn once per process).
         near_duplicate_threshold: MinHash similarity from which a program is a near duplicate;
             ``novelty_max_candidates``: near duplicates the probe compares with.
         sandbox: the sandbox limits; its ``hash_seed`` is replaced by ``hash_seeds``.
