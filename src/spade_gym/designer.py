@@ -42,15 +42,7 @@ from spade_gym.regret import (
 )
 from spade_gym.sandbox.policy import ALLOWED_MODULES
 from spade_gym.spaces import UnicodeText
-from spade_gym.validation import (
-    CHECKS,
-    CheckResult,
-    ValidationConfig,
-    ValidationReport,
-    audit,
-    check_novelty,
-    validate,
-)
+from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport, audit, check_novelty, validate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -102,8 +94,7 @@ EDIT_PROBABILITY = 0.25
 EDIT_PROBABILITY_SMALL = 0.75
 #: Parameters below which ``auto`` counts a model as small.
 SMALL_MODEL_PARAMETERS = 1.5e9
-#: The fewest new tokens of a design when no tokenizer can measure the seed programs: about the
-#: token length of the worked example in :data:`DESIGNER_SYSTEM_PROMPT`.
+#: The fewest new tokens of a design when no tokenizer can measure the seed programs (about the worked example's).
 DESIGN_TOKEN_FLOOR = 256
 #: New tokens of a write-mode design by default (the seed programs are 400-1,400 tokens).
 WRITE_MAX_NEW_TOKENS = 1536
@@ -250,10 +241,8 @@ def build_prompt(
 
     In edit mode ``parent`` (default: :func:`~spade_gym.memory.pick_parent`) is shown with its
     source and its setting wins. ``include_source`` shows every memory environment's source.
-
-    Raises:
-        ValueError: an unknown ``mode`` or ``setting``, or edit mode with an empty memory.
-        TypeError: a ``document`` that is not a ``Document``, ``str`` or ``None``.
+    Raises ValueError for an unknown ``mode`` or ``setting``, or edit mode with an empty memory;
+    TypeError for a ``document`` that is not a ``Document``, ``str`` or ``None``.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -277,10 +266,9 @@ def build_prompt(
         sections.append(f"Document{title}:\n<document>\n{document.text}\n</document>")
     else:
         sections.append("No document is available this time: take the idea from the environments below.")
-    if items:
-        shown = format_memory([i for i in items if i is not parent], include_source=include_source)
-        if shown:
-            sections.append("Environments written before, with the agent's measured returns:\n" + shown)
+    shown = format_memory([i for i in items if i is not parent], include_source=include_source)
+    if shown:
+        sections.append("Environments written before, with the agent's measured returns:\n" + shown)
     parent_source = None
     if mode == "edit":
         assert parent is not None
@@ -337,16 +325,6 @@ class ExtractedProgram:
     note: str | None = None
 
 
-def _blocks(text: str) -> tuple[list[str], bool]:
-    """Fenced code blocks of ``text``; the flag says the last one was never closed."""
-    fences = list(_FENCE.finditer(text))
-    blocks = [text[a.end() : b.start()].strip("\n") for a, b in zip(fences[::2], fences[1::2], strict=False)]
-    unclosed = len(fences) % 2 == 1
-    if unclosed:
-        blocks.append(text[fences[-1].end() :].strip("\n"))
-    return blocks, unclosed
-
-
 def extract_program(completion: str) -> ExtractedProgram:
     """Find the environment program in a Designer completion.
 
@@ -359,7 +337,11 @@ def extract_program(completion: str) -> ExtractedProgram:
     text = completion.replace("\r\n", "\n")
     if not text.strip():
         return ExtractedProgram(None, "the completion is empty: write the module in a ```python code block")
-    blocks, unclosed = _blocks(text)
+    fences = list(_FENCE.finditer(text))
+    blocks = [text[a.end() : b.start()].strip("\n") for a, b in zip(fences[::2], fences[1::2], strict=False)]
+    unclosed = len(fences) % 2 == 1
+    if unclosed:  # the last block runs to the end
+        blocks.append(text[fences[-1].end() :].strip("\n"))
     with_env = [b for b in blocks if _CLASS_ENV.search(b)]
     if with_env:
         notes = []
@@ -446,8 +428,7 @@ def apply_edits(parent: str, completion: str) -> ExtractedProgram:
             None, f"no edit block: answer with {EDIT_SEARCH} / {EDIT_DIVIDER} / {EDIT_REPLACE} blocks"
         )
     notes: list[str] = []
-    n = 0
-    k = 0
+    n = k = 0
     while k < len(markers):
         kinds = [m.group(1)[0] for m in markers[k : k + 3]]
         if kinds[:1] != ["<"]:
@@ -666,10 +647,8 @@ def evaluate_completion(
     then runs here). ``sampling_seed``: the Agent's, when ``config.rollout`` has none. Bad
     completions get a report and the ``invalid`` or ``duplicate`` reward, never an exception.
 
-    Raises:
-        ValueError: an accepted program and ``agent is None``.
-        SandboxSetupError: no sandbox worker can start on this machine (not the program's fault).
-        PolicyError: the Agent policy failed (not the program's fault).
+    Raises ValueError for an accepted program and ``agent is None``; SandboxSetupError when no
+    sandbox worker can start and PolicyError when the Agent policy fails (neither the program's fault).
     """
     config = config or DesignerConfig()
     if isinstance(completion, str) and len(completion) > MAX_COMPLETION_CHARS:
@@ -790,10 +769,8 @@ def design(
     """Write one environment with ``policy``: generate, evaluate, and repair up to ``repair_rounds`` times.
 
     A rejected attempt is answered with its feedback (only the latest attempt stays in the
-    conversation). ``agent`` defaults to ``policy``. Returns the last attempt's outcome.
-
-    Raises:
-        PolicyError: a policy failed. SandboxSetupError: no sandbox worker can start.
+    conversation). ``agent`` defaults to ``policy``. Returns the last attempt's outcome. Raises
+    PolicyError when a policy fails, SandboxSetupError when no sandbox worker can start.
     """
     config = config or DesignerConfig()
     agent = agent or policy
@@ -961,12 +938,7 @@ def propose(
 
 
 def propose_group(
-    seed: int,
-    *,
-    documents: DocumentSource,
-    memory: EnvironmentMemory,
-    config: DesignerConfig,
-    mode: str | None = None,
+    seed: int, *, documents: DocumentSource, memory: EnvironmentMemory, config: DesignerConfig, mode: str | None = None
 ) -> tuple[DesignerPrompt, Iterator[int]]:
     """``(prompt, agent_seeds)`` of one design group as ``SpadeDesignerEnv.reset(seed=seed)`` poses
     it: reseed the documents, then :func:`propose` with :func:`design_draws`. ValueError as there."""
@@ -976,10 +948,7 @@ def propose_group(
 
 
 def validate_designs(
-    completions: Sequence[str],
-    prompt: DesignerPrompt | None,
-    config: DesignerConfig,
-    executor: Executor | None = None,
+    completions: Sequence[str], prompt: DesignerPrompt | None, config: DesignerConfig, executor: Executor | None = None
 ) -> dict[str, ValidationReport]:
     """Validate a group's programs at once on ``executor``, without the registry (novelty runs later
     in :func:`evaluate_completion`): a report per completion text that holds a program.

@@ -348,9 +348,8 @@ class _Selection:
 class EnvironmentMemory:
     """Picks earlier environments from a registry (read only) for the Designer's prompt, and formats them.
 
-    Raises:
-        ValueError: an invalid ``config`` (naming the field).
-        TypeError: ``registry`` not a :class:`Registry` or ``config`` not a :class:`MemoryConfig`.
+    Raises ValueError for an invalid ``config`` (naming the field), TypeError for a ``registry`` not
+    a :class:`Registry` or a ``config`` not a :class:`MemoryConfig`.
     """
 
     def __init__(self, registry: Registry, config: MemoryConfig | None = None) -> None:
@@ -367,11 +366,7 @@ class EnvironmentMemory:
         return f"EnvironmentMemory({self.registry!r}, {self.config!r})"
 
     def select(
-        self,
-        rng: random.Random | int | None = None,
-        *,
-        setting: str | None = None,
-        exclude: Collection[str] = (),
+        self, rng: random.Random | int | None = None, *, setting: str | None = None, exclude: Collection[str] = ()
     ) -> list[MemoryItem]:
         """Pick at most ``k`` distinct environments, by the rules of :class:`MemoryConfig`.
 
@@ -379,11 +374,8 @@ class EnvironmentMemory:
         the same registry gives the same picks. ``setting`` overrides ``config.setting``.
         ``exclude``: env ids or ``"spade/..."`` ids never to pick. Returns the picks in the order
         made (quotas by category, then backfill); records gone since the scan, or unreadable
-        sources under ``include_source``, are skipped.
-
-        Raises:
-            ValueError: an unknown ``setting``.
-            TypeError: ``exclude`` a single str or holding a non-str; ``rng`` of another type.
+        sources under ``include_source``, are skipped. Raises ValueError for an unknown ``setting``,
+        TypeError for an ``exclude`` that is a single str or holds a non-str, or an ``rng`` of another type.
         """
         config = self.config
         if setting is not None and setting not in SETTINGS:
@@ -485,11 +477,8 @@ def format_memory(
             returns: 0.75 with hint / 0.25 without (regret 0.50, 8 episodes) -> good difficulty (high regret)
 
     ``?`` marks a number not measured. With ``include_source`` the program follows in a fence, cut
-    to ``max_source_chars``; an unreadable one shows a note instead.
-
-    Raises:
-        ValueError: a limit that is not an int >= 10.
-        TypeError: an item that is not a :class:`MemoryItem`.
+    to ``max_source_chars``; an unreadable one shows a note instead. Raises ValueError for a limit
+    that is not an int >= 10, TypeError for an item that is not a :class:`MemoryItem`.
     """
     _check_int("max_source_chars", max_source_chars, 10)
     _check_int("max_description_chars", max_description_chars, 10)
@@ -519,10 +508,7 @@ def format_memory(
 
 
 def pick_parent(
-    items: Sequence[MemoryItem],
-    rng: random.Random | int | None = None,
-    *,
-    config: MemoryConfig | None = None,
+    items: Sequence[MemoryItem], rng: random.Random | int | None = None, *, config: MemoryConfig | None = None
 ) -> MemoryItem | None:
     """The item to make a variant of in edit mode (ACCEL-style), or ``None`` if none is readable.
 

@@ -1,9 +1,7 @@
 """Regret estimation and the Environment Designer's reward (docs/DESIGN.md, "Regret and the Designer's reward").
 
 ``regret = max(mean_return_hint - mean_return_nohint, 0)``, SPADE's analogue of the PAIRED/ACCEL
-regret of unsupervised environment design. :func:`estimate_regret` plays ``k`` episodes with the
-hint and ``k`` without on the same seeds; :func:`designer_reward` turns a validation outcome and an
-estimate into the Designer's reward.
+regret of unsupervised environment design.
 """
 
 from __future__ import annotations
