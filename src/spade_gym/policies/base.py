@@ -4,14 +4,11 @@ One policy plays both SPADE roles (Designer and Agent)::
 
     completions = policy.generate(prompts, SamplingParams(temperature=1.0, n=4, max_new_tokens=256))
 
-* ``prompts``: a list of conversations, each a list of ``{"role", "content"}`` messages, rendered
-  with the tokenizer's chat template (generation prompt added).
-* The result holds ``len(prompts) * n`` completions **grouped by prompt** (the ``n`` samples of
-  prompt 0 first: GRPO's group layout); ``Completion.prompt_index`` names the prompt.
-* ``Completion.logprobs[i]`` is the log-probability of ``completion_token_ids[i]`` under the
-  model's **unmodified** distribution (temperature 1, no top-p) whatever the sampling settings:
-  vLLM's ``logprobs_mode="raw_logprobs"``, and what :meth:`TransformersPolicy.sequence_logprobs`
-  recomputes for the trainer.
+Prompts are rendered with the tokenizer's chat template (generation prompt added); the
+``len(prompts) * n`` completions come grouped by prompt (GRPO's group layout).
+``Completion.logprobs[i]`` is the log-probability of ``completion_token_ids[i]`` under the model's
+**unmodified** distribution (temperature 1, no top-p) whatever the sampling settings: vLLM's
+``logprobs_mode="raw_logprobs"``, and what :meth:`TransformersPolicy.sequence_logprobs` recomputes.
 """
 
 from __future__ import annotations

@@ -185,11 +185,9 @@ class TransformersPolicy:
 
     Attributes:
         model: the ``torch.nn.Module`` (a ``PeftModel`` when adapters are attached).
-        last_stats: figures of the last ``generate`` call: ``generate_calls``,
-            ``completion_tokens``, ``prompt_tokens``, ``reused_prompt_tokens`` (not run through the
-            model: cached, or computed once for several rows), ``wall_s``, ``prefill_s`` (seconds
-            computing uncached prompt keys and values before decoding; 0 without reuse) and
-            ``tokens_per_s``.
+        last_stats: the last ``generate`` call's ``generate_calls``, ``completion_tokens``,
+            ``prompt_tokens``, ``reused_prompt_tokens`` (cached, or computed once for several rows),
+            ``wall_s``, ``prefill_s`` (seconds computing uncached prompt keys and values) and ``tokens_per_s``.
         prefix_cache: the :class:`PrefixCache`, or ``None`` when reuse is off (also for models
             with sliding-window or other layers that do not keep every key and value).
 
@@ -575,7 +573,6 @@ class TransformersPolicy:
             ValueError: an empty or malformed batch, missing or out-of-vocabulary token ids, an
                 empty completion, a sequence over the context window, or ``micro_batch_size < 1``.
         """
-
         if not is_int(micro_batch_size) or micro_batch_size < 1:
             raise ValueError(f"micro_batch_size must be an int >= 1, got {micro_batch_size!r}")
         if isinstance(batch, Completion) or not isinstance(batch, Sequence) or isinstance(batch, str):

@@ -118,27 +118,16 @@ def completions_from_outputs(outputs: Sequence[Any], prompt_token_ids: Sequence[
                     )
                 logprobs.append(float(entry[token_id].logprob))
             reason: FinishReason = "length" if sample.finish_reason == "length" else "stop"
-            completions.append(
-                Completion(
-                    text=sample.text,
-                    prompt_token_ids=list(prompt_ids),
-                    completion_token_ids=token_ids,
-                    logprobs=logprobs,
-                    finish_reason=reason,
-                    prompt_index=prompt_index,
-                )
-            )
+            completions.append(Completion(sample.text, list(prompt_ids), token_ids, logprobs, reason, prompt_index))
     return completions
 
 
 class VLLMPolicy:
     """A :class:`~spade_gym.policies.base.Policy` served by a vLLM engine in this process, on a GPU.
 
-    Built for RL: the engine shares the GPU with the trainer, reports the raw log-probability of
-    every sampled token, and takes updated weights in place (:meth:`load_weights`). Construction
-    sets the missing ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``
-    (:func:`ensure_distributed_env`), which the ``external_launcher`` executor reads; under
-    ``torchrun`` the launcher's values are kept.
+    Reports the raw log-probability of every sampled token and takes updated weights in place
+    (:meth:`load_weights`). Construction sets the missing rendezvous variables the
+    ``external_launcher`` executor reads (:func:`ensure_distributed_env`; ``torchrun``'s are kept).
 
     Args:
         model: a Hugging Face hub id or a local checkpoint folder.
@@ -305,10 +294,7 @@ class VLLMPolicy:
             raise ValueError(f"wake_up tags must be 'weights' and/or 'kv_cache', got {sorted(unknown)}")
         self._wake(parts & self._asleep)
 
-    # -- internals ---------------------------------------------------------------------------------
-
     def _encode(self, conversation: list[dict[str, str]]) -> list[int]:
-        """Apply the chat template with the generation prompt and return the token ids."""
         encoded = self._tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=True)
         return _as_token_ids(encoded)
 

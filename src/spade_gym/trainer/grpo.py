@@ -333,7 +333,6 @@ def _padded(rows: Sequence[Sequence[float]], dtype: torch.dtype, device: torch.d
 
 
 def _opt(default: Any, help: str) -> Any:
-    """A dataclass field with its help text."""
     return field(default=default, metadata={"help": help})
 
 
@@ -520,11 +519,10 @@ class GRPOTrainer:
     """Trains a :class:`~spade_gym.policies.transformers.TransformersPolicy` on both roles' samples.
 
     One :meth:`update`: :func:`group_advantages` for samples that have none; samples with
-    advantage 0, nothing unmasked or role weight 0 left out; then for each epoch and mini-batch
-    (shuffled when there is more than one step), micro-batches of ``sequence_logprobs`` with
-    gradients, :func:`grpo_loss` normalised by the whole mini-batch, backward; then gradient
-    clipping and one AdamW step. A non-finite loss or gradient norm skips the step with a warning.
-    The model is in train mode only during :meth:`update`; do not generate from another thread then.
+    advantage 0, nothing unmasked or role weight 0 left out; then the steps :class:`GRPOConfig`
+    describes (:func:`grpo_loss`, gradient clipping, AdamW). A non-finite loss or gradient norm
+    skips the step with a warning. The model is in train mode only during :meth:`update`; do not
+    generate from another thread then.
 
     Behaviour logprobs are temperature-1 logprobs, so completions sampled at another temperature
     or top-p < 1 are slightly off-policy.
