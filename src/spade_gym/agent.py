@@ -547,7 +547,6 @@ def _play_wave(
                 break
             fits = _fits(policy, config.sampling)
             prompts = [_fit_messages(_prompt(r.trajectory, r.env.setting), fits, head=4) for r in active]
-            # a seeded rollout is reproducible, and its turns still differ: seed + index of the call
             seed = config.sampling.seed
             sampling = replace(
                 config.sampling, truncate_prompt=True, seed=None if seed is None else seed + stats.generate_calls
@@ -561,7 +560,6 @@ def _play_wave(
             for r, completion in zip(active, completions, strict=True):
                 r.trajectory.generation_s += seconds * max(completion.num_tokens, 1) / tokens
                 _apply(r, completion)
-            # step every environment that got an action: send all, then collect (workers run in parallel)
             began = time.perf_counter()
             to_step = [r for r in active if not r.trajectory.done and r.trajectory.turns[-1].action is not None]
             for r in to_step:

@@ -258,18 +258,16 @@ def fit_prompt(
     if n + m <= w:
         return ids
     if m >= w:
-        raise ContextLengthExceeded(
+        message = (
             f"max_new_tokens {m} leaves no room for the prompt (of {n} tokens) in the model's context window of {w} "
-            f"tokens; lower max_new_tokens below {w}",
-            limit=w,
-            needed=n + m,
+            f"tokens; lower max_new_tokens below {w}"
         )
-    if not truncate:
-        raise ContextLengthExceeded(
+    elif not truncate:
+        message = (
             f"prompt of {n} tokens + max_new_tokens {m} = {n + m} exceeds the model's context window of {w} tokens; "
             f"shorten the prompt, lower max_new_tokens, or pass SamplingParams(truncate_prompt=True) to keep the last "
-            f"{w - m} prompt tokens",
-            limit=w,
-            needed=n + m,
+            f"{w - m} prompt tokens"
         )
-    return ids[n - (w - m) :]
+    else:
+        return ids[n - (w - m) :]
+    raise ContextLengthExceeded(message, limit=w, needed=n + m)

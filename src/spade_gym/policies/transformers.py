@@ -13,10 +13,8 @@ How generation stays exact:
   of each sampled token;
 * one stopping criterion checks end-of-sequence tokens and stop strings and records the step each
   row finished at, so tokens, text and finish reason are cut there;
-* key/value caches are reused across prompts that share a prefix (:class:`PrefixCache`): shared
-  prefixes of a call are computed once, and with ``n = 1`` each row's sequence is kept for the
-  next turn. Cached tokens sit before a gap of padding, so every row's uncached part starts in the
-  same column. Greedy outputs are the same with and without reuse (tested).
+* key/value caches are reused across prompts that share a prefix (:class:`PrefixCache`); greedy
+  outputs are the same with and without reuse (tested).
 """
 
 from __future__ import annotations

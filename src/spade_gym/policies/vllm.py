@@ -4,8 +4,7 @@
 ``GRPOTrainer`` does with ``vllm_mode="colocate"`` (``trl/generation/vllm_generation.py``):
 ``distributed_executor_backend="external_launcher"`` keeps the engine core and model in this
 process, and ``gpu_memory_utilization`` well below 1 leaves room for the trainer. After each
-optimizer step :meth:`VLLMPolicy.load_weights` copies the weights in place through the model's
-own ``load_weights`` (TRL's ``sync_weights``) and resets the prefix cache.
+optimizer step :meth:`VLLMPolicy.load_weights` syncs the weights in place (TRL's ``sync_weights``).
 
 The mapping helpers (:func:`to_vllm_sampling_kwargs`, :func:`to_vllm_param_name`,
 :func:`completions_from_outputs`) need neither vLLM nor torch.
@@ -72,10 +71,9 @@ def to_vllm_sampling_kwargs(sampling: SamplingParams) -> dict[str, Any]:
 
 def to_vllm_param_name(name: str) -> str | None:
     """The name vLLM's ``model.load_weights`` expects for a key of the trainer's ``state_dict()``,
-    or ``None`` for an entry to skip, as TRL's ``_fix_param_name_to_vllm``: strips the
-    activation-checkpointing and FSDP wrapper prefixes and PEFT's (after ``merge_adapter()``)
-    ``base_model.model.``, ``.base_layer`` and ``modules_to_save.default.``; drops ``lora_*`` and
-    ``original_module`` entries. Architecture-specific renames are not applied."""
+    or ``None`` for a ``lora_*`` or ``original_module`` entry, as TRL's ``_fix_param_name_to_vllm``:
+    activation-checkpointing, FSDP and PEFT (after ``merge_adapter()``) prefixes stripped;
+    architecture-specific renames are not applied."""
     if ".lora_" in name or name.startswith("lora_") or "original_module" in name:
         return None
     name = name.removeprefix("base_model.model.")

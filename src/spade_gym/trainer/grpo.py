@@ -262,11 +262,9 @@ def grpo_loss(
     if logprobs.dim() != 2:
         raise ValueError(f"logprobs must be [B, T], got shape {tuple(logprobs.shape)}")
     shape = logprobs.shape
-    named = {"behaviour_logprobs": behaviour_logprobs, "mask": mask}
-    if ref_logprobs is not None:
-        named["ref_logprobs"] = ref_logprobs
+    named = {"behaviour_logprobs": behaviour_logprobs, "mask": mask, "ref_logprobs": ref_logprobs}
     for name, tensor in named.items():
-        if tensor.shape != shape:
+        if tensor is not None and tensor.shape != shape:
             raise ValueError(f"{name} must have the shape of logprobs {tuple(shape)}, got {tuple(tensor.shape)}")
     if advantages.shape == shape[:1]:
         advantages = advantages.unsqueeze(1)
