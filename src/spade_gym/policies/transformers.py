@@ -87,14 +87,8 @@ def resolve_device_dtype(device: str | None, dtype: str | torch.dtype | None) ->
         return dev, torch.float32
     if isinstance(dtype, torch.dtype):
         return dev, dtype
-    names = {
-        "float32": torch.float32,
-        "fp32": torch.float32,
-        "bfloat16": torch.bfloat16,
-        "bf16": torch.bfloat16,
-        "float16": torch.float16,
-        "fp16": torch.float16,
-    }
+    names = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    names |= {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     if dtype not in names:
         raise ValueError(f"dtype must be a torch.dtype, 'auto' or one of {sorted(names)}, got {dtype!r}")
     return dev, names[dtype]
@@ -439,8 +433,7 @@ class TransformersPolicy:
             length = int(finish.length[k]) if finish.length[k] >= 0 else new.shape[1]
             tokens = new_cpu[k][:length]
             reason: FinishReason = "stop" if finish.length[k] >= 0 else "length"
-            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            text, _ = cut_at_stop(text, sampling.stop)
+            text, _ = cut_at_stop(self.tokenizer.decode(tokens, skip_special_tokens=True), sampling.stop)
             out.append(Completion(text, list(ids), tokens, logprobs_cpu[k][:length], reason, index))
         if store is not None:
             final = getattr(output, "cache", None) or getattr(output, "past_key_values", None)

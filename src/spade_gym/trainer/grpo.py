@@ -572,14 +572,12 @@ class GRPOTrainer:
             for parameter in self.parameters:
                 if parameter.dtype in (torch.bfloat16, torch.float16):
                     parameter.data = parameter.data.float()
-        self.optimizer = torch.optim.AdamW(
-            self.parameters,
-            lr=config.learning_rate,
-            betas=config.adam_betas,
-            eps=config.adam_eps,
-            weight_decay=config.weight_decay,
-        )
+        self.optimizer = torch.optim.AdamW(self.parameters, **self._hyperparameters())
         self.step = 0
+
+    def _hyperparameters(self) -> dict[str, Any]:
+        cfg = self.config
+        return {"lr": cfg.learning_rate, "betas": cfg.adam_betas, "eps": cfg.adam_eps, "weight_decay": cfg.weight_decay}
 
     def update(self, samples: Sequence[TrainSample]) -> UpdateStats:
         """Train on ``samples``; those with ``advantage=None`` get one from :func:`group_advantages`
@@ -748,7 +746,6 @@ class GRPOTrainer:
         if missing:
             raise ValueError(f"not a GRPOTrainer state: missing {sorted(missing)}")
         self.optimizer.load_state_dict(state["optimizer"])
-        cfg = self.config
         for group in self.optimizer.param_groups:
-            group.update(lr=cfg.learning_rate, betas=cfg.adam_betas, eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
+            group.update(self._hyperparameters())
         self.step = int(state["step"])
