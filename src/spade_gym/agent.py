@@ -4,11 +4,8 @@ A rollout steps many episodes at once through the Gymnasium API and makes **one*
 ``policy.generate`` call per turn across every running episode; the environments' workers step in
 parallel (``send_step`` to all, then collect). Rules (tested in ``tests/test_agent.py``):
 
-* **Prompt.** The setting's system prompt (:data:`SYSTEM_PROMPTS`, the action format of
-  docs/DESIGN.md), the environment's description and one line per tool (:func:`tool_signature`),
-  then ONE worked example (:data:`PROMPT_EXAMPLES`) as an earlier (user, assistant) exchange
-  (:func:`agent_prompt`). The first observation is the next user message, with
-  ``"\\n\\nHint: ..."`` appended when ``hint=True``; each later observation is a user message.
+* **Prompt** (:func:`agent_prompt`). System prompt, then ONE worked example as an earlier
+  exchange; every observation is a user message, the first with the hint when ``hint=True``.
 * **Sampling.** :data:`AGENT_TEMPERATURE` and :data:`AGENT_TOP_P`, chosen by measurement.
 * **Action extraction** (:func:`extract_action`). The last ``<answer>...</answer>`` block; with
   none, the last non-empty line (``format_ok=False``); an empty completion is ``""``. Tool use:
@@ -451,8 +448,6 @@ def env_id_of(spec: Any, env: PlayableEnv) -> str:
 
 @dataclass
 class _Running:
-    """An episode in flight: its environment, its trajectory and its turn limit."""
-
     env: PlayableEnv
     trajectory: Trajectory
     turn_limit: int
@@ -552,7 +547,6 @@ def _play_wave(
                 break
             fits = _fits(policy, config.sampling)
             prompts = [_fit_messages(_prompt(r.trajectory, r.env.setting), fits, head=4) for r in active]
-            # a seeded rollout is reproducible, and its turns still differ: seed + index of the call
             seed = config.sampling.seed
             sampling = replace(
                 config.sampling, truncate_prompt=True, seed=None if seed is None else seed + stats.generate_calls
@@ -566,7 +560,6 @@ def _play_wave(
             for r, completion in zip(active, completions, strict=True):
                 r.trajectory.generation_s += seconds * max(completion.num_tokens, 1) / tokens
                 _apply(r, completion)
-            # step every environment that got an action: send all, then collect (workers run in parallel)
             began = time.perf_counter()
             to_step = [r for r in active if not r.trajectory.done and r.trajectory.turns[-1].action is not None]
             for r in to_step:

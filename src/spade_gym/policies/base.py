@@ -4,14 +4,11 @@ One policy plays both SPADE roles (Designer and Agent)::
 
     completions = policy.generate(prompts, SamplingParams(temperature=1.0, n=4, max_new_tokens=256))
 
-* ``prompts``: a list of conversations, each a list of ``{"role", "content"}`` messages, rendered
-  with the tokenizer's chat template (generation prompt added).
-* The result holds ``len(prompts) * n`` completions **grouped by prompt** (the ``n`` samples of
-  prompt 0 first: GRPO's group layout); ``Completion.prompt_index`` names the prompt.
-* ``Completion.logprobs[i]`` is the log-probability of ``completion_token_ids[i]`` under the
-  model's **unmodified** distribution (temperature 1, no top-p) whatever the sampling settings:
-  vLLM's ``logprobs_mode="raw_logprobs"``, and what :meth:`TransformersPolicy.sequence_logprobs`
-  recomputes for the trainer.
+Prompts are rendered with the tokenizer's chat template (generation prompt added); the
+``len(prompts) * n`` completions come grouped by prompt (GRPO's group layout).
+``Completion.logprobs[i]`` is the log-probability of ``completion_token_ids[i]`` under the model's
+**unmodified** distribution (temperature 1, no top-p) whatever the sampling settings: vLLM's
+``logprobs_mode="raw_logprobs"``, and what :meth:`TransformersPolicy.sequence_logprobs` recomputes.
 """
 
 from __future__ import annotations
@@ -261,18 +258,16 @@ def fit_prompt(
     if n + m <= w:
         return ids
     if m >= w:
-        raise ContextLengthExceeded(
+        message = (
             f"max_new_tokens {m} leaves no room for the prompt (of {n} tokens) in the model's context window of {w} "
-            f"tokens; lower max_new_tokens below {w}",
-            limit=w,
-            needed=n + m,
+            f"tokens; lower max_new_tokens below {w}"
         )
-    if not truncate:
-        raise ContextLengthExceeded(
+    elif not truncate:
+        message = (
             f"prompt of {n} tokens + max_new_tokens {m} = {n + m} exceeds the model's context window of {w} tokens; "
             f"shorten the prompt, lower max_new_tokens, or pass SamplingParams(truncate_prompt=True) to keep the last "
-            f"{w - m} prompt tokens",
-            limit=w,
-            needed=n + m,
+            f"{w - m} prompt tokens"
         )
-    return ids[n - (w - m) :]
+    else:
+        return ids[n - (w - m) :]
+    raise ContextLengthExceeded(message, limit=w, needed=n + m)

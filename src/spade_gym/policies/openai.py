@@ -6,8 +6,7 @@ API: anything that answers ``POST <base_url>/chat/completions``. Inference only 
     with OpenAIPolicy("Qwen/Qwen2.5-7B-Instruct", "http://localhost:8000/v1") as policy:
         completions = policy.generate(prompts, SamplingParams(temperature=1.0, n=4))
 
-Requests go through the ``openai`` SDK, one per prompt (with ``n``), up to ``max_concurrency`` at
-a time; the SDK retries connection errors, timeouts and HTTP 408/409/429/5xx with backoff.
+Requests go through the ``openai`` SDK, one per prompt (with ``n``); the SDK retries with backoff.
 
 The server decides prompt truncation (a refusal is :class:`~spade_gym.errors.ContextLengthExceeded`;
 ``truncate_prompt`` cannot be honoured without a tokenizer) and what ``logprobs`` mean (vLLM
@@ -25,7 +24,6 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
@@ -230,12 +228,8 @@ class OpenAIPolicy:
     def __enter__(self) -> OpenAIPolicy:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- one request ---------------------------------------------------------------------------
 
     def _where(self) -> str:
         """``"model 'x' at http://..."``, the prefix of every error message."""
@@ -340,11 +334,7 @@ class OpenAIPolicy:
         return out
 
 
-# -- helpers -----------------------------------------------------------------------------------
-
-
 def _check_base_url(base_url: object) -> None:
-    """Raise ``ValueError`` unless ``base_url`` is an ``http(s)://host...`` URL."""
     if not isinstance(base_url, str):
         raise ValueError(f"OpenAIPolicy base_url must be a string such as 'http://localhost:8000/v1', got {base_url!r}")
     parts = urlsplit(base_url)

@@ -13,10 +13,8 @@ How generation stays exact:
   of each sampled token;
 * one stopping criterion checks end-of-sequence tokens and stop strings and records the step each
   row finished at, so tokens, text and finish reason are cut there;
-* key/value caches are reused across prompts that share a prefix (:class:`PrefixCache`): shared
-  prefixes of a call are computed once, and with ``n = 1`` each row's sequence is kept for the
-  next turn. Cached tokens sit before a gap of padding, so every row's uncached part starts in the
-  same column. Greedy outputs are the same with and without reuse (tested).
+* key/value caches are reused across prompts that share a prefix (:class:`PrefixCache`); greedy
+  outputs are the same with and without reuse (tested).
 """
 
 from __future__ import annotations
@@ -89,14 +87,8 @@ def resolve_device_dtype(device: str | None, dtype: str | torch.dtype | None) ->
         return dev, torch.float32
     if isinstance(dtype, torch.dtype):
         return dev, dtype
-    names = {
-        "float32": torch.float32,
-        "fp32": torch.float32,
-        "bfloat16": torch.bfloat16,
-        "bf16": torch.bfloat16,
-        "float16": torch.float16,
-        "fp16": torch.float16,
-    }
+    names = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    names |= {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     if dtype not in names:
         raise ValueError(f"dtype must be a torch.dtype, 'auto' or one of {sorted(names)}, got {dtype!r}")
     return dev, names[dtype]
@@ -185,11 +177,9 @@ class TransformersPolicy:
 
     Attributes:
         model: the ``torch.nn.Module`` (a ``PeftModel`` when adapters are attached).
-        last_stats: figures of the last ``generate`` call: ``generate_calls``,
-            ``completion_tokens``, ``prompt_tokens``, ``reused_prompt_tokens`` (not run through the
-            model: cached, or computed once for several rows), ``wall_s``, ``prefill_s`` (seconds
-            computing uncached prompt keys and values before decoding; 0 without reuse) and
-            ``tokens_per_s``.
+        last_stats: the last ``generate`` call's ``generate_calls``, ``completion_tokens``,
+            ``prompt_tokens``, ``reused_prompt_tokens`` (cached, or computed once for several rows),
+            ``wall_s``, ``prefill_s`` (seconds computing uncached prompt keys and values) and ``tokens_per_s``.
         prefix_cache: the :class:`PrefixCache`, or ``None`` when reuse is off (also for models
             with sliding-window or other layers that do not keep every key and value).
 
@@ -443,8 +433,7 @@ class TransformersPolicy:
             length = int(finish.length[k]) if finish.length[k] >= 0 else new.shape[1]
             tokens = new_cpu[k][:length]
             reason: FinishReason = "stop" if finish.length[k] >= 0 else "length"
-            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            text, _ = cut_at_stop(text, sampling.stop)
+            text, _ = cut_at_stop(self.tokenizer.decode(tokens, skip_special_tokens=True), sampling.stop)
             out.append(Completion(text, list(ids), tokens, logprobs_cpu[k][:length], reason, index))
         if store is not None:
             final = getattr(output, "cache", None) or getattr(output, "past_key_values", None)
@@ -575,7 +564,6 @@ class TransformersPolicy:
             ValueError: an empty or malformed batch, missing or out-of-vocabulary token ids, an
                 empty completion, a sequence over the context window, or ``micro_batch_size < 1``.
         """
-
         if not is_int(micro_batch_size) or micro_batch_size < 1:
             raise ValueError(f"micro_batch_size must be an int >= 1, got {micro_batch_size!r}")
         if isinstance(batch, Completion) or not isinstance(batch, Sequence) or isinstance(batch, str):

@@ -4,8 +4,7 @@
 ``GRPOTrainer`` does with ``vllm_mode="colocate"`` (``trl/generation/vllm_generation.py``):
 ``distributed_executor_backend="external_launcher"`` keeps the engine core and model in this
 process, and ``gpu_memory_utilization`` well below 1 leaves room for the trainer. After each
-optimizer step :meth:`VLLMPolicy.load_weights` copies the weights in place through the model's
-own ``load_weights`` (TRL's ``sync_weights``) and resets the prefix cache.
+optimizer step :meth:`VLLMPolicy.load_weights` syncs the weights in place (TRL's ``sync_weights``).
 
 The mapping helpers (:func:`to_vllm_sampling_kwargs`, :func:`to_vllm_param_name`,
 :func:`completions_from_outputs`) need neither vLLM nor torch.
@@ -72,10 +71,9 @@ def to_vllm_sampling_kwargs(sampling: SamplingParams) -> dict[str, Any]:
 
 def to_vllm_param_name(name: str) -> str | None:
     """The name vLLM's ``model.load_weights`` expects for a key of the trainer's ``state_dict()``,
-    or ``None`` for an entry to skip, as TRL's ``_fix_param_name_to_vllm``: strips the
-    activation-checkpointing and FSDP wrapper prefixes and PEFT's (after ``merge_adapter()``)
-    ``base_model.model.``, ``.base_layer`` and ``modules_to_save.default.``; drops ``lora_*`` and
-    ``original_module`` entries. Architecture-specific renames are not applied."""
+    or ``None`` for a ``lora_*`` or ``original_module`` entry, as TRL's ``_fix_param_name_to_vllm``:
+    activation-checkpointing, FSDP and PEFT (after ``merge_adapter()``) prefixes stripped;
+    architecture-specific renames are not applied."""
     if ".lora_" in name or name.startswith("lora_") or "original_module" in name:
         return None
     name = name.removeprefix("base_model.model.")
@@ -118,27 +116,16 @@ def completions_from_outputs(outputs: Sequence[Any], prompt_token_ids: Sequence[
                     )
                 logprobs.append(float(entry[token_id].logprob))
             reason: FinishReason = "length" if sample.finish_reason == "length" else "stop"
-            completions.append(
-                Completion(
-                    text=sample.text,
-                    prompt_token_ids=list(prompt_ids),
-                    completion_token_ids=token_ids,
-                    logprobs=logprobs,
-                    finish_reason=reason,
-                    prompt_index=prompt_index,
-                )
-            )
+            completions.append(Completion(sample.text, list(prompt_ids), token_ids, logprobs, reason, prompt_index))
     return completions
 
 
 class VLLMPolicy:
     """A :class:`~spade_gym.policies.base.Policy` served by a vLLM engine in this process, on a GPU.
 
-    Built for RL: the engine shares the GPU with the trainer, reports the raw log-probability of
-    every sampled token, and takes updated weights in place (:meth:`load_weights`). Construction
-    sets the missing ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``
-    (:func:`ensure_distributed_env`), which the ``external_launcher`` executor reads; under
-    ``torchrun`` the launcher's values are kept.
+    Reports the raw log-probability of every sampled token and takes updated weights in place
+    (:meth:`load_weights`). Construction sets the missing rendezvous variables the
+    ``external_launcher`` executor reads (:func:`ensure_distributed_env`; ``torchrun``'s are kept).
 
     Args:
         model: a Hugging Face hub id or a local checkpoint folder.
@@ -305,10 +292,7 @@ class VLLMPolicy:
             raise ValueError(f"wake_up tags must be 'weights' and/or 'kv_cache', got {sorted(unknown)}")
         self._wake(parts & self._asleep)
 
-    # -- internals ---------------------------------------------------------------------------------
-
     def _encode(self, conversation: list[dict[str, str]]) -> list[int]:
-        """Apply the chat template with the generation prompt and return the token ids."""
         encoded = self._tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=True)
         return _as_token_ids(encoded)
 

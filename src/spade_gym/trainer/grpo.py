@@ -262,11 +262,9 @@ def grpo_loss(
     if logprobs.dim() != 2:
         raise ValueError(f"logprobs must be [B, T], got shape {tuple(logprobs.shape)}")
     shape = logprobs.shape
-    named = {"behaviour_logprobs": behaviour_logprobs, "mask": mask}
-    if ref_logprobs is not None:
-        named["ref_logprobs"] = ref_logprobs
+    named = {"behaviour_logprobs": behaviour_logprobs, "mask": mask, "ref_logprobs": ref_logprobs}
     for name, tensor in named.items():
-        if tensor.shape != shape:
+        if tensor is not None and tensor.shape != shape:
             raise ValueError(f"{name} must have the shape of logprobs {tuple(shape)}, got {tuple(tensor.shape)}")
     if advantages.shape == shape[:1]:
         advantages = advantages.unsqueeze(1)
@@ -333,7 +331,6 @@ def _padded(rows: Sequence[Sequence[float]], dtype: torch.dtype, device: torch.d
 
 
 def _opt(default: Any, help: str) -> Any:
-    """A dataclass field with its help text."""
     return field(default=default, metadata={"help": help})
 
 
@@ -520,11 +517,10 @@ class GRPOTrainer:
     """Trains a :class:`~spade_gym.policies.transformers.TransformersPolicy` on both roles' samples.
 
     One :meth:`update`: :func:`group_advantages` for samples that have none; samples with
-    advantage 0, nothing unmasked or role weight 0 left out; then for each epoch and mini-batch
-    (shuffled when there is more than one step), micro-batches of ``sequence_logprobs`` with
-    gradients, :func:`grpo_loss` normalised by the whole mini-batch, backward; then gradient
-    clipping and one AdamW step. A non-finite loss or gradient norm skips the step with a warning.
-    The model is in train mode only during :meth:`update`; do not generate from another thread then.
+    advantage 0, nothing unmasked or role weight 0 left out; then the steps :class:`GRPOConfig`
+    describes (:func:`grpo_loss`, gradient clipping, AdamW). A non-finite loss or gradient norm
+    skips the step with a warning. The model is in train mode only during :meth:`update`; do not
+    generate from another thread then.
 
     Behaviour logprobs are temperature-1 logprobs, so completions sampled at another temperature
     or top-p < 1 are slightly off-policy.
@@ -576,14 +572,12 @@ class GRPOTrainer:
             for parameter in self.parameters:
                 if parameter.dtype in (torch.bfloat16, torch.float16):
                     parameter.data = parameter.data.float()
-        self.optimizer = torch.optim.AdamW(
-            self.parameters,
-            lr=config.learning_rate,
-            betas=config.adam_betas,
-            eps=config.adam_eps,
-            weight_decay=config.weight_decay,
-        )
+        self.optimizer = torch.optim.AdamW(self.parameters, **self._hyperparameters())
         self.step = 0
+
+    def _hyperparameters(self) -> dict[str, Any]:
+        cfg = self.config
+        return {"lr": cfg.learning_rate, "betas": cfg.adam_betas, "eps": cfg.adam_eps, "weight_decay": cfg.weight_decay}
 
     def update(self, samples: Sequence[TrainSample]) -> UpdateStats:
         """Train on ``samples``; those with ``advantage=None`` get one from :func:`group_advantages`
@@ -752,7 +746,6 @@ class GRPOTrainer:
         if missing:
             raise ValueError(f"not a GRPOTrainer state: missing {sorted(missing)}")
         self.optimizer.load_state_dict(state["optimizer"])
-        cfg = self.config
         for group in self.optimizer.param_groups:
-            group.update(lr=cfg.learning_rate, betas=cfg.adam_betas, eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
+            group.update(self._hyperparameters())
         self.step = int(state["step"])
