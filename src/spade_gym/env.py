@@ -6,6 +6,7 @@ locked-down worker (:mod:`spade_gym.sandbox`) that ``close`` always reaps.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import unicodedata
 from pathlib import Path
@@ -110,10 +111,8 @@ class SandboxedEnv(gym.Env[str, str]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Start an episode: ``Env.reset(seed)`` in the program; return ``(observation, info)``.
-
         ``seed=None`` draws one from the environment's generator (seeded by the last explicit seed);
-        ``options`` is unused. Raises :class:`SandboxError` when the program fails in ``reset``.
-        """
+        ``options`` is unused. Raises :class:`SandboxError` when the program fails in ``reset``."""
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
             raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r:.40}")
         super().reset(seed=seed)
@@ -194,10 +193,8 @@ class SandboxedEnv(gym.Env[str, str]):
         """Collect (and drop) a step sent with :meth:`send_step` but never collected."""
         if self._sent_action is not None:
             self._sent_action = None
-            try:
+            with contextlib.suppress(SandboxError):
                 self.client.receive()
-            except SandboxError:
-                pass
 
     def hint(self) -> str:
         """The program's privileged hint for the current state (``SandboxError`` if it fails)."""
