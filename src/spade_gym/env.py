@@ -68,11 +68,9 @@ class SandboxedEnv(gym.Env[str, str]):
         name, setting, max_turns, tools, description: what the program declares.
         episode_seed: the seed the program's ``reset`` received; ``episode_return``: rewards so far.
 
-    Raises:
-        ProgramError: the program fails the static check; SandboxError: it fails to load.
-
     Actions that are not ``str`` are converted (``bytes`` as UTF-8, ``None`` to ``""``, else
     ``str()``) and cut to ``config.max_action_chars``; episodes end after ``max_turns`` actions.
+    ``ProgramError``: the program fails the static check; ``SandboxError``: it fails to load.
     """
 
     metadata = {"render_modes": ["ansi", "human"]}

@@ -352,9 +352,8 @@ class MathFileSuite(_FileSuite):
     Records: ``metadata`` has ``answer`` (the text checked, 200 characters) and ``read`` (what
     math-verify read). An unreadable reference, or math-verify timing out or failing, sets ``error``.
 
-    Raises:
-        ImportError: math-verify is not installed. FileNotFoundError: no file at ``path``.
-        ValueError: a setting out of range.
+    Raises ImportError (math-verify is not installed), FileNotFoundError (no file at ``path``) or
+    ValueError (a setting out of range).
     """
 
     prefix = "math"
@@ -479,10 +478,8 @@ class MultipleChoiceFileSuite(_FileSuite):
     Args:
         path, sampling, batch_size, limit: as :class:`MathFileSuite`.
 
-    Records: ``metadata["prediction"]`` is the label read, or ``None``.
-
-    Raises:
-        FileNotFoundError: no file at ``path``. ValueError: a setting out of range.
+    Records: ``metadata["prediction"]`` is the label read, or ``None``. Raises FileNotFoundError (no
+    file at ``path``) or ValueError (a setting out of range).
     """
 
     prefix = "mc"
@@ -739,9 +736,8 @@ class CodeFileSuite(_FileSuite):
     Records: ``metadata`` has ``tests_passed``, ``tests_total``, ``failures`` (``[test index,
     exception]`` for the first failed tests) and ``failure``.
 
-    Raises:
-        FileNotFoundError: no file at ``path``. ValueError: a setting out of range.
-        SandboxSetupError (from ``run``): the sandbox cannot start workers on this machine.
+    Raises FileNotFoundError (no file at ``path``), ValueError (a setting out of range) or, from
+    ``run``, SandboxSetupError (the sandbox cannot start workers on this machine).
     """
 
     prefix = "code"

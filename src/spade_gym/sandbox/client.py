@@ -516,12 +516,9 @@ class SandboxClient:
 
     def receive(self) -> Any:
         """The decoded answer to the last :meth:`send`, within its CPU budget and wall bound.
-
-        Raises:
-            SandboxTimeout: a limit passed (the message names which); the worker was killed.
-            WorkerCrash: the worker died or broke the protocol.
-            SandboxError: any fault the worker reported (a subclass naming it).
-        """
+        ``SandboxTimeout``: a limit passed (the message names which; the worker was killed);
+        ``WorkerCrash``: the worker died or broke the protocol; another ``SandboxError`` subclass:
+        a fault the worker reported."""
         if self._pending is None:
             raise WorkerCrash("receive() without a request in flight")
         op, sent, budget, limits = self._pending  # the limits made when it was sent
