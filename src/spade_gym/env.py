@@ -172,7 +172,6 @@ class SandboxedEnv(gym.Env[str, str]):
         return obs, reward, terminated, truncated, info
 
     def _truncated(self, error: dict[str, str]) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """End the episode on ``error``: the previous observation, reward 0, ``truncated=True``."""
         return self._last_obs, 0.0, False, True, {RESERVED_INFO_KEY: error}
 
     def send_step(self, action: Any) -> None:
