@@ -6,6 +6,7 @@ locked-down worker (:mod:`spade_gym.sandbox`) that ``close`` always reaps.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import unicodedata
 from pathlib import Path
@@ -67,11 +68,9 @@ class SandboxedEnv(gym.Env[str, str]):
         name, setting, max_turns, tools, description: what the program declares.
         episode_seed: the seed the program's ``reset`` received; ``episode_return``: rewards so far.
 
-    Raises:
-        ProgramError: the program fails the static check; SandboxError: it fails to load.
-
     Actions that are not ``str`` are converted (``bytes`` as UTF-8, ``None`` to ``""``, else
     ``str()``) and cut to ``config.max_action_chars``; episodes end after ``max_turns`` actions.
+    ``ProgramError``: the program fails the static check; ``SandboxError``: it fails to load.
     """
 
     metadata = {"render_modes": ["ansi", "human"]}
@@ -110,10 +109,8 @@ class SandboxedEnv(gym.Env[str, str]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Start an episode: ``Env.reset(seed)`` in the program; return ``(observation, info)``.
-
         ``seed=None`` draws one from the environment's generator (seeded by the last explicit seed);
-        ``options`` is unused. Raises :class:`SandboxError` when the program fails in ``reset``.
-        """
+        ``options`` is unused. Raises :class:`SandboxError` when the program fails in ``reset``."""
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
             raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r:.40}")
         super().reset(seed=seed)
@@ -175,7 +172,6 @@ class SandboxedEnv(gym.Env[str, str]):
         return obs, reward, terminated, truncated, info
 
     def _truncated(self, error: dict[str, str]) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """End the episode on ``error``: the previous observation, reward 0, ``truncated=True``."""
         return self._last_obs, 0.0, False, True, {RESERVED_INFO_KEY: error}
 
     def send_step(self, action: Any) -> None:
@@ -194,10 +190,8 @@ class SandboxedEnv(gym.Env[str, str]):
         """Collect (and drop) a step sent with :meth:`send_step` but never collected."""
         if self._sent_action is not None:
             self._sent_action = None
-            try:
+            with contextlib.suppress(SandboxError):
                 self.client.receive()
-            except SandboxError:
-                pass
 
     def hint(self) -> str:
         """The program's privileged hint for the current state (``SandboxError`` if it fails)."""

@@ -42,11 +42,8 @@ __all__ = [
 @dataclass(frozen=True)
 class Knob:
     """One difficulty knob: the template's constant ``name`` ranging over the ints ``low`` (easiest)
-    to ``high`` (hardest).
-
-    Raises:
-        ValueError: ``name`` is not an identifier, or ``low``/``high`` are not ints with ``low <= high``.
-    """
+    to ``high`` (hardest). ``ValueError``: ``name`` is not an identifier, or ``low``/``high`` are not
+    ints with ``low <= high``."""
 
     name: str
     low: int
@@ -84,11 +81,8 @@ class EnvFamily:
 
     The template must pass the static check as it stands and assign each knob an int literal
     exactly once at the top level. Source: the environment parameters of PAIRED (Dennis et al.
-    2020, sec. 3).
-
-    Raises:
-        ValueError: no knobs or duplicate names; the template fails the static check; a knob not
-            assigned exactly once to an int literal, or outside its range.
+    2020, sec. 3). ``ValueError``: no knobs or duplicate names; the template fails the static
+    check; a knob not assigned exactly once to an int literal, or outside its range.
     """
 
     name: str
@@ -130,11 +124,8 @@ class EnvFamily:
 
     def resolve(self, values: Mapping[str, int] | Sequence[int] | None = None) -> dict[str, int]:
         """``{knob: value}`` for every knob in order, from ``{knob: int}`` (missing ones take the
-        template's value), one int per knob, or ``None``.
-
-        Raises:
-            ValueError: an unknown knob, a wrong number of values, or a value outside ``[low, high]``.
-        """
+        template's value), one int per knob, or ``None``. ``ValueError``: an unknown knob, a wrong
+        number of values, or a value outside ``[low, high]``."""
         out = self.defaults()
         values = {} if values is None else values
         if not isinstance(values, Mapping):
@@ -250,11 +241,8 @@ def validate_instance(
     """Instantiate ``family`` at ``values`` and run the validation gate on it (no novelty check).
 
     Reports are cached per process by (program id, gate configuration), the most recent 4096. A
-    refused program is reported (``accepted`` false), never raised.
-
-    Raises:
-        ValueError: bad knob values.
-        SandboxSetupError: no sandbox worker can be started on this machine.
+    refused program is reported (``accepted`` false), never raised. ``ValueError``: bad knob values;
+    ``SandboxSetupError``: no sandbox worker can be started on this machine.
     """
     resolved = family.resolve(values)
     program = family.instantiate(resolved)

@@ -59,11 +59,8 @@ _SCHEMA_TYPES: dict[str, str | None] = {"dict": "object", "float": "number", "tu
 def parse_call(text: str) -> tuple[str, dict[str, Any]]:
     """``(name, arguments)`` of a call string such as ``"mv(source='a.txt', destination='b')"``: the
     (possibly dotted) name, and the literal arguments by keyword, positional ones keyed ``"$0"``...
-
-    Raises:
-        ValueError: not a call of a (dotted) name with literal arguments, ``*args``/``**kwargs``,
-            or a repeated keyword; the message quotes the call.
-    """
+    ``ValueError`` (quoting the call): not a call of a (dotted) name with literal arguments,
+    ``*args``/``**kwargs``, or a repeated keyword."""
     if not isinstance(text, str):
         raise ValueError(f"a call must be a string, got {type(text).__name__}")
     try:
@@ -108,12 +105,8 @@ def _literal(node: ast.expr, text: str) -> Any:
 def to_openai_tool(doc: object) -> dict[str, Any]:
     """A BFCL or OpenAI function doc as ``{"type": "function", "function": {"name", "description",
     "parameters"}}``, BFCL's schema types mapped to JSON Schema's (``dict`` -> ``object``, ``float``
-    -> ``number``, ``tuple`` -> ``array``, ``any`` -> no type); other keys are dropped.
-
-    Raises:
-        ValueError: not an object, no non-empty string ``name``, or a mistyped ``description`` or
-            ``parameters``.
-    """
+    -> ``number``, ``tuple`` -> ``array``, ``any`` -> no type); other keys are dropped. ``ValueError``:
+    not an object, no non-empty string ``name``, or a mistyped ``description`` or ``parameters``."""
     if not isinstance(doc, Mapping):
         raise ValueError(f"a function doc must be a JSON object, got {type(doc).__name__}")
     function = doc["function"] if doc.get("type") == "function" and isinstance(doc.get("function"), Mapping) else doc
@@ -149,12 +142,8 @@ def _json_schema(value: Any) -> Any:
 def load_function_docs(path: str | Path) -> list[dict[str, Any]]:
     """The function docs of a file, or of a folder's ``*.json``/``*.jsonl`` files in name order, as
     :func:`to_openai_tool` gives them, the first of each name kept. A file holds a JSON list, one
-    doc, or one doc per line.
-
-    Raises:
-        FileNotFoundError: no such file or folder, or a folder without JSON files.
-        ValueError: a file is not UTF-8 JSON or a doc is malformed (the message names file and line).
-    """
+    doc, or one doc per line. ``FileNotFoundError``: no such file or folder, or a folder without
+    JSON files; ``ValueError``: a file is not UTF-8 JSON or a doc is malformed (naming file and line)."""
     path = Path(path)
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl"))
@@ -453,10 +442,9 @@ class BFCLSuite(Suite):
         max_calls_per_turn: most tool calls in one turn, ``>= 1``.
         limit: read only the first ``limit`` items; ``None`` for all.
 
-    Raises:
-        FileNotFoundError: ``path``, ``answers`` or ``functions`` does not exist.
-        ValueError: a setting out of range, a file that is not UTF-8, or a malformed ``functions``
-            file. Malformed *items* do not raise: they score 0 with an error.
+    Raises FileNotFoundError (``path``, ``answers`` or ``functions`` does not exist) or ValueError (a
+    setting out of range, a file that is not UTF-8, a malformed ``functions`` file). Malformed
+    *items* do not raise: they score 0 with an error.
     """
 
     def __init__(

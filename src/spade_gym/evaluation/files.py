@@ -97,11 +97,8 @@ class _FileSuite(Suite):
         return {"path": str(self.path), "sampling": sampling, "batch_size": self.batch_size, "limit": self.limit}
 
     def run(self, policy: Any, *, progress: Callable[[int, int], None] | None = None) -> SuiteResult:
-        """One record per non-blank line (the first ``limit``), unusable lines scored 0.
-
-        Raises:
-            FileNotFoundError: the file is gone.
-        """
+        """One record per non-blank line (the first ``limit``), unusable lines scored 0;
+        ``FileNotFoundError`` if the file is gone."""
         start = time.perf_counter()
         rows = read_jsonl(self.path)[: self.limit]
         records: list[ItemRecord | None] = []
@@ -314,7 +311,6 @@ class _MathVerifier:
         return reply
 
     def close(self) -> None:
-        """Kill the helper process, if any."""
         if self._proc is not None:
             with self._proc:  # closes its pipes and waits for it
                 self._proc.kill()
@@ -356,9 +352,8 @@ class MathFileSuite(_FileSuite):
     Records: ``metadata`` has ``answer`` (the text checked, 200 characters) and ``read`` (what
     math-verify read). An unreadable reference, or math-verify timing out or failing, sets ``error``.
 
-    Raises:
-        ImportError: math-verify is not installed. FileNotFoundError: no file at ``path``.
-        ValueError: a setting out of range.
+    Raises ImportError (math-verify is not installed), FileNotFoundError (no file at ``path``) or
+    ValueError (a setting out of range).
     """
 
     prefix = "math"
@@ -483,10 +478,8 @@ class MultipleChoiceFileSuite(_FileSuite):
     Args:
         path, sampling, batch_size, limit: as :class:`MathFileSuite`.
 
-    Records: ``metadata["prediction"]`` is the label read, or ``None``.
-
-    Raises:
-        FileNotFoundError: no file at ``path``. ValueError: a setting out of range.
+    Records: ``metadata["prediction"]`` is the label read, or ``None``. Raises FileNotFoundError (no
+    file at ``path``) or ValueError (a setting out of range).
     """
 
     prefix = "mc"
@@ -726,12 +719,6 @@ def _test_program(code: str, tests: Sequence[str]) -> str:
     return code.rstrip() + "\n\n\n" + "\n\n\n".join(tests) + "\n" + env
 
 
-def _describe(error: SpadeError | ValueError) -> str:
-    message = error.message if isinstance(error, SpadeError) else str(error)
-    category = f"{error.category}: " if isinstance(error, SpadeError) else ""
-    return category + message.strip()[:500]
-
-
 class CodeFileSuite(_FileSuite):
     """Programming problems with tests; the model's code runs only in the sandbox, scored pass@1.
 
@@ -749,9 +736,8 @@ class CodeFileSuite(_FileSuite):
     Records: ``metadata`` has ``tests_passed``, ``tests_total``, ``failures`` (``[test index,
     exception]`` for the first failed tests) and ``failure``.
 
-    Raises:
-        FileNotFoundError: no file at ``path``. ValueError: a setting out of range.
-        SandboxSetupError (from ``run``): the sandbox cannot start workers on this machine.
+    Raises FileNotFoundError (no file at ``path``), ValueError (a setting out of range) or, from
+    ``run``, SandboxSetupError (the sandbox cannot start workers on this machine).
     """
 
     prefix = "code"
@@ -815,8 +801,11 @@ class CodeFileSuite(_FileSuite):
                 _obs, _reward, _terminated, _truncated, info = env.step("")
         except SandboxSetupError:
             raise
-        except (SpadeError, ValueError) as exc:
-            metadata["failure"] = _describe(exc)
+        except SpadeError as exc:
+            metadata["failure"] = f"{exc.category}: {exc.message.strip()[:500]}"
+            return record
+        except ValueError as exc:
+            metadata["failure"] = str(exc).strip()[:500]
             return record
         failure = info.get("sandbox_error")
         if failure is not None:

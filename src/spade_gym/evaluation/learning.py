@@ -213,9 +213,8 @@ def learning_benchmark(
         progress: ``progress(phase, done, total)`` (:class:`~spade_gym.trainer.selfplay.SelfPlay`'s
             phases, and ``"eval"``).
 
-    Raises:
-        ValueError: an evaluation environment that is not in the registry.
-        ConfigError: a config the self-play loop cannot run.
+    Raises ``ValueError`` for an evaluation environment not in the registry, ``ConfigError`` for a
+    config the self-play loop cannot run.
     """
     from spade_gym.trainer.run import RunDir
     from spade_gym.trainer.selfplay import SelfPlay

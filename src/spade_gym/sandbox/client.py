@@ -344,10 +344,7 @@ class SandboxClient:
 
     def start(self) -> dict[str, bool | None]:
         """Fork and lock down a fresh worker (killing any previous one); return its layers.
-
-        Raises:
-            SandboxSetupError: no worker could be started, or a required layer is inactive.
-        """
+        ``SandboxSetupError``: no worker could be started, or a required layer is inactive."""
         self.kill()
         zygote = Zygote.get(self.config.hash_seed, self.config.start_timeout_s)
         request_r, request_w = os.pipe()
@@ -468,12 +465,8 @@ class SandboxClient:
             raise
 
     def send(self, op: str, args: dict[str, Any] | None = None, budget: Budget | None = None) -> None:
-        """Send a request without waiting (pair with :meth:`receive`).
-
-        Raises:
-            WorkerCrash: no worker is running or the pipe is broken.
-            SandboxTimeout: ``budget`` is already exhausted.
-        """
+        """Send a request without waiting (pair with :meth:`receive`). ``WorkerCrash``: no worker is
+        running or the pipe is broken; ``SandboxTimeout``: ``budget`` is already exhausted."""
         if self._write_fd is None:
             raise WorkerCrash("the sandbox worker is not running; load the program again")
         if budget is not None and (why := budget.exhausted()):
@@ -523,12 +516,9 @@ class SandboxClient:
 
     def receive(self) -> Any:
         """The decoded answer to the last :meth:`send`, within its CPU budget and wall bound.
-
-        Raises:
-            SandboxTimeout: a limit passed (the message names which); the worker was killed.
-            WorkerCrash: the worker died or broke the protocol.
-            SandboxError: any fault the worker reported (a subclass naming it).
-        """
+        ``SandboxTimeout``: a limit passed (the message names which; the worker was killed);
+        ``WorkerCrash``: the worker died or broke the protocol; another ``SandboxError`` subclass:
+        a fault the worker reported."""
         if self._pending is None:
             raise WorkerCrash("receive() without a request in flight")
         op, sent, budget, limits = self._pending  # the limits made when it was sent
@@ -581,11 +571,8 @@ class SandboxClient:
             raise
 
     def _wait(self, poller: Any, limits: _CallLimits) -> None:
-        """Wait until ``poller`` reports the pipe ready, or raise once a limit passes.
-
-        ``/proc`` is read only after as many wall seconds as the CPU budget (a single-threaded
-        worker cannot have used more), so a quick call costs no read.
-        """
+        """Wait until ``poller`` reports the pipe ready, or raise once a limit passes. ``/proc`` is read
+        only after as many wall seconds as the CPU budget (a single-threaded worker cannot use more)."""
         cpu_start = self.cpu_used_s  # the worker's CPU total at its last answer; it idles in between
         while True:
             now = time.monotonic()

@@ -75,11 +75,7 @@ def _read_exact(fd: int, n: int) -> bytes:
 
 def read_frame_blocking(fd: int, max_bytes: int) -> Any:
     """Read one frame from a blocking descriptor (the worker's side, which trusts the host).
-
-    Raises:
-        EOFError: the pipe closed.
-        ValueError: the frame is larger than ``max_bytes`` or not valid JSON.
-    """
+    ``EOFError``: the pipe closed; ``ValueError``: the frame is over ``max_bytes`` or not valid JSON."""
     data = os.read(fd, 1 << 16)
     if not data:
         raise EOFError("pipe closed")
@@ -106,9 +102,7 @@ def decode_body(body: bytes) -> Any:
         raise WorkerCrash(f"the worker sent a malformed frame: {type(exc).__name__}: {exc}"[:300]) from None
 
 
-# --------------------------------------------------------------------------------------------------
-# Contract checks. ``seq`` is tuple inside the worker (real return values) and list on the host.
-# --------------------------------------------------------------------------------------------------
+# -- contract checks: ``seq`` is tuple inside the worker (real return values) and list on the host --
 
 
 def _describe(value: Any) -> str:
@@ -127,10 +121,7 @@ def _show(value: Any, limit: int = 40) -> str:
 
 def check_text(value: Any, what: str, limits: Limits) -> str:
     """Check that ``value`` is exactly ``str``, valid UTF-8 and at most ``max_text_bytes`` bytes.
-
-    Raises:
-        ContractError: wrong type or unencodable text; ResourceLimitExceeded: too long.
-    """
+    ``ContractError``: wrong type or unencodable text; ``ResourceLimitExceeded``: too long."""
     if type(value) is not str:
         raise ContractError(f"{what} must be a str, got {_describe(value)}")
     if len(value) > limits.max_text_bytes:
@@ -151,11 +142,8 @@ def check_text(value: Any, what: str, limits: Limits) -> str:
 
 def check_json(value: Any, what: str, limits: Limits) -> Any:
     """Check, without recursion, that ``value`` is JSON of exact types within the ``info`` limits.
-
-    Raises:
-        ContractError: another type, a non-str key, a non-finite float, too deep or too many values.
-        ResourceLimitExceeded: serialised size over ``max_info_bytes``.
-    """
+    ``ContractError``: another type, a non-str key, a non-finite float, too deep or too many values;
+    ``ResourceLimitExceeded``: serialised size over ``max_info_bytes``."""
     stack: list[tuple[Any, str, int]] = [(value, what, 1)]
     nodes = 0
     while stack:
@@ -200,10 +188,7 @@ def check_json(value: Any, what: str, limits: Limits) -> Any:
 
 def check_reward(value: Any, limits: Limits) -> float:
     """Check a reward (exactly ``int`` or ``float``, finite, within bounds); return it as ``float``.
-
-    Raises:
-        ContractError: with category ``INVALID_REWARD``.
-    """
+    ``ContractError`` (category ``INVALID_REWARD``) otherwise."""
     if type(value) is not int and type(value) is not float:
         raise ContractError(f"reward must be an int or float, got {_describe(value)}", category="INVALID_REWARD")
     if type(value) is float and not math.isfinite(value):

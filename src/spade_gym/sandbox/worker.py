@@ -69,12 +69,8 @@ def _safe_text(fn: Any, fallback: str) -> str:
 
 def _program_frames(exc: BaseException) -> traceback.StackSummary:
     """The program's frames of ``exc``'s traceback (source cached: no file is read)."""
-    frames = (
-        (frame, line)
-        for frame, line in traceback.walk_tb(exc.__traceback__)
-        if frame.f_code.co_filename == PROGRAM_FILENAME
-    )
-    return traceback.StackSummary.extract(frames)
+    frames = traceback.walk_tb(exc.__traceback__)
+    return traceback.StackSummary.extract((f, n) for f, n in frames if f.f_code.co_filename == PROGRAM_FILENAME)
 
 
 def _program_traceback(exc: BaseException) -> str:
@@ -152,12 +148,7 @@ class ProgramHost:
             "cpu_s": round(time.thread_time() - start, 6),
             "cpu_total_s": round(_process_cpu_seconds(), 6),
         }
-        if error is None:
-            response["ok"] = True
-            response["value"] = value
-        else:
-            response["ok"] = False
-            response["error"] = error
+        response.update({"ok": True, "value": value} if error is None else {"ok": False, "error": error})
         return response
 
     def _dispatch(self, op: str, args: dict[str, Any]) -> Any:
