@@ -296,7 +296,8 @@ def test_the_rollout_and_the_integrations_episode_play_by_the_same_rules(source:
     try:
         (batched,), _ = rollout([Episode(env_id, 3)], ScriptedPolicy(texts))
         episode = SpadeEpisode(env_id, 3)
-        episode.start()
+        first = episode.start()
+        assert episode.first_observation == first  # read by adapters (OpenRLHF's `.episode`)
         while not episode.done:
             episode.act(texts[min(episode.turns, len(texts) - 1)])
         episode.close()

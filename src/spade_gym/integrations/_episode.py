@@ -165,8 +165,8 @@ class SpadeEpisode:
     ``start()`` makes and resets the environment; ``act(text)`` steps it with the completion's action;
     ``close()`` reaps the worker. A program failure ends the episode with :attr:`error` set and a
     return of 0; only an unknown id raises. ``hint`` appends the privileged hint to the first
-    observation; ``max_turns`` caps the environment's own. ``setting``, ``description`` and ``tools``
-    are the environment's once made; ``trajectory`` holds one Turn per :meth:`act`.
+    observation; ``max_turns`` caps the environment's own. ``setting``, ``description``, ``tools``
+    and ``first_observation`` are the environment's once made; ``trajectory`` holds one Turn per :meth:`act`.
     """
 
     env_id: str
@@ -176,6 +176,7 @@ class SpadeEpisode:
     setting: str = "reasoning"
     description: str = ""
     tools: list[dict[str, Any]] = field(default_factory=list)
+    first_observation: str = ""
     trajectory: Trajectory = field(init=False)
     _env: PlayableEnv | None = field(default=None, repr=False)
     _limit: int = 1
@@ -253,10 +254,11 @@ class SpadeEpisode:
             self.setting, self.description = env.setting, env.description
             self.tools = list(env.tools or [])
             self._limit = min(env.max_turns, self.max_turns or env.max_turns)
-            return start_episode(env, self.seed, self.hint)
+            self.first_observation = start_episode(env, self.seed, self.hint)
         except Exception as exc:  # the program fails its static check, to load, or in reset or hint
             self.trajectory.fail(exc)
             return ""
+        return self.first_observation
 
     def act(self, completion: str) -> StepResult:
         """One agent turn on ``completion``; after the end, ``done=True`` and nothing is stepped."""
