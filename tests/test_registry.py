@@ -25,9 +25,17 @@ from programs import program
 from spade_gym import EnvProgram
 from spade_gym.errors import DuplicateEnvironment, EnvNotFound, RegistryError
 from spade_gym.registry import EnvRecord, EnvStats, Registry, ReplayConfig, replay_probabilities
-from spade_gym.registry.dedup import ast_hash, jaccard, lsh_params, minhash, minhash_from_bytes, minhash_to_bytes
-from spade_gym.registry.index import SCHEMA_VERSION
-from spade_gym.registry.sampler import ReplaySampler, competition_ranks
+from spade_gym.registry.dedup import (
+    SIGNATURE_VERSION,
+    ast_hash,
+    jaccard,
+    lsh_params,
+    minhash,
+    minhash_from_bytes,
+    minhash_to_bytes,
+)
+from spade_gym.registry.index import SCHEMA_VERSION, Index
+from spade_gym.registry.sampler import Population, ReplaySampler, competition_ranks
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -524,21 +532,101 @@ def test_tmp_leftovers_are_ignored_and_cleaned(registry: Registry) -> None:
     assert list((registry.root / ".tmp").iterdir()) == []
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write read-only folders")
+#: Opens a registry this process cannot write: reads, draws without marking, and a refused add.
+READ_ONLY = """
+import sys
+from test_registry import add
+from spade_gym.errors import RegistryError
+from spade_gym.registry import Registry
+
+registry = Registry(sys.argv[1])
+drawn = registry.sample(3, mark=False)
+print(registry.read_only, " ".join(r.env_id for r in registry), all(r.program().id == r.program_id for r in drawn))
+try:
+    add(registry, 7)
+except RegistryError as exc:
+    print("refused:", exc)
+"""
+
+
+def _without_root_file_access() -> None:
+    """In the child before exec: drop CAP_DAC_OVERRIDE (1) and CAP_DAC_READ_SEARCH (2) from the capability
+    bounding set (PR_CAPBSET_DROP = 24), so that root, too, meets the permission bits."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (1, 2):
+        if libc.prctl(24, capability, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+
 def test_read_only_registry(registry: Registry) -> None:
+    """The user who needs read-only mode: a registry they may not write, such as the seed library of an
+    installation owned by root, or a team's registry on a read-only mount."""
     records = _three(registry)
     modes = {p: p.stat().st_mode for p in [registry.root, *registry.root.rglob("*")]}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
     try:
         for path in modes:
             path.chmod(0o555 if path.is_dir() else 0o444)
-        reopened, _ = reopen(registry.root)
-        assert reopened.read_only and [r.env_id for r in reopened] == [r.env_id for r in records]
-        assert reopened.sample(2, mark=False)
-        with pytest.raises(RegistryError, match="is read-only for this process"):
-            add(reopened, 7)
+        done = subprocess.run(
+            [sys.executable, "-W", "ignore", "-c", READ_ONLY, str(registry.root)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=120,
+            preexec_fn=_without_root_file_access if os.geteuid() == 0 else None,  # noqa: PLW1509
+        )
     finally:
         for path, mode in modes.items():
             path.chmod(mode)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"True {' '.join(r.env_id for r in records)} True"
+    assert lines[1] == (
+        f"refused: cannot add Gen7: the registry at {registry.root} is read-only for this process "
+        "(copy it to a writable folder to change it)"
+    )
+    assert sorted(os.listdir(registry.root / "envs")) == sorted(r.env_id for r in records)
+
+
+REBUILD = """
+import sys
+from test_registry import add
+from spade_gym.registry import Registry
+
+registry = Registry(sys.argv[1])
+print(len(registry), add(registry, 5).env_id, flush=True)
+"""
+
+
+def test_an_open_registry_follows_an_index_another_process_rebuilt(registry: Registry) -> None:
+    """The user who needs the reconnection: a trainer keeps its registry open while the user deletes a
+    damaged ``index.sqlite`` and another process rebuilds it; what the trainer writes afterwards must
+    reach the new index, and it must see what the other process added."""
+    add(registry, 0)
+    add(registry, 1)
+    registry.sample(2)
+    registry.index_path.unlink()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", REBUILD, str(registry.root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2", "Gen5-v0"]
+    assert "Gen5-v0" in registry
+    add(registry, 2)
+    drawn = registry.sample(4)
+    reopened, caught = reopen(registry.root)
+    assert caught == []  # nothing the trainer wrote went to the deleted file
+    assert [r.env_id for r in reopened] == ["Gen0-v0", "Gen1-v0", "Gen5-v0", "Gen2-v0"]
+    assert sum(r.stats.times_sampled for r in reopened) == len(drawn)  # the counts in the deleted file are gone
 
 
 # ------------------------------------------------------------------------------------------------
@@ -861,6 +949,36 @@ def test_sample_sees_changes_from_other_instances(registry: Registry) -> None:
     other.update_stats("Gen7-v0", regret=0.0)
     assert {r.env_id for r in registry.sample(5, strategy="replay", config=greedy, rng=rng)} == {"Gen1-v0"}
     assert registry.get("Gen1-v0").stats.times_sampled == 25
+
+
+def test_a_population_kept_in_step_with_the_change_log_equals_a_fresh_one(registry: Registry) -> None:
+    """``Population.current`` replays adds, statistics and marks from the change log (in place, not
+    reread) and ends where reading the index afresh does, for every setting and for all."""
+    rng = random.Random(5)
+    index = Index(registry.index_path, signature=SIGNATURE_VERSION)
+    config = ReplayConfig(beta=0.3, rho=0.2)
+    pops: dict[str | None, Population | None] = {None: None, "game": None, "reasoning": None}
+    for step in range(60):
+        ids = [r.env_id for r in registry]
+        op = rng.random()
+        if op < 0.3 or not ids:
+            add(registry, step, setting=rng.choice(["game", "reasoning"]))
+        elif op < 0.6:
+            registry.update_stats(rng.choice(ids), regret=rng.choice([None, rng.random()]))
+        else:
+            registry.sample(rng.randint(1, 3), strategy="replay", rng=np.random.default_rng(step))
+        state = index.state()
+        for setting, cached in pops.items():
+            pop = pops[setting] = Population.current(cached, index, setting, state, config)
+            assert cached is None or pop is cached  # caught up in place
+            fresh = Population.current(None, index, setting, state, config)
+            assert pop.seqs.tolist() == fresh.seqs.tolist() and pop.gen == fresh.gen == state.gen
+            np.testing.assert_array_equal(pop.sampler.scores, fresh.sampler.scores)
+            assert pop.sampler.last_sampled.tolist() == fresh.sampler.last_sampled.tolist()
+            assert pop.sampler.ranks().tolist() == fresh.sampler.ranks().tolist()
+            assert pop.sampler.probabilities().tolist() == fresh.sampler.probabilities().tolist()
+    assert len(pops[None].sampler) == len(registry) > 10  # type: ignore[union-attr]
+    index.close()
 
 
 def test_sample_by_setting_and_errors(registry: Registry) -> None:

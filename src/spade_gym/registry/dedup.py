@@ -31,8 +31,11 @@ import numpy as np
 if TYPE_CHECKING:  # datasketch costs ~0.7 s to import: loaded only when a sketch is made
     from datasketch import MinHash
 
+    from spade_gym.registry.index import Index
+
 __all__ = [
     "NUM_PERM",
+    "IndexedNearDuplicates",
     "SHINGLE_SIZE",
     "SIGNATURE_VERSION",
     "NearDuplicateIndex",
@@ -357,3 +360,24 @@ class NearDuplicateIndex:
                 found.append((key, similarity))
         found.sort(key=lambda item: (-item[1], item[0]))
         return found
+
+
+class IndexedNearDuplicates(NearDuplicateIndex):
+    """A :class:`NearDuplicateIndex` over the sketches of a registry's ``index.sqlite``, valid for one
+    index ``epoch`` and filled up to index sequence number ``last_seq`` (the registry's cache)."""
+
+    def __init__(self, threshold: float, epoch: int) -> None:
+        super().__init__(threshold)
+        self.epoch = epoch
+        self.last_seq = 0
+
+    @classmethod
+    def current(cls, cached: IndexedNearDuplicates | None, index: Index, threshold: float) -> IndexedNearDuplicates:
+        """``cached`` (a new one if ``None`` or of an older epoch) with the index's newer sketches added."""
+        epoch = index.state().epoch
+        lsh = cached if cached is not None and cached.epoch == epoch else cls(threshold, epoch)
+        fresh = index.signatures_after(lsh.last_seq)
+        if fresh:
+            lsh.insert_many((env_id, bytes(blob)) for _seq, env_id, blob in fresh)
+            lsh.last_seq = fresh[-1][0]
+        return lsh

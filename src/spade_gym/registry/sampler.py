@@ -33,11 +33,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from spade_gym.registry.index import Index, IndexState
+
 __all__ = [
     "STRATEGIES",
+    "Population",
     "check_strategy",
     "ReplayConfig",
     "ReplaySampler",
@@ -334,6 +339,54 @@ class ReplaySampler:
         cumulative = np.cumsum(self.probabilities(strategy))
         picks = np.searchsorted(cumulative, rng.random(n) * cumulative[-1], side="right")
         return np.minimum(picks, size - 1)
+
+
+@dataclass
+class Population:
+    """A :class:`ReplaySampler` over the unflagged environments of one setting (``None``: all) as of
+    index ``epoch`` and change ``gen``: sampler row ``i`` is the environment with index sequence
+    number ``seqs[i]`` (int64, ascending)."""
+
+    seqs: np.ndarray
+    sampler: ReplaySampler
+    epoch: int
+    gen: int
+
+    @classmethod
+    def current(
+        cls, cached: Population | None, index: Index, setting: str | None, state: IndexState, config: ReplayConfig
+    ) -> Population:
+        """``cached`` brought up to the index's ``state`` by replaying its change log (O(changes)), or a
+        new population read from the index when there is none, the epoch moved, the log was pruned or
+        is longer than an eighth of the population, or an environment was added out of ``seq`` order."""
+        pop = cached
+        if pop is not None and pop.epoch == state.epoch and pop.gen != state.gen:
+            changes = index.changes_since(pop.gen, limit=max(1000, len(pop.sampler) // 8))
+            if changes is None:
+                pop = None
+            else:
+                for change in changes:
+                    if change.kind == "add":
+                        if setting is not None and change.setting != setting:
+                            continue
+                        if pop.seqs.size and change.seq <= pop.seqs[-1]:
+                            pop = None
+                            break
+                        pop.seqs = np.append(pop.seqs, change.seq)
+                        pop.sampler.append(change.regret, change.last_sampled)
+                        continue
+                    i = int(np.searchsorted(pop.seqs, change.seq))
+                    if i < pop.seqs.size and pop.seqs[i] == change.seq:
+                        if change.kind == "stats":
+                            pop.sampler.set_score(i, change.regret)
+                        pop.sampler.set_last_sampled(i, change.last_sampled)
+        if pop is None or pop.epoch != state.epoch:
+            seqs, regrets, last = index.population(setting)
+            pop = cls(seqs, ReplaySampler(regrets, last, state.counter, config), state.epoch, state.gen)
+        pop.gen = state.gen
+        pop.sampler.counter = state.counter
+        pop.sampler.set_config(config)
+        return pop
 
 
 def _search(cumulative: np.ndarray, x: float) -> int:

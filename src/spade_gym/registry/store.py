@@ -14,6 +14,10 @@ and the index insert: readers see a whole entry or none, and a killed writer lea
 ``.tmp`` leftover or a folder the next open indexes. Opening rebuilds a bad index and re-reads
 changed folders (with a ``RuntimeWarning``); unreadable entries are listed by :meth:`Registry.problems`.
 Sampling counts live in the index and reach ``meta.json`` when the entry is rewritten.
+
+Two cases the tests keep: a registry this process cannot write (the seed library of an installation
+owned by another user) is read and sampled with ``mark=False``; and a handle reconnects when another
+process replaced ``index.sqlite`` (rebuilt after damage), so that what it writes later is not lost.
 """
 
 from __future__ import annotations
@@ -44,8 +48,8 @@ if TYPE_CHECKING:
 from spade_gym.errors import DuplicateEnvironment, EnvNotFound, ProgramError, RegistryError
 from spade_gym.files import fsync_dir, locked, replace_atomically, write_durably
 from spade_gym.program import SETTINGS, EnvProgram
-from spade_gym.registry.dedup import SIGNATURE_VERSION, NearDuplicateIndex, minhash_to_bytes, signatures
-from spade_gym.registry.index import FLAGGED_TAG, Index, IndexRow, IndexState
+from spade_gym.registry.dedup import SIGNATURE_VERSION, IndexedNearDuplicates, minhash_to_bytes, signatures
+from spade_gym.registry.index import FLAGGED_TAG, Index, IndexRow
 from spade_gym.registry.records import (
     ENV_ID_PATTERN,
     ENVS_DIR,
@@ -58,7 +62,7 @@ from spade_gym.registry.records import (
     EnvRecord,
     EnvStats,
 )
-from spade_gym.registry.sampler import ReplayConfig, ReplaySampler, check_strategy
+from spade_gym.registry.sampler import Population, ReplayConfig, check_strategy
 
 __all__ = ["EnvStats", "EnvRecord", "Registry", "META_SCHEMA_VERSION"]
 
@@ -166,23 +170,6 @@ def _read_entry(directory: Path, fingerprint: str) -> _Entry:
     return _Entry(name, fingerprint, row=_row(record, sig.ast_hash, minhash_to_bytes(sig.minhash())))
 
 
-@dataclass
-class _Population:
-    """A sampler over the environments of one setting (or all), valid for one index epoch."""
-
-    seqs: np.ndarray
-    sampler: ReplaySampler
-    epoch: int
-    gen: int
-
-
-@dataclass
-class _NearCache:
-    lsh: NearDuplicateIndex
-    epoch: int
-    last_seq: int = 0
-
-
 class Registry:
     """A folder of accepted environments with a SQLite index (layout: the module docstring).
 
@@ -203,8 +190,8 @@ class Registry:
         self.index_path = self.root / INDEX_FILE
         self._thread_lock = threading.RLock()
         self._lock_depth = 0
-        self._pops: dict[str | None, _Population] = {}
-        self._near: dict[float, _NearCache] = {}
+        self._pops: dict[str | None, Population] = {}
+        self._near: dict[float, IndexedNearDuplicates] = {}
         self._rng = np.random.default_rng()
         self._index = Index(self.index_path, signature=SIGNATURE_VERSION)
         self._index_inode: int | None = None
@@ -596,15 +583,8 @@ class Registry:
         return None
 
     def _near_duplicates(self, sketch: MinHash, threshold: float) -> list[tuple[str, float]]:
-        state = self._index.state()
-        cache = self._near.get(threshold)
-        if cache is None or cache.epoch != state.epoch:
-            cache = self._near[threshold] = _NearCache(NearDuplicateIndex(threshold), state.epoch)
-        fresh = self._index.signatures_after(cache.last_seq)
-        if fresh:
-            cache.lsh.insert_many((env_id, bytes(blob)) for _seq, env_id, blob in fresh)
-            cache.last_seq = fresh[-1][0]
-        return cache.lsh.query(sketch)
+        cache = self._near[threshold] = IndexedNearDuplicates.current(self._near.get(threshold), self._index, threshold)
+        return cache.query(sketch)
 
     def find_duplicate(
         self, program: EnvProgram, threshold: float = NEAR_DUPLICATE_THRESHOLD
@@ -817,38 +797,6 @@ class Registry:
         except OSError as exc:
             raise RegistryError(f"could not rewrite {record.meta_path}: {exc}") from exc
 
-    def _population(self, setting: str | None, state: IndexState, config: ReplayConfig) -> _Population:
-        """The cached sampler for ``setting``, brought up to ``state`` from the change log."""
-        pop = self._pops.get(setting)
-        if pop is not None and pop.epoch == state.epoch and pop.gen != state.gen:
-            changes = self._index.changes_since(pop.gen, limit=max(1000, len(pop.sampler) // 8))
-            if changes is None:
-                pop = None
-            else:
-                for change in changes:
-                    if change.kind == "add":
-                        if setting is not None and change.setting != setting:
-                            continue
-                        if pop.seqs.size and change.seq <= pop.seqs[-1]:
-                            pop = None
-                            break
-                        pop.seqs = np.append(pop.seqs, change.seq)
-                        pop.sampler.append(change.regret, change.last_sampled)
-                        continue
-                    i = int(np.searchsorted(pop.seqs, change.seq))
-                    if i < pop.seqs.size and pop.seqs[i] == change.seq:
-                        if change.kind == "stats":
-                            pop.sampler.set_score(i, change.regret)
-                        pop.sampler.set_last_sampled(i, change.last_sampled)
-        if pop is None or pop.epoch != state.epoch:
-            seqs, regrets, last = self._index.population(setting)
-            pop = _Population(seqs, ReplaySampler(regrets, last, state.counter, config), state.epoch, state.gen)
-            self._pops[setting] = pop
-        pop.gen = state.gen
-        pop.sampler.counter = state.counter
-        pop.sampler.set_config(config)
-        return pop
-
     def sample(
         self,
         n: int = 1,
@@ -890,7 +838,9 @@ class Registry:
             try:
                 with transaction:
                     state = self._index.state()
-                    pop = self._population(setting, state, config)
+                    pop = self._pops[setting] = Population.current(
+                        self._pops.get(setting), self._index, setting, state, config
+                    )
                     if len(pop.sampler) == 0:
                         where = f" with setting {setting!r}" if setting else ""
                         raise RegistryError(f"no environment{where} to sample in the registry at {self.root}")
