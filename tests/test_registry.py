@@ -24,7 +24,7 @@ from programs import program
 
 from spade_gym import EnvProgram
 from spade_gym.errors import DuplicateEnvironment, EnvNotFound, RegistryError
-from spade_gym.registry import EnvRecord, EnvStats, Registry, ReplayConfig, replay_probabilities
+from spade_gym.registry import FLAGGED_TAG, EnvRecord, EnvStats, Registry, ReplayConfig, replay_probabilities
 from spade_gym.registry.dedup import (
     SIGNATURE_VERSION,
     ast_hash,
@@ -681,6 +681,60 @@ def test_two_processes_add_at_the_same_time(registry: Registry) -> None:
     assert {r.env_id for r in registry} == set(ids)
     assert sorted(int(r.description) for r in registry) == sorted(1000 * w + k for w in (1, 2) for k in range(20))
     assert registry.problems() == []
+
+
+MARKER = """
+import sys, time
+from spade_gym.registry import Registry
+
+registry = Registry(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.readline()
+n, end = 0, time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    n += len(registry.sample(1, strategy="replay", mark=True))
+print(n, flush=True)
+"""
+
+
+@pytest.mark.parametrize("change", ["update_stats", "rebuild_index"])
+def test_no_draw_is_lost_to_a_concurrent_change(registry: Registry, change: str) -> None:
+    """One process marks draws while another updates statistics or rebuilds the index in place: every
+    draw is counted (each change reads the counts in the transaction that writes them)."""
+    for i in range(3):
+        add(registry, i)
+    marker = subprocess.Popen(
+        [sys.executable, "-c", MARKER, str(registry.root), "3"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert marker.stdin is not None and marker.stdout is not None and marker.stdout.readline() == "ready\n"
+    marker.stdin.write("go\n")
+    marker.stdin.flush()
+    changes = 0
+    while marker.poll() is None:
+        if change == "update_stats":
+            registry.update_stats(f"Gen{changes % 3}-v0", regret=0.1 * (changes % 7))
+        else:
+            registry.rebuild_index()
+        changes += 1
+    draws = int(marker.communicate(timeout=60)[0])
+    reopened, caught = reopen(registry.root)
+    assert caught == [] and changes > 3 and draws > 3
+    assert sum(r.stats.times_sampled for r in reopened) == draws
+
+
+def test_an_environment_added_flagged_is_never_drawn(registry: Registry) -> None:
+    """Handles already open (whose population catches up from the change log) and fresh ones agree."""
+    add(registry, 0)
+    add(registry, 1)
+    assert len(registry.sample(5, mark=False)) == 5  # the population is cached
+    add(Registry(registry.root), 2, tags=[FLAGGED_TAG])  # another handle
+    add(registry, 3, tags=[FLAGGED_TAG])  # this one
+    for handle in (registry, Registry(registry.root)):
+        assert {r.env_id for r in handle.sample(200, mark=False)} == {"Gen0-v0", "Gen1-v0"}
+        assert {r.env_id for r in handle.sample(20, mark=True)} == {"Gen0-v0", "Gen1-v0"}
 
 
 #: Adds two environments, then SIGKILLs itself at a chosen point of the third add: the first C

@@ -324,12 +324,13 @@ class Index:
         )
 
     def insert_rows(self, rows: Sequence[IndexRow], fingerprints: Sequence[str]) -> None:
-        """Insert and log (``"add"``) environments (inside a write transaction); sqlite3.IntegrityError
-        if an ``env_id`` is already present."""
+        """Insert environments and log (``"add"``) those :meth:`population` includes (not flagged), inside a
+        write transaction; sqlite3.IntegrityError if an ``env_id`` is already present."""
         for row, fingerprint in zip(rows, fingerprints, strict=True):
             seq = self._insert(row)
             self._set_entry(row.env_id, fingerprint, None)
-            self._log("add", seq, row.setting, row.regret, row.last_sampled)
+            if f'"{FLAGGED_TAG}"' not in row.tags:
+                self._log("add", seq, row.setting, row.regret, row.last_sampled)
         self.raise_counter(max((r.last_sampled for r in rows if r.last_sampled is not None), default=None))
 
     def upsert_rows(self, rows: Sequence[IndexRow], fingerprints: Sequence[str]) -> None:

@@ -396,47 +396,42 @@ class Registry:
 
     def _rebuild(self, *, replace: bool) -> int:
         """Rebuild the index from the folders (under the lock), in place keeping the sampling counts unless
-        ``replace``; return how many were indexed."""
-        old_stats: dict[str, tuple[int, int | None]] = {}
-        old_counter = 0
-        if not replace:
-            try:
-                old_stats = self._index.sampling_stats()
-                old_counter = self._index.state().counter
-            except (sqlite3.DatabaseError, KeyError, TypeError):
-                replace = True
+        ``replace`` (or the index cannot be read); return how many were indexed."""
         disk = self._scan()
         rows, fingerprints, problems = self._read(sorted(disk), disk)
-        for i, row in enumerate(rows):
-            if row.env_id in old_stats:
-                times, last = old_stats[row.env_id]
-                last = row.last_sampled if last is None else max(last, row.last_sampled or 0)
-                rows[i] = dataclasses.replace(row, times_sampled=max(times, row.times_sampled), last_sampled=last)
-        top = max([old_counter] + [r.last_sampled or 0 for r in rows])
 
-        def fill(index: Index) -> None:
+        def fill(index: Index, old_stats: Mapping[str, tuple[int, int | None]], old_counter: int) -> None:
+            merged = list(rows)
+            for i, row in enumerate(merged):
+                if row.env_id in old_stats:
+                    times, last = old_stats[row.env_id]
+                    last = row.last_sampled if last is None else max(last, row.last_sampled or 0)
+                    merged[i] = dataclasses.replace(row, times_sampled=max(times, row.times_sampled), last_sampled=last)
             index.clear()
-            index.insert_rows(rows, fingerprints)
+            index.insert_rows(merged, fingerprints)
             index.set_problems(problems)
-            index.raise_counter(top)
+            index.raise_counter(max([old_counter] + [r.last_sampled or 0 for r in merged]))
             index.bump_epoch()
 
+        if not replace:
+            try:
+                with self._index.write():  # the counts read in the transaction that replaces them: no draw is lost
+                    fill(self._index, self._index.sampling_stats(), self._index.state().counter)
+            except (sqlite3.DatabaseError, KeyError, TypeError):
+                replace = True
         if replace:
             tmp_dir = self.index_path.parent if self.read_only else self.tmp_dir
             tmp = tmp_dir / f"index-{uuid.uuid4().hex}.sqlite"
             fresh = Index(tmp, signature=SIGNATURE_VERSION)
             fresh.create()
             with fresh.write():
-                fill(fresh)
+                fill(fresh, {}, 0)
             fresh.close()
             self._index.close()
             for suffix in ("-wal", "-shm", "-journal"):
                 Path(f"{self.index_path}{suffix}").unlink(missing_ok=True)
             os.replace(tmp, self.index_path)
             fsync_dir(self.index_path.parent)
-        else:
-            with self._index.write():
-                fill(self._index)
         self._index_inode = self._inode()
         self._drop_caches()
         return len(rows)
@@ -760,9 +755,8 @@ class Registry:
             stats = dataclasses.replace(current.stats, **fields).normalised()
             record = dataclasses.replace(current, stats=stats)
             self._rewrite_meta(record)
-            with self._index.write():
-                self._index.update_stats(seq, record.setting, **stats.to_dict())
-                self._index.set_fingerprint(record.env_id, _fingerprint(record.path))
+            self._index.update_stats(seq, record.setting, **stats.to_dict())
+            self._index.set_fingerprint(record.env_id, _fingerprint(record.path))
         return record
 
     def flag(self, env_id: str, reason: str) -> EnvRecord:
@@ -776,16 +770,16 @@ class Registry:
             validation = {**(current.validation or {}), "flagged": str(reason)[:500]}
             record = dataclasses.replace(current, tags=(*current.tags, FLAGGED_TAG), validation=validation)
             self._rewrite_meta(record)
-            with self._index.write():
-                self._index.flag(seq, _json(list(record.tags)), _json(validation))
-                self._index.set_fingerprint(record.env_id, _fingerprint(record.path))
+            self._index.flag(seq, _json(list(record.tags)), _json(validation))
+            self._index.set_fingerprint(record.env_id, _fingerprint(record.path))
         return record
 
     @contextmanager
     def _editing(self, env_id: str, what: str) -> Iterator[tuple[int, EnvRecord]]:
-        """Hold the registry's lock for a change of ``env_id``; yield its index ``seq`` and record."""
+        """Hold the registry's lock and an index write transaction for a change of ``env_id``; yield its
+        index ``seq`` and record, read inside the transaction (so no other process's draw is lost)."""
         self._require_writable(what)
-        with self._locked(check=True):
+        with self._locked(check=True), self._index.write():
             row = self._lookup(env_id)
             if row is None:
                 raise EnvNotFound(self._not_found(env_id))
