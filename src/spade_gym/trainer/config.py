@@ -1,8 +1,9 @@
 """The self-play run configuration: one YAML file, checked strictly before any work starts.
 
 :class:`SelfPlayConfig` is a tree of dataclasses, one per section; every field carries
-``metadata={"help": ...}``, so :meth:`SelfPlayConfig.to_yaml`, :func:`describe_config` (``spade
-selfplay --help-config``) and the code say the same thing.
+``metadata={"help": ...}`` and a number its range as ``Annotated`` constraints (``Ge(1)``,
+``Gt(0)``, :data:`FINITE`, a :class:`Why`) that pydantic checks, so :meth:`SelfPlayConfig.to_yaml`,
+:func:`describe_config` (``spade selfplay --help-config``), the errors and the code say the same thing.
 
 Loading raises :class:`ConfigError` naming the dotted key for an unknown key (with a "did you mean"),
 a value of the wrong type (pydantic strict mode: no coercion, except an int for a float) or out of
