@@ -237,8 +237,8 @@ def nested(key: str, value: Any) -> dict[str, Any]:
     return data
 
 
-def ranged_keys(cls: type = SelfPlayConfig, prefix: str = "") -> list[tuple[str, Any, list[Any]]]:
-    """``(dotted key, base type, Annotated metadata)`` of every leaf key with a range."""
+def ranged_keys(cls: type = SelfPlayConfig, prefix: str = "") -> list[tuple[str, Any, list[Any], str]]:
+    """``(dotted key, base type, Annotated metadata, help)`` of every leaf key with a range."""
     hints = typing.get_type_hints(cls, include_extras=True)
     out = []
     for f in dataclasses.fields(cls):
@@ -247,26 +247,30 @@ def ranged_keys(cls: type = SelfPlayConfig, prefix: str = "") -> list[tuple[str,
             out.extend(ranged_keys(tp, dotted + "."))
         for arm in (tp, *typing.get_args(tp)):
             if typing.get_origin(arm) is typing.Annotated:
-                out.append((dotted, arm.__origin__, list(arm.__metadata__)))
+                out.append((dotted, arm.__origin__, list(arm.__metadata__), f.metadata["help"]))
     return out
 
 
 def edges(base: type, metadata: list[Any]) -> tuple[list[Any], list[Any]]:
-    """The values just outside and just inside an Annotated range: (refused, accepted)."""
+    """``(refused, accepted)``: the values just outside and just inside an Annotated range."""
     from annotated_types import Ge, Gt, Le, Predicate
 
-    refused, accepted = [], []
-    step = (lambda x, d: x + d) if base is int else (lambda x, d: math.nextafter(x, d * math.inf))
+    refused: list[Any] = []
+    accepted: list[Any] = []
+    nudge = (lambda x, d: x + d) if base is int else (lambda x, d: math.nextafter(x, d * math.inf))
     for m in metadata:
         if isinstance(m, Ge):
-            refused, accepted = [*refused, step(m.ge, -1)], [*accepted, m.ge]
+            refused.append(nudge(m.ge, -1))
+            accepted.append(m.ge)
         elif isinstance(m, Gt):
-            refused, accepted = [*refused, m.gt], [*accepted, step(m.gt, 1)]
+            refused.append(m.gt)
+            accepted.append(nudge(m.gt, 1))
         elif isinstance(m, Le):
-            refused, accepted = [*refused, step(m.le, 1)], [*accepted, m.le]
-        elif m == Predicate(math.isfinite):  # the largest finite numbers within the other bounds
-            largest = [x for x in (-1e308, 1e308) if not any(isinstance(b, Ge | Gt) for b in metadata) or x > 0]
-            refused, accepted = [*refused, math.nan, math.inf, -math.inf], [*accepted, *largest]
+            refused.append(nudge(m.le, 1))
+            accepted.append(m.le)
+        elif m == Predicate(math.isfinite):  # and the largest finite numbers (no finite key has an upper bound)
+            refused.extend([math.nan, math.inf, -math.inf])
+            accepted.extend([1e308] if any(isinstance(b, Ge | Gt) for b in metadata) else [-1e308, 1e308])
     return refused, accepted
 
 
@@ -274,7 +278,8 @@ def test_every_range_is_checked_at_both_edges_and_errors_say_what_the_help_says(
     help_types = dict(re.findall(r"^  ([\w.]+): (.*) = ", describe_config(), re.MULTILINE))
     keys = ranged_keys()
     assert len(keys) > 40
-    for key, base, metadata in keys:
+    for key, base, metadata, help in keys:
+        assert not re.search(r"[<>]=? ?\d|in [\[(]\d", help), f"{key}: the help restates the range"
         refused, accepted = edges(base, metadata)
         assert refused and accepted, key
         for value in refused:
