@@ -5,6 +5,8 @@ onto the library's own settings."""
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import typing
 from pathlib import Path
 from typing import Any
@@ -226,6 +228,102 @@ def test_range_errors_name_the_key(data: dict[str, Any], key: str, fragment: str
     assert fragment in str(error)
 
 
+def nested(key: str, value: Any) -> dict[str, Any]:
+    """``{"a": {"b": value}}`` for ``"a.b"``."""
+    *parents, name = key.split(".")
+    data: dict[str, Any] = {name: value}
+    for part in reversed(parents):
+        data = {part: data}
+    return data
+
+
+def ranged_keys(cls: type = SelfPlayConfig, prefix: str = "") -> list[tuple[str, Any, list[Any], str]]:
+    """``(dotted key, base type, Annotated metadata, help)`` of every leaf key with a range."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    out = []
+    for f in dataclasses.fields(cls):
+        tp, dotted = hints[f.name], f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(tp):
+            out.extend(ranged_keys(tp, dotted + "."))
+        for arm in (tp, *typing.get_args(tp)):
+            if typing.get_origin(arm) is typing.Annotated:
+                out.append((dotted, arm.__origin__, list(arm.__metadata__), f.metadata["help"]))
+    return out
+
+
+def edges(base: type, metadata: list[Any]) -> tuple[list[Any], list[Any]]:
+    """``(refused, accepted)``: the values just outside and just inside an Annotated range."""
+    from annotated_types import Ge, Gt, Le, Predicate
+
+    refused: list[Any] = []
+    accepted: list[Any] = []
+    nudge = (lambda x, d: x + d) if base is int else (lambda x, d: math.nextafter(x, d * math.inf))
+    for m in metadata:
+        if isinstance(m, Ge):
+            refused.append(nudge(m.ge, -1))
+            accepted.append(m.ge)
+        elif isinstance(m, Gt):
+            refused.append(m.gt)
+            accepted.append(nudge(m.gt, 1))
+        elif isinstance(m, Le):
+            refused.append(nudge(m.le, 1))
+            accepted.append(m.le)
+        elif m == Predicate(math.isfinite):  # and the largest finite numbers (no finite key has an upper bound)
+            refused.extend([math.nan, math.inf, -math.inf])
+            accepted.extend([1e308] if any(isinstance(b, Ge | Gt) for b in metadata) else [-1e308, 1e308])
+    return refused, accepted
+
+
+def test_every_range_is_checked_at_both_edges_and_errors_say_what_the_help_says() -> None:
+    help_types = dict(re.findall(r"^  ([\w.]+): (.*) = ", describe_config(), re.MULTILINE))
+    keys = ranged_keys()
+    assert len(keys) > 40
+    for key, base, metadata, help in keys:
+        assert not re.search(r"[<>]=? ?\d|in [\[(]\d", help), f"{key}: the help restates the range"
+        refused, accepted = edges(base, metadata)
+        assert refused and accepted, key
+        for value in refused:
+            error = error_of(nested(key, value))
+            assert error.key == key
+            assert str(error) == f"config key {key!r} = {value!r}; expected {help_types[key]}"
+        for value in accepted:
+            node: Any = SelfPlayConfig().with_overrides([f"{key}={value!r}"])
+            for part in key.split("."):
+                node = getattr(node, part)
+            assert node == value, key
+
+
+def test_the_range_texts() -> None:
+    text = describe_config()
+    for line in (
+        "run.iterations: an int >= 1 = 3",
+        "run.seed: an int >= 0 = 0",
+        "designer.group_size: an int >= 2 (a group of one design has no relative advantage) = 4",
+        "designer.temperature: a finite number > 0 (a group of greedy samples is degenerate) = ",
+        "designer.top_p: a number in (0, 1] = 1.0",
+        "designer.edit_probability: a number in [0, 1] or one of 'auto' = auto",
+        "designer.reward.invalid: a finite number = -1.0",
+        "ray.generation_gpus: a finite number >= 0 = 1.0",
+        "ray.num_cpus: an int >= 1 or null = null",
+    ):
+        assert f"  {line}" in text, line
+    assert "  # self-play iterations; an int >= 1\n  iterations: 3\n" in SelfPlayConfig().to_yaml()
+
+
+def test_validate_refuses_a_range_set_in_python() -> None:
+    from spade_gym.regret import RewardConfig
+    from spade_gym.trainer.config import DesignerSection, RunSection
+
+    for config, key in (
+        (SelfPlayConfig(run=RunSection(iterations=0)), "run.iterations"),
+        (SelfPlayConfig(designer=DesignerSection(reward=RewardConfig(trivial_at=2.0))), "designer.reward.trivial_at"),
+        (SelfPlayConfig(designer=DesignerSection(temperature=math.nan)), "designer.temperature"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            config.validate()
+        assert info.value.key == key
+
+
 def test_fixed_pool_forms() -> None:
     assert parse_fixed_pool("seed-library") == ("seed-library", [])
     assert parse_fixed_pool("reasoning-gym:leg_counting,basic_arithmetic") == (
@@ -405,7 +503,7 @@ def test_describe_config_lists_every_field_with_type_default_and_help() -> None:
         assert " ".join(f.metadata["help"].split()) in flat, dotted
     assert "train.learning_rate: float = 1.0e-05" in text
     assert "run.designer: one of 'on', 'off' = 'on'" in text
-    assert "agent.max_turns: int or null = null" in text
+    assert "agent.max_turns: an int >= 1 or null = null" in text
     for section in SECTIONS:
         assert f"\n{section}: " in text
 

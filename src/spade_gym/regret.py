@@ -10,7 +10,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from statistics import fmean, stdev
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from annotated_types import Ge, Le, Predicate
 
 from spade_gym.agent import Episode, RolloutConfig, RolloutStats, Trajectory, rollout
 from spade_gym.policies.base import Policy
@@ -141,19 +143,23 @@ def _opt(default: Any, help: str) -> Any:
     return field(default=default, metadata={"help": help})
 
 
+#: A reward, and a fraction of episodes (``Annotated`` ranges, checked by the config).
+_Finite = Annotated[float, Predicate(math.isfinite)]
+_Share = Annotated[float, Ge(0), Le(1)]
+
+
 @dataclass(frozen=True)
 class RewardConfig:
     """Thresholds and shaping of the Designer's reward (the ``designer.reward`` config section); each
-    field's help text documents it. ValueError for an unknown ``shaping`` or a window not in [0, 1]."""
+    field's help text documents it, its ``Annotated`` range is what the config accepts. ValueError for
+    an unknown ``shaping`` or a window not in [0, 1]."""
 
-    invalid: float = _opt(-1.0, "reward of a program that fails the validation gate")
-    duplicate: float = _opt(-0.5, "reward of an exact or near duplicate of a registered environment")
-    trivial: float = _opt(0.0, "reward of a trivial environment (the Agent solves it without the hint)")
-    trivial_at: float = _opt(TRIVIAL_AT, "no-hint mean return in [0, 1] at or above which an environment is trivial")
-    out_of_reach: float = _opt(0.0, "reward of an environment out of reach (failed even with the hint)")
-    out_of_reach_below: float = _opt(
-        OUT_OF_REACH_BELOW, "hint mean return in [0, 1] below which an environment is out of reach"
-    )
+    invalid: _Finite = _opt(-1.0, "reward of a program that fails the validation gate")
+    duplicate: _Finite = _opt(-0.5, "reward of an exact or near duplicate of a registered environment")
+    trivial: _Finite = _opt(0.0, "reward of a trivial environment (the Agent solves it without the hint)")
+    trivial_at: _Share = _opt(TRIVIAL_AT, "no-hint mean return at or above which an environment is trivial")
+    out_of_reach: _Finite = _opt(0.0, "reward of an environment out of reach (failed even with the hint)")
+    out_of_reach_below: _Share = _opt(OUT_OF_REACH_BELOW, "hint mean return below which an environment is out of reach")
     shaping: Literal["none", "window", "learnability"] = _opt(
         "none",
         "reward of an environment neither trivial nor out of reach: 'none' (the regret, SPADE), 'window' (the "
@@ -166,7 +172,7 @@ class RewardConfig:
     window_high: float = _opt(
         LEARNING_WINDOW[1], "highest no-hint success rate in [0, 1] at which 'window' pays the regret"
     )
-    outside_window: float = _opt(0.0, "reward under 'window' when the no-hint success rate is outside the window")
+    outside_window: _Finite = _opt(0.0, "reward under 'window' when the no-hint success rate is outside the window")
     learnability_times_regret: bool = _opt(
         True, "'learnability' pays 4 p (1 - p) times the regret (true) or 4 p (1 - p) alone (false)"
     )

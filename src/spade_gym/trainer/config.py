@@ -1,8 +1,9 @@
 """The self-play run configuration: one YAML file, checked strictly before any work starts.
 
 :class:`SelfPlayConfig` is a tree of dataclasses, one per section; every field carries
-``metadata={"help": ...}``, so :meth:`SelfPlayConfig.to_yaml`, :func:`describe_config` (``spade
-selfplay --help-config``) and the code say the same thing.
+``metadata={"help": ...}`` and a number its range as ``Annotated`` constraints (``Ge(1)``,
+``Gt(0)``, :data:`FINITE`, a :class:`Why`) that pydantic checks, so :meth:`SelfPlayConfig.to_yaml`,
+:func:`describe_config` (``spade selfplay --help-config``), the errors and the code say the same thing.
 
 Loading raises :class:`ConfigError` naming the dotted key for an unknown key (with a "did you mean"),
 a value of the wrong type (pydantic strict mode: no coercion, except an int for a float) or out of
@@ -30,7 +31,9 @@ import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin, get_type_hints
+
+from annotated_types import Ge, Gt, Le, Lt, Predicate
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, EDIT_TOKEN_FLOOR, WRITE_MAX_NEW_TOKENS
@@ -69,6 +72,17 @@ class ConfigError(SpadeError):
         self.key = key
 
 
+@dataclass(frozen=True)
+class Why:
+    """``Annotated`` metadata: why a field's range is what it is, shown after the range."""
+
+    text: str
+
+
+#: ``Annotated`` metadata: refuse NaN and the infinities (pydantic checks it).
+FINITE = Predicate(math.isfinite)
+
+
 def _opt(default: Any, help: str) -> Any:
     return field(default=default, metadata={"help": help})
 
@@ -98,7 +112,7 @@ class PolicySection:
         "train LoRA adapters instead of all weights: peft LoraConfig fields, e.g. "
         "{r: 8, lora_alpha: 16, target_modules: [q_proj, v_proj]}; null: full fine-tuning",
     )
-    max_batch_size: int = _opt(32, "most sequences per generate call of the transformers backend (>= 1)")
+    max_batch_size: Annotated[int, Ge(1)] = _opt(32, "most sequences per generate call of the transformers backend")
 
 
 #: The ``designer.reward`` section: :class:`spade_gym.regret.RewardConfig` itself (one definition).
@@ -114,26 +128,27 @@ class DesignerSection:
         "document source the designs are grounded on: 'builtin', a .jsonl/.parquet/.txt file or folder, "
         "or 'hf:<dataset>[:<config>]'",
     )
-    document_max_tokens: int = _opt(1024, "token budget per document shown in the prompt (>= 1)")
-    prompts_per_iteration: int = _opt(2, "Designer prompts (documents) per iteration (>= 1)")
-    group_size: int = _opt(4, "designs sampled per prompt, G (>= 2): one GRPO group, advantages are relative within it")
-    max_new_tokens: int = _opt(
+    document_max_tokens: Annotated[int, Ge(1)] = _opt(1024, "token budget per document shown in the prompt")
+    prompts_per_iteration: Annotated[int, Ge(1)] = _opt(2, "Designer prompts (documents) per iteration")
+    group_size: Annotated[int, Ge(2), Why("a group of one design has no relative advantage")] = _opt(
+        4, "designs sampled per prompt, G: one GRPO group, advantages are relative within it"
+    )
+    max_new_tokens: Annotated[int, Ge(1)] = _opt(
         WRITE_MAX_NEW_TOKENS,
         "most tokens per design (a whole program): a run refuses a value below the token length of the shortest "
         "seed program under the policy's tokenizer (256 when that tokenizer is not on the machine) before the "
         "model loads",
     )
-    edit_max_new_tokens: int = _opt(
+    edit_max_new_tokens: Annotated[int, Ge(EDIT_TOKEN_FLOOR), Why("one edit block")] = _opt(
         EDIT_MAX_NEW_TOKENS,
-        f"most tokens per edit-mode design: edit blocks against the parent program, not a whole module "
-        f"(>= {EDIT_TOKEN_FLOOR})",
+        "most tokens per edit-mode design: edit blocks against the parent program, not a whole module",
     )
-    temperature: float = _opt(
+    temperature: Annotated[float, Gt(0), FINITE, Why("a group of greedy samples is degenerate")] = _opt(
         DESIGNER_TEMPERATURE,
-        "sampling temperature of designs (> 0: a group of greedy samples is degenerate; default measured with the "
-        "embedded model, see the README; larger models do well at 0.7-1.0)",
+        "sampling temperature of designs (default measured with the embedded model, see the README; larger models "
+        "do well at 0.7-1.0)",
     )
-    top_p: float = _opt(1.0, "nucleus sampling mass of designs, in (0, 1]")
+    top_p: Annotated[float, Gt(0), Le(1)] = _opt(1.0, "nucleus sampling mass of designs")
     repair_rounds: int = _opt(
         0, "must be 0 in self-play (a GRPO group answers one prompt); `spade design --repairs N` repairs designs"
     )
@@ -141,15 +156,15 @@ class DesignerSection:
         lambda: ["reasoning", "tool_use", "game"],
         "target settings, drawn uniformly per prompt (a non-empty subset of reasoning, tool_use, game)",
     )
-    edit_probability: float | Literal["auto"] = _opt(
+    edit_probability: Annotated[float, Ge(0), Le(1)] | Literal["auto"] = _opt(
         "auto",
-        "chance in [0, 1] that a prompt asks to edit a memory environment instead of writing a new one; 'auto': "
+        "chance that a prompt asks to edit a memory environment instead of writing a new one; 'auto': "
         "0.75 for a small model (under 1.5B parameters by its name, the embedded default, or policy.device cpu), "
         "whose whole programs from a document are rarely valid while a variant of a shown program is a few tokens "
         "away, else 0.25 (spade_gym.designer.auto_edit_probability)",
     )
-    memory_k: int = _opt(
-        MemoryConfig.k, "earlier environments shown in the prompt (the environment memory; >= 0, 0: off)"
+    memory_k: Annotated[int, Ge(0)] = _opt(
+        MemoryConfig.k, "earlier environments shown in the prompt (the environment memory; 0: off)"
     )
     include_source: bool = _opt(False, "show the source of every memory environment (longer prompts)")
     reward: RewardConfig = _opt_factory(
@@ -161,35 +176,42 @@ class DesignerSection:
 class AgentSection:
     """The Reasoning Agent: regret episodes, replayed environments and its sampling."""
 
-    k: int = _opt(
-        REGRET_EPISODES, "regret episodes per arm (with and without the hint) for each accepted design (>= 1)"
+    k: Annotated[int, Ge(1)] = _opt(
+        REGRET_EPISODES, "regret episodes per arm (with and without the hint) for each accepted design"
     )
-    max_new_tokens: int = _opt(AGENT_MAX_NEW_TOKENS, "most tokens per Agent turn (>= 1)")
-    temperature: float = _opt(
-        AGENT_TEMPERATURE,
-        "sampling temperature of the Agent (> 0: regret needs sampling; default measured, see the README)",
+    max_new_tokens: Annotated[int, Ge(1)] = _opt(AGENT_MAX_NEW_TOKENS, "most tokens per Agent turn")
+    temperature: Annotated[float, Gt(0), FINITE, Why("regret needs sampling")] = _opt(
+        AGENT_TEMPERATURE, "sampling temperature of the Agent (default measured, see the README)"
     )
-    top_p: float = _opt(AGENT_TOP_P, "nucleus sampling mass of the Agent, in (0, 1] (default measured, see the README)")
-    max_turns: int | None = _opt(None, "cap on Agent turns per episode (>= 1); null: the environment's max_turns")
-    max_episodes: int = _opt(64, "most episodes (sandbox workers) alive at once; more are played in waves (>= 1)")
+    top_p: Annotated[float, Gt(0), Le(1)] = _opt(
+        AGENT_TOP_P, "nucleus sampling mass of the Agent (default measured, see the README)"
+    )
+    max_turns: Annotated[int, Ge(1)] | None = _opt(
+        None, "cap on Agent turns per episode; null: the environment's max_turns"
+    )
+    max_episodes: Annotated[int, Ge(1)] = _opt(
+        64, "most episodes (sandbox workers) alive at once; more are played in waves"
+    )
     train_on_regret_episodes: bool = _opt(
         True, "the no-hint regret episodes double as Agent training data (docs/DESIGN.md)"
     )
-    replay_envs: int = _opt(4, "registry environments replayed per iteration for Agent training (>= 0)")
-    episodes_per_env: int = _opt(4, "Agent episodes per replayed environment: one GRPO group (>= 2)")
-    replay_seeds: int = _opt(
+    replay_envs: Annotated[int, Ge(0)] = _opt(4, "registry environments replayed per iteration for Agent training")
+    episodes_per_env: Annotated[int, Ge(2), Why("a group of one episode has no relative advantage")] = _opt(
+        4, "Agent episodes per replayed environment: one GRPO group"
+    )
+    replay_seeds: Annotated[int, Ge(1)] = _opt(
         1,
-        "reset seeds the episodes of one replayed environment are spread over (1..episodes_per_env); 1: GRPO's "
+        "reset seeds the episodes of one replayed environment are spread over (at most episodes_per_env); 1: GRPO's "
         "group of one task instance; more: the group is the environment, its mean return the baseline (a small "
         "model's answers to one instance are nearly constant, so one-seed groups give no advantage)",
     )
     replay_strategy: Literal["replay", "uniform"] = _opt(
         "replay", "how replayed environments are drawn: 'replay' (rank-based prioritised by regret) or 'uniform'"
     )
-    replay_beta: float = _opt(
-        0.1, "rank temperature beta > 0 of prioritised replay; smaller concentrates on the highest regret"
+    replay_beta: Annotated[float, Gt(0), FINITE] = _opt(
+        0.1, "rank temperature beta of prioritised replay; smaller concentrates on the highest regret"
     )
-    replay_rho: float = _opt(0.1, "staleness coefficient rho in [0, 1] of prioritised replay")
+    replay_rho: Annotated[float, Ge(0), Le(1)] = _opt(0.1, "staleness coefficient rho of prioritised replay")
     replay_unmeasured_first: bool = _opt(
         True, "rank environments without a regret estimate above every measured one (so they get measured)"
     )
@@ -232,8 +254,10 @@ class TrainConfig:
     mini_batches: int = _grpo("mini_batches")
     epochs: int = _grpo("epochs")
     max_grad_norm: float | None = _grpo("max_grad_norm")
-    designer_weight: float = _opt(1.0, "loss weight of the Designer's samples (>= 0; 0 leaves them out)")
-    agent_weight: float = _opt(1.0, "loss weight of the Agent's samples (>= 0; 0 leaves them out)")
+    designer_weight: Annotated[float, Ge(0), FINITE] = _opt(
+        1.0, "loss weight of the Designer's samples (0 leaves them out)"
+    )
+    agent_weight: Annotated[float, Ge(0), FINITE] = _opt(1.0, "loss weight of the Agent's samples (0 leaves them out)")
     bf16: bool = _grpo("bf16")
     fp32_trainable: bool = _grpo("fp32_trainable")
     disable_dropout: bool = _grpo("disable_dropout")
@@ -244,12 +268,12 @@ class RunSection:
     """The run: where it writes, how long it runs, checkpoints and logging."""
 
     out: str = _opt("runs/selfplay", "run folder: config, registry, metrics, TensorBoard events, checkpoints, plots")
-    iterations: int = _opt(3, "self-play iterations (>= 1)")
-    seed: int = _opt(0, "seed of every random generator of the run (>= 0)")
-    checkpoint_every: int = _opt(
-        1, "save a checkpoint every N iterations and after the last (>= 1); a killed run loses at most N iterations"
+    iterations: Annotated[int, Ge(1)] = _opt(3, "self-play iterations")
+    seed: Annotated[int, Ge(0)] = _opt(0, "seed of every random generator of the run")
+    checkpoint_every: Annotated[int, Ge(1)] = _opt(
+        1, "save a checkpoint every N iterations and after the last; a killed run loses at most N iterations"
     )
-    keep_checkpoints: int = _opt(2, "checkpoints kept on disk, the newest (>= 1)")
+    keep_checkpoints: Annotated[int, Ge(1)] = _opt(2, "checkpoints kept on disk, the newest")
     designer: Literal["on", "off"] = _opt(
         "on", "'on': SPADE self-play; 'off': the baseline, the Agent alone on run.fixed_pool"
     )
@@ -275,7 +299,7 @@ class RunSection:
         "'ray' (Ray tasks and actors, see the ray section; needs spade-gym[ray]); results are the same",
     )
     tensorboard: bool = _opt(True, "write TensorBoard events to <out>/tb (needs the tensorboard package)")
-    log_every: int = _opt(1, "print a one-line summary every N iterations (>= 1)")
+    log_every: Annotated[int, Ge(1)] = _opt(1, "print a one-line summary every N iterations")
 
 
 @dataclass
@@ -287,12 +311,20 @@ class RaySection:
         "cluster to join: null starts a local Ray instance; 'auto' joins this node's cluster; "
         "'ray://<head>:10001' connects through Ray Client",
     )
-    num_cpus: int | None = _opt(None, "CPUs of a local instance started here (>= 1; null: all); only with address null")
-    validation_cpus: float = _opt(1.0, "CPUs reserved per validation task (> 0; a validation uses two sandbox workers)")
-    env_hosts: int | None = _opt(None, "actors hosting the Agent's environments (>= 1); null: one per alive node")
-    max_retries: int = _opt(1, "reruns of a validation task whose worker died, before it counts as failed (>= 0)")
-    generation_gpus: float = _opt(
-        1.0, "GPUs of the Ray actor that hosts the vLLM engine when policy.spec is 'vllm:<id>' (>= 0)"
+    num_cpus: Annotated[int, Ge(1)] | None = _opt(
+        None, "CPUs of a local instance started here (null: all); only with address null"
+    )
+    validation_cpus: Annotated[float, Gt(0), FINITE] = _opt(
+        1.0, "CPUs reserved per validation task (a validation uses two sandbox workers)"
+    )
+    env_hosts: Annotated[int, Ge(1)] | None = _opt(
+        None, "actors hosting the Agent's environments; null: one per alive node"
+    )
+    max_retries: Annotated[int, Ge(0)] = _opt(
+        1, "reruns of a validation task whose worker died, before it counts as failed"
+    )
+    generation_gpus: Annotated[float, Ge(0), FINITE] = _opt(
+        1.0, "GPUs of the Ray actor that hosts the vLLM engine when policy.spec is 'vllm:<id>'"
     )
 
 
@@ -304,25 +336,27 @@ class WarmstartSection:
     enabled: bool = _opt(
         False, "train (or load from the cache) the cold-start LoRA adapter before iteration 0 of self-play"
     )
-    agent_seeds: int = _opt(2, "oracle episodes played per training-pool environment, one seed each (>= 1)")
-    agent_examples: int = _opt(
-        48, "most Agent samples (one per oracle turn), drawn round-robin over the pool's environments (>= 1)"
+    agent_seeds: Annotated[int, Ge(1)] = _opt(2, "oracle episodes played per training-pool environment, one seed each")
+    agent_examples: Annotated[int, Ge(1)] = _opt(
+        48, "most Agent samples (one per oracle turn), drawn round-robin over the pool's environments"
     )
-    agent_steps: int = _opt(8, "optimizer steps on Agent batches (>= 0)")
-    designer_examples: int = _opt(
-        4, "most Designer samples (write and edit mode; a seed program or a variant of it as target; >= 0)"
+    agent_steps: Annotated[int, Ge(0)] = _opt(8, "optimizer steps on Agent batches")
+    designer_examples: Annotated[int, Ge(0)] = _opt(
+        4, "most Designer samples (write and edit mode; a seed program or a variant of it as target)"
     )
-    designer_steps: int = _opt(2, "optimizer steps on Designer batches (>= 0; 0 with designer_examples 0)")
-    edit_share: float = _opt(
-        0.5, "share in [0, 1] of the Designer samples in edit mode (a variant of a seed program with knobs)"
+    designer_steps: Annotated[int, Ge(0)] = _opt(2, "optimizer steps on Designer batches (0 with designer_examples 0)")
+    edit_share: Annotated[float, Ge(0), Le(1)] = _opt(
+        0.5, "share of the Designer samples in edit mode (a variant of a seed program with knobs)"
     )
-    learning_rate: float = _opt(3e-4, "AdamW learning rate of the adapters (> 0)")
-    micro_batch_size: int = _opt(2, "samples per optimizer step (>= 1); Designer steps take 1 (long sequences)")
-    max_seq_tokens: int = _opt(
-        3072, "samples whose prompt plus target is longer than this many tokens are skipped (>= 16)"
+    learning_rate: Annotated[float, Gt(0), FINITE] = _opt(3e-4, "AdamW learning rate of the adapters")
+    micro_batch_size: Annotated[int, Ge(1)] = _opt(
+        2, "samples per optimizer step; Designer steps take 1 (long sequences)"
     )
-    save_every: int = _opt(4, "save the resumable training state every N steps (>= 1)")
-    seed: int = _opt(0, "seed of the episodes, the data order and the variants (>= 0)")
+    max_seq_tokens: Annotated[int, Ge(16)] = _opt(
+        3072, "samples whose prompt plus target is longer than this many tokens are skipped"
+    )
+    save_every: Annotated[int, Ge(1)] = _opt(4, "save the resumable training state every N steps")
+    seed: Annotated[int, Ge(0)] = _opt(0, "seed of the episodes, the data order and the variants")
     cache_dir: str | None = _opt(
         None,
         "folder of the cached adapters, one per content hash; null: <cache>/warmstart, where <cache> is "
@@ -421,16 +455,9 @@ class SelfPlayConfig:
             _range("policy.device", p.device, "'cpu', 'cuda', 'cuda:N', 'mps' or null")
         if not p.spec.strip():
             _range("policy.spec", p.spec, "a policy spec such as 'default'")
-        _at_least("policy.max_batch_size", p.max_batch_size, 1)
 
         if not d.documents.strip():
             _range("designer.documents", d.documents, "'builtin', a file or folder, or 'hf:<dataset>'")
-        for name in ("document_max_tokens", "prompts_per_iteration", "max_new_tokens"):
-            _at_least(f"designer.{name}", getattr(d, name), 1)
-        _at_least("designer.group_size", d.group_size, 2, "(a group of one design has no relative advantage)")
-        _at_least("designer.edit_max_new_tokens", d.edit_max_new_tokens, EDIT_TOKEN_FLOOR, "(one edit block)")
-        _positive("designer.temperature", d.temperature, "(a group of greedy samples is degenerate)")
-        _top_p("designer.top_p", d.top_p)
         if d.repair_rounds != 0:  # a repaired design answers another prompt: it has no place in a GRPO group
             _range(
                 "designer.repair_rounds",
@@ -440,37 +467,14 @@ class SelfPlayConfig:
             )
         if not d.settings or len(set(d.settings)) != len(d.settings):
             _range("designer.settings", d.settings, "a non-empty list of distinct settings")
-        if d.edit_probability != "auto":
-            _probability("designer.edit_probability", d.edit_probability)
-        _at_least("designer.memory_k", d.memory_k, 0)
-        for name in ("invalid", "duplicate", "trivial", "out_of_reach"):
-            _finite(f"designer.reward.{name}", getattr(d.reward, name))
-        _probability("designer.reward.trivial_at", d.reward.trivial_at)
-        _probability("designer.reward.out_of_reach_below", d.reward.out_of_reach_below)
-        _finite("designer.reward.outside_window", d.reward.outside_window)
 
-        for name in ("k", "max_new_tokens", "max_turns", "max_episodes", "replay_seeds"):
-            _at_least(f"agent.{name}", getattr(a, name), 1)
-        _positive("agent.temperature", a.temperature, "(regret needs sampling)")
-        _top_p("agent.top_p", a.top_p)
-        _at_least("agent.replay_envs", a.replay_envs, 0)
-        _at_least("agent.episodes_per_env", a.episodes_per_env, 2, "(a group of one episode has no relative advantage)")
         if a.replay_seeds > a.episodes_per_env:
             _range("agent.replay_seeds", a.replay_seeds, f"at most agent.episodes_per_env ({a.episodes_per_env})")
-        _positive("agent.replay_beta", a.replay_beta)
-        _probability("agent.replay_rho", a.replay_rho)
 
-        for name in ("designer_weight", "agent_weight"):
-            value = getattr(t, name)
-            if not (math.isfinite(value) and value >= 0):
-                _range(f"train.{name}", value, "a finite number >= 0")
         self.grpo_config()  # the other train.* ranges are GRPOConfig's
 
         if not r.out.strip():
             _range("run.out", r.out, "a folder path")
-        for name in ("iterations", "checkpoint_every", "keep_checkpoints", "log_every"):
-            _at_least(f"run.{name}", getattr(r, name), 1)
-        _at_least("run.seed", r.seed, 0)
         try:
             kind, tasks = parse_fixed_pool(r.fixed_pool)
             if kind == "reasoning-gym":
@@ -506,15 +510,8 @@ class SelfPlayConfig:
                 )
 
         y = self.ray
-        if y.num_cpus is not None:
-            _at_least("ray.num_cpus", y.num_cpus, 1)
-            if y.address is not None:
-                _range("ray.num_cpus", y.num_cpus, "null when ray.address is set (a cluster has its own CPUs)")
-        _positive("ray.validation_cpus", y.validation_cpus)
-        _at_least("ray.env_hosts", y.env_hosts, 1)
-        _at_least("ray.max_retries", y.max_retries, 0)
-        if not (math.isfinite(y.generation_gpus) and y.generation_gpus >= 0):
-            _range("ray.generation_gpus", y.generation_gpus, "a finite number >= 0")
+        if y.num_cpus is not None and y.address is not None:
+            _range("ray.num_cpus", y.num_cpus, "null when ray.address is set (a cluster has its own CPUs)")
         if r.executor == "ray":
             from spade_gym.errors import MissingDependency, require
 
@@ -524,13 +521,6 @@ class SelfPlayConfig:
                 raise ConfigError(f"config key 'run.executor': {exc}", key="run.executor") from None
 
         w = self.warmstart
-        for name in ("agent_seeds", "agent_examples", "micro_batch_size", "save_every"):
-            _at_least(f"warmstart.{name}", getattr(w, name), 1)
-        for name in ("agent_steps", "designer_examples", "designer_steps", "seed"):
-            _at_least(f"warmstart.{name}", getattr(w, name), 0)
-        _at_least("warmstart.max_seq_tokens", w.max_seq_tokens, 16)
-        _probability("warmstart.edit_share", w.edit_share)
-        _positive("warmstart.learning_rate", w.learning_rate)
         if w.cache_dir is not None and not w.cache_dir.strip():
             _range("warmstart.cache_dir", w.cache_dir, "a folder path or null")
         if w.agent_steps + w.designer_steps == 0:
@@ -669,8 +659,12 @@ def _repr(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _type_name(tp: Any) -> str:
-    """How a type reads in a message: ``int``, ``one of 'on', 'off'``, ``float or null``."""
+def _type_name(tp: Any, ranges: bool = True) -> str:
+    """How a type reads in a message: ``int``, ``one of 'on', 'off'``, ``float or null``; with
+    ``ranges``, an ``Annotated`` type's constraints: ``an int >= 1``, ``a number in (0, 1]``,
+    ``a finite number > 0 (why)``."""
+    if get_origin(tp) is Annotated:
+        return _range_name(tp.__origin__, tp.__metadata__) if ranges else _type_name(tp.__origin__)
     if tp is Any:
         return "any value"
     if dataclasses.is_dataclass(tp):
@@ -680,7 +674,7 @@ def _type_name(tp: Any) -> str:
         return "one of " + ", ".join(repr(c) for c in get_args(tp))
     if origin in (Union, types.UnionType):
         arms = [a for a in get_args(tp) if a is not type(None)]
-        names = " or ".join(_type_name(a) for a in arms)
+        names = " or ".join(_type_name(a, ranges) for a in arms)
         return f"{names} or null" if len(arms) < len(get_args(tp)) else names
     if origin is list:
         return f"a list of {_type_name(get_args(tp)[0])}"
@@ -691,8 +685,26 @@ def _type_name(tp: Any) -> str:
     )
 
 
+def _range_name(tp: type, metadata: Sequence[Any]) -> str:
+    """``an int >= 1``, ``a number in (0, 1]``, ``a finite number > 0 (why)``: a type with its
+    ``Annotated`` constraints (a lower bound before an upper one), as help and errors show it."""
+    signs = {Ge: ">=", Gt: ">", Le: "<=", Lt: "<"}
+    bounds = [(signs[type(m)], getattr(m, type(m).__name__.lower())) for m in metadata if type(m) in signs]
+    text = "an int" if tp is int else "a finite number" if FINITE in metadata else "a number"
+    if len(bounds) == 2:
+        (low_sign, low), (high_sign, high) = bounds
+        text += f" in {'[' if low_sign == '>=' else '('}{low}, {high}{']' if high_sign == '<=' else ')'}"
+    elif bounds:
+        text += " {} {}".format(*bounds[0])
+    return text + "".join(f" ({m.text})" for m in metadata if isinstance(m, Why))
+
+
 def _wrong(key: str, value: Any, tp: Any) -> ConfigError:
-    return ConfigError(f"config key {key!r} = {_show(value)}; expected {_type_name(tp)}", key=key)
+    return ConfigError(f"config key {key!r} = {_show(value)}; expected {_type_name(tp, ranges=False)}", key=key)
+
+
+#: pydantic's error types for a value of the right type that an ``Annotated`` constraint refuses.
+_RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "predicate_failed"}
 
 
 @functools.cache
@@ -726,7 +738,8 @@ def _check(value: Any, tp: Any, key: str) -> Any:
         return _adapter(tp).validate_python(value)
     except ValidationError as exc:
         # the first error's path into a list or mapping names its element; a union's branch names stop the walk
-        path = exc.errors()[0]["loc"]
+        errors = exc.errors()
+        path = errors[0]["loc"]
         for n, part in enumerate(path):
             inner = (
                 [a for a in get_args(tp) if a is not type(None)] if get_origin(tp) in (Union, types.UnionType) else []
@@ -744,6 +757,8 @@ def _check(value: Any, tp: Any, key: str) -> Any:
                 key, value, tp = f"{key}.{part}", value[part], get_args(tp)[1]
             else:
                 break
+        if any(e["type"] in _RANGE_ERRORS for e in errors):  # the right type, out of its Annotated range
+            _range(key, value, _type_name(tp))
         raise _wrong(key, value, tp) from None
 
 
@@ -778,7 +793,7 @@ def _build(cls: type[_T], data: Mapping[str, Any], prefix: str) -> _T:
     """An instance of dataclass ``cls`` from ``data``, every key and value checked."""
     if not isinstance(data, Mapping):
         raise _wrong(prefix, data, cls)
-    hints = get_type_hints(cls)
+    hints = get_type_hints(cls, include_extras=True)
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     kwargs = {}
     for key, value in data.items():
@@ -793,31 +808,6 @@ def _build(cls: type[_T], data: Mapping[str, Any], prefix: str) -> _T:
 
 def _range(key: str, value: Any, expected: str) -> NoReturn:
     raise ConfigError(f"config key {key!r} = {_repr(value)}; expected {expected}", key=key)
-
-
-def _at_least(key: str, value: int | None, low: int, why: str = "") -> None:
-    if value is not None and value < low:
-        _range(key, value, f"an int >= {low}" + (f" {why}" if why else ""))
-
-
-def _positive(key: str, value: float, why: str = "") -> None:
-    if not (math.isfinite(value) and value > 0):
-        _range(key, value, "a finite number > 0" + (f" {why}" if why else ""))
-
-
-def _finite(key: str, value: float) -> None:
-    if not math.isfinite(value):
-        _range(key, value, "a finite number")
-
-
-def _probability(key: str, value: float) -> None:
-    if not 0.0 <= value <= 1.0:
-        _range(key, value, "a number in [0, 1]")
-
-
-def _top_p(key: str, value: float) -> None:
-    if not 0.0 < value <= 1.0:
-        _range(key, value, "a number in (0, 1]")
 
 
 def _is_str_field(parts: Sequence[str]) -> bool:
@@ -916,12 +906,14 @@ def _comment(text: str, indent: str) -> list[str]:
 
 
 def _render_section(obj: Any, indent: str) -> list[str]:
-    hints = get_type_hints(type(obj))
+    hints = get_type_hints(type(obj), include_extras=True)
     lines: list[str] = []
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
-        lines.extend(_comment(f.metadata.get("help", ""), indent))
-        if dataclasses.is_dataclass(hints[f.name]):
+        tp = hints[f.name]
+        ranged = any(get_origin(a) is Annotated for a in (tp, *get_args(tp)))  # its range follows its help
+        lines.extend(_comment(f.metadata.get("help", "") + (f"; {_type_name(tp)}" if ranged else ""), indent))
+        if dataclasses.is_dataclass(tp):
             lines.append(f"{indent}{f.name}:")
             lines.extend(_render_section(value, indent + "  "))
         else:
@@ -945,7 +937,7 @@ def _render_yaml(config: SelfPlayConfig) -> str:
 
 
 def _describe(cls: type, prefix: str, lines: list[str]) -> None:
-    hints = get_type_hints(cls)
+    hints = get_type_hints(cls, include_extras=True)
     defaults = cls()
     for f in dataclasses.fields(cls):
         dotted = f"{prefix}.{f.name}"
