@@ -12,9 +12,10 @@ from dataclasses import dataclass, field, fields
 from statistics import fmean, stdev
 from typing import Annotated, Any, Literal
 
-from annotated_types import Ge, Le, Predicate
+from annotated_types import Ge, Le
 
 from spade_gym.agent import Episode, RolloutConfig, RolloutStats, Trajectory, rollout
+from spade_gym.options import FINITE, option
 from spade_gym.policies.base import Policy
 from spade_gym.program import LEARNING_WINDOW, OUT_OF_REACH_BELOW, TRIVIAL_AT
 
@@ -138,13 +139,8 @@ def summarise(trajectories: Sequence[Trajectory], stats: RolloutStats | None = N
 SHAPINGS = ("none", "window", "learnability")
 
 
-def _opt(default: Any, help: str) -> Any:
-    """A field with its ``--help-config`` text."""
-    return field(default=default, metadata={"help": help})
-
-
 #: A reward, and a fraction of episodes (``Annotated`` ranges, checked by the config).
-_Finite = Annotated[float, Predicate(math.isfinite)]
+_Finite = Annotated[float, FINITE]
 _Share = Annotated[float, Ge(0), Le(1)]
 
 
@@ -154,26 +150,28 @@ class RewardConfig:
     field's help text documents it, its ``Annotated`` range is what the config accepts. ValueError for
     an unknown ``shaping`` or a window not in [0, 1]."""
 
-    invalid: _Finite = _opt(-1.0, "reward of a program that fails the validation gate")
-    duplicate: _Finite = _opt(-0.5, "reward of an exact or near duplicate of a registered environment")
-    trivial: _Finite = _opt(0.0, "reward of a trivial environment (the Agent solves it without the hint)")
-    trivial_at: _Share = _opt(TRIVIAL_AT, "no-hint mean return at or above which an environment is trivial")
-    out_of_reach: _Finite = _opt(0.0, "reward of an environment out of reach (failed even with the hint)")
-    out_of_reach_below: _Share = _opt(OUT_OF_REACH_BELOW, "hint mean return below which an environment is out of reach")
-    shaping: Literal["none", "window", "learnability"] = _opt(
+    invalid: _Finite = option(-1.0, "reward of a program that fails the validation gate")
+    duplicate: _Finite = option(-0.5, "reward of an exact or near duplicate of a registered environment")
+    trivial: _Finite = option(0.0, "reward of a trivial environment (the Agent solves it without the hint)")
+    trivial_at: _Share = option(TRIVIAL_AT, "no-hint mean return at or above which an environment is trivial")
+    out_of_reach: _Finite = option(0.0, "reward of an environment out of reach (failed even with the hint)")
+    out_of_reach_below: _Share = option(
+        OUT_OF_REACH_BELOW, "hint mean return below which an environment is out of reach"
+    )
+    shaping: Literal["none", "window", "learnability"] = option(
         "none",
         "reward of an environment neither trivial nor out of reach: 'none' (the regret, SPADE), 'window' (the "
         "regret only while the no-hint success rate p is in [window_low, window_high], R-Zero) or "
         "'learnability' (4 p (1 - p), times the regret when learnability_times_regret)",
     )
-    window_low: float = _opt(
+    window_low: float = option(
         LEARNING_WINDOW[0], "lowest no-hint success rate in [0, 1] at which 'window' pays the regret"
     )
-    window_high: float = _opt(
+    window_high: float = option(
         LEARNING_WINDOW[1], "highest no-hint success rate in [0, 1] at which 'window' pays the regret"
     )
-    outside_window: _Finite = _opt(0.0, "reward under 'window' when the no-hint success rate is outside the window")
-    learnability_times_regret: bool = _opt(
+    outside_window: _Finite = option(0.0, "reward under 'window' when the no-hint success rate is outside the window")
+    learnability_times_regret: bool = option(
         True, "'learnability' pays 4 p (1 - p) times the regret (true) or 4 p (1 - p) alone (false)"
     )
 

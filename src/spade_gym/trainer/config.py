@@ -23,22 +23,22 @@ import dataclasses
 import difflib
 import functools
 import json
-import math
 import re
 import sys
 import textwrap
 import types
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from annotated_types import Ge, Gt, Le, Lt, Predicate
+from annotated_types import Ge, Gt, Le, Lt
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, EDIT_TOKEN_FLOOR, WRITE_MAX_NEW_TOKENS
 from spade_gym.errors import SpadeError
 from spade_gym.memory import MemoryConfig
+from spade_gym.options import FINITE, Why, option, option_factory
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.regret import REGRET_EPISODES, RewardConfig
 from spade_gym.trainer.grpo import GRPOConfig, GRPOConfigError
@@ -72,47 +72,28 @@ class ConfigError(SpadeError):
         self.key = key
 
 
-@dataclass(frozen=True)
-class Why:
-    """``Annotated`` metadata: why a field's range is what it is, shown after the range."""
-
-    text: str
-
-
-#: ``Annotated`` metadata: refuse NaN and the infinities (pydantic checks it).
-FINITE = Predicate(math.isfinite)
-
-
-def _opt(default: Any, help: str) -> Any:
-    return field(default=default, metadata={"help": help})
-
-
-def _opt_factory(factory: Any, help: str) -> Any:
-    return field(default_factory=factory, metadata={"help": help})
-
-
 @dataclass
 class PolicySection:
     """The language model that plays both roles (Designer and Agent share its weights)."""
 
-    spec: str = _opt(
+    spec: str = option(
         "default",
         "which model and backend, as for the --policy option of `spade eval` and `spade design`: 'default' (the "
         "embedded SmolLM2-135M-Instruct), "
         "a Hugging Face id or local path, or 'vllm:<id or path>' for generation on vLLM",
     )
-    device: str | None = _opt(
+    device: str | None = option(
         None, "'cpu', 'cuda', 'cuda:N' or 'mps' for the trained weights; null: the best available device"
     )
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = _opt(
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = option(
         "auto", "weights dtype; 'auto': bfloat16 on a GPU that supports it (float16 otherwise), float32 on CPU"
     )
-    lora: dict[str, Any] | None = _opt(
+    lora: dict[str, Any] | None = option(
         None,
         "train LoRA adapters instead of all weights: peft LoraConfig fields, e.g. "
         "{r: 8, lora_alpha: 16, target_modules: [q_proj, v_proj]}; null: full fine-tuning",
     )
-    max_batch_size: Annotated[int, Ge(1)] = _opt(32, "most sequences per generate call of the transformers backend")
+    max_batch_size: Annotated[int, Ge(1)] = option(32, "most sequences per generate call of the transformers backend")
 
 
 #: The ``designer.reward`` section: :class:`spade_gym.regret.RewardConfig` itself (one definition).
@@ -123,51 +104,51 @@ DesignerRewardSection = RewardConfig
 class DesignerSection:
     """The Environment Designer: how many programs it writes per iteration and how."""
 
-    documents: str = _opt(
+    documents: str = option(
         "builtin",
         "document source the designs are grounded on: 'builtin', a .jsonl/.parquet/.txt file or folder, "
         "or 'hf:<dataset>[:<config>]'",
     )
-    document_max_tokens: Annotated[int, Ge(1)] = _opt(1024, "token budget per document shown in the prompt")
-    prompts_per_iteration: Annotated[int, Ge(1)] = _opt(2, "Designer prompts (documents) per iteration")
-    group_size: Annotated[int, Ge(2), Why("a group of one design has no relative advantage")] = _opt(
+    document_max_tokens: Annotated[int, Ge(1)] = option(1024, "token budget per document shown in the prompt")
+    prompts_per_iteration: Annotated[int, Ge(1)] = option(2, "Designer prompts (documents) per iteration")
+    group_size: Annotated[int, Ge(2), Why("a group of one design has no relative advantage")] = option(
         4, "designs sampled per prompt, G: one GRPO group, advantages are relative within it"
     )
-    max_new_tokens: Annotated[int, Ge(1)] = _opt(
+    max_new_tokens: Annotated[int, Ge(1)] = option(
         WRITE_MAX_NEW_TOKENS,
         "most tokens per design (a whole program): a run refuses a value below the token length of the shortest "
         "seed program under the policy's tokenizer (256 when that tokenizer is not on the machine) before the "
         "model loads",
     )
-    edit_max_new_tokens: Annotated[int, Ge(EDIT_TOKEN_FLOOR), Why("one edit block")] = _opt(
+    edit_max_new_tokens: Annotated[int, Ge(EDIT_TOKEN_FLOOR), Why("one edit block")] = option(
         EDIT_MAX_NEW_TOKENS,
         "most tokens per edit-mode design: edit blocks against the parent program, not a whole module",
     )
-    temperature: Annotated[float, Gt(0), FINITE, Why("a group of greedy samples is degenerate")] = _opt(
+    temperature: Annotated[float, Gt(0), FINITE, Why("a group of greedy samples is degenerate")] = option(
         DESIGNER_TEMPERATURE,
         "sampling temperature of designs (default measured with the embedded model, see the README; larger models "
         "do well at 0.7-1.0)",
     )
-    top_p: Annotated[float, Gt(0), Le(1)] = _opt(1.0, "nucleus sampling mass of designs")
-    repair_rounds: int = _opt(
+    top_p: Annotated[float, Gt(0), Le(1)] = option(1.0, "nucleus sampling mass of designs")
+    repair_rounds: int = option(
         0, "must be 0 in self-play (a GRPO group answers one prompt); `spade design --repairs N` repairs designs"
     )
-    settings: list[Literal["reasoning", "tool_use", "game"]] = _opt_factory(
+    settings: list[Literal["reasoning", "tool_use", "game"]] = option_factory(
         lambda: ["reasoning", "tool_use", "game"],
         "target settings, drawn uniformly per prompt (a non-empty subset of reasoning, tool_use, game)",
     )
-    edit_probability: Annotated[float, Ge(0), Le(1)] | Literal["auto"] = _opt(
+    edit_probability: Annotated[float, Ge(0), Le(1)] | Literal["auto"] = option(
         "auto",
         "chance that a prompt asks to edit a memory environment instead of writing a new one; 'auto': "
         "0.75 for a small model (under 1.5B parameters by its name, the embedded default, or policy.device cpu), "
         "whose whole programs from a document are rarely valid while a variant of a shown program is a few tokens "
         "away, else 0.25 (spade_gym.designer.auto_edit_probability)",
     )
-    memory_k: Annotated[int, Ge(0)] = _opt(
+    memory_k: Annotated[int, Ge(0)] = option(
         MemoryConfig.k, "earlier environments shown in the prompt (the environment memory; 0: off)"
     )
-    include_source: bool = _opt(False, "show the source of every memory environment (longer prompts)")
-    reward: RewardConfig = _opt_factory(
+    include_source: bool = option(False, "show the source of every memory environment (longer prompts)")
+    reward: RewardConfig = option_factory(
         RewardConfig, "the Designer's reward: penalties, thresholds and shaping (spade_gym.regret.RewardConfig)"
     )
 
@@ -176,43 +157,43 @@ class DesignerSection:
 class AgentSection:
     """The Reasoning Agent: regret episodes, replayed environments and its sampling."""
 
-    k: Annotated[int, Ge(1)] = _opt(
+    k: Annotated[int, Ge(1)] = option(
         REGRET_EPISODES, "regret episodes per arm (with and without the hint) for each accepted design"
     )
-    max_new_tokens: Annotated[int, Ge(1)] = _opt(AGENT_MAX_NEW_TOKENS, "most tokens per Agent turn")
-    temperature: Annotated[float, Gt(0), FINITE, Why("regret needs sampling")] = _opt(
+    max_new_tokens: Annotated[int, Ge(1)] = option(AGENT_MAX_NEW_TOKENS, "most tokens per Agent turn")
+    temperature: Annotated[float, Gt(0), FINITE, Why("regret needs sampling")] = option(
         AGENT_TEMPERATURE, "sampling temperature of the Agent (default measured, see the README)"
     )
-    top_p: Annotated[float, Gt(0), Le(1)] = _opt(
+    top_p: Annotated[float, Gt(0), Le(1)] = option(
         AGENT_TOP_P, "nucleus sampling mass of the Agent (default measured, see the README)"
     )
-    max_turns: Annotated[int, Ge(1)] | None = _opt(
+    max_turns: Annotated[int, Ge(1)] | None = option(
         None, "cap on Agent turns per episode; null: the environment's max_turns"
     )
-    max_episodes: Annotated[int, Ge(1)] = _opt(
+    max_episodes: Annotated[int, Ge(1)] = option(
         64, "most episodes (sandbox workers) alive at once; more are played in waves"
     )
-    train_on_regret_episodes: bool = _opt(
+    train_on_regret_episodes: bool = option(
         True, "the no-hint regret episodes double as Agent training data (docs/DESIGN.md)"
     )
-    replay_envs: Annotated[int, Ge(0)] = _opt(4, "registry environments replayed per iteration for Agent training")
-    episodes_per_env: Annotated[int, Ge(2), Why("a group of one episode has no relative advantage")] = _opt(
+    replay_envs: Annotated[int, Ge(0)] = option(4, "registry environments replayed per iteration for Agent training")
+    episodes_per_env: Annotated[int, Ge(2), Why("a group of one episode has no relative advantage")] = option(
         4, "Agent episodes per replayed environment: one GRPO group"
     )
-    replay_seeds: Annotated[int, Ge(1)] = _opt(
+    replay_seeds: Annotated[int, Ge(1)] = option(
         1,
         "reset seeds the episodes of one replayed environment are spread over (at most episodes_per_env); 1: GRPO's "
         "group of one task instance; more: the group is the environment, its mean return the baseline (a small "
         "model's answers to one instance are nearly constant, so one-seed groups give no advantage)",
     )
-    replay_strategy: Literal["replay", "uniform"] = _opt(
+    replay_strategy: Literal["replay", "uniform"] = option(
         "replay", "how replayed environments are drawn: 'replay' (rank-based prioritised by regret) or 'uniform'"
     )
-    replay_beta: Annotated[float, Gt(0), FINITE] = _opt(
+    replay_beta: Annotated[float, Gt(0), FINITE] = option(
         0.1, "rank temperature beta of prioritised replay; smaller concentrates on the highest regret"
     )
-    replay_rho: Annotated[float, Ge(0), Le(1)] = _opt(0.1, "staleness coefficient rho of prioritised replay")
-    replay_unmeasured_first: bool = _opt(
+    replay_rho: Annotated[float, Ge(0), Le(1)] = option(0.1, "staleness coefficient rho of prioritised replay")
+    replay_unmeasured_first: bool = option(
         True, "rank environments without a regret estimate above every measured one (so they get measured)"
     )
 
@@ -225,11 +206,12 @@ def _grpo(name: str) -> Any:
     """GRPOConfig's field ``name`` as a config option: its default and help, defined once there."""
     source = next(f for f in dataclasses.fields(GRPOConfig) if f.name == name)
     help = _yaml_words(source.metadata["help"].rstrip("."))
-    if source.default is dataclasses.MISSING:
-        return _opt_factory(source.default_factory, help)
-    if isinstance(source.default, tuple):
-        return _opt_factory(lambda: list(source.default), help)
-    return _opt(source.default, help)
+    default = source.default
+    if default is dataclasses.MISSING:
+        return option_factory(source.default_factory, help)  # type: ignore[arg-type]  # set when default is not
+    if isinstance(default, tuple):
+        return option_factory(lambda: list(default), help)
+    return option(default, help)
 
 
 @dataclass
@@ -254,10 +236,12 @@ class TrainConfig:
     mini_batches: int = _grpo("mini_batches")
     epochs: int = _grpo("epochs")
     max_grad_norm: float | None = _grpo("max_grad_norm")
-    designer_weight: Annotated[float, Ge(0), FINITE] = _opt(
+    designer_weight: Annotated[float, Ge(0), FINITE] = option(
         1.0, "loss weight of the Designer's samples (0 leaves them out)"
     )
-    agent_weight: Annotated[float, Ge(0), FINITE] = _opt(1.0, "loss weight of the Agent's samples (0 leaves them out)")
+    agent_weight: Annotated[float, Ge(0), FINITE] = option(
+        1.0, "loss weight of the Agent's samples (0 leaves them out)"
+    )
     bf16: bool = _grpo("bf16")
     fp32_trainable: bool = _grpo("fp32_trainable")
     disable_dropout: bool = _grpo("disable_dropout")
@@ -267,63 +251,63 @@ class TrainConfig:
 class RunSection:
     """The run: where it writes, how long it runs, checkpoints and logging."""
 
-    out: str = _opt("runs/selfplay", "run folder: config, registry, metrics, TensorBoard events, checkpoints, plots")
-    iterations: Annotated[int, Ge(1)] = _opt(3, "self-play iterations")
-    seed: Annotated[int, Ge(0)] = _opt(0, "seed of every random generator of the run")
-    checkpoint_every: Annotated[int, Ge(1)] = _opt(
+    out: str = option("runs/selfplay", "run folder: config, registry, metrics, TensorBoard events, checkpoints, plots")
+    iterations: Annotated[int, Ge(1)] = option(3, "self-play iterations")
+    seed: Annotated[int, Ge(0)] = option(0, "seed of every random generator of the run")
+    checkpoint_every: Annotated[int, Ge(1)] = option(
         1, "save a checkpoint every N iterations and after the last; a killed run loses at most N iterations"
     )
-    keep_checkpoints: Annotated[int, Ge(1)] = _opt(2, "checkpoints kept on disk, the newest")
-    designer: Literal["on", "off"] = _opt(
+    keep_checkpoints: Annotated[int, Ge(1)] = option(2, "checkpoints kept on disk, the newest")
+    designer: Literal["on", "off"] = option(
         "on", "'on': SPADE self-play; 'off': the baseline, the Agent alone on run.fixed_pool"
     )
-    fixed_pool: str = _opt(
+    fixed_pool: str = option(
         "seed-library",
         "environments of the designer='off' baseline: 'seed-library' (the bundled environments) or "
         "'reasoning-gym:<task>[,<task>...]'",
     )
-    held_out_envs: list[str] = _opt_factory(
+    held_out_envs: list[str] = option_factory(
         lambda: list(HELD_OUT_SEED_ENVS),
         "seed environments left out of the run's registry (never designed from, replayed or trained on): "
         "whole tasks held out for `spade eval --suite tool-use / games`; [] trains on the whole seed library",
     )
-    seed_tags: list[str] = _opt_factory(
+    seed_tags: list[str] = option_factory(
         list,
         "only seed environments with one of these tags start the run's registry (its training pool and the "
         "Designer's memory), e.g. [graded] for the small graded environments a CPU model can learn from; "
         "[]: every seed environment",
     )
-    executor: Literal["local", "ray"] = _opt(
+    executor: Literal["local", "ray"] = option(
         "local",
         "where validation and the Agent's environments run: 'local' (this machine's worker processes) or "
         "'ray' (Ray tasks and actors, see the ray section; needs spade-gym[ray]); results are the same",
     )
-    tensorboard: bool = _opt(True, "write TensorBoard events to <out>/tb (needs the tensorboard package)")
-    log_every: Annotated[int, Ge(1)] = _opt(1, "print a one-line summary every N iterations")
+    tensorboard: bool = option(True, "write TensorBoard events to <out>/tb (needs the tensorboard package)")
+    log_every: Annotated[int, Ge(1)] = option(1, "print a one-line summary every N iterations")
 
 
 @dataclass
 class RaySection:
     """Ray settings, used when ``run.executor`` is ``'ray'`` (see README, "Ray: scaling out")."""
 
-    address: str | None = _opt(
+    address: str | None = option(
         None,
         "cluster to join: null starts a local Ray instance; 'auto' joins this node's cluster; "
         "'ray://<head>:10001' connects through Ray Client",
     )
-    num_cpus: Annotated[int, Ge(1)] | None = _opt(
+    num_cpus: Annotated[int, Ge(1)] | None = option(
         None, "CPUs of a local instance started here (null: all); only with address null"
     )
-    validation_cpus: Annotated[float, Gt(0), FINITE] = _opt(
+    validation_cpus: Annotated[float, Gt(0), FINITE] = option(
         1.0, "CPUs reserved per validation task (a validation uses two sandbox workers)"
     )
-    env_hosts: Annotated[int, Ge(1)] | None = _opt(
+    env_hosts: Annotated[int, Ge(1)] | None = option(
         None, "actors hosting the Agent's environments; null: one per alive node"
     )
-    max_retries: Annotated[int, Ge(0)] = _opt(
+    max_retries: Annotated[int, Ge(0)] = option(
         1, "reruns of a validation task whose worker died, before it counts as failed"
     )
-    generation_gpus: Annotated[float, Ge(0), FINITE] = _opt(
+    generation_gpus: Annotated[float, Ge(0), FINITE] = option(
         1.0, "GPUs of the Ray actor that hosts the vLLM engine when policy.spec is 'vllm:<id>'"
     )
 
@@ -333,31 +317,35 @@ class WarmstartSection:
     """The cold start: a short supervised stage before self-play (spade_gym.trainer.warmstart): the
     oracle's actions for the Agent, the seed programs for the Designer, never the held-out environments."""
 
-    enabled: bool = _opt(
+    enabled: bool = option(
         False, "train (or load from the cache) the cold-start LoRA adapter before iteration 0 of self-play"
     )
-    agent_seeds: Annotated[int, Ge(1)] = _opt(2, "oracle episodes played per training-pool environment, one seed each")
-    agent_examples: Annotated[int, Ge(1)] = _opt(
+    agent_seeds: Annotated[int, Ge(1)] = option(
+        2, "oracle episodes played per training-pool environment, one seed each"
+    )
+    agent_examples: Annotated[int, Ge(1)] = option(
         48, "most Agent samples (one per oracle turn), drawn round-robin over the pool's environments"
     )
-    agent_steps: Annotated[int, Ge(0)] = _opt(8, "optimizer steps on Agent batches")
-    designer_examples: Annotated[int, Ge(0)] = _opt(
+    agent_steps: Annotated[int, Ge(0)] = option(8, "optimizer steps on Agent batches")
+    designer_examples: Annotated[int, Ge(0)] = option(
         4, "most Designer samples (write and edit mode; a seed program or a variant of it as target)"
     )
-    designer_steps: Annotated[int, Ge(0)] = _opt(2, "optimizer steps on Designer batches (0 with designer_examples 0)")
-    edit_share: Annotated[float, Ge(0), Le(1)] = _opt(
+    designer_steps: Annotated[int, Ge(0)] = option(
+        2, "optimizer steps on Designer batches (0 with designer_examples 0)"
+    )
+    edit_share: Annotated[float, Ge(0), Le(1)] = option(
         0.5, "share of the Designer samples in edit mode (a variant of a seed program with knobs)"
     )
-    learning_rate: Annotated[float, Gt(0), FINITE] = _opt(3e-4, "AdamW learning rate of the adapters")
-    micro_batch_size: Annotated[int, Ge(1)] = _opt(
+    learning_rate: Annotated[float, Gt(0), FINITE] = option(3e-4, "AdamW learning rate of the adapters")
+    micro_batch_size: Annotated[int, Ge(1)] = option(
         2, "samples per optimizer step; Designer steps take 1 (long sequences)"
     )
-    max_seq_tokens: Annotated[int, Ge(16)] = _opt(
+    max_seq_tokens: Annotated[int, Ge(16)] = option(
         3072, "samples whose prompt plus target is longer than this many tokens are skipped"
     )
-    save_every: Annotated[int, Ge(1)] = _opt(4, "save the resumable training state every N steps")
-    seed: Annotated[int, Ge(0)] = _opt(0, "seed of the episodes, the data order and the variants")
-    cache_dir: str | None = _opt(
+    save_every: Annotated[int, Ge(1)] = option(4, "save the resumable training state every N steps")
+    seed: Annotated[int, Ge(0)] = option(0, "seed of the episodes, the data order and the variants")
+    cache_dir: str | None = option(
         None,
         "folder of the cached adapters, one per content hash; null: <cache>/warmstart, where <cache> is "
         "$SPADE_CACHE or ~/.cache/spade_gym (the embedded model's cache)",
@@ -369,13 +357,13 @@ class SelfPlayConfig:
     """Everything a self-play run needs, read from one YAML file (``spade selfplay --config FILE``);
     the constructors check every key, :meth:`validate` checks a config built in Python."""
 
-    policy: PolicySection = _opt_factory(PolicySection, PolicySection.__doc__ or "")
-    designer: DesignerSection = _opt_factory(DesignerSection, DesignerSection.__doc__ or "")
-    agent: AgentSection = _opt_factory(AgentSection, AgentSection.__doc__ or "")
-    train: TrainConfig = _opt_factory(TrainConfig, TrainConfig.__doc__ or "")
-    run: RunSection = _opt_factory(RunSection, RunSection.__doc__ or "")
-    ray: RaySection = _opt_factory(RaySection, RaySection.__doc__ or "")
-    warmstart: WarmstartSection = _opt_factory(WarmstartSection, WarmstartSection.__doc__ or "")
+    policy: PolicySection = option_factory(PolicySection, PolicySection.__doc__ or "")
+    designer: DesignerSection = option_factory(DesignerSection, DesignerSection.__doc__ or "")
+    agent: AgentSection = option_factory(AgentSection, AgentSection.__doc__ or "")
+    train: TrainConfig = option_factory(TrainConfig, TrainConfig.__doc__ or "")
+    run: RunSection = option_factory(RunSection, RunSection.__doc__ or "")
+    ray: RaySection = option_factory(RaySection, RaySection.__doc__ or "")
+    warmstart: WarmstartSection = option_factory(WarmstartSection, WarmstartSection.__doc__ or "")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SelfPlayConfig:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
+from spade_gym.options import option
 from spade_gym.policies.base import Completion, is_int
 
 if TYPE_CHECKING:
@@ -330,10 +331,6 @@ def _padded(rows: Sequence[Sequence[float]], dtype: torch.dtype, device: torch.d
     return torch.nn.utils.rnn.pad_sequence(tensors, batch_first=True).to(device)
 
 
-def _opt(default: Any, help: str) -> Any:
-    return field(default=default, metadata={"help": help})
-
-
 @dataclass(frozen=True)
 class GRPOConfig:
     """Settings of :class:`GRPOTrainer`; each field's ``metadata["help"]`` says what it does.
@@ -346,69 +343,69 @@ class GRPOConfig:
     ValueError for a field out of its range (:meth:`validate`, called on construction).
     """
 
-    learning_rate: float = _opt(1e-5, "AdamW learning rate (> 0; about 1e-4 with LoRA).")
-    weight_decay: float = _opt(0.0, "AdamW decoupled weight decay (>= 0).")
-    adam_betas: tuple[float, float] = _opt((0.9, 0.999), "AdamW betas, each in [0, 1).")
-    adam_eps: float = _opt(1e-8, "AdamW epsilon (> 0).")
-    clip_eps: float = _opt(0.2, "PPO clip range: token ratios are clipped to [1 - clip_eps, ...]; in (0, 1).")
-    clip_eps_high: float | None = _opt(
+    learning_rate: float = option(1e-5, "AdamW learning rate (> 0; about 1e-4 with LoRA).")
+    weight_decay: float = option(0.0, "AdamW decoupled weight decay (>= 0).")
+    adam_betas: tuple[float, float] = option((0.9, 0.999), "AdamW betas, each in [0, 1).")
+    adam_eps: float = option(1e-8, "AdamW epsilon (> 0).")
+    clip_eps: float = option(0.2, "PPO clip range: token ratios are clipped to [1 - clip_eps, ...]; in (0, 1).")
+    clip_eps_high: float | None = option(
         None, "Upper clip range, ratio <= 1 + clip_eps_high (DAPO clip-higher, e.g. 0.28); None: clip_eps."
     )
-    kl_coef: float = _opt(
+    kl_coef: float = option(
         0.0,
         "Weight of the k3 KL penalty to a frozen reference (GRPO's beta, >= 0). With LoRA the "
         "reference is the base model (adapters disabled, no copy); without LoRA and without a given "
         "reference, a frozen copy of the model (one more model's worth of memory).",
     )
-    loss_type: LossType = _opt(
+    loss_type: LossType = option(
         "token",
         "'token': mean over all trained tokens of the batch (DAPO); 'sequence': mean over each "
         "sequence's tokens, then over sequences (original GRPO).",
     )
-    scale_advantages: bool = _opt(
+    scale_advantages: bool = option(
         True, "Divide advantages by the group's reward std (GRPO); False: r - mean only (Dr. GRPO)."
     )
-    advantage_eps: float = _opt(1e-6, "Added to the group std before dividing (>= 0).")
-    std_ddof: int = _opt(0, "Group std: 0 population (default), 1 sample std (TRL's torch.std).")
-    drop_zero_advantage: bool = _opt(
+    advantage_eps: float = option(1e-6, "Added to the group std before dividing (>= 0).")
+    std_ddof: int = option(0, "Group std: 0 population (default), 1 sample std (TRL's torch.std).")
+    drop_zero_advantage: bool = option(
         True,
         "Leave samples with advantage 0 (singleton or all-equal groups) out of the update: they "
         "carry no policy gradient and would only dilute the token normalisation (DAPO dynamic "
         "sampling); counted in UpdateStats.dropped.",
     )
-    micro_batch_size: int = _opt(4, "Sequences per forward/backward pass (>= 1); gradients accumulate across them.")
-    mini_batches: int = _opt(
+    micro_batch_size: int = option(4, "Sequences per forward/backward pass (>= 1); gradients accumulate across them.")
+    mini_batches: int = option(
         1,
         "Optimizer steps per update (>= 1): the samples are shuffled and split into this many "
         "mini-batches; after the first, the clip against the behaviour logprobs is what keeps steps close.",
     )
-    epochs: int = _opt(
+    epochs: int = option(
         1,
         "Passes over the samples per update (>= 1; GRPO's mu): each pass is reshuffled and split into "
         "mini_batches, so an update takes epochs * mini_batches optimizer steps.",
     )
-    max_grad_norm: float | None = _opt(1.0, "Clip the global gradient norm to this (> 0); None: no clipping.")
+    max_grad_norm: float | None = option(1.0, "Clip the global gradient norm to this (> 0); None: no clipping.")
     role_weights: Mapping[str, float] = field(
         default_factory=lambda: {"designer": 1.0, "agent": 1.0},
         metadata={
             "help": "Loss weight per role (>= 0; a role not named weighs 1); a role weighted 0 is left out of the update."
         },
     )
-    bf16: bool = _opt(
+    bf16: bool = option(
         True, "Run forward passes under bfloat16 autocast on a CUDA GPU that supports it; no effect on CPU."
     )
-    fp32_trainable: bool = _opt(
+    fp32_trainable: bool = option(
         True,
         "Cast trainable parameters held in bf16/fp16 to float32 at start (master weights): a "
         "1e-5 step vanishes in bf16 rounding. Free for LoRA (peft keeps adapters in fp32 already); for "
         "full fine-tuning of a bf16 model it doubles the weights' memory.",
     )
-    disable_dropout: bool = _opt(
+    disable_dropout: bool = option(
         True,
         "Set every dropout probability of the model to 0 (as TRL does): with dropout on, the "
         "recomputed logprobs differ from the behaviour ones even before any step.",
     )
-    seed: int = _opt(0, "Seed of the mini-batch shuffle.")
+    seed: int = option(0, "Seed of the mini-batch shuffle.")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "role_weights", dict(self.role_weights))
