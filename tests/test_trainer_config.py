@@ -5,6 +5,7 @@ onto the library's own settings."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 import typing
@@ -211,7 +212,7 @@ def test_validate_checks_types_of_a_config_built_in_python() -> None:
         ({"train": {"clip_eps": 1.0}}, "train.clip_eps", "(0, 1)"),
         ({"train": {"adam_betas": [0.9]}}, "train.adam_betas", "two numbers in [0, 1)"),
         ({"train": {"adam_betas": [0.9, 1.0]}}, "train.adam_betas", "two numbers in [0, 1)"),
-        ({"train": {"std_ddof": 2}}, "train.std_ddof", "0 or 1"),
+        ({"train": {"std_ddof": 2}}, "train.std_ddof", "an int in [0, 1]"),
         ({"train": {"mini_batches": 0}}, "train.mini_batches", ">= 1"),
         ({"train": {"kl_coef": -1.0}}, "train.kl_coef", ">= 0"),
         ({"train": {"designer_weight": 0.0, "agent_weight": 0}}, "train.designer_weight", "nothing would be trained"),
@@ -237,23 +238,38 @@ def nested(key: str, value: Any) -> dict[str, Any]:
     return data
 
 
-def ranged_keys(cls: type = SelfPlayConfig, prefix: str = "") -> list[tuple[str, Any, list[Any], str]]:
-    """``(dotted key, base type, Annotated metadata, help)`` of every leaf key with a range."""
+def ranged_keys(cls: type = SelfPlayConfig, prefix: str = "") -> list[tuple[str, Any, list[Any], str, int | None]]:
+    """``(dotted key, base type, Annotated metadata, help, slot)`` of every leaf key with a range;
+    ``slot``: the element of a tuple key (``train.adam_betas``) the range is of, else ``None``."""
     hints = typing.get_type_hints(cls, include_extras=True)
     out = []
     for f in dataclasses.fields(cls):
         tp, dotted = hints[f.name], f"{prefix}{f.name}"
         if dataclasses.is_dataclass(tp):
             out.extend(ranged_keys(tp, dotted + "."))
-        for arm in (tp, *typing.get_args(tp)):
+        tuple_key = typing.get_origin(tp) is tuple
+        for n, arm in enumerate((tp, *typing.get_args(tp))):
             if typing.get_origin(arm) is typing.Annotated:
-                out.append((dotted, arm.__origin__, list(arm.__metadata__), f.metadata["help"]))
+                slot = n - 1 if tuple_key else None
+                out.append((dotted, arm.__origin__, list(arm.__metadata__), f.metadata["help"], slot))
     return out
+
+
+def in_slot(key: str, slot: int | None, value: Any) -> Any:
+    """``value`` as the key's value: itself, or put in element ``slot`` of the key's default (a list)."""
+    if slot is None:
+        return value
+    node: Any = SelfPlayConfig()
+    for part in key.split("."):
+        node = getattr(node, part)
+    elements = list(node)
+    elements[slot] = value
+    return elements
 
 
 def edges(base: type, metadata: list[Any]) -> tuple[list[Any], list[Any]]:
     """``(refused, accepted)``: the values just outside and just inside an Annotated range."""
-    from annotated_types import Ge, Gt, Le, Predicate
+    from annotated_types import Ge, Gt, Le, Lt, Predicate
 
     refused: list[Any] = []
     accepted: list[Any] = []
@@ -268,6 +284,9 @@ def edges(base: type, metadata: list[Any]) -> tuple[list[Any], list[Any]]:
         elif isinstance(m, Le):
             refused.append(nudge(m.le, 1))
             accepted.append(m.le)
+        elif isinstance(m, Lt):
+            refused.append(m.lt)
+            accepted.append(nudge(m.lt, -1))
         elif m == Predicate(math.isfinite):  # and the largest finite numbers (no finite key has an upper bound)
             refused.extend([math.nan, math.inf, -math.inf])
             accepted.extend([1e308] if any(isinstance(b, Ge | Gt) for b in metadata) else [-1e308, 1e308])
@@ -278,19 +297,23 @@ def test_every_range_is_checked_at_both_edges_and_errors_say_what_the_help_says(
     help_types = dict(re.findall(r"^  ([\w.]+): (.*) = ", describe_config(), re.MULTILINE))
     keys = ranged_keys()
     assert len(keys) > 40
-    for key, base, metadata, help in keys:
+    for key, base, metadata, help, slot in keys:
         assert not re.search(r"[<>]=? ?\d|in [\[(]\d", help), f"{key}: the help restates the range"
         refused, accepted = edges(base, metadata)
         assert refused and accepted, key
-        for value in refused:
+        for value in map(functools.partial(in_slot, key, slot), refused):
             error = error_of(nested(key, value))
             assert error.key == key
             assert str(error) == f"config key {key!r} = {value!r}; expected {help_types[key]}"
-        for value in accepted:
+        for value in map(functools.partial(in_slot, key, slot), accepted):
             node: Any = SelfPlayConfig().with_overrides([f"{key}={value!r}"])
             for part in key.split("."):
                 node = getattr(node, part)
-            assert node == value, key
+            assert node == (value if slot is None else tuple(value)), key
+    # the train section's keys are GRPOConfig's ranges
+    assert {key for key, *_ in keys} >= {
+        f"train.{f.name}" for f in dataclasses.fields(TrainConfig) if typing.get_type_hints(TrainConfig)[f.name] is not bool
+    } - {"train.loss_type"}
 
 
 def test_the_range_texts() -> None:
@@ -501,7 +524,7 @@ def test_describe_config_lists_every_field_with_type_default_and_help() -> None:
     for dotted, f in leaf_fields():
         assert f"  {dotted}: " in text, dotted
         assert " ".join(f.metadata["help"].split()) in flat, dotted
-    assert "train.learning_rate: float = 1.0e-05" in text
+    assert "train.learning_rate: a finite number > 0 = 1.0e-05" in text
     assert "run.designer: one of 'on', 'off' = 'on'" in text
     assert "agent.max_turns: an int >= 1 or null = null" in text
     for section in SECTIONS:
@@ -600,7 +623,7 @@ def test_the_train_section_is_grpo_config_defined_once() -> None:
         ({"micro_batch_size": 0}, "train.micro_batch_size", "an int >= 1"),
         ({"epochs": 0}, "train.epochs", "an int >= 1"),
         ({"advantage_eps": -1.0}, "train.advantage_eps", "a finite number >= 0"),
-        ({"max_grad_norm": 0.0}, "train.max_grad_norm", "a number > 0 or null"),
+        ({"max_grad_norm": 0.0}, "train.max_grad_norm", "a finite number > 0 or null"),
         ({"weight_decay": float("inf")}, "train.weight_decay", "a finite number >= 0"),
     ],
 )

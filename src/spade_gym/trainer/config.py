@@ -32,16 +32,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from annotated_types import Ge, Gt, Le, Lt
+from annotated_types import Ge, Gt, Le
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, EDIT_TOKEN_FLOOR, WRITE_MAX_NEW_TOKENS
 from spade_gym.errors import SpadeError
 from spade_gym.memory import MemoryConfig
-from spade_gym.options import FINITE, Why, option, option_factory
+from spade_gym.options import FINITE, Why, option, option_factory, type_name
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.regret import REGRET_EPISODES, RewardConfig
-from spade_gym.trainer.grpo import GRPOConfig, GRPOConfigError
+from spade_gym.trainer.grpo import (
+    Betas,
+    ClipRange,
+    Count,
+    Ddof,
+    GRPOConfig,
+    GRPOConfigError,
+    LossType,
+    NonNegative,
+    Positive,
+)
 
 __all__ = [
     "AgentSection",
@@ -206,12 +216,9 @@ def _grpo(name: str) -> Any:
     """GRPOConfig's field ``name`` as a config option: its default and help, defined once there."""
     source = next(f for f in dataclasses.fields(GRPOConfig) if f.name == name)
     help = _yaml_words(source.metadata["help"].rstrip("."))
-    default = source.default
-    if default is dataclasses.MISSING:
+    if source.default is dataclasses.MISSING:
         return option_factory(source.default_factory, help)  # type: ignore[arg-type]  # set when default is not
-    if isinstance(default, tuple):
-        return option_factory(lambda: list(default), help)
-    return option(default, help)
+    return option(source.default, help)
 
 
 @dataclass
@@ -220,28 +227,27 @@ class TrainConfig:
     spade_gym.trainer.grpo.GRPOConfig, with designer_weight and agent_weight for its role_weights
     and run.seed for its shuffle seed."""
 
-    learning_rate: float = _grpo("learning_rate")
-    weight_decay: float = _grpo("weight_decay")
-    adam_betas: list[float] = _grpo("adam_betas")
-    adam_eps: float = _grpo("adam_eps")
-    clip_eps: float = _grpo("clip_eps")
-    clip_eps_high: float | None = _grpo("clip_eps_high")
-    kl_coef: float = _grpo("kl_coef")
-    loss_type: Literal["token", "sequence"] = _grpo("loss_type")
+    # each type is GRPOConfig's field type (the range aliases of spade_gym.trainer.grpo), each
+    # default and help its field's (_grpo); tests/test_trainer_config.py checks that they agree
+
+    learning_rate: Positive = _grpo("learning_rate")
+    weight_decay: NonNegative = _grpo("weight_decay")
+    adam_betas: Betas = _grpo("adam_betas")
+    adam_eps: Positive = _grpo("adam_eps")
+    clip_eps: ClipRange = _grpo("clip_eps")
+    clip_eps_high: Positive | None = _grpo("clip_eps_high")
+    kl_coef: NonNegative = _grpo("kl_coef")
+    loss_type: LossType = _grpo("loss_type")
     scale_advantages: bool = _grpo("scale_advantages")
-    advantage_eps: float = _grpo("advantage_eps")
-    std_ddof: int = _grpo("std_ddof")
+    advantage_eps: NonNegative = _grpo("advantage_eps")
+    std_ddof: Ddof = _grpo("std_ddof")
     drop_zero_advantage: bool = _grpo("drop_zero_advantage")
-    micro_batch_size: int = _grpo("micro_batch_size")
-    mini_batches: int = _grpo("mini_batches")
-    epochs: int = _grpo("epochs")
-    max_grad_norm: float | None = _grpo("max_grad_norm")
-    designer_weight: Annotated[float, Ge(0), FINITE] = option(
-        1.0, "loss weight of the Designer's samples (0 leaves them out)"
-    )
-    agent_weight: Annotated[float, Ge(0), FINITE] = option(
-        1.0, "loss weight of the Agent's samples (0 leaves them out)"
-    )
+    micro_batch_size: Count = _grpo("micro_batch_size")
+    mini_batches: Count = _grpo("mini_batches")
+    epochs: Count = _grpo("epochs")
+    max_grad_norm: Positive | None = _grpo("max_grad_norm")
+    designer_weight: NonNegative = option(1.0, "loss weight of the Designer's samples (0 leaves them out)")
+    agent_weight: NonNegative = option(1.0, "loss weight of the Agent's samples (0 leaves them out)")
     bf16: bool = _grpo("bf16")
     fp32_trainable: bool = _grpo("fp32_trainable")
     disable_dropout: bool = _grpo("disable_dropout")
@@ -459,7 +465,7 @@ class SelfPlayConfig:
         if a.replay_seeds > a.episodes_per_env:
             _range("agent.replay_seeds", a.replay_seeds, f"at most agent.episodes_per_env ({a.episodes_per_env})")
 
-        self.grpo_config()  # the other train.* ranges are GRPOConfig's
+        self.grpo_config()  # GRPOConfig's own checks (the train.* types above already hold its ranges)
 
         if not r.out.strip():
             _range("run.out", r.out, "a folder path")
@@ -594,7 +600,6 @@ class SelfPlayConfig:
         ``run.seed``); ConfigError when GRPOConfig refuses a value."""
         fields = dataclasses.asdict(self.train)
         weights = {"designer": fields.pop("designer_weight"), "agent": fields.pop("agent_weight")}
-        fields["adam_betas"] = tuple(fields["adam_betas"])
         try:
             return GRPOConfig(**fields, role_weights=weights, seed=self.run.seed)
         except GRPOConfigError as exc:
@@ -647,52 +652,14 @@ def _repr(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _type_name(tp: Any, ranges: bool = True) -> str:
-    """How a type reads in a message: ``int``, ``one of 'on', 'off'``, ``float or null``; with
-    ``ranges``, an ``Annotated`` type's constraints: ``an int >= 1``, ``a number in (0, 1]``,
-    ``a finite number > 0 (why)``."""
-    if get_origin(tp) is Annotated:
-        return _range_name(tp.__origin__, tp.__metadata__) if ranges else _type_name(tp.__origin__)
-    if tp is Any:
-        return "any value"
-    if dataclasses.is_dataclass(tp):
-        return "a section (a mapping of keys)"
-    origin = get_origin(tp)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(c) for c in get_args(tp))
-    if origin in (Union, types.UnionType):
-        arms = [a for a in get_args(tp) if a is not type(None)]
-        names = " or ".join(_type_name(a, ranges) for a in arms)
-        return f"{names} or null" if len(arms) < len(get_args(tp)) else names
-    if origin is list:
-        return f"a list of {_type_name(get_args(tp)[0])}"
-    if origin is dict:
-        return "a mapping"
-    return {bool: "bool (true or false)", int: "int", float: "float", str: "str"}.get(
-        tp, getattr(tp, "__name__", str(tp))
-    )
-
-
-def _range_name(tp: type, metadata: Sequence[Any]) -> str:
-    """``an int >= 1``, ``a number in (0, 1]``, ``a finite number > 0 (why)``: a type with its
-    ``Annotated`` constraints (a lower bound before an upper one), as help and errors show it."""
-    signs = {Ge: ">=", Gt: ">", Le: "<=", Lt: "<"}
-    bounds = [(signs[type(m)], getattr(m, type(m).__name__.lower())) for m in metadata if type(m) in signs]
-    text = "an int" if tp is int else "a finite number" if FINITE in metadata else "a number"
-    if len(bounds) == 2:
-        (low_sign, low), (high_sign, high) = bounds
-        text += f" in {'[' if low_sign == '>=' else '('}{low}, {high}{']' if high_sign == '<=' else ')'}"
-    elif bounds:
-        text += " {} {}".format(*bounds[0])
-    return text + "".join(f" ({m.text})" for m in metadata if isinstance(m, Why))
-
-
 def _wrong(key: str, value: Any, tp: Any) -> ConfigError:
-    return ConfigError(f"config key {key!r} = {_show(value)}; expected {_type_name(tp, ranges=False)}", key=key)
+    return ConfigError(f"config key {key!r} = {_show(value)}; expected {type_name(tp, ranges=False)}", key=key)
 
 
 #: pydantic's error types for a value of the right type that an ``Annotated`` constraint refuses.
 _RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "predicate_failed"}
+#: pydantic's error types of a tuple of the right element types that has the wrong length or an element out of range.
+_TUPLE_RANGE_ERRORS = _RANGE_ERRORS | {"missing", "too_short", "too_long"}
 
 
 @functools.cache
@@ -720,14 +687,19 @@ def _check(value: Any, tp: Any, key: str) -> Any:
         if not isinstance(value, Mapping):
             raise _wrong(key, value, tp)
         return _build(tp, value, key)
-    if isinstance(value, tuple):  # a Python caller's tuple for a list
+    given = value
+    if isinstance(value, tuple) and get_origin(tp) is not tuple:  # a Python caller's tuple for a list
         value = list(value)
+    elif isinstance(value, list) and get_origin(tp) is tuple:  # a YAML list for a tuple (adam_betas)
+        value = tuple(value)
     try:
         return _adapter(tp).validate_python(value)
     except ValidationError as exc:
-        # the first error's path into a list or mapping names its element; a union's branch names stop the walk
+        # the first error's path into a list or mapping names its element; a union's branch names stop the walk,
+        # and so does a tuple whose length or element range is wrong (its range is the whole tuple's)
         errors = exc.errors()
         path = errors[0]["loc"]
+        value, walked = given, 0
         for n, part in enumerate(path):
             inner = (
                 [a for a in get_args(tp) if a is not type(None)] if get_origin(tp) in (Union, types.UnionType) else []
@@ -735,6 +707,8 @@ def _check(value: Any, tp: Any, key: str) -> Any:
             tp = inner[0] if len(inner) == 1 else tp
             if get_origin(tp) is list and isinstance(part, int):
                 key, value, tp = f"{key}[{part}]", value[part], get_args(tp)[0]
+            elif get_origin(tp) is tuple and isinstance(part, int) and errors[0]["type"] not in _TUPLE_RANGE_ERRORS:
+                key, value, tp = f"{key}[{part}]", value[part], get_args(tp)[part]
             elif get_origin(tp) is dict and path[n + 1 : n + 2] == ("[key]",) and isinstance(value, Mapping):
                 # the path holds the key as text: name the key itself
                 key_type = get_args(tp)[0]
@@ -745,8 +719,10 @@ def _check(value: Any, tp: Any, key: str) -> Any:
                 key, value, tp = f"{key}.{part}", value[part], get_args(tp)[1]
             else:
                 break
-        if any(e["type"] in _RANGE_ERRORS for e in errors):  # the right type, out of its Annotated range
-            _range(key, value, _type_name(tp))
+            walked = n + 1
+        kinds = {e["type"] for e in errors if e["loc"][:walked] == path[:walked]}  # the errors under the named key
+        if kinds & _RANGE_ERRORS or (get_origin(tp) is tuple and kinds & _TUPLE_RANGE_ERRORS):
+            _range(key, value, type_name(tp))  # the right type, out of its Annotated range
         raise _wrong(key, value, tp) from None
 
 
@@ -880,8 +856,9 @@ def _load_yaml(text: str, where: str) -> Any:
 
 
 def _scalar_yaml(value: Any) -> str:
-    """``value`` as one line of YAML that the strict loader reads back equal."""
+    """``value`` as one line of YAML that the strict loader reads back equal (a tuple as a list)."""
     yaml = _yaml()
+    value = list(value) if isinstance(value, tuple) else value
     text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, allow_unicode=True, width=10**9)
     text = text.strip().removesuffix("...").strip()  # the document end marker
     if _load_yaml(text, "rendered value") != value:  # a string the YAML 1.1 dumper left plain ("1e-4")
@@ -900,7 +877,7 @@ def _render_section(obj: Any, indent: str) -> list[str]:
         value = getattr(obj, f.name)
         tp = hints[f.name]
         ranged = any(get_origin(a) is Annotated for a in (tp, *get_args(tp)))  # its range follows its help
-        lines.extend(_comment(f.metadata.get("help", "") + (f"; {_type_name(tp)}" if ranged else ""), indent))
+        lines.extend(_comment(f.metadata.get("help", "") + (f"; {type_name(tp)}" if ranged else ""), indent))
         if dataclasses.is_dataclass(tp):
             lines.append(f"{indent}{f.name}:")
             lines.extend(_render_section(value, indent + "  "))
@@ -935,7 +912,7 @@ def _describe(cls: type, prefix: str, lines: list[str]) -> None:
             _describe(tp, dotted, lines)
             continue
         default = getattr(defaults, f.name)
-        lines.append(f"  {dotted}: {_type_name(tp)} = {_scalar_yaml(default)}")
+        lines.append(f"  {dotted}: {type_name(tp)} = {_scalar_yaml(default)}")
         help_lines = textwrap.wrap(f.metadata.get("help", ""), width=94, break_on_hyphens=False)
         lines.extend(" " * 6 + line for line in help_lines)  # 100 columns in all
 

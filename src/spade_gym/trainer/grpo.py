@@ -15,17 +15,20 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import itertools
 import math
 import random
 import time
 import warnings
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_type_hints
 
-from spade_gym.options import option
-from spade_gym.policies.base import Completion, is_int
+from annotated_types import Ge, Gt, Le, Lt
+
+from spade_gym.options import FINITE, option, refusal, type_name
+from spade_gym.policies.base import Completion
 
 if TYPE_CHECKING:
     import torch
@@ -35,9 +38,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ROLES",
+    "Beta",
+    "Betas",
+    "ClipRange",
+    "Count",
+    "Ddof",
     "GRPOConfig",
     "GRPOTrainer",
     "LossType",
+    "NonNegative",
+    "Positive",
     "TrainSample",
     "UpdateStats",
     "group_advantages",
@@ -50,6 +60,16 @@ __all__ = [
 ROLES: tuple[str, ...] = ("designer", "agent")
 #: How the per-token losses are averaged (see :func:`grpo_loss`).
 LossType = Literal["token", "sequence"]
+
+#: The ranges of :class:`GRPOConfig`'s fields (and of the config's ``train`` section, which uses
+#: the same types): stated once, as ``Annotated`` constraints.
+Positive = Annotated[float, Gt(0), FINITE]
+NonNegative = Annotated[float, Ge(0), FINITE]
+Count = Annotated[int, Ge(1)]
+ClipRange = Annotated[float, Gt(0), Lt(1)]
+Beta = Annotated[float, Ge(0), Lt(1)]
+Betas = tuple[Beta, Beta]
+Ddof = Annotated[int, Ge(0), Le(1)]
 
 # episode ids handed out by samples_from_trajectories: unique within the process, so samples built
 # by separate calls never merge two episodes into one
@@ -343,17 +363,18 @@ class GRPOConfig:
     ValueError for a field out of its range (:meth:`validate`, called on construction).
     """
 
-    learning_rate: float = option(1e-5, "AdamW learning rate (> 0; about 1e-4 with LoRA).")
-    weight_decay: float = option(0.0, "AdamW decoupled weight decay (>= 0).")
-    adam_betas: tuple[float, float] = option((0.9, 0.999), "AdamW betas, each in [0, 1).")
-    adam_eps: float = option(1e-8, "AdamW epsilon (> 0).")
-    clip_eps: float = option(0.2, "PPO clip range: token ratios are clipped to [1 - clip_eps, ...]; in (0, 1).")
-    clip_eps_high: float | None = option(
-        None, "Upper clip range, ratio <= 1 + clip_eps_high (DAPO clip-higher, e.g. 0.28); None: clip_eps."
+    learning_rate: Positive = option(1e-5, "AdamW learning rate (about 1e-4 with LoRA).")
+    weight_decay: NonNegative = option(0.0, "AdamW decoupled weight decay.")
+    adam_betas: Betas = option((0.9, 0.999), "AdamW betas (beta1, beta2).")
+    adam_eps: Positive = option(1e-8, "AdamW epsilon.")
+    clip_eps: ClipRange = option(0.2, "PPO clip range: token ratios are clipped to [1 - clip_eps, 1 + clip_eps_high].")
+    clip_eps_high: Positive | None = option(
+        None,
+        "Upper clip range: ratios are clipped above at 1 + clip_eps_high (DAPO clip-higher, e.g. 0.28); None: clip_eps.",
     )
-    kl_coef: float = option(
+    kl_coef: NonNegative = option(
         0.0,
-        "Weight of the k3 KL penalty to a frozen reference (GRPO's beta, >= 0). With LoRA the "
+        "Weight of the k3 KL penalty to a frozen reference (GRPO's beta). With LoRA the "
         "reference is the base model (adapters disabled, no copy); without LoRA and without a given "
         "reference, a frozen copy of the model (one more model's worth of memory).",
     )
@@ -365,30 +386,30 @@ class GRPOConfig:
     scale_advantages: bool = option(
         True, "Divide advantages by the group's reward std (GRPO); False: r - mean only (Dr. GRPO)."
     )
-    advantage_eps: float = option(1e-6, "Added to the group std before dividing (>= 0).")
-    std_ddof: int = option(0, "Group std: 0 population (default), 1 sample std (TRL's torch.std).")
+    advantage_eps: NonNegative = option(1e-6, "Added to the group std before dividing.")
+    std_ddof: Ddof = option(0, "Group std: 0 population (default), 1 sample std (TRL's torch.std).")
     drop_zero_advantage: bool = option(
         True,
         "Leave samples with advantage 0 (singleton or all-equal groups) out of the update: they "
         "carry no policy gradient and would only dilute the token normalisation (DAPO dynamic "
         "sampling); counted in UpdateStats.dropped.",
     )
-    micro_batch_size: int = option(4, "Sequences per forward/backward pass (>= 1); gradients accumulate across them.")
-    mini_batches: int = option(
+    micro_batch_size: Count = option(4, "Sequences per forward/backward pass; gradients accumulate across them.")
+    mini_batches: Count = option(
         1,
-        "Optimizer steps per update (>= 1): the samples are shuffled and split into this many "
+        "Optimizer steps per update: the samples are shuffled and split into this many "
         "mini-batches; after the first, the clip against the behaviour logprobs is what keeps steps close.",
     )
-    epochs: int = option(
+    epochs: Count = option(
         1,
-        "Passes over the samples per update (>= 1; GRPO's mu): each pass is reshuffled and split into "
+        "Passes over the samples per update (GRPO's mu): each pass is reshuffled and split into "
         "mini_batches, so an update takes epochs * mini_batches optimizer steps.",
     )
-    max_grad_norm: float | None = option(1.0, "Clip the global gradient norm to this (> 0); None: no clipping.")
+    max_grad_norm: Positive | None = option(1.0, "Clip the global gradient norm to this; None: no clipping.")
     role_weights: Mapping[str, float] = field(
         default_factory=lambda: {"designer": 1.0, "agent": 1.0},
         metadata={
-            "help": "Loss weight per role (>= 0; a role not named weighs 1); a role weighted 0 is left out of the update."
+            "help": "Loss weight per role (a role not named weighs 1); a role weighted 0 is left out of the update."
         },
     )
     bf16: bool = option(
@@ -413,38 +434,29 @@ class GRPOConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Raise :class:`GRPOConfigError` (a ValueError) for the first field out of its range."""
-        positive = (lambda v: _finite(v) and v > 0, "a finite number > 0")
-        non_negative = (lambda v: _finite(v) and v >= 0, "a finite number >= 0")
-        optional = (lambda v: v is None or (_finite(v) and v > 0), "a number > 0 or None")
-        count = (lambda v: is_int(v) and v >= 1, "an int >= 1")
-        rules: dict[str, tuple[Callable[[Any], bool], str]] = {
-            "learning_rate": positive,
-            "weight_decay": non_negative,
-            "adam_betas": (
-                lambda v: len(v) == 2 and all(_finite(b) and 0 <= b < 1 for b in v),
-                "two numbers in [0, 1)",
-            ),
-            "adam_eps": positive,
-            "clip_eps": (lambda v: _finite(v) and 0 < v < 1, "in (0, 1)"),
-            "clip_eps_high": optional,
-            "kl_coef": non_negative,
-            "loss_type": (lambda v: v in ("token", "sequence"), "'token' or 'sequence'"),
-            "advantage_eps": non_negative,
-            "std_ddof": (lambda v: v in (0, 1) and is_int(v), "0 or 1"),
-            "micro_batch_size": count,
-            "mini_batches": count,
-            "epochs": count,
-            "max_grad_norm": optional,
-            "role_weights": (
-                lambda v: set(v) <= set(ROLES) and all(_finite(w) and w >= 0 for w in v.values()),
-                f"a mapping from roles {ROLES} to finite weights >= 0",
-            ),
-            "seed": (is_int, "an int"),
-        }
-        for name, (ok, expected) in rules.items():
-            if not ok(getattr(self, name)):
-                raise GRPOConfigError(name, getattr(self, name), expected)
+        """Raise :class:`GRPOConfigError` (a ValueError) for the first field out of its range: the
+        type of each field (its ``Annotated`` range) as :func:`spade_gym.options.refusal` checks it;
+        ``role_weights``: roles of :data:`ROLES` to :data:`NonNegative` weights. The bool fields
+        are not checked."""
+        for name, tp in _field_types().items():
+            value = getattr(self, name)
+            if name == "role_weights":
+                if not set(value) <= set(ROLES) or any(refusal(w, NonNegative) for w in value.values()):
+                    raise GRPOConfigError(
+                        name,
+                        value,
+                        f"a mapping from roles {ROLES} to weights, each {type_name(NonNegative, none='None')}",
+                    )
+            elif tp is not bool:
+                expected = refusal(value, tp)
+                if expected is not None:
+                    raise GRPOConfigError(name, value, expected)
+
+
+@functools.cache
+def _field_types() -> dict[str, Any]:
+    """GRPOConfig's field types, ``Annotated`` ranges included, by field."""
+    return get_type_hints(GRPOConfig, include_extras=True)
 
 
 class GRPOConfigError(ValueError):
@@ -453,10 +465,6 @@ class GRPOConfigError(ValueError):
     def __init__(self, field: str, value: object, expected: str) -> None:
         super().__init__(f"GRPOConfig.{field} must be {expected}, got {value!r}")
         self.field, self.value, self.expected = field, value, expected
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass
