@@ -8,14 +8,17 @@ from __future__ import annotations
 import copy
 import io
 import math
+import re
 import subprocess
 import sys
+import typing
 from dataclasses import fields
 from typing import Any
 
 import pytest
 
 from spade_gym.agent import Trajectory, Turn
+from spade_gym.options import FINITE, type_name
 from spade_gym.policies import Completion
 from spade_gym.trainer import (
     GRPOConfig,
@@ -28,6 +31,8 @@ from spade_gym.trainer import (
     samples_from_completions,
     samples_from_trajectories,
 )
+from spade_gym.trainer.config import describe_config
+from spade_gym.trainer.grpo import GRPOConfigError
 
 try:
     import torch
@@ -360,6 +365,91 @@ def test_loss_arguments_are_checked() -> None:
 def test_config_fields_out_of_range_are_named(kwargs: dict[str, Any], name: str) -> None:
     with pytest.raises(ValueError, match=f"GRPOConfig.{name} must be"):
         GRPOConfig(**kwargs)
+
+
+def annotated_ranges() -> list[tuple[str, Any, Any, list[Any], int | None]]:
+    """``(field, its type, base type, Annotated metadata, slot)`` of every GRPOConfig range; ``slot``:
+    the tuple element (``adam_betas``) the range is of, else ``None``."""
+    hints = typing.get_type_hints(GRPOConfig, include_extras=True)
+    out = []
+    for f in fields(GRPOConfig):
+        tp = hints[f.name]
+        is_tuple = typing.get_origin(tp) is tuple
+        for n, arm in enumerate((tp, *typing.get_args(tp))):
+            if typing.get_origin(arm) is typing.Annotated:
+                out.append((f.name, tp, arm.__origin__, list(arm.__metadata__), n - 1 if is_tuple else None))
+    return out
+
+
+def range_edges(base: type, metadata: list[Any]) -> tuple[list[Any], list[Any]]:
+    """``(refused, accepted)``: values just outside and just inside a range, NaN and the infinities
+    for a finite one, and a bool (not a number)."""
+    from annotated_types import Ge, Gt, Le, Lt
+
+    refused: list[Any] = [True]
+    accepted: list[Any] = []
+    nudge = (lambda x, d: x + d) if base is int else (lambda x, d: math.nextafter(x, d * math.inf))
+    for m in metadata:
+        if isinstance(m, Ge):
+            refused.append(nudge(m.ge, -1))
+            accepted.append(m.ge)
+        elif isinstance(m, Gt):
+            refused.append(m.gt)
+            accepted.append(nudge(m.gt, 1))
+        elif isinstance(m, Le):
+            refused.append(nudge(m.le, 1))
+            accepted.append(m.le)
+        elif isinstance(m, Lt):
+            refused.append(m.lt)
+            accepted.append(nudge(m.lt, -1))
+        elif m == FINITE:
+            refused.extend([math.nan, math.inf, -math.inf, 10**400])
+            accepted.append(1e308)
+    if base is float:
+        refused.append(math.nan)
+    else:
+        refused.append(float(accepted[0]))  # a float for an int
+    return refused, accepted
+
+
+def test_every_config_range_is_checked_in_python_with_the_help_text() -> None:
+    help_types = dict(re.findall(r"^  train\.(\w+): (.*) = ", describe_config(), re.MULTILINE))
+    ranges = annotated_ranges()
+    unranged = {"loss_type", "role_weights", "seed"}  # a Literal, a mapping, any int; checked below
+    assert {name for name, *_ in ranges} == {
+        f.name for f in fields(GRPOConfig) if f.name not in unranged and f.type != "bool"
+    }
+    for name, tp, base, metadata, slot in ranges:
+        expected = type_name(tp, none="None")
+        assert expected.replace("None", "null") == help_types[name], name  # what --help-config says
+        refused, accepted = range_edges(base, metadata)
+        for value in refused:
+            if slot is not None:
+                value = tuple(v if n != slot else value for n, v in enumerate(getattr(GRPOConfig(), name)))
+            with pytest.raises(GRPOConfigError) as info:
+                GRPOConfig(**{name: value})
+            assert (info.value.field, info.value.value, info.value.expected) == (name, value, expected)
+            assert str(info.value) == f"GRPOConfig.{name} must be {expected}, got {value!r}"
+        for value in accepted:
+            if slot is not None:
+                value = tuple(v if n != slot else value for n, v in enumerate(getattr(GRPOConfig(), name)))
+            assert getattr(GRPOConfig(**{name: value}), name) == value, name
+    for name, value, expected in (
+        ("loss_type", "seq", "one of 'token', 'sequence'"),
+        ("seed", True, "int"),
+        ("seed", 1.0, "int"),
+        ("adam_betas", (0.9,), "two numbers in [0, 1)"),
+        ("adam_betas", (0.9, 0.9, 0.9), "two numbers in [0, 1)"),
+        (
+            "role_weights",
+            {"agent": math.nan},
+            "a mapping from roles ('designer', 'agent') to weights, each a finite number >= 0",
+        ),
+    ):
+        with pytest.raises(GRPOConfigError) as info:
+            GRPOConfig(**{name: value})
+        assert info.value.expected == expected
+    assert GRPOConfig(seed=-3, loss_type="sequence", role_weights={"agent": 0}).seed == -3
 
 
 def test_every_config_field_has_help() -> None:

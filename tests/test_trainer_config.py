@@ -162,6 +162,9 @@ def test_unknown_key_in_a_yaml_file(tmp_path: Path) -> None:
         # with several bad entries, the first one
         ({"designer": {"settings": ["x", "y"]}}, "designer.settings[0]", "'x' (str); expected one of"),
         ({"train": {"adam_betas": ["a", "b"]}}, "train.adam_betas[0]", "'a' (str); expected float"),
+        ({"train": {"adam_betas": [0.9, True]}}, "train.adam_betas[1]", "True (bool); expected float"),
+        ({"train": {"adam_betas": 0.9}}, "train.adam_betas", "0.9 (float); expected a list of 2 float"),
+        ({"train": {"std_ddof": True}}, "train.std_ddof", "True (bool); expected int"),
         ({"policy": {"lora": {"r": 8, 7: 2, 9: 1}}}, "policy.lora (a key)", "7 (int); expected str"),
         ({"train": {"learning_rate": 10**5000}}, "train.learning_rate", "<an int of more than"),
     ],
@@ -212,6 +215,8 @@ def test_validate_checks_types_of_a_config_built_in_python() -> None:
         ({"train": {"clip_eps": 1.0}}, "train.clip_eps", "(0, 1)"),
         ({"train": {"adam_betas": [0.9]}}, "train.adam_betas", "two numbers in [0, 1)"),
         ({"train": {"adam_betas": [0.9, 1.0]}}, "train.adam_betas", "two numbers in [0, 1)"),
+        ({"train": {"adam_betas": [0.9, 0.9, 0.9]}}, "train.adam_betas", "two numbers in [0, 1)"),
+        ({"train": {"adam_betas": [math.nan, 0.9]}}, "train.adam_betas", "two numbers in [0, 1)"),
         ({"train": {"std_ddof": 2}}, "train.std_ddof", "an int in [0, 1]"),
         ({"train": {"mini_batches": 0}}, "train.mini_batches", ">= 1"),
         ({"train": {"kl_coef": -1.0}}, "train.kl_coef", ">= 0"),
@@ -312,7 +317,9 @@ def test_every_range_is_checked_at_both_edges_and_errors_say_what_the_help_says(
             assert node == (value if slot is None else tuple(value)), key
     # the train section's keys are GRPOConfig's ranges
     assert {key for key, *_ in keys} >= {
-        f"train.{f.name}" for f in dataclasses.fields(TrainConfig) if typing.get_type_hints(TrainConfig)[f.name] is not bool
+        f"train.{f.name}"
+        for f in dataclasses.fields(TrainConfig)
+        if typing.get_type_hints(TrainConfig)[f.name] is not bool
     } - {"train.loss_type"}
 
 
@@ -328,6 +335,11 @@ def test_the_range_texts() -> None:
         "designer.reward.invalid: a finite number = -1.0",
         "ray.generation_gpus: a finite number >= 0 = 1.0",
         "ray.num_cpus: an int >= 1 or null = null",
+        "train.learning_rate: a finite number > 0 = 1.0e-05",
+        "train.adam_betas: two numbers in [0, 1) = [0.9, 0.999]",
+        "train.clip_eps: a number in (0, 1) = 0.2",
+        "train.std_ddof: an int in [0, 1] = 0",
+        "train.max_grad_norm: a finite number > 0 or null = 1.0",
     ):
         assert f"  {line}" in text, line
     assert "  # self-play iterations; an int >= 1\n  iterations: 3\n" in SelfPlayConfig().to_yaml()
@@ -613,6 +625,10 @@ def test_the_train_section_is_grpo_config_defined_once() -> None:
         for python, yaml in (("None", "null"), ("True", "true"), ("False", "false")):
             words = words.replace(python, yaml)
         assert train[name].metadata["help"] == words, name
+    grpo_types = typing.get_type_hints(GRPOConfig, include_extras=True)
+    train_types = typing.get_type_hints(TrainConfig, include_extras=True)
+    for name in set(grpo) & set(train):  # and the type, its Annotated range included
+        assert train_types[name] == grpo_types[name], name
     config = SelfPlayConfig.from_dict({"run": {"seed": 7}, "train": {"agent_weight": 0.5}})
     assert config.grpo_config() == GRPOConfig(role_weights={"designer": 1.0, "agent": 0.5}, seed=7)
 

@@ -697,7 +697,7 @@ def _check(value: Any, tp: Any, key: str) -> Any:
     except ValidationError as exc:
         # the first error's path into a list or mapping names its element; a union's branch names stop the walk,
         # and so does a tuple whose length or element range is wrong (its range is the whole tuple's)
-        errors = exc.errors()
+        errors = sorted(exc.errors(), key=lambda e: e["type"] in _TUPLE_RANGE_ERRORS)  # a wrong type first
         path = errors[0]["loc"]
         value, walked = given, 0
         for n, part in enumerate(path):
