@@ -2,15 +2,15 @@
 :class:`~spade_gym.trainer.config.SelfPlayConfig`, :class:`~spade_gym.trainer.grpo.GRPOConfig`,
 :class:`~spade_gym.regret.RewardConfig`): a field's help text is its ``metadata["help"]``, its range
 is ``Annotated`` constraints on its type (``Ge(1)``, ``Gt(0)``, ``Le(1)``, ``Lt(1)``, :data:`FINITE`,
-a :class:`Why`) that pydantic checks in a config and :func:`refusal` checks for a dataclass built in
+a :class:`Why`) that pydantic checks, in a config and (:func:`refusal`) in a dataclass built in
 Python; :func:`type_name` renders the same text for ``--help-config``, the YAML comments and the errors
 (:mod:`spade_gym.trainer.config`)."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-import operator
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from annotated_types import Ge, Gt, Le, Lt, Predicate
 
-__all__ = ["FINITE", "Why", "option", "option_factory", "range_name", "refusal", "type_name"]
+__all__ = ["FINITE", "Why", "adapter", "option", "option_factory", "range_name", "refusal", "type_name"]
 
 #: ``Annotated`` metadata: refuse NaN and the infinities.
 FINITE = Predicate(math.isfinite)
@@ -42,7 +42,6 @@ def option_factory(factory: Callable[[], Any], help: str) -> Any:
 
 
 _SIGNS = {Ge: ">=", Gt: ">", Le: "<=", Lt: "<"}
-_COMPARE = {Ge: operator.ge, Gt: operator.gt, Le: operator.le, Lt: operator.lt}
 _COUNTS = {2: "two", 3: "three", 4: "four"}
 
 
@@ -92,52 +91,23 @@ def range_name(tp: type, metadata: Sequence[Any], count: int = 1) -> str:
     return text + "".join(f" ({m.text})" for m in metadata if isinstance(m, Why))
 
 
+@functools.cache
+def adapter(tp: Any) -> Any:
+    """A strict ``pydantic.TypeAdapter`` for ``tp`` (no coercion, except an int for a float; pydantic is
+    imported on first use)."""
+    from pydantic import ConfigDict, TypeAdapter
+
+    return TypeAdapter(tp, config=ConfigDict(strict=True))
+
+
 def refusal(value: Any, tp: Any) -> str | None:
-    """``None`` when ``value`` is of type ``tp`` and within its ``Annotated`` range, else what is
-    expected (:func:`type_name` with ``None`` for null): the check pydantic makes in strict mode
-    (an int is a number, a bool is not), in plain Python for a dataclass built without a config.
-    Types: ``Annotated`` (``Ge``, ``Gt``, ``Le``, ``Lt``, :data:`FINITE`, :class:`Why`) of
-    ``int``/``float``, ``Literal``, ``X | None``, fixed ``tuple``, ``int``, ``float``, ``bool``,
-    ``str``; TypeError for another."""
-    return None if _fits(value, tp) else type_name(tp, none="None")
+    """``None`` when pydantic (:func:`adapter`) accepts ``value`` as a ``tp`` within its ``Annotated``
+    range, else what is expected (:func:`type_name`, ``None`` for null): the check of a dataclass
+    built in Python, as a config's keys are checked."""
+    from pydantic import ValidationError
 
-
-def _fits(value: Any, tp: Any) -> bool:
-    origin = get_origin(tp)
-    if origin is Annotated:
-        return _fits(value, tp.__origin__) and all(_meets(value, m) for m in tp.__metadata__)
-    if origin in (Union, types.UnionType):
-        return any(_fits(value, arm) for arm in get_args(tp))
-    if origin is Literal:
-        return any(value == c and isinstance(value, type(c)) and _fits(value, type(c)) for c in get_args(tp))
-    if origin is tuple:
-        args = get_args(tp)
-        return (
-            isinstance(value, tuple)
-            and len(value) == len(args)
-            and all(_fits(v, a) for v, a in zip(value, args, strict=True))
-        )
-    if tp is type(None):
-        return value is None
-    if tp is bool:
-        return isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if tp is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if tp is str:
-        return isinstance(value, str)
-    raise TypeError(f"refusal() cannot check type {tp!r}")
-
-
-def _meets(value: Any, constraint: Any) -> bool:
-    if isinstance(constraint, Why):
-        return True
-    if constraint == FINITE:
-        try:
-            return math.isfinite(value)
-        except OverflowError:  # an int too large for a float
-            return False
-    if type(constraint) not in _SIGNS:
-        raise TypeError(f"refusal() cannot check constraint {constraint!r}")
-    return bool(_COMPARE[type(constraint)](value, getattr(constraint, type(constraint).__name__.lower())))
+    try:
+        adapter(tp).validate_python(value)
+    except ValidationError:
+        return type_name(tp, none="None")
+    return None

@@ -38,7 +38,7 @@ from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, EDIT_TOKEN_FLOOR, WRITE_MAX_NEW_TOKENS
 from spade_gym.errors import SpadeError
 from spade_gym.memory import MemoryConfig
-from spade_gym.options import FINITE, Why, option, option_factory, type_name
+from spade_gym.options import FINITE, Why, adapter, option, option_factory, type_name
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.regret import REGRET_EPISODES, RewardConfig
 from spade_gym.trainer.grpo import (
@@ -662,18 +662,11 @@ _RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_e
 _TUPLE_RANGE_ERRORS = _RANGE_ERRORS | {"missing", "too_short", "too_long"}
 
 
-@functools.cache
-def _adapter(tp: Any) -> Any:
-    from pydantic import ConfigDict, TypeAdapter
-
-    return TypeAdapter(tp, config=ConfigDict(strict=True))
-
-
 def _valid(value: Any, tp: Any) -> bool:
     from pydantic import ValidationError
 
     try:
-        _adapter(tp).validate_python(value)
+        adapter(tp).validate_python(value)
     except ValidationError:
         return False
     return True
@@ -693,7 +686,7 @@ def _check(value: Any, tp: Any, key: str) -> Any:
     elif isinstance(value, list) and get_origin(tp) is tuple:  # a YAML list for a tuple (adam_betas)
         value = tuple(value)
     try:
-        return _adapter(tp).validate_python(value)
+        return adapter(tp).validate_python(value)
     except ValidationError as exc:
         # the first error's path into a list or mapping names its element; a union's branch names stop the walk,
         # and so does a tuple whose length or element range is wrong (its range is the whole tuple's)
