@@ -164,12 +164,8 @@ class RewardConfig:
         "regret only while the no-hint success rate p is in [window_low, window_high], R-Zero) or "
         "'learnability' (4 p (1 - p), times the regret when learnability_times_regret)",
     )
-    window_low: float = option(
-        LEARNING_WINDOW[0], "lowest no-hint success rate in [0, 1] at which 'window' pays the regret"
-    )
-    window_high: float = option(
-        LEARNING_WINDOW[1], "highest no-hint success rate in [0, 1] at which 'window' pays the regret"
-    )
+    window_low: _Share = option(LEARNING_WINDOW[0], "lowest no-hint success rate at which 'window' pays the regret")
+    window_high: _Share = option(LEARNING_WINDOW[1], "highest no-hint success rate at which 'window' pays the regret")
     outside_window: _Finite = option(0.0, "reward under 'window' when the no-hint success rate is outside the window")
     learnability_times_regret: bool = option(
         True, "'learnability' pays 4 p (1 - p) times the regret (true) or 4 p (1 - p) alone (false)"
