@@ -16,6 +16,7 @@ from dataclasses import fields
 from typing import Any
 
 import pytest
+from ranges import range_edges
 
 from spade_gym.agent import Trajectory, Turn
 from spade_gym.options import FINITE, type_name
@@ -381,34 +382,12 @@ def annotated_ranges() -> list[tuple[str, Any, Any, list[Any], int | None]]:
     return out
 
 
-def range_edges(base: type, metadata: list[Any]) -> tuple[list[Any], list[Any]]:
-    """``(refused, accepted)``: values just outside and just inside a range, NaN and the infinities
-    for a finite one, and a bool (not a number)."""
-    from annotated_types import Ge, Gt, Le, Lt
-
-    refused: list[Any] = [True]
-    accepted: list[Any] = []
-    nudge = (lambda x, d: x + d) if base is int else (lambda x, d: math.nextafter(x, d * math.inf))
-    for m in metadata:
-        if isinstance(m, Ge):
-            refused.append(nudge(m.ge, -1))
-            accepted.append(m.ge)
-        elif isinstance(m, Gt):
-            refused.append(m.gt)
-            accepted.append(nudge(m.gt, 1))
-        elif isinstance(m, Le):
-            refused.append(nudge(m.le, 1))
-            accepted.append(m.le)
-        elif isinstance(m, Lt):
-            refused.append(m.lt)
-            accepted.append(nudge(m.lt, -1))
-        elif m == FINITE:
-            refused.extend([math.nan, math.inf, -math.inf, 10**400])
-            accepted.append(1e308)
-    if base is float:
-        refused.append(math.nan)
-    else:
-        refused.append(float(accepted[0]))  # a float for an int
+def python_edges(base: type, metadata: list[Any]) -> tuple[list[Any], list[Any]]:
+    """:func:`ranges.range_edges`, and what only a Python caller can pass: a bool (not a number), an
+    int too large for a float, NaN or a float for an int."""
+    refused, accepted = range_edges(base, metadata)
+    refused = [True, *refused, *([10**400] if FINITE in metadata else [])]
+    refused.append(math.nan if base is float else float(accepted[0]))
     return refused, accepted
 
 
@@ -422,7 +401,7 @@ def test_every_config_range_is_checked_in_python_with_the_help_text() -> None:
     for name, tp, base, metadata, slot in ranges:
         expected = type_name(tp, none="None")
         assert expected.replace("None", "null") == help_types[name], name  # what --help-config says
-        refused, accepted = range_edges(base, metadata)
+        refused, accepted = python_edges(base, metadata)
         for value in refused:
             if slot is not None:
                 value = tuple(v if n != slot else value for n, v in enumerate(getattr(GRPOConfig(), name)))

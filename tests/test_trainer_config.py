@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ranges import range_edges
 
 from spade_gym.designer import DESIGNER_TEMPERATURE
 from spade_gym.errors import SpadeError
@@ -272,32 +273,6 @@ def in_slot(key: str, slot: int | None, value: Any) -> Any:
     return elements
 
 
-def edges(base: type, metadata: list[Any]) -> tuple[list[Any], list[Any]]:
-    """``(refused, accepted)``: the values just outside and just inside an Annotated range."""
-    from annotated_types import Ge, Gt, Le, Lt, Predicate
-
-    refused: list[Any] = []
-    accepted: list[Any] = []
-    nudge = (lambda x, d: x + d) if base is int else (lambda x, d: math.nextafter(x, d * math.inf))
-    for m in metadata:
-        if isinstance(m, Ge):
-            refused.append(nudge(m.ge, -1))
-            accepted.append(m.ge)
-        elif isinstance(m, Gt):
-            refused.append(m.gt)
-            accepted.append(nudge(m.gt, 1))
-        elif isinstance(m, Le):
-            refused.append(nudge(m.le, 1))
-            accepted.append(m.le)
-        elif isinstance(m, Lt):
-            refused.append(m.lt)
-            accepted.append(nudge(m.lt, -1))
-        elif m == Predicate(math.isfinite):  # and the largest finite numbers (no finite key has an upper bound)
-            refused.extend([math.nan, math.inf, -math.inf])
-            accepted.extend([1e308] if any(isinstance(b, Ge | Gt) for b in metadata) else [-1e308, 1e308])
-    return refused, accepted
-
-
 #: Keys whose accepted edges also need another key moved (RewardConfig checks window_low <= window_high).
 WIDEST_OTHER_END = {
     "designer.reward.window_low": ["designer.reward.window_high=1.0"],
@@ -311,7 +286,7 @@ def test_every_range_is_checked_at_both_edges_and_errors_say_what_the_help_says(
     assert len(keys) > 40
     for key, base, metadata, help, slot in keys:
         assert not re.search(r"[<>]=? ?\d|in [\[(]\d", help), f"{key}: the help restates the range"
-        refused, accepted = edges(base, metadata)
+        refused, accepted = range_edges(base, metadata)
         assert refused and accepted, key
         for value in map(functools.partial(in_slot, key, slot), refused):
             error = error_of(nested(key, value))
