@@ -532,6 +532,24 @@ def test_tmp_leftovers_are_ignored_and_cleaned(registry: Registry) -> None:
     assert list((registry.root / ".tmp").iterdir()) == []
 
 
+def script_env() -> dict[str, str]:
+    """The environment of a child Python that imports this module's helpers."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+
+
+def run_script(code: str, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a child Python with ``args``; its output is captured as text."""
+    return subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=script_env(),
+        cwd=ROOT,
+        timeout=120,
+        **kwargs,
+    )
+
+
 #: Opens a registry this process cannot write: reads, draws without marking, and a refused add.
 READ_ONLY = """
 import sys
@@ -565,18 +583,13 @@ def test_read_only_registry(registry: Registry) -> None:
     installation owned by root, or a team's registry on a read-only mount."""
     records = _three(registry)
     modes = {p: p.stat().st_mode for p in [registry.root, *registry.root.rglob("*")]}
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
     try:
         for path in modes:
             path.chmod(0o555 if path.is_dir() else 0o444)
-        done = subprocess.run(
-            [sys.executable, "-W", "ignore", "-c", READ_ONLY, str(registry.root)],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=ROOT,
-            timeout=120,
-            preexec_fn=_without_root_file_access if os.geteuid() == 0 else None,  # noqa: PLW1509
+        done = run_script(
+            READ_ONLY,
+            str(registry.root),
+            preexec_fn=_without_root_file_access if os.geteuid() == 0 else None,
         )
     finally:
         for path, mode in modes.items():
@@ -609,15 +622,7 @@ def test_an_open_registry_follows_an_index_another_process_rebuilt(registry: Reg
     add(registry, 1)
     registry.sample(2)
     registry.index_path.unlink()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", REBUILD, str(registry.root)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-    )
+    done = run_script(REBUILD, str(registry.root))
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["2", "Gen5-v0"]
     assert "Gen5-v0" in registry
@@ -653,13 +658,12 @@ for k in range(count):
 
 
 def start_writer(root: Path, worker: int, count: int) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
     process = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(root), str(worker), str(count)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        env=env,
+        env=script_env(),
         cwd=ROOT,
     )
     assert process.stdout is not None and process.stdout.readline() == "ready\n"
@@ -783,15 +787,7 @@ print("not killed", flush=True)
 )
 def test_writer_killed_at_each_step_of_an_add(registry: Registry, point: str, third_present: bool) -> None:
     add(registry, 0)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(
-        [sys.executable, "-c", KILL_AT, str(registry.root), point, "100"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-    )
+    done = run_script(KILL_AT, str(registry.root), point, "100")
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert done.stdout.split() == ["Crash-v0", "Crash-v1"]
     leftovers = list((registry.root / ".tmp").iterdir())

@@ -33,6 +33,8 @@ __all__ = [
 SCHEMA_VERSION = 2
 #: The tag of an environment that broke the contract after it was registered (never drawn again).
 FLAGGED_TAG = "flagged"
+#: How the tag appears in an environment's ``tags`` JSON text: the one test of "flagged" in the index.
+_FLAGGED_JSON = f'"{FLAGGED_TAG}"'
 #: ``PRAGMA application_id`` marking the file as a spade_gym index ("SPAD").
 APPLICATION_ID = 0x53504144
 #: Keep this many entries of the change log; a sampler cache further behind reloads.
@@ -329,7 +331,7 @@ class Index:
         for row, fingerprint in zip(rows, fingerprints, strict=True):
             seq = self._insert(row)
             self._set_entry(row.env_id, fingerprint, None)
-            if f'"{FLAGGED_TAG}"' not in row.tags:
+            if _FLAGGED_JSON not in row.tags:
                 self._log("add", seq, row.setting, row.regret, row.last_sampled)
         self.raise_counter(max((r.last_sampled for r in rows if r.last_sampled is not None), default=None))
 
@@ -453,7 +455,7 @@ class Index:
         the unflagged environments (of ``setting``), in ``seq`` order."""
         # NULLs become numbers in SQL (regret is never negative), so numpy converts the rows in one go.
         columns = "seq, ifnull(regret, -1.0), ifnull(last_sampled, 0)"
-        playable = f"seq NOT IN (SELECT seq FROM envs WHERE instr(tags, '\"{FLAGGED_TAG}\"') > 0)"  # case-sensitive
+        playable = f"seq NOT IN (SELECT seq FROM envs WHERE instr(tags, '{_FLAGGED_JSON}') > 0)"  # case-sensitive
         where, params = ("", ()) if setting is None else ("setting = ? AND ", (setting,))
         rows = self.conn.execute(f"SELECT {columns} FROM stats WHERE {where}{playable} ORDER BY seq", params).fetchall()
         if not rows:

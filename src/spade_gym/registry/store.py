@@ -414,11 +414,13 @@ class Registry:
             index.bump_epoch()
 
         if not replace:
-            try:
-                with self._index.write():  # the counts read in the transaction that replaces them: no draw is lost
-                    fill(self._index, self._index.sampling_stats(), self._index.state().counter)
-            except (sqlite3.DatabaseError, KeyError, TypeError):
-                replace = True
+            with self._index.write():  # the counts read in the transaction that replaces them: no draw is lost
+                try:
+                    old = self._index.sampling_stats(), self._index.state().counter
+                except (sqlite3.DatabaseError, KeyError, TypeError):
+                    replace = True
+                else:
+                    fill(self._index, *old)
         if replace:
             tmp_dir = self.index_path.parent if self.read_only else self.tmp_dir
             tmp = tmp_dir / f"index-{uuid.uuid4().hex}.sqlite"
