@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from spade_gym.errors import ContractError, ResourceLimitExceeded, SandboxSetupError, SpadeError
 from spade_gym.program import RETURN_TOLERANCE, SUCCESS_RETURN, EnvProgram
 from spade_gym.sandbox import Budget, SandboxClient, SandboxConfig
+from spade_gym.seeds import SEED_VARIABLE, seed_source
 
 if TYPE_CHECKING:
     from spade_gym.registry import Registry
@@ -56,8 +57,6 @@ __all__ = [
 
 #: Words of the hint the audit tries as constant answers (the first ones the observation lacks).
 AUDIT_HINT_WORDS = 16
-#: Environment variable that makes the gate's seed draw reproducible (see :meth:`ValidationConfig.resolved`).
-SEED_VARIABLE = "SPADE_VALIDATION_SEED"
 
 
 def _gate_hash_seeds() -> tuple[int, int]:
@@ -174,9 +173,7 @@ class ValidationConfig:
         :class:`random.SystemRandom`, or from :data:`SEED_VARIABLE` and ``program_id`` when it is set."""
         if self.seeds and self.answer_seeds:
             return self
-        secret = os.environ.get(SEED_VARIABLE)
-        source = random.Random(f"{secret}-{program_id}") if secret else random.SystemRandom()
-        drawn = source.sample(range(2**31), 2 * self.n_seeds)
+        drawn = seed_source(program_id).sample(range(2**31), 2 * self.n_seeds)
         return replace(
             self,
             seeds=self.seeds or tuple(drawn[: self.n_seeds]),

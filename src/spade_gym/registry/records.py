@@ -48,8 +48,8 @@ class EnvStats:
     Attributes:
         episodes: episodes measured (int >= 0).
         mean_return_hint, mean_return_nohint: mean episode return with and without the privileged hint.
-        regret: ``max(mean_return_hint - mean_return_nohint, 0)`` (docs/DESIGN.md, "Regret"), the
-            replay score.
+        regret: the Designer's regret (:mod:`spade_gym.regret`: what the hint adds beyond the
+            no-hint return and beyond the hint alone), the replay score.
         times_sampled: draws by :meth:`Registry.sample` with ``mark=True``.
         last_sampled: the global sample counter after its last draw (``None``: never), PLR's ``C_i``.
         format_compliance: share of measured Agent turns with a parsable action, in [0, 1]
@@ -85,8 +85,7 @@ class EnvStats:
             raise ValueError(f"EnvStats.format_compliance = {compliance!r}; expected None or a number in [0, 1]")
         if self.regret is not None and self.regret < 0:
             raise ValueError(
-                f"EnvStats.regret = {self.regret!r}; expected None or a number >= 0 "
-                "(regret = max(mean_return_hint - mean_return_nohint, 0))"
+                f"EnvStats.regret = {self.regret!r}; expected None or a number >= 0 (the regret is never negative)"
             )
 
     def to_dict(self) -> dict[str, Any]:
