@@ -24,6 +24,7 @@ from reward_exploits import (
 from test_designer import FAST, KNOWN_GATE, HintReader
 
 from spade_gym.agent import Episode, RolloutConfig, rollout
+from spade_gym.audit import audit
 from spade_gym.designer import _EXAMPLE, evaluate_completion
 from spade_gym.env import SandboxedEnv
 from spade_gym.errors import ContractError
@@ -31,7 +32,7 @@ from spade_gym.policies.base import Completion, SamplingParams
 from spade_gym.registry.gymnasium import open_registry
 from spade_gym.regret import estimate_regret
 from spade_gym.sandbox import SandboxConfig
-from spade_gym.validation import SEED_VARIABLE, ValidationConfig, audit, validate
+from spade_gym.validation import SEED_VARIABLE, ValidationConfig, validate
 
 
 class Oracle:

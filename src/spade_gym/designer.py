@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING, Any
 import gymnasium
 
 from spade_gym.agent import RolloutConfig
+from spade_gym.audit import audit
 from spade_gym.documents import Document, DocumentSource, load_documents, make_document
 from spade_gym.errors import DuplicateEnvironment
 from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent, read_source
+from spade_gym.novelty import check_novelty
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
 from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, SUCCESS_RETURN, EnvProgram, knobs
 from spade_gym.registry.gymnasium import open_registry, register_record
@@ -42,7 +44,7 @@ from spade_gym.regret import (
 )
 from spade_gym.sandbox.policy import ALLOWED_MODULES
 from spade_gym.spaces import UnicodeText
-from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport, audit, check_novelty, validate
+from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport, validate
 
 if TYPE_CHECKING:
     import numpy as np
