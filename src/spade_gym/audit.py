@@ -49,15 +49,18 @@ class AuditResult:
 
 def hint_candidates(hint: str, observation: str, limit: int = AUDIT_HINT_CANDIDATES) -> list[str]:
     """Answers a hint may name outright: its distinct words absent from ``observation``, then adjacent
-    pairs of them (a pass phrase), at most ``limit`` (a random sample of a longer list). Linear in
-    the lengths of both texts."""
+    pairs of them (a pass phrase), at most ``limit`` (words first; a random sample of the longer
+    list). Linear in the lengths of both texts."""
     shown = {w.lower() for w in _HINT_WORD.findall(observation)}
     words = _HINT_WORD.findall(hint)
     fresh = [w.lower() not in shown for w in words]
     singles = [w for w, new in zip(words, fresh, strict=True) if new]
     pairs = [f"{a} {b}" for i, (a, b) in enumerate(zip(words, words[1:], strict=False)) if fresh[i] and fresh[i + 1]]
-    found = list(dict.fromkeys([*singles, *pairs]))
-    return found if len(found) <= limit else random.SystemRandom().sample(found, limit)
+    singles, pairs = list(dict.fromkeys(singles)), list(dict.fromkeys(pairs))
+    draw = random.SystemRandom()  # a longer hint: a sample no program can predict, words first
+    if len(singles) >= limit:
+        return draw.sample(singles, limit)
+    return singles + (pairs if len(singles) + len(pairs) <= limit else draw.sample(pairs, limit - len(singles)))
 
 
 def audit(
