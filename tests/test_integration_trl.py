@@ -648,7 +648,9 @@ def test_bad_environments_and_rows_are_clear_errors(needs_trl: Any) -> None:
     both = environment_factories(["spade/ArithmeticChain-v0", CODE_SUBMIT])
     assert list(both) == ["spade/ArithmeticChain-v0", "CodeSubmit"]
     rows = agent_dataset(["spade/ArithmeticChain-v0", CODE_SUBMIT], 2)
-    assert rows["environment"] == ["spade/ArithmeticChain-v0"] * 2 + ["CodeSubmit"] * 2 and rows["seed"] == [0, 1, 0, 1]
+    assert rows["environment"] == ["spade/ArithmeticChain-v0"] * 2 + ["CodeSubmit"] * 2
+    # a count of seeds is drawn as the gate draws them (not 0, 1): the same for every environment
+    assert rows["seed"][:2] == rows["seed"][2:] and rows["seed"][:2] != [0, 1] and len(set(rows["seed"])) == 2
 
 
 def test_tool_calling_tokenizer_gives_chatml_tokenizers_a_tool_template(needs_trl: Any) -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "RewardConfig",
     "designer_reward",
     "estimate_regret",
+    "estimate_regrets",
     "hint_only_episodes",
     "regret_episodes",
     "standard_error",
@@ -115,6 +116,22 @@ def estimate_regret(
     ``progress`` gets ``(episodes finished, episodes planned)``. Errors count as return 0.
     Raises ValueError for ``k < 1``, ``len(seeds) != k``, an unknown ``hint_only`` or greedy sampling.
     """
+    return estimate_regrets([env], policy, k, seeds, config=config, progress=progress, hint_only=hint_only)[0]
+
+
+def estimate_regrets(
+    envs: Sequence[Any],
+    policy: Policy,
+    k: int = REGRET_EPISODES,
+    seeds: Sequence[int] | None = None,
+    *,
+    config: RolloutConfig | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    hint_only: HintOnly = "auto",
+) -> list[RegretEstimate]:
+    """:func:`estimate_regret` for several environments on the same seeds, in two batched rollouts in
+    all (every environment's hint and no-hint arms, then the hint-only arms that are played); each
+    estimate's ``stats`` are those of both rollouts. Raises as :func:`estimate_regret`."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     seeds = draw_seeds(k, "regret") if seeds is None else [int(s) for s in seeds]
@@ -125,20 +142,29 @@ def estimate_regret(
     config = config or RolloutConfig()
     if config.sampling.greedy:
         raise ValueError("regret needs sampling: set RolloutConfig.sampling.temperature > 0")
-    trajectories, stats = rollout(regret_episodes(env, seeds), policy, config, progress=progress)
-    first = summarise(trajectories, stats)
-    if hint_only == "never" or (hint_only == "auto" and first.mean_hint <= first.mean_nohint):
-        return first
-    offset = len(trajectories)
+    episodes = [e for env in envs for e in regret_episodes(env, seeds)]
+    played, stats = rollout(episodes, policy, config, progress=progress)
+    arms = [list(played[2 * k * i : 2 * k * (i + 1)]) for i in range(len(envs))]
+    firsts = [summarise(trajectories) for trajectories in arms]
+    alone = [
+        i
+        for i, first in enumerate(firsts)
+        if hint_only == "always" or (hint_only == "auto" and first.mean_hint > first.mean_nohint)
+    ]
+    if alone:
+        offset = len(played)
 
-    def later(done: int, total: int) -> None:
-        if progress is not None:
-            progress(offset + done, offset + total)
+        def later(done: int, total: int) -> None:
+            if progress is not None:
+                progress(offset + done, offset + total)
 
-    alone, more = rollout(hint_only_episodes(env, seeds), policy, config, progress=later)
-    for name in ("generate_calls", "episodes", "turns", "format_ok_turns", "generation_s", "env_s", "total_s"):
-        setattr(stats, name, getattr(stats, name) + getattr(more, name))
-    return summarise([*trajectories, *alone], stats)
+        blind = [e for i in alone for e in hint_only_episodes(envs[i], seeds)]
+        more, extra = rollout(blind, policy, config, progress=later)
+        for name in ("generate_calls", "episodes", "turns", "format_ok_turns", "generation_s", "env_s", "total_s"):
+            setattr(stats, name, getattr(stats, name) + getattr(extra, name))
+        for n, i in enumerate(alone):
+            arms[i] += more[k * n : k * (n + 1)]
+    return [summarise(trajectories, stats) for trajectories in arms]
 
 
 def regret_episodes(env: Any, seeds: Sequence[int]) -> list[Episode]:
