@@ -149,7 +149,11 @@ def _ranked(hints: Mapping[int, str], answers: Mapping[int, str]) -> list[int]:
     if len(listed) < 2:
         return []
     rank, count = Counter(listed.values()).most_common(1)[0]
-    orders = {tuple(sorted(known, key=lambda a, h=hints[s]: (h.find(a) < 0, h.find(a)))) for s in listed}
+
+    def order(hint: str) -> tuple[str, ...]:
+        return tuple(sorted(known, key=lambda a: (hint.find(a) < 0, hint.find(a))))
+
+    orders = {order(hints[s]) for s in listed}
     if len(orders) == 1 or count < RANK_SHARE * len(answers):  # one fixed list: boilerplate
         return []
     return sorted(seed for seed, r in listed.items() if r == rank)

@@ -221,12 +221,13 @@ def record_probe(program: EnvProgram | str, config: ValidationConfig | None = No
         spec = client.load(program.source)
         for seed in seeds:
             for kind in KINDS:
-                if kind == "oracle":
-                    act: Callable[[int], str] = lambda turn: str(client.call("oracle", None, budget))  # noqa: E731
-                elif kind == "near":
-                    act = lambda turn: near_miss(str(client.call("oracle", None, budget)))  # noqa: E731
-                else:
-                    act = lambda turn, s=seed: _garbage_action(config.random_text_seed, s, turn)  # noqa: E731
+
+                def act(turn: int, kind: str = kind, seed: int = seed) -> str:
+                    if kind == "garbage":
+                        return _garbage_action(config.random_text_seed, seed, turn)
+                    action = str(client.call("oracle", None, budget))
+                    return near_miss(action) if kind == "near" else action
+
                 try:
                     _play(client, seed, kind, act, budget, host, played)
                 except _OutOfBudget as exc:
@@ -245,9 +246,12 @@ def replay_probe(client: SandboxClient, source: str, probe: Probe, budget: Budge
         if why := budget.exhausted():
             raise SpadeError(why, category="TIMEOUT")
         actions = episode.actions
+
+        def replayed(turn: int, actions: tuple[str, ...] = actions) -> str:
+            return actions[turn] if turn < len(actions) else ""
+
         try:
-            act = lambda turn, a=actions: a[turn] if turn < len(a) else ""  # noqa: E731
-            _play(client, episode.seed, episode.kind, act, budget, host, played)
+            _play(client, episode.seed, episode.kind, replayed, budget, host, played)
         except SandboxSetupError:
             raise
         except SpadeError:
