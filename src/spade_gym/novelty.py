@@ -5,15 +5,18 @@ new text and the old behaviour), so every candidate is compared by behaviour wit
 environment of its setting and ``max_turns``, whatever their text similarity:
 
 1. Each registered environment has a **probe** (``probe.json`` in its folder, made the first time it
-   is needed): on :data:`PROBE_SEEDS` seeds drawn so no program can know them, the actions of its
+   is needed): on the registry's :data:`PROBE_SEEDS` probe seeds (drawn once per registry so no
+   program can know them, kept in ``probe_seeds.json``), the actions of its
    ``oracle()``, of near misses of it and of malformed answers (:data:`KINDS`, at most
    :data:`PROBE_TURNS` each), the reward and flags each
    returned, and a **view** of each observation: a hash of its tokens in order, less the
    *template* (the tokens every seed's first observation shares: the fixed wording of the task
    statement), so the task's data and the feedback's words count and the statement's wording does not.
-2. The candidate replays each probe's actions on the probe's seeds, in a worker of its own; it
-   **duplicates** the environment when on at least :data:`DUPLICATE_SHARE` of the seeds every step
-   gives the same reward, flags and view.
+2. The candidate's first observations on the probe seeds are read once and their views compared
+   with every probe's (a lookup, however large the registry); each environment whose first views
+   match on at least :data:`DUPLICATE_SHARE` of the seeds has its probe's actions replayed on the
+   candidate, in a worker of its own, which **duplicates** it when on at least that share of the
+   seeds every step gives the same reward, flags and view.
 
 A program is also an exact duplicate when its :func:`~spade_gym.registry.dedup.ast_hash` is that of
 a registered one (a renamed copy), without running it.
@@ -31,7 +34,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from spade_gym.errors import SandboxSetupError, SpadeError
-from spade_gym.files import read_bounded, replace_atomically
+from spade_gym.files import read_bounded, replace_atomically, write_durably
 from spade_gym.program import EnvProgram
 from spade_gym.sandbox import Budget, HostBudget, SandboxClient
 from spade_gym.seeds import draw_seeds
@@ -50,13 +53,16 @@ __all__ = [
     "check_novelty",
     "duplicate_of",
     "near_miss",
+    "first_views",
     "probe_of",
+    "probe_seeds",
     "record_probe",
     "replay_probe",
 ]
 
-#: The probe's file in an environment's registry folder.
+#: The probe's file in an environment's registry folder, and the registry's probe seeds' file.
 PROBE_FILE = "probe.json"
+PROBE_SEEDS_FILE = "probe_seeds.json"
 #: Seeds of a probe, and turns of a probe episode at most.
 PROBE_SEEDS = 6
 PROBE_TURNS = 16
@@ -206,16 +212,18 @@ class _OutOfBudget(Exception):
     pass
 
 
-def record_probe(program: EnvProgram | str, config: ValidationConfig | None = None) -> Probe:
-    """Play ``program``'s probe on :data:`PROBE_SEEDS` fresh seeds in one worker (within
-    ``config.budget_s`` and ``host_budget_s``). Raises SpadeError when the program fails or the
-    budget runs out, SandboxSetupError when no worker starts."""
+def record_probe(
+    program: EnvProgram | str, seeds: Sequence[int] | None = None, config: ValidationConfig | None = None
+) -> Probe:
+    """Play ``program``'s probe on ``seeds`` (default: :data:`PROBE_SEEDS` fresh ones) in one worker,
+    within ``config.budget_s`` and ``host_budget_s``. Raises SpadeError when the program fails or
+    the budget runs out, SandboxSetupError when no worker starts."""
     program = EnvProgram(program) if isinstance(program, str) else program
     config = config or ValidationConfig()
     budget = Budget(config.budget_s, what="probe", wall=True, wall_factor=config.sandbox.wall_factor)
     host = HostBudget(config.host_budget_s, "probe")
     host.charge()
-    seeds = draw_seeds(PROBE_SEEDS, f"probe-{program.id}")
+    seeds = list(seeds) if seeds is not None else draw_seeds(PROBE_SEEDS, f"probe-{program.id}")
     played = _Played()
     with SandboxClient(replace(config.sandbox, hash_seed=config.hash_seeds[0])) as client:
         spec = client.load(program.source)
@@ -266,21 +274,61 @@ def replay_probe(client: SandboxClient, source: str, probe: Probe, budget: Budge
     return sum(same.values()), len(same)
 
 
-def probe_of(record: EnvRecord, config: ValidationConfig) -> Probe | None:
-    """``record``'s probe: read from its folder, else recorded and written there (kept in memory when
-    the folder is read-only); ``None`` when the registered program cannot be probed."""
+def probe_seeds(registry: Registry) -> list[int]:
+    """The registry's probe seeds: read from ``probe_seeds.json`` at its root, else drawn
+    (:func:`~spade_gym.seeds.draw_seeds`) and written there (kept in memory when it is read-only)."""
+    path = registry.root / PROBE_SEEDS_FILE
+    for _attempt in range(2):
+        text = read_bounded(path, 4096)
+        if text is not None:
+            try:
+                seeds = json.loads(text)
+                if isinstance(seeds, list) and len(seeds) == PROBE_SEEDS and all(type(s) is int for s in seeds):
+                    return seeds
+            except ValueError:
+                pass
+        seeds = _SEEDS.setdefault(str(registry.root), draw_seeds(PROBE_SEEDS, f"probe-seeds-{registry.root}"))
+        try:
+            write_durably(path, json.dumps(seeds).encode(), exclusive=True)  # the first writer's seeds win
+            return seeds
+        except FileExistsError:
+            continue  # written by another process meanwhile: read it
+        except OSError:
+            return seeds
+    return _SEEDS[str(registry.root)]
+
+
+_SEEDS: dict[str, list[int]] = {}
+
+
+def first_views(client: SandboxClient, seeds: Sequence[int], budget: Budget) -> dict[int, str]:
+    """The view of the first observation of ``reset(seed)`` (then ``hint()``, as the Agent's) for each
+    seed, the template taken over these seeds: what a probe's episodes start with."""
+    played = _Played()
+    for seed in seeds:
+        obs, _info = client.call("reset", {"seed": seed}, budget)
+        client.call("hint", None, budget)
+        played.rows.append((seed, "first", [], [], [_tokens(obs)]))
+    return {episode.seed: episode.views[0] for episode in played.views()}
+
+
+def probe_of(record: EnvRecord, seeds: Sequence[int], config: ValidationConfig) -> Probe | None:
+    """``record``'s probe on ``seeds``: read from its folder, else recorded and written there (kept in
+    memory when the folder is read-only); ``None`` when the registered program cannot be probed."""
     path = record.path / PROBE_FILE
     text = read_bounded(path, MAX_PROBE_BYTES)
     if text is not None:
         try:
-            return Probe.from_json(text)
+            probe = Probe.from_json(text)
+            if probe.seeds == list(seeds):
+                return probe
         except ValueError:
-            pass  # damaged: recorded again
-    cached = _CACHE.get((str(record.path), record.program_id))
+            pass  # damaged, or of other seeds: recorded again
+    cached = _CACHE.get((str(record.path), record.program_id, tuple(seeds)))
     if cached is not None:
         return cached
     try:
-        probe = record_probe(record.program(), config)
+        probe = record_probe(record.program(), seeds, config)
     except SandboxSetupError:
         raise
     except SpadeError:
@@ -288,11 +336,11 @@ def probe_of(record: EnvRecord, config: ValidationConfig) -> Probe | None:
     try:
         replace_atomically(path, probe.to_json())
     except OSError:
-        _CACHE[(str(record.path), record.program_id)] = probe
+        _CACHE[(str(record.path), record.program_id, tuple(seeds))] = probe
     return probe
 
 
-_CACHE: dict[tuple[str, str], Probe] = {}
+_CACHE: dict[tuple[str, str, tuple[int, ...]], Probe] = {}
 
 
 def duplicate_of(program: EnvProgram, registry: Registry | None, config: ValidationConfig) -> tuple[str, str] | None:
@@ -320,21 +368,35 @@ def duplicate_of(program: EnvProgram, registry: Registry | None, config: Validat
         except SpadeError as exc:
             return exc.category, f"the program could not be compared with the registered environments: {exc.message}"
         max_turns, tools = min(spec.max_turns, config.sandbox.max_turns), _tool_names(spec.tools)
+        seeds = probe_seeds(registry)
+        needed = math.ceil(DUPLICATE_SHARE * len(seeds))
+        mine: dict[int, str] | None = None
         for record in registry.records(spec.setting):
             if min(record.max_turns, config.sandbox.max_turns) != max_turns:
                 continue
-            probe = probe_of(record, config)
+            probe = probe_of(record, seeds, config)
             if probe is None or probe.tools != tools or probe.max_turns != max_turns:
                 continue
             try:
-                same, seeds = replay_probe(client, program.source, probe, budget, host)
+                if mine is None:
+                    mine = first_views(client, seeds, budget)
+            except SpadeError as exc:
+                return (
+                    exc.category,
+                    f"the program could not be compared with the registered environments: {exc.message}",
+                )
+            theirs = {e.seed: e.views[0] for e in probe.episodes}
+            if sum(mine.get(seed) == view for seed, view in theirs.items()) < needed:
+                continue  # another task from the first observation on: no replay
+            try:
+                same, played = replay_probe(client, program.source, probe, budget, host)
             except _OutOfBudget as exc:
                 return "TIMEOUT", f"the novelty check could not finish: {exc} (ValidationConfig.host_budget_s)"
             except SpadeError as exc:
                 return "TIMEOUT", f"the novelty check could not finish: {exc.message} (ValidationConfig.budget_s)"
-            if same >= math.ceil(DUPLICATE_SHARE * seeds):
+            if same >= math.ceil(DUPLICATE_SHARE * played):
                 return "DUPLICATE", (
-                    f"the program behaves like the registered {record.env_id}: on {same} of {seeds} probe episodes "
+                    f"the program behaves like the registered {record.env_id}: on {same} of {played} probe episodes "
                     "it accepts the same answers, pays the same rewards and shows the Agent the same task"
                 )
     return None
