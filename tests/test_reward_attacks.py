@@ -177,6 +177,12 @@ def test_the_host_caps_turns_and_observation_bytes_of_an_episode() -> None:
     assert peak < 32 << 20, peak  # the host held a few MiB, not a MiB a turn for 100,000 turns
     report = validate(FLOODS_LATE)
     assert report.category == "OUTPUT_LIMIT" and report.usage["episode_text_bytes"] <= (4 << 20) + (1 << 20)
+    # an oracle that needs more turns than the host allows is no feasible environment
+    from spade_gym.registry.gymnasium import bundled_registry_path
+
+    hanoi = (bundled_registry_path() / "envs" / "HanoiTowerFinish-v0" / "env.py").read_text()
+    capped = validate(hanoi, ValidationConfig(sandbox=SandboxConfig(max_turns=5)))
+    assert capped.category == "ORACLE_FAILED" and "the host ends every episode after 5 turns" in capped.feedback()
 
 
 # ---- host work ---------------------------------------------------------------------------------

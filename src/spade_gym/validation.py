@@ -505,13 +505,15 @@ class _Validator:
             total = episode.total
             self.report.oracle_returns.append(round(total, 6))
             self._check_episode(episode, "oracle", "")
-            if episode.ended and total < self.config.success_threshold:
+            capped = not episode.ended and len(episode.actions) >= max_turns  # the host's turn cap ended it
+            if (episode.ended or capped) and total < self.config.success_threshold:
                 self.fail(
                     "feasibility",
                     "ORACLE_FAILED",
                     f"seed {seed}: following oracle() for {len(episode.actions)} turn(s) returned {total:g}; "
                     f"it must reach {self.config.success_threshold:g} (last observation: "
-                    f"{_clip(episode.last_observation)!r})",
+                    f"{_clip(episode.last_observation)!r})"
+                    + (f"; the host ends every episode after {max_turns} turns" if capped else ""),
                 )
         rate = len(leaks) / len(self.config.seeds)
         if leaks and rate > self.config.max_hint_success_rate:
