@@ -33,9 +33,7 @@ K, NEW_TOKENS, TURNS, SEEDS = 4, 48, 2, (101, 202, 303, 404)
 
 def test_cost_of_the_hint_only_arm_per_design(benchmark: Any, report: Callable[..., None]) -> None:
     policy = load_policy("default")
-    config = RolloutConfig(
-        sampling=SamplingParams(temperature=0.5, max_new_tokens=NEW_TOKENS, seed=0), max_turns=TURNS
-    )
+    config = RolloutConfig(sampling=SamplingParams(temperature=0.5, max_new_tokens=NEW_TOKENS, seed=0), max_turns=TURNS)
     seconds: dict[str, list[float]] = {"never": [], "auto": [], "always": []}
     played, lowered = 0, 0
 
