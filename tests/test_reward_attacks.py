@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from reward_exploits import (
     ARITHMETIC,
+    DECOY_AWARE,
     DISGUISED_LEAKS,
     FLOODS_LATE,
     HUGE_HINT,
@@ -113,16 +114,36 @@ def test_the_hint_only_arm_shows_the_agent_a_decoy_and_is_played_only_when_the_h
     estimate = estimate_regret(SECRET_WORD, HintReader(), 2, seeds)  # honest: helps only with the task
     assert (estimate.mean_hint, estimate.mean_nohint, estimate.mean_hint_only, estimate.regret) == (1, 0, 0, 1)
     assert [t.seed for t in estimate.hint_only] == seeds and all(t.decoy and t.hint for t in estimate.hint_only)
-    first = estimate.hint_only[0].messages[1]["content"]
-    assert first.startswith(DECOY_OBSERVATION + "\n\nHint: Shift every letter back by ")
-    assert "Decode the secret word" not in first  # the environment's observation is not shown
+    # seed 11's hint with seed 12's observation in place of its own (and the other way round)
+    for alone, hinted, other in zip(estimate.hint_only, estimate.hint, estimate.nohint[::-1], strict=True):
+        own, hint = hinted.messages[1]["content"].split("\n\nHint: ")
+        assert alone.messages[1]["content"] == other.messages[1]["content"] + "\n\nHint: " + hint
+        assert own not in alone.messages[1]["content"]  # the environment's own observation is not shown
     assert estimate.hint_only[0].turns[0].observation in ("Right.", "Wrong.")  # the program's own is kept
+    one = estimate_regret(SECRET_WORD, HintReader(), 1, [11])  # one seed: no other seed, a fixed text
+    assert one.hint_only[0].messages[1]["content"].startswith(DECOY_OBSERVATION + "\n\nHint: ")
     # the hint did not help: no third arm (its cost is spent only where it can lower the regret)
     never = estimate_regret(SECRET_WORD, LeakReader(), 2, seeds)
     assert never.mean_hint == never.mean_nohint == 0.0 and never.hint_only == [] and never.mean_hint_only is None
     assert estimate_regret(SECRET_WORD, LeakReader(), 2, seeds, hint_only="always").mean_hint_only == 0.0
     leak = estimate_regret(DISGUISED_LEAKS["digits-apart"], LeakReader(), 2, seeds, hint_only="never")
     assert leak.regret == 1.0  # without the third arm a leak is paid in full
+
+
+def test_a_hint_cannot_tell_the_hint_only_arm_by_its_text() -> None:
+    class DecoyAware(LeakReader):
+        """Answers what the hint gives away unless it reads the fixed decoy text."""
+
+        def generate(self, prompts: list[Any], sampling: SamplingParams | None = None) -> list[Completion]:
+            out = super().generate(prompts, sampling)
+            for i, prompt in enumerate(prompts):
+                if DECOY_OBSERVATION in prompt[-1]["content"]:
+                    out[i] = Completion("<answer>nothing</answer>", None, None, None, "stop", i)
+            return out
+
+    assert validate(DECOY_AWARE).accepted and audit(DECOY_AWARE, [1, 2]).passed
+    estimate = estimate_regret(DECOY_AWARE, DecoyAware(), 3)
+    assert (estimate.mean_hint, estimate.mean_nohint, estimate.mean_hint_only, estimate.regret) == (1, 0, 1, 0)
 
 
 def test_the_static_check_leaves_honest_partial_results_alone() -> None:

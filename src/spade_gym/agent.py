@@ -108,21 +108,21 @@ _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL | re.IGNORECASE)
 _CALL = '<tool_call>{"name": ..., "arguments": {...}}</tool_call>'  # the format error messages show
 HINT_PREFIX = "\n\nHint: "
-#: What the Agent reads in place of every observation of a decoy episode (regret's hint-only arm):
-#: the same fixed text whatever the environment shows, so only the hint can inform the Agent.
+#: What the Agent reads in place of an observation of a decoy episode (regret's hint-only arm) when
+#: it is given no other decoy (such as another seed's observations), so only the hint informs it.
 DECOY_OBSERVATION = "The task is not shown in this episode. Act on the hint alone."
 
 
-def start_episode(env: PlayableEnv, seed: int | None, hinted: bool, decoy: bool = False) -> str:
-    """Reset ``env`` and return the first observation the Agent reads: the environment's (or, with
-    ``decoy``, :data:`DECOY_OBSERVATION`), with ``HINT_PREFIX + hint`` when ``hinted``.
+def start_episode(env: PlayableEnv, seed: int | None, hinted: bool, decoy: str | None = None) -> str:
+    """Reset ``env`` and return the first observation the Agent reads: the environment's (or
+    ``decoy`` in its place), with ``HINT_PREFIX + hint`` when ``hinted``.
 
     ``hint()`` is called in **every** episode, so the program sees the same calls in every arm
     of the regret estimate and cannot pay more when hinted. Raises what the program raised.
     """
     observation, _info = env.reset(seed=seed)
     hint = env.hint()
-    shown = DECOY_OBSERVATION if decoy else observation
+    shown = observation if decoy is None else decoy
     return shown + HINT_PREFIX + hint if hinted else shown
 
 
@@ -238,8 +238,8 @@ class Trajectory:
         error: ``{"type", "category", "message", ...}`` when the environment failed.
         generation_s, env_s: seconds in ``policy.generate`` (this episode's share of each batched
             call, by completion tokens) and in the environment.
-        decoy: the Agent read :data:`DECOY_OBSERVATION` in place of every observation (``messages``
-            hold what it read; each :class:`Turn` the environment's own observation).
+        decoy: the Agent read decoys in place of the observations (``messages`` hold what it
+            read; each :class:`Turn` the environment's own observation).
     """
 
     env_id: str
@@ -345,13 +345,15 @@ def format_compliance(trajectories: Sequence[Trajectory]) -> float | None:
 class Episode:
     """One episode to play: ``env`` is a gymnasium id (``"spade/Name-v0"``), a program (path,
     source or :class:`~spade_gym.EnvProgram`) or a zero-argument factory of a playable env;
-    ``decoy``: the Agent reads :data:`DECOY_OBSERVATION` in place of the environment's observations
-    (with ``hint``, regret's hint-only arm)."""
+    ``decoy``: the Agent reads ``decoy_observations`` (the last one repeated; none:
+    :data:`DECOY_OBSERVATION`) in place of the environment's observations, turn by turn (with
+    ``hint``, regret's hint-only arm)."""
 
     env: Any
     seed: int
     hint: bool = False
     decoy: bool = False
+    decoy_observations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -463,6 +465,13 @@ class _Running:
     env: PlayableEnv
     trajectory: Trajectory
     turn_limit: int
+    decoys: tuple[str, ...] = ()
+
+    def shown(self, observation: str) -> str:
+        """What the Agent reads of the environment's next observation (a decoy in a decoy episode)."""
+        if not self.trajectory.decoy:
+            return observation
+        return self.decoys[min(len(self.trajectory.turns), len(self.decoys) - 1)]
 
 
 def _fit_messages(
@@ -518,10 +527,11 @@ def _start(episode: Episode, config: RolloutConfig) -> _Running:
     trajectory = Trajectory(
         env_id=env_id_of(episode.env, env), seed=episode.seed, hint=episode.hint, decoy=episode.decoy
     )
-    running = _Running(env, trajectory, min(env.max_turns, config.max_turns or env.max_turns))
+    decoys = episode.decoy_observations or (DECOY_OBSERVATION,)
+    running = _Running(env, trajectory, min(env.max_turns, config.max_turns or env.max_turns), decoys)
     trajectory.messages.append(agent_prompt(env.setting, env.description, env.tools)[0])
     try:
-        observation = start_episode(env, episode.seed, episode.hint, episode.decoy)
+        observation = start_episode(env, episode.seed, episode.hint, decoys[0] if episode.decoy else None)
     except Exception as exc:  # the program failed in reset or hint: this episode only
         trajectory.messages.append({"role": "user", "content": ""})
         trajectory.fail(exc)
@@ -645,6 +655,5 @@ def _collect(r: _Running) -> None:
         r.trajectory.end_turn(0.0, error=exc)
         return
     turn.observation, turn.reward = observation, float(reward)
-    shown = DECOY_OBSERVATION if r.trajectory.decoy else observation
-    r.trajectory.messages.append({"role": "user", "content": shown})
+    r.trajectory.messages.append({"role": "user", "content": r.shown(observation)})
     r.trajectory.end_turn(reward, terminated=terminated, truncated=truncated, info=info, turn_limit=r.turn_limit)

@@ -3,9 +3,10 @@
 SPADE's regret, the analogue of the PAIRED/ACCEL regret of unsupervised environment design, is
 ``mean_return_hint - mean_return_nohint``. A hint may help only together with the environment: a
 hint that solves the task on its own (the answer spelled, reversed, split into words, hidden among
-decoys) is a leak, whatever its encoding. So a third arm plays the hint **alone** (the Agent reads
-:data:`~spade_gym.agent.DECOY_OBSERVATION` in place of every observation), and the Designer is paid
-only for what the hint adds beyond it::
+decoys) is a leak, whatever its encoding. So a third arm plays the hint **alone**: the Agent reads
+its seed's hint with the observations of *another* seed's no-hint episode in their place (so the
+hint cannot tell the arm by a fixed text; with ``k = 1``, :data:`~spade_gym.agent.DECOY_OBSERVATION`),
+and the Designer is paid only for what the hint adds beyond it::
 
     regret = max(0, mean_return_hint - max(mean_return_nohint, mean_return_hint_only))
 
@@ -158,7 +159,7 @@ def estimate_regrets(
             if progress is not None:
                 progress(offset + done, offset + total)
 
-        blind = [e for i in alone for e in hint_only_episodes(envs[i], seeds)]
+        blind = [e for i in alone for e in hint_only_episodes(envs[i], seeds, firsts[i].nohint)]
         more, extra = rollout(blind, policy, config, progress=later)
         for name in ("generate_calls", "episodes", "turns", "format_ok_turns", "generation_s", "env_s", "total_s"):
             setattr(stats, name, getattr(stats, name) + getattr(extra, name))
@@ -172,9 +173,15 @@ def regret_episodes(env: Any, seeds: Sequence[int]) -> list[Episode]:
     return [Episode(env, seed, hint) for hint in (True, False) for seed in seeds]
 
 
-def hint_only_episodes(env: Any, seeds: Sequence[int]) -> list[Episode]:
-    """The ``k`` episodes of the hint-only arm: the hint, and a decoy in place of every observation."""
-    return [Episode(env, seed, True, decoy=True) for seed in seeds]
+def hint_only_episodes(env: Any, seeds: Sequence[int], nohint: Sequence[Trajectory] = ()) -> list[Episode]:
+    """The ``k`` episodes of the hint-only arm: each seed's hint, and in place of its observations
+    those the Agent read in the no-hint episode of the next seed (``nohint``, in the order of
+    ``seeds``; none, or ``k = 1``: :data:`~spade_gym.agent.DECOY_OBSERVATION`)."""
+    decoys: list[tuple[str, ...]] = [()] * len(seeds)
+    if len(nohint) == len(seeds) > 1:
+        shown = [tuple(m["content"] for m in t.messages[1:] if m["role"] == "user" and m["content"]) for t in nohint]
+        decoys = [shown[(i + 1) % len(shown)] for i in range(len(shown))]
+    return [Episode(env, seed, True, decoy=True, decoy_observations=d) for seed, d in zip(seeds, decoys, strict=True)]
 
 
 def _mean(trajectories: Sequence[Trajectory], value: Callable[[Trajectory], float]) -> float | None:

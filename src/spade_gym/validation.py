@@ -113,8 +113,9 @@ class ValidationConfig:
     Attributes:
         seeds: validation seeds; default ``()``: ``n_seeds`` drawn fresh per validation
             (:meth:`resolved`), so a program cannot know them.
-        trivial_seeds: how many of ``seeds`` (the first) the trivial policies play; a trivial episode is played to the program's ``max_turns``
-            (capped by the host at ``sandbox.max_turns``), so paying late is caught.
+        trivial_seeds: how many of ``seeds`` (the first) the trivial policies play; a trivial
+            episode is played to the program's ``max_turns`` (capped by the host at
+            ``sandbox.max_turns``), so paying late is caught.
         answer_seeds: out-of-sample seeds whose first oracle actions give the "most common answer"
             policy (default: ``n_seeds`` more drawn fresh).
         max_trivial_success_rate, max_hint_success_rate: share of seeds a trivial policy may win,
