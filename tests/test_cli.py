@@ -55,7 +55,7 @@ class Env:
 def test_validate_passes_good_programs_and_fails_hostile_ones(tmp_path: Path) -> None:
     code, out = run("envs", "validate", *map(str, sorted(EXAMPLES.glob("*.py"))))
     assert code == 0, out
-    assert out.count("accepted") == 2
+    assert out.count("accepted") == 2 and out.count("s of the workers' CPU") == 2  # the budgets used
     hint_is_answer = tmp_path / "hint_is_answer.py"  # cases of this suite's own (no ../shared needed)
     hint_is_answer.write_text(_SAY_BACK.replace('return "Copy the digits."', "return str(self.number)"))
     code, out = run("envs", "validate", str(hint_is_answer))

@@ -1338,6 +1338,13 @@ def _report_table(path: str, report: ValidationReport) -> Table:
     for check in report.checks:
         result = {True: "[green]pass[/green]", False: "[red]FAIL[/red]", None: "[dim]not run[/dim]"}[check.passed]
         table.add_row(check.name, result, check.category or "", f"{check.seconds:.3f}", _safe(check.message, 400))
+    used = report.usage
+    if used:  # what the validation used of its budgets (ValidationConfig, SandboxConfig)
+        table.caption = (
+            f"used: {used.get('worker_cpu_s', 0):.2f} s of the workers' CPU, {used.get('host_cpu_s', 0):.2f} s of "
+            f"the host's, {used.get('episode_text_bytes', 0):,} bytes of observations in the largest episode, "
+            f"{used.get('hint_bytes', 0):,}-byte hint"
+        )
     return table
 
 
