@@ -350,7 +350,7 @@ def test_a_verdict_is_the_same_on_a_loaded_machine() -> None:
         pytest.skip("needs /proc/<pid>/task/<tid>/children to find the sandbox workers")
     config = ValidationConfig(n_seeds=3, trivial_seeds=3, budget_s=1.0)
     config = replace(config, sandbox=replace(config.sandbox, wall_factor=100.0))
-    source = EnvProgram(long_episode(300))
+    source = EnvProgram(long_episode(250))  # within the host's turn cap (SandboxConfig.max_turns)
     idle = validate(source, config)
     assert idle.accepted, idle.feedback()
     stop = threading.Event()

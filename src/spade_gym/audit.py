@@ -17,7 +17,8 @@ from spade_gym.errors import SandboxSetupError
 from spade_gym.hint_leak import hint_states_answer
 from spade_gym.program import EnvProgram
 from spade_gym.sandbox import Budget, HostBudget
-from spade_gym.validation import ValidationConfig, _blind_policies, _clip, _constant, _Failed, _seed_list
+from spade_gym.trivial import blind_policies, constant
+from spade_gym.validation import ValidationConfig, clip, seed_list
 
 __all__ = ["AUDIT_HINT_CANDIDATES", "AuditResult", "audit", "hint_candidates"]
 
@@ -25,6 +26,10 @@ __all__ = ["AUDIT_HINT_CANDIDATES", "AuditResult", "audit", "hint_candidates"]
 #: lacks); a longer hint gives a sample drawn at random, so no place in it is safe.
 AUDIT_HINT_CANDIDATES = 24
 _HINT_WORD = re.compile(r"[\w'-]+")
+
+
+class _AuditFailed(Exception):
+    """A check of the audit failed; :class:`AuditResult` holds why."""
 
 
 @dataclass
@@ -75,8 +80,9 @@ def audit(
     ``HINT_LEAK``). Budgets as the gate's: ``config.budget_s`` of worker CPU, ``host_budget_s`` of
     the host's own, ``max_hint_bytes`` per hint, ``sandbox.max_episode_text_bytes`` per episode.
 
-    ``env``: what :class:`~spade_gym.agent.Episode` accepts. ``max_turns``: of an episode (default:
-    the env's, which the host caps at ``sandbox.max_turns``). A program error is a failed
+    ``env``: what :class:`~spade_gym.agent.Episode` accepts. ``max_turns``: of a trivial or hint-word
+    episode, as the Agent's (default: the env's, which the host caps at ``sandbox.max_turns``); the
+    oracle plays to the env's own. A program error is a failed
     :class:`AuditResult`, never an exception. Raises ValueError for no seeds, SandboxSetupError when
     no worker can start.
     """
@@ -85,12 +91,12 @@ def audit(
     if not seeds:
         raise ValueError("audit() needs at least one seed")
     result = AuditResult(seeds)
-    policies = _blind_policies(config.random_text_seed)
-    policies.update({f"constant {a!r}": _constant(a) for a in config.constant_answers})
+    policies = blind_policies(config.random_text_seed)
+    policies.update({f"constant {a!r}": constant(a) for a in config.constant_answers})
 
     def fail(category: str, message: str) -> NoReturn:
         result.category, result.message = category, message[:500]
-        raise _Failed("audit", category, message)
+        raise _AuditFailed(message)
 
     # the whole audit: a slow program cannot stall the trainer (CPU seconds of its workers and of the host)
     budget = Budget(config.budget_s, what="audit", wall=True, wall_factor=config.sandbox.wall_factor)
@@ -98,8 +104,9 @@ def audit(
     host.charge()
     usage = {"episodes": 0, "hint_bytes": 0}
 
-    def play(seed: int, label: str, act: Any) -> tuple[float, str, str, list[str]]:
-        """One episode in a fresh worker: ``(return, hint, first observation, actions)``."""
+    def play(seed: int, label: str, act: Any, turns: int | None = max_turns) -> tuple[float, str, str, list[str]]:
+        """One episode in a fresh worker, of at most ``turns`` turns (``None``: the env's own, which
+        the host caps): ``(return, hint, first observation, actions)``."""
         if why := budget.exhausted() or host.exhausted():
             fail("TIMEOUT", f"{why} (ValidationConfig.budget_s and host_budget_s)")
         playable: Any = None
@@ -113,7 +120,7 @@ def audit(
             if size > config.max_hint_bytes:
                 fail("OUTPUT_LIMIT", f"seed {seed}: the hint has {size:,} bytes; at most {config.max_hint_bytes:,}")
             observation, total, actions = first, 0.0, []
-            for turn in range(min(playable.max_turns, max_turns or playable.max_turns)):
+            for turn in range(min(playable.max_turns, turns or playable.max_turns)):
                 if why := host.exhausted():
                     fail("TIMEOUT", f"seed {seed}, the {label} policy: {why} (ValidationConfig.host_budget_s)")
                 action = act(playable, observation, seed, turn)
@@ -129,7 +136,7 @@ def audit(
                 if terminated or truncated:
                     break
             return total, hint, first, actions
-        except (_Failed, SandboxSetupError):
+        except (_AuditFailed, SandboxSetupError):
             raise
         except Exception as exc:  # the program failed to load, or in reset, hint or oracle
             fail(getattr(exc, "category", None) or "ENV_EXCEPTION", f"seed {seed}, the {label} policy: {exc}")
@@ -142,7 +149,7 @@ def audit(
 
     try:
         _audit(result, seeds, policies, play, config)
-    except _Failed:
+    except _AuditFailed:
         pass
     host.charge()
     result.usage = {"worker_cpu_s": round(budget.used, 6), "host_cpu_s": round(host.used, 6), **usage}
@@ -164,10 +171,10 @@ def _audit(
     result: AuditResult,
     seeds: tuple[int, ...],
     policies: dict[str, Callable[[str, int, int], str]],
-    play: Callable[[int, str, Any], tuple[float, str, str, list[str]]],
+    play: Callable[..., tuple[float, str, str, list[str]]],
     config: ValidationConfig,
 ) -> None:
-    """The audit's checks in order; a failure raises ``_Failed`` with ``result`` filled in."""
+    """The audit's checks in order; a failure raises ``_AuditFailed`` with ``result`` filled in."""
     wins: Counter[str] = Counter()
     # the trivial policies first: a program that notes oracle() calls (the gate's habit) sees none
     for label, policy in policies.items():
@@ -187,7 +194,8 @@ def _audit(
     firsts: dict[int, tuple[str, str, str]] = {}
     steps: list[str] = []
     for seed in seeds:
-        total, hint, first, actions = play(seed, "oracle", lambda e, obs, s, t: e.oracle())
+        # the oracle plays to the env's own max_turns (the host caps it): feasibility, not the Agent's cap
+        total, hint, first, actions = play(seed, "oracle", lambda e, obs, s, t: e.oracle(), None)
         if total < config.success_threshold:
             result.oracle_failures.append(seed)
         if actions:
@@ -200,8 +208,8 @@ def _audit(
             if won >= config.success_threshold:
                 result.category = "HINT_LEAK"
                 result.message = (
-                    f"seed {seed}: {_clip(word, 40)!r}, taken from the hint, succeeds as the answer "
-                    f"(hint {_clip(hint, 80)!r}); a hint must help without naming an answer"
+                    f"seed {seed}: {clip(word, 40)!r}, taken from the hint, succeeds as the answer "
+                    f"(hint {clip(hint, 80)!r}); a hint must help without naming an answer"
                 )
                 return
     n = len(seeds)
@@ -210,12 +218,12 @@ def _audit(
         result.category = "ORACLE_FAILED"
         result.message = (
             f"following oracle() did not succeed on {len(result.oracle_failures)} of {n} seeds the gate did not play "
-            f"(seeds {_seed_list(result.oracle_failures)})"
+            f"(seeds {seed_list(result.oracle_failures)})"
         )
     elif stated:
         hint, answer, _ = firsts[stated[0]]
         result.category = "HINT_LEAK"
         result.message = (
             f"the hint read after reset (as the Agent reads it) states the oracle's answer on {len(stated)} of {n} "
-            f"seeds (seed {stated[0]}: {_clip(hint, 80)!r}, answer {_clip(answer, 40)!r})"
+            f"seeds (seed {stated[0]}: {clip(hint, 80)!r}, answer {clip(answer, 40)!r})"
         )

@@ -38,7 +38,8 @@ from spade_gym.files import read_bounded, replace_atomically, write_durably
 from spade_gym.program import EnvProgram
 from spade_gym.sandbox import Budget, HostBudget, SandboxClient
 from spade_gym.seeds import draw_seeds
-from spade_gym.validation import ValidationConfig, ValidationReport, _conclude, _garbage_action
+from spade_gym.trivial import garbage_action
+from spade_gym.validation import ValidationConfig, ValidationReport, conclude
 
 if TYPE_CHECKING:
     from spade_gym.registry import EnvRecord, Registry
@@ -232,7 +233,7 @@ def record_probe(
 
                 def act(turn: int, kind: str = kind, seed: int = seed) -> str:
                     if kind == "garbage":
-                        return _garbage_action(config.random_text_seed, seed, turn)
+                        return garbage_action(config.random_text_seed, seed, turn)
                     action = str(client.call("oracle", None, budget))
                     return near_miss(action) if kind == "near" else action
 
@@ -428,5 +429,5 @@ def check_novelty(
     novelty.passed, novelty.category, novelty.message = (True, None, "") if problem is None else (False, *problem)
     novelty.seconds += seconds
     out.seconds = round(out.seconds + seconds, 6)
-    _conclude(out)
+    conclude(out)
     return out

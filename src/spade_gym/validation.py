@@ -24,8 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
-import string
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -38,6 +36,7 @@ from spade_gym.hint_leak import contains, hint_states_answer, normalised, secret
 from spade_gym.program import RETURN_TOLERANCE, SUCCESS_RETURN, EnvProgram
 from spade_gym.sandbox import Budget, HostBudget, SandboxClient, SandboxConfig
 from spade_gym.seeds import SEED_VARIABLE, seed_source
+from spade_gym.trivial import blind_policies, constant
 
 if TYPE_CHECKING:
     from spade_gym.registry import Registry
@@ -270,7 +269,7 @@ class _Failed(Exception):
         self.check, self.category, self.message = check, category, message
 
 
-def _clip(text: str, limit: int = 160) -> str:
+def clip(text: str, limit: int = 160) -> str:
     text = text.replace("\n", "\\n")
     return text if len(text) <= limit else text[:limit] + "..."
 
@@ -388,7 +387,7 @@ class _Validator:
             **self.usage,
         }
         report.checks = [self.results[name] for name in CHECKS]
-        _conclude(report)
+        conclude(report)
         report.seconds = round(time.perf_counter() - started, 6)
         return report
 
@@ -513,7 +512,7 @@ class _Validator:
                     "ORACLE_FAILED",
                     f"seed {seed}: following oracle() for {len(episode.actions)} turn(s) returned {total:g}; "
                     f"it must reach {self.config.success_threshold:g} (last observation: "
-                    f"{_clip(episode.last_observation)!r})"
+                    f"{clip(episode.last_observation)!r})"
                     + (f"; the host ends every episode after {max_turns} turns" if capped else ""),
                 )
         rate = len(leaks) / len(self.config.seeds)
@@ -522,7 +521,7 @@ class _Validator:
                 "non_triviality",
                 "HINT_LEAK",
                 f"hint() equals oracle() at the start of {len(leaks)} of {len(self.config.seeds)} episodes "
-                f"(seeds {_seed_list(leaks)}); the hint gives the answer away",
+                f"(seeds {seed_list(leaks)}); the hint gives the answer away",
             )
             return episodes
         # the hint alone must not state the answer: the oracle's last action, the one that completed the task
@@ -538,8 +537,8 @@ class _Validator:
                 "non_triviality",
                 "HINT_LEAK",
                 f"hint() states the oracle's answer at the start of {len(stated)} of {len(self.config.seeds)} "
-                f"episodes (seeds {_seed_list(stated)}; seed {seed}: the hint {_clip(hint, 120)!r} contains the "
-                f"answer {_clip(found, 60)!r}); a hint must help without stating the answer: give "
+                f"episodes (seeds {seed_list(stated)}; seed {seed}: the hint {clip(hint, 120)!r} contains the "
+                f"answer {clip(found, 60)!r}); a hint must help without stating the answer: give "
                 "a method, a partial result or the first digit or letter instead",
             )
         return episodes
@@ -594,7 +593,7 @@ class _Validator:
                 "variety",
                 "SEED_INVARIANT",
                 f"{len(firsts)} seeds gave only {distinct} distinct first observation(s); at least {needed} are "
-                f"required (first observation: {_clip(firsts[0])!r})",
+                f"required (first observation: {clip(firsts[0])!r})",
             )
 
     def _most_common_answer(self, a: SandboxClient) -> str | None:
@@ -608,13 +607,13 @@ class _Validator:
     def _trivial_jobs(self, common: str | None) -> list[tuple[str, int, int, bool]]:
         """``(policy, seed, turns, counts_as_trial)`` for every trivial episode to play."""
         self._policies: dict[str, Any] = {
-            label: _on_episode(act) for label, act in _blind_policies(self.config.random_text_seed).items()
+            label: _on_episode(act) for label, act in blind_policies(self.config.random_text_seed).items()
         }
         self._policies["hint"] = self._hint_policy
         for answer in self.config.constant_answers:
-            self._policies[f"constant {answer!r}"] = _on_episode(_constant(answer))
+            self._policies[f"constant {answer!r}"] = _on_episode(constant(answer))
         if common is not None:
-            self._policies[f"most common answer {_clip(common, 40)!r}"] = _on_episode(_constant(common))
+            self._policies[f"most common answer {clip(common, 40)!r}"] = _on_episode(constant(common))
         self._wins: Counter[str] = Counter()
         seeds = self.config.seeds[: max(1, self.config.trivial_seeds)]
         # every policy (empty, constant and non-empty ones) to max_turns: paying late, or not ending, is seen
@@ -664,7 +663,7 @@ class _Validator:
 def _first_difference(a: _Episode, b: _Episode) -> str | None:
     """The first difference of two episodes."""
     if a.first[0] != b.first[0]:
-        return f"the first observation differs ({_clip(a.first[0], 80)!r} vs {_clip(b.first[0], 80)!r})"
+        return f"the first observation differs ({clip(a.first[0], 80)!r} vs {clip(b.first[0], 80)!r})"
     if a.first[1] != b.first[1]:
         return "the info returned by reset() differs"
     for turn, (x, y) in enumerate(zip(a.digests, b.digests, strict=False), 1):
@@ -675,69 +674,21 @@ def _first_difference(a: _Episode, b: _Episode) -> str | None:
     return None
 
 
-def _conclude(report: ValidationReport) -> None:
+def conclude(report: ValidationReport) -> None:
     """Set ``accepted`` and ``category`` from the checks: the category of the first failed check."""
     first = next((c for c in report.checks if c.passed is False), None)
     report.accepted = first is None and all(c.passed for c in report.checks)
     report.category = "ACCEPT" if report.accepted else (first.category if first and first.category else "ERROR")
 
 
-def _seed_list(seeds: list[int], shown: int = 10) -> str:
+def seed_list(seeds: list[int], shown: int = 10) -> str:
     text = ", ".join(map(str, seeds[:shown]))
     return text + (f", ... ({len(seeds) - shown} more)" if len(seeds) > shown else "")
-
-
-def _constant(text: str) -> Callable[[str, int, int], str]:
-    return lambda obs, seed, turn: text
 
 
 def _on_episode(act: Callable[[str, int, int], str]) -> Any:
     """A ``(observation, seed, turn) -> action`` policy as ``_play`` calls it."""
     return lambda client, episode: act(episode.last_observation, episode.seed, len(episode.actions))
-
-
-def _random_text_action(seed: int, episode_seed: int, turn: int) -> str:
-    rng = random.Random(f"{seed}-{episode_seed}-{turn}")  # the same whichever worker
-    return "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 12)))
-
-
-#: Malformed actions of the kinds agents produce: numbers out of range, broken JSON, odd whitespace.
-_GARBAGE = (
-    "-1",
-    "9",
-    "99",
-    "1000000",
-    "0.5",
-    "{",
-    "}",
-    "[]",
-    "null",
-    '{"name": "x"}',
-    '{"name": 1, "arguments": []}',
-    " ",
-    "\n",
-    "a b c",
-    "A1",
-    "Z9",
-    "up up",
-    "\u00e9\u2603",
-    "<answer></answer>",
-    "None",
-)
-
-
-def _garbage_action(seed: int, episode_seed: int, turn: int) -> str:
-    return random.Random(f"garbage-{seed}-{episode_seed}-{turn}").choice(_GARBAGE)
-
-
-def _blind_policies(seed: int) -> dict[str, Callable[[str, int, int], str]]:
-    """The trivial policies blind to the program: ``(observation, episode seed, turn) -> action``."""
-    return {
-        "empty": _constant(""),
-        "random_text": lambda obs, s, turn: _random_text_action(seed, s, turn),
-        "garbage": lambda obs, s, turn: _garbage_action(seed, s, turn),
-        "echo": lambda obs, s, turn: obs,
-    }
 
 
 def validate(
