@@ -252,7 +252,7 @@ def test_a_hint_that_states_the_answer_is_a_leak(hint: str, category: str) -> No
 
 
 def test_hint_states_answer_exact_cases() -> None:
-    from spade_gym.validation import hint_states_answer
+    from spade_gym.hint_leak import hint_states_answer
 
     def stated(*cases: tuple[str, str, str]) -> list[int]:
         return hint_states_answer(dict(enumerate(cases)))
