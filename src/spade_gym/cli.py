@@ -24,7 +24,7 @@ from rich.table import Table
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, WRITE_MAX_NEW_TOKENS
 from spade_gym.env import SandboxedEnv, escape_text
-from spade_gym.errors import RegistryError, SpadeError
+from spade_gym.errors import RegistryError, SpadeError, install_hint
 from spade_gym.memory import MemoryConfig
 from spade_gym.program import SUCCESS_RETURN
 from spade_gym.regret import REGRET_EPISODES
@@ -320,7 +320,7 @@ def _backends_table() -> Table:
         gpu = f"CUDA GPU: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "no CUDA GPU: runs on CPU"
         row = ("[green]ready[/green]", f"torch {torch_version}, transformers {transformers_version}; {gpu}")
     else:
-        row = ("[red]missing[/red]", "pip install 'spade-gym[train]' (torch's CPU build first on CPU-only machines)")
+        row = ("[red]missing[/red]", f"{install_hint('train')}; torch's CPU build first on CPU-only machines")
     table.add_row("transformers", *row)
     from spade_gym.errors import ModelNotFound
     from spade_gym.policies.embedded import EMBEDDED_NAME, cache_dir, embedded_gguf_path
@@ -333,8 +333,8 @@ def _backends_table() -> Table:
     except ModelNotFound as exc:
         table.add_row(f"default ({EMBEDDED_NAME})", "[red]missing[/red]", _safe(exc.message))
     for backend, dist, note, install in (
-        ("vllm:<id>", "vllm", "; needs an NVIDIA GPU", "pip install 'spade-gym[vllm]' (NVIDIA GPU)"),
-        ("openai:<model>@<url>", "openai", "", "pip install 'spade-gym[openai]'"),
+        ("vllm:<id>", "vllm", "; needs an NVIDIA GPU", f"{install_hint('vllm')}; NVIDIA GPU"),
+        ("openai:<model>@<url>", "openai", "", install_hint("openai")),
     ):
         found = version(dist)
         state = "[green]installed[/green]" if found else "[yellow]not installed[/yellow]"
