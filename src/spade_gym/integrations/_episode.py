@@ -19,6 +19,7 @@ import gymnasium
 
 from spade_gym.agent import (
     NO_ACTION,
+    ParsedAction,
     PlayableEnv,
     Trajectory,
     Turn,
@@ -162,8 +163,8 @@ class StepResult:
 class SpadeEpisode:
     """One episode of the Gymnasium id ``env_id`` at ``seed``, played one completion at a time (blocking).
 
-    ``start()`` makes and resets the environment; ``act(text)`` steps it with the completion's action;
-    ``close()`` reaps the worker. A program failure ends the episode with :attr:`error` set and a
+    ``start()`` makes and resets the environment (or resets one given, whose worker it then reuses and
+    never closes); ``act(text)`` steps it with the completion's action; ``close()`` reaps the worker. A program failure ends the episode with :attr:`error` set and a
     return of 0; only an unknown id raises. ``hint`` appends the privileged hint to the first
     observation; ``max_turns`` caps the environment's own. ``setting``, ``description``, ``tools``
     and ``first_observation`` are the environment's once made; ``trajectory`` holds one Turn per :meth:`act`.
@@ -180,6 +181,7 @@ class SpadeEpisode:
     trajectory: Trajectory = field(init=False)
     _env: PlayableEnv | None = field(default=None, repr=False)
     _limit: int = 1
+    _owned: bool = True
 
     def __post_init__(self) -> None:
         if self.max_turns is not None and self.max_turns < 1:
@@ -242,15 +244,17 @@ class SpadeEpisode:
             first = failed_start_text(self.env_id, self.error)
         return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": first}]
 
-    def start(self) -> str:
-        """Make and reset the environment; the first observation (``""`` on failure).
+    def start(self, env: PlayableEnv | None = None) -> str:
+        """Make and reset the environment, or reset ``env`` (an open environment of ``env_id``, left
+        open by :meth:`close`); the first observation (``""`` on failure).
 
         Raises:
             EnvNotFound / ValueError: ``env_id`` is unknown or not playable.
         """
         resolve_env_ids([self.env_id])
+        self._owned = env is None
         try:
-            env = self._env = open_playable_env(self.env_id)
+            env = self._env = env if env is not None else open_playable_env(self.env_id)
             self.setting, self.description = env.setting, env.description
             self.tools = list(env.tools or [])
             self._limit = min(env.max_turns, self.max_turns or env.max_turns)
@@ -260,12 +264,16 @@ class SpadeEpisode:
             return ""
         return self.first_observation
 
-    def act(self, completion: str) -> StepResult:
-        """One agent turn on ``completion``; after the end, ``done=True`` and nothing is stepped."""
+    def act(self, completion: str, *, raw: bool = False) -> StepResult:
+        """One agent turn on ``completion``; after the end, ``done=True`` and nothing is stepped.
+
+        ``raw``: ``completion`` is the action itself (e.g. a tool call's argument), sent as it is;
+        else the Agent's rules extract it (:func:`~spade_gym.agent.extract_action`).
+        """
         t = self.trajectory
         if t.done or self._env is None:
             return StepResult(None, False, "", 0.0, True, t.error)
-        parsed = extract_action(completion, self.setting)
+        parsed = ParsedAction(completion, True) if raw else extract_action(completion, self.setting)
         turn = Turn(None, None, None, completion, "stop", parsed.action, parsed.format_ok)
         t.turns.append(turn)
         if parsed.action is None:  # a malformed tool call: the agent is told, the environment is not stepped
@@ -282,9 +290,9 @@ class SpadeEpisode:
         return StepResult(parsed.action, parsed.format_ok, observation, float(reward), t.done, t.error)
 
     def close(self) -> None:
-        """Reap the environment's worker; safe to call more than once."""
+        """Reap the environment's worker (not one given to :meth:`start`); safe to call more than once."""
         env, self._env = self._env, None
-        if env is not None:
+        if env is not None and self._owned:
             with contextlib.suppress(Exception):  # closing never fails an episode
                 env.close()
 
