@@ -3,9 +3,9 @@ library is one clear line naming the extra to install."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
-import re
 import textwrap
 from pathlib import Path
 
@@ -63,7 +63,10 @@ def test_importing_spade_gym_imports_no_optional_library() -> None:
 def test_require_names_the_extra_in_one_line() -> None:
     with pytest.raises(MissingDependency) as caught:
         require("no_such_library_xyz", "ray", "spade_gym.integrations.ray")
-    assert str(caught.value) == "spade_gym.integrations.ray needs no_such_library_xyz: pip install -e '.[ray]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)"
+    assert (
+        str(caught.value)
+        == "spade_gym.integrations.ray needs no_such_library_xyz: pip install -e '.[ray]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)"
+    )
     assert isinstance(caught.value, ImportError)
     with pytest.raises(MissingDependency, match=r"pip install 'verl>=0.5'$"):
         require("no_such_library_xyz", "verl>=0.5", "the verl agent loop")
@@ -158,5 +161,8 @@ def test_no_message_tells_users_to_install_spade_gym_from_pypi() -> None:
         if pypi.search(line) and path.name != "openai.py"  # its message is rewritten with the OpenAI policy's changes
     ]
     assert offenders == []
-    assert install_hint("sb3") == "pip install -e '.[sb3]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)"
+    assert (
+        install_hint("sb3")
+        == "pip install -e '.[sb3]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)"
+    )
     assert install_hint().startswith("pip install -e '.' ")

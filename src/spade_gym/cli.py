@@ -146,7 +146,7 @@ app = typer.Typer(
 # In a log file: no wrapping, and tables wide enough that paths and ids stay whole
 console = Console(soft_wrap=True, width=200) if not Console().is_terminal else Console()
 envs_app = typer.Typer(
-    help="Environment registries: list, show, validate, add, measure, play and re-index environments.",
+    help="Environment registries: list, show, validate, add, import, measure, play and re-index environments.",
     no_args_is_help=True,
 )
 app.add_typer(envs_app, name="envs")
@@ -1424,33 +1424,8 @@ def envs_rebuild_index(registry: RegistryOption = None) -> None:
         console.print(f"[yellow]skipped {_safe(directory)}: {_safe(message)}[/yellow]")
 
 
-@app.command()
-def serve(
-    env_ids: Annotated[
-        list[str] | None, typer.Argument(help="Gymnasium ids to serve (default: spade/Generated-v0, a draw per reset).")
-    ] = None,
-    registry: RegistryOption = None,
-    host: Annotated[str, typer.Option(help="Address to listen on; 0.0.0.0 accepts other machines.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    max_sessions: Annotated[int, typer.Option(help="WebSocket sessions at once.", min=1)] = 8,
-    max_turns: Annotated[int | None, typer.Option(help="Cap on agent turns per episode.", min=1)] = None,
-) -> None:
-    """Serve environments as an OpenEnv environment: one episode per WebSocket session at ws://HOST:PORT/ws.
-
-    Connect with OpenEnv's client, `spade_gym.integrations.openenv.SpadeEnvClient` (docs/integrations.md).
-    """
-    try:
-        from spade_gym.integrations import openenv
-    except ImportError as exc:  # MissingDependency: one line naming the extra
-        _fail(_safe(str(exc)), 2)
-    ids = env_ids or [openenv.GENERATED_ID]
-    try:
-        app_ = openenv.create_app(ids, registry=registry, max_turns=max_turns, max_sessions=max_sessions)
-    except (SpadeError, ValueError) as exc:
-        _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 2)
-    _say(f"serving {', '.join(ids)} as an OpenEnv environment at ws://{host}:{port}/ws (Ctrl-C stops)")
-    openenv.serve(app_, host=host, port=port)
-
+# `spade serve`, `spade export ...` and `spade envs import` (registered on `app` when imported)
+from spade_gym import cli_share  # noqa: E402,F401
 
 if __name__ == "__main__":  # pragma: no cover
     app()

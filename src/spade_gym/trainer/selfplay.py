@@ -117,6 +117,7 @@ def _design_line(p: int, prompt: Any, outcome: DesignOutcome) -> dict[str, Any]:
         "mode": prompt.mode,
         "parent": prompt.parent,
         "setting": prompt.setting,
+        "messages": prompt.messages,  # the prompt shown: `spade export designs` makes Designer SFT data of it
         "completion": outcome.completion[:cut],
         "program": outcome.source[:cut] if outcome.source is not None else None,
         "category": report.category,
