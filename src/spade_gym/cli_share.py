@@ -16,7 +16,7 @@ from spade_gym.errors import SpadeError
 
 export_app = typer.Typer(
     help="Share rollouts, registries and designs as JSONL files or dataset folders (a .jsonl path, or a folder "
-    "that datasets.load_dataset reads and huggingface-cli upload publishes).",
+    "that datasets.load_dataset reads and `hf upload --repo-type dataset` publishes).",
     no_args_is_help=True,
 )
 app.add_typer(export_app, name="export")

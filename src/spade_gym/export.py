@@ -1,8 +1,8 @@
 """Share what spade_gym makes: rollouts, registries and designs as JSONL files or dataset folders.
 
-A *dataset folder* is one JSONL file and a ``README.md`` dataset card whose YAML names it, so
-``datasets.load_dataset(folder)`` reads it and ``huggingface-cli upload --repo-type dataset <name>
-<folder>`` publishes it; a ``.jsonl`` path writes the file alone. Rows hold JSON values only; nested
+A *dataset folder* is one JSONL file and a ``README.md`` dataset card, so
+``datasets.load_dataset(folder)`` reads it and ``hf upload <name> <folder>
+--repo-type dataset`` publishes it; a ``.jsonl`` path writes the file alone. Rows hold JSON values only; nested
 records whose keys vary (errors, documents, validation reports) are JSON text, so every row has one
 schema.
 
@@ -39,16 +39,15 @@ __all__ = [
     "write_rows",
 ]
 
+# No `configs:` in the card: datasets finds the one JSONL file itself, and caches it by its mtime (with
+# `configs`, datasets 5 keys its cache by the card alone, so a folder written again loads stale rows).
 _CARD = """---
-configs:
-- config_name: default
-  data_files: {file}
 tags:
 - spade-gym
 ---
 # {title}
 
-{about}
+{about} The rows are in `{file}`.
 """
 
 
