@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import json
 import math
 import statistics
@@ -1424,8 +1425,21 @@ def envs_rebuild_index(registry: RegistryOption = None) -> None:
         console.print(f"[yellow]skipped {_safe(directory)}: {_safe(message)}[/yellow]")
 
 
-# `spade serve`, `spade export ...` and `spade envs import` (registered on `app` when imported)
+# The helpers of this module that command modules elsewhere use (cli_share, integrations.commands).
+fail, safe, say, open_registry = _fail, _safe, _say, _open_registry
+
+# `spade export ...` and `spade envs import` (registered on `app` when imported)
 from spade_gym import cli_share  # noqa: E402,F401
+
+
+def _load_command_plugins() -> None:
+    """Import the modules of the entry point group ``spade_gym.commands`` (pyproject.toml), which add
+    their commands to :data:`app`: `spade serve` lives with its integration, outside the core."""
+    for entry in importlib.metadata.entry_points(group="spade_gym.commands"):
+        entry.load()
+
+
+_load_command_plugins()
 
 if __name__ == "__main__":  # pragma: no cover - `python -m spade_gym.cli`: the app cli_share added its commands to
     from spade_gym.cli import app as spade_app

@@ -1,7 +1,7 @@
-"""The commands that share environments and data with other tools: `spade serve` (OpenEnv),
-`spade export rollouts|registry|designs` and `spade envs import`. Registered on :data:`spade_gym.cli.app`
-when :mod:`spade_gym.cli` imports this module; the work is done by :mod:`spade_gym.export` and
-:mod:`spade_gym.integrations.openenv`."""
+"""The commands that share environments and data: `spade export rollouts|registry|designs` and
+`spade envs import`. Registered on :data:`spade_gym.cli.app` when :mod:`spade_gym.cli` imports this
+module; the work is done by :mod:`spade_gym.export`. (`spade serve` is in
+:mod:`spade_gym.integrations.commands`.)"""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from spade_gym.cli import RegistryOption, _fail, _open_registry, _safe, _say, app, console, envs_app
+from spade_gym.cli import RegistryOption, app, console, envs_app, fail, open_registry, safe, say
 from spade_gym.errors import SpadeError
 
 export_app = typer.Typer(
@@ -21,34 +21,6 @@ export_app = typer.Typer(
 )
 app.add_typer(export_app, name="export")
 OutOption = Annotated[Path, typer.Option("--out", "-o", help="A .jsonl file, or a dataset folder (JSONL + card).")]
-
-
-@app.command()
-def serve(
-    env_ids: Annotated[
-        list[str] | None, typer.Argument(help="Gymnasium ids to serve (default: spade/Generated-v0, a draw per reset).")
-    ] = None,
-    registry: RegistryOption = None,
-    host: Annotated[str, typer.Option(help="Address to listen on; 0.0.0.0 accepts other machines.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    max_sessions: Annotated[int, typer.Option(help="WebSocket sessions at once.", min=1)] = 8,
-    max_turns: Annotated[int | None, typer.Option(help="Cap on agent turns per episode.", min=1)] = None,
-) -> None:
-    """Serve environments as an OpenEnv environment: one episode per WebSocket session at ws://HOST:PORT/ws.
-
-    Connect with OpenEnv's client, `spade_gym.integrations.openenv.SpadeEnvClient` (docs/integrations.md).
-    """
-    try:
-        from spade_gym.integrations import openenv
-    except ImportError as exc:  # MissingDependency: one line naming the extra
-        _fail(_safe(str(exc)), 2)
-    ids = env_ids or [openenv.GENERATED_ID]
-    try:
-        app_ = openenv.create_app(ids, registry=registry, max_turns=max_turns, max_sessions=max_sessions)
-    except (SpadeError, ValueError) as exc:
-        _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 2)
-    _say(f"serving {', '.join(ids)} as an OpenEnv environment at ws://{host}:{port}/ws (Ctrl-C stops)")
-    openenv.serve(app_, host=host, port=port)
 
 
 @export_app.command("rollouts")
@@ -64,21 +36,21 @@ def export_rollouts(
     """Play episodes with a policy and write them: messages, actions, rewards, return, env id and seed."""
     from spade_gym import export
     from spade_gym.agent import Episode, rollout
-    from spade_gym.integrations._episode import resolve_env_ids
     from spade_gym.policies import load_policy
+    from spade_gym.registry.gymnasium import resolve_env_ids
 
     try:
         ids = resolve_env_ids(env_ids, registry)
-        with console.status(f"loading {_safe(policy)}", spinner="dots"):
+        with console.status(f"loading {safe(policy)}", spinner="dots"):
             loaded = load_policy(policy)
         episodes = [Episode(env_id, first_seed + k, hint) for env_id in ids for k in range(seeds)]
         trajectories, _ = rollout(episodes, loaded)
     except (SpadeError, ValueError) as exc:
-        _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 2)
+        fail(f"{type(exc).__name__}: {safe(str(exc))}", 2)
     about = f"{len(trajectories)} episodes of {', '.join(ids)} played by {loaded.name} (spade export rollouts)."
     path = export.write_rows(export.rollout_rows(trajectories), out, name="rollouts", about=about)
     mean = statistics.fmean(t.episode_return for t in trajectories)
-    _say(f"wrote {len(trajectories)} episode(s), mean return {mean:.3f}, to {path}")
+    say(f"wrote {len(trajectories)} episode(s), mean return {mean:.3f}, to {path}")
 
 
 @export_app.command("registry")
@@ -90,10 +62,10 @@ def export_registry(
     """Write a registry's environments (program and meta.json per row) to share it; load it with `spade envs import`."""
     from spade_gym import export
 
-    reg = _open_registry(registry)
+    reg = open_registry(registry)
     rows = export.registry_rows(reg, include_flagged=include_flagged)
     about = f"{len(rows)} SPADE environment programs with their meta.json; load with `spade envs import FOLDER -r REGISTRY`."
-    _say(f"wrote {len(rows)} environment(s) to {export.write_rows(rows, out, name='environments', about=about)}")
+    say(f"wrote {len(rows)} environment(s) to {export.write_rows(rows, out, name='environments', about=about)}")
 
 
 @export_app.command("designs")
@@ -108,11 +80,11 @@ def export_designs(
     try:
         rows, skipped = export.designer_sft_rows(run, min_reward=min_reward)
     except ValueError as exc:
-        _fail(_safe(str(exc)), 2)
+        fail(safe(str(exc)), 2)
     about = f"{len(rows)} accepted Designer completions with their prompts (spade export designs)."
     path = export.write_rows(rows, out, name="designer_sft", about=about)
     left = ", ".join(f"{n} {why}" for why, n in skipped.items() if n)
-    _say(f"wrote {len(rows)} design(s) to {path}" + (f"; left out: {left}" if left else ""))
+    say(f"wrote {len(rows)} design(s) to {path}" + (f"; left out: {left}" if left else ""))
 
 
 @envs_app.command("import")
@@ -126,14 +98,14 @@ def envs_import(
     """Add the environments of an exported registry to a registry; exit status 1 if any was refused."""
     from spade_gym import export
 
-    reg = _open_registry(registry, create=True)
+    reg = open_registry(registry, create=True)
     try:
         outcomes = export.import_registry(source, reg, validate=validate)
     except (SpadeError, ValueError) as exc:
-        _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 2)
+        fail(f"{type(exc).__name__}: {safe(str(exc))}", 2)
     for o in outcomes:
-        _say(f"{o.source_id}: {o.status}" + (f" as {o.env_id}" if o.env_id else f" ({_safe(o.message, 300)})"))
+        say(f"{o.source_id}: {o.status}" + (f" as {o.env_id}" if o.env_id else f" ({safe(o.message, 300)})"))
     added = sum(o.status == "added" for o in outcomes)
-    _say(f"added {added} of {len(outcomes)} environment(s) to {reg.root}")
+    say(f"added {added} of {len(outcomes)} environment(s) to {reg.root}")
     if any(o.status == "refused" for o in outcomes):
         raise typer.Exit(1)

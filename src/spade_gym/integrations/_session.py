@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from spade_gym.agent import PlayableEnv, open_playable_env
-from spade_gym.integrations._episode import SpadeEpisode, StepResult, failed_start_text, resolve_env_ids
+from spade_gym.integrations._episode import SpadeEpisode, StepResult, failed_start_text
+from spade_gym.registry.gymnasium import resolve_env_ids
 
 __all__ = ["GENERATED_ID", "EpisodeSession", "episode_text"]
 

@@ -125,9 +125,9 @@ def register_gem(env_ids: Sequence[str] | None = None, *, registry: str | os.Pat
     second call with another registry points the ids there.
 
     Raises:
-        EnvNotFound / ValueError / RegistryError: as :func:`~spade_gym.integrations._episode.resolve_env_ids`.
+        EnvNotFound / ValueError / RegistryError: as :func:`~spade_gym.registry.gymnasium.resolve_env_ids`.
     """
-    from spade_gym.integrations._episode import resolve_env_ids
+    from spade_gym.registry.gymnasium import resolve_env_ids
 
     ids = [i for i in (env_ids or []) if i != GENERATED_ID]
     playable = resolve_env_ids(ids or None, registry) if ids or not env_ids else []
