@@ -205,6 +205,7 @@ def test_spade_serve_serves_until_stopped() -> None:
         process.terminate()
         output = process.communicate(timeout=30)[0]
     assert f"serving {ARITH} as an OpenEnv environment at ws://127.0.0.1:{port}/ws" in output
+    assert "Traceback" not in output  # a session that ended is not a server error
 
 
 # ---- docs/integrations.md ------------------------------------------------------------------------

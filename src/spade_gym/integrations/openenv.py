@@ -232,4 +232,22 @@ def create_app(
 def serve(app: Any, host: str = "127.0.0.1", port: int = 8000) -> None:
     """Run ``app`` with uvicorn until interrupted (``host="0.0.0.0"`` to accept other machines)."""
     uvicorn = require("uvicorn", "openenv", "spade serve")
-    uvicorn.run(app, host=host, port=port, log_level="warning", ws_max_size=16 * 2**20)
+    uvicorn.run(_QuietClose(app), host=host, port=port, log_level="warning", ws_max_size=16 * 2**20)
+
+
+class _QuietClose:
+    """ASGI wrapper: OpenEnv 0.3's WebSocket endpoint closes the socket again after the client has
+    closed it, and the ``WebSocketDisconnect`` that raises was logged as a server error (a traceback
+    per finished session). A session that ended is not an error; every other exception passes."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        from starlette.websockets import WebSocketDisconnect
+
+        try:
+            await self.app(scope, receive, send)
+        except WebSocketDisconnect:
+            if scope.get("type") != "websocket":
+                raise
