@@ -161,6 +161,9 @@ def test_a_failing_program_ends_its_episode_not_the_session() -> None:
             env.reset(env_id="spade/BankTransferReport-v0")
         with pytest.raises(RuntimeError, match="unknown parameter"):
             env.reset(seed=0, sede=1)
+        for seed in (-1, 2**63, "3", True):
+            with pytest.raises(RuntimeError, match="seed must be an int"):
+                env.reset(seed=seed)
 
 
 def test_http_step_names_the_websocket_endpoint() -> None:

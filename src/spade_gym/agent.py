@@ -114,6 +114,8 @@ def _tagged(pattern: re.Pattern[str], text: str) -> list[str]:
     close = pattern.pattern.split("(.*?)")[1]
     end = max((m.end() for m in re.finditer(re.escape(close), text, re.IGNORECASE)), default=0)
     return pattern.findall(text, 0, end) if end else []
+
+
 _CALL = '<tool_call>{"name": ..., "arguments": {...}}</tool_call>'  # the format error messages show
 HINT_PREFIX = "\n\nHint: "
 

@@ -89,15 +89,15 @@ class EpisodeSession:
         episode that is already over (its ``error`` set, return 0).
 
         Raises:
-            ValueError: ``env_id`` is not one of this session's, or ``seed`` is not an int >= 0.
+            ValueError: ``env_id`` is not one of this session's, or ``seed`` is not an int in [0, 2**63).
         """
         env_id = self.env_ids[0] if env_id is None else env_id
         if env_id not in self.env_ids:
             raise ValueError(f"env_id {env_id!r} is not played here; choose one of {list(self.env_ids)}")
         if seed is None:
             seed = self._rng.randrange(_SEED_RANGE)
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be an int >= 0 or None, got {seed!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise ValueError(f"seed must be an int in [0, 2**63) or None, got {seed!r:.40}")
         self._end()
         if env_id == GENERATED_ID:
             record, seed = self._generated.draw(seed)
