@@ -122,6 +122,38 @@ def test_import_refuses_tampered_and_hostile_rows(tmp_path: Path) -> None:
     assert [o.status for o in trusted] == ["added", "refused"] and len(target) == 1
 
 
+def test_import_refuses_hostile_files_before_adding_anything(tmp_path: Path) -> None:
+    good = meta_row(program(name="Fine"), "Fine")
+    target = open_registry(tmp_path / "t", seed_library=False)
+    cases = {
+        "long": ('{"x": 1}\n{"x": "' + "y" * 200 + '"}\n', "longer than 100 bytes"),
+        "deep": (json.dumps(good) + "\n" + "[" * 100_000 + "]" * 100_000 + "\n", "is not JSON"),
+        "list": (json.dumps(good) + "\n[1]\n", "a JSON list, not an object"),
+    }
+    for name, (text, message) in cases.items():
+        (tmp_path / f"{name}.jsonl").write_text(text)
+        with pytest.raises(ValueError, match=f"{name}.jsonl:2 .*{message}"):
+            list(export.iter_rows(tmp_path / f"{name}.jsonl", max_row_bytes=100 if name == "long" else 2**20))
+        if name != "long":
+            with pytest.raises(ValueError, match=f"{name}.jsonl:2"):
+                export.import_registry(tmp_path / f"{name}.jsonl", target, validate=False)
+    assert len(target) == 0  # the good first row of a bad file was not added
+    huge = tmp_path / "huge.jsonl"
+    with open(huge, "w") as fh:  # a row past MAX_ROW_BYTES is refused without being read into memory
+        fh.write('{"program": "' + "#" * (export.MAX_ROW_BYTES + 10) + '"}\n')
+    with pytest.raises(ValueError, match="huge.jsonl:1 is longer than 8,388,608 bytes"):
+        export.import_registry(huge, target)
+    meta = json.loads(good["meta"])
+    hostile = [
+        {**good, "meta": json.dumps({**meta, "name": "../../Evil", "env_id": "../../Evil-v0"})},
+        {**good, "meta": json.dumps({**meta, "max_turns": 10**9})},
+        {**good, "meta": json.dumps({**meta, "description": "d" * 200_000})},
+    ]
+    outcomes = export.import_registry(hostile, target, validate=False)
+    assert [o.status for o in outcomes] == ["refused"] * 3 and len(target) == 0
+    assert [p.name for p in tmp_path.iterdir() if p.name == "Evil"] == []
+
+
 def test_designs_become_designer_sft_data(tmp_path: Path) -> None:
     prompt = [{"role": "system", "content": "You write environments."}, {"role": "user", "content": "Document: ..."}]
     lines = [

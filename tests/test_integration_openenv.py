@@ -180,6 +180,47 @@ def test_http_step_names_the_websocket_endpoint() -> None:
         assert info.value.code == 500  # OpenEnv answers the RuntimeError naming /ws with a server error
 
 
+def test_a_hostile_client_cannot_spawn_workers_or_fill_memory() -> None:
+    psutil = pytest.importorskip("psutil")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from spade_gym.integrations._session import KEPT_ACTION_CHARS, EpisodeSession
+    from spade_gym.integrations.openenv import HTTP_AT_ONCE
+
+    me, peak, done = psutil.Process(), [0], threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], len(me.children(recursive=True)))
+            time.sleep(0.01)
+
+    def http_reset(seed: int) -> str:
+        body = json.dumps({"seed": seed}).encode()
+        request = urllib.request.Request(f"{url}/reset", body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as r:
+            return str(json.load(r)["observation"]["text"])
+
+    with served(create_app(ARITH)) as url:
+        threading.Thread(target=watch, daemon=True).start()
+        with ThreadPoolExecutor(24) as pool:  # each HTTP /reset makes an environment: 24 at once made 14 workers
+            texts = list(pool.map(http_reset, range(24)))
+        done.set()
+        assert all("Start with the number" in t for t in texts)
+        assert peak[0] <= HTTP_AT_ONCE + 4  # the sandbox's zygote, two requests' workers and two exiting ones
+        with client(url) as env, pytest.raises(RuntimeError) as info:
+            env.reset(env_id="x" * 500_000)
+        assert len(str(info.value)) < 1000  # the id is not echoed back whole
+    session = EpisodeSession(ARITH)
+    try:
+        session.reset(seed=3)
+        session.step("x" * 900_000 + "<answer>1</answer>")
+        session.step("<answer>" + "7" * 900_000 + "</answer>")
+        kept = session.episode.trajectory.turns  # type: ignore[union-attr]
+        assert [t.text for t in kept] == ["", ""] and [len(t.action or "") for t in kept] == [1, KEPT_ACTION_CHARS]
+    finally:
+        session.close()
+
+
 def test_create_app_refuses_unknown_ids_before_serving() -> None:
     from spade_gym.errors import EnvNotFound
 

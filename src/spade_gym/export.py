@@ -18,13 +18,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from spade_gym.agent import Trajectory
 from spade_gym.errors import DuplicateEnvironment, ProgramError, RegistryError
+from spade_gym.files import read_lines
 from spade_gym.program import EnvProgram
 from spade_gym.registry import FLAGGED_TAG, Registry
 from spade_gym.registry.records import EnvRecord
@@ -33,6 +34,7 @@ __all__ = [
     "ImportOutcome",
     "designer_sft_rows",
     "import_registry",
+    "iter_rows",
     "read_rows",
     "registry_rows",
     "rollout_rows",
@@ -69,12 +71,17 @@ def write_rows(rows: Iterable[Mapping[str, Any]], out: str | os.PathLike[str], *
     return path
 
 
-def read_rows(source: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rows of a JSONL file or of a dataset folder (its one ``.jsonl`` file).
+#: Longest row :func:`iter_rows` reads (bytes): a program is at most 100 KB and its meta about as much;
+#: a longer line is refused unread, so a hostile file cannot fill memory with one row.
+MAX_ROW_BYTES = 8 * 2**20
+
+
+def iter_rows(source: str | os.PathLike[str], *, max_row_bytes: int = MAX_ROW_BYTES) -> Iterator[dict[str, Any]]:
+    """The rows of a JSONL file or of a dataset folder (its one ``.jsonl`` file), one line at a time.
 
     Raises:
-        ValueError: no such file or folder, a folder without exactly one ``.jsonl`` file, or a line
-            that is not a JSON object (named by file and line).
+        ValueError: no such file or folder, a folder without exactly one ``.jsonl`` file, a line over
+            ``max_row_bytes``, or a line that is not a JSON object (each named by file and line).
     """
     path = Path(source)
     if path.is_dir():
@@ -84,19 +91,23 @@ def read_rows(source: str | os.PathLike[str]) -> list[dict[str, Any]]:
         path = files[0]
     if not path.is_file():
         raise ValueError(f"{path} is neither a .jsonl file nor a dataset folder")
-    rows = []
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise ValueError(f"{path}:{number} is not JSON ({exc})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{number} is a JSON {type(row).__name__}, not an object")
-            rows.append(row)
-    return rows
+    for number, line in read_lines(path, max_row_bytes):
+        if line is None:
+            raise ValueError(f"{path}:{number} is longer than {max_row_bytes:,} bytes; a row is a program and its meta")
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"{path}:{number} is not JSON ({str(exc)[:200]})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number} is a JSON {type(row).__name__}, not an object")
+        yield row
+
+
+def read_rows(source: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """All rows of :func:`iter_rows` (same errors)."""
+    return list(iter_rows(source))
 
 
 def rollout_rows(trajectories: Iterable[Trajectory]) -> list[dict[str, Any]]:
@@ -171,12 +182,18 @@ def import_registry(
     ``registry``, and sampling counts start at 0.
 
     Raises:
-        ValueError: ``source`` cannot be read (see :func:`read_rows`).
+        ValueError: ``source`` cannot be read (see :func:`iter_rows`); nothing is added then.
         RegistryError: ``registry`` cannot be written.
     """
     from spade_gym.registry.gymnasium import register_program, register_record
 
-    rows = read_rows(source) if isinstance(source, str | os.PathLike) else list(source)
+    rows: Iterable[Mapping[str, Any]]
+    if isinstance(source, str | os.PathLike):
+        for _ in iter_rows(source):  # the whole file is checked before anything is added; then streamed
+            pass
+        rows = iter_rows(source)
+    else:
+        rows = source
     outcomes = []
     for number, row in enumerate(rows, 1):
         source_id = str(row.get("env_id", f"row {number}"))

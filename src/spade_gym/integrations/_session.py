@@ -26,6 +26,8 @@ __all__ = ["GENERATED_ID", "EpisodeSession", "episode_text"]
 #: The id that draws a registry environment at every reset.
 GENERATED_ID = "spade/Generated-v0"
 _SEED_RANGE = 2**31  # program seeds drawn when none is given, as GeneratedEnv draws them
+#: Characters of each turn's action a session keeps (the sandbox passes at most 64 Ki to the program).
+KEPT_ACTION_CHARS = 1 << 16
 
 
 def episode_text(episode: SpadeEpisode, observation: str) -> str:
@@ -93,7 +95,7 @@ class EpisodeSession:
         """
         env_id = self.env_ids[0] if env_id is None else env_id
         if env_id not in self.env_ids:
-            raise ValueError(f"env_id {env_id!r} is not played here; choose one of {list(self.env_ids)}")
+            raise ValueError(f"env_id {env_id!r:.100} is not played here; choose one of {list(self.env_ids)}")
         if seed is None:
             seed = self._rng.randrange(_SEED_RANGE)
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
@@ -109,14 +111,20 @@ class EpisodeSession:
         return episode
 
     def step(self, text: str, *, raw: bool = False) -> StepResult:
-        """One agent turn of the current episode (see :meth:`SpadeEpisode.act`).
+        """One agent turn of the current episode (see :meth:`SpadeEpisode.act`). The episode's
+        trajectory keeps no completion text and at most :data:`KEPT_ACTION_CHARS` of each action: a
+        client may send a megabyte a turn for a thousand turns.
 
         Raises:
             RuntimeError: no episode was started.
         """
         if self.episode is None:
             raise RuntimeError("reset() starts an episode before step()")
-        return self.episode.act(text, raw=raw)
+        result = self.episode.act(text, raw=raw)
+        if self.episode.trajectory.turns:
+            last = self.episode.trajectory.turns[-1]
+            last.text, last.action = "", last.action if last.action is None else last.action[:KEPT_ACTION_CHARS]
+        return result
 
     def close(self) -> None:
         """End the episode and reap every worker; safe to call more than once."""

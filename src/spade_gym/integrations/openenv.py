@@ -14,6 +14,7 @@ and a program that fails ends its episode with return 0 and ``error`` set, never
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 from collections.abc import Sequence
@@ -45,6 +46,11 @@ __all__ = [
 
 #: Longest action text accepted (characters); the sandbox caps what reaches the program far lower.
 MAX_ACTION_TEXT = 1_000_000
+#: OpenEnv's HTTP endpoints that make (and close) an environment per request; at most
+#: :data:`HTTP_AT_ONCE` run at a time, the rest wait, so a flood of requests cannot start a worker
+#: process each (40 at once started 22 workers), whatever ``max_sessions`` allows over WebSockets.
+HTTP_PER_REQUEST = frozenset({"/reset", "/step", "/state", "/metadata"})
+HTTP_AT_ONCE = 2
 _RESET_KEYS = {"env_id", "hint"}
 
 
@@ -215,7 +221,8 @@ def create_app(
     """OpenEnv's FastAPI app serving ``env_ids`` (see :class:`EpisodeSession`).
 
     Args:
-        max_sessions: WebSocket sessions at once (each holds up to 4 worker processes).
+        max_sessions: WebSocket sessions at once (each holds up to 4 worker processes); the HTTP
+            endpoints of :data:`HTTP_PER_REQUEST` serve :data:`HTTP_AT_ONCE` requests at a time.
         session_timeout_s: idle sessions are closed after this many seconds (``None``: never).
 
     Raises:
@@ -226,7 +233,17 @@ def create_app(
     SpadeOpenEnv(env_ids, registry, max_turns).close()  # fail now, not at the first session
     factory = functools.partial(SpadeOpenEnv, env_ids, registry, max_turns)
     config = ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=session_timeout_s)
-    return openenv_app(factory, SpadeAction, SpadeObservation, env_name="spade_gym", concurrency_config=config)
+    app = openenv_app(factory, SpadeAction, SpadeObservation, env_name="spade_gym", concurrency_config=config)
+    at_once = asyncio.Semaphore(HTTP_AT_ONCE)
+
+    @app.middleware("http")  # HTTP only: WebSocket sessions are counted by OpenEnv's max_concurrent_envs
+    async def _bounded(request: Any, call_next: Any) -> Any:
+        if request.url.path not in HTTP_PER_REQUEST:
+            return await call_next(request)
+        async with at_once:
+            return await call_next(request)
+
+    return app
 
 
 def serve(app: Any, host: str = "127.0.0.1", port: int = 8000) -> None:
