@@ -25,7 +25,6 @@ from typing import Any
 
 from spade_gym.agent import Trajectory
 from spade_gym.errors import DuplicateEnvironment, ProgramError, RegistryError
-from spade_gym.files import read_lines
 from spade_gym.program import EnvProgram
 from spade_gym.registry import FLAGGED_TAG, Registry
 from spade_gym.registry.records import EnvRecord
@@ -91,18 +90,21 @@ def iter_rows(source: str | os.PathLike[str], *, max_row_bytes: int = MAX_ROW_BY
         path = files[0]
     if not path.is_file():
         raise ValueError(f"{path} is neither a .jsonl file nor a dataset folder")
-    for number, line in read_lines(path, max_row_bytes):
-        if line is None:
-            raise ValueError(f"{path}:{number} is longer than {max_row_bytes:,} bytes; a row is a program and its meta")
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            raise ValueError(f"{path}:{number} is not JSON ({str(exc)[:200]})") from None
-        if not isinstance(row, dict):
-            raise ValueError(f"{path}:{number} is a JSON {type(row).__name__}, not an object")
-        yield row
+    with open(path, "rb") as fh:
+        for number, line in enumerate(iter(lambda: fh.readline(max_row_bytes + 1), b""), 1):
+            if len(line) > max_row_bytes:  # refused at once: the rest of the line is never read
+                raise ValueError(
+                    f"{path}:{number} is longer than {max_row_bytes:,} bytes; a row is a program and its meta"
+                )
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except (ValueError, RecursionError) as exc:
+                raise ValueError(f"{path}:{number} is not JSON ({str(exc)[:200]})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{number} is a JSON {type(row).__name__}, not an object")
+            yield row
 
 
 def read_rows(source: str | os.PathLike[str]) -> list[dict[str, Any]]:
