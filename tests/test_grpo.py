@@ -353,7 +353,7 @@ def test_loss_arguments_are_checked() -> None:
         ({"clip_eps_high": -0.1}, "clip_eps_high"),
         ({"kl_coef": -0.1}, "kl_coef"),
         ({"loss_type": "seq"}, "loss_type"),
-        ({"micro_batch_size": 0}, "micro_batch_size"),
+        ({"micro_batch_tokens": 0}, "micro_batch_tokens"),
         ({"mini_batches": 1.5}, "mini_batches"),
         ({"epochs": 0}, "epochs"),
         ({"max_grad_norm": 0.0}, "max_grad_norm"),
@@ -522,26 +522,33 @@ def mixed_batch() -> list[TrainSample]:
 @needs_torch
 @pytest.mark.parametrize("loss_type", ["token", "sequence"])
 def test_gradient_accumulation_equals_one_big_batch(tokenizer: Any, loss_type: LossType) -> None:
-    """micro_batch_size 1 (7 backward passes) and 16 (one): same loss, gradient norm and update. The
+    """One sample per pass (7 backward passes), all in one pass with shared prefixes and with
+    checkpointing, and whole left-padded sequences: same loss, gradient norm and update. The
     behaviour logprobs are shifted off-policy (+-0.3) so that some tokens are clipped."""
     results = []
-    for micro in (1, 16):
+    settings = [
+        {"micro_batch_tokens": 1},
+        {"micro_batch_tokens": 1000, "gradient_checkpointing": True},
+        {"micro_batch_tokens": 1000, "shared_prefix": False, "gradient_checkpointing": False},
+    ]
+    for setting in settings:
         policy = tiny_policy(tokenizer)
         samples = on_policy(policy, mixed_batch())
         for k, s in enumerate(samples):
             s.behaviour_logprobs = [lp + (0.3 if (k + t) % 2 else -0.3) for t, lp in enumerate(s.behaviour_logprobs)]
-        config = GRPOConfig(learning_rate=1e-3, micro_batch_size=micro, loss_type=loss_type, max_grad_norm=None)
+        config = GRPOConfig(learning_rate=1e-3, loss_type=loss_type, max_grad_norm=None, **setting)
         stats = GRPOTrainer(policy, config).update(samples)
         results.append((stats, snapshot(policy)))
-    (one, p_one), (all_, p_all) = results
-    assert one.optimizer_steps == all_.optimizer_steps == 1
-    assert one.tokens == all_.tokens == sum(s.num_tokens for s in mixed_batch()) == 22
-    assert one.clip_fraction > 0 and one.clip_fraction == pytest.approx(all_.clip_fraction)
-    assert one.loss == pytest.approx(all_.loss, rel=1e-5, abs=1e-7)
-    assert one.grad_norm == pytest.approx(all_.grad_norm, rel=1e-5)
-    for name, value in p_one.items():
-        # Adam divides by |g|: entries with a near-zero gradient amplify rounding; 1e-5 is 1% of a step
-        torch.testing.assert_close(value, p_all[name], rtol=0, atol=1e-5)
+    (one, p_one), *others = results
+    for all_, p_all in others:
+        assert one.optimizer_steps == all_.optimizer_steps == 1
+        assert one.tokens == all_.tokens == sum(s.num_tokens for s in mixed_batch()) == 22
+        assert one.clip_fraction > 0 and one.clip_fraction == pytest.approx(all_.clip_fraction)
+        assert one.loss == pytest.approx(all_.loss, rel=1e-5, abs=1e-7)
+        assert one.grad_norm == pytest.approx(all_.grad_norm, rel=1e-5)
+        for name, value in p_one.items():
+            # Adam divides by |g|: entries with a near-zero gradient amplify rounding; 1e-5 is 1% of a step
+            torch.testing.assert_close(value, p_all[name], rtol=0, atol=1e-5)
 
 
 @needs_torch
@@ -590,7 +597,7 @@ def test_a_nan_loss_skips_the_step_with_a_warning(tokenizer: Any) -> None:
     )
     samples[1].behaviour_logprobs[1] = math.nan
     before = snapshot(policy)
-    trainer = GRPOTrainer(policy, GRPOConfig(learning_rate=1e-2, micro_batch_size=1))
+    trainer = GRPOTrainer(policy, GRPOConfig(learning_rate=1e-2, micro_batch_tokens=1))
     with pytest.warns(RuntimeWarning, match="NaN or inf.*skipped"):
         stats = trainer.update(samples)
     assert stats.skipped_nan == 1 and stats.optimizer_steps == 0 and trainer.step == 0

@@ -116,7 +116,7 @@ def test_sequence_logprobs_equal_generation_logprobs(embedded_policy: Transforme
     )
     batch = greedy + tempered
     with torch.no_grad():
-        rescored = embedded_policy.sequence_logprobs(batch, micro_batch_size=3)
+        rescored = embedded_policy.sequence_logprobs(batch, micro_batch_tokens=64)
     assert len(rescored) == len(batch)
     for completion, scores in zip(batch, rescored, strict=True):
         assert scores.shape == (completion.num_tokens,)
@@ -294,8 +294,8 @@ def test_sequence_logprobs_names_bad_token_ids(embedded_policy: TransformersPoli
 
 def test_sequence_logprobs_needs_a_positive_micro_batch(embedded_policy: TransformersPolicy) -> None:
     for size in (0, -1):
-        with pytest.raises(ValueError, match="micro_batch_size"):
-            embedded_policy.sequence_logprobs([([1, 2], [3])], micro_batch_size=size)
+        with pytest.raises(ValueError, match="micro_batch_tokens"):
+            embedded_policy.sequence_logprobs([([1, 2], [3])], micro_batch_tokens=size)
     completion = embedded_policy.generate([ADD], SamplingParams(temperature=0, max_new_tokens=4))[0]
     with pytest.raises(ValueError, match="batch must be a list"):
         embedded_policy.sequence_logprobs(completion)  # type: ignore[arg-type]

@@ -25,7 +25,7 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,7 @@ from spade_gym.policies.base import (
     is_int,
     resolve_sampling,
 )
+from spade_gym.policies.packing import MICRO_BATCH_TOKENS, pack, row_logprobs
 
 if TYPE_CHECKING:
     import torch
@@ -551,21 +552,71 @@ class TransformersPolicy:
             store.add(tokens, _row(final, k, columns))
 
     def sequence_logprobs(
-        self, batch: Sequence[Completion | tuple[Sequence[int], Sequence[int]]], *, micro_batch_size: int = 8
+        self,
+        batch: Sequence[Completion | tuple[Sequence[int], Sequence[int]]],
+        *,
+        micro_batch_tokens: int = MICRO_BATCH_TOKENS,
+        shared_prefix: bool = True,
     ) -> list[torch.Tensor]:
         """Log-probabilities of the completion tokens of ``B`` completions or ``(prompt_token_ids,
-        completion_token_ids)`` pairs, one forward pass per ``micro_batch_size`` sequences.
+        completion_token_ids)`` pairs: :meth:`score_batches` gathered in batch order.
 
         Returns ``B`` float32 tensors on the model's device, one natural-log entry per completion
         token: ``Completion.logprobs`` from :meth:`generate` up to rounding; under
         ``torch.enable_grad()`` they carry gradients for the trainer's loss.
 
         Raises:
-            ValueError: an empty or malformed batch, missing or out-of-vocabulary token ids, an
-                empty completion, a sequence over the context window, or ``micro_batch_size < 1``.
+            ValueError: as :meth:`score_batches`.
         """
-        if not is_int(micro_batch_size) or micro_batch_size < 1:
-            raise ValueError(f"micro_batch_size must be an int >= 1, got {micro_batch_size!r}")
+        out: list[torch.Tensor | None] = [None] * (len(batch) if isinstance(batch, Sequence) else 0)
+        for members, logprobs in self.score_batches(
+            batch, micro_batch_tokens=micro_batch_tokens, shared_prefix=shared_prefix
+        ):
+            for index, scores in zip(members, logprobs, strict=True):
+                out[index] = scores
+        return [scores for scores in out if scores is not None]
+
+    def score_batches(
+        self,
+        batch: Sequence[Completion | tuple[Sequence[int], Sequence[int]]],
+        *,
+        micro_batch_tokens: int = MICRO_BATCH_TOKENS,
+        shared_prefix: bool = True,
+    ) -> Iterator[tuple[list[int], list[torch.Tensor]]]:
+        """The completion logprobs of ``batch``, one forward pass at a time: yields ``(members,
+        logprobs)``, the batch indices of the pass and one float32 tensor per member (a trainer
+        runs each pass's backward before asking for the next, so activations are held for one
+        pass only).
+
+        ``shared_prefix``: every token shared by several sequences (a group's prompt, an earlier
+        turn) is computed once (:func:`spade_gym.policies.packing.pack`), a pass holds at most
+        ``micro_batch_tokens`` distinct tokens; same logprobs and gradients as encoding each
+        sequence whole, up to float rounding. ``False``: each sequence whole, left-padded, a pass
+        holding at most ``micro_batch_tokens`` tokens with padding. A single longer sequence gets a
+        pass of its own. Logits are computed only where they predict a completion token.
+
+        Raises:
+            ValueError: an empty or malformed batch, missing or out-of-vocabulary token ids, an
+                empty completion, a sequence over the context window, or ``micro_batch_tokens < 1``.
+        """
+        if not is_int(micro_batch_tokens) or micro_batch_tokens < 1:
+            raise ValueError(f"micro_batch_tokens must be an int >= 1, got {micro_batch_tokens!r}")
+        pairs = self._pairs(batch)
+        if shared_prefix:
+            for row in pack(pairs, micro_batch_tokens):
+                yield row.members, row_logprobs(self.model, row, self.device)
+            return
+        chunk: list[int] = []
+        for index in range(len(pairs)):
+            width = max(len(p) + len(c) for p, c in (pairs[k] for k in [*chunk, index]))
+            if chunk and (len(chunk) + 1) * width > micro_batch_tokens:
+                yield chunk, self._score([pairs[k] for k in chunk])
+                chunk = []
+            chunk.append(index)
+        yield chunk, self._score([pairs[k] for k in chunk])
+
+    def _pairs(self, batch: object) -> list[tuple[list[int], list[int]]]:
+        """``batch`` as checked ``(prompt_ids, completion_ids)`` lists, or a ValueError naming the bad item."""
         if isinstance(batch, Completion) or not isinstance(batch, Sequence) or isinstance(batch, str):
             raise ValueError(
                 f"batch must be a list of Completions or (prompt_ids, completion_ids) pairs, got {type(batch).__name__}"
@@ -597,10 +648,7 @@ class TransformersPolicy:
             pairs.append(
                 (self._token_ids(prompt, f"batch[{b}] prompt"), self._token_ids(completion, f"batch[{b}] completion"))
             )
-        out: list[torch.Tensor] = []
-        for lo in range(0, len(pairs), micro_batch_size):
-            out.extend(self._score(pairs[lo : lo + micro_batch_size]))
-        return out
+        return pairs
 
     def _token_ids(self, ids: object, what: str) -> list[int]:
         """``ids`` as a list of ints in ``[0, vocab_size)``, or a ValueError naming the bad entry."""
@@ -628,7 +676,7 @@ class TransformersPolicy:
         positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
         # sequences are right-aligned: every completion lies in the last `longest` positions
         logits = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=longest + 1
+            input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=longest + 1, use_cache=False
         ).logits
         logits = logits[:, :-1].float()  # position t predicts token t + 1
         targets = ids[:, width - longest :]

@@ -29,6 +29,7 @@ from annotated_types import Ge, Gt, Le, Lt
 
 from spade_gym.options import FINITE, option, refusal, type_name
 from spade_gym.policies.base import Completion
+from spade_gym.policies.packing import MICRO_BATCH_TOKENS, checkpointing
 
 if TYPE_CHECKING:
     import torch
@@ -356,9 +357,10 @@ class GRPOConfig:
     """Settings of :class:`GRPOTrainer`; each field's ``metadata["help"]`` says what it does.
 
     One :meth:`GRPOTrainer.update` makes ``epochs`` passes over its samples, each split into
-    ``mini_batches`` mini-batches (one optimizer step each) of micro-batches of
-    ``micro_batch_size`` sequences whose gradients accumulate; micro-batch losses are normalised
-    by the whole mini-batch's count, so ``micro_batch_size`` trades memory for speed, never the result.
+    ``mini_batches`` mini-batches (one optimizer step each), each scored in forward passes of at most
+    ``micro_batch_tokens`` distinct tokens whose gradients accumulate; pass losses are normalised
+    by the whole mini-batch's count, so ``micro_batch_tokens``, ``shared_prefix`` and
+    ``gradient_checkpointing`` trade memory for speed, never the result (up to float rounding).
 
     ValueError for a field out of its range (:meth:`validate`, called on construction).
     """
@@ -394,7 +396,21 @@ class GRPOConfig:
         "carry no policy gradient and would only dilute the token normalisation (DAPO dynamic "
         "sampling); counted in UpdateStats.dropped.",
     )
-    micro_batch_size: Count = option(4, "Sequences per forward/backward pass; gradients accumulate across them.")
+    micro_batch_tokens: Count = option(
+        MICRO_BATCH_TOKENS,
+        "Most distinct tokens per forward/backward pass (a longer single sequence gets a pass of its own); "
+        "gradients accumulate across passes. Bounds the activations held, whatever the number of samples.",
+    )
+    shared_prefix: bool = option(
+        True,
+        "Encode the tokens samples share (a group's prompt, an earlier turn) once per pass, with the "
+        "logprobs and gradients of encoding each sample whole; False: every sample whole, left-padded.",
+    )
+    gradient_checkpointing: bool = option(
+        True,
+        "Keep only each layer's input during the forward pass and recompute the layer in the backward "
+        "pass (non-reentrant torch.utils.checkpoint): the same gradients, far less memory, about a third more time.",
+    )
     mini_batches: Count = option(
         1,
         "Optimizer steps per update: the samples are shuffled and split into this many "
@@ -627,6 +643,8 @@ class GRPOTrainer:
             bounds = list(itertools.accumulate((size + (k < extra) for k in range(count)), initial=0))
             model = self.policy.model
             model.train()
+            if cfg.gradient_checkpointing:
+                checkpointing(model, True)
             losses, norms, totals = [], [], {"tokens": 0.0, "clip": 0.0, "ratio": 0.0, "kl": 0.0}
             try:
                 for epoch in range(cfg.epochs):
@@ -638,6 +656,8 @@ class GRPOTrainer:
                             losses.append(done[0])
                             norms.append(done[1])
             finally:
+                if cfg.gradient_checkpointing:
+                    checkpointing(model, False)
                 model.eval()
                 self.optimizer.zero_grad(set_to_none=True)
             if losses:
@@ -669,13 +689,21 @@ class GRPOTrainer:
         bf16 = cfg.bf16 and device.type == "cuda" and torch.cuda.is_bf16_supported()
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum, what, mine = 0.0, "", {"tokens": 0.0, "clip": 0.0, "ratio": 0.0, "kl": 0.0}
-        for lo in range(0, len(batch), cfg.micro_batch_size):
-            micro = batch[lo : lo + cfg.micro_batch_size]
-            pairs = [(s.prompt_ids, s.completion_ids) for s in micro]
+        pairs = [(s.prompt_ids, s.completion_ids) for s in batch]
+        autocast = functools.partial(torch.autocast, device_type="cuda", dtype=torch.bfloat16)
+        with autocast() if bf16 else contextlib.nullcontext():
+            reference = self._reference_logprobs(pairs) if self._has_reference else None
+        passes = self.policy.score_batches(
+            pairs, micro_batch_tokens=cfg.micro_batch_tokens, shared_prefix=cfg.shared_prefix
+        )
+        while True:
             started = time.perf_counter()
-            with torch.autocast(device_type="cuda", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
-                logprobs = self.policy.sequence_logprobs(pairs, micro_batch_size=len(micro))
-                ref = self._reference_logprobs(pairs) if self._has_reference else None
+            with autocast() if bf16 else contextlib.nullcontext():  # the forward pass runs in next()
+                scored = next(passes, None)
+            if scored is None:
+                break
+            members, logprobs = scored
+            micro = [batch[k] for k in members]
             loss, figures = grpo_loss(
                 torch.nn.utils.rnn.pad_sequence(logprobs, batch_first=True),
                 _padded([s.behaviour_logprobs for s in micro], torch.float32, device),
@@ -683,7 +711,9 @@ class GRPOTrainer:
                 _padded([s.loss_mask for s in micro], torch.bool, device),
                 clip_eps=cfg.clip_eps,
                 clip_eps_high=cfg.clip_eps_high,
-                ref_logprobs=None if ref is None else torch.nn.utils.rnn.pad_sequence(ref, batch_first=True),
+                ref_logprobs=None
+                if reference is None
+                else torch.nn.utils.rnn.pad_sequence([reference[k] for k in members], batch_first=True),
                 kl_coef=cfg.kl_coef,
                 loss_type=cfg.loss_type,
                 weights=torch.tensor([cfg.role_weights.get(s.role, 1.0) for s in micro], device=device),
@@ -732,12 +762,13 @@ class GRPOTrainer:
         """The frozen reference's logprobs of ``pairs`` (no gradients), on the policy's device."""
         import torch
 
+        tokens, shared = self.config.micro_batch_tokens, self.config.shared_prefix
         with torch.no_grad():
             if self._base_reference:
                 with self.policy.model.disable_adapter():
-                    return self.policy.sequence_logprobs(pairs, micro_batch_size=len(pairs))
+                    return self.policy.sequence_logprobs(pairs, micro_batch_tokens=tokens, shared_prefix=shared)
             assert self.reference is not None
-            out = self.reference.sequence_logprobs(pairs, micro_batch_size=len(pairs))
+            out = self.reference.sequence_logprobs(pairs, micro_batch_tokens=tokens, shared_prefix=shared)
         return [t.to(self.policy.device) for t in out]
 
     def state_dict(self) -> dict[str, Any]:
