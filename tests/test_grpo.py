@@ -6,6 +6,7 @@ a frozen copy, checkpoints."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import math
 import re
@@ -125,6 +126,7 @@ def test_agent_group_statistics_count_episodes_not_turns() -> None:
     assert samples[1].prompt_ids == [1, 2, 4] and samples[1].completion_ids == [7, 8]
     assert samples[1].behaviour_logprobs == [-0.5, -0.5] and samples[1].loss_mask == [1, 1]
     assert group_advantages(samples, eps=0.0) == pytest.approx([1.0, 1.0, 1.0, -1.0])
+    assert [s.temperature for s in samples_from_trajectories([trajectory(3, 1.0, 2, temperature=0.5)])] == [0.5] * 2
 
     # a second call never merges its episodes with the first call's
     again = samples_from_trajectories([trajectory(3, 1.0, 1)])
@@ -735,3 +737,28 @@ def test_a_bf16_model_trains_on_float32_master_weights(tokenizer: Any) -> None:
     stats = trainer.update(on_policy(policy, mixed_batch()))
     assert stats.optimizer_steps == 1
     assert any(not torch.equal(before[n], p) for n, p in snapshot(policy).items())
+
+
+@needs_torch
+def test_an_update_rescores_at_the_sampling_temperature(tokenizer: Any) -> None:
+    """Completions sampled at temperature 0.5 carry logprobs of logits / 0.5; the update re-scores
+    them at 0.5, so the first step is on-policy (ratio 1, nothing clipped). Claimed at temperature
+    1, the same samples look off-policy."""
+    from spade_gym.policies import SamplingParams
+
+    ratios = []
+    for claimed in (None, 1.0):
+        policy = tiny_policy(tokenizer)
+        prompt = [{"role": "user", "content": "w1 w2 w3"}]
+        completions = policy.generate([prompt], SamplingParams(temperature=0.5, n=4, max_new_tokens=5, seed=1))
+        assert {c.temperature for c in completions} == {0.5}
+        samples = samples_from_completions(completions, [1.0, 0.0, 1.0, 0.0], group="g")
+        assert {s.temperature for s in samples} == {0.5}
+        if claimed is not None:
+            samples = [dataclasses.replace(s, temperature=claimed) for s in samples]
+        stats = GRPOTrainer(policy, GRPOConfig(learning_rate=1e-3)).update(samples)
+        ratios.append(stats.mean_ratio)
+    assert ratios[0] == pytest.approx(1.0, abs=1e-5)
+    assert abs(ratios[1] - 1.0) > 1e-3
+    with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
+        TrainSample([1], [2], [0.0], [1], 1.0, "agent", "g", temperature=0.0)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from spade_gym.env import SandboxedEnv
-from spade_gym.policies.base import Completion, Policy, SamplingParams
+from spade_gym.policies.base import Completion, Policy, SamplingParams, logprob_temperature
 from spade_gym.program import SUCCESS_RETURN
 from spade_gym.sandbox.protocol import RESERVED_INFO_KEY
 
@@ -232,6 +232,7 @@ class Trajectory:
         error: ``{"type", "category", "message", ...}`` when the environment failed.
         generation_s, env_s: seconds in ``policy.generate`` (this episode's share of each batched
             call, by completion tokens) and in the environment.
+        temperature: the temperature its turns' logprobs are taken at (``Completion.temperature``).
     """
 
     env_id: str
@@ -246,6 +247,7 @@ class Trajectory:
     error: dict[str, Any] | None = None
     generation_s: float = 0.0
     env_s: float = 0.0
+    temperature: float = 1.0
 
     @property
     def num_turns(self) -> int:
@@ -504,6 +506,7 @@ def _start(episode: Episode, config: RolloutConfig) -> _Running:
     began = time.perf_counter()
     env = open_playable_env(episode.env)
     trajectory = Trajectory(env_id=env_id_of(episode.env, env), seed=episode.seed, hint=episode.hint)
+    trajectory.temperature = logprob_temperature(config.sampling)
     running = _Running(env, trajectory, min(env.max_turns, config.max_turns or env.max_turns))
     trajectory.messages.append(agent_prompt(env.setting, env.description, env.tools)[0])
     try:

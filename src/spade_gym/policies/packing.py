@@ -138,10 +138,13 @@ def pack(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], max_tokens: int) 
     return rows
 
 
-def row_logprobs(model: Any, row: PackedRow, device: torch.device | str | None = None) -> list[torch.Tensor]:
+def row_logprobs(
+    model: Any, row: PackedRow, device: torch.device | str | None = None, temperatures: Sequence[float] | None = None
+) -> list[torch.Tensor]:
     """One forward pass of ``model`` (a transformers causal LM) over ``row``: the float32 logprobs
-    of each member's completion tokens, in ``row.members`` order (with gradients when enabled).
-    Logits are computed only at ``row.predictors`` (``logits_to_keep``), never for the prompts."""
+    ``log_softmax(logits / T)`` of each member's completion tokens, in ``row.members`` order (with
+    gradients when enabled), ``T`` the member's entry of ``temperatures`` (default 1). Logits are
+    computed only at ``row.predictors`` (``logits_to_keep``), never for the prompts."""
     import torch
 
     ids = torch.tensor([row.tokens], device=device)
@@ -156,6 +159,9 @@ def row_logprobs(model: Any, row: PackedRow, device: torch.device | str | None =
         .logits[0]
         .float()
     )
+    if temperatures is not None:
+        per_member = torch.tensor([float(t) for t in temperatures], device=device)
+        logits = logits / per_member.repeat_interleave(torch.tensor(row.counts, device=device))[:, None]
     targets = torch.tensor(row.targets, device=device)
     logprobs = logits.gather(-1, targets[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
     return list(logprobs.split(row.counts))

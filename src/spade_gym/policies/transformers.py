@@ -9,8 +9,8 @@ How generation stays exact:
 
 * the checkpoint's ``generation_config`` is replaced by a neutral one (special token ids only),
   so shipped sampling defaults (``top_k``, ``repetition_penalty``, ...) never apply;
-* a logits processor before temperature and top-p records ``logit[token] - logsumexp(logits)``
-  of each sampled token;
+* a logits processor records ``log_softmax(logits / T)`` of each sampled token at the sampling
+  temperature ``T`` (1 when greedy), before top-p: the contract of ``Completion.logprobs``;
 * one stopping criterion checks end-of-sequence tokens and stop strings and records the step each
   row finished at, so tokens, text and finish reason are cut there;
 * key/value caches are reused across prompts that share a prefix (:class:`PrefixCache`); greedy
@@ -39,6 +39,7 @@ from spade_gym.policies.base import (
     cut_at_stop,
     fit_prompt,
     is_int,
+    logprob_temperature,
     resolve_sampling,
 )
 from spade_gym.policies.packing import MICRO_BATCH_TOKENS, pack, row_logprobs
@@ -400,7 +401,8 @@ class TransformersPolicy:
         cache_kwargs: dict[str, Any] = {}
         if store is not None:  # preallocated for the whole call: decoding writes in place, never copies
             cache_kwargs[_CACHE_KWARG] = self._batch_cache(sources, cached, capacity=width + sampling.max_new_tokens)
-        recorder = _LogprobRecorder()
+        temperature = logprob_temperature(sampling)
+        recorder = _LogprobRecorder(temperature)
         stop_criterion = self._stop_criterion(sampling.stop) if sampling.stop else None
         finish = _FinishRecorder(width, len(rows), self.eos_token_ids, stop_criterion, self.device)
         config = GenerationConfig(
@@ -435,7 +437,7 @@ class TransformersPolicy:
             tokens = new_cpu[k][:length]
             reason: FinishReason = "stop" if finish.length[k] >= 0 else "length"
             text, _ = cut_at_stop(self.tokenizer.decode(tokens, skip_special_tokens=True), sampling.stop)
-            out.append(Completion(text, list(ids), tokens, logprobs_cpu[k][:length], reason, index))
+            out.append(Completion(text, list(ids), tokens, logprobs_cpu[k][:length], reason, index, temperature))
         if store is not None:
             final = getattr(output, "cache", None) or getattr(output, "past_key_values", None)
             if final is not None and sampling.n == 1:
@@ -557,6 +559,7 @@ class TransformersPolicy:
         *,
         micro_batch_tokens: int = MICRO_BATCH_TOKENS,
         shared_prefix: bool = True,
+        temperatures: Sequence[float] | None = None,
     ) -> list[torch.Tensor]:
         """Log-probabilities of the completion tokens of ``B`` completions or ``(prompt_token_ids,
         completion_token_ids)`` pairs: :meth:`score_batches` gathered in batch order.
@@ -570,7 +573,7 @@ class TransformersPolicy:
         """
         out: list[torch.Tensor | None] = [None] * (len(batch) if isinstance(batch, Sequence) else 0)
         for members, logprobs in self.score_batches(
-            batch, micro_batch_tokens=micro_batch_tokens, shared_prefix=shared_prefix
+            batch, micro_batch_tokens=micro_batch_tokens, shared_prefix=shared_prefix, temperatures=temperatures
         ):
             for index, scores in zip(members, logprobs, strict=True):
                 out[index] = scores
@@ -582,6 +585,7 @@ class TransformersPolicy:
         *,
         micro_batch_tokens: int = MICRO_BATCH_TOKENS,
         shared_prefix: bool = True,
+        temperatures: Sequence[float] | None = None,
     ) -> Iterator[tuple[list[int], list[torch.Tensor]]]:
         """The completion logprobs of ``batch``, one forward pass at a time: yields ``(members,
         logprobs)``, the batch indices of the pass and one float32 tensor per member (a trainer
@@ -595,25 +599,35 @@ class TransformersPolicy:
         holding at most ``micro_batch_tokens`` tokens with padding. A single longer sequence gets a
         pass of its own. Logits are computed only where they predict a completion token.
 
+        ``temperatures``: one per item, the temperature ``T`` its logprobs are taken at
+        (``log_softmax(logits / T)``, as :meth:`generate` records them); ``None``: each
+        Completion's own ``temperature``, 1 for pairs.
+
         Raises:
             ValueError: an empty or malformed batch, missing or out-of-vocabulary token ids, an
-                empty completion, a sequence over the context window, or ``micro_batch_tokens < 1``.
+                empty completion, a sequence over the context window, ``micro_batch_tokens < 1``, or
+                ``temperatures`` not one positive number per item.
         """
         if not is_int(micro_batch_tokens) or micro_batch_tokens < 1:
             raise ValueError(f"micro_batch_tokens must be an int >= 1, got {micro_batch_tokens!r}")
         pairs = self._pairs(batch)
+        if temperatures is None:
+            temperatures = [item.temperature if isinstance(item, Completion) else 1.0 for item in batch]
+        temps = [float(t) for t in temperatures]
+        if len(temps) != len(pairs) or not all(t > 0 for t in temps):
+            raise ValueError(f"temperatures must hold one number > 0 per item ({len(pairs)}), got {temperatures!r:.80}")
         if shared_prefix:
             for row in pack(pairs, micro_batch_tokens):
-                yield row.members, row_logprobs(self.model, row, self.device)
+                yield row.members, row_logprobs(self.model, row, self.device, [temps[k] for k in row.members])
             return
         chunk: list[int] = []
         for index in range(len(pairs)):
             width = max(len(p) + len(c) for p, c in (pairs[k] for k in [*chunk, index]))
             if chunk and (len(chunk) + 1) * width > micro_batch_tokens:
-                yield chunk, self._score([pairs[k] for k in chunk])
+                yield chunk, self._score([pairs[k] for k in chunk], [temps[k] for k in chunk])
                 chunk = []
             chunk.append(index)
-        yield chunk, self._score([pairs[k] for k in chunk])
+        yield chunk, self._score([pairs[k] for k in chunk], [temps[k] for k in chunk])
 
     def _pairs(self, batch: object) -> list[tuple[list[int], list[int]]]:
         """``batch`` as checked ``(prompt_ids, completion_ids)`` lists, or a ValueError naming the bad item."""
@@ -660,7 +674,7 @@ class TransformersPolicy:
                 raise ValueError(f"{what}[{k}] = {token!r} is not a token id in [0, {self.vocab_size})")
         return [int(t) for t in out]
 
-    def _score(self, pairs: list[tuple[list[int], list[int]]]) -> list[torch.Tensor]:
+    def _score(self, pairs: list[tuple[list[int], list[int]]], temperatures: list[float]) -> list[torch.Tensor]:
         import torch
 
         width = max(len(p) + len(c) for p, c in pairs)
@@ -678,7 +692,8 @@ class TransformersPolicy:
         logits = self.model(
             input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=longest + 1, use_cache=False
         ).logits
-        logits = logits[:, :-1].float()  # position t predicts token t + 1
+        # position t predicts token t + 1
+        logits = logits[:, :-1].float() / torch.tensor(temperatures, device=self.device)[:, None, None]
         targets = ids[:, width - longest :]
         token_logprobs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
         return [token_logprobs[k, longest - len(c) :] for k, (_, c) in enumerate(pairs)]
@@ -716,10 +731,11 @@ def is_peft(model: Any) -> bool:
 
 
 class _LogprobRecorder:
-    """Logits processor (before temperature and top-p) keeping each step's ``logits -
-    logsumexp(logits)``, gathered at the sampled token on the next step."""
+    """Logits processor (it runs before transformers' temperature and top-p warpers) keeping each
+    step's ``log_softmax(logits / temperature)``, gathered at the sampled token on the next step."""
 
-    def __init__(self) -> None:
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
         self.gathered: list[torch.Tensor] = []
         self.previous: torch.Tensor | None = None
 
@@ -728,7 +744,7 @@ class _LogprobRecorder:
 
         if self.previous is not None:
             self.gathered.append(self.previous.gather(-1, input_ids[:, -1:]).squeeze(-1))
-        self.previous = scores.float() - torch.logsumexp(scores.float(), dim=-1, keepdim=True)
+        self.previous = torch.log_softmax(scores.float() / self.temperature, dim=-1)
         return scores
 
     def result(self, new_tokens: torch.Tensor) -> torch.Tensor:

@@ -85,8 +85,8 @@ class TrainSample:
         prompt_ids: the prompt's token ids (``>= 1``).
         completion_ids: the ``T >= 0`` sampled token ids (with no trained token, a sample still
             counts in its group's statistics).
-        behaviour_logprobs: ``T`` temperature-1 natural-log probabilities under the sampling policy
-            (``Completion.logprobs``): the importance ratio's denominator.
+        behaviour_logprobs: ``T`` natural-log probabilities under the sampling policy at
+            ``temperature`` (``Completion.logprobs``): the importance ratio's denominator.
         loss_mask: ``T`` ints, ``1`` for a trained token, ``0`` for context.
         reward: finite; the Designer's regret reward or the Agent's episode return.
         role: ``"designer"`` or ``"agent"``.
@@ -94,6 +94,8 @@ class TrainSample:
         episode: samples with the same (role, group, episode) count once in the group's
             statistics (the turns of one Agent episode); ``None``: an episode of its own.
         advantage: set by :func:`group_advantages` (or the caller).
+        temperature: the sampling temperature (``> 0``) the behaviour logprobs are taken at; the
+            update re-scores at it, so the ratio compares the distribution that was sampled.
 
     ValueError for lengths that disagree, a mask value not 0/1, an empty prompt, a non-finite
     reward or an unknown role.
@@ -108,6 +110,7 @@ class TrainSample:
     group: Hashable
     episode: Hashable | None = None
     advantage: float | None = None
+    temperature: float = 1.0
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -124,6 +127,8 @@ class TrainSample:
             raise ValueError(f"TrainSample.loss_mask holds only 0 and 1, got {sorted(set(self.loss_mask))}")
         if isinstance(self.reward, bool) or not isinstance(self.reward, int | float) or not math.isfinite(self.reward):
             raise ValueError(f"TrainSample.reward must be a finite number, got {self.reward!r}")
+        if not (isinstance(self.temperature, int | float) and math.isfinite(self.temperature) and self.temperature > 0):
+            raise ValueError(f"TrainSample.temperature must be a finite number > 0, got {self.temperature!r}")
         if self.advantage is not None and not math.isfinite(self.advantage):
             raise ValueError(f"TrainSample.advantage must be finite or None, got {self.advantage!r}")
 
@@ -159,7 +164,17 @@ def samples_from_trajectories(
         episode, reward = f"episode-{next(_EPISODE_IDS)}", float(trajectory.episode_return)
         for prompt, completion, logprobs, mask in trajectory.samples():
             out.append(
-                TrainSample(list(prompt), list(completion), list(logprobs), list(mask), reward, "agent", group, episode)
+                TrainSample(
+                    list(prompt),
+                    list(completion),
+                    list(logprobs),
+                    list(mask),
+                    reward,
+                    "agent",
+                    group,
+                    episode,
+                    temperature=trajectory.temperature,
+                )  # fmt: skip
             )
     return out
 
@@ -179,7 +194,18 @@ def samples_from_completions(
                 f"completions[{k}] carries no token ids or logprobs (its backend does not report them); "
                 "train on completions of a TransformersPolicy or VLLMPolicy"
             )
-        out.append(TrainSample(list(prompt), list(ids), list(logprobs), [1] * len(ids), float(reward), role, group))
+        out.append(
+            TrainSample(
+                list(prompt),
+                list(ids),
+                list(logprobs),
+                [1] * len(ids),
+                float(reward),
+                role,
+                group,
+                temperature=completion.temperature,
+            )  # fmt: skip
+        )
     return out
 
 
@@ -543,8 +569,8 @@ class GRPOTrainer:
     skips the step with a warning. The model is in train mode only during :meth:`update`; do not
     generate from another thread then.
 
-    Behaviour logprobs are temperature-1 logprobs, so completions sampled at another temperature
-    or top-p < 1 are slightly off-policy.
+    Each sample is re-scored at its sampling temperature (``TrainSample.temperature``), so on-policy
+    ratios are 1; with top-p < 1 the truncation is not modelled (as in TRL).
 
     Args:
         policy: its trainable parameters (only the LoRA adapters when attached) are optimized.
@@ -690,11 +716,12 @@ class GRPOTrainer:
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum, what, mine = 0.0, "", {"tokens": 0.0, "clip": 0.0, "ratio": 0.0, "kl": 0.0}
         pairs = [(s.prompt_ids, s.completion_ids) for s in batch]
+        temperatures = [s.temperature for s in batch]
         autocast = functools.partial(torch.autocast, device_type="cuda", dtype=torch.bfloat16)
         with autocast() if bf16 else contextlib.nullcontext():
-            reference = self._reference_logprobs(pairs) if self._has_reference else None
+            reference = self._reference_logprobs(pairs, temperatures) if self._has_reference else None
         passes = self.policy.score_batches(
-            pairs, micro_batch_tokens=cfg.micro_batch_tokens, shared_prefix=cfg.shared_prefix
+            pairs, micro_batch_tokens=cfg.micro_batch_tokens, shared_prefix=cfg.shared_prefix, temperatures=temperatures
         )
         while True:
             started = time.perf_counter()
@@ -758,17 +785,23 @@ class GRPOTrainer:
             totals[key] += value
         return loss_sum, norm
 
-    def _reference_logprobs(self, pairs: list[tuple[list[int], list[int]]]) -> list[torch.Tensor]:
-        """The frozen reference's logprobs of ``pairs`` (no gradients), on the policy's device."""
+    def _reference_logprobs(
+        self, pairs: list[tuple[list[int], list[int]]], temperatures: list[float]
+    ) -> list[torch.Tensor]:
+        """The frozen reference's logprobs of ``pairs`` at ``temperatures`` (no gradients), on the policy's device."""
         import torch
 
-        tokens, shared = self.config.micro_batch_tokens, self.config.shared_prefix
+        options: dict[str, Any] = {
+            "micro_batch_tokens": self.config.micro_batch_tokens,
+            "shared_prefix": self.config.shared_prefix,
+            "temperatures": temperatures,
+        }
         with torch.no_grad():
             if self._base_reference:
                 with self.policy.model.disable_adapter():
-                    return self.policy.sequence_logprobs(pairs, micro_batch_tokens=tokens, shared_prefix=shared)
+                    return self.policy.sequence_logprobs(pairs, **options)
             assert self.reference is not None
-            out = self.reference.sequence_logprobs(pairs, micro_batch_tokens=tokens, shared_prefix=shared)
+            out = self.reference.sequence_logprobs(pairs, **options)
         return [t.to(self.policy.device) for t in out]
 
     def state_dict(self) -> dict[str, Any]:
