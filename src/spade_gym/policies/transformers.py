@@ -42,7 +42,7 @@ from spade_gym.policies.base import (
     logprob_temperature,
     resolve_sampling,
 )
-from spade_gym.policies.packing import MICRO_BATCH_TOKENS, pack, row_logprobs
+from spade_gym.policies.scoring import MICRO_BATCH_TOKENS, check_pairs, score_passes
 
 if TYPE_CHECKING:
     import torch
@@ -593,7 +593,7 @@ class TransformersPolicy:
         pass only).
 
         ``shared_prefix``: every token shared by several sequences (a group's prompt, an earlier
-        turn) is computed once (:func:`spade_gym.policies.packing.pack`), a pass holds at most
+        turn) is computed once (:func:`spade_gym.policies.scoring.pack`), a pass holds at most
         ``micro_batch_tokens`` distinct tokens; same logprobs and gradients as encoding each
         sequence whole, up to float rounding. ``False``: each sequence whole, left-padded, a pass
         holding at most ``micro_batch_tokens`` tokens with padding. A single longer sequence gets a
@@ -608,95 +608,12 @@ class TransformersPolicy:
                 empty completion, a sequence over the context window, ``micro_batch_tokens < 1``, or
                 ``temperatures`` not one positive number per item.
         """
-        if not is_int(micro_batch_tokens) or micro_batch_tokens < 1:
-            raise ValueError(f"micro_batch_tokens must be an int >= 1, got {micro_batch_tokens!r}")
-        pairs = self._pairs(batch)
+        pairs = check_pairs(batch, self.vocab_size, self.context_window)
         if temperatures is None:
             temperatures = [item.temperature if isinstance(item, Completion) else 1.0 for item in batch]
-        temps = [float(t) for t in temperatures]
-        if len(temps) != len(pairs) or not all(t > 0 for t in temps):
-            raise ValueError(f"temperatures must hold one number > 0 per item ({len(pairs)}), got {temperatures!r:.80}")
-        if shared_prefix:
-            for row in pack(pairs, micro_batch_tokens):
-                yield row.members, row_logprobs(self.model, row, self.device, [temps[k] for k in row.members])
-            return
-        chunk: list[int] = []
-        for index in range(len(pairs)):
-            width = max(len(p) + len(c) for p, c in (pairs[k] for k in [*chunk, index]))
-            if chunk and (len(chunk) + 1) * width > micro_batch_tokens:
-                yield chunk, self._score([pairs[k] for k in chunk], [temps[k] for k in chunk])
-                chunk = []
-            chunk.append(index)
-        yield chunk, self._score([pairs[k] for k in chunk], [temps[k] for k in chunk])
-
-    def _pairs(self, batch: object) -> list[tuple[list[int], list[int]]]:
-        """``batch`` as checked ``(prompt_ids, completion_ids)`` lists, or a ValueError naming the bad item."""
-        if isinstance(batch, Completion) or not isinstance(batch, Sequence) or isinstance(batch, str):
-            raise ValueError(
-                f"batch must be a list of Completions or (prompt_ids, completion_ids) pairs, got {type(batch).__name__}"
-            )
-        if len(batch) == 0:
-            raise ValueError("sequence_logprobs needs at least one (prompt, completion) pair")
-        pairs: list[tuple[list[int], list[int]]] = []
-        for b, item in enumerate(batch):
-            prompt: Sequence[int] | None
-            completion: Sequence[int] | None
-            if isinstance(item, Completion):
-                prompt, completion = item.prompt_token_ids, item.completion_token_ids
-            elif isinstance(item, Sequence) and not isinstance(item, str) and len(item) == 2:
-                prompt, completion = item
-            else:
-                raise ValueError(
-                    f"batch[{b}] must be a Completion or a (prompt_ids, completion_ids) pair, got {item!r:.80}"
-                )
-            if prompt is None or completion is None:
-                raise ValueError(f"batch[{b}] carries no token ids (its backend does not report them)")
-            if len(prompt) == 0 or len(completion) == 0:
-                raise ValueError(
-                    f"batch[{b}] needs a non-empty prompt and completion, got {len(prompt)} and {len(completion)} tokens"
-                )
-            if self.context_window and len(prompt) + len(completion) > self.context_window:
-                raise ValueError(
-                    f"batch[{b}] holds {len(prompt) + len(completion)} tokens, over the context window of {self.context_window}"
-                )
-            pairs.append(
-                (self._token_ids(prompt, f"batch[{b}] prompt"), self._token_ids(completion, f"batch[{b}] completion"))
-            )
-        return pairs
-
-    def _token_ids(self, ids: object, what: str) -> list[int]:
-        """``ids`` as a list of ints in ``[0, vocab_size)``, or a ValueError naming the bad entry."""
-        if isinstance(ids, str | bytes) or not isinstance(ids, Sequence):
-            raise ValueError(f"{what} must be a list of token ids, got {type(ids).__name__}")
-        out = list(ids)
-        for k, token in enumerate(out):
-            if not is_int(token) or not 0 <= token < self.vocab_size:
-                raise ValueError(f"{what}[{k}] = {token!r} is not a token id in [0, {self.vocab_size})")
-        return [int(t) for t in out]
-
-    def _score(self, pairs: list[tuple[list[int], list[int]]], temperatures: list[float]) -> list[torch.Tensor]:
-        import torch
-
-        width = max(len(p) + len(c) for p, c in pairs)
-        longest = max(len(c) for _, c in pairs)
-        ids = torch.full((len(pairs), width), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(pairs), width), dtype=torch.long)
-        for k, (p, c) in enumerate(pairs):
-            seq = p + c
-            ids[k, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
-            mask[k, width - len(seq) :] = 1
-        ids, mask = ids.to(self.device), mask.to(self.device)
-        # the positions transformers' generate uses with left padding
-        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
-        # sequences are right-aligned: every completion lies in the last `longest` positions
-        logits = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=longest + 1, use_cache=False
-        ).logits
-        # position t predicts token t + 1
-        logits = logits[:, :-1].float() / torch.tensor(temperatures, device=self.device)[:, None, None]
-        targets = ids[:, width - longest :]
-        token_logprobs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-        return [token_logprobs[k, longest - len(c) :] for k, (_, c) in enumerate(pairs)]
+        yield from score_passes(
+            self.model, pairs, temperatures, micro_batch_tokens, shared_prefix, pad_token_id=self.pad_token_id
+        )
 
     def state_dict_for_inference(self) -> dict[str, torch.Tensor]:
         """``{name: tensor}`` as an inference engine expects (:meth:`VLLMPolicy.load_weights`):

@@ -29,7 +29,7 @@ from annotated_types import Ge, Gt, Le, Lt
 
 from spade_gym.options import FINITE, option, refusal, type_name
 from spade_gym.policies.base import Completion
-from spade_gym.policies.packing import MICRO_BATCH_TOKENS, checkpointing
+from spade_gym.policies.scoring import MICRO_BATCH_TOKENS, checkpointing
 
 if TYPE_CHECKING:
     import torch

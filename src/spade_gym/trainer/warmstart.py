@@ -45,7 +45,7 @@ from spade_gym.agent import agent_prompt, extract_action, start_episode
 from spade_gym.designer import build_prompt, edit_blocks, extract_design
 from spade_gym.errors import SpadeError
 from spade_gym.files import replace_atomically
-from spade_gym.policies.packing import checkpointing
+from spade_gym.policies.scoring import checkpointing
 from spade_gym.program import SUCCESS_RETURN, knob_nodes, knobs
 from spade_gym.registry.gymnasium import bundled_registry_path
 from spade_gym.registry.records import EnvRecord

@@ -1,4 +1,9 @@
-"""Shared-prefix packing: the sequences of a batch as rows of a prefix tree, each shared token once.
+"""Scoring completions for the update: shared-prefix packing, token budgets, checkpointing.
+
+:func:`score_passes` yields the completion logprobs of a batch one forward pass at a time (the
+trainer runs each pass's backward before the next, so activations are held for one pass only), a
+pass holding at most a budget of tokens. With shared prefixes, the sequences of a batch are rows of
+a prefix tree, each shared token computed once.
 
 The samples of a GRPO group share their prompt (the Designer's G designs; the Agent's episodes of
 one environment share the system prompt and the worked example, and a later turn holds the earlier
@@ -6,7 +11,7 @@ turn whole). :func:`pack` inserts every ``prompt + completion`` into a token tri
 out in depth-first order; a token attends to exactly the tokens on its own root path (its sequence's
 earlier tokens), and its position id is its depth, so every sequence sees what it would see alone:
 the logits, and hence the log-probabilities and their gradients, are those of encoding each sequence
-whole, while every shared token is computed once (Prefix Grouper, Liu et al. 2025,
+whole, while every shared token is computed once (the shared-prefix forward of Prefix Grouper,
 arXiv:2506.05433, generalised from one shared prefix to a tree).
 
 In depth-first order the descendants of token ``j`` are the tokens ``j < i < end[j]``, so the
@@ -15,14 +20,25 @@ attention mask is ``j <= i < end[j]``: two comparisons, no walk over the tree.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from spade_gym.policies.base import Completion, is_int
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["MICRO_BATCH_TOKENS", "PackedRow", "checkpointing", "pack", "row_logprobs"]
+__all__ = [
+    "MICRO_BATCH_TOKENS",
+    "PackedRow",
+    "check_pairs",
+    "checkpointing",
+    "pack",
+    "padded_logprobs",
+    "row_logprobs",
+    "score_passes",
+]
 
 #: Default most distinct tokens per forward pass of the scorer and the trainer.
 MICRO_BATCH_TOKENS = 2048
@@ -182,3 +198,122 @@ def checkpointing(model: Any, enabled: bool) -> None:
         model.activation_checkpointing_disable()
     else:
         model.gradient_checkpointing_disable()
+
+
+def score_passes(
+    model: Any,
+    pairs: Sequence[tuple[list[int], list[int]]],
+    temperatures: Sequence[float],
+    micro_batch_tokens: int = MICRO_BATCH_TOKENS,
+    shared_prefix: bool = True,
+    *,
+    pad_token_id: int = 0,
+) -> Iterator[tuple[list[int], list[torch.Tensor]]]:
+    """The logprobs ``log_softmax(logits / T)`` of each pair's completion tokens, ``T`` its entry of
+    ``temperatures``, one forward pass of ``model`` at a time: yields ``(members, logprobs)``.
+
+    ``shared_prefix``: prefix-tree rows of at most ``micro_batch_tokens`` distinct tokens
+    (:func:`pack`, :func:`row_logprobs`); ``False``: whole sequences left-padded with
+    ``pad_token_id``, at most ``micro_batch_tokens`` tokens a pass with padding
+    (:func:`padded_logprobs`). ValueError for ``micro_batch_tokens < 1`` or ``temperatures`` not
+    one number > 0 per pair.
+    """
+    if not is_int(micro_batch_tokens) or micro_batch_tokens < 1:
+        raise ValueError(f"micro_batch_tokens must be an int >= 1, got {micro_batch_tokens!r}")
+    temps = [float(t) for t in temperatures]
+    if len(temps) != len(pairs) or not all(t > 0 for t in temps):
+        raise ValueError(f"temperatures must hold one number > 0 per item ({len(pairs)}), got {temperatures!r:.80}")
+    device = next(model.parameters()).device
+    if shared_prefix:
+        for row in pack(pairs, micro_batch_tokens):
+            yield row.members, row_logprobs(model, row, device, [temps[k] for k in row.members])
+        return
+    chunk: list[int] = []
+    for index in range(len(pairs)):
+        width = max(len(p) + len(c) for p, c in (pairs[k] for k in [*chunk, index]))
+        if chunk and (len(chunk) + 1) * width > micro_batch_tokens:
+            yield chunk, padded_logprobs(model, [pairs[k] for k in chunk], [temps[k] for k in chunk], pad_token_id)
+            chunk = []
+        chunk.append(index)
+    yield chunk, padded_logprobs(model, [pairs[k] for k in chunk], [temps[k] for k in chunk], pad_token_id)
+
+
+def padded_logprobs(
+    model: Any, pairs: Sequence[tuple[list[int], list[int]]], temperatures: Sequence[float], pad_token_id: int
+) -> list[torch.Tensor]:
+    """One forward pass over whole sequences, left-padded (positions as transformers' ``generate``
+    gives them): each pair's completion logprobs at its temperature."""
+    import torch
+
+    device = next(model.parameters()).device
+    width = max(len(p) + len(c) for p, c in pairs)
+    longest = max(len(c) for _, c in pairs)
+    ids = torch.full((len(pairs), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(pairs), width), dtype=torch.long)
+    for k, (p, c) in enumerate(pairs):
+        seq = p + c
+        ids[k, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+        mask[k, width - len(seq) :] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+    # sequences are right-aligned: every completion lies in the last `longest` positions
+    logits = model(
+        input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=longest + 1, use_cache=False
+    ).logits
+    # position t predicts token t + 1
+    logits = logits[:, :-1].float() / torch.tensor([float(t) for t in temperatures], device=device)[:, None, None]
+    targets = ids[:, width - longest :]
+    token_logprobs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    return [token_logprobs[k, longest - len(c) :] for k, (_, c) in enumerate(pairs)]
+
+
+def check_pairs(batch: object, vocab_size: int, context_window: int | None) -> list[tuple[list[int], list[int]]]:
+    """``batch`` (Completions or ``(prompt_ids, completion_ids)`` pairs) as checked lists of ints:
+    ValueError naming the bad item for an empty or malformed batch, missing or out-of-vocabulary
+    token ids, an empty prompt or completion, or a sequence over ``context_window``."""
+    if isinstance(batch, Completion) or not isinstance(batch, Sequence) or isinstance(batch, str):
+        raise ValueError(
+            f"batch must be a list of Completions or (prompt_ids, completion_ids) pairs, got {type(batch).__name__}"
+        )
+    if len(batch) == 0:
+        raise ValueError("sequence_logprobs needs at least one (prompt, completion) pair")
+    pairs: list[tuple[list[int], list[int]]] = []
+    for b, item in enumerate(batch):
+        prompt: Sequence[int] | None
+        completion: Sequence[int] | None
+        if isinstance(item, Completion):
+            prompt, completion = item.prompt_token_ids, item.completion_token_ids
+        elif isinstance(item, Sequence) and not isinstance(item, str) and len(item) == 2:
+            prompt, completion = item
+        else:
+            raise ValueError(
+                f"batch[{b}] must be a Completion or a (prompt_ids, completion_ids) pair, got {item!r:.80}"
+            )
+        if prompt is None or completion is None:
+            raise ValueError(f"batch[{b}] carries no token ids (its backend does not report them)")
+        if len(prompt) == 0 or len(completion) == 0:
+            raise ValueError(
+                f"batch[{b}] needs a non-empty prompt and completion, got {len(prompt)} and {len(completion)} tokens"
+            )
+        if context_window and len(prompt) + len(completion) > context_window:
+            raise ValueError(
+                f"batch[{b}] holds {len(prompt) + len(completion)} tokens, over the context window of {context_window}"
+            )
+        pairs.append(
+            (
+                _token_ids(prompt, f"batch[{b}] prompt", vocab_size),
+                _token_ids(completion, f"batch[{b}] completion", vocab_size),
+            )
+        )
+    return pairs
+
+
+def _token_ids(ids: object, what: str, vocab_size: int) -> list[int]:
+    """``ids`` as a list of ints in ``[0, vocab_size)``, or a ValueError naming the bad entry."""
+    if isinstance(ids, str | bytes) or not isinstance(ids, Sequence):
+        raise ValueError(f"{what} must be a list of token ids, got {type(ids).__name__}")
+    out = list(ids)
+    for k, token in enumerate(out):
+        if not is_int(token) or not 0 <= token < vocab_size:
+            raise ValueError(f"{what}[{k}] = {token!r} is not a token id in [0, {vocab_size})")
+    return [int(t) for t in out]
