@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 #: Default most distinct tokens per forward pass of the scorer and the trainer.
-MICRO_BATCH_TOKENS = 2048
+MICRO_BATCH_TOKENS = 4096
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,8 @@ class _Trie:
 
 def pack(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], max_tokens: int) -> list[PackedRow]:
     """``(prompt_ids, completion_ids)`` pairs (each with a non-empty prompt) as prefix-tree rows of
-    at most ``max_tokens`` tokens each (a longer single sequence gets a row of its own).
+    at most ``max_tokens`` tokens each (a longer single sequence gets a row of its own; a sequence
+    the row already holds whole always joins it).
 
     Sequences are taken in lexicographic order, so those sharing a prefix share a row; a row is
     closed when the next sequence's new tokens would take it past ``max_tokens``. Every batch index
@@ -145,7 +146,8 @@ def pack(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], max_tokens: int) 
     trie = _Trie()
     for index in sorted(range(len(sequences)), key=sequences.__getitem__):
         sequence = sequences[index]
-        if trie.paths and len(trie.tokens) + trie.new_tokens(sequence) > max_tokens:
+        new = trie.new_tokens(sequence)
+        if trie.paths and new and len(trie.tokens) + new > max_tokens:
             rows.append(trie.row())
             trie = _Trie()
         trie.insert(index, len(pairs[index][0]), sequence)
