@@ -189,12 +189,15 @@ def checkpointing(model: Any, enabled: bool) -> None:
     """Turn transformers' activation checkpointing of every decoder layer on or off (non-reentrant
     ``torch.utils.checkpoint``: it recomputes the layer with the same inputs, kernels and random
     state, so gradients are those of the plain pass; reentrant checkpointing of a frozen base under
-    LoRA adapters would need the inputs to require gradients)."""
+    LoRA adapters would need the inputs to require gradients). A model without checkpointing
+    support is left as it is."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        return
     if enabled:
         kwargs = {"use_reentrant": False}
         if hasattr(model, "activation_checkpointing_enable"):
             model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-        else:  # transformers < 5.24
+        else:  # older transformers
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     elif hasattr(model, "activation_checkpointing_disable"):
         model.activation_checkpointing_disable()
