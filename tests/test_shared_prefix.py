@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from spade_gym.policies.scoring import pack
+from spade_gym.policies.scoring import MICRO_BATCH_TOKENS, pack
 
 torch = pytest.importorskip("torch")
 
@@ -78,36 +78,59 @@ def relative(a: list[Any], b: list[Any]) -> float:
 
 
 def test_a_prefix_tree_row_holds_each_shared_token_once() -> None:
+    """The Designer's group is one row (its prompt once); the Agent's turns are a row per replayed
+    environment (rows of unrelated environments would make every token attend over both)."""
     pairs = demo_pairs()
-    for role, min_saving in (("designer", 0.6), ("agent", 0.5)):
+    for role, most_rows, max_share in (("designer", 1, 0.26), ("agent", 3, 0.25)):
         whole = sum(len(p) + len(c) for p, c in pairs[role])
-        rows = pack(pairs[role], 10**6)
-        assert len(rows) == 1 and sorted(rows[0].members) == list(range(len(pairs[role])))
-        assert len(rows[0].tokens) < (1 - min_saving) * whole, role
-        assert len(rows[0].targets) == sum(len(c) for _, c in pairs[role])
+        rows = pack(pairs[role], MICRO_BATCH_TOKENS)
+        assert len(rows) <= most_rows and sorted(k for r in rows for k in r.members) == list(range(len(pairs[role])))
+        assert sum(len(r.tokens) for r in rows) < max_share * whole, role
+        assert sum(len(r.targets) for r in rows) == sum(len(c) for _, c in pairs[role])
+    assert len(pack(pairs["agent"], 600)) > 3 and all(len(r.tokens) <= 600 for r in pack(pairs["agent"], 600))
 
 
-def test_shared_prefix_scores_and_gradients_equal_whole_sequences(lora_policy: Any) -> None:
-    """A Designer pair (its 1,000+-token prompt shared) and one replayed environment's Agent turns:
-    logprobs within 1e-4, gradients within 1e-4 relative (float rounding is about 1e-6), the same
-    with activation checkpointing on, and with a token budget that splits the batch."""
+def assert_same(policy: Any, batch: list[tuple[list[int], list[int]]], budget: int) -> None:
+    """Whole sequences one at a time vs shared prefixes in one pass, and with checkpointing in
+    passes of at most ``budget`` tokens: logprobs within 1e-4, gradients within 1e-4 relative
+    (float rounding is about 1e-6), every adapter with a gradient."""
     from spade_gym.policies.scoring import checkpointing
 
-    pairs = demo_pairs()
-    designs = list({tuple(c): (p, c) for p, c in pairs["designer"]}.values())[:2]  # two different designs
-    turns = pairs["agent:spade/CountListItems-v0"][:8]  # 4 episodes of 2 turns (turn 2 holds turn 1)
-    batch = [*designs, *turns, turns[0]]  # and one sequence twice
-    assert len(designs) == 2 and len({len(p) for p, _ in turns}) > 2
-    whole, g_whole = scores_and_gradients(lora_policy, batch, shared_prefix=False, micro_batch_tokens=1)
-    shared, g_shared = scores_and_gradients(lora_policy, batch, micro_batch_tokens=10**6)
-    checkpointing(lora_policy.model, True)
+    whole, g_whole = scores_and_gradients(policy, batch, shared_prefix=False, micro_batch_tokens=1)
+    shared, g_shared = scores_and_gradients(policy, batch, micro_batch_tokens=10**6)
+    checkpointing(policy.model, True)
     try:
-        split, g_split = scores_and_gradients(lora_policy, batch, micro_batch_tokens=1200)
+        split, g_split = scores_and_gradients(policy, batch, micro_batch_tokens=budget)
     finally:
-        checkpointing(lora_policy.model, False)
+        checkpointing(policy.model, False)
     for other, g_other in ((shared, g_shared), (split, g_split)):
         for a, b in zip(whole, other, strict=True):
             assert a.shape == b.shape
             torch.testing.assert_close(b, a, rtol=0, atol=1e-4)
         assert relative(g_whole, g_other) < 1e-4
         assert all(float(g.abs().sum()) > 0 for g in g_other)
+
+
+def test_agent_turns_score_and_train_as_whole_sequences(lora_policy: Any) -> None:
+    """One replayed environment's Agent turns (4 episodes of 2 turns: the episodes share the system
+    prompt and worked example, a second turn holds its first), one of them twice; and the Designer
+    group's logprobs (its 1,890-token prompt shared) without gradients."""
+    pairs = demo_pairs()
+    turns = pairs["agent:spade/CountListItems-v0"][:8]
+    assert len({len(p) for p, _ in turns}) > 2
+    assert_same(lora_policy, [*turns, turns[0]], budget=300)
+    designs = list({tuple(c): (p, c) for p, c in pairs["designer"]}.values())[:2]  # two different designs
+    with torch.no_grad():
+        whole = lora_policy.sequence_logprobs(designs, shared_prefix=False, micro_batch_tokens=1)
+        shared = lora_policy.sequence_logprobs(designs)
+    for a, b in zip(whole, shared, strict=True):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_designer_group_trains_as_whole_sequences(lora_policy: Any) -> None:
+    """Two different designs sharing the Designer's 1,890-token prompt, with gradients (the
+    prompt's gradient is the sum of both samples')."""
+    designs = list({tuple(c): (p, c) for p, c in demo_pairs()["designer"]}.values())[:2]
+    assert len(designs) == 2
+    assert_same(lora_policy, designs, budget=10**6)
