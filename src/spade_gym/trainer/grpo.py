@@ -668,6 +668,9 @@ class GRPOTrainer:
             size, extra = divmod(len(trained), count)
             bounds = list(itertools.accumulate((size + (k < extra) for k in range(count)), initial=0))
             model = self.policy.model
+            cache = getattr(self.policy, "prefix_cache", None)
+            if cache is not None:  # its keys and values are stale after the step: free them before the passes
+                cache.clear()
             model.train()
             if cfg.gradient_checkpointing:
                 checkpointing(model, True)
