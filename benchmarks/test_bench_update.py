@@ -65,7 +65,7 @@ with torch.no_grad():
 grpo = config.grpo_config()
 if setting == "no-checkpointing":
     import dataclasses
-    grpo = dataclasses.replace(grpo, gradient_checkpointing=False)
+    grpo = dataclasses.replace(grpo, checkpoint_tokens=None)
 with gzip.open(batch_file, "rt") as f:
     update = json.load(f)
 samples = [TrainSample(**s) for s in update if role in ("both", s["role"])]

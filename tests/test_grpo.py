@@ -530,8 +530,8 @@ def test_gradient_accumulation_equals_one_big_batch(tokenizer: Any, loss_type: L
     results = []
     settings = [
         {"micro_batch_tokens": 1},
-        {"micro_batch_tokens": 1000, "gradient_checkpointing": True},
-        {"micro_batch_tokens": 1000, "shared_prefix": False, "gradient_checkpointing": False},
+        {"micro_batch_tokens": 1000, "checkpoint_tokens": 0},
+        {"micro_batch_tokens": 1000, "shared_prefix": False, "checkpoint_tokens": None},
     ]
     for setting in settings:
         policy = tiny_policy(tokenizer)

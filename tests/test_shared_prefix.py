@@ -94,15 +94,10 @@ def assert_same(policy: Any, batch: list[tuple[list[int], list[int]]], budget: i
     """Whole sequences one at a time vs shared prefixes in one pass, and with checkpointing in
     passes of at most ``budget`` tokens: logprobs within 1e-4, gradients within 1e-4 relative
     (float rounding is about 1e-6), every adapter with a gradient."""
-    from spade_gym.policies.scoring import checkpointing
-
     whole, g_whole = scores_and_gradients(policy, batch, shared_prefix=False, micro_batch_tokens=1)
     shared, g_shared = scores_and_gradients(policy, batch, micro_batch_tokens=10**6)
-    checkpointing(policy.model, True)
-    try:
-        split, g_split = scores_and_gradients(policy, batch, micro_batch_tokens=budget)
-    finally:
-        checkpointing(policy.model, False)
+    split, g_split = scores_and_gradients(policy, batch, micro_batch_tokens=budget, checkpoint_tokens=0)
+    assert not any(getattr(m, "gradient_checkpointing", False) for m in policy.model.modules()), "switched off after"
     for other, g_other in ((shared, g_shared), (split, g_split)):
         for a, b in zip(whole, other, strict=True):
             assert a.shape == b.shape

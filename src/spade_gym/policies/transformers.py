@@ -560,6 +560,7 @@ class TransformersPolicy:
         micro_batch_tokens: int = MICRO_BATCH_TOKENS,
         shared_prefix: bool = True,
         temperatures: Sequence[float] | None = None,
+        checkpoint_tokens: int | None = None,
     ) -> list[torch.Tensor]:
         """Log-probabilities of the completion tokens of ``B`` completions or ``(prompt_token_ids,
         completion_token_ids)`` pairs: :meth:`score_batches` gathered in batch order.
@@ -573,7 +574,11 @@ class TransformersPolicy:
         """
         out: list[torch.Tensor | None] = [None] * (len(batch) if isinstance(batch, Sequence) else 0)
         for members, logprobs in self.score_batches(
-            batch, micro_batch_tokens=micro_batch_tokens, shared_prefix=shared_prefix, temperatures=temperatures
+            batch,
+            micro_batch_tokens=micro_batch_tokens,
+            shared_prefix=shared_prefix,
+            temperatures=temperatures,
+            checkpoint_tokens=checkpoint_tokens,
         ):
             for index, scores in zip(members, logprobs, strict=True):
                 out[index] = scores
@@ -586,6 +591,7 @@ class TransformersPolicy:
         micro_batch_tokens: int = MICRO_BATCH_TOKENS,
         shared_prefix: bool = True,
         temperatures: Sequence[float] | None = None,
+        checkpoint_tokens: int | None = None,
     ) -> Iterator[tuple[list[int], list[torch.Tensor]]]:
         """The completion logprobs of ``batch``, one forward pass at a time: yields ``(members,
         logprobs)``, the batch indices of the pass and one float32 tensor per member (a trainer
@@ -601,7 +607,9 @@ class TransformersPolicy:
 
         ``temperatures``: one per item, the temperature ``T`` its logprobs are taken at
         (``log_softmax(logits / T)``, as :meth:`generate` records them); ``None``: each
-        Completion's own ``temperature``, 1 for pairs.
+        Completion's own ``temperature``, 1 for pairs. A pass of more than ``checkpoint_tokens``
+        tokens runs with activation checkpointing (the same gradients, a fraction of the memory;
+        :func:`~spade_gym.policies.scoring.checkpointing`); ``None``: the model's setting.
 
         Raises:
             ValueError: an empty or malformed batch, missing or out-of-vocabulary token ids, an
@@ -612,7 +620,13 @@ class TransformersPolicy:
         if temperatures is None:
             temperatures = [item.temperature if isinstance(item, Completion) else 1.0 for item in batch]
         yield from score_passes(
-            self.model, pairs, temperatures, micro_batch_tokens, shared_prefix, pad_token_id=self.pad_token_id
+            self.model,
+            pairs,
+            temperatures,
+            micro_batch_tokens,
+            shared_prefix,
+            checkpoint_tokens=checkpoint_tokens,
+            pad_token_id=self.pad_token_id,
         )
 
     def state_dict_for_inference(self) -> dict[str, torch.Tensor]:

@@ -244,7 +244,7 @@ class TrainConfig:
     drop_zero_advantage: bool = _grpo("drop_zero_advantage")
     micro_batch_tokens: Count = _grpo("micro_batch_tokens")
     shared_prefix: bool = _grpo("shared_prefix")
-    gradient_checkpointing: bool = _grpo("gradient_checkpointing")
+    checkpoint_tokens: Annotated[int, Ge(0)] | None = _grpo("checkpoint_tokens")
     mini_batches: Count = _grpo("mini_batches")
     epochs: Count = _grpo("epochs")
     max_grad_norm: Positive | None = _grpo("max_grad_norm")

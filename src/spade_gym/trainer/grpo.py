@@ -29,7 +29,7 @@ from annotated_types import Ge, Gt, Le, Lt
 
 from spade_gym.options import FINITE, option, refusal, type_name
 from spade_gym.policies.base import Completion
-from spade_gym.policies.scoring import MICRO_BATCH_TOKENS, checkpointing
+from spade_gym.policies.scoring import CHECKPOINT_TOKENS, MICRO_BATCH_TOKENS
 
 if TYPE_CHECKING:
     import torch
@@ -386,7 +386,7 @@ class GRPOConfig:
     ``mini_batches`` mini-batches (one optimizer step each), each scored in forward passes of at most
     ``micro_batch_tokens`` distinct tokens whose gradients accumulate; pass losses are normalised
     by the whole mini-batch's count, so ``micro_batch_tokens``, ``shared_prefix`` and
-    ``gradient_checkpointing`` trade memory for speed, never the result (up to float rounding).
+    ``checkpoint_tokens`` trade memory for speed, never the result (up to float rounding).
 
     ValueError for a field out of its range (:meth:`validate`, called on construction).
     """
@@ -432,10 +432,11 @@ class GRPOConfig:
         "Encode the tokens samples share (a group's prompt, an earlier turn) once per pass, with the "
         "logprobs and gradients of encoding each sample whole; False: every sample whole, left-padded.",
     )
-    gradient_checkpointing: bool = option(
-        True,
-        "Keep only each layer's input during the forward pass and recompute the layer in the backward "
-        "pass (non-reentrant torch.utils.checkpoint): the same gradients, far less memory, about a third more time.",
+    checkpoint_tokens: Annotated[int, Ge(0)] | None = option(
+        CHECKPOINT_TOKENS,
+        "Forward/backward passes of more than this many tokens keep only each layer's input and recompute "
+        "the layer in the backward pass (non-reentrant activation checkpointing): the same gradients, "
+        "about a fifth of the memory, about a third more time; 0: every pass, null: none.",
     )
     mini_batches: Count = option(
         1,
@@ -672,8 +673,6 @@ class GRPOTrainer:
             if cache is not None:  # its keys and values are stale after the step: free them before the passes
                 cache.clear()
             model.train()
-            if cfg.gradient_checkpointing:
-                checkpointing(model, True)
             losses, norms, totals = [], [], {"tokens": 0.0, "clip": 0.0, "ratio": 0.0, "kl": 0.0}
             try:
                 for epoch in range(cfg.epochs):
@@ -685,8 +684,6 @@ class GRPOTrainer:
                             losses.append(done[0])
                             norms.append(done[1])
             finally:
-                if cfg.gradient_checkpointing:
-                    checkpointing(model, False)
                 model.eval()
                 self.optimizer.zero_grad(set_to_none=True)
             if losses:
@@ -724,7 +721,11 @@ class GRPOTrainer:
         with autocast() if bf16 else contextlib.nullcontext():
             reference = self._reference_logprobs(pairs, temperatures) if self._has_reference else None
         passes = self.policy.score_batches(
-            pairs, micro_batch_tokens=cfg.micro_batch_tokens, shared_prefix=cfg.shared_prefix, temperatures=temperatures
+            pairs,
+            micro_batch_tokens=cfg.micro_batch_tokens,
+            shared_prefix=cfg.shared_prefix,
+            temperatures=temperatures,
+            checkpoint_tokens=cfg.checkpoint_tokens,
         )
         while True:
             started = time.perf_counter()

@@ -45,7 +45,7 @@ from spade_gym.agent import agent_prompt, extract_action, start_episode
 from spade_gym.designer import build_prompt, edit_blocks, extract_design
 from spade_gym.errors import SpadeError
 from spade_gym.files import replace_atomically
-from spade_gym.policies.scoring import checkpointing
+from spade_gym.policies.scoring import CHECKPOINT_TOKENS
 from spade_gym.program import SUCCESS_RETURN, knob_nodes, knobs
 from spade_gym.registry.gymnasium import bundled_registry_path
 from spade_gym.registry.records import EnvRecord
@@ -634,7 +634,6 @@ def run_warmstart(
 
     was_training = policy.model.training
     policy.model.train()
-    checkpointing(policy.model, True)
     report("train", start, len(schedule))
     steps_run = 0
     try:
@@ -653,7 +652,8 @@ def run_warmstart(
             tokens = sum(len(s.target_ids) for s in batch)
             total = 0.0
             pairs = [(list(s.prompt_ids), list(s.target_ids)) for s in batch]
-            for _, lps in policy.score_batches(pairs):  # a backward pass per forward pass: bounded memory
+            # a backward pass per forward pass, long ones checkpointed: bounded memory
+            for _, lps in policy.score_batches(pairs, checkpoint_tokens=CHECKPOINT_TOKENS):
                 loss = -sum(lp.sum() for lp in lps) / tokens
                 loss.backward()
                 total += float(loss.detach())
@@ -666,7 +666,6 @@ def run_warmstart(
             if (step + 1) % config.warmstart.save_every == 0 and step + 1 < len(schedule):
                 save(step + 1)
     finally:
-        checkpointing(policy.model, False)
         policy.model.train(was_training)
         optimizer.zero_grad(set_to_none=True)
     loss_after = _eval_losses(policy, data)
