@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import statistics
 import sys
 from collections.abc import Callable
@@ -28,12 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def first_clause(description: str) -> str:
-    """The description up to its first ``:``, ``;`` or sentence end."""
-    return re.split(r"[:;]|\.\s", description.strip(), maxsplit=1)[0].strip()
-
-
-VARIANTS: dict[str, Callable[[str], str]] = {"full": lambda d: d, "clause": first_clause, "none": lambda d: ""}
+#: What the Agent's prompt shows of the description: all of it, the package's own choice
+#: (``spade_gym.agent.environment_summary``: its first clause), or nothing.
+VARIANTS = ("full", "clause", "none")
 
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -54,10 +50,10 @@ def run_variant(name: str, seeds: int) -> dict:
     from spade_gym.trainer.selfplay import load_config_policy
     from spade_gym.trainer.warmstart import run_warmstart
 
-    inner = agent.system_prompt
-    cut = VARIANTS[name]
-    # the rollout and the cold start both build the Agent's prompt through system_prompt
-    agent.system_prompt = lambda setting, description="", tools=(), **kw: inner(setting, cut(description), tools, **kw)  # type: ignore[assignment]
+    inner = agent.environment_summary
+    cut: Callable[[str], str] = {"full": str.strip, "clause": inner, "none": lambda d: ""}[name]
+    # the rollout and the cold start both build the Agent's prompt through environment_summary
+    agent.environment_summary = cut  # type: ignore[assignment]
     try:
         config = SelfPlayConfig.from_yaml(ROOT / "examples" / "selfplay_cpu.yaml").with_overrides(
             ["warmstart.designer_examples=0", "warmstart.designer_steps=0"]  # the Agent's part of the cold start
@@ -71,7 +67,7 @@ def run_variant(name: str, seeds: int) -> dict:
         sampling = SamplingParams(temperature=agent.AGENT_TEMPERATURE, max_new_tokens=48, seed=12345)
         trajectories, stats = rollout(episodes, policy, RolloutConfig(sampling=sampling, max_turns=2))
     finally:
-        agent.system_prompt = inner  # type: ignore[assignment]
+        agent.environment_summary = inner  # type: ignore[assignment]
     first = [len(t.turns[0].prompt_token_ids or ()) for t in trajectories if t.turns]
     turns = [turn for t in trajectories for turn in t.turns]
     success = [int(t.success) for t in trajectories]
@@ -97,7 +93,7 @@ def run_variant(name: str, seeds: int) -> dict:
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=32, help="held-out seeds per graded environment")
-    parser.add_argument("--variants", default="full,clause,none")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--out", type=Path, default=None, help="write every figure as JSON")
     args = parser.parse_args(argv)
     results = [run_variant(name, args.seeds) for name in args.variants.split(",")]

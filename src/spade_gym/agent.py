@@ -49,6 +49,7 @@ __all__ = [
     "Trajectory",
     "Turn",
     "agent_prompt",
+    "environment_summary",
     "example_messages",
     "extract_action",
     "format_compliance",
@@ -160,10 +161,23 @@ def example_messages(setting: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": question}, {"role": "assistant", "content": reply}]
 
 
+def environment_summary(description: str) -> str:
+    """What the Agent is told of its environment: the description up to its first ``:``, ``;`` or
+    sentence end (observations state the task; the rest of a docstring is for the Designer).
+
+    Measured with the embedded model (``benchmarks/agent_prompt_variants.py``, 5 graded seed
+    environments x 32 held-out seeds, temperature 0.5, the Agent's cold start per variant): success
+    0.381 [0.310, 0.458] with the whole description and the same with its first clause (paired
+    difference +0.000 [-0.058, +0.058]), 0.356 without any; format compliance 0.996-1.000 in all
+    three. The first clause cuts a first turn's prompt from 206 to 131 tokens."""
+    return re.split(r"[:;]|\.\s", description.strip(), maxsplit=1)[0].strip()
+
+
 def agent_prompt(setting: str, description: str = "", tools: Sequence[dict[str, Any]] = ()) -> list[dict[str, str]]:
-    """System prompt (one line per tool) and worked example exchange: the three messages the Agent
-    sees before the first observation; ValueError for an unknown setting."""
-    system = system_prompt(setting, description, tools, compact_tools=True)
+    """System prompt (the :func:`environment_summary` of ``description``, one line per tool) and
+    worked example exchange: the three messages the Agent sees before the first observation;
+    ValueError for an unknown setting."""
+    system = system_prompt(setting, environment_summary(description), tools, compact_tools=True)
     return [{"role": "system", "content": system}, *example_messages(setting)]
 
 
