@@ -21,7 +21,12 @@ Reported per role: the update's wall time (``UpdateStats.total_s``) and its rati
 (target at most 1/3), forward and backward seconds, tokens run through the model, the process's
 resident memory before the update and its peak, and the relative difference of the gradients at the
 optimizer step (``||g_after - g_before|| / ||g_before||`` over every adapter; float tolerance).
-``SPADE_BENCH_UPDATE_ROLES=agent`` (or ``designer``) runs one role only.
+``SPADE_BENCH_UPDATE_ROLES=agent`` (or ``designer``) runs one role only; with ``CI`` set (short mode)
+the case without checkpointing is left out.
+
+Asserted: the gradients agree (relative difference below 1e-3) and the update takes at most
+``MAX_RATIO`` (0.6) of the baseline's time, a guard that fails if the speedup regresses (measured:
+0.3-0.45 on 2 shared cores; the issue's target, 1/3, is reported as met or missed, not asserted).
 """
 
 from __future__ import annotations
@@ -116,6 +121,9 @@ def _relative(a: Path, b: Path) -> float:
 
 
 ROLES = os.environ.get("SPADE_BENCH_UPDATE_ROLES", "designer,agent").split(",")
+#: The most the update may take of the baseline's time before the benchmark fails (a regression guard).
+MAX_RATIO = 0.6
+SHORT = bool(os.environ.get("CI"))
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -128,23 +136,29 @@ def test_update_on_the_demo_batches(benchmark: Any, report: Callable[..., None],
     def run() -> None:  # interleaved: before, after, after without checkpointing
         runs["before"] = _run(base, base / "src", role, "default", tmp_path / "before.pt")
         runs["after"] = _run(ROOT, ROOT / "src", role, "default", tmp_path / "after.pt")
-        runs["plain"] = _run(ROOT, ROOT / "src", role, "no-checkpointing", tmp_path / "plain.pt")
+        if not SHORT:
+            runs["plain"] = _run(ROOT, ROOT / "src", role, "no-checkpointing", tmp_path / "plain.pt")
 
     benchmark.pedantic(run, rounds=1, iterations=1)
-    before, after, plain = runs["before"], runs["after"], runs["plain"]
+    before, after = runs["before"], runs["after"]
+    plain = runs.get("plain", after)
     drift = _relative(tmp_path / "before.pt", tmp_path / "after.pt")
-    drift_plain = _relative(tmp_path / "before.pt", tmp_path / "plain.pt")
+    drift_plain = _relative(tmp_path / "before.pt", tmp_path / "plain.pt") if not SHORT else drift
     ratio = after["total_s"] / before["total_s"]
     gib = 2**30
+    plain_text = (
+        "without checkpointing: not run (short mode)"
+        if SHORT
+        else f"without checkpointing {plain['total_s']:.1f} s ({plain['total_s'] / before['total_s']:.2f}x, peak RSS "
+        f"{plain['peak_rss'] / gib:.2f} GiB, gradient difference {drift_plain:.1e})"
+    )
     report(
         f"update, {role} ({before['samples']} samples, {before['tokens']} tokens): before {before['total_s']:.1f} s "
         f"(forward {before['forward_s']:.1f}, backward {before['backward_s']:.1f}), after {after['total_s']:.1f} s "
         f"(forward {after['forward_s']:.1f}, backward {after['backward_s']:.1f}): {ratio:.2f}x (target <= 0.33: "
-        f"{'met' if ratio <= 1 / 3 else 'MISSED'}); without checkpointing {plain['total_s']:.1f} s "
-        f"({plain['total_s'] / before['total_s']:.2f}x); peak RSS before {before['peak_rss'] / gib:.2f} GiB, after "
-        f"{after['peak_rss'] / gib:.2f} GiB, without checkpointing {plain['peak_rss'] / gib:.2f} GiB (model loaded: "
-        f"{after['rss_before'] / gib:.2f} GiB); gradient difference to before {drift:.1e} ({drift_plain:.1e} "
-        "without checkpointing)",
+        f"{'met' if ratio <= 1 / 3 else 'MISSED'}); peak RSS before {before['peak_rss'] / gib:.2f} GiB, after "
+        f"{after['peak_rss'] / gib:.2f} GiB (model loaded: {after['rss_before'] / gib:.2f} GiB); gradient "
+        f"difference to before {drift:.1e}; {plain_text}",
         before_s=before["total_s"],
         after_s=after["total_s"],
         after_plain_s=plain["total_s"],
@@ -157,3 +171,4 @@ def test_update_on_the_demo_batches(benchmark: Any, report: Callable[..., None],
         gradient_difference_no_checkpointing=drift_plain,
     )
     assert drift < 1e-3 and drift_plain < 1e-3, "the update's gradient must not depend on the path"
+    assert ratio <= MAX_RATIO, f"the update took {ratio:.2f}x the baseline's time, over the guard {MAX_RATIO}"
