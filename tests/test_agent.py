@@ -174,6 +174,7 @@ def test_the_policy_sees_the_worked_example_before_the_first_observation() -> No
     (trajectory,), _ = rollout([Episode(SOLVE, 0)], policy)
     first, second = policy.prompts
     assert first[:3] == agent_prompt("reasoning", trajectory.messages[0]["content"].split("Environment: ")[1])
+    assert "Environment: " in first[0]["content"]
     assert first[3:] == trajectory.messages[1:2] and second[3:] == trajectory.messages[1:4]
     # the trajectory records the episode's own conversation: the example is not repeated there
     assert [m["role"] for m in trajectory.messages] == ["system", "user", "assistant", "user", "assistant", "user"]

@@ -57,7 +57,7 @@ def baseline_config(out: Path, iterations: int = 2) -> SelfPlayConfig:
     return SelfPlayConfig.from_dict(
         {
             "agent": {"max_new_tokens": 6, "replay_envs": 2, "episodes_per_env": 6},
-            "train": {"learning_rate": 1e-3, "micro_batch_size": 4},
+            "train": {"learning_rate": 1e-3, "micro_batch_tokens": 1024},
             "run": {"out": str(out), "iterations": iterations, "designer": "off", "tensorboard": False},
         }
     )
