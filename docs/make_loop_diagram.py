@@ -1,6 +1,6 @@
 """Draw docs/loop.png, the SPADE self-play loop shown at the top of the README.
 
-    .venv/bin/python docs/make_loop_diagram.py
+.venv/bin/python docs/make_loop_diagram.py
 """
 
 from __future__ import annotations
