@@ -39,7 +39,7 @@ sandbox-demo: $(STAMP)  ## check, load and play the example programs in the sand
 test: $(STAMP)  ## the test suite (about 5 minutes on 2 cores); the end-to-end runs are `make test-slow`
 	$(BIN)/python -m pytest -q -m "not slow" --durations=10
 
-test-slow: $(STAMP)  ## end-to-end runs with the embedded model: the examples, README snippets, cold start (about 30 minutes)
+test-slow: $(STAMP)  ## end-to-end runs with the embedded model: the examples, the documentation snippets, cold start (about 30 minutes)
 	$(BIN)/python -m pytest -q -m slow --durations=25
 
 bench: $(STAMP)  ## speed figures (pytest-benchmark), printed as ratios and absolute numbers

@@ -227,10 +227,10 @@ def test_the_docs_example_reads_exported_rollouts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("datasets")
-    from readme import DOCS, readme_example
+    from readme import readme_example
 
     monkeypatch.chdir(tmp_path)
     trajectories, _ = rollout([Episode(ARITH, 5)], Replies(["<answer>7</answer>"]))
     export.write_rows(export.rollout_rows(trajectories), "runs/rollouts", name="rollouts", about="")
-    exec(compile(readme_example("## Export", page=DOCS / "integrations.md"), "docs/integrations.md", "exec"), {})  # noqa: S102
+    exec(compile(readme_example("## Export", doc="docs/serving.md"), "docs/serving.md", "exec"), {})  # noqa: S102
     assert capsys.readouterr().out.split()[:3] == [ARITH, "5", "0.0"]

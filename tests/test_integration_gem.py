@@ -16,7 +16,7 @@ from spade_gym.integrations._episode import SpadeEpisode
 from spade_gym.registry.gymnasium import open_registry
 
 gem = pytest.importorskip(
-    "gem", reason="gem-llm is not installed: pip install --no-deps gem-llm (see docs/integrations.md, GEM)"
+    "gem", reason="gem-llm is not installed: pip install --no-deps gem-llm (see docs/serving.md, GEM)"
 )
 
 from spade_gym.integrations.gem import gem_id, register_gem  # noqa: E402
@@ -156,9 +156,9 @@ _GRADED = {"ColorCodeLookup", "CountListItems", "LargerOfTwo", "ColorDoorRooms",
 
 
 def test_the_docs_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    from readme import DOCS, readme_example
+    from readme import readme_example
 
-    exec(compile(readme_example("## GEM", page=DOCS / "integrations.md"), "docs/integrations.md", "exec"), {})  # noqa: S102
+    exec(compile(readme_example("## GEM", doc="docs/serving.md"), "docs/serving.md", "exec"), {})  # noqa: S102
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "0.0 42 0.0" and out[-1].startswith("['spade/")
     assert len(eval(out[-1])) == 4  # noqa: S307 - the printed list of drawn ids

@@ -252,20 +252,20 @@ def test_spade_serve_serves_until_stopped() -> None:
     assert "Traceback" not in output  # a session that ended is not a server error
 
 
-# ---- docs/integrations.md ------------------------------------------------------------------------
+# ---- docs/serving.md ----------------------------------------------------------------------------
 
 
 def docs_example(heading: str, url: str) -> str:
-    from readme import DOCS, readme_example
+    from readme import readme_example
 
-    code = readme_example(heading, page=DOCS / "integrations.md")
+    code = readme_example(heading, doc="docs/serving.md")
     assert "http://127.0.0.1:8000" in code  # the address `spade serve` listens on by default
     return code.replace("http://127.0.0.1:8000", url)
 
 
 def test_the_docs_client_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     with served(create_app(ARITH)) as url:
-        exec(compile(docs_example("## OpenEnv: `spade serve`", url), "docs/integrations.md", "exec"), {})  # noqa: S102
+        exec(compile(docs_example("## OpenEnv: `spade serve`", url), "docs/serving.md", "exec"), {})  # noqa: S102
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("Solve the problem.") and "Start with the number" in "\n".join(out)
     assert out[-1] == "0.0 4"  # four wrong answers of 42 at seed 3: return 0 after the turn limit
@@ -283,7 +283,7 @@ def test_the_docs_trl_example_trains_one_step(tmp_path: Path, monkeypatch: pytes
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {"__name__": "docs_trl_openenv"}
     with served(create_app(ARITH)) as url:
-        exec(compile(docs_example("### Training on it with TRL", url), "docs/integrations.md", "exec"), namespace)  # noqa: S102
+        exec(compile(docs_example("### Training on it with TRL", url), "docs/serving.md", "exec"), namespace)  # noqa: S102
         trainer = namespace["trainer"]
         assert trainer.state.global_step == 1
         (envs,) = trainer._environment_pool.values()  # TRL's instances: each played its episode on the server

@@ -730,7 +730,7 @@ def test_the_readme_example_runs(needs_trl: Any, tmp_path: Path, monkeypatch: py
     embedded_path()  # skip when the embedded model is not installed
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {"__name__": "readme_trl"}
-    exec(compile(readme_example("### TRL"), "README.md (TRL)", "exec"), namespace)  # noqa: S102
+    exec(compile(readme_example("## TRL", doc="docs/integrations.md"), "docs/integrations.md (TRL)", "exec"), namespace)  # noqa: S102
     assert namespace["designer"].state.global_step == 1 and namespace["agent"].state.global_step == 1
     assert len(namespace["reward"].last_rewards) == 2
     assert all(r is not None and -1.0 <= r <= 1.0 for r in namespace["reward"].last_rewards)

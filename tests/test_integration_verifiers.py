@@ -170,7 +170,10 @@ def test_without_verifiers_it_is_one_clear_line(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    exec(compile(readme_example("### verifiers (prime-rl)"), "README.md", "exec"), {})
+    exec(
+        compile(readme_example("## verifiers (prime-rl)", doc="docs/integrations.md"), "docs/integrations.md", "exec"),
+        {},
+    )
     out = capsys.readouterr().out.splitlines()
     # the seeds are drawn as the gate draws them (no program can predict them), not 0 .. n-1
     assert (

@@ -273,6 +273,6 @@ def test_real_load_weights_round_trip(real_policy: Any) -> None:
 
 
 def test_the_vllm_engine_turns_on_its_own_prefix_caching() -> None:
-    # issue 20, point 3: vLLM reuses shared prompt prefixes itself (the applied defaults are
+    # vLLM reuses shared prompt prefixes itself (the applied defaults are
     # checked where an engine is built, in the GPU tests)
     assert COLOCATE_DEFAULTS["enable_prefix_caching"] is True

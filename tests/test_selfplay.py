@@ -150,7 +150,7 @@ def test_a_designer_iteration_with_a_model_that_writes_no_program(tmp_path: Path
 
 
 def test_the_designs_of_several_prompts_are_generated_in_one_call(tmp_path: Path, tokenizer: Any) -> None:
-    # issue 20: full batches. Three write prompts and two edit prompts (their token budgets differ)
+    # full batches: three write prompts and two edit prompts (their token budgets differ)
     # make two generate calls, each holding all prompts of its mode, and every design keeps its prompt.
     config = SelfPlayConfig.from_dict(
         {

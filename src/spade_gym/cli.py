@@ -569,7 +569,7 @@ def design(
         ),
     ] = DESIGNER_TEMPERATURE,
     agent_temperature: Annotated[
-        float, typer.Option(help="The Agent's sampling temperature (> 0; default measured, see the README).")
+        float, typer.Option(help="The Agent's sampling temperature (> 0; default measured, see docs/learning.md).")
     ] = AGENT_TEMPERATURE,
     seed: Annotated[int, typer.Option(help="Seed of the memory choice and of both roles' sampling.")] = 0,
     out: Annotated[

@@ -25,7 +25,7 @@ def serve(
 ) -> None:
     """Serve environments as an OpenEnv environment: one episode per WebSocket session at ws://HOST:PORT/ws.
 
-    Connect with OpenEnv's client, `spade_gym.integrations.openenv.SpadeEnvClient` (docs/integrations.md).
+    Connect with OpenEnv's client, `spade_gym.integrations.openenv.SpadeEnvClient` (docs/serving.md).
     """
     try:
         from spade_gym.integrations import openenv

@@ -138,7 +138,7 @@ class DesignerSection:
     )
     temperature: Annotated[float, Gt(0), FINITE, Why("a group of greedy samples is degenerate")] = option(
         DESIGNER_TEMPERATURE,
-        "sampling temperature of designs (default measured with the embedded model, see the README; larger models "
+        "sampling temperature of designs (default measured with the embedded model, see docs/learning.md; larger models "
         "do well at 0.7-1.0)",
     )
     top_p: Annotated[float, Gt(0), Le(1)] = option(1.0, "nucleus sampling mass of designs")
@@ -174,10 +174,10 @@ class AgentSection:
     )
     max_new_tokens: Annotated[int, Ge(1)] = option(AGENT_MAX_NEW_TOKENS, "most tokens per Agent turn")
     temperature: Annotated[float, Gt(0), FINITE, Why("regret needs sampling")] = option(
-        AGENT_TEMPERATURE, "sampling temperature of the Agent (default measured, see the README)"
+        AGENT_TEMPERATURE, "sampling temperature of the Agent (default measured, see docs/learning.md)"
     )
     top_p: Annotated[float, Gt(0), Le(1)] = option(
-        AGENT_TOP_P, "nucleus sampling mass of the Agent (default measured, see the README)"
+        AGENT_TOP_P, "nucleus sampling mass of the Agent (default measured, see docs/learning.md)"
     )
     max_turns: Annotated[int, Ge(1)] = option(
         MAX_EPISODE_TURNS,
@@ -300,7 +300,7 @@ class RunSection:
 
 @dataclass
 class RaySection:
-    """Ray settings, used when ``run.executor`` is ``'ray'`` (see README, "Ray: scaling out")."""
+    """Ray settings, used when ``run.executor`` is ``'ray'`` (see docs/integrations.md, "Ray: scaling out")."""
 
     address: str | None = option(
         None,
