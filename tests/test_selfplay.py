@@ -56,7 +56,7 @@ def tiny_policy(tokenizer: Any) -> Any:
 def baseline_config(out: Path, iterations: int = 2) -> SelfPlayConfig:
     return SelfPlayConfig.from_dict(
         {
-            "agent": {"max_new_tokens": 6, "replay_envs": 2, "episodes_per_env": 6},
+            "agent": {"max_new_tokens": 6, "replay_envs": 2, "episodes_per_env": 6, "updates_per_iteration": 1},
             "train": {"learning_rate": 1e-3, "micro_batch_size": 4},
             "run": {"out": str(out), "iterations": iterations, "designer": "off", "tensorboard": False},
         }
@@ -115,7 +115,7 @@ def test_a_designer_iteration_with_a_model_that_writes_no_program(tmp_path: Path
     config = SelfPlayConfig.from_dict(
         {
             "designer": {"prompts_per_iteration": 1, "group_size": 2, "max_new_tokens": 12, "memory_k": 1},
-            "agent": {"max_new_tokens": 4, "replay_envs": 1, "episodes_per_env": 2, "max_turns": 1},
+            "agent": {"max_new_tokens": 4, "replay_envs": 1, "episodes_per_env": 2, "max_turns": 1, "updates_per_iteration": 1},
             "run": {"out": str(tmp_path / "run"), "iterations": 1, "tensorboard": True},
         }
     )
@@ -162,7 +162,7 @@ def test_the_designs_of_several_prompts_are_generated_in_one_call(tmp_path: Path
                 "edit_probability": 0.5,
                 "memory_k": 1,
             },
-            "agent": {"max_new_tokens": 4, "replay_envs": 0, "max_turns": 1},
+            "agent": {"max_new_tokens": 4, "replay_envs": 0, "max_turns": 1, "updates_per_iteration": 1},
             "run": {"out": str(tmp_path / "run"), "iterations": 1, "seed": 1, "tensorboard": False},
         }
     )
@@ -196,7 +196,7 @@ def test_the_baseline_on_reasoning_gym_tasks(tmp_path: Path, tokenizer: Any) -> 
     pytest.importorskip("reasoning_gym")
     config = SelfPlayConfig.from_dict(
         {
-            "agent": {"max_new_tokens": 6, "replay_envs": 3, "episodes_per_env": 2},
+            "agent": {"max_new_tokens": 6, "replay_envs": 3, "episodes_per_env": 2, "updates_per_iteration": 1},
             "run": {
                 "out": str(tmp_path / "r"),
                 "iterations": 1,
@@ -254,7 +254,7 @@ def designer_config(out: Path, iterations: int) -> SelfPlayConfig:
     return SelfPlayConfig.from_dict(
         {
             "designer": {"prompts_per_iteration": 1, "group_size": 2, "max_new_tokens": 8, "memory_k": 1},
-            "agent": {"max_new_tokens": 4, "replay_envs": 1, "episodes_per_env": 2, "max_turns": 1},
+            "agent": {"max_new_tokens": 4, "replay_envs": 1, "episodes_per_env": 2, "max_turns": 1, "updates_per_iteration": 1},
             "run": {"out": str(out), "iterations": iterations, "seed": 3, "tensorboard": False},
         }
     )

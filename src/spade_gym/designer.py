@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium
 
 from spade_gym.agent import RolloutConfig
+from spade_gym.chance import swapped_success
 from spade_gym.documents import Document, DocumentSource, load_documents, make_document
 from spade_gym.errors import DuplicateEnvironment
 from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent, read_source
@@ -753,7 +754,10 @@ def evaluate_completion(
         return outcome
     register_record(record)
     outcome.record, outcome.registry_s = record, time.perf_counter() - started
-    outcome.reward = designer_reward(True, estimate, config=config.reward)
+    chance = None
+    if config.reward.shaping != "none" and config.reward.above_chance:
+        chance = swapped_success(program, estimate.nohint, max_turns=rollout.max_turns)
+    outcome.reward = designer_reward(True, estimate, config=config.reward, chance=chance)
     return outcome
 
 

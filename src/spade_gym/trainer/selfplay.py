@@ -27,7 +27,7 @@ import statistics
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -39,13 +39,26 @@ from spade_gym.agent import Episode, RolloutConfig, Trajectory, format_complianc
 from spade_gym.designer import DesignerPrompt, DesignOutcome, evaluate_completion, propose_group, validate_designs
 from spade_gym.documents import load_documents
 from spade_gym.errors import DocumentError, EnvNotFound, PolicyError
+from spade_gym.evaluation.base import load_results, save_results
+from spade_gym.evaluation.heldout import (
+    HeldOut,
+    evaluate_heldout,
+    gain_metrics,
+    graded,
+    heldout_items,
+    ladders_of,
+    save_path,
+    seed_records,
+)
 from spade_gym.files import replace_atomically
 from spade_gym.memory import EnvironmentMemory
 from spade_gym.policies.base import Completion, SamplingParams
 from spade_gym.reasoning_gym import ReasoningGymEnv, check_task
 from spade_gym.registry.gymnasium import open_registry, register_record
 from spade_gym.registry.store import Registry
+from spade_gym.trainer.budget import check_budget
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig, parse_fixed_pool
+from spade_gym.trainer.credit import merge_updates, samples_by_turn
 from spade_gym.trainer.grpo import (
     GRPOTrainer,
     TrainSample,
@@ -95,6 +108,21 @@ class AgentPhase:
     tokens: int = 0
     seconds: float = 0.0
 
+    @property
+    def mean_return(self) -> float | None:
+        """Mean return of the replayed episodes (``None`` without any)."""
+        return statistics.fmean(t.episode_return for t in self.replayed) if self.replayed else None
+
+
+@dataclass(frozen=True)
+class AgentStep:
+    """One Agent step: its episodes and samples (``phase``), its ``update`` (``None`` without
+    samples) and the update's wall seconds (sync included)."""
+
+    phase: AgentPhase
+    update: UpdateStats | None
+    update_s: float
+
 
 @dataclass(frozen=True)
 class IterationResult:
@@ -125,6 +153,24 @@ def _design_line(p: int, prompt: Any, outcome: DesignOutcome) -> dict[str, Any]:
         "outcome": outcome.reward.outcome,
         "env_id": outcome.record.env_id if outcome.record is not None else None,
     }
+
+
+def refresh_scores(registry: Registry, trajectories: Sequence[Trajectory]) -> None:
+    """PLR's score update after the Agent played: each registry environment in ``trajectories``
+    gets their mean return as its no-hint return and its regret recomputed against its recorded
+    hint return (Jiang et al. 2021 score a level again each time it is replayed)."""
+    by_env: dict[str, list[float]] = {}
+    for trajectory in trajectories:
+        if not trajectory.hint and trajectory.error is None:
+            by_env.setdefault(trajectory.env_id, []).append(trajectory.episode_return)
+    for env_id, returns in by_env.items():
+        try:
+            stats = registry.get(env_id).stats
+        except EnvNotFound:  # a reasoning-gym task
+            continue
+        nohint = statistics.fmean(returns)
+        regret = None if stats.mean_return_hint is None else max(stats.mean_return_hint - nohint, 0.0)
+        registry.update_stats(env_id, mean_return_nohint=nohint, regret=regret, episodes=stats.episodes + len(returns))
 
 
 def flag_contract_breakers(registry: Registry, trajectories: list[Trajectory]) -> list[str]:
@@ -197,6 +243,7 @@ class SelfPlay:
             check_lora(config.policy.lora)
         if policy is None:  # a design budget too small for any program (a policy passed in is the caller's)
             config.check_design_budget()
+        check_budget(config)  # run.budget_minutes, before any work
         warm = config.warmstart.enabled and apply_warmstart
         if warm:
             from spade_gym.trainer.warmstart import check_warmstart_config
@@ -265,6 +312,19 @@ class SelfPlay:
         self.rng = np.random.default_rng(config.run.seed)
         self.start = 0
         self.stalled = 0
+        #: optimizer steps taken so far on each role's samples
+        self.agent_steps = self.designer_steps = 0
+        #: the held-out episodes (spade_gym.evaluation.heldout), fixed when the run starts
+        self.heldout = (
+            heldout_items(
+                config.eval,
+                [r for r in self.registry.records() if "seed" in r.tags],
+                seed_records(config.eval.envs or graded(config.run.held_out_envs)),
+                ladders_of([r.name for r in self.registry.records() if "seed" in r.tags]),
+            )
+            if config.eval.enabled
+            else {}
+        )
 
     def _warmstart(self) -> None:
         """Apply the cold-start adapters, sync them to the generator, record ``<run>/warmstart.json``."""
@@ -320,9 +380,17 @@ class SelfPlay:
         last = self.config.run.iterations
         end = last if iterations is None else min(self.start + iterations, last)
         results = []
+        every = self.config.eval.every
+        if self.heldout and self.start == 0 and self.start < end:
+            self.evaluate("before")
         for i in range(self.start, end):
             started = time.perf_counter()
             result = self.iteration(i)
+            if self.heldout and (i == last - 1 or (every and (i + 1) % every == 0)):
+                held = self.evaluate("after" if i == last - 1 else f"iteration-{i}", curve=i != last - 1)
+                result.metrics.update(held.metrics())
+                result.metrics.update(gain_metrics(held, self.evaluate("before")))
+                result.metrics["time/eval"] = held.seconds
             result.metrics["time/total"] = time.perf_counter() - started
             if (i + 1) % self.config.run.checkpoint_every == 0 or i == last - 1:
                 began = time.perf_counter()
@@ -340,34 +408,39 @@ class SelfPlay:
     # -- one iteration ---------------------------------------------------------------------------
 
     def iteration(self, i: int) -> IterationResult:
-        """One self-play iteration (phases 1-4 of the module docstring)."""
+        """One self-play iteration (phases 1-5 of the module docstring)."""
         cfg = self.config
         seed = cfg.run.seed * 1_000_003 + i
         before = len(self.registry)
         # 1. Design: G designs per prompt, validated at once, then judged and rewarded one by one
         design = self.design(i, seed) if cfg.run.designer == "on" else DesignPhase()
-        # 2. Agent episodes: regret episodes of accepted designs + environments replayed from the registry
-        agent = self.play(seed, design.regret_episodes)
-        # 3. Update both roles at once
-        began = time.perf_counter()
-        self.progress("update", 0, 1)
-        samples = [*design.samples, *agent.samples]
-        update = self.trainer.update(samples) if samples else None
-        self.progress("update", 1, 1)
-        update_s = time.perf_counter() - began
-        # 4. Sync the new weights to the generation backend (the transformers policy generates
-        #    with the weights it trains; a vLLM engine loads them in place)
-        began = time.perf_counter()
-        if update is not None and update.optimizer_steps and self.generator is not self.policy:
-            self.generator.load_weights(self.policy.state_dict_for_inference())
-        sync_s = time.perf_counter() - began
+        # 2. The Designer's group update, once per design phase
+        designer_update, designer_s = self._update(list(design.samples), "designer")
+        # 3. Agent steps, each on environments drawn by prioritised replay (the first also on the
+        #    accepted designs' no-hint regret episodes), each followed by one update and a sync
+        steps = [
+            self.agent_step((seed << 8) + u, design.regret_episodes if u == 0 else (), u)
+            for u in range(cfg.agent.updates_per_iteration)
+        ]
+        agent = AgentPhase(
+            tuple(t for s in steps for t in s.phase.replayed),
+            tuple(dict.fromkeys(e for s in steps for e in s.phase.flagged)),
+            (),
+            sum(s.phase.tokens for s in steps),
+            sum(s.phase.seconds for s in steps),
+        )
+        agent_updates = [s.update for s in steps if s.update is not None]
+        self.designer_steps += designer_update.optimizer_steps if designer_update is not None else 0
+        self.agent_steps += sum(u.optimizer_steps for u in agent_updates)
 
         outcomes = list(design.outcomes)
         accepted = tuple(o.record.env_id for o in outcomes if o.record is not None)
-        metrics: dict[str, Any] = {"time/sync": sync_s}
+        metrics: dict[str, Any] = {}
         metrics.update(self._design_metrics(outcomes, len(self.registry) - before))
         metrics.update(_agent_metrics(outcomes, list(agent.replayed)))
+        metrics["agent/return_steps"] = [s.phase.mean_return for s in steps]
         metrics["tokens/designer"], metrics["tokens/agent"] = design.tokens, agent.tokens
+        update = merge_updates([u for u in (designer_update, *agent_updates) if u is not None])
         if update is not None:
             metrics["tokens/train"] = update.tokens
             metrics.update({f"train/{k}": v for k, v in update.as_dict().items()})
@@ -375,11 +448,16 @@ class SelfPlay:
                 warnings.warn(
                     f"iteration {i}: {update.skipped_nan} update step(s) skipped (NaN or inf loss)", stacklevel=2
                 )
+        metrics["steps/designer"] = designer_update.optimizer_steps if designer_update is not None else 0
+        metrics["steps/agent"] = sum(u.optimizer_steps for u in agent_updates)
+        metrics["steps/designer_total"], metrics["steps/agent_total"] = self.designer_steps, self.agent_steps
         validate_s = design.validate_s + sum(o.validation_s for o in outcomes)
         regret_s = sum(o.regret_s for o in outcomes)
         metrics["time/design"] = max(design.seconds - validate_s - regret_s, 0.0)
         metrics["time/validate"], metrics["time/regret"] = validate_s, regret_s
-        metrics["time/rollout"], metrics["time/update"] = agent.seconds, update_s
+        metrics["time/designer_update"] = designer_s
+        metrics["time/rollout"] = agent.seconds
+        metrics["time/update"] = sum(s.update_s for s in steps)
         messages = []
         if agent.flagged:
             messages.append(
@@ -395,6 +473,30 @@ class SelfPlay:
                     f"{', '.join(sorted({o.report.category for o in outcomes}))}); " + _training_state(update)
                 )
         return IterationResult(i, metrics, design.outcomes, accepted, agent.replayed, tuple(messages))
+
+    def agent_step(self, seed: int, regret_episodes: tuple[Trajectory, ...], u: int) -> AgentStep:
+        """One Agent step: :meth:`play`, one update on its samples, the sync, and the replay scores
+        of the environments played refreshed with its returns (PLR's score update)."""
+        phase = self.play(seed, regret_episodes)
+        update, seconds = self._update(list(phase.samples), "agent", (u, self.config.agent.updates_per_iteration))
+        refresh_scores(self.registry, phase.replayed)
+        return AgentStep(phase, update, seconds)
+
+    def _update(
+        self, samples: list[TrainSample], role: str, step: tuple[int, int] = (0, 1)
+    ) -> tuple[UpdateStats | None, float]:
+        """One GRPO update on ``samples`` (``None`` when there are none) and the sync of its weights
+        to a separate generation backend; returns it and its wall seconds."""
+        if not samples:
+            return None, 0.0
+        began = time.perf_counter()
+        self.progress("update", step[0], step[1])
+        update = self.trainer.update(samples)
+        self.progress("update", step[0] + 1, step[1])
+        # the transformers policy generates with the weights it trains; a vLLM engine loads them in place
+        if update.optimizer_steps and self.generator is not self.policy:
+            self.generator.load_weights(self.policy.state_dict_for_inference())
+        return update, time.perf_counter() - began
 
     def design(self, i: int, seed: int) -> DesignPhase:
         """Phase 1. ``propose_group`` per prompt -> ``generate`` -> ``validate_designs`` per group ->
@@ -441,6 +543,32 @@ class SelfPlay:
         seconds = time.perf_counter() - began
         return DesignPhase(tuple(outcomes), tuple(samples), tuple(regret_episodes), tokens, seconds, validate_s)
 
+    def evaluate(self, tag: str, *, curve: bool = False) -> HeldOut:
+        """The held-out evaluation ``tag`` of the current policy (``<run>/eval/<tag>.json``; read
+        back when it exists, so a resumed run does not play it again): every part, sampled and (with
+        ``eval.greedy``) greedy; with ``curve`` only the unseen seeds, sampled (a point of the curve)."""
+        path = save_path(self.run.path, tag)
+        if path.is_file():
+            return HeldOut.from_results(load_results(path))
+        a = self.config.agent
+        sampling = SamplingParams(
+            temperature=a.temperature, top_p=a.top_p, max_new_tokens=a.max_new_tokens, seed=self.config.eval.seed
+        )
+        items = {p: v for p, v in self.heldout.items() if p == "seeds"} if curve else self.heldout
+        greedy = self.config.eval.greedy and not curve
+        self.say(f"held-out evaluation '{tag}': {sum(map(len, items.values())) * (1 + greedy)} episodes")
+        held = evaluate_heldout(
+            self.generator,
+            items,
+            sampling,
+            greedy=greedy,
+            max_turns=a.max_turns,
+            max_episodes=a.max_episodes,
+            progress=lambda done, total: self.progress("eval", done, total),
+        )
+        save_results(held.results(), path, extra={"tag": tag, "seconds": held.seconds, "agent_steps": self.agent_steps})
+        return held
+
     def _generate_designs(self, prompts: list[DesignerPrompt], seed: int) -> list[list[Completion]]:
         """``group_size`` completions per prompt: one ``generate`` call per sampling setting (write
         and edit budgets differ), seeded ``seed`` plus the index of its first prompt."""
@@ -465,10 +593,8 @@ class SelfPlay:
         seconds = time.perf_counter() - began
         flagged = flag_contract_breakers(self.registry, replayed)
         replay_group: Literal["seed", "env"] = "seed" if cfg.replay_seeds == 1 else "env"
-        samples = [
-            *samples_from_trajectories(list(regret_episodes), group_by="env"),
-            *samples_from_trajectories(replayed, group_by=replay_group),
-        ]
+        make = samples_by_turn if cfg.credit == "turn" else samples_from_trajectories
+        samples = [*make(list(regret_episodes), group_by="env"), *make(replayed, group_by=replay_group)]
         tokens = sum(len(t.completion_token_ids or ()) for tr in (*regret_episodes, *replayed) for t in tr.turns)
         return AgentPhase(tuple(replayed), tuple(flagged), tuple(samples), tokens, seconds)
 
@@ -537,7 +663,7 @@ class SelfPlay:
             optimizer_state=self.trainer.state_dict(),
             sampler_state={"documents": self.documents.state_dict()},
             rng_state=capture_rng_state({"run": self.rng}),
-            extra={"stalled": self.stalled},
+            extra={"stalled": self.stalled, "agent_steps": self.agent_steps, "designer_steps": self.designer_steps},
             metrics=metrics,
         )
 
@@ -553,6 +679,8 @@ class SelfPlay:
         self.documents.load_state_dict(documents)
         restore_rng_state(checkpoint.rng_state, {"run": self.rng})
         self.stalled = int(checkpoint.extra.get("stalled", 0))
+        self.agent_steps = int(checkpoint.extra.get("agent_steps", 0))
+        self.designer_steps = int(checkpoint.extra.get("designer_steps", 0))
         self.start = checkpoint.iteration + 1
 
     def close(self) -> None:
@@ -697,7 +825,8 @@ def _summary_line(i: int, m: dict[str, Any]) -> str:
     return (
         f"iteration {i}: designs {num('designer/designs', 'd')} accepted {num('designer/accepted', 'd')} "
         f"reward {num('designer/reward_mean')} regret {regret} | agent replay return "
-        f"{num('agent/return_replay')} | loss {num('train/loss', '.4f')}{no_step} | registry "
+        f"{num('agent/return_replay')} | steps: agent {num('steps/agent', 'd')}, designer "
+        f"{num('steps/designer', 'd')} | loss {num('train/loss', '.4f')}{no_step} | registry "
         f"{num('registry/size', 'd')} | {num('time/total', '.0f')} s"
     )
 
@@ -717,6 +846,23 @@ MOVED_KEYS: tuple[tuple[str, str], ...] = (
     ("train/optimizer_steps", "optimizer steps"),
     ("train/loss", "loss"),
 )
+
+
+def designer_summary(metrics: list[dict[str, Any]]) -> str:
+    """What the Designer produced and earned over a run's ``metrics.jsonl`` rows, in one line."""
+    designs = sum(int(m.get("designer/designs") or 0) for m in metrics)
+    if not designs:
+        return "Designer: off (no design phase)"
+    accepted = sum(int(m.get("designer/accepted") or 0) for m in metrics)
+    rewards = [m["designer/reward_mean"] * m["designer/designs"] for m in metrics if m.get("designer/designs")]
+    outcomes: Counter[str] = Counter()
+    for m in metrics:
+        outcomes.update(m.get("designer/outcomes") or {})
+    return (
+        f"Designer: {designs} designs, {accepted} accepted, mean reward {sum(rewards) / designs:+.3f} "
+        f"({', '.join(f'{k} {v}' for k, v in outcomes.most_common())}); Agent steps "
+        f"{metrics[-1].get('steps/agent_total', '-')}, Designer steps {metrics[-1].get('steps/designer_total', '-')}"
+    )
 
 
 def what_moved(metrics: list[dict[str, Any]]) -> list[str]:
