@@ -123,7 +123,7 @@ for name in variants:
                 "gain": [gain.difference, gain.low, gain.high],
             }
             lines.append(
-                f"| {name} | {env.split('/', 1)[1]} | {b.n} | {b.score:.3f} | {a.score:.3f} | "
+                f"| {name} | {env} | {b.n} | {b.score:.3f} | {a.score:.3f} | "
                 f"{gain.difference:+.3f} [{gain.low:+.3f}, {gain.high:+.3f}] |"
             )
 text = "\n".join(lines) + "\n"

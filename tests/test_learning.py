@@ -103,11 +103,11 @@ def test_what_moved_counts_an_iteration_without_an_update_as_zero() -> None:
 
 def test_the_stall_warning_names_the_roles_that_trained() -> None:
     from spade_gym.trainer.grpo import UpdateStats
-    from spade_gym.trainer.selfplay import _training_state
+    from spade_gym.trainer.summary import training_state
 
     designer_only = UpdateStats(optimizer_steps=1, trained_samples={"designer": 3})
-    assert "only the Designer trained" in _training_state(designer_only)
-    assert "Agent still trains" in _training_state(UpdateStats(optimizer_steps=1, trained_samples={"agent": 4}))
-    assert "both roles" in _training_state(UpdateStats(optimizer_steps=2, trained_samples={"agent": 4, "designer": 1}))
-    assert "no optimizer step" in _training_state(UpdateStats(optimizer_steps=0))
-    assert "no optimizer step" in _training_state(None)
+    assert "only the Designer trained" in training_state(designer_only)
+    assert "Agent still trains" in training_state(UpdateStats(optimizer_steps=1, trained_samples={"agent": 4}))
+    assert "both roles" in training_state(UpdateStats(optimizer_steps=2, trained_samples={"agent": 4, "designer": 1}))
+    assert "no optimizer step" in training_state(UpdateStats(optimizer_steps=0))
+    assert "no optimizer step" in training_state(None)

@@ -28,7 +28,16 @@ from typing import Any
 from spade_gym.files import replace_atomically
 from spade_gym.program import knob_nodes, knobs
 
-__all__ = ["LADDER_KEY", "Ladder", "knob_variant", "ladder_line", "measure_ladders", "read_ladder", "write_ladder"]
+__all__ = [
+    "LADDER_KEY",
+    "Ladder",
+    "knob_variant",
+    "ladder_line",
+    "library_ladder",
+    "measure_ladders",
+    "read_ladder",
+    "write_ladder",
+]
 
 #: The ``meta.json`` key of a ladder.
 LADDER_KEY = "ladder"
@@ -124,6 +133,19 @@ def knob_variant(source: str, knob: str, value: int) -> str:
     start, end = node.col_offset, node.end_col_offset
     lines[node.lineno - 1] = (line[:start] + str(int(value)).encode() + line[end:]).decode("utf-8")
     return "".join(lines)
+
+
+def library_ladder(name: str) -> Ladder | None:
+    """The ladder the bundled seed library states for the environment named ``name`` (a
+    Designer's variant shares its parent's name), or ``None``."""
+    from spade_gym.registry.gymnasium import bundled_registry_path
+
+    for folder in sorted((bundled_registry_path() / "envs").glob(f"{name}-v*")):
+        if (folder / "meta.json").is_file():
+            ladder = read_ladder(folder)
+            if ladder is not None:
+                return ladder
+    return None
 
 
 def ladder_line(ladder: Ladder) -> str:

@@ -171,7 +171,8 @@ def evaluate_heldout(
     progress: Callable[[int, int], None] | None = None,
 ) -> HeldOut:
     """Play every item once at ``sampling`` (and once greedily with ``greedy``), all parts in one
-    batched rollout each; an item scores its episode return clipped to [0, 1] (0 for a failure)."""
+    batched rollout each; an item scores 1 for a success (return >= 0.99), else 0 (its return is in
+    ``metadata["return"]``, a failure's reason in ``error``)."""
     from dataclasses import replace
 
     from spade_gym.agent import Episode, RolloutConfig, rollout
@@ -188,6 +189,7 @@ def evaluate_heldout(
         by_part: dict[str, list[ItemRecord]] = {}
         for item, trajectory in zip(flat, trajectories, strict=True):
             record = _record(item.item_id, trajectory, {"env": item.label, "seed": item.seed})
+            record.score = float(record.error is None and trajectory.success)  # success, not the return
             by_part.setdefault(item.part, []).append(record)
         config_json = {"sampling": asdict(params), "max_turns": max_turns}
         out[suffix] = {
@@ -226,16 +228,9 @@ def graded(names: Sequence[str]) -> list[str]:
 
 def ladders_of(names: Sequence[str]) -> dict[str, Any]:
     """The bundled seed library's ladders of ``names`` (by name; environments without one left out)."""
-    from spade_gym.ladder import read_ladder
-    from spade_gym.registry.gymnasium import bundled_registry_path
+    from spade_gym.ladder import library_ladder
 
-    out = {}
-    for name in names:
-        for folder in sorted((bundled_registry_path() / "envs").glob(f"{name}-v*")):
-            ladder = read_ladder(folder)
-            if ladder is not None:
-                out[name] = ladder
-    return out
+    return {name: ladder for name in names if (ladder := library_ladder(name)) is not None}
 
 
 def seed_records(names: Sequence[str]) -> list[Any]:

@@ -37,12 +37,12 @@ class Costs:
 #: Measured with the embedded model on 2 CPU cores under the shared lock (benchmarks/README.md).
 CPU_COSTS = Costs(
     load=25.0,
-    episode_token=0.012,
-    agent_sample=1.6,
-    design_token=0.35,
-    validate=6.0,
-    designer_sample=6.0,
-    warmstart_step=14.0,
+    episode_token=0.010,
+    agent_sample=1.0,
+    design_token=0.15,
+    validate=5.0,
+    designer_sample=10.0,
+    warmstart_step=15.0,
 )
 
 

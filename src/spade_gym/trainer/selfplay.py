@@ -1,20 +1,24 @@
 """The self-play loop: one model designs environments and learns to solve them (SPADE).
 
-One iteration follows docs/DESIGN.md's data flow, phase by phase:
+One iteration follows docs/DESIGN.md's data flow, scheduled as ACCEL/PLR (Parker-Holder et al.
+2022; Jiang et al. 2021), phase by phase:
 
 1. **Design.** ``propose_group`` per prompt, one ``generate`` call for all of them (G designs
    each, one GRPO group per prompt), then ``validate_designs`` per group and
    ``evaluate_completion`` per design (novelty, regret, registration, reward): the calls and
    random draws of :class:`~spade_gym.designer.SpadeDesignerEnv`.
-2. **Agent episodes.** The no-hint regret episodes of accepted designs and environments drawn
-   from the registry by prioritised replay (Jiang et al. 2021).
-3. **Update.** One GRPO update on both roles' samples, advantages within each (role, group)
-   (Shao et al. 2024).
-4. **Sync** the new weights to a separate generation backend (``policy.spec = "vllm:<id>"``,
-   TRL's colocated sync).
+2. **The Designer's update**, once per design phase, on its groups (advantages within each group;
+   Shao et al. 2024), while its samples are on-policy.
+3. **Agent steps**, ``agent.updates_per_iteration`` of them: environments drawn from the registry by
+   prioritised replay are played (the first step adds the accepted designs' no-hint regret
+   episodes), one GRPO update, the sync of the new weights to a separate generation backend
+   (``policy.spec = "vllm:<id>"``, TRL's colocated sync), and the replayed environments' replay
+   scores refreshed with their new returns (:func:`refresh_scores`).
+4. **Held-out evaluation** (``eval``, :mod:`spade_gym.evaluation.heldout`): before iteration 0, every
+   ``eval.every`` iterations and after the last.
 5. **Checkpoint, then log**, so that a killed run loses at most the current iteration.
 
-``run.designer = "off"`` skips phase 1: the baseline Agent trains on a fixed pool (the seed
+``run.designer = "off"`` skips phases 1 and 2: the baseline Agent trains on a fixed pool (the seed
 library, or reasoning-gym tasks from ``run.fixed_pool``).
 """
 
@@ -67,10 +71,14 @@ from spade_gym.trainer.grpo import (
     samples_from_trajectories,
 )
 from spade_gym.trainer.run import DESIGN_TEXT_CHARS, Checkpoint, RunDir, capture_rng_state, restore_rng_state
+from spade_gym.trainer.summary import MOVED_KEYS, designer_summary, summary_line, training_state, what_moved
 
 __all__ = [
     "MOVED_KEYS",
+    "AgentStep",
     "SelfPlay",
+    "designer_summary",
+    "refresh_scores",
     "flag_contract_breakers",
     "AgentPhase",
     "DesignPhase",
@@ -151,6 +159,10 @@ def _design_line(p: int, prompt: Any, outcome: DesignOutcome) -> dict[str, Any]:
         "feedback": None if report.accepted else report.feedback()[:2000],
         "reward": outcome.reward.reward,
         "outcome": outcome.reward.outcome,
+        # what the reward was computed from: both arms' mean returns and the success rate p it used
+        "return_hint": outcome.estimate.mean_hint if outcome.estimate is not None else None,
+        "return_nohint": outcome.estimate.mean_nohint if outcome.estimate is not None else None,
+        "p": outcome.reward.p_nohint,
         "env_id": outcome.record.env_id if outcome.record is not None else None,
     }
 
@@ -398,7 +410,7 @@ class SelfPlay:
                 result.metrics["time/checkpoint"] = time.perf_counter() - began
             self.run.log_metrics(i, result.metrics)
             if i % self.config.run.log_every == 0 or i == end - 1:
-                self.say(_summary_line(i, result.metrics))
+                self.say(summary_line(i, result.metrics))
             for line in result.messages:
                 self.say(line)
             results.append(result)
@@ -470,7 +482,7 @@ class SelfPlay:
             if self.stalled >= STALL_WARNING_AFTER:
                 messages.append(
                     f"warning: no design accepted for {self.stalled} iterations in a row (the last refusals: "
-                    f"{', '.join(sorted({o.report.category for o in outcomes}))}); " + _training_state(update)
+                    f"{', '.join(sorted({o.report.category for o in outcomes}))}); " + training_state(update)
                 )
         return IterationResult(i, metrics, design.outcomes, accepted, agent.replayed, tuple(messages))
 
@@ -792,107 +804,3 @@ def _agent_metrics(outcomes: list[DesignOutcome], replayed: list[Trajectory]) ->
     played = [t for e in estimates for t in (*e.hint, *e.nohint)] + list(replayed)
     out["agent/format_compliance"] = format_compliance(played)
     return out
-
-
-def _training_state(update: UpdateStats | None) -> str:
-    """What this iteration's update did, for the stall warning: which roles were trained on."""
-    trained = {} if update is None or not update.optimizer_steps else update.trained_samples
-    agent, designer = trained.get("agent", 0), trained.get("designer", 0)
-    if agent and designer:
-        return f"both roles still train ({agent} Agent and {designer} Designer samples this iteration)"
-    if agent:
-        return f"the Agent still trains on replayed environments ({agent} samples this iteration)"
-    if designer:
-        return f"only the Designer trained this iteration ({designer} samples); the Agent's returns were equal in every group"
-    return "no optimizer step was taken this iteration (every group's returns were equal)"
-
-
-def _summary_line(i: int, m: dict[str, Any]) -> str:
-    def missing(key: str) -> bool:
-        value = m.get(key)
-        return value is None or (isinstance(value, float) and math.isnan(value))
-
-    def num(key: str, fmt: str = ".2f") -> str:
-        return "-" if missing(key) else format(m[key], fmt)
-
-    no_step = "" if m.get("train/optimizer_steps") else " (no optimizer step: every group's returns were equal)"
-    if missing("regret/mean"):
-        regret = "- (none accepted)" if m.get("designer/designs") else "-"
-    else:  # the two returns it comes from: a regret of 0 can hide a negative gap
-        outcomes = m.get("designer/outcomes") or {}
-        reach = ", out of reach" if isinstance(outcomes, dict) and outcomes.get("out_of_reach") else ""
-        regret = f"{num('regret/mean')} (hint {num('agent/return_hint')}, no hint {num('agent/return_nohint')}{reach})"
-    return (
-        f"iteration {i}: designs {num('designer/designs', 'd')} accepted {num('designer/accepted', 'd')} "
-        f"reward {num('designer/reward_mean')} regret {regret} | agent replay return "
-        f"{num('agent/return_replay')} | steps: agent {num('steps/agent', 'd')}, designer "
-        f"{num('steps/designer', 'd')} | loss {num('train/loss', '.4f')}{no_step} | registry "
-        f"{num('registry/size', 'd')} | {num('time/total', '.0f')} s"
-    )
-
-
-#: The figures of :func:`what_moved`: (metrics key, label).
-MOVED_KEYS: tuple[tuple[str, str], ...] = (
-    ("designer/valid_rate", "Designer valid rate (valid programs, duplicates included)"),
-    ("designer/accepted", "Designer accepted designs"),
-    ("designer/reward_mean", "Designer mean reward"),
-    ("regret/mean", "regret of accepted designs"),
-    ("agent/return_hint", "Agent return with hint (regret episodes)"),
-    ("agent/return_nohint", "Agent return without hint (regret episodes)"),
-    ("agent/return_replay", "Agent return on replayed environments"),
-    ("agent/format_compliance", "Agent format compliance"),
-    ("train/designer/trained_samples", "Designer samples with nonzero advantage"),
-    ("train/agent/trained_samples", "Agent samples with nonzero advantage"),
-    ("train/optimizer_steps", "optimizer steps"),
-    ("train/loss", "loss"),
-)
-
-
-def designer_summary(metrics: list[dict[str, Any]]) -> str:
-    """What the Designer produced and earned over a run's ``metrics.jsonl`` rows, in one line."""
-    designs = sum(int(m.get("designer/designs") or 0) for m in metrics)
-    if not designs:
-        return "Designer: off (no design phase)"
-    accepted = sum(int(m.get("designer/accepted") or 0) for m in metrics)
-    rewards = [m["designer/reward_mean"] * m["designer/designs"] for m in metrics if m.get("designer/designs")]
-    outcomes: Counter[str] = Counter()
-    for m in metrics:
-        outcomes.update(m.get("designer/outcomes") or {})
-    return (
-        f"Designer: {designs} designs, {accepted} accepted, mean reward {sum(rewards) / designs:+.3f} "
-        f"({', '.join(f'{k} {v}' for k, v in outcomes.most_common())}); Agent steps "
-        f"{metrics[-1].get('steps/agent_total', '-')}, Designer steps {metrics[-1].get('steps/designer_total', '-')}"
-    )
-
-
-def what_moved(metrics: list[dict[str, Any]]) -> list[str]:
-    """One line per figure of :data:`MOVED_KEYS` over ``metrics.jsonl`` rows: first -> last value
-    and the run's total or mean, e.g. ``"Designer mean reward: 0.25 -> 0.50 (mean 0.38)"``; a
-    figure never logged reads ``"-"``, with why where it is known."""
-    if not metrics:
-        return ["no iteration finished"]
-
-    def value(m: dict[str, Any], key: str) -> float | None:
-        v = m.get(key)
-        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
-
-    def fmt(v: float | None) -> str:
-        return "-" if v is None else (f"{v:.0f}" if float(v).is_integer() else f"{v:.3f}")
-
-    lines = []
-    for key, label in MOVED_KEYS:
-        counted = key.endswith(("trained_samples", "optimizer_steps", "accepted"))
-        rows = [{key: 0, **m} for m in metrics] if counted else metrics  # a count not logged (no update) is 0
-        values = [v for v in (value(m, key) for m in rows) if v is not None]
-        first, last = value(rows[0], key), value(rows[-1], key)
-        whole = f"total {fmt(sum(values))}" if counted else f"mean {fmt(statistics.fmean(values))}" if values else ""
-        line = f"{label}: {fmt(first)} -> {fmt(last)}" + (f" ({whole})" if values else "")
-        needs_accepted = key == "regret/mean" or (key.startswith("agent/return_") and "replay" not in key)
-        if needs_accepted and not values:
-            line += " (no accepted design: no regret episodes)"
-        elif needs_accepted and (first is None or last is None):
-            line += " (-: no accepted design in that iteration)"
-        if key == "train/loss" and not values:
-            line += " (no optimizer step: every group's rewards were equal, so every advantage was 0)"
-        lines.append(line)
-    return lines
