@@ -3,7 +3,7 @@ equal Agent steps and at equal policy tokens, on held-out episodes: unseen seeds
 environments, unseen difficulty levels, whole unseen environments.
 
     python examples/learning_curve.py            # docs/learning.md's figures (about 40 min on 2 cores)
-    python examples/learning_curve.py --short    # the CI-sized run (about 15 min on 2 cores)
+    python examples/learning_curve.py --short    # the CI-sized run (a few minutes on 2 cores)
     python examples/learning_curve.py --set agent.credit=turn --out runs/lc-turn
 
 Both arms run the CPU example (examples/selfplay_cpu.yaml) with its held-out evaluation; the
@@ -34,11 +34,16 @@ args = parser.parse_args()
 #: What --short changes: one design phase, fewer Agent steps, wider intervals (CI checks the
 #: pipeline end to end; its figures are too small for a claim).
 SHORT = [
-    "agent.updates_per_iteration=3",
-    "eval.half_width=0.2",
+    "agent.updates_per_iteration=2",
+    "eval.half_width=0.25",
     "eval.greedy=false",
+    "designer.group_size=2",
+    "warmstart.agent_steps=2",
+    "warmstart.designer_examples=1",
+    "warmstart.designer_steps=1",
 ]
 overrides = [
+    'eval.parts=["seeds", "levels", "envs"]',
     f"run.iterations={1 if args.short else args.iterations}",
     f"eval.every={args.every}",
     f"run.budget_minutes={args.minutes}",

@@ -111,3 +111,47 @@ def test_the_stall_warning_names_the_roles_that_trained() -> None:
     assert "both roles" in training_state(UpdateStats(optimizer_steps=2, trained_samples={"agent": 4, "designer": 1}))
     assert "no optimizer step" in training_state(UpdateStats(optimizer_steps=0))
     assert "no optimizer step" in training_state(None)
+
+
+def test_the_benchmark_compares_the_arms_at_equal_agent_steps_and_tokens_from_one_start(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from test_selfplay import tiny_policy
+    from transformers import AutoTokenizer
+
+    from spade_gym.evaluation.learning import learning_benchmark
+    from spade_gym.policies.embedded import embedded_model_dir
+    from spade_gym.trainer.config import SelfPlayConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
+    held = ["InboxCodeRelay", "TravelBookingConstraints", "LightsOut3x3", "MastermindCodeBreaker"]
+    config = SelfPlayConfig.from_dict(
+        {
+            "designer": {"prompts_per_iteration": 1, "group_size": 2, "max_new_tokens": 8, "memory_k": 1},
+            "agent": {"max_new_tokens": 4, "replay_envs": 1, "episodes_per_env": 2, "updates_per_iteration": 2},
+            "eval": {"parts": ["seeds", "envs"], "half_width": 0.5, "greedy": False, "envs": ["LargerOfTwo"]},
+            "run": {
+                "iterations": 1,
+                "tensorboard": False,
+                "seed_tags": ["graded"],
+                "held_out_envs": [*held, "ColorDoorRooms", "CountListItems", "OrderStatusLookup", "LargerOfTwo"],
+            },
+        }
+    )
+    result = learning_benchmark(
+        config,
+        tmp_path / "b",
+        say=lambda _: None,
+        make_policy=lambda: tiny_policy(tokenizer),
+        max_baseline_iterations=3,
+    )
+    figures = result.to_dict()
+    assert figures["same_start"] and result.selfplay.steps == result.baseline_steps.steps == 2
+    assert result.baseline_tokens.tokens >= result.selfplay.tokens or result.baseline_tokens.steps == 6
+    # the held-out items: 4 unseen seeds of the one training environment, 4 of the unseen one
+    assert {p: r.n for p, r in result.before.sampled.items()} == {"seeds": 4, "envs": 4}
+    assert set(result.difference_steps) == set(result.difference_tokens) == {"seeds", "envs"}
+    assert [c.tag for c in result.selfplay.curve] == ["before", "after"] and result.selfplay.curve[-1].steps == 2
+    assert (tmp_path / "b" / "learning.png").is_file() and "| unseen environments | 4 |" in result.markdown()
+    # the baseline reused the start's evaluation (one checkpoint, one evaluation before)
+    before = (tmp_path / "b" / "baseline" / "eval" / "before.json").read_text()
+    assert before == (tmp_path / "b" / "selfplay" / "eval" / "before.json").read_text()

@@ -16,6 +16,7 @@ interval it needs: ``n = ceil(z^2 / (4 h^2))`` episodes for half-width ``h`` at 
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -191,7 +192,7 @@ def evaluate_heldout(
             record = _record(item.item_id, trajectory, {"env": item.label, "seed": item.seed})
             record.score = float(record.error is None and trajectory.success)  # success, not the return
             by_part.setdefault(item.part, []).append(record)
-        config_json = {"sampling": asdict(params), "max_turns": max_turns}
+        config_json = json.loads(json.dumps({"sampling": asdict(params), "max_turns": max_turns}))  # as saved
         out[suffix] = {
             part: SuiteResult(f"heldout-{part}{suffix}", name, records, 0.0, config_json)
             for part, records in by_part.items()

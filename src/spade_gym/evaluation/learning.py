@@ -238,6 +238,7 @@ def learning_benchmark(
     say: Callable[[str], None] = print,
     progress: Callable[[str, int, int], None] | None = None,
     max_baseline_iterations: int | None = None,
+    make_policy: Callable[[], Any] | None = None,
 ) -> LearningResult:
     """Run the benchmark of the module docstring; rerunning with the same ``out`` resumes both runs.
 
@@ -246,6 +247,8 @@ def learning_benchmark(
             is set, ``run.out`` becomes ``out/selfplay`` and ``out/baseline``.
         out: folder for both runs and the :class:`LearningResult` as ``learning.md``, ``.json``, ``.png``.
         max_baseline_iterations: cap on the baseline's iterations (``None``: 3x self-play's).
+        make_policy: a zero-argument factory of each arm's starting policy (``None``: the config's
+            ``policy`` section loads it); both arms must start from the same weights.
 
     Raises ``ConfigError`` for a config the self-play loop cannot run (a budget it cannot fit among them).
     """
@@ -264,10 +267,11 @@ def learning_benchmark(
 
     def open_loop(name: str, cfg: Any) -> Any:
         path = out / name
+        policy = make_policy() if make_policy is not None else None
         if (path / "config.yaml").is_file():
-            return SelfPlay.resume(path, say=say, progress=progress)
+            return SelfPlay.resume(path, policy=policy, say=say, progress=progress)
         cfg = cfg.with_overrides([f"run.out={path}"])
-        return SelfPlay(cfg, RunDir.create(path, cfg), say=say, progress=progress)
+        return SelfPlay(cfg, RunDir.create(path, cfg), policy=policy, say=say, progress=progress)
 
     def start_digest(loop: Any, name: str) -> str:
         path = out / f"{name}_start.sha256"

@@ -442,8 +442,10 @@ class SelfPlay:
             sum(s.phase.seconds for s in steps),
         )
         agent_updates = [s.update for s in steps if s.update is not None]
-        self.designer_steps += designer_update.optimizer_steps if designer_update is not None else 0
-        self.agent_steps += sum(u.optimizer_steps for u in agent_updates)
+        # a step is a rollout and its update (none of whose optimizer steps may be taken when every
+        # group's returns are equal: train/optimizer_steps counts those)
+        self.designer_steps += int(designer_update is not None)
+        self.agent_steps += len(steps)
 
         outcomes = list(design.outcomes)
         accepted = tuple(o.record.env_id for o in outcomes if o.record is not None)
@@ -460,8 +462,7 @@ class SelfPlay:
                 warnings.warn(
                     f"iteration {i}: {update.skipped_nan} update step(s) skipped (NaN or inf loss)", stacklevel=2
                 )
-        metrics["steps/designer"] = designer_update.optimizer_steps if designer_update is not None else 0
-        metrics["steps/agent"] = sum(u.optimizer_steps for u in agent_updates)
+        metrics["steps/designer"], metrics["steps/agent"] = int(designer_update is not None), len(steps)
         metrics["steps/designer_total"], metrics["steps/agent_total"] = self.designer_steps, self.agent_steps
         validate_s = design.validate_s + sum(o.validation_s for o in outcomes)
         regret_s = sum(o.regret_s for o in outcomes)
