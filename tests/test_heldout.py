@@ -24,6 +24,7 @@ from spade_gym.evaluation.heldout import (
     part_size,
     save_path,
     seed_records,
+    seen_levels,
 )
 from spade_gym.ladder import Ladder, knob_variant, read_ladder
 from spade_gym.program import knobs
@@ -137,3 +138,21 @@ def test_a_ladder_survives_a_statistics_update_and_is_measured_per_knob_value(tm
         Ladder("N_ITEMS", 3, 5, 2)
     with pytest.raises(ValueError, match="no knob 'ROOMS'"):
         knob_variant((folder / "env.py").read_text(), "ROOMS", 2)
+
+
+def test_a_level_the_designer_reached_is_no_longer_unseen(tmp_path: Path) -> None:
+    items = heldout_items(EvalSection(parts=["levels"], half_width=0.5), seed_records(POOL), [], ladders_of(POOL))
+    registry = Registry(tmp_path / "reg", create=True)
+    source = seed_records(["ColorCodeLookup"])[0].source_path.read_text()
+    registry.add(EnvProgram(source), name="ColorCodeLookup", setting="reasoning", max_turns=2, description="pool")
+    assert seen_levels(items["levels"], registry.records()) == []
+    variant = knob_variant(source, "N_ITEMS", 4)
+    registry.add(
+        EnvProgram(variant),
+        name="ColorCodeLookup",
+        setting="reasoning",
+        max_turns=2,
+        description="v",
+        allow_near_duplicates=True,
+    )
+    assert seen_levels(items["levels"], registry.records()) == ["ColorCodeLookup@N_ITEMS=4"]

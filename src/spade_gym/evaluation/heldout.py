@@ -36,8 +36,14 @@ __all__ = [
     "HeldOutItem",
     "evaluate_heldout",
     "gain_line",
+    "gain_metrics",
     "heldout_items",
+    "heldout_report",
+    "ladders_of",
     "part_size",
+    "save_path",
+    "seed_records",
+    "seen_levels",
 ]
 
 #: The three parts, in report order, and how each reads.
@@ -211,6 +217,22 @@ def gain_line(before: SuiteResult, after: SuiteResult, what: str = "unseen seeds
     )
 
 
+def seen_levels(items: Sequence[HeldOutItem], records: Sequence[Any]) -> list[str]:
+    """The labels of difficulty-level items (``"Name@KNOB=v"``) that a registered environment of the
+    same name has at that knob value (a Designer's variant reached it): no longer unseen."""
+    from spade_gym.program import knobs
+
+    out = []
+    for label in sorted({i.label for i in items}):
+        name, _, knob = label.partition("@")
+        key, _, value = knob.partition("=")
+        for record in records:
+            if record.name == name and knobs(record.source_path.read_text(encoding="utf-8")).get(key) == int(value):
+                out.append(label)
+                break
+    return out
+
+
 def gain_metrics(after: HeldOut, before: HeldOut, prefix: str = "eval") -> dict[str, float]:
     """Per part, the paired gain over ``before`` and its 95% interval: ``eval/seeds/gain``, ``.._low``, ``.._high``."""
     out: dict[str, float] = {}
@@ -259,12 +281,15 @@ def heldout_report(run_dir: str | Path) -> list[str]:
         return []
     before, after = (HeldOut.from_results(load_results(p)) for p in paths)
     lines = []
+    seen = json.loads(paths[1].read_text(encoding="utf-8")).get("seen_levels") or []
     for part, what in PARTS.items():
         if part in before.sampled and part in after.sampled:
             b, a = before.sampled[part], after.sampled[part]
             envs = sorted({str(r.metadata.get("env")) for r in b.items})
             lines.append(gain_line(b, a, what))
             lines.append(f"  ({b.n} episodes at the Agent's temperature on {', '.join(envs)})")
+            if part == "levels" and seen:
+                lines.append(f"  (the Designer registered variants at {', '.join(seen)}: not unseen by the end)")
     for part, what in PARTS.items():
         if part in before.greedy and part in after.greedy:
             gain = compare_results(after.greedy[part], before.greedy[part])

@@ -53,6 +53,7 @@ from spade_gym.evaluation.heldout import (
     ladders_of,
     save_path,
     seed_records,
+    seen_levels,
 )
 from spade_gym.files import replace_atomically
 from spade_gym.memory import EnvironmentMemory
@@ -575,11 +576,13 @@ class SelfPlay:
             items,
             sampling,
             greedy=greedy,
-            max_turns=a.max_turns,
+            max_turns=None,  # the environment's own: a harder level may need more turns than training allows
             max_episodes=a.max_episodes,
             progress=lambda done, total: self.progress("eval", done, total),
         )
-        save_results(held.results(), path, extra={"tag": tag, "seconds": held.seconds, "agent_steps": self.agent_steps})
+        seen = seen_levels(items.get("levels", []), self.registry.records())
+        extra = {"tag": tag, "seconds": held.seconds, "agent_steps": self.agent_steps, "seen_levels": seen}
+        save_results(held.results(), path, extra=extra)
         return held
 
     def _generate_designs(self, prompts: list[DesignerPrompt], seed: int) -> list[list[Completion]]:
