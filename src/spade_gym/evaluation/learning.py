@@ -228,7 +228,11 @@ def _curve(run_dir: Path, metrics: list[dict[str, Any]], upto: int) -> list[Curv
         scores = {p: (r.score, *r.interval()) for p, r in held.sampled.items()}
         tokens = policy_tokens([m for m in metrics if int(m.get("steps/agent_total", 0)) <= steps])
         points.append(CurvePoint(path.stem, steps, tokens, scores))
-    return sorted(points, key=lambda c: (c.steps, c.tag != "before"))
+    # one point per step count: a whole evaluation rather than a curve point taken at the same step
+    best: dict[int, CurvePoint] = {}
+    for point in sorted(points, key=lambda c: c.tag.startswith("iteration-")):
+        best.setdefault(point.steps, point)
+    return [best[k] for k in sorted(best)]
 
 
 def learning_benchmark(
