@@ -19,26 +19,34 @@ __all__ = ["CPU_COSTS", "Costs", "Estimate", "check_budget", "estimate_run"]
 
 @dataclass(frozen=True)
 class Costs:
-    """Unit costs in wall seconds: ``load`` (model and registry), ``episode_token`` (one Agent
-    episode-turn's generated token, batched), ``agent_sample`` (one Agent turn in a GRPO update),
-    ``design_token`` (one Designer token), ``validate`` (the gate, per design), ``designer_sample``
-    (one design in the Designer's update), ``warmstart_step`` (one cold-start step, Agent and
-    Designer steps averaged)."""
+    """Unit costs in wall seconds: ``load`` (model and registry), ``episode_token`` (one generated
+    token of one Agent episode-turn in a training rollout), ``eval_token`` (the same in a held-out
+    evaluation, whose larger batches cost less per token), ``agent_sample`` (one Agent turn in a GRPO
+    update; ``turn_credit`` times that under ``agent.credit: turn``, whose equal second-turn groups
+    are left out), ``design_token`` (one Designer token), ``validate`` (the gate, per design),
+    ``designer_sample`` (one design in the Designer's update), ``warmstart_step`` (one cold-start
+    step, Agent and Designer steps averaged)."""
 
     load: float
     episode_token: float
+    eval_token: float
     agent_sample: float
+    turn_credit: float
     design_token: float
     validate: float
     designer_sample: float
     warmstart_step: float
 
 
-#: Measured with the embedded model on 2 CPU cores under the shared lock (benchmarks/README.md).
+#: Measured with the embedded model on 2 CPU cores under the shared lock (benchmarks/README.md):
+#: 10 Agent steps of 16 two-turn episodes at 48 tokens took 156 s of rollouts and 320 s of updates
+#: (197 s with per-turn credit); 88 held-out episodes 67 s; the cold start 220-432 s for 28 steps.
 CPU_COSTS = Costs(
     load=25.0,
-    episode_token=0.010,
+    episode_token=0.0102,
+    eval_token=0.008,
     agent_sample=1.0,
+    turn_credit=0.62,
     design_token=0.15,
     validate=5.0,
     designer_sample=10.0,
@@ -75,18 +83,20 @@ def step_minutes(config: Any, costs: Costs = CPU_COSTS) -> float:
     """One Agent step: ``replay_envs * episodes_per_env`` episodes played, then their update."""
     a = config.agent
     turns = a.replay_envs * a.episodes_per_env * _turns(config)
-    return turns * (a.max_new_tokens * costs.episode_token + costs.agent_sample) / 60.0
+    update = costs.agent_sample * (costs.turn_credit if a.credit == "turn" else 1.0)
+    return turns * (a.max_new_tokens * costs.episode_token + update) / 60.0
 
 
-def evaluation_minutes(config: Any, costs: Costs = CPU_COSTS) -> float:
-    """One held-out evaluation (every part, sampled and, with ``eval.greedy``, greedy)."""
+def evaluation_minutes(config: Any, costs: Costs = CPU_COSTS, *, curve: bool = False) -> float:
+    """One held-out evaluation: every part, sampled and (``eval.greedy``) greedy; with ``curve``
+    a point of the curve (unseen seeds, sampled)."""
     from spade_gym.evaluation.heldout import part_size
 
     e = config.eval
     if not e.enabled:
         return 0.0
-    episodes = part_size(e.half_width) * len(e.parts) * (2 if e.greedy else 1)
-    return episodes * _turns(config) * config.agent.max_new_tokens * costs.episode_token / 60.0
+    episodes = part_size(e.half_width) * (1 if curve else len(e.parts) * (2 if e.greedy else 1))
+    return episodes * _turns(config) * config.agent.max_new_tokens * costs.eval_token / 60.0
 
 
 def estimate_run(config: Any, *, cached_warmstart: bool = False, costs: Costs = CPU_COSTS) -> Estimate:
@@ -102,12 +112,12 @@ def estimate_run(config: Any, *, cached_warmstart: bool = False, costs: Costs = 
         tokens = share * d.edit_max_new_tokens + (1 - share) * d.max_new_tokens
         regret = 2 * a.k * _turns(config) * a.max_new_tokens * costs.episode_token
         design = designs * (tokens * costs.design_token + costs.validate + regret + costs.designer_sample)
-    evaluations = 2 + (r.iterations - 1) // config.eval.every if config.eval.every else 2
+    points = (r.iterations - 1) // config.eval.every if config.eval.every else 0
     return Estimate(
         start=start / 60.0,
         design=r.iterations * design / 60.0,
         agent=r.iterations * a.updates_per_iteration * step_minutes(config, costs),
-        evaluation=evaluations * evaluation_minutes(config, costs),
+        evaluation=2 * evaluation_minutes(config, costs) + points * evaluation_minutes(config, costs, curve=True),
     )
 
 
