@@ -50,7 +50,7 @@ CPU_COSTS = Costs(
     design_token=0.15,
     validate=5.0,
     designer_sample=10.0,
-    warmstart_step=15.0,
+    warmstart_step=10.0,
 )
 
 
