@@ -325,7 +325,7 @@ class SelfPlay:
         self.rng = np.random.default_rng(config.run.seed)
         self.start = 0
         self.stalled = 0
-        #: optimizer steps taken so far on each role's samples
+        #: steps taken so far: Agent steps (a rollout and its update), Designer updates
         self.agent_steps = self.designer_steps = 0
         #: the held-out episodes (spade_gym.evaluation.heldout), fixed when the run starts
         self.heldout = (
@@ -428,7 +428,7 @@ class SelfPlay:
         # 1. Design: G designs per prompt, validated at once, then judged and rewarded one by one
         design = self.design(i, seed) if cfg.run.designer == "on" else DesignPhase()
         # 2. The Designer's group update, once per design phase
-        designer_update, designer_s = self._update(list(design.samples), "designer")
+        designer_update, designer_s = self._update(list(design.samples))
         # 3. Agent steps, each on environments drawn by prioritised replay (the first also on the
         #    accepted designs' no-hint regret episodes), each followed by one update and a sync
         steps = [
@@ -492,13 +492,11 @@ class SelfPlay:
         """One Agent step: :meth:`play`, one update on its samples, the sync, and the replay scores
         of the environments played refreshed with its returns (PLR's score update)."""
         phase = self.play(seed, regret_episodes)
-        update, seconds = self._update(list(phase.samples), "agent", (u, self.config.agent.updates_per_iteration))
+        update, seconds = self._update(list(phase.samples), (u, self.config.agent.updates_per_iteration))
         refresh_scores(self.registry, phase.replayed)
         return AgentStep(phase, update, seconds)
 
-    def _update(
-        self, samples: list[TrainSample], role: str, step: tuple[int, int] = (0, 1)
-    ) -> tuple[UpdateStats | None, float]:
+    def _update(self, samples: list[TrainSample], step: tuple[int, int] = (0, 1)) -> tuple[UpdateStats | None, float]:
         """One GRPO update on ``samples`` (``None`` when there are none) and the sync of its weights
         to a separate generation backend; returns it and its wall seconds."""
         if not samples:
