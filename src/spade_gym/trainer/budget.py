@@ -40,16 +40,17 @@ class Costs:
 
 #: Measured with the embedded model on 2 CPU cores under the shared lock (benchmarks/README.md):
 #: 10 Agent steps of 16 two-turn episodes at 48 tokens took 156 s of rollouts and 320 s of updates
-#: (197 s with per-turn credit); 88 held-out episodes 67 s; the cold start 220-432 s for 28 steps.
+#: (197 s with per-turn credit); 88 held-out episodes 67 s; the cold start 208-432 s for 28 steps;
+#: a design phase of 4 edit designs 18 s and its Designer update 72 s (the demo's run).
 CPU_COSTS = Costs(
     load=25.0,
     episode_token=0.0102,
     eval_token=0.008,
     agent_sample=1.0,
     turn_credit=0.62,
-    design_token=0.15,
+    design_token=0.05,
     validate=5.0,
-    designer_sample=10.0,
+    designer_sample=18.0,
     warmstart_step=10.0,
 )
 
