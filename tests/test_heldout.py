@@ -122,7 +122,8 @@ def test_a_ladder_survives_a_statistics_update_and_is_measured_per_knob_value(tm
 
     root = tmp_path / "reg"
     shutil.copytree(bundled_registry_path() / "envs" / "ColorCodeLookup-v0", root / "envs" / "ColorCodeLookup-v0")
-    registry = Registry(root, create=True)
+    with pytest.warns(RuntimeWarning, match="index.sqlite is missing"):  # a copied folder: its index is rebuilt
+        registry = Registry(root, create=True)
     folder = registry.get("ColorCodeLookup-v0").path
     write_ladder(folder, Ladder("N_ITEMS", 1, 2, 2))
     registry.update_stats("ColorCodeLookup-v0", episodes=2, mean_return_nohint=0.5)  # rewrites meta.json
