@@ -165,6 +165,7 @@ def _design_line(p: int, prompt: Any, outcome: DesignOutcome) -> dict[str, Any]:
         "return_nohint": outcome.estimate.mean_nohint if outcome.estimate is not None else None,
         "p": outcome.reward.p_nohint,
         "env_id": outcome.record.env_id if outcome.record is not None else None,
+        "regret": outcome.estimate.summary() if outcome.estimate is not None else None,
     }
 
 
