@@ -178,7 +178,7 @@ def test_paying_after_turn_64_is_caught_by_the_gate(tmp_path: Path) -> None:
 def test_the_host_caps_turns_and_observation_bytes_of_an_episode() -> None:
     env = SandboxedEnv(PAYS_LATE)
     try:
-        assert env.declared_max_turns == 100_000 and env.max_turns == SandboxConfig().max_turns == 256
+        assert env.declared_max_turns == 100_000 and env.max_turns == SandboxConfig().max_turns == 1000
     finally:
         env.close()
     config = SandboxConfig(max_turns=100)

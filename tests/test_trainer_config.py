@@ -521,7 +521,7 @@ def test_describe_config_lists_every_field_with_type_default_and_help() -> None:
         assert " ".join(f.metadata["help"].split()) in flat, dotted
     assert "train.learning_rate: a finite number > 0 = 1.0e-05" in text
     assert "run.designer: one of 'on', 'off' = 'on'" in text
-    assert "agent.max_turns: an int >= 1 = 256" in text
+    assert "agent.max_turns: an int >= 1 = 1000" in text
     for section in SECTIONS:
         assert f"\n{section}: " in text
 

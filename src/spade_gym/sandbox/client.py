@@ -46,8 +46,9 @@ __all__ = ["SandboxConfig", "Budget", "ProgramSpec", "SandboxClient", "Zygote", 
 
 _HEADER_BYTES = 4
 #: Default host-side cap on the actions of one episode (:attr:`SandboxConfig.max_turns`): above every
-#: seed environment's own ``max_turns`` (the longest declares 160), far below the 100,000 a program may.
-MAX_EPISODE_TURNS = 256
+#: seed environment's own ``max_turns`` (the longest declares 160) and the 1000 of the longest valid test case,
+#: far below the 100,000 a program may.
+MAX_EPISODE_TURNS = 1000
 #: Default UTF-8 bytes of observations and hints one episode may return (:attr:`SandboxConfig.max_episode_text_bytes`):
 #: four observations of the largest size (1 MiB); a rollout of ``max_episodes`` episodes holds at most that many times it.
 MAX_EPISODE_TEXT_BYTES = 4 << 20
