@@ -42,7 +42,7 @@ test-slow: $(STAMP)  ## end-to-end runs with the embedded model: the examples, R
 	$(BIN)/python -m pytest -q -m slow --durations=25
 
 bench: $(STAMP)  ## speed figures (pytest-benchmark), printed as ratios and absolute numbers
-	$(BIN)/python -m pytest benchmarks -q -s -p no:cacheprovider
+	$(BIN)/python -m pytest benchmarks -q -s -p no:cacheprovider --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
