@@ -2,7 +2,7 @@
 equal Agent steps and at equal policy tokens, on held-out episodes: unseen seeds of the training
 environments, unseen difficulty levels, whole unseen environments.
 
-    python examples/learning_curve.py            # docs/learning.md's figures (about 40 min on 2 cores)
+    python examples/learning_curve.py            # the full benchmark (estimated 44 min on 2 cores)
     python examples/learning_curve.py --short    # the CI-sized run (a few minutes on 2 cores)
     python examples/learning_curve.py --set agent.credit=turn --out runs/lc-turn
 
@@ -24,7 +24,9 @@ parser = argparse.ArgumentParser(
 )
 parser.add_argument("--config", default="examples/selfplay_cpu.yaml", help="the self-play YAML config")
 parser.add_argument("--out", default="runs/learning-curve", help="folder for both runs and the results")
-parser.add_argument("--iterations", type=int, default=3, help="self-play iterations (design phases)")
+parser.add_argument(
+    "--iterations", type=int, default=2, help="self-play iterations (design phases; 2 fit --minutes 45, 3 do not)"
+)
 parser.add_argument("--every", type=int, default=1, help="a point of the curve every N iterations")
 parser.add_argument("--minutes", type=float, default=45.0, help="the budget each run is checked against")
 parser.add_argument("--short", action="store_true", help="CI size: see SHORT")

@@ -1213,7 +1213,7 @@ def envs_measure(
     with a parsable action) and errors. Stored fields: episodes, mean_return_hint,
     mean_return_nohint, regret and format_compliance.
     """
-    from spade_gym.agent import RolloutConfig, format_compliance
+    from spade_gym.agent import RolloutConfig
     from spade_gym.policies import SamplingParams
     from spade_gym.regret import estimate_regrets
     from spade_gym.seeds import draw_seeds
@@ -1249,9 +1249,23 @@ def envs_measure(
             )
     except (SpadeError, ValueError) as exc:
         _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 1)
+    _show_measured(
+        reg,
+        records,
+        estimates,
+        f"Measured with {_safe(agent.name)}, k={k}, seeds "
+        f"{', '.join(map(str, seeds))}, temperature {temperature:g}, top_p {top_p:g}",
+        k,
+    )
+
+
+def _show_measured(reg: Any, records: list[Any], estimates: list[Any], title: str, k: int) -> None:
+    """Store each environment's measured returns, regret and format compliance in its meta.json and
+    print them as a table, with the rollout's timing."""
+    from spade_gym.agent import format_compliance
+
     table = _table(
-        f"Measured with {_safe(agent.name)}, k={k}, seeds {', '.join(map(str, seeds))}, "
-        f"temperature {temperature:g}, top_p {top_p:g}",
+        title,
         ("id", "return hint / no hint", "success hint / no hint", "regret", "format compliance", "errors"),
     )
     for record, result in zip(records, estimates, strict=True):

@@ -257,8 +257,6 @@ def learning_benchmark(
     Raises ``ConfigError`` for a config the self-play loop cannot run (a budget it cannot fit among them).
     """
     from spade_gym.trainer.budget import check_budget, estimate_run
-    from spade_gym.trainer.run import RunDir
-    from spade_gym.trainer.selfplay import SelfPlay
 
     began = time.perf_counter()
     out = Path(out)
@@ -270,27 +268,14 @@ def learning_benchmark(
     config = config.with_overrides(["run.budget_minutes=null"])
 
     def open_loop(name: str, cfg: Any) -> Any:
-        path = out / name
-        policy = make_policy() if make_policy is not None else None
-        if (path / "config.yaml").is_file():
-            return SelfPlay.resume(path, policy=policy, say=say, progress=progress)
-        cfg = cfg.with_overrides([f"run.out={path}"])
-        return SelfPlay(cfg, RunDir.create(path, cfg), policy=policy, say=say, progress=progress)
-
-    def start_digest(loop: Any, name: str) -> str:
-        path = out / f"{name}_start.sha256"
-        if not path.is_file():
-            if loop.start:
-                raise RuntimeError(f"{out / name} was trained before its starting weights were recorded")
-            path.write_text(_digest(loop.policy))
-        return path.read_text().strip()
+        return _open_loop(out / name, cfg, make_policy, say=say, progress=progress)
 
     # 1. self-play
     loop = open_loop("selfplay", config)
     try:
         model = str(getattr(loop.policy, "name", "policy"))
         parameters = sum(p.numel() for p in loop.policy.model.parameters())
-        sp_digest = start_digest(loop, "selfplay")
+        sp_digest = _start_digest(loop, out, "selfplay")
         loop.train()
         before, sp_after = loop.evaluate("before"), loop.evaluate("after")
         sp_metrics, sp_steps = loop.run.read_metrics(), loop.agent_steps
@@ -304,7 +289,7 @@ def learning_benchmark(
     cap = max_baseline_iterations or 3 * config.run.iterations
     loop = open_loop("baseline", config.with_overrides(["run.designer=off", f"run.iterations={cap}"]))
     try:
-        bl_digest = start_digest(loop, "baseline")
+        bl_digest = _start_digest(loop, out, "baseline")
         if bl_digest == sp_digest and not save_path(loop.run.path, "before").is_file():
             save_path(loop.run.path, "before").parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(save_path(out / "selfplay", "before"), save_path(loop.run.path, "before"))
@@ -345,13 +330,47 @@ def learning_benchmark(
         difference_tokens=minus(sp_after, at_tokens),
         seconds=time.perf_counter() - began,
     )
+    _save(result, out, say)
+    return result
+
+
+def _open_loop(
+    path: Path,
+    cfg: Any,
+    make_policy: Callable[[], Any] | None,
+    *,
+    say: Callable[[str], None],
+    progress: Callable[[str, int, int], None] | None,
+) -> Any:
+    """One arm's :class:`~spade_gym.trainer.selfplay.SelfPlay` in ``path``: resumed when it has a config there."""
+    from spade_gym.trainer.run import RunDir
+    from spade_gym.trainer.selfplay import SelfPlay
+
+    policy = make_policy() if make_policy is not None else None
+    if (path / "config.yaml").is_file():
+        return SelfPlay.resume(path, policy=policy, say=say, progress=progress)
+    cfg = cfg.with_overrides([f"run.out={path}"])
+    return SelfPlay(cfg, RunDir.create(path, cfg), policy=policy, say=say, progress=progress)
+
+
+def _start_digest(loop: Any, out: Path, name: str) -> str:
+    """The arm's starting weights' digest, recorded before its first step; RuntimeError if it trained first."""
+    path = out / f"{name}_start.sha256"
+    if not path.is_file():
+        if loop.start:
+            raise RuntimeError(f"{out / name} was trained before its starting weights were recorded")
+        path.write_text(_digest(loop.policy))
+    return path.read_text().strip()
+
+
+def _save(result: LearningResult, out: Path, say: Callable[[str], None]) -> None:
+    """Write ``learning.md``, ``learning.json`` and (with matplotlib) ``learning.png`` into ``out``."""
     (out / "learning.md").write_text(result.markdown())
     (out / "learning.json").write_text(json.dumps(result.to_dict(), indent=1, default=str) + "\n")
     try:
         plot_learning(result, out / "learning.png")
     except ImportError as exc:
         say(f"no plot: {exc}")
-    return result
 
 
 def plot_learning(result: LearningResult, path: str | Path) -> Path:

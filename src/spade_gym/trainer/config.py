@@ -379,6 +379,33 @@ class WarmstartSection:
     )
 
 
+def _check_seed_library(r: Any) -> None:
+    """ConfigError when ``run.held_out_envs`` or ``run.seed_tags`` names what the seed library lacks."""
+    if r.held_out_envs and bundled_registry_path().is_dir():
+        seed_names = {p.name.rsplit("-v", 1)[0] for p in (bundled_registry_path() / "envs").iterdir()}
+        unknown = sorted(set(r.held_out_envs) - seed_names)
+        if unknown:
+            raise ConfigError(
+                f"config key 'run.held_out_envs' names no seed environment: {', '.join(unknown)} "
+                "(`spade envs list` shows the seed library)",
+                key="run.held_out_envs",
+            )
+    if r.seed_tags and bundled_registry_path().is_dir():
+        tags: set[str] = set()
+        for meta in (bundled_registry_path() / "envs").glob("*/meta.json"):
+            try:
+                tags.update(json.loads(meta.read_text()).get("tags", []))
+            except (OSError, ValueError):
+                continue
+        unknown = sorted(set(r.seed_tags) - tags)
+        if unknown:
+            raise ConfigError(
+                f"config key 'run.seed_tags' names tags no seed environment has: {', '.join(unknown)} "
+                f"(tags: {', '.join(sorted(tags))})",
+                key="run.seed_tags",
+            )
+
+
 @dataclass
 class SelfPlayConfig:
     """Everything a self-play run needs, read from one YAML file (``spade selfplay --config FILE``);
@@ -501,29 +528,7 @@ class SelfPlayConfig:
         except (ImportError, ValueError) as exc:
             raise ConfigError(f"config key 'run.fixed_pool' = {r.fixed_pool!r}: {exc}", key="run.fixed_pool") from None
 
-        if r.held_out_envs and bundled_registry_path().is_dir():
-            seed_names = {p.name.rsplit("-v", 1)[0] for p in (bundled_registry_path() / "envs").iterdir()}
-            unknown = sorted(set(r.held_out_envs) - seed_names)
-            if unknown:
-                raise ConfigError(
-                    f"config key 'run.held_out_envs' names no seed environment: {', '.join(unknown)} "
-                    "(`spade envs list` shows the seed library)",
-                    key="run.held_out_envs",
-                )
-        if r.seed_tags and bundled_registry_path().is_dir():
-            tags: set[str] = set()
-            for meta in (bundled_registry_path() / "envs").glob("*/meta.json"):
-                try:
-                    tags.update(json.loads(meta.read_text()).get("tags", []))
-                except (OSError, ValueError):
-                    continue
-            unknown = sorted(set(r.seed_tags) - tags)
-            if unknown:
-                raise ConfigError(
-                    f"config key 'run.seed_tags' names tags no seed environment has: {', '.join(unknown)} "
-                    f"(tags: {', '.join(sorted(tags))})",
-                    key="run.seed_tags",
-                )
+        _check_seed_library(r)
 
         unheld = sorted(set(self.eval.envs) - set(r.held_out_envs))
         if unheld:
