@@ -1,8 +1,8 @@
 """The learning benchmark (``examples/learning_curve.py``) in its short mode, as CI runs it.
 
 The full benchmark (three design phases, docs/learning.md) takes longer than CI allows; ``--short``
-runs one design phase with three Agent steps and the baseline at equal Agent steps and tokens, on
-held-out parts sized for a 95% interval of +-0.2. Reported, never asserted: per part (unseen seeds,
+runs one design phase with two Agent steps of 8 episodes and the baseline at equal Agent steps and
+tokens, on held-out parts of 8 episodes (a 95% interval of about +-0.35). Reported, never asserted: per part (unseen seeds,
 unseen difficulty levels, unseen environments) the success before, self-play's paired gain and
 self-play minus the baseline, and the wall time. The run's own checks (a report is written, both
 arms start from one checkpoint and are compared at equal Agent steps) are asserted, since a

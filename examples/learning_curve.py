@@ -3,7 +3,7 @@ equal Agent steps and at equal policy tokens, on held-out episodes: unseen seeds
 environments, unseen difficulty levels, whole unseen environments.
 
     python examples/learning_curve.py            # the full benchmark (estimated 44 min on 2 cores)
-    python examples/learning_curve.py --short    # the CI-sized run (a few minutes on 2 cores)
+    python examples/learning_curve.py --short    # the CI-sized run (estimated 5 min on 2 cores)
     python examples/learning_curve.py --set agent.credit=turn --out runs/lc-turn
 
 Both arms run the CPU example (examples/selfplay_cpu.yaml) with its held-out evaluation; the
@@ -37,7 +37,9 @@ args = parser.parse_args()
 #: pipeline end to end; its figures are too small for a claim).
 SHORT = [
     "agent.updates_per_iteration=2",
-    "eval.half_width=0.25",
+    "agent.episodes_per_env=4",
+    "agent.replay_seeds=4",
+    "eval.half_width=0.35",
     "eval.greedy=false",
     "designer.group_size=2",
     "warmstart.agent_steps=2",
