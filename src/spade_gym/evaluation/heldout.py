@@ -183,7 +183,7 @@ def evaluate_heldout(
     from dataclasses import replace
 
     from spade_gym.agent import Episode, RolloutConfig, rollout
-    from spade_gym.evaluation.environments import _record
+    from spade_gym.evaluation.environments import episode_record
 
     began = time.perf_counter()
     flat = [item for part in items.values() for item in part]
@@ -195,7 +195,7 @@ def evaluate_heldout(
         name = str(getattr(policy, "name", type(policy).__name__))
         by_part: dict[str, list[ItemRecord]] = {}
         for item, trajectory in zip(flat, trajectories, strict=True):
-            record = _record(item.item_id, trajectory, {"env": item.label, "seed": item.seed})
+            record = episode_record(item.item_id, trajectory, {"env": item.label, "seed": item.seed})
             record.score = float(record.error is None and trajectory.success)  # success, not the return
             by_part.setdefault(item.part, []).append(record)
         config_json = json.loads(json.dumps({"sampling": asdict(params), "max_turns": max_turns}))  # as saved
