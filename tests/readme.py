@@ -1,25 +1,27 @@
-"""The README's examples, read by the tests that run them."""
+"""The examples of the README and of docs/ pages, read by the tests that run them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
-def readme_example(heading: str, index: int = 0, language: str = "python") -> str:
-    """The ``index``-th fenced ``language`` block of the README section whose heading line is
-    ``heading`` (e.g. ``"### TRL"``), up to the next heading of the same or a higher level.
+def readme_example(heading: str, index: int = 0, language: str = "python", page: Path = README) -> str:
+    """The ``index``-th fenced ``language`` block of the section of ``page`` (default: the README)
+    whose heading line is ``heading`` (e.g. ``"### TRL"``), up to the next heading of the same or a
+    higher level.
 
     Raises:
         LookupError: no such section or block.
     """
-    lines = README.read_text(encoding="utf-8").splitlines()
+    lines = page.read_text(encoding="utf-8").splitlines()
     level = len(heading) - len(heading.lstrip("#"))
     try:
         start = lines.index(heading)
     except ValueError:
-        raise LookupError(f"README.md has no heading {heading!r}") from None
+        raise LookupError(f"{page.name} has no heading {heading!r}") from None
     end = next(
         (
             i
@@ -41,7 +43,7 @@ def readme_example(heading: str, index: int = 0, language: str = "python") -> st
         elif current is not None:
             current.append(line)
     if index >= len(blocks):
-        raise LookupError(f"README.md section {heading!r} has {len(blocks)} ```{language} block(s), not {index + 1}")
+        raise LookupError(f"{page.name} section {heading!r} has {len(blocks)} ```{language} block(s), not {index + 1}")
     return blocks[index]
 
 

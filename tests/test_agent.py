@@ -100,6 +100,30 @@ def test_extract_action(text: str, setting: str, action: str, ok: bool) -> None:
     assert (parsed.action, parsed.format_ok, parsed.error) == (action, ok, None)
 
 
+def test_extract_action_takes_linear_time_and_keeps_the_tag_rules() -> None:
+    import re
+    import time
+
+    from spade_gym.agent import _ANSWER
+
+    # many opening tags with no closing tag after them (a client of `spade serve` may send any text):
+    # the regex alone scanned to the end from each one (35 s of CPU for 256 KB)
+    for text, setting in [
+        ("<answer>" * 125_000, "reasoning"),
+        ("<tool_call>" * 90_000, "tool_use"),
+        ("<answer>a" * 60_000 + "</answer>" + "<answer>" * 60_000, "reasoning"),
+    ]:
+        started = time.process_time()
+        extract_action(text, setting)
+        assert time.process_time() - started < 1.0
+    for text in [
+        "<answer>a<answer>b</answer>",
+        "x <ANSWER>1</Answer> <answer>2</answer><answer>3",
+        "<answer>\n</answer>",
+    ]:
+        assert extract_action(text, "reasoning").action == re.findall(_ANSWER, text)[-1].strip()
+
+
 @pytest.mark.parametrize(
     "text",
     ["<tool_call>{not json}</tool_call>", '<tool_call>["f"]</tool_call>', '<tool_call>{"arguments": {}}</tool_call>'],

@@ -366,9 +366,9 @@ def test_the_helpers_name_the_extra_when_sb3_is_missing(monkeypatch: pytest.Monk
     from spade_gym.integrations import sb3
 
     monkeypatch.setitem(sys.modules, "stable_baselines3", None)
-    with pytest.raises(MissingDependency, match=r"needs stable_baselines3: pip install 'spade-gym\[sb3\]'"):
+    with pytest.raises(MissingDependency, match=r"needs stable_baselines3: pip install -e '\.\[sb3\]' in a clone"):
         sb3.check(agent=ChainSolverAgent(3))
-    with pytest.raises(MissingDependency, match=r"spade-gym\[sb3\]"):
+    with pytest.raises(MissingDependency, match=r"-e '\.\[sb3\]'"):
         sb3.train(make_env())
 
 

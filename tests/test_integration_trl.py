@@ -341,14 +341,14 @@ def test_a_missing_trl_or_datasets_is_one_line_naming_the_extra() -> None:
     )
     lines = result.stdout.strip().splitlines()
     assert lines == [
-        "MissingDependency | spade_gym.integrations.trl needs trl: pip install 'spade-gym[trl]'",
-        "MissingDependency | spade_gym.integrations.trl needs datasets: pip install 'spade-gym[trl]'",
-        "MissingDependency | spade_gym.integrations.trl needs datasets: pip install 'spade-gym[trl]'",
+        "MissingDependency | spade_gym.integrations.trl needs trl: pip install -e '.[trl]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)",
+        "MissingDependency | spade_gym.integrations.trl needs datasets: pip install -e '.[trl]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)",
+        "MissingDependency | spade_gym.integrations.trl needs datasets: pip install -e '.[trl]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)",
     ]
     # uncaught, the traceback ends in that one line (no chained ModuleNotFoundError)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        "spade_gym.errors.MissingDependency: spade_gym.integrations.trl needs trl: pip install 'spade-gym[trl]'"
+        "spade_gym.errors.MissingDependency: spade_gym.integrations.trl needs trl: pip install -e '.[trl]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)"
     )
     assert "During handling" not in result.stderr
 

@@ -418,7 +418,10 @@ def test_without_verl_the_class_is_one_clear_line(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(verl_mod, "_AGENT_LOOP", None)
     with pytest.raises(MissingDependency) as info:
         verl_mod.SpadeAgentLoop  # noqa: B018
-    assert str(info.value) == "spade_gym.integrations.verl needs verl: pip install 'spade-gym[verl]'"
+    assert (
+        str(info.value)
+        == "spade_gym.integrations.verl needs verl: pip install -e '.[verl]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)"
+    )
     with pytest.raises(AttributeError):
         verl_mod.NoSuchThing  # noqa: B018
 

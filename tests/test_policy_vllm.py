@@ -155,12 +155,12 @@ def test_constructor_without_vllm_raises_backend_unavailable(monkeypatch: pytest
     with pytest.raises(BackendUnavailable) as info:
         VLLMPolicy("x")
     assert not isinstance(info.value, ImportError)
-    assert "spade-gym[vllm]" in str(info.value) and "GPU" in str(info.value)
+    assert "pip install -e '.[vllm]'" in str(info.value) and "GPU" in str(info.value)
 
 
 def test_load_policy_vllm_without_vllm_raises_backend_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm", None)
-    with pytest.raises(BackendUnavailable, match=r"spade-gym\[vllm\]"):
+    with pytest.raises(BackendUnavailable, match=r"-e '\.\[vllm\]'"):
         load_policy("vllm:Qwen/Qwen2.5-0.5B-Instruct")
 
 

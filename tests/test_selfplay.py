@@ -176,8 +176,11 @@ def test_the_designs_of_several_prompts_are_generated_in_one_call(tmp_path: Path
     calls: list[tuple[int, int, int]] = []
     generate = loop.generator.generate
 
+    sent: list[Any] = []
+
     def counted(prompts: Any, sampling: Any) -> Any:
         calls.append((len(prompts), sampling.n, sampling.max_new_tokens))
+        sent.extend(prompts)
         return generate(prompts, sampling)
 
     loop.generator.generate = counted  # type: ignore[method-assign]
@@ -188,6 +191,7 @@ def test_the_designs_of_several_prompts_are_generated_in_one_call(tmp_path: Path
     lines = [json.loads(line) for line in (tmp_path / "run" / "designs.jsonl").read_text().splitlines()]
     modes = [line["mode"] for line in lines[::2]]
     assert [line["prompt"] for line in lines] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4] and len(set(modes)) == 2
+    assert all(line["messages"] in sent for line in lines)  # the prompt each design answered, for SFT export
     assert sorted(calls) == sorted((modes.count(m), 2, 32 if m == "edit" else 40) for m in set(modes))
     # each design is trained on as an answer to its own prompt: one group of two per prompt
     groups = [(s.group, tuple(s.prompt_ids)) for s in phase.samples]

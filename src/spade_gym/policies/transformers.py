@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spade_gym.errors import BackendUnavailable, ModelNotFound, PolicyError
+from spade_gym.errors import BackendUnavailable, ModelNotFound, PolicyError, install_hint
 from spade_gym.policies.base import (
     Completion,
     FinishReason,
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PrefixCache", "TransformersPolicy", "import_torch_stack", "resolve_device_dtype"]
 
-_TRAIN_HINT = "install the train extra: pip install 'spade-gym[train]' (on a machine without an NVIDIA GPU, install torch's CPU build first)"
+_TRAIN_HINT = f"install the train extra: {install_hint('train')}; on a machine without an NVIDIA GPU, install torch's CPU build first"
 
 
 def import_torch_stack() -> None:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spade_gym.errors import BackendUnavailable, GenerationError, ModelNotFound, PolicyError
+from spade_gym.errors import BackendUnavailable, GenerationError, ModelNotFound, PolicyError, install_hint
 from spade_gym.policies.base import (
     Completion,
     FinishReason,
@@ -51,7 +51,7 @@ COLOCATE_DEFAULTS: dict[str, Any] = {
     "enable_prefix_caching": True,
 }
 
-_INSTALL_HINT = "install it with `pip install 'spade-gym[vllm]'` on a Linux machine with an NVIDIA GPU"
+_INSTALL_HINT = f"install it with {install_hint('vllm')}, on a Linux machine with an NVIDIA GPU"
 
 
 def to_vllm_sampling_kwargs(sampling: SamplingParams) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from annotated_types import Ge, Gt, Le
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, EDIT_TOKEN_FLOOR, WRITE_MAX_NEW_TOKENS
-from spade_gym.errors import SpadeError
+from spade_gym.errors import SpadeError, install_hint
 from spade_gym.evaluation.heldout import EvalSection
 from spade_gym.memory import MemoryConfig
 from spade_gym.options import FINITE, Why, adapter, option, option_factory, type_name
@@ -853,7 +853,7 @@ def _yaml() -> Any:
     try:
         import yaml
     except ImportError as exc:  # pragma: no cover - PyYAML comes with the train extra
-        raise ConfigError("reading a YAML config needs PyYAML: pip install 'spade-gym[train]'") from exc
+        raise ConfigError(f"reading a YAML config needs PyYAML: {install_hint('train')}") from exc
     return yaml
 
 
