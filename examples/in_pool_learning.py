@@ -1,23 +1,27 @@
-"""Does the Agent's GRPO update move its greedy answers at all? The designer-off baseline trained
-with the evaluation environments IN its pool, scored on their held-out seeds before and after.
+"""How much does the Agent's GRPO update learn, and which choices help? Designer-off runs of the CPU
+example, one per variant, from the cold start, scored on unseen seeds (and unseen difficulty
+levels) of the training environments before and after the same number of Agent steps.
 
-    python examples/in_pool_learning.py --iterations 8                  # docs/learning.md figure (12 min on 2 cores)
-    python examples/in_pool_learning.py --set train.learning_rate=3e-4 --set train.epochs=2
+    python examples/in_pool_learning.py --steps 8                                  # the schedule alone
+    python examples/in_pool_learning.py --variant turn=agent.credit=turn           # per-turn credit
+    python examples/in_pool_learning.py --variant linear='policy.lora={r: 16, lora_alpha: 32, target_modules: all-linear}'
 
-The learning benchmark (examples/learning_curve.py) holds whole environments out; this is the
-easier question under it: if training on an environment does not move its held-out seeds, no
-Designer can make it transfer to an unseen one. Seeds from 2**40 on are never trained on.
+Every variant runs the same config plus its overrides (``name=KEY=VALUE;KEY=VALUE``); variants
+with the same starting weights share the evaluation before training, and every difference is
+paired by held-out episode. Writes OUT/in_pool.md and OUT/in_pool.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from pathlib import Path
 
-from spade_gym.evaluation import compare_results
-from spade_gym.evaluation.learning import LearningSettings
+from spade_gym.evaluation.base import compare_results
+from spade_gym.evaluation.heldout import PARTS, save_path
+from spade_gym.evaluation.learning import _digest
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig
 from spade_gym.trainer.run import RunDir
 from spade_gym.trainer.selfplay import SelfPlay
@@ -26,57 +30,105 @@ parser = argparse.ArgumentParser(
     description=__doc__.split("\n\n")[0].replace("\n", " "), formatter_class=argparse.ArgumentDefaultsHelpFormatter
 )
 parser.add_argument("--config", default="examples/selfplay_cpu.yaml", help="the self-play YAML config")
-parser.add_argument("--out", default="runs/in-pool", help="run folder (must not exist)")
-parser.add_argument("--iterations", type=int, default=8, help="designer-off iterations")
-parser.add_argument("--eval-envs", default="LargerOfTwo,ColorDoorRooms", help="environments scored (and trained on)")
-parser.add_argument("--episodes", type=int, default=32, help="held-out seeds per evaluation environment")
-parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
+parser.add_argument("--out", default="runs/in-pool", help="folder of the runs (reruns resume them)")
+parser.add_argument("--steps", type=int, default=8, help="Agent steps of each variant")
+parser.add_argument("--parts", default="seeds,levels", help="held-out parts scored")
+parser.add_argument("--variant", action="append", default=[], metavar="NAME=KEY=VALUE[;KEY=VALUE]", help="a variant")
+parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every variant")
 args = parser.parse_args()
 
-envs = tuple(e.strip() for e in args.eval_envs.split(",") if e.strip())
-# 5 environments x 8 episodes on 8 seeds per iteration; only the bundled evaluation set stays out
-size = [
-    "agent.replay_envs=5",
-    "agent.episodes_per_env=8",
-    "agent.replay_seeds=8",
-    'run.held_out_envs=["InboxCodeRelay"]',
+variants = {"base": []}
+for spec in args.variant:
+    name, _, overrides = spec.partition("=")
+    variants[name] = [o for o in overrides.split(";") if o]
+parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+common = [
+    "run.designer=off",
+    "run.iterations=1",
+    f"agent.updates_per_iteration={args.steps}",
+    "eval.enabled=true",
+    f"eval.parts={json.dumps(parts)}",
+    "eval.greedy=false",
+    "run.budget_minutes=null",
+    *args.set,
 ]
-try:
-    config = SelfPlayConfig.from_yaml(args.config).with_overrides(
-        [*size, "run.designer=off", f"run.iterations={args.iterations}", f"run.out={args.out}", *args.set]
-    )
-    if set(envs) & set(config.run.held_out_envs):
-        parser.error(f"--eval-envs {sorted(envs)} must be in the training pool; run.held_out_envs holds them")
-    suite = LearningSettings(eval_envs=envs, episodes_per_env=args.episodes).suite()
-    loop = SelfPlay(config, RunDir.create(args.out, config))
-except (ConfigError, ValueError) as exc:
-    parser.error(str(exc))
-began = time.perf_counter()
-before = suite.run(loop.policy)
-loop.train()
-after = suite.run(loop.policy)
-gain = compare_results(after, before)
-loop.close()
-per_env: dict[str, dict[str, float]] = {}
-for name, result in (("before", before), ("after", after)):
-    for item in result.items:
-        per_env.setdefault(item.metadata["env"], {}).setdefault(name, 0.0)
-        per_env[item.metadata["env"]][name] += item.score / args.episodes
-print(
-    f"held-out seeds of {', '.join(envs)}: {before.score:.3f} -> {after.score:.3f}, "
-    f"gain {gain.difference:+.3f} [{gain.low:+.3f}, {gain.high:+.3f}] (paired 95% CI, n={gain.n})"
-)
-for env, scores in sorted(per_env.items()):
-    print(f"  {env}: {scores.get('before', 0):.3f} -> {scores.get('after', 0):.3f}")
-summary = {
-    "before": before.score,
-    "after": after.score,
-    "gain": gain.difference,
-    "ci95": [gain.low, gain.high],
-    "n": gain.n,
-    "per_env": per_env,
-    "overrides": [*size, *args.set],
-    "seconds": time.perf_counter() - began,
-}
-(Path(args.out) / "in_pool.json").write_text(json.dumps(summary, indent=1))
-print(f"written: {Path(args.out) / 'in_pool.json'}")
+out = Path(args.out)
+rows: dict[str, dict[str, object]] = {}
+afters, befores, digests = {}, {}, {}
+for name, overrides in variants.items():
+    path = out / name
+    try:
+        config = SelfPlayConfig.from_yaml(args.config).with_overrides([*common, *overrides, f"run.out={path}"])
+        loop = (
+            SelfPlay.resume(path) if (path / "config.yaml").is_file() else SelfPlay(config, RunDir.create(path, config))
+        )
+    except (ConfigError, ValueError) as exc:
+        parser.error(f"variant {name}: {exc}")
+    began = time.perf_counter()
+    digests[name] = digest = loop.run.path.joinpath("start.sha256")
+    if not digest.is_file():
+        digest.write_text(_digest(loop.policy))
+    same = next((n for n in digests if n != name and digests[n].read_text() == digest.read_text()), None)
+    if same is not None and not save_path(path, "before").is_file():  # one start, one evaluation before
+        save_path(path, "before").parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(save_path(out / same, "before"), save_path(path, "before"))
+    loop.train()
+    befores[name], afters[name] = loop.evaluate("before"), loop.evaluate("after")
+    rows[name] = {
+        "overrides": overrides,
+        "agent_steps": loop.agent_steps,
+        "minutes": (time.perf_counter() - began) / 60,
+    }
+    loop.close()
+
+lines = [
+    f"Designer-off runs of {args.config}, {args.steps} Agent steps each; held-out success sampled at the Agent's "
+    "temperature, 95% intervals, differences paired by held-out episode.",
+    "",
+    "| variant | part | n | before | after | gain | minus base |",
+    "|---|---|---|---|---|---|---|",
+]
+for name in variants:
+    for part in parts:
+        if part not in afters[name].sampled:
+            continue
+        b, a = befores[name].sampled[part], afters[name].sampled[part]
+        gain = compare_results(a, b)
+        vs = compare_results(a, afters["base"].sampled[part]) if name != "base" else None
+        rows[name][part] = {"before": b.score, "after": a.score, "gain": [gain.difference, gain.low, gain.high]}
+        shown_vs = f"{vs.difference:+.3f} [{vs.low:+.3f}, {vs.high:+.3f}]" if vs else "-"
+        lines.append(
+            f"| {name} | {PARTS[part]} | {b.n} | {b.score:.3f} [{b.interval()[0]:.3f}, {b.interval()[1]:.3f}] | "
+            f"{a.score:.3f} [{a.interval()[0]:.3f}, {a.interval()[1]:.3f}] | "
+            f"{gain.difference:+.3f} [{gain.low:+.3f}, {gain.high:+.3f}] | {shown_vs} |"
+        )
+lines += [
+    "",
+    "Per environment (which ones the model learns):",
+    "",
+    "| variant | environment | n | before | after | gain |",
+]
+lines.append("|---|---|---|---|---|---|")
+for name in variants:
+    for part in parts:
+        if part not in afters[name].sampled:
+            continue
+        before_env, after_env = befores[name].sampled[part].by("env"), afters[name].sampled[part].by("env")
+        for env, a in after_env.items():
+            b = before_env[env]
+            gain = compare_results(a, b)
+            rows[name][f"{part}/{env}"] = {
+                "before": b.score,
+                "after": a.score,
+                "gain": [gain.difference, gain.low, gain.high],
+            }
+            lines.append(
+                f"| {name} | {env} | {b.n} | {b.score:.3f} | {a.score:.3f} | "
+                f"{gain.difference:+.3f} [{gain.low:+.3f}, {gain.high:+.3f}] |"
+            )
+text = "\n".join(lines) + "\n"
+print(text)
+out.mkdir(parents=True, exist_ok=True)
+(out / "in_pool.md").write_text(text)
+(out / "in_pool.json").write_text(json.dumps(rows, indent=1))
+print(f"written: {out / 'in_pool.md'}, {out / 'in_pool.json'}")

@@ -298,7 +298,14 @@ def test_the_self_play_loop_gives_the_same_results_on_ray(tmp_path: Path) -> Non
                     "memory_k": 1,
                     "settings": ["game"],
                 },
-                "agent": {"k": 2, "max_new_tokens": 4, "replay_envs": 1, "episodes_per_env": 2, "max_turns": 1},
+                "agent": {
+                    "k": 2,
+                    "max_new_tokens": 4,
+                    "replay_envs": 1,
+                    "episodes_per_env": 2,
+                    "max_turns": 1,
+                    "updates_per_iteration": 1,
+                },
                 "run": {"out": str(out), "iterations": 2, "seed": 1, "tensorboard": False, "executor": executor},
                 "ray": {"num_cpus": 2, "env_hosts": 2},
             }

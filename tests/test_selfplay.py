@@ -56,7 +56,7 @@ def tiny_policy(tokenizer: Any) -> Any:
 def baseline_config(out: Path, iterations: int = 2) -> SelfPlayConfig:
     return SelfPlayConfig.from_dict(
         {
-            "agent": {"max_new_tokens": 6, "replay_envs": 2, "episodes_per_env": 6},
+            "agent": {"max_new_tokens": 6, "replay_envs": 2, "episodes_per_env": 6, "updates_per_iteration": 1},
             "train": {"learning_rate": 1e-3, "micro_batch_tokens": 1024},
             "run": {"out": str(out), "iterations": iterations, "designer": "off", "tensorboard": False},
         }
@@ -115,7 +115,13 @@ def test_a_designer_iteration_with_a_model_that_writes_no_program(tmp_path: Path
     config = SelfPlayConfig.from_dict(
         {
             "designer": {"prompts_per_iteration": 1, "group_size": 2, "max_new_tokens": 12, "memory_k": 1},
-            "agent": {"max_new_tokens": 4, "replay_envs": 1, "episodes_per_env": 2, "max_turns": 1},
+            "agent": {
+                "max_new_tokens": 4,
+                "replay_envs": 1,
+                "episodes_per_env": 2,
+                "max_turns": 1,
+                "updates_per_iteration": 1,
+            },
             "run": {"out": str(tmp_path / "run"), "iterations": 1, "tensorboard": True},
         }
     )
@@ -162,7 +168,7 @@ def test_the_designs_of_several_prompts_are_generated_in_one_call(tmp_path: Path
                 "edit_probability": 0.5,
                 "memory_k": 1,
             },
-            "agent": {"max_new_tokens": 4, "replay_envs": 0, "max_turns": 1},
+            "agent": {"max_new_tokens": 4, "replay_envs": 0, "max_turns": 1, "updates_per_iteration": 1},
             "run": {"out": str(tmp_path / "run"), "iterations": 1, "seed": 1, "tensorboard": False},
         }
     )
@@ -200,7 +206,7 @@ def test_the_baseline_on_reasoning_gym_tasks(tmp_path: Path, tokenizer: Any) -> 
     pytest.importorskip("reasoning_gym")
     config = SelfPlayConfig.from_dict(
         {
-            "agent": {"max_new_tokens": 6, "replay_envs": 3, "episodes_per_env": 2},
+            "agent": {"max_new_tokens": 6, "replay_envs": 3, "episodes_per_env": 2, "updates_per_iteration": 1},
             "run": {
                 "out": str(tmp_path / "r"),
                 "iterations": 1,
@@ -258,7 +264,13 @@ def designer_config(out: Path, iterations: int) -> SelfPlayConfig:
     return SelfPlayConfig.from_dict(
         {
             "designer": {"prompts_per_iteration": 1, "group_size": 2, "max_new_tokens": 8, "memory_k": 1},
-            "agent": {"max_new_tokens": 4, "replay_envs": 1, "episodes_per_env": 2, "max_turns": 1},
+            "agent": {
+                "max_new_tokens": 4,
+                "replay_envs": 1,
+                "episodes_per_env": 2,
+                "max_turns": 1,
+                "updates_per_iteration": 1,
+            },
             "run": {"out": str(out), "iterations": iterations, "seed": 3, "tensorboard": False},
         }
     )
@@ -332,23 +344,23 @@ def test_replay_seeds_is_checked() -> None:
 
 
 def test_the_summary_line_says_why_there_is_no_loss() -> None:
-    from spade_gym.trainer.selfplay import _summary_line
+    from spade_gym.trainer.summary import summary_line
 
-    stepped = _summary_line(0, {"train/loss": 0.5, "train/optimizer_steps": 1.0})
-    idle = _summary_line(0, {"train/loss": None, "train/optimizer_steps": 0.0})
+    stepped = summary_line(0, {"train/loss": 0.5, "train/optimizer_steps": 1.0})
+    idle = summary_line(0, {"train/loss": None, "train/optimizer_steps": 0.0})
     assert "loss 0.5000 |" in stepped and "no optimizer step" not in stepped
     assert "loss - (no optimizer step: every group's returns were equal)" in idle
 
 
 def test_the_summary_line_says_why_there_is_no_regret_and_what_a_regret_of_0_hides() -> None:
-    from spade_gym.trainer.selfplay import _summary_line, what_moved
+    from spade_gym.trainer.summary import summary_line, what_moved
 
     for missing in (None, float("nan")):  # a run's metrics hold NaN where nothing was measured
-        none = _summary_line(1, {"designer/designs": 4, "designer/accepted": 0, "regret/mean": missing})
+        none = summary_line(1, {"designer/designs": 4, "designer/accepted": 0, "regret/mean": missing})
         assert "regret - (none accepted) |" in none
     gap = {"designer/designs": 4, "regret/mean": 0.0, "agent/return_hint": 0.0, "agent/return_nohint": 0.125}
-    assert "regret 0.00 (hint 0.00, no hint 0.12) |" in _summary_line(0, gap)
-    assert "no hint 0.12, out of reach) |" in _summary_line(0, gap | {"designer/outcomes": {"out_of_reach": 2}})
+    assert "regret 0.00 (hint 0.00, no hint 0.12) |" in summary_line(0, gap)
+    assert "no hint 0.12, out of reach) |" in summary_line(0, gap | {"designer/outcomes": {"out_of_reach": 2}})
     lines = what_moved([gap, {"regret/mean": None}])
     assert "regret of accepted designs: 0 -> - (mean 0) (-: no accepted design in that iteration)" in lines
 

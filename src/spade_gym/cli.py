@@ -877,6 +877,13 @@ def _run_selfplay(make: Any) -> None:
         f"newly accepted environments ({len(accepted)}): {_safe(', '.join(accepted) or 'none')} "
         f"(`spade envs list -r {_safe(str(loop.run.registry_dir))}`)"
     )
+    from spade_gym.evaluation.heldout import heldout_report
+    from spade_gym.trainer.selfplay import designer_summary
+
+    console.print(_safe(designer_summary(loop.run.read_metrics())), soft_wrap=True)
+
+    for line in heldout_report(loop.run.path):  # the last lines, for scripts: "held-out success (unseen seeds): ..."
+        console.print(_safe(line), soft_wrap=True)
 
 
 @app.command()
@@ -1168,7 +1175,9 @@ def envs_list(
 def envs_measure(
     ids: Annotated[list[str] | None, typer.Argument(help="Environment ids to measure (default: all).")] = None,
     registry: RegistryOption = None,
-    policy: Annotated[str, typer.Option("--policy", "-p", help="The Agent: see `spade generate --help`.")] = "default",
+    policy: Annotated[
+        str, typer.Option("--policy", "-p", help="The Agent: see `spade generate --help`, or a self-play run folder.")
+    ] = "default",
     k: Annotated[
         int, typer.Option("-k", help="Episodes with the hint and as many without, per environment.")
     ] = REGRET_EPISODES,
@@ -1185,9 +1194,18 @@ def envs_measure(
     max_new_tokens: Annotated[int, typer.Option(help="Most tokens per agent turn.")] = 128,
     max_turns: Annotated[int | None, typer.Option(help="Cap on agent turns per episode.")] = None,
     max_episodes: Annotated[int, typer.Option(help="Most episodes (workers) alive at once.")] = 64,
+    ladder: Annotated[
+        bool,
+        typer.Option(
+            "--ladder",
+            help="Instead: k no-hint episodes at every knob value of each environment's difficulty ladder "
+            "(spade_gym.ladder), the success rates stored in meta.json's ladder.",
+        ),
+    ] = False,
 ) -> None:
     """Measure each environment's returns with and without the hint, and its regret, for a policy,
-    and store them in its meta.json (shown by `spade envs list`).
+    and store them in its meta.json (shown by `spade envs list`); with --ladder, its no-hint
+    success at every value of its difficulty knob.
 
     All environments' episodes are played in one batched rollout (one generate call per turn
     across every running episode), then, for those the hint helped, k more with the hint alone in a
@@ -1196,8 +1214,8 @@ def envs_measure(
     with a parsable action) and errors. Stored fields: episodes, mean_return_hint,
     mean_return_nohint, regret and format_compliance.
     """
-    from spade_gym.agent import RolloutConfig, format_compliance
-    from spade_gym.policies import SamplingParams, load_policy
+    from spade_gym.agent import RolloutConfig
+    from spade_gym.policies import SamplingParams
     from spade_gym.regret import estimate_regrets
     from spade_gym.seeds import draw_seeds
 
@@ -1215,8 +1233,11 @@ def envs_measure(
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         with console.status(f"loading {_safe(policy)}", spinner="dots"):
-            agent = load_policy(policy)
+            agent = _load_eval_policy(policy)  # a run folder: its newest checkpoint
         seeds = draw_seeds(k, "measure") if seed is None else list(range(seed, seed + k))
+        if ladder:
+            _measure_ladders(records, agent, k, sampling, seeds[0], max_turns, max_episodes)
+            return
         with Progress(*Progress.get_default_columns(), TimeElapsedColumn(), console=console) as bar:
             task = bar.add_task(f"{len(records)} environments", total=2 * k * len(records))
             estimates = estimate_regrets(
@@ -1229,9 +1250,23 @@ def envs_measure(
             )
     except (SpadeError, ValueError) as exc:
         _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 1)
+    _show_measured(
+        reg,
+        records,
+        estimates,
+        f"Measured with {_safe(agent.name)}, k={k}, seeds "
+        f"{', '.join(map(str, seeds))}, temperature {temperature:g}, top_p {top_p:g}",
+        k,
+    )
+
+
+def _show_measured(reg: Any, records: list[Any], estimates: list[Any], title: str, k: int) -> None:
+    """Store each environment's measured returns, regret and format compliance in its meta.json and
+    print them as a table, with the rollout's timing."""
+    from spade_gym.agent import format_compliance
+
     table = _table(
-        f"Measured with {_safe(agent.name)}, k={k}, seeds {', '.join(map(str, seeds))}, "
-        f"temperature {temperature:g}, top_p {top_p:g}",
+        title,
         ("id", "return hint / no hint", "success hint / no hint", "regret", "format compliance", "errors"),
     )
     for record, result in zip(records, estimates, strict=True):
@@ -1263,6 +1298,28 @@ def envs_measure(
         f"{stats.generate_calls} generate calls, environments {stats.env_s:.1f} s; stored in each meta.json"
     )
     console.print(f"format compliance {_fmt(stats.format_compliance)} over {stats.turns} agent turns")
+
+
+def _measure_ladders(
+    records: list[Any], agent: Any, k: int, sampling: Any, seed: int, max_turns: int | None, max_episodes: int
+) -> None:
+    from spade_gym.ladder import ladder_line, measure_ladders
+
+    with Progress(*Progress.get_default_columns(), TimeElapsedColumn(), console=console) as bar:
+        task = bar.add_task(f"ladders of {len(records)} environments", total=None)
+        ladders = measure_ladders(
+            [r.path for r in records],
+            agent,
+            episodes=k,
+            sampling=sampling,
+            seed=seed,
+            max_turns=max_turns,
+            max_episodes=max_episodes,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    for path, measured in ladders.items():
+        console.print(f"{_safe(path.name)}: {_safe(ladder_line(measured))}", soft_wrap=True)
+    console.print(f"{len(ladders)} ladders measured ({k} no-hint episodes per knob value); stored in each meta.json")
 
 
 @envs_app.command("show")

@@ -25,8 +25,10 @@ import gymnasium
 
 from spade_gym.agent import RolloutConfig
 from spade_gym.audit import audit
+from spade_gym.chance import swapped_success
 from spade_gym.documents import Document, DocumentSource, load_documents, make_document
 from spade_gym.errors import DuplicateEnvironment
+from spade_gym.ladder import library_ladder
 from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent, read_source
 from spade_gym.novelty import check_novelty
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
@@ -288,6 +290,10 @@ def build_prompt(
             direction = "easier"
         found = ", ".join(f"{k} = {v}" for k, v in knobs(parent_source).items())
         moves = f": move a difficulty knob ({found}) or change a rule" if found else ""
+        ladder = library_ladder(parent.record.name)
+        if found and ladder is not None and ladder.success():  # where the edge of the Agent's ability lies
+            rates = ", ".join(f"{k} {v:.2f}" for k, v in sorted(ladder.success().items()))
+            moves += f" (the agent's measured success without the hint by {ladder.knob}: {rates})"
         task = _EDIT_TASK.format(parent=parent.record.env_id, direction=direction, knobs=moves, setting=setting)
     else:
         task = _WRITE_TASK.format(setting=setting or _ANY_SETTING)
@@ -757,7 +763,10 @@ def evaluate_completion(
         return outcome
     register_record(record)
     outcome.record, outcome.registry_s = record, time.perf_counter() - started
-    outcome.reward = designer_reward(True, estimate, config=config.reward)
+    chance = None
+    if config.reward.shaping != "none" and config.reward.above_chance:
+        chance = swapped_success(program, estimate.nohint, max_turns=rollout.max_turns)
+    outcome.reward = designer_reward(True, estimate, config=config.reward, chance=chance)
     return outcome
 
 

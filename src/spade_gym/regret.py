@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 from annotated_types import Ge, Le
 
 from spade_gym.agent import Episode, RolloutConfig, RolloutStats, Trajectory, rollout
+from spade_gym.chance import above_chance
 from spade_gym.options import FINITE, option
 from spade_gym.policies.base import Policy
 from spade_gym.program import LEARNING_WINDOW, OUT_OF_REACH_BELOW, TRIVIAL_AT
@@ -285,6 +286,12 @@ class RewardConfig:
     learnability_times_regret: bool = option(
         True, "'learnability' pays 4 p (1 - p) times the regret (true) or 4 p (1 - p) alone (false)"
     )
+    above_chance: bool = option(
+        True,
+        "'window' and 'learnability' take p above chance: max(p - q, 0) / (1 - q), q the success rate of the "
+        "no-hint episodes' answers replayed on each other's seeds (spade_gym.chance), so an environment that pays "
+        "at random earns nothing",
+    )
 
     def __post_init__(self) -> None:
         if self.shaping not in SHAPINGS:
@@ -315,6 +322,7 @@ def designer_reward(
     *,
     duplicate: bool = False,
     config: RewardConfig | None = None,
+    chance: float | None = None,
 ) -> DesignerReward:
     """The Environment Designer's reward for one program.
 
@@ -326,7 +334,10 @@ def designer_reward(
     al. 2024, "No Regrets", section 4), times the regret when ``learnability_times_regret``.
 
     Why shaping: a hint that states the answer earns the maximum regret 1 at ``p = 0``, where every
-    no-hint group has zero advantage and the Agent learns nothing.
+    no-hint group has zero advantage and the Agent learns nothing. ``chance``: the success rate of
+    swapped answers (:func:`spade_gym.chance.swapped_success`); with ``config.above_chance`` the
+    shapings take ``p`` above it (:func:`spade_gym.chance.above_chance`). An environment counts as
+    out of reach only when neither arm reaches ``out_of_reach_below`` (a hint may hurt a small model).
 
     Raises ValueError for an accepted, non-duplicate program without an estimate.
     """
@@ -338,9 +349,11 @@ def designer_reward(
     if estimate is None:
         raise ValueError("an accepted program needs a RegretEstimate for its reward")
     p = estimate.p_nohint
+    if config.shaping != "none" and config.above_chance and chance is not None:
+        p = above_chance(p, chance)
     if estimate.mean_nohint >= config.trivial_at:
         return DesignerReward(config.trivial, "trivial", p)
-    if estimate.mean_hint < config.out_of_reach_below:
+    if max(estimate.mean_hint, estimate.mean_nohint) < config.out_of_reach_below:
         return DesignerReward(config.out_of_reach, "out_of_reach", p)
     if config.shaping == "window":
         if config.window_low <= p <= config.window_high:

@@ -25,7 +25,7 @@ from spade_gym.agent import Episode, RolloutConfig, Trajectory, rollout
 from spade_gym.evaluation.base import DEFAULT_SAMPLING, ItemRecord, Suite, SuiteResult
 from spade_gym.policies.base import SamplingParams
 
-__all__ = ["HELD_OUT_SEED_BASE", "HELD_OUT_TASKS", "ProgramSuite", "ReasoningGymSuite"]
+__all__ = ["HELD_OUT_SEED_BASE", "HELD_OUT_TASKS", "ProgramSuite", "ReasoningGymSuite", "episode_record"]
 
 #: The documented held-out reasoning-gym selection (played on the ``"eval"`` seed split).
 HELD_OUT_TASKS: tuple[str, ...] = (
@@ -46,7 +46,12 @@ HELD_OUT_TASKS: tuple[str, ...] = (
 HELD_OUT_SEED_BASE = 2**40
 
 
-def _record(item_id: str, trajectory: Trajectory, metadata: dict[str, Any], reference: str | None = None) -> ItemRecord:
+def episode_record(
+    item_id: str, trajectory: Trajectory, metadata: dict[str, Any], reference: str | None = None
+) -> ItemRecord:
+    """One played episode as an :class:`ItemRecord`: score = its return clipped to [0, 1] (0 with an
+    error or no text), the first user message as the prompt, the last turn's text as the response,
+    ``metadata`` plus the turn count and the return."""
     prompt = next((m["content"] for m in trajectory.messages if m["role"] == "user"), "")
     response = trajectory.turns[-1].text if trajectory.turns else ""
     error = None
@@ -113,7 +118,7 @@ class ReasoningGymSuite(Suite):
         for (task, seed), trajectory in zip(keys, trajectories, strict=True):
             env = envs[task]()
             env.reset(seed=seed)
-            items.append(_record(f"{task}/{seed}", trajectory, {"task": task, "seed": seed}, env.oracle()))
+            items.append(episode_record(f"{task}/{seed}", trajectory, {"task": task, "seed": seed}, env.oracle()))
         return self._result(policy, items, began)
 
 
@@ -200,7 +205,7 @@ class ProgramSuite(Suite):
         config = RolloutConfig(sampling=self.sampling, max_episodes=self.max_episodes, max_turns=self.max_turns)
         trajectories, _ = rollout(episodes, policy, config, progress=progress)
         items = [
-            _record(
+            episode_record(
                 f"{record.name}/{seed}",
                 trajectory,
                 {"env": record.name, "seed": seed, "held_out_task": record.name in self.held_out_tasks},

@@ -788,8 +788,19 @@ class Registry:
             yield row[0], self._record(row)
 
     def _rewrite_meta(self, record: EnvRecord) -> None:
+        """Rewrite ``meta.json``; keys the record does not hold (a difficulty ladder) are kept."""
         try:
-            replace_atomically(record.meta_path, _meta_bytes(record), tmp_dir=self.tmp_dir)
+            old = json.loads(record.meta_path.read_bytes())
+        except (OSError, ValueError):
+            old = None
+        data = _meta_bytes(record)
+        if isinstance(old, dict) and set(old) - set(record.to_meta()):
+            kept = {k: v for k, v in old.items() if k not in record.to_meta()}
+            data = (
+                json.dumps({**record.to_meta(), **kept}, ensure_ascii=False, allow_nan=False, indent=2) + "\n"
+            ).encode()
+        try:
+            replace_atomically(record.meta_path, data, tmp_dir=self.tmp_dir)
         except OSError as exc:
             raise RegistryError(f"could not rewrite {record.meta_path}: {exc}") from exc
 

@@ -38,6 +38,7 @@ from annotated_types import Ge, Gt, Le
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, EDIT_TOKEN_FLOOR, WRITE_MAX_NEW_TOKENS
 from spade_gym.errors import SpadeError, install_hint
+from spade_gym.evaluation.heldout import EvalSection
 from spade_gym.memory import MemoryConfig
 from spade_gym.options import FINITE, Why, adapter, option, option_factory, type_name
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
@@ -190,7 +191,18 @@ class AgentSection:
     train_on_regret_episodes: bool = option(
         True, "the no-hint regret episodes double as Agent training data (docs/DESIGN.md)"
     )
-    replay_envs: Annotated[int, Ge(0)] = option(4, "registry environments replayed per iteration for Agent training")
+    updates_per_iteration: Annotated[int, Ge(1), Le(256)] = option(
+        8,
+        "Agent steps per design phase (ACCEL/PLR's schedule): each draws replay_envs environments by prioritised "
+        "replay, plays them and takes one GRPO update; the Designer updates once per design phase (default "
+        "measured, docs/learning.md)",
+    )
+    credit: Literal["episode", "turn"] = option(
+        "episode",
+        "credit of a multi-turn episode's turns: 'episode' (each turn gets the episode return) or 'turn' (its "
+        "return-to-go, scored against the same turn of the group's other episodes)",
+    )
+    replay_envs: Annotated[int, Ge(0)] = option(4, "registry environments replayed per Agent step")
     episodes_per_env: Annotated[int, Ge(2), Why("a group of one episode has no relative advantage")] = option(
         4, "Agent episodes per replayed environment: one GRPO group"
     )
@@ -294,6 +306,11 @@ class RunSection:
         "where validation and the Agent's environments run: 'local' (this machine's worker processes) or "
         "'ray' (Ray tasks and actors, see the ray section; needs spade-gym[ray]); results are the same",
     )
+    budget_minutes: Annotated[float, Gt(0), FINITE] | None = option(
+        None,
+        "wall minutes the run must fit: a config estimated over it (unit costs of the embedded model on 2 CPU "
+        "cores, spade_gym.trainer.budget) is refused before any work, naming the key to change; null: unchecked",
+    )
     tensorboard: bool = option(True, "write TensorBoard events to <out>/tb (needs the tensorboard package)")
     log_every: Annotated[int, Ge(1)] = option(1, "print a one-line summary every N iterations")
 
@@ -364,6 +381,33 @@ class WarmstartSection:
     )
 
 
+def _check_seed_library(r: Any) -> None:
+    """ConfigError when ``run.held_out_envs`` or ``run.seed_tags`` names what the seed library lacks."""
+    if r.held_out_envs and bundled_registry_path().is_dir():
+        seed_names = {p.name.rsplit("-v", 1)[0] for p in (bundled_registry_path() / "envs").iterdir()}
+        unknown = sorted(set(r.held_out_envs) - seed_names)
+        if unknown:
+            raise ConfigError(
+                f"config key 'run.held_out_envs' names no seed environment: {', '.join(unknown)} "
+                "(`spade envs list` shows the seed library)",
+                key="run.held_out_envs",
+            )
+    if r.seed_tags and bundled_registry_path().is_dir():
+        tags: set[str] = set()
+        for meta in (bundled_registry_path() / "envs").glob("*/meta.json"):
+            try:
+                tags.update(json.loads(meta.read_text()).get("tags", []))
+            except (OSError, ValueError):
+                continue
+        unknown = sorted(set(r.seed_tags) - tags)
+        if unknown:
+            raise ConfigError(
+                f"config key 'run.seed_tags' names tags no seed environment has: {', '.join(unknown)} "
+                f"(tags: {', '.join(sorted(tags))})",
+                key="run.seed_tags",
+            )
+
+
 @dataclass
 class SelfPlayConfig:
     """Everything a self-play run needs, read from one YAML file (``spade selfplay --config FILE``);
@@ -376,6 +420,7 @@ class SelfPlayConfig:
     run: RunSection = option_factory(RunSection, RunSection.__doc__ or "")
     ray: RaySection = option_factory(RaySection, RaySection.__doc__ or "")
     warmstart: WarmstartSection = option_factory(WarmstartSection, WarmstartSection.__doc__ or "")
+    eval: EvalSection = option_factory(EvalSection, EvalSection.__doc__ or "")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SelfPlayConfig:
@@ -485,29 +530,15 @@ class SelfPlayConfig:
         except (ImportError, ValueError) as exc:
             raise ConfigError(f"config key 'run.fixed_pool' = {r.fixed_pool!r}: {exc}", key="run.fixed_pool") from None
 
-        if r.held_out_envs and bundled_registry_path().is_dir():
-            seed_names = {p.name.rsplit("-v", 1)[0] for p in (bundled_registry_path() / "envs").iterdir()}
-            unknown = sorted(set(r.held_out_envs) - seed_names)
-            if unknown:
-                raise ConfigError(
-                    f"config key 'run.held_out_envs' names no seed environment: {', '.join(unknown)} "
-                    "(`spade envs list` shows the seed library)",
-                    key="run.held_out_envs",
-                )
-        if r.seed_tags and bundled_registry_path().is_dir():
-            tags: set[str] = set()
-            for meta in (bundled_registry_path() / "envs").glob("*/meta.json"):
-                try:
-                    tags.update(json.loads(meta.read_text()).get("tags", []))
-                except (OSError, ValueError):
-                    continue
-            unknown = sorted(set(r.seed_tags) - tags)
-            if unknown:
-                raise ConfigError(
-                    f"config key 'run.seed_tags' names tags no seed environment has: {', '.join(unknown)} "
-                    f"(tags: {', '.join(sorted(tags))})",
-                    key="run.seed_tags",
-                )
+        _check_seed_library(r)
+
+        unheld = sorted(set(self.eval.envs) - set(r.held_out_envs))
+        if unheld:
+            raise ConfigError(
+                f"config key 'eval.envs' names {', '.join(unheld)}, which run.held_out_envs does not hold out of "
+                "training: an environment the Agent trains on is not an unseen one; add it to run.held_out_envs",
+                key="eval.envs",
+            )
 
         y = self.ray
         if y.num_cpus is not None and y.address is not None:

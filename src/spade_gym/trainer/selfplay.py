@@ -1,20 +1,24 @@
 """The self-play loop: one model designs environments and learns to solve them (SPADE).
 
-One iteration follows docs/DESIGN.md's data flow, phase by phase:
+One iteration follows docs/DESIGN.md's data flow, scheduled as ACCEL/PLR (Parker-Holder et al.
+2022; Jiang et al. 2021), phase by phase:
 
 1. **Design.** ``propose_group`` per prompt, one ``generate`` call for all of them (G designs
    each, one GRPO group per prompt), then ``validate_designs`` per group and
    ``evaluate_completion`` per design (novelty, regret, registration, reward): the calls and
    random draws of :class:`~spade_gym.designer.SpadeDesignerEnv`.
-2. **Agent episodes.** The no-hint regret episodes of accepted designs and environments drawn
-   from the registry by prioritised replay (Jiang et al. 2021).
-3. **Update.** One GRPO update on both roles' samples, advantages within each (role, group)
-   (Shao et al. 2024).
-4. **Sync** the new weights to a separate generation backend (``policy.spec = "vllm:<id>"``,
-   TRL's colocated sync).
+2. **The Designer's update**, once per design phase, on its groups (advantages within each group;
+   Shao et al. 2024), while its samples are on-policy.
+3. **Agent steps**, ``agent.updates_per_iteration`` of them: environments drawn from the registry by
+   prioritised replay are played (the first step adds the accepted designs' no-hint regret
+   episodes), one GRPO update, the sync of the new weights to a separate generation backend
+   (``policy.spec = "vllm:<id>"``, TRL's colocated sync), and the replayed environments' replay
+   scores refreshed with their new returns (:func:`refresh_scores`).
+4. **Held-out evaluation** (``eval``, :mod:`spade_gym.evaluation.heldout`): before iteration 0, every
+   ``eval.every`` iterations and after the last.
 5. **Checkpoint, then log**, so that a killed run loses at most the current iteration.
 
-``run.designer = "off"`` skips phase 1: the baseline Agent trains on a fixed pool (the seed
+``run.designer = "off"`` skips phases 1 and 2: the baseline Agent trains on a fixed pool (the seed
 library, or reasoning-gym tasks from ``run.fixed_pool``).
 """
 
@@ -27,7 +31,7 @@ import statistics
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -39,13 +43,27 @@ from spade_gym.agent import Episode, RolloutConfig, Trajectory, format_complianc
 from spade_gym.designer import DesignerPrompt, DesignOutcome, evaluate_completion, propose_group, validate_designs
 from spade_gym.documents import load_documents
 from spade_gym.errors import DocumentError, EnvNotFound, PolicyError, install_hint
+from spade_gym.evaluation.base import load_results, save_results
+from spade_gym.evaluation.heldout import (
+    HeldOut,
+    evaluate_heldout,
+    gain_metrics,
+    graded,
+    heldout_items,
+    ladders_of,
+    save_path,
+    seed_records,
+    seen_levels,
+)
 from spade_gym.files import replace_atomically
 from spade_gym.memory import EnvironmentMemory
 from spade_gym.policies.base import Completion, SamplingParams
 from spade_gym.reasoning_gym import ReasoningGymEnv, check_task
 from spade_gym.registry.gymnasium import open_registry, register_record
 from spade_gym.registry.store import Registry
+from spade_gym.trainer.budget import check_budget
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig, parse_fixed_pool
+from spade_gym.trainer.credit import merge_updates, samples_by_turn
 from spade_gym.trainer.grpo import (
     GRPOTrainer,
     TrainSample,
@@ -54,10 +72,14 @@ from spade_gym.trainer.grpo import (
     samples_from_trajectories,
 )
 from spade_gym.trainer.run import DESIGN_TEXT_CHARS, Checkpoint, RunDir, capture_rng_state, restore_rng_state
+from spade_gym.trainer.summary import MOVED_KEYS, designer_summary, summary_line, training_state, what_moved
 
 __all__ = [
     "MOVED_KEYS",
+    "AgentStep",
     "SelfPlay",
+    "designer_summary",
+    "refresh_scores",
     "flag_contract_breakers",
     "AgentPhase",
     "DesignPhase",
@@ -95,6 +117,21 @@ class AgentPhase:
     tokens: int = 0
     seconds: float = 0.0
 
+    @property
+    def mean_return(self) -> float | None:
+        """Mean return of the replayed episodes (``None`` without any)."""
+        return statistics.fmean(t.episode_return for t in self.replayed) if self.replayed else None
+
+
+@dataclass(frozen=True)
+class AgentStep:
+    """One Agent step: its episodes and samples (``phase``), its ``update`` (``None`` without
+    samples) and the update's wall seconds (sync included)."""
+
+    phase: AgentPhase
+    update: UpdateStats | None
+    update_s: float
+
 
 @dataclass(frozen=True)
 class IterationResult:
@@ -124,9 +161,31 @@ def _design_line(p: int, prompt: Any, outcome: DesignOutcome) -> dict[str, Any]:
         "feedback": None if report.accepted else report.feedback()[:2000],
         "reward": outcome.reward.reward,
         "outcome": outcome.reward.outcome,
+        # what the reward was computed from: both arms' mean returns and the success rate p it used
+        "return_hint": outcome.estimate.mean_hint if outcome.estimate is not None else None,
+        "return_nohint": outcome.estimate.mean_nohint if outcome.estimate is not None else None,
+        "p": outcome.reward.p_nohint,
         "env_id": outcome.record.env_id if outcome.record is not None else None,
         "regret": outcome.estimate.summary() if outcome.estimate is not None else None,
     }
+
+
+def refresh_scores(registry: Registry, trajectories: Sequence[Trajectory]) -> None:
+    """PLR's score update after the Agent played: each registry environment in ``trajectories``
+    gets their mean return as its no-hint return and its regret recomputed against its recorded
+    hint return (Jiang et al. 2021 score a level again each time it is replayed)."""
+    by_env: dict[str, list[float]] = {}
+    for trajectory in trajectories:
+        if not trajectory.hint and trajectory.error is None:
+            by_env.setdefault(trajectory.env_id, []).append(trajectory.episode_return)
+    for env_id, returns in by_env.items():
+        try:
+            stats = registry.get(env_id).stats
+        except EnvNotFound:  # a reasoning-gym task
+            continue
+        nohint = statistics.fmean(returns)
+        regret = None if stats.mean_return_hint is None else max(stats.mean_return_hint - nohint, 0.0)
+        registry.update_stats(env_id, mean_return_nohint=nohint, regret=regret, episodes=stats.episodes + len(returns))
 
 
 def flag_contract_breakers(registry: Registry, trajectories: list[Trajectory]) -> list[str]:
@@ -199,6 +258,7 @@ class SelfPlay:
             check_lora(config.policy.lora)
         if policy is None:  # a design budget too small for any program (a policy passed in is the caller's)
             config.check_design_budget()
+        check_budget(config)  # run.budget_minutes, before any work
         warm = config.warmstart.enabled and apply_warmstart
         if warm:
             from spade_gym.trainer.warmstart import check_warmstart_config
@@ -267,6 +327,19 @@ class SelfPlay:
         self.rng = np.random.default_rng(config.run.seed)
         self.start = 0
         self.stalled = 0
+        #: steps taken so far: Agent steps (a rollout and its update), Designer updates
+        self.agent_steps = self.designer_steps = 0
+        #: the held-out episodes (spade_gym.evaluation.heldout), fixed when the run starts
+        self.heldout = (
+            heldout_items(
+                config.eval,
+                [r for r in self.registry.records() if "seed" in r.tags],
+                seed_records(config.eval.envs or graded(config.run.held_out_envs)),
+                ladders_of([r.name for r in self.registry.records() if "seed" in r.tags]),
+            )
+            if config.eval.enabled
+            else {}
+        )
 
     def _warmstart(self) -> None:
         """Apply the cold-start adapters, sync them to the generator, record ``<run>/warmstart.json``."""
@@ -322,9 +395,17 @@ class SelfPlay:
         last = self.config.run.iterations
         end = last if iterations is None else min(self.start + iterations, last)
         results = []
+        every = self.config.eval.every
+        if self.heldout and self.start == 0 and self.start < end:
+            self.evaluate("before")
         for i in range(self.start, end):
             started = time.perf_counter()
             result = self.iteration(i)
+            if self.heldout and (i == last - 1 or (every and (i + 1) % every == 0)):
+                held = self.evaluate("after" if i == last - 1 else f"iteration-{i}", curve=i != last - 1)
+                result.metrics.update(held.metrics())
+                result.metrics.update(gain_metrics(held, self.evaluate("before")))
+                result.metrics["time/eval"] = held.seconds
             result.metrics["time/total"] = time.perf_counter() - started
             if (i + 1) % self.config.run.checkpoint_every == 0 or i == last - 1:
                 began = time.perf_counter()
@@ -332,7 +413,7 @@ class SelfPlay:
                 result.metrics["time/checkpoint"] = time.perf_counter() - began
             self.run.log_metrics(i, result.metrics)
             if i % self.config.run.log_every == 0 or i == end - 1:
-                self.say(_summary_line(i, result.metrics))
+                self.say(summary_line(i, result.metrics))
             for line in result.messages:
                 self.say(line)
             results.append(result)
@@ -342,34 +423,41 @@ class SelfPlay:
     # -- one iteration ---------------------------------------------------------------------------
 
     def iteration(self, i: int) -> IterationResult:
-        """One self-play iteration (phases 1-4 of the module docstring)."""
+        """One self-play iteration (phases 1-5 of the module docstring)."""
         cfg = self.config
         seed = cfg.run.seed * 1_000_003 + i
         before = len(self.registry)
         # 1. Design: G designs per prompt, validated at once, then judged and rewarded one by one
         design = self.design(i, seed) if cfg.run.designer == "on" else DesignPhase()
-        # 2. Agent episodes: regret episodes of accepted designs + environments replayed from the registry
-        agent = self.play(seed, design.regret_episodes)
-        # 3. Update both roles at once
-        began = time.perf_counter()
-        self.progress("update", 0, 1)
-        samples = [*design.samples, *agent.samples]
-        update = self.trainer.update(samples) if samples else None
-        self.progress("update", 1, 1)
-        update_s = time.perf_counter() - began
-        # 4. Sync the new weights to the generation backend (the transformers policy generates
-        #    with the weights it trains; a vLLM engine loads them in place)
-        began = time.perf_counter()
-        if update is not None and update.optimizer_steps and self.generator is not self.policy:
-            self.generator.load_weights(self.policy.state_dict_for_inference())
-        sync_s = time.perf_counter() - began
+        # 2. The Designer's group update, once per design phase
+        designer_update, designer_s = self._update(list(design.samples))
+        # 3. Agent steps, each on environments drawn by prioritised replay (the first also on the
+        #    accepted designs' no-hint regret episodes), each followed by one update and a sync
+        steps = [
+            self.agent_step((seed << 8) + u, design.regret_episodes if u == 0 else (), u)
+            for u in range(cfg.agent.updates_per_iteration)
+        ]
+        agent = AgentPhase(
+            tuple(t for s in steps for t in s.phase.replayed),
+            tuple(dict.fromkeys(e for s in steps for e in s.phase.flagged)),
+            (),
+            sum(s.phase.tokens for s in steps),
+            sum(s.phase.seconds for s in steps),
+        )
+        agent_updates = [s.update for s in steps if s.update is not None]
+        # a step is a rollout and its update (none of whose optimizer steps may be taken when every
+        # group's returns are equal: train/optimizer_steps counts those)
+        self.designer_steps += int(designer_update is not None)
+        self.agent_steps += len(steps)
 
         outcomes = list(design.outcomes)
         accepted = tuple(o.record.env_id for o in outcomes if o.record is not None)
-        metrics: dict[str, Any] = {"time/sync": sync_s}
+        metrics: dict[str, Any] = {}
         metrics.update(self._design_metrics(outcomes, len(self.registry) - before))
         metrics.update(_agent_metrics(outcomes, list(agent.replayed)))
+        metrics["agent/return_steps"] = [s.phase.mean_return for s in steps]
         metrics["tokens/designer"], metrics["tokens/agent"] = design.tokens, agent.tokens
+        update = merge_updates([u for u in (designer_update, *agent_updates) if u is not None])
         if update is not None:
             metrics["tokens/train"] = update.tokens
             metrics.update({f"train/{k}": v for k, v in update.as_dict().items()})
@@ -377,11 +465,15 @@ class SelfPlay:
                 warnings.warn(
                     f"iteration {i}: {update.skipped_nan} update step(s) skipped (NaN or inf loss)", stacklevel=2
                 )
+        metrics["steps/designer"], metrics["steps/agent"] = int(designer_update is not None), len(steps)
+        metrics["steps/designer_total"], metrics["steps/agent_total"] = self.designer_steps, self.agent_steps
         validate_s = design.validate_s + sum(o.validation_s for o in outcomes)
         regret_s = sum(o.regret_s for o in outcomes)
         metrics["time/design"] = max(design.seconds - validate_s - regret_s, 0.0)
         metrics["time/validate"], metrics["time/regret"] = validate_s, regret_s
-        metrics["time/rollout"], metrics["time/update"] = agent.seconds, update_s
+        metrics["time/designer_update"] = designer_s
+        metrics["time/rollout"] = agent.seconds
+        metrics["time/update"] = sum(s.update_s for s in steps)
         messages = []
         if agent.flagged:
             messages.append(
@@ -394,9 +486,31 @@ class SelfPlay:
             if self.stalled >= STALL_WARNING_AFTER:
                 messages.append(
                     f"warning: no design accepted for {self.stalled} iterations in a row (the last refusals: "
-                    f"{', '.join(sorted({o.report.category for o in outcomes}))}); " + _training_state(update)
+                    f"{', '.join(sorted({o.report.category for o in outcomes}))}); " + training_state(update)
                 )
         return IterationResult(i, metrics, design.outcomes, accepted, agent.replayed, tuple(messages))
+
+    def agent_step(self, seed: int, regret_episodes: tuple[Trajectory, ...], u: int) -> AgentStep:
+        """One Agent step: :meth:`play`, one update on its samples, the sync, and the replay scores
+        of the environments played refreshed with its returns (PLR's score update)."""
+        phase = self.play(seed, regret_episodes)
+        update, seconds = self._update(list(phase.samples), (u, self.config.agent.updates_per_iteration))
+        refresh_scores(self.registry, phase.replayed)
+        return AgentStep(phase, update, seconds)
+
+    def _update(self, samples: list[TrainSample], step: tuple[int, int] = (0, 1)) -> tuple[UpdateStats | None, float]:
+        """One GRPO update on ``samples`` (``None`` when there are none) and the sync of its weights
+        to a separate generation backend; returns it and its wall seconds."""
+        if not samples:
+            return None, 0.0
+        began = time.perf_counter()
+        self.progress("update", step[0], step[1])
+        update = self.trainer.update(samples)
+        self.progress("update", step[0] + 1, step[1])
+        # the transformers policy generates with the weights it trains; a vLLM engine loads them in place
+        if update.optimizer_steps and self.generator is not self.policy:
+            self.generator.load_weights(self.policy.state_dict_for_inference())
+        return update, time.perf_counter() - began
 
     def design(self, i: int, seed: int) -> DesignPhase:
         """Phase 1. ``propose_group`` per prompt -> ``generate`` -> ``validate_designs`` per group ->
@@ -443,6 +557,34 @@ class SelfPlay:
         seconds = time.perf_counter() - began
         return DesignPhase(tuple(outcomes), tuple(samples), tuple(regret_episodes), tokens, seconds, validate_s)
 
+    def evaluate(self, tag: str, *, curve: bool = False) -> HeldOut:
+        """The held-out evaluation ``tag`` of the current policy (``<run>/eval/<tag>.json``; read
+        back when it exists, so a resumed run does not play it again): every part, sampled and (with
+        ``eval.greedy``) greedy; with ``curve`` only the unseen seeds, sampled (a point of the curve)."""
+        path = save_path(self.run.path, tag)
+        if path.is_file():
+            return HeldOut.from_results(load_results(path))
+        a = self.config.agent
+        sampling = SamplingParams(
+            temperature=a.temperature, top_p=a.top_p, max_new_tokens=a.max_new_tokens, seed=self.config.eval.seed
+        )
+        items = {p: v for p, v in self.heldout.items() if p == "seeds"} if curve else self.heldout
+        greedy = self.config.eval.greedy and not curve
+        self.say(f"held-out evaluation '{tag}': {sum(map(len, items.values())) * (1 + greedy)} episodes")
+        held = evaluate_heldout(
+            self.generator,
+            items,
+            sampling,
+            greedy=greedy,
+            max_turns=None,  # the environment's own: a harder level may need more turns than training allows
+            max_episodes=a.max_episodes,
+            progress=lambda done, total: self.progress("eval", done, total),
+        )
+        seen = seen_levels(items.get("levels", []), self.registry.records())
+        extra = {"tag": tag, "seconds": held.seconds, "agent_steps": self.agent_steps, "seen_levels": seen}
+        save_results(held.results(), path, extra=extra)
+        return held
+
     def _generate_designs(self, prompts: list[DesignerPrompt], seed: int) -> list[list[Completion]]:
         """``group_size`` completions per prompt: one ``generate`` call per sampling setting (write
         and edit budgets differ), seeded ``seed`` plus the index of its first prompt."""
@@ -467,10 +609,8 @@ class SelfPlay:
         seconds = time.perf_counter() - began
         flagged = flag_contract_breakers(self.registry, replayed)
         replay_group: Literal["seed", "env"] = "seed" if cfg.replay_seeds == 1 else "env"
-        samples = [
-            *samples_from_trajectories(list(regret_episodes), group_by="env"),
-            *samples_from_trajectories(replayed, group_by=replay_group),
-        ]
+        make = samples_by_turn if cfg.credit == "turn" else samples_from_trajectories
+        samples = [*make(list(regret_episodes), group_by="env"), *make(replayed, group_by=replay_group)]
         tokens = sum(len(t.completion_token_ids or ()) for tr in (*regret_episodes, *replayed) for t in tr.turns)
         return AgentPhase(tuple(replayed), tuple(flagged), tuple(samples), tokens, seconds)
 
@@ -539,7 +679,7 @@ class SelfPlay:
             optimizer_state=self.trainer.state_dict(),
             sampler_state={"documents": self.documents.state_dict()},
             rng_state=capture_rng_state({"run": self.rng}),
-            extra={"stalled": self.stalled},
+            extra={"stalled": self.stalled, "agent_steps": self.agent_steps, "designer_steps": self.designer_steps},
             metrics=metrics,
         )
 
@@ -555,6 +695,8 @@ class SelfPlay:
         self.documents.load_state_dict(documents)
         restore_rng_state(checkpoint.rng_state, {"run": self.rng})
         self.stalled = int(checkpoint.extra.get("stalled", 0))
+        self.agent_steps = int(checkpoint.extra.get("agent_steps", 0))
+        self.designer_steps = int(checkpoint.extra.get("designer_steps", 0))
         self.start = checkpoint.iteration + 1
 
     def close(self) -> None:
@@ -666,89 +808,3 @@ def _agent_metrics(outcomes: list[DesignOutcome], replayed: list[Trajectory]) ->
     played = [t for e in estimates for t in (*e.hint, *e.nohint)] + list(replayed)
     out["agent/format_compliance"] = format_compliance(played)
     return out
-
-
-def _training_state(update: UpdateStats | None) -> str:
-    """What this iteration's update did, for the stall warning: which roles were trained on."""
-    trained = {} if update is None or not update.optimizer_steps else update.trained_samples
-    agent, designer = trained.get("agent", 0), trained.get("designer", 0)
-    if agent and designer:
-        return f"both roles still train ({agent} Agent and {designer} Designer samples this iteration)"
-    if agent:
-        return f"the Agent still trains on replayed environments ({agent} samples this iteration)"
-    if designer:
-        return f"only the Designer trained this iteration ({designer} samples); the Agent's returns were equal in every group"
-    return "no optimizer step was taken this iteration (every group's returns were equal)"
-
-
-def _summary_line(i: int, m: dict[str, Any]) -> str:
-    def missing(key: str) -> bool:
-        value = m.get(key)
-        return value is None or (isinstance(value, float) and math.isnan(value))
-
-    def num(key: str, fmt: str = ".2f") -> str:
-        return "-" if missing(key) else format(m[key], fmt)
-
-    no_step = "" if m.get("train/optimizer_steps") else " (no optimizer step: every group's returns were equal)"
-    if missing("regret/mean"):
-        regret = "- (none accepted)" if m.get("designer/designs") else "-"
-    else:  # the two returns it comes from: a regret of 0 can hide a negative gap
-        outcomes = m.get("designer/outcomes") or {}
-        reach = ", out of reach" if isinstance(outcomes, dict) and outcomes.get("out_of_reach") else ""
-        regret = f"{num('regret/mean')} (hint {num('agent/return_hint')}, no hint {num('agent/return_nohint')}{reach})"
-    return (
-        f"iteration {i}: designs {num('designer/designs', 'd')} accepted {num('designer/accepted', 'd')} "
-        f"reward {num('designer/reward_mean')} regret {regret} | agent replay return "
-        f"{num('agent/return_replay')} | loss {num('train/loss', '.4f')}{no_step} | registry "
-        f"{num('registry/size', 'd')} | {num('time/total', '.0f')} s"
-    )
-
-
-#: The figures of :func:`what_moved`: (metrics key, label).
-MOVED_KEYS: tuple[tuple[str, str], ...] = (
-    ("designer/valid_rate", "Designer valid rate (valid programs, duplicates included)"),
-    ("designer/accepted", "Designer accepted designs"),
-    ("designer/reward_mean", "Designer mean reward"),
-    ("regret/mean", "regret of accepted designs"),
-    ("agent/return_hint", "Agent return with hint (regret episodes)"),
-    ("agent/return_nohint", "Agent return without hint (regret episodes)"),
-    ("agent/return_replay", "Agent return on replayed environments"),
-    ("agent/format_compliance", "Agent format compliance"),
-    ("train/designer/trained_samples", "Designer samples with nonzero advantage"),
-    ("train/agent/trained_samples", "Agent samples with nonzero advantage"),
-    ("train/optimizer_steps", "optimizer steps"),
-    ("train/loss", "loss"),
-)
-
-
-def what_moved(metrics: list[dict[str, Any]]) -> list[str]:
-    """One line per figure of :data:`MOVED_KEYS` over ``metrics.jsonl`` rows: first -> last value
-    and the run's total or mean, e.g. ``"Designer mean reward: 0.25 -> 0.50 (mean 0.38)"``; a
-    figure never logged reads ``"-"``, with why where it is known."""
-    if not metrics:
-        return ["no iteration finished"]
-
-    def value(m: dict[str, Any], key: str) -> float | None:
-        v = m.get(key)
-        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
-
-    def fmt(v: float | None) -> str:
-        return "-" if v is None else (f"{v:.0f}" if float(v).is_integer() else f"{v:.3f}")
-
-    lines = []
-    for key, label in MOVED_KEYS:
-        counted = key.endswith(("trained_samples", "optimizer_steps", "accepted"))
-        rows = [{key: 0, **m} for m in metrics] if counted else metrics  # a count not logged (no update) is 0
-        values = [v for v in (value(m, key) for m in rows) if v is not None]
-        first, last = value(rows[0], key), value(rows[-1], key)
-        whole = f"total {fmt(sum(values))}" if counted else f"mean {fmt(statistics.fmean(values))}" if values else ""
-        line = f"{label}: {fmt(first)} -> {fmt(last)}" + (f" ({whole})" if values else "")
-        needs_accepted = key == "regret/mean" or (key.startswith("agent/return_") and "replay" not in key)
-        if needs_accepted and not values:
-            line += " (no accepted design: no regret episodes)"
-        elif needs_accepted and (first is None or last is None):
-            line += " (-: no accepted design in that iteration)"
-        if key == "train/loss" and not values:
-            line += " (no optimizer step: every group's rewards were equal, so every advantage was 0)"
-        lines.append(line)
-    return lines
