@@ -42,7 +42,7 @@ from spade_gym.trainer.selfplay import SelfPlay
 out = sys.argv[1]
 # one iteration's cost, without the cold start (its cost is in test_bench_learning.py's run)
 config = SelfPlayConfig.from_yaml(sys.argv[2]).with_overrides(
-    ["run.iterations=1", f"run.out={out}", "warmstart.enabled=false", "eval.enabled=false", "run.budget_minutes=null"]
+    ["run.iterations=1", "agent.updates_per_iteration=1", f"run.out={out}", "warmstart.enabled=false", "eval.enabled=false", "run.budget_minutes=null"]
 )
 run = RunDir.create(out, config)
 if len(sys.argv) > 3 and sys.argv[3] != "--no-prefix-cache":  # a registry holding only this program
