@@ -814,13 +814,21 @@ _SIZE = re.compile(r"(?<![0-9A-Za-z.])(\d+(?:\.\d+)?)\s*([MmBb])(?![A-Za-z])")
 
 
 def model_parameters(spec: str) -> float | None:
-    """The parameter count a policy spec states (the last size in its name, e.g. ``"Qwen2.5-0.5B"``;
-    1.35e8 for the embedded default), or ``None``."""
-    from spade_gym.policies import DEFAULT_NAMES
+    """The parameter count a policy spec states, or ``None``: a ``llamacpp:`` alias's own count, else
+    the last size in the model's name (``"Qwen2.5-0.5B"``; for ``openai:<model>@<url>`` the model
+    name, never the URL), 1.35e8 for the embedded default."""
+    from spade_gym.policies import DEFAULT_NAMES, parse_policy_spec
+    from spade_gym.policies.gguf import GGUF_MODELS
 
-    name = spec.strip().removeprefix("vllm:")
-    if name.lower() in DEFAULT_NAMES:
+    try:
+        backend, fields = parse_policy_spec(spec)
+    except ValueError:
+        return None
+    name = fields.get("model", "default")
+    if backend == "embedded" or name.lower() in DEFAULT_NAMES:
         return 1.35e8
+    if backend == "llamacpp" and name.lower() in GGUF_MODELS:
+        return GGUF_MODELS[name.lower()].parameters
     found = _SIZE.findall(name.rsplit("/", 1)[-1])
     if not found:
         return None
@@ -846,7 +854,7 @@ def _tokenizer_file(spec: str) -> Path | None:
         from spade_gym.policies.embedded import embedded_model_dir
 
         return embedded_model_dir(progress=False) / "tokenizer.json"
-    if name.startswith("openai:"):
+    if name.startswith(("openai:", "llamacpp:")):
         return None
     local = Path(name).expanduser()
     if local.is_dir():
