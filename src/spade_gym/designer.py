@@ -24,11 +24,24 @@ from typing import TYPE_CHECKING, Any
 import gymnasium
 
 from spade_gym.agent import RolloutConfig
+from spade_gym.contract import rename_env_class
+from spade_gym.design_prompts import (
+    DEFAULT_PROMPT,
+    DESIGNER_EDIT_SYSTEM_PROMPT,
+    DESIGNER_SYSTEM_PROMPT,
+    EDIT_DIVIDER,
+    EDIT_REPLACE,
+    EDIT_SEARCH,
+    EDIT_TASK,
+    PROMPT_VARIANTS,
+    system_prompt,
+    write_task,
+)
 from spade_gym.documents import Document, DocumentSource, load_documents, make_document
 from spade_gym.errors import DuplicateEnvironment
 from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent, read_source
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
-from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, SUCCESS_RETURN, EnvProgram, knobs
+from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, EnvProgram, knobs
 from spade_gym.registry.gymnasium import open_registry, register_record
 from spade_gym.registry.records import EnvRecord, EnvStats
 from spade_gym.registry.store import Registry
@@ -40,7 +53,6 @@ from spade_gym.regret import (
     designer_reward,
     estimate_regret,
 )
-from spade_gym.sandbox.policy import ALLOWED_MODULES
 from spade_gym.spaces import UnicodeText
 from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport, audit, check_novelty, validate
 
@@ -109,92 +121,6 @@ EDIT_TOKEN_FLOOR = 32
 MAX_PROMPT_CHARS = 200_000
 MAX_COMPLETION_CHARS = 1_000_000
 
-_EXAMPLE = '''import random
-
-COUNT = 3
-
-
-class Env:
-    """Add up COUNT to COUNT + 3 seeded integers; one answer per episode, exact sum pays 1.0."""
-
-    name = "ListSum"
-    setting = "reasoning"
-    max_turns = 1
-
-    def reset(self, seed):
-        rng = random.Random(seed)
-        self.numbers = [rng.randint(10, 99) for _ in range(rng.randint(COUNT, COUNT + 3))]
-        self.done = False
-        return "What is the sum of " + ", ".join(str(n) for n in self.numbers) + "?", {}
-
-    def step(self, action):
-        self.done = True
-        correct = action.strip() == str(sum(self.numbers))
-        return ("Correct." if correct else "Wrong."), (1.0 if correct else 0.0), True, False, {"correct": correct}
-
-    def hint(self):
-        return "Add the numbers from left to right; the first two give " + str(sum(self.numbers[:2])) + "."
-
-    def oracle(self):
-        return str(sum(self.numbers))
-'''
-
-#: The environment program contract of docs/DESIGN.md, in the words a model needs.
-_CONTRACT = f"""You design training environments for a reasoning agent. An environment is one Python module that defines exactly one class named Env.
-
-The module may import only: {", ".join(ALLOWED_MODULES)}. No file, network or system access.
-
-class Env must have:
-- a docstring: one paragraph saying what the environment is about;
-- name (str, CamelCase), setting (str: "reasoning", "tool_use" or "game"), max_turns (int);
-- tools (list of OpenAI-style function schemas; tool_use only);
-- reset(self, seed) -> (observation: str, info: dict): all randomness from random.Random(seed);
-- step(self, action: str) -> (observation: str, reward: float, terminated: bool, truncated: bool, info: dict);
-- hint(self) -> str: privileged help for the current episode that does not give the answer away;
-- oracle(self) -> str: the action a perfect agent takes now.
-
-Rules: the episode return (sum of rewards) is between 0 and 1 and success means return >= {SUCCESS_RETURN}; every episode ends by max_turns; info holds only JSON values; the same seed and actions give the same observations; different seeds give different tasks; following oracle() succeeds on every seed; trivial actions (empty text, random text, echoing the observation, submitting the hint, one fixed answer) must not succeed. Reasoning and game actions are the agent's final answer text; a tool_use action is a JSON string {{"name": ..., "arguments": {{...}}}}."""
-
-#: The Designer's system prompt in write mode: the contract and a worked example.
-DESIGNER_SYSTEM_PROMPT = f"""{_CONTRACT}
-
-Write the whole module in one ```python code block. Example of a complete, valid module:
-```python
-{_EXAMPLE}```"""
-
-#: Markers of one edit block (aider's SEARCH/REPLACE format).
-EDIT_SEARCH, EDIT_DIVIDER, EDIT_REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
-
-_EDIT_EXAMPLE = f"""{EDIT_SEARCH}
-COUNT = 3
-{EDIT_DIVIDER}
-COUNT = 5
-{EDIT_REPLACE}
-{EDIT_SEARCH}
-        self.numbers = [rng.randint(10, 99) for _ in range(rng.randint(COUNT, COUNT + 3))]
-{EDIT_DIVIDER}
-        self.numbers = [rng.randint(100, 999) for _ in range(rng.randint(COUNT, COUNT + 3))]
-{EDIT_REPLACE}
-"""
-
-#: The Designer's system prompt in edit mode: the contract and the edit-block answer format.
-DESIGNER_EDIT_SYSTEM_PROMPT = f"""{_CONTRACT}
-
-You vary an existing environment. Answer with edit blocks only: each block copies some lines of the program exactly as they are, then gives the lines that replace them. Change at least one difficulty knob (a module-level UPPERCASE number) or rule; the variant keeps the name and becomes its next version. Example of an answer:
-{_EDIT_EXAMPLE}"""
-
-_WRITE_TASK = (
-    "Write a new {setting} environment grounded in the document above: the task should need the knowledge or "
-    "the kind of reasoning the document is about. Make it hard enough that the agent needs the hint, "
-    "but always solvable by oracle()."
-)
-_EDIT_TASK = (
-    "Write a variant of the environment {parent} above: keep what works and change the task so that it is "
-    "{direction}{knobs}. It must stay a valid {setting} environment. Answer with edit blocks "
-    "(" + EDIT_SEARCH + " ... " + EDIT_DIVIDER + " ... " + EDIT_REPLACE + ") against its program."
-)
-_ANY_SETTING = "reasoning, tool_use or game (your choice)"
-
 
 @dataclass(frozen=True)
 class DesignerPrompt:
@@ -202,6 +128,7 @@ class DesignerPrompt:
 
     ``setting``: the target, or ``None`` (the Designer chooses). In edit mode ``parent`` is the env
     id to vary and ``parent_source`` the program the edit blocks apply to; else both are ``None``.
+    ``variant``: the write-mode prompt variant (:data:`~spade_gym.design_prompts.PROMPT_VARIANTS`).
     """
 
     messages: list[dict[str, str]]
@@ -211,6 +138,7 @@ class DesignerPrompt:
     memory: tuple[MemoryItem, ...] = ()
     parent: str | None = None
     parent_source: str | None = None
+    variant: str = DEFAULT_PROMPT
 
     @property
     def text(self) -> str:
@@ -225,6 +153,7 @@ class DesignerPrompt:
             "document": self.document.source if self.document is not None else None,
             "memory": [item.record.env_id for item in self.memory],
             "parent": self.parent,
+            "prompt": self.variant,
         }
 
 
@@ -236,16 +165,21 @@ def build_prompt(
     mode: str = "write",
     parent: MemoryItem | None = None,
     include_source: bool = False,
+    variant: str = DEFAULT_PROMPT,
 ) -> DesignerPrompt:
     """Build the Designer prompt from a document (a ``Document``, text or ``None``) and memory.
 
     In edit mode ``parent`` (default: :func:`~spade_gym.memory.pick_parent`) is shown with its
     source and its setting wins. ``include_source`` shows every memory environment's source.
-    Raises ValueError for an unknown ``mode`` or ``setting``, or edit mode with an empty memory;
-    TypeError for a ``document`` that is not a ``Document``, ``str`` or ``None``.
+    ``variant``: the write-mode prompt (``"skeleton"``: the setting's ``Env`` to fill; ``"example"``:
+    a worked example). Raises ValueError for an unknown ``mode``, ``setting`` or ``variant``, or
+    edit mode with an empty memory; TypeError for a ``document`` that is not a ``Document``,
+    ``str`` or ``None``.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if variant not in PROMPT_VARIANTS:
+        raise ValueError(f"prompt variant must be one of {PROMPT_VARIANTS}, got {variant!r}")
     if setting is not None and setting not in SETTINGS:
         raise ValueError(f"setting must be one of {SETTINGS} or None, got {setting!r}")
     if isinstance(document, str):
@@ -286,15 +220,12 @@ def build_prompt(
             direction = "easier"
         found = ", ".join(f"{k} = {v}" for k, v in knobs(parent_source).items())
         moves = f": move a difficulty knob ({found}) or change a rule" if found else ""
-        task = _EDIT_TASK.format(parent=parent.record.env_id, direction=direction, knobs=moves, setting=setting)
+        task = EDIT_TASK.format(parent=parent.record.env_id, direction=direction, knobs=moves, setting=setting)
     else:
-        task = _WRITE_TASK.format(setting=setting or _ANY_SETTING)
-        if document is None:
-            task = task.replace("grounded in the document above", "unlike the environments above")
-        task += " Answer with the complete module in one ```python code block."
+        task = write_task(setting, variant, document is not None)
     sections.append(task)
     messages = [
-        {"role": "system", "content": DESIGNER_SYSTEM_PROMPT if mode == "write" else DESIGNER_EDIT_SYSTEM_PROMPT},
+        {"role": "system", "content": system_prompt(mode, variant)},
         {"role": "user", "content": "\n\n".join(sections)},
     ]
     return DesignerPrompt(
@@ -305,6 +236,7 @@ def build_prompt(
         memory=items,
         parent=parent.record.env_id if mode == "edit" and parent is not None else None,
         parent_source=parent_source,
+        variant=variant,
     )
 
 
@@ -330,7 +262,9 @@ def extract_program(completion: str) -> ExtractedProgram:
 
     The **last** fenced block defining ``class Env`` (an unclosed last fence runs to the end);
     else unfenced code from the first code-like line before ``class Env`` to the end, dropping
-    trailing lines that do not parse; else no program.
+    trailing lines that do not parse; else the last block (or the whole text) whose one class
+    defines ``reset`` and ``step``, that class renamed ``Env`` (:func:`~spade_gym.contract.rename_env_class`,
+    said in ``note``); else no program.
     """
     if not isinstance(completion, str):
         return ExtractedProgram(None, f"the completion is a {type(completion).__name__}, expected text")
@@ -352,6 +286,10 @@ def extract_program(completion: str) -> ExtractedProgram:
         return ExtractedProgram(with_env[-1].strip("\n") + "\n", note="; ".join(notes) or None)
     env = _CLASS_ENV.search(text)
     if env is None:
+        for block in reversed(blocks or [text]):  # the one class of a block, named otherwise (`class DecayEnv:`)
+            renamed, note = rename_env_class(block.strip("\n") + "\n")
+            if note is not None:
+                return ExtractedProgram(renamed, note=note)
         found = f"{len(blocks)} code block(s), none defining class Env" if blocks else "no code"
         return ExtractedProgram(None, f"the completion holds {found}: define class Env in a ```python code block")
     starts = [m.start() for m in _CODE_START.finditer(text, 0, env.start() + 1)]
@@ -523,7 +461,8 @@ class DesignerConfig:
     ``k``: regret episodes per arm. ``regret_seeds``: the first of ``k`` fixed regret seeds, or
     ``None``: drawn per design, so a program cannot tell regret episodes from others. ``rollout``:
     the Agent's regret rollout (temperature > 0). ``sampling``: the Designer's in write mode.
-    ``repair_rounds``: extra generations in :func:`design`. Raises ValueError for a bad value.
+    ``repair_rounds``: extra generations in :func:`design`. ``prompt``: the write-mode prompt
+    variant (:data:`~spade_gym.design_prompts.PROMPT_VARIANTS`). Raises ValueError for a bad value.
     """
 
     k: int = REGRET_EPISODES
@@ -540,8 +479,11 @@ class DesignerConfig:
     repair_rounds: int = 2
     include_source: bool = False
     edit_max_new_tokens: int = EDIT_MAX_NEW_TOKENS
+    prompt: str = DEFAULT_PROMPT
 
     def __post_init__(self) -> None:
+        if self.prompt not in PROMPT_VARIANTS:
+            raise ValueError(f"DesignerConfig.prompt must be one of {PROMPT_VARIANTS}, got {self.prompt!r}")
         if self.edit_max_new_tokens < EDIT_TOKEN_FLOOR:
             raise ValueError(
                 f"DesignerConfig.edit_max_new_tokens must be >= {EDIT_TOKEN_FLOOR} (one edit block), "
@@ -941,7 +883,13 @@ def propose(
         document = documents.sample(1)[0]
     parent = pick_parent(items, rng) if mode == "edit" else None
     return build_prompt(
-        document, items, setting=setting, mode=mode, parent=parent, include_source=config.include_source
+        document,
+        items,
+        setting=setting,
+        mode=mode,
+        parent=parent,
+        include_source=config.include_source,
+        variant=config.prompt,
     )
 
 

@@ -186,9 +186,19 @@ def _stamp(path: Path) -> dict[str, int]:
     return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino}
 
 
+def _stamp_file(path: Path) -> Path:
+    """Where the verification stamp of ``path`` is kept: in the cache, never beside a package's file."""
+    from spade_gym.policies.embedded import cache_dir
+
+    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+    folder = cache_dir() / "gguf" / "verified"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{path.name}-{key}.json"
+
+
 def _verified(path: Path, model: GGUFModel) -> bool:
     """Whether ``path`` holds ``model``'s bytes: its stamp matches a recorded verification, or it hashes right."""
-    stamp_file = path.with_name(path.name + ".sha256.json")
+    stamp_file = _stamp_file(path)
     try:
         stamp = json.loads(stamp_file.read_text())
         if stamp == {"sha256": model.sha256, **_stamp(path)}:
@@ -248,7 +258,7 @@ def _assemble(model: GGUFModel, target: Path) -> None:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    (target.with_name(target.name + ".sha256.json")).write_text(json.dumps({"sha256": model.sha256, **_stamp(target)}))
+    _stamp_file(target).write_text(json.dumps({"sha256": model.sha256, **_stamp(target)}))
 
 
 def gguf_path(model: str, *, sha256: str | None = None) -> tuple[Path, GGUFModel | None]:

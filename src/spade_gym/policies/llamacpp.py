@@ -9,8 +9,8 @@ model decodes several times faster there than the float32 transformers path (``b
 
 Inference only (it cannot be trained). Prompts are rendered with the GGUF's own chat template
 (llama-cpp-python's ``Jinja2ChatFormatter``); the ``n`` samples of a prompt reuse its prefilled KV
-cache; sample ``k`` of a call with ``seed=s`` is drawn with llama.cpp's sampler seed ``s + k``
-(modulo 2**32). ``logprobs`` are those of the unmodified distribution (a log-softmax of the
+cache; sample ``k`` of prompt ``i`` of a call with ``seed=s`` is drawn with llama.cpp's sampler
+seed ``s + i * n + k`` (modulo 2**32), the same completion whatever ran before. ``logprobs`` are those of the unmodified distribution (a log-softmax of the
 sampled position's logits), as the module :mod:`spade_gym.policies.base` requires.
 Install: ``pip install 'spade-gym[llamacpp]'`` (llama-cpp-python builds from source: minutes).
 """
@@ -22,7 +22,7 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -138,7 +138,7 @@ class LlamaCppPolicy:
 
     def prompt_token_ids(self, prompt: Prompt) -> list[int]:
         """The tokens of one conversation rendered with the model's chat template (generation prompt added)."""
-        text = self._format(messages=check_prompts([prompt])[0]).prompt
+        text = self._format(messages=cast(Any, check_prompts([prompt])[0])).prompt
         return list(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
@@ -160,6 +160,11 @@ class LlamaCppPolicy:
         out: list[Completion] = []
         with self._lock:
             for index, ids in enumerate(encoded):
+                # the prompt but its last token prefilled afresh: every sample then evaluates that token
+                # alone, so a seed gives the same completion whatever ran before (KV reuse across samples)
+                self._llama.reset()
+                if len(ids) > 1:
+                    self._llama.eval(ids[:-1])
                 for k in range(sampling.n):
                     seed = None if sampling.seed is None else (sampling.seed + index * sampling.n + k) % 2**32
                     try:

@@ -1,0 +1,161 @@
+"""The Designer's prompts: the contract in words, the write-mode prompt variants, the edit format.
+
+Two write-mode variants (:data:`PROMPT_VARIANTS`), measured against each other by
+``examples/design_rate.py`` (docs/designer.md):
+
+- ``"skeleton"`` (the default): the contract, then in the task the ``Env`` class of the target
+  setting to fill (:func:`spade_gym.contract.skeleton`): exact signatures, return shapes and required
+  members, ``...`` where the task goes. No whole program is shown, so none can be copied.
+- ``"example"``: the contract and one complete worked example (:data:`WORKED_EXAMPLE`, ``ListSum``).
+
+Every program a prompt shows whole is in :data:`PROMPT_EXAMPLES`: the novelty check counts them as
+registered (:func:`spade_gym.design_novelty.copies_prompt_example`), so the example is never a new
+environment.
+"""
+
+from __future__ import annotations
+
+from spade_gym.contract import skeleton
+from spade_gym.program import SUCCESS_RETURN
+from spade_gym.sandbox.policy import ALLOWED_MODULES
+
+__all__ = [
+    "DEFAULT_PROMPT",
+    "DESIGNER_EDIT_SYSTEM_PROMPT",
+    "DESIGNER_SYSTEM_PROMPT",
+    "EDIT_DIVIDER",
+    "EDIT_REPLACE",
+    "EDIT_SEARCH",
+    "EDIT_TASK",
+    "PROMPT_EXAMPLES",
+    "PROMPT_VARIANTS",
+    "WORKED_EXAMPLE",
+    "system_prompt",
+    "write_task",
+]
+
+#: The write-mode prompt variants.
+PROMPT_VARIANTS = ("skeleton", "example")
+#: The variant a Designer uses unless configured (``designer.prompt``).
+DEFAULT_PROMPT = "skeleton"
+
+WORKED_EXAMPLE = '''import random
+
+COUNT = 3
+
+
+class Env:
+    """Add up COUNT to COUNT + 3 seeded integers; one answer per episode, exact sum pays 1.0."""
+
+    name = "ListSum"
+    setting = "reasoning"
+    max_turns = 1
+
+    def reset(self, seed):
+        rng = random.Random(seed)
+        self.numbers = [rng.randint(10, 99) for _ in range(rng.randint(COUNT, COUNT + 3))]
+        self.done = False
+        return "What is the sum of " + ", ".join(str(n) for n in self.numbers) + "?", {}
+
+    def step(self, action):
+        self.done = True
+        correct = action.strip() == str(sum(self.numbers))
+        return ("Correct." if correct else "Wrong."), (1.0 if correct else 0.0), True, False, {"correct": correct}
+
+    def hint(self):
+        return "Add the numbers from left to right; the first two give " + str(sum(self.numbers[:2])) + "."
+
+    def oracle(self):
+        return str(sum(self.numbers))
+'''
+
+#: The environment program contract of docs/DESIGN.md, in the words a model needs.
+_CONTRACT = f"""You design training environments for a reasoning agent. An environment is one Python module that defines exactly one class named Env.
+
+The module may import only: {", ".join(ALLOWED_MODULES)}. No file, network or system access.
+
+class Env must have:
+- a docstring: one paragraph saying what the environment is about;
+- name (str, CamelCase), setting (str: "reasoning", "tool_use" or "game"), max_turns (int);
+- tools (list of OpenAI-style function schemas; tool_use only);
+- reset(self, seed) -> (observation: str, info: dict): all randomness from random.Random(seed);
+- step(self, action: str) -> (observation: str, reward: float, terminated: bool, truncated: bool, info: dict);
+- hint(self) -> str: privileged help for the current episode that does not give the answer away;
+- oracle(self) -> str: the action a perfect agent takes now.
+
+Rules: the episode return (sum of rewards) is between 0 and 1 and success means return >= {SUCCESS_RETURN}; every episode ends by max_turns; info holds only JSON values; the same seed and actions give the same observations; different seeds give different tasks; following oracle() succeeds on every seed; trivial actions (empty text, random text, echoing the observation, submitting the hint, one fixed answer) must not succeed. Reasoning and game actions are the agent's final answer text; a tool_use action is a JSON string {{"name": ..., "arguments": {{...}}}}."""
+
+#: The Designer's system prompt in write mode, ``"example"`` variant: the contract and a worked example.
+DESIGNER_SYSTEM_PROMPT = f"""{_CONTRACT}
+
+Write the whole module in one ```python code block. Example of a complete, valid module:
+```python
+{WORKED_EXAMPLE}```"""
+
+#: Markers of one edit block (aider's SEARCH/REPLACE format).
+EDIT_SEARCH, EDIT_DIVIDER, EDIT_REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
+
+_EDIT_EXAMPLE = f"""{EDIT_SEARCH}
+COUNT = 3
+{EDIT_DIVIDER}
+COUNT = 5
+{EDIT_REPLACE}
+{EDIT_SEARCH}
+        self.numbers = [rng.randint(10, 99) for _ in range(rng.randint(COUNT, COUNT + 3))]
+{EDIT_DIVIDER}
+        self.numbers = [rng.randint(100, 999) for _ in range(rng.randint(COUNT, COUNT + 3))]
+{EDIT_REPLACE}
+"""
+
+#: The Designer's system prompt in edit mode: the contract and the edit-block answer format.
+DESIGNER_EDIT_SYSTEM_PROMPT = f"""{_CONTRACT}
+
+You vary an existing environment. Answer with edit blocks only: each block copies some lines of the program exactly as they are, then gives the lines that replace them. Change at least one difficulty knob (a module-level UPPERCASE number) or rule; the variant keeps the name and becomes its next version. Example of an answer:
+{_EDIT_EXAMPLE}"""
+
+_WRITE_TASK = (
+    "Write a new {setting} environment grounded in the document above: the task should need the knowledge or "
+    "the kind of reasoning the document is about. Make it hard enough that the agent needs the hint, "
+    "but always solvable by oracle()."
+)
+EDIT_TASK = (
+    "Write a variant of the environment {parent} above: keep what works and change the task so that it is "
+    "{direction}{knobs}. It must stay a valid {setting} environment. Answer with edit blocks "
+    "(" + EDIT_SEARCH + " ... " + EDIT_DIVIDER + " ... " + EDIT_REPLACE + ") against its program."
+)
+_ANY_SETTING = "reasoning, tool_use or game (your choice)"
+
+#: Every program a prompt shows whole: the novelty check counts them as registered.
+PROMPT_EXAMPLES: tuple[str, ...] = (WORKED_EXAMPLE,)
+
+#: The Designer's system prompt in write mode, ``"skeleton"`` variant: the contract and how to fill the skeleton.
+SKELETON_SYSTEM_PROMPT = f"""{_CONTRACT}
+
+Write the whole module in one ```python code block by filling in the skeleton the task gives: keep `class Env`, every member it sets and every method with exactly its parameters and its return shape; replace each ... and each <...> with your own code and text. The environment must be your own idea, grounded in the document."""
+
+_SKELETON_TASK = (
+    "Skeleton to fill (a {setting} environment):\n```python\n{skeleton}```\n"
+    "Answer with the complete module in one ```python code block."
+)
+
+
+def system_prompt(mode: str, variant: str = DEFAULT_PROMPT) -> str:
+    """The system message of a Designer prompt in ``mode`` (``"write"``/``"edit"``) and write-mode
+    ``variant``. ValueError for an unknown variant."""
+    if variant not in PROMPT_VARIANTS:
+        raise ValueError(f"prompt variant must be one of {PROMPT_VARIANTS}, got {variant!r}")
+    if mode == "edit":
+        return DESIGNER_EDIT_SYSTEM_PROMPT
+    return SKELETON_SYSTEM_PROMPT if variant == "skeleton" else DESIGNER_SYSTEM_PROMPT
+
+
+def write_task(setting: str | None, variant: str, has_document: bool) -> str:
+    """The task paragraph of a write-mode prompt for ``setting`` (``None``: the Designer's choice;
+    the skeleton variant then shows the reasoning skeleton)."""
+    task = _WRITE_TASK.format(setting=setting or _ANY_SETTING)
+    if not has_document:
+        task = task.replace("grounded in the document above", "unlike the environments above")
+    if variant == "skeleton":
+        shown = setting or "reasoning"
+        return task + "\n\n" + _SKELETON_TASK.format(setting=shown, skeleton=skeleton(shown))
+    return task + " Answer with the complete module in one ```python code block."
