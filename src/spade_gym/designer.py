@@ -25,6 +25,7 @@ import gymnasium
 
 from spade_gym.agent import RolloutConfig
 from spade_gym.contract import rename_env_class
+from spade_gym.design_novelty import copies_prompt_example
 from spade_gym.design_prompts import (
     DEFAULT_PROMPT,
     DESIGNER_EDIT_SYSTEM_PROMPT,
@@ -53,6 +54,7 @@ from spade_gym.regret import (
     designer_reward,
     estimate_regret,
 )
+from spade_gym.repair import repair_feedback, same_program
 from spade_gym.spaces import UnicodeText
 from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport, audit, check_novelty, validate
 
@@ -462,7 +464,9 @@ class DesignerConfig:
     ``None``: drawn per design, so a program cannot tell regret episodes from others. ``rollout``:
     the Agent's regret rollout (temperature > 0). ``sampling``: the Designer's in write mode.
     ``repair_rounds``: extra generations in :func:`design`. ``prompt``: the write-mode prompt
-    variant (:data:`~spade_gym.design_prompts.PROMPT_VARIANTS`). Raises ValueError for a bad value.
+    variant (:data:`~spade_gym.design_prompts.PROMPT_VARIANTS`). ``feedback``: what a repair round
+    is told (``"precise"``: :func:`~spade_gym.repair.repair_feedback`; ``"report"``: the gate's
+    report). Raises ValueError for a bad value.
     """
 
     k: int = REGRET_EPISODES
@@ -480,8 +484,11 @@ class DesignerConfig:
     include_source: bool = False
     edit_max_new_tokens: int = EDIT_MAX_NEW_TOKENS
     prompt: str = DEFAULT_PROMPT
+    feedback: str = "precise"
 
     def __post_init__(self) -> None:
+        if self.feedback not in ("precise", "report"):
+            raise ValueError(f"DesignerConfig.feedback must be 'precise' or 'report', got {self.feedback!r}")
         if self.prompt not in PROMPT_VARIANTS:
             raise ValueError(f"DesignerConfig.prompt must be one of {PROMPT_VARIANTS}, got {self.prompt!r}")
         if self.edit_max_new_tokens < EDIT_TOKEN_FLOOR:
@@ -617,6 +624,11 @@ def evaluate_completion(
         note=extracted.note,
         validation_s=time.perf_counter() - started,
     )
+    if report.accepted:  # the programs the prompt showed count as registered
+        copy_of = copies_prompt_example(program, config.validation)
+        if copy_of is not None:
+            _refuse(report, "novelty", "DUPLICATE", copy_of)
+        outcome.validation_s = time.perf_counter() - started
     if report.category == "DUPLICATE":
         outcome.reward = designer_reward(False, duplicate=True, config=config.reward)
         return outcome
@@ -711,8 +723,12 @@ def design(
     """Write one environment with ``policy``: generate, evaluate, and repair up to ``repair_rounds`` times.
 
     A rejected attempt is answered with its feedback (only the latest attempt stays in the
-    conversation). ``agent`` defaults to ``policy``. Returns the last attempt's outcome. Raises
-    PolicyError when a policy fails, SandboxSetupError when no sandbox worker can start.
+    conversation): :func:`~spade_gym.repair.repair_feedback` with ``config.feedback == "precise"``
+    (the failing check, the lines, the expected shapes, a diff against the previous attempt), the
+    gate's report alone with ``"report"``. ``agent`` defaults to ``policy``. Returns the last
+    attempt's outcome; each failed attempt is in ``attempts`` (its category, the feedback sent,
+    and ``"same": "yes"`` when it resubmitted the previous attempt's program). Raises PolicyError
+    when a policy fails, SandboxSetupError when no sandbox worker can start.
     """
     config = config or DesignerConfig()
     agent = agent or policy
@@ -720,6 +736,7 @@ def design(
     attempts: list[dict[str, str]] = []
     generation_s = 0.0
     outcome: DesignOutcome | None = None
+    previous: str | None = None
     again = (
         "Write the whole corrected module again in one ```python code block."
         if prompt.mode == "write"
@@ -738,8 +755,16 @@ def design(
         outcome.rounds = round_ + 1
         if outcome.accepted or round_ == config.repair_rounds:
             break
-        feedback = outcome.report.feedback()
-        attempts.append({"category": outcome.report.category, "feedback": feedback})
+        if config.feedback == "precise":
+            problem = extract_design(completion, prompt).problem if outcome.source is None else None
+            feedback = repair_feedback(
+                outcome.report, outcome.source, previous, problem=problem, setting=prompt.setting
+            )
+        else:
+            feedback = outcome.report.feedback()
+        same = "yes" if previous is not None and same_program(previous, outcome.source) else "no"
+        attempts.append({"category": outcome.report.category, "feedback": feedback, "same": same})
+        previous = outcome.source or previous
         messages = [
             *prompt.messages,
             {"role": "assistant", "content": completion},
