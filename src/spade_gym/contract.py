@@ -122,7 +122,7 @@ class Env:
     def reset(self, seed):
         rng = random.Random(seed)
         self.turn = 0
-        self.state = ...  # <this episode's position, drawn from rng>
+        self.state = ...  # <this episode's position, drawn from rng: no fixed move may win every seed>
         return self._show(), {}
 
     def _moves(self):

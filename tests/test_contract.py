@@ -1,0 +1,176 @@
+"""The contract as the Designer meets it: skeletons to fill, the lint of a program's form, the
+lone-class rename, precise repair feedback, and the prompt's own examples counting as registered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_designer import FAST as FAST_DESIGN
+
+from spade_gym.contract import SKELETON_SETTINGS, contract_problems, rename_env_class, skeleton
+from spade_gym.design_novelty import closest_reference, copies_prompt_example
+from spade_gym.design_prompts import PROMPT_EXAMPLES, WORKED_EXAMPLE
+from spade_gym.designer import DesignerConfig, build_prompt, evaluate_completion, extract_program
+from spade_gym.program import EnvProgram
+from spade_gym.registry.gymnasium import open_registry
+from spade_gym.repair import repair_feedback, same_program
+from spade_gym.validation import validate
+
+
+FAST = FAST_DESIGN.validation
+
+
+def fill(setting: str, pairs: list[tuple[str, str]]) -> str:
+    source = skeleton(setting)
+    for old, new in pairs:
+        assert old in source, old
+        source = source.replace(old, new, 1)
+    return source
+
+
+FILLED = {
+    "reasoning": fill(
+        "reasoning",
+        [
+            ("SIZE = ...", "SIZE = 3"),
+            ("<One paragraph: what the task is about, what the agent answers, how it is scored.>", "Name the largest."),
+            ('"<NewCamelCaseName>"', '"LargestOfMany"'),
+            (
+                "        # <draw this episode's task",
+                "        self.numbers = rng.sample(range(100, 1000), SIZE)\n        # <",
+            ),
+            ("self.answer = ...", "self.answer = str(max(self.numbers))"),
+            ("observation = ...", 'observation = "Largest of " + ", ".join(str(n) for n in self.numbers) + "?"'),
+            ("return ...  # str: a method", 'return "It starts with " + self.answer[0] + "."  # str: a method'),
+        ],
+    ),
+    "tool_use": fill(
+        "tool_use",
+        [
+            ('"<look_up>"', '"get_price"'),
+            (
+                '{"<key>": {"type": "string"}}, "required": ["<key>"]',
+                '{"item": {"type": "string"}}, "required": ["item"]',
+            ),
+            ("<One paragraph: the task, what the tools reveal, what the agent submits, how it is scored.>", "Totals."),
+            ('"<NewCamelCaseName>"', '"PriceTotal"'),
+            (
+                "        # <draw the hidden",
+                '        items = rng.sample(["pen", "cup", "hat", "map", "key"], 2)\n        # <',
+            ),
+            ("self.records = ...", "self.records = {i: rng.randint(100, 999) for i in items}"),
+            ("self.answer = ...", "self.answer = str(sum(self.records.values()))"),
+            (
+                "observation = ...",
+                'observation = "Total cents of " + " and ".join(items) + "? get_price, then submit."',
+            ),
+            ('if name == "<look_up>":', 'if name == "get_price":'),
+            ('args.get("<key>")', 'args.get("item")'),
+            ("return ...  # str: which record", 'return "Look each item up once."  # str: which record'),
+        ],
+    ),
+    "game": fill(
+        "game",
+        [
+            ("SIZE = ...", "SIZE = 5"),
+            ("<One paragraph: the game, its moves, how it is won and scored.>", "Walk to the goal cell."),
+            ('"<NewCamelCaseName>"', '"LineWalk"'),
+            ("self.state = ...", "self.state = rng.sample(range(SIZE + 1), 2)"),
+            ("return ...  # list of str", 'return ["left", "right"]  # list of str'),
+            (
+                "return ...  # str: the position",
+                'return "At " + str(self.state[0]) + ", goal " + str(self.state[1]) + "."  #',
+            ),
+            ("        ...  # <apply the move to self.state>", '        self.state[0] += 1 if move == "right" else -1'),
+            ("won = ...", "won = self.state[0] == self.state[1]"),
+            ("return ...  # str: a strategy", 'return "Move toward the goal."  #'),
+            (
+                "return ...  # str: the best legal move now",
+                'return "right" if self.state[0] < self.state[1] else "left"',
+            ),
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("setting", SKELETON_SETTINGS)
+def test_a_filled_skeleton_passes_the_gate_and_an_unfilled_one_does_not(setting: str) -> None:
+    assert contract_problems(skeleton(setting)) == []  # the skeleton itself has the contract's form
+    assert not validate(skeleton(setting), FAST).accepted  # copied unfilled it is refused
+    report = validate(FILLED[setting], FAST)
+    assert report.accepted, report.feedback()
+    assert (report.setting, "tools = TOOLS" in FILLED[setting]) == (setting, setting == "tool_use")
+
+
+def test_contract_lint_names_each_slip_with_its_line() -> None:
+    source = FILLED["reasoning"].replace("class Env:", "class LargestEnv:")
+    source = source.replace(
+        'return observation, reward, terminated, False, {"correct": correct}', "return reward, True"
+    )
+    source = source.replace('setting = "reasoning"', 'setting = "tool_use"')
+    lines = source.splitlines()
+    found = {(p.line, p.message.split(";")[0].split(" (")[0]) for p in contract_problems(source)}
+    class_line = lines.index("class LargestEnv:") + 1
+    step_return = next(i for i, line in enumerate(lines, 1) if line.strip() == "return reward, True")
+    assert found == {
+        (class_line, "the class is named LargestEnv"),
+        (class_line, "class Env does not set tools"),
+        (step_return, "step returns a tuple of 2 values, not 5"),
+    }
+    assert contract_problems("def broken(:\n")[0].message.startswith("syntax error")
+
+
+def test_a_lone_class_is_renamed_env_in_code_not_in_strings() -> None:
+    source = FILLED["reasoning"].replace("class Env:", "class LargestEnv:")
+    source = source.replace('name = "LargestOfMany"', 'name = "LargestEnv"\n    LIMIT = 3')
+    source = source.replace("return self.answer\n", "return self.answer if LargestEnv.LIMIT else ''\n")
+    renamed, note = rename_env_class(source)
+    assert note == "renamed class LargestEnv to Env (the contract's class name)"
+    assert "class Env:" in renamed and 'name = "LargestEnv"' in renamed and "Env.LIMIT" in renamed
+    assert validate(renamed, FAST).accepted
+    found = extract_program(f"Here it is:\n```python\n{source}```")
+    assert found.source == renamed and found.note == note
+    assert rename_env_class(FILLED["reasoning"]) == (FILLED["reasoning"], None)  # already Env
+    two = source + "\n\nclass Helper:\n    pass\n"
+    assert rename_env_class(two) == (two, None)  # which class is the environment is not clear
+
+
+def test_repair_feedback_quotes_lines_expected_shapes_and_the_change() -> None:
+    first = FILLED["reasoning"].replace(
+        'return observation, reward, terminated, False, {"correct": correct}', "return reward, True"
+    )
+    report = validate(first, FAST)
+    assert report.category == "PROTOCOL_ERROR"
+    text = repair_feedback(report, first)
+    assert "contract (PROTOCOL_ERROR)" in text and "`return reward, True`" in text
+    assert "expected: `return observation, reward, terminated, truncated, info" in text
+    again = repair_feedback(report, first + "\n", previous_source=first)
+    assert "nothing changed" in again and same_program(first, first + "\n")
+    second = first.replace("return reward, True", "return reward, True, False")
+    changed = repair_feedback(validate(second, FAST), second, previous_source=first)
+    assert "-        return reward, True\n+        return reward, True, False" in changed
+    missing = repair_feedback(report, None, problem="no code", setting="tool_use")
+    assert "No program was found: no code." in missing and skeleton("tool_use") in missing
+
+
+def test_the_prompts_worked_example_counts_as_registered(tmp_path: Path) -> None:
+    assert WORKED_EXAMPLE in PROMPT_EXAMPLES
+    config = FAST
+    renamed = WORKED_EXAMPLE.replace("ListSum", "NumberTotal").replace("self.numbers", "self.values")
+    assert "worked example ListSum" in (copies_prompt_example(EnvProgram(renamed), config) or "")
+    variant = WORKED_EXAMPLE.replace("randint(10, 99)", "randint(100, 999)")  # behaves differently: a variant
+    assert copies_prompt_example(EnvProgram(variant), config) is None
+    reference, similarity = closest_reference(variant)
+    assert reference is not None and reference.label == "example ListSum" and similarity >= 0.9  # not "new"
+    registry = open_registry(tmp_path / "registry", seed_library=True)
+    prompt = build_prompt(None, [], setting="reasoning", variant="example")
+    outcome = evaluate_completion(f"```python\n{renamed}```", prompt, registry=registry, agent=None, config=FAST_DESIGN)
+    assert outcome.report.category == "DUPLICATE" and not outcome.accepted
+    assert outcome.report.check("novelty").message.startswith("the program is a copy of the prompt's worked example")
+
+
+@pytest.mark.parametrize(("field", "value"), [("prompt", "fill-in"), ("feedback", "loud")])
+def test_designer_config_refuses_unknown_prompt_and_feedback(field: str, value: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        DesignerConfig(**{field: value})
