@@ -17,7 +17,6 @@ from spade_gym.registry.gymnasium import open_registry
 from spade_gym.repair import repair_feedback, same_program
 from spade_gym.validation import validate
 
-
 FAST = FAST_DESIGN.validation
 
 
