@@ -7,6 +7,7 @@ folder, so a stopped run resumes where it stopped::
 
     out/registry/       the seed library and every accepted environment (spade/<Name>-v<k>)
     out/designs.jsonl   one line per design: verdict, program, timings, regret, provenance
+    out/prompts.jsonl   one line per prompt: its chat messages (what a repair round continues)
     out/factory.json    the settings and the running summary (:class:`FactorySummary`)
 
 A design is *valid* when it passes every check of the gate but novelty, *accepted* when it also is
@@ -44,10 +45,19 @@ from spade_gym.memory import EnvironmentMemory
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, open_registry
 
-__all__ = ["DESIGNS_FILE", "FactoryConfig", "FactorySummary", "cpu_seconds", "read_designs", "run_factory"]
+__all__ = [
+    "DESIGNS_FILE",
+    "PROMPTS_FILE",
+    "FactoryConfig",
+    "FactorySummary",
+    "cpu_seconds",
+    "read_designs",
+    "run_factory",
+]
 
 #: The per-design log in a factory folder.
 DESIGNS_FILE = "designs.jsonl"
+PROMPTS_FILE = "prompts.jsonl"
 SUMMARY_FILE = "factory.json"
 
 
@@ -306,7 +316,10 @@ def run_factory(
     }
     first = max((int(line["prompt"]) for line in lines), default=-1) + 1
     try:
-        with open(out / DESIGNS_FILE, "a", encoding="utf-8") as log:
+        with (
+            open(out / DESIGNS_FILE, "a", encoding="utf-8") as log,
+            open(out / PROMPTS_FILE, "a", encoding="utf-8") as posed,
+        ):
             for p in itertools.count(first):
                 if (config.count is not None and summary.designs >= config.count) or (
                     config.seconds is not None and summary.seconds >= config.seconds
@@ -317,6 +330,8 @@ def run_factory(
                 prompt, agent_seeds = propose_group(
                     group_seed, documents=documents, memory=memory, config=config.designer, mode=config.mode
                 )
+                posed.write(json.dumps({"prompt": p, "messages": prompt.messages, **prompt.provenance()}) + "\n")
+                posed.flush()
                 size = config.group if config.count is None else min(config.group, config.count - summary.designs)
                 sampling = replace(config.designer.sampling_for(prompt.mode), n=size, seed=group_seed)
                 completions = designer.generate([prompt.messages], sampling)
