@@ -24,10 +24,10 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from spade_gym.design_novelty import closest_reference
 from spade_gym.designer import (
@@ -44,6 +44,7 @@ from spade_gym.files import replace_atomically
 from spade_gym.memory import EnvironmentMemory
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, open_registry
+from spade_gym.registry.store import Registry
 
 __all__ = [
     "DESIGNS_FILE",
@@ -271,6 +272,52 @@ def _line(
     }
 
 
+def _design_group(
+    p: int,
+    size: int,
+    designer: Policy,
+    documents: DocumentSource,
+    memory: EnvironmentMemory,
+    registry: Registry,
+    agent: _LazyAgent,
+    config: FactoryConfig,
+    posed: TextIO,
+) -> Iterator[dict[str, Any]]:
+    """Pose prompt ``p``, sample ``size`` designs, judge each; yield their designs.jsonl lines."""
+    began, cpu_began = time.perf_counter(), cpu_seconds()
+    group_seed = config.seed * 100_000 + p
+    prompt, agent_seeds = propose_group(
+        group_seed, documents=documents, memory=memory, config=config.designer, mode=config.mode
+    )
+    posed.write(json.dumps({"prompt": p, "messages": prompt.messages, **prompt.provenance()}) + "\n")
+    posed.flush()
+    sampling = replace(config.designer.sampling_for(prompt.mode), n=size, seed=group_seed)
+    completions = designer.generate([prompt.messages], sampling)
+    generated = time.perf_counter() - began
+    reports = validate_designs([c.text for c in completions], prompt, config.designer)
+    # the group's generation and validation, shared evenly by its designs
+    shared, cpu_shared = (time.perf_counter() - began) / size, (cpu_seconds() - cpu_began) / size
+    for g, completion in enumerate(completions):
+        started, cpu_started = time.perf_counter(), cpu_seconds()
+        outcome = evaluate_completion(
+            completion.text,
+            prompt,
+            registry=registry,
+            agent=agent,  # type: ignore[arg-type]
+            config=config.designer,
+            sampling_seed=next(agent_seeds),
+            validated=reports.pop(completion.text, None),
+        )
+        timing = {
+            "generation_s": generated / size,
+            "validation_s": outcome.validation_s,
+            "regret_s": outcome.regret_s,
+            "seconds": time.perf_counter() - started + shared,
+            "cpu_seconds": cpu_seconds() - cpu_started + cpu_shared,
+        }
+        yield _line(p, g, prompt, outcome, completion, timing)
+
+
 def run_factory(
     out: str | Path,
     designer: Policy,
@@ -316,57 +363,22 @@ def run_factory(
     }
     first = max((int(line["prompt"]) for line in lines), default=-1) + 1
     try:
-        with (
-            open(out / DESIGNS_FILE, "a", encoding="utf-8") as log,
-            open(out / PROMPTS_FILE, "a", encoding="utf-8") as posed,
-        ):
+        with open(out / DESIGNS_FILE, "a", encoding="utf-8") as log, open(out / PROMPTS_FILE, "a") as posed:
             for p in itertools.count(first):
                 if (config.count is not None and summary.designs >= config.count) or (
                     config.seconds is not None and summary.seconds >= config.seconds
                 ):
                     break
-                began, cpu_began = time.perf_counter(), cpu_seconds()
-                group_seed = config.seed * 100_000 + p
-                prompt, agent_seeds = propose_group(
-                    group_seed, documents=documents, memory=memory, config=config.designer, mode=config.mode
-                )
-                posed.write(json.dumps({"prompt": p, "messages": prompt.messages, **prompt.provenance()}) + "\n")
-                posed.flush()
                 size = config.group if config.count is None else min(config.group, config.count - summary.designs)
-                sampling = replace(config.designer.sampling_for(prompt.mode), n=size, seed=group_seed)
-                completions = designer.generate([prompt.messages], sampling)
-                generated = time.perf_counter() - began
-                reports = validate_designs([c.text for c in completions], prompt, config.designer)
-                # the group's generation and validation, shared evenly by its designs
-                shared, cpu_shared = (time.perf_counter() - began) / size, (cpu_seconds() - cpu_began) / size
-                for g, completion in enumerate(completions):
-                    started, cpu_started = time.perf_counter(), cpu_seconds()
-                    outcome = evaluate_completion(
-                        completion.text,
-                        prompt,
-                        registry=registry,
-                        agent=lazy,  # type: ignore[arg-type]
-                        config=config.designer,
-                        sampling_seed=next(agent_seeds),
-                        validated=reports.pop(completion.text, None),
-                    )
-                    timing = {
-                        "generation_s": generated / size,
-                        "validation_s": outcome.validation_s,
-                        "regret_s": outcome.regret_s,
-                        "seconds": time.perf_counter() - started + shared,
-                        "cpu_seconds": cpu_seconds() - cpu_started + cpu_shared,
-                    }
-                    line = _line(p, g, prompt, outcome, completion, timing)
+                for line in _design_group(p, size, designer, documents, memory, registry, lazy, config, posed):
                     log.write(json.dumps(line, ensure_ascii=False) + "\n")
                     log.flush()
                     lines.append(line)
                     summary = FactorySummary.of(lines)
                     if progress is not None:
                         progress(summary, line)
-                replace_atomically(
-                    out / SUMMARY_FILE, json.dumps({"settings": settings, "summary": summary.to_dict()}, indent=1)
-                )
+                summary_json = {"settings": settings, "summary": summary.to_dict()}
+                replace_atomically(out / SUMMARY_FILE, json.dumps(summary_json, indent=1))
     finally:
         registry.close()
     return summary
