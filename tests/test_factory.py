@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Sequence
 from dataclasses import replace
@@ -83,3 +84,23 @@ def test_the_factory_counts_logs_and_resumes(tmp_path: Path) -> None:
 def test_factory_config_refuses_bad_values(kwargs: dict[str, Any], field: str) -> None:
     with pytest.raises(ValueError, match=field):
         FactoryConfig(**{"count": 1, **kwargs})
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None,
+    reason="llama-cpp-python is not installed (pip install 'spade-gym[llamacpp]')",
+)
+def test_spade_design_count_runs_the_factory_and_resumes(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from spade_gym.cli import app
+
+    folder = tmp_path / "factory"
+    command = ["design", "--policy", "llamacpp:default", "--mode", "edit", "--group", "2", "--factory", str(folder)]
+    first = CliRunner().invoke(app, [*command, "--count", "2", "-k", "1"])
+    assert first.exit_code == 0, first.output
+    assert "2 designs (1 prompts)" in first.output and "per CPU-hour" in first.output
+    again = CliRunner().invoke(app, [*command, "--count", "4", "-k", "1"])
+    assert again.exit_code == 0, again.output
+    assert "4 designs (2 prompts)" in again.output and len(read_designs(folder)) == 4
