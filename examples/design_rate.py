@@ -147,8 +147,16 @@ for label, designer, agent in designers():
                 held_out=tuple(config.run.held_out_envs),
             )
             summary = run_factory(out / cell, designer, documents, factory, agent=agent, progress=progress)
-            results.append({"designer": label, "mode": mode, "variant": variant, **summary.to_dict()})
-            for line in read_designs(out / cell):
+            lines = read_designs(out / cell)
+            moved = {  # what the host-side changes did to this cell's designs
+                "renamed_to_env": sum("renamed class" in (line["note"] or "") for line in lines),
+                "renamed_and_valid": sum("renamed class" in (line["note"] or "") and line["valid"] for line in lines),
+                "example_copies": sum("worked example" in (line["problem"] or "") for line in lines),
+                "multi_turn_new": sum(line["new"] and (line["max_turns"] or 0) > 1 for line in lines),
+                "tool_use_new": sum(line["new"] and line["setting"] == "tool_use" for line in lines),
+            }
+            results.append({"designer": label, "mode": mode, "variant": variant, **summary.to_dict(), **moved})
+            for line in lines:
                 if line["new"]:
                     played = play(line["gym_id"])
                     listing.append(
@@ -173,6 +181,15 @@ for r in results:
         f"| {r['designer']} | {r['mode']} | {r['variant']} | {r['designs']} | {' | '.join(cells)} | "
         f"{r['tokens_per_design']:.0f} | {r['seconds_per_design']:.1f} | {cpu:.1f} | {r['new_per_hour']:.1f} | "
         f"{r['new_per_cpu_hour']:.1f} | {refused} |"
+    )
+print(
+    "\n| designer | mode | prompt | lone class renamed Env (valid) | copies of the prompt's example refused | "
+    "new multi-turn | new tool_use |\n|---|---|---|---|---|---|---|"
+)
+for r in results:
+    print(
+        f"| {r['designer']} | {r['mode']} | {r['variant']} | {r['renamed_to_env']} ({r['renamed_and_valid']}) | "
+        f"{r['example_copies']} | {r['multi_turn_new']} | {r['tool_use_new']} |"
     )
 if listing:
     print(
