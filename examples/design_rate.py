@@ -30,6 +30,7 @@ from typing import Any
 
 import gymnasium
 
+from spade_gym.contract import unfilled_placeholders
 from spade_gym.design_prompts import PROMPT_VARIANTS
 from spade_gym.designer import MODES
 from spade_gym.documents import load_documents
@@ -152,6 +153,9 @@ for label, designer, agent in designers():
                 "renamed_to_env": sum("renamed class" in (line["note"] or "") for line in lines),
                 "renamed_and_valid": sum("renamed class" in (line["note"] or "") and line["valid"] for line in lines),
                 "example_copies": sum("worked example" in (line["problem"] or "") for line in lines),
+                "skeleton_unfilled": sum(
+                    bool(line["source"] and unfilled_placeholders(line["source"])) for line in lines
+                ),
                 "multi_turn_new": sum(line["new"] and (line["max_turns"] or 0) > 1 for line in lines),
                 "tool_use_new": sum(line["new"] and line["setting"] == "tool_use" for line in lines),
             }
@@ -184,12 +188,12 @@ for r in results:
     )
 print(
     "\n| designer | mode | prompt | lone class renamed Env (valid) | copies of the prompt's example refused | "
-    "new multi-turn | new tool_use |\n|---|---|---|---|---|---|---|"
+    "skeleton left unfilled | new multi-turn | new tool_use |\n|---|---|---|---|---|---|---|---|"
 )
 for r in results:
     print(
         f"| {r['designer']} | {r['mode']} | {r['variant']} | {r['renamed_to_env']} ({r['renamed_and_valid']}) | "
-        f"{r['example_copies']} | {r['multi_turn_new']} | {r['tool_use_new']} |"
+        f"{r['example_copies']} | {r['skeleton_unfilled']} | {r['multi_turn_new']} | {r['tool_use_new']} |"
     )
 if listing:
     print(

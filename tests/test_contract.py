@@ -48,6 +48,7 @@ FILLED = {
         "tool_use",
         [
             ('"<look_up>"', '"get_price"'),
+            ('"<what it returns>"', '"The price in cents."'),
             (
                 '{"<key>": {"type": "string"}}, "required": ["<key>"]',
                 '{"item": {"type": "string"}}, "required": ["item"]',
@@ -95,7 +96,8 @@ FILLED = {
 
 @pytest.mark.parametrize("setting", SKELETON_SETTINGS)
 def test_a_filled_skeleton_passes_the_gate_and_an_unfilled_one_does_not(setting: str) -> None:
-    assert contract_problems(skeleton(setting)) == []  # the skeleton itself has the contract's form
+    slips = contract_problems(skeleton(setting))  # the skeleton has the contract's form, and placeholders
+    assert slips and all("skeleton's" in p.message for p in slips) and contract_problems(FILLED[setting]) == []
     assert not validate(skeleton(setting), FAST).accepted  # copied unfilled it is refused
     report = validate(FILLED[setting], FAST)
     assert report.accepted, report.feedback()

@@ -16,7 +16,14 @@ import ast
 import re
 from dataclasses import dataclass
 
-__all__ = ["ContractProblem", "SKELETON_SETTINGS", "contract_problems", "rename_env_class", "skeleton"]
+__all__ = [
+    "ContractProblem",
+    "SKELETON_SETTINGS",
+    "contract_problems",
+    "rename_env_class",
+    "skeleton",
+    "unfilled_placeholders",
+]
 
 _REASONING = '''import random
 
@@ -297,7 +304,30 @@ def contract_problems(source: str) -> list[ContractProblem]:
                     )
                 elif value is None or (isinstance(value, ast.Constant) and value.value is None):
                     problems.append(ContractProblem(node.lineno, f"{method} returns nothing", shape))
+    problems += unfilled_placeholders(source, tree)
     return sorted(problems, key=lambda p: p.line)
+
+
+_ANGLE = re.compile(r"<[A-Za-z][^<>\n]{2,}>")
+
+
+def unfilled_placeholders(source: str, tree: ast.Module | None = None) -> list[ContractProblem]:
+    """The skeleton's placeholders left in ``source``: ``...`` used as a value or statement, and
+    ``<...>`` text in a string; one problem per line."""
+    if tree is None:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return []
+    lines: dict[int, str] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Constant):
+            continue
+        if node.value is Ellipsis:
+            lines.setdefault(node.lineno, "the skeleton's `...` is still here: write your own code")
+        elif isinstance(node.value, str) and (found := _ANGLE.search(node.value)):
+            lines.setdefault(node.lineno, f"the skeleton's placeholder {found.group(0)!r} is still here")
+    return [ContractProblem(line, message) for line, message in sorted(lines.items())]
 
 
 _CLASS_LINE = re.compile(r"^class[ \t]+(\w+)\b", re.MULTILINE)

@@ -135,7 +135,9 @@ Write the whole module in one ```python code block by filling in the skeleton th
 
 _SKELETON_TASK = (
     "Skeleton to fill (a {setting} environment):\n```python\n{skeleton}```\n"
-    "Answer with the complete module in one ```python code block."
+    "The skeleton is not an answer: turn every ... and every <...> into your own code and text about the task "
+    "you chose (a module that still holds one is refused). Answer with the complete, filled module in one "
+    "```python code block."
 )
 
 
