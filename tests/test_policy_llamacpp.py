@@ -17,8 +17,9 @@ from spade_gym.policies import Policy, SamplingParams, load_policy, parse_policy
 from spade_gym.policies.gguf import GGUF_MODELS, _assemble, gguf_path, read_gguf_header, sha256_of
 
 HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
+# with the real library: `make test-slow` installs it (built once), so these run with the end-to-end tests
 needs_llama = pytest.mark.skipif(
-    not HAS_LLAMA, reason="llama-cpp-python is not installed (pip install 'spade-gym[llamacpp]')"
+    not HAS_LLAMA, reason="llama-cpp-python is not installed (pip install 'spade-gym[llamacpp]'; make llamacpp)"
 )
 EMBEDDED = GGUF_MODELS["smollm2-135m"]
 
@@ -36,6 +37,7 @@ def policy() -> Iterator[Policy]:
     loaded.close()  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 @needs_llama
 def test_groups_come_back_by_prompt_with_tokens_and_logprobs(policy: Policy) -> None:
     sampling = SamplingParams(temperature=1.0, n=3, max_new_tokens=12, seed=7)
@@ -50,6 +52,7 @@ def test_groups_come_back_by_prompt_with_tokens_and_logprobs(policy: Policy) -> 
     assert "SmolLM2" in policy.name and policy.context_window == 512
 
 
+@pytest.mark.slow
 @needs_llama
 def test_greedy_stop_strings_and_limits(policy: Policy) -> None:
     [free] = policy.generate(
@@ -66,6 +69,7 @@ def test_greedy_stop_strings_and_limits(policy: Policy) -> None:
     assert len(kept.prompt_token_ids or ()) == 512 - 4
 
 
+@pytest.mark.slow
 @needs_llama
 def test_a_closed_policy_refuses_to_generate() -> None:
     with load_policy("llamacpp:default", n_ctx=512) as closed:  # type: ignore[attr-defined]
