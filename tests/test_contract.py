@@ -32,62 +32,91 @@ FILLED = {
     "reasoning": fill(
         "reasoning",
         [
-            ("SIZE = ...", "SIZE = 3"),
-            ("<One paragraph: what the task is about, what the agent answers, how it is scored.>", "Name the largest."),
-            ('"<NewCamelCaseName>"', '"LargestOfMany"'),
+            ("# TODO: difficulty knobs of your task, module-level UPPERCASE ints", "SIZE = 3"),
             (
-                "        # <draw this episode's task",
-                "        self.numbers = rng.sample(range(100, 1000), SIZE)\n        # <",
+                "    # TODO: the docstring: one paragraph on your task, what the agent answers and how it is scored",
+                '    """Name the largest of SIZE numbers."""',
             ),
-            ("self.answer = ...", "self.answer = str(max(self.numbers))"),
-            ("observation = ...", 'observation = "Largest of " + ", ".join(str(n) for n in self.numbers) + "?"'),
-            ("return ...  # str: a method", 'return "It starts with " + self.answer[0] + "."  # str: a method'),
+            ('    # TODO: name = "..." (a CamelCase name for your task)', '    name = "LargestOfMany"'),
+            (
+                "        # TODO: draw this episode's task from rng; set self.answer (a str that differs between seeds,\n"
+                "        # not yes/no) and observation (a str: the task and the form of the answer)",
+                "        self.numbers = rng.sample(range(100, 1000), SIZE)\n        self.answer = str(max(self.numbers))\n"
+                '        observation = "Largest of " + ", ".join(str(n) for n in self.numbers) + "?"',
+            ),
+            (
+                "        # TODO: return a str that helps with this episode (a method, a partial result), never self.answer",
+                '        return "It starts with " + self.answer[0] + "."',
+            ),
         ],
     ),
     "tool_use": fill(
         "tool_use",
         [
-            ('"<look_up>"', '"get_price"'),
-            ('"<what it returns>"', '"The price in cents."'),
             (
-                '{"<key>": {"type": "string"}}, "required": ["<key>"]',
-                '{"item": {"type": "string"}}, "required": ["item"]',
+                "# TODO: TOOLS, a list of OpenAI-style function schemas",
+                'TOOLS = [{"type": "function", "function": {"name": "get_price", "description": "Price in cents.", '
+                '"parameters": {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}}}, '
+                '{"type": "function", "function": {"name": "submit", "description": "Submit.", "parameters": {"type": '
+                '"object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}}]\n# ',
             ),
-            ("<One paragraph: the task, what the tools reveal, what the agent submits, how it is scored.>", "Totals."),
-            ('"<NewCamelCaseName>"', '"PriceTotal"'),
             (
-                "        # <draw the hidden",
-                '        items = rng.sample(["pen", "cup", "hat", "map", "key"], 2)\n        # <',
+                "    # TODO: the docstring: one paragraph on your task, what the tools reveal, what the agent submits",
+                '    """Totals."""',
             ),
-            ("self.records = ...", "self.records = {i: rng.randint(100, 999) for i in items}"),
-            ("self.answer = ...", "self.answer = str(sum(self.records.values()))"),
+            ('    # TODO: name = "..." (a CamelCase name for your task)', '    name = "PriceTotal"'),
             (
-                "observation = ...",
-                'observation = "Total cents of " + " and ".join(items) + "? get_price, then submit."',
+                "        # TODO: draw from rng self.records (a dict: the key your look-up tool takes -> what it returns),\n"
+                "        # self.answer (a str the records are needed for) and observation (a str: the task, the tools to call)",
+                '        items = rng.sample(["pen", "cup", "hat", "map", "key"], 2)\n'
+                "        self.records = {i: rng.randint(100, 999) for i in items}\n"
+                "        self.answer = str(sum(self.records.values()))\n"
+                '        observation = "Total cents of " + " and ".join(items) + "? get_price, then submit."',
             ),
-            ('if name == "<look_up>":', 'if name == "get_price":'),
-            ('args.get("<key>")', 'args.get("item")'),
-            ("return ...  # str: which record", 'return "Look each item up once."  # str: which record'),
+            (
+                '        # TODO: answer your look-up tool: return (str(record or "not found"), 0.0, False, truncated, {})',
+                '        if name == "get_price":\n'
+                '            return str(self.records.get(str(args.get("item")), "not found")), 0.0, False, truncated, {}',
+            ),
+            (
+                "        # TODO: return a str saying which record to look up and why, never self.answer",
+                '        return "Look each item up once."',
+            ),
         ],
     ),
     "game": fill(
         "game",
         [
-            ("SIZE = ...", "SIZE = 5"),
-            ("<One paragraph: the game, its moves, how it is won and scored.>", "Walk to the goal cell."),
-            ('"<NewCamelCaseName>"', '"LineWalk"'),
-            ("self.state = ...", "self.state = rng.sample(range(SIZE + 1), 2)"),
-            ("return ...  # list of str", 'return ["left", "right"]  # list of str'),
+            ("# TODO: difficulty knobs of your game, module-level UPPERCASE ints", "TOP = 20"),
             (
-                "return ...  # str: the position",
-                'return "At " + str(self.state[0]) + ", goal " + str(self.state[1]) + "."  #',
+                "    # TODO: the docstring: one paragraph on your game, its moves, how it is won and scored",
+                '    """Guess the number."""',
             ),
-            ("        ...  # <apply the move to self.state>", '        self.state[0] += 1 if move == "right" else -1'),
-            ("won = ...", "won = self.state[0] == self.state[1]"),
-            ("return ...  # str: a strategy", 'return "Move toward the goal."  #'),
+            ('    # TODO: name = "..." (a CamelCase name for your game)', '    name = "GuessHigherLower"'),
             (
-                "return ...  # str: the best legal move now",
-                'return "right" if self.state[0] < self.state[1] else "left"',
+                "        # TODO: draw this episode's position from rng into attributes of self (no fixed move may win every seed)",
+                "        self.low = rng.randint(1, 50)\n        self.high, self.bottom = self.low + TOP, self.low\n"
+                "        self.secret = rng.randint(self.low, self.high)\n"
+                '        self.said = "Guess " + str(self.low) + " to " + str(self.high) + "."',
+            ),
+            (
+                "        # TODO: return the legal moves now, a list of str",
+                "        return [str(n) for n in range(self.bottom, self.bottom + TOP + 1)]",
+            ),
+            ("        # TODO: return a str showing the position and the legal moves", "        return self.said"),
+            (
+                "        # TODO: apply the move to the position; set won (a bool)",
+                "        guess = int(move)\n        won = guess == self.secret\n"
+                '        if guess < self.secret:\n            self.low, self.said = max(self.low, guess + 1), "Higher."\n'
+                '        elif guess > self.secret:\n            self.high, self.said = min(self.high, guess - 1), "Lower."',
+            ),
+            (
+                "        # TODO: return a str with a strategy for this position, never the whole move sequence",
+                '        return "Halve the range."',
+            ),
+            (
+                "        # TODO: return the best legal move now, a str",
+                "        return str((self.low + self.high) // 2)",
             ),
         ],
     ),
@@ -96,8 +125,9 @@ FILLED = {
 
 @pytest.mark.parametrize("setting", SKELETON_SETTINGS)
 def test_a_filled_skeleton_passes_the_gate_and_an_unfilled_one_does_not(setting: str) -> None:
-    slips = contract_problems(skeleton(setting))  # the skeleton has the contract's form, and placeholders
-    assert slips and all("skeleton's" in p.message for p in slips) and contract_problems(FILLED[setting]) == []
+    slips = contract_problems(skeleton(setting))  # copied unfilled: its TODO lines, and it does not even parse
+    assert slips[0].message.startswith("syntax error") and all("skeleton's TODO" in p.message for p in slips[1:])
+    assert contract_problems(FILLED[setting]) == []
     assert not validate(skeleton(setting), FAST).accepted  # copied unfilled it is refused
     report = validate(FILLED[setting], FAST)
     assert report.accepted, report.feedback()

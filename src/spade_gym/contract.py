@@ -2,8 +2,9 @@
 lint of a program's form, and the one repair of form made on the host.
 
 :func:`skeleton` is the ``Env`` class of a setting with the exact signatures, return shapes and
-required members (``tools`` for tool use) and ``...`` where the task goes; copied unfilled it fails
-the gate (``...`` is not a string). :func:`contract_problems` reads a program's tree (without
+required members (``tools`` for tool use), and ``# TODO:`` comment lines where the task goes (a
+code model completes a comment with code; a copied ``...`` line it would only repeat); copied
+unfilled it does not even compile. :func:`contract_problems` reads a program's tree (without
 running it) for the slips small models make: the class not named ``Env``, a method missing or with
 other parameters, ``reset``/``step`` returning tuples of the wrong length, a tool-use environment
 without ``tools``; each problem names its line. :func:`rename_env_class` renames a module's one
@@ -27,23 +28,20 @@ __all__ = [
 
 _REASONING = '''import random
 
-# difficulty knobs: module-level UPPERCASE numbers
-SIZE = ...
+# TODO: difficulty knobs of your task, module-level UPPERCASE ints
 
 
 class Env:
-    """<One paragraph: what the task is about, what the agent answers, how it is scored.>"""
-
-    name = "<NewCamelCaseName>"
+    # TODO: the docstring: one paragraph on your task, what the agent answers and how it is scored
+    # TODO: name = "..." (a CamelCase name for your task)
     setting = "reasoning"
     max_turns = 2
 
     def reset(self, seed):
         rng = random.Random(seed)
         self.turn = 0
-        # <draw this episode's task from rng; the answer must differ between seeds (not yes/no)>
-        self.answer = ...  # str: the exact answer
-        observation = ...  # str: the task, and the form of the answer
+        # TODO: draw this episode's task from rng; set self.answer (a str that differs between seeds,
+        # not yes/no) and observation (a str: the task and the form of the answer)
         return observation, {}
 
     def step(self, action):
@@ -55,7 +53,7 @@ class Env:
         return observation, reward, terminated, False, {"correct": correct}
 
     def hint(self):
-        return ...  # str: a method or a partial result for this episode, never the answer
+        # TODO: return a str that helps with this episode (a method, a partial result), never self.answer
 
     def oracle(self):
         return self.answer
@@ -64,20 +62,14 @@ class Env:
 _TOOL_USE = '''import json
 import random
 
-TOOLS = [
-    {"type": "function", "function": {
-        "name": "<look_up>", "description": "<what it returns>",
-        "parameters": {"type": "object", "properties": {"<key>": {"type": "string"}}, "required": ["<key>"]}}},
-    {"type": "function", "function": {
-        "name": "submit", "description": "Submit the final answer.",
-        "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}},
-]
+# TODO: TOOLS, a list of OpenAI-style function schemas: one tool that looks a record up, and
+# {"type": "function", "function": {"name": "submit", "description": "Submit the final answer.",
+#  "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}}
 
 
 class Env:
-    """<One paragraph: the task, what the tools reveal, what the agent submits, how it is scored.>"""
-
-    name = "<NewCamelCaseName>"
+    # TODO: the docstring: one paragraph on your task, what the tools reveal, what the agent submits
+    # TODO: name = "..." (a CamelCase name for your task)
     setting = "tool_use"
     max_turns = 6
     tools = TOOLS
@@ -85,10 +77,8 @@ class Env:
     def reset(self, seed):
         rng = random.Random(seed)
         self.turn = 0
-        # <draw the hidden records from rng: <look_up> reveals them; the answer needs them>
-        self.records = ...  # dict: <key> value -> what <look_up> returns
-        self.answer = ...  # str: the exact answer
-        observation = ...  # str: the task, and which tools to call
+        # TODO: draw from rng self.records (a dict: the key your look-up tool takes -> what it returns),
+        # self.answer (a str the records are needed for) and observation (a str: the task, the tools to call)
         return observation, {}
 
     def step(self, action):
@@ -99,15 +89,14 @@ class Env:
             name, args = call["name"], dict(call["arguments"])
         except (ValueError, KeyError, TypeError):
             return 'Call a tool: {"name": ..., "arguments": {...}}', 0.0, False, truncated, {}
-        if name == "<look_up>":
-            return str(self.records.get(str(args.get("<key>")), "not found")), 0.0, False, truncated, {}
         if name == "submit":
             correct = str(args.get("answer", "")).strip().lower() == self.answer.lower()
             return ("Correct." if correct else "Wrong."), (1.0 if correct else 0.0), True, False, {"correct": correct}
+        # TODO: answer your look-up tool: return (str(record or "not found"), 0.0, False, truncated, {})
         return "Unknown tool.", 0.0, False, truncated, {}
 
     def hint(self):
-        return ...  # str: which record to look up and why, never the answer
+        # TODO: return a str saying which record to look up and why, never self.answer
 
     def oracle(self):
         return json.dumps({"name": "submit", "arguments": {"answer": self.answer}})
@@ -115,44 +104,41 @@ class Env:
 
 _GAME = '''import random
 
-# difficulty knobs: module-level UPPERCASE numbers
-SIZE = ...
+# TODO: difficulty knobs of your game, module-level UPPERCASE ints
 
 
 class Env:
-    """<One paragraph: the game, its moves, how it is won and scored.>"""
-
-    name = "<NewCamelCaseName>"
+    # TODO: the docstring: one paragraph on your game, its moves, how it is won and scored
+    # TODO: name = "..." (a CamelCase name for your game)
     setting = "game"
     max_turns = 12
 
     def reset(self, seed):
         rng = random.Random(seed)
         self.turn = 0
-        self.state = ...  # <this episode's position, drawn from rng: no fixed move may win every seed>
+        # TODO: draw this episode's position from rng into attributes of self (no fixed move may win every seed)
         return self._show(), {}
 
     def _moves(self):
-        return ...  # list of str: the legal moves now
+        # TODO: return the legal moves now, a list of str
 
     def _show(self):
-        return ...  # str: the position and the legal moves
+        # TODO: return a str showing the position and the legal moves
 
     def step(self, action):
         self.turn += 1
         move = action.strip().lower()
         if move not in self._moves():
             return "Illegal move. " + self._show(), 0.0, False, self.turn >= self.max_turns, {"legal": False}
-        ...  # <apply the move to self.state>
-        won = ...  # bool
+        # TODO: apply the move to the position; set won (a bool)
         truncated = not won and self.turn >= self.max_turns
         return self._show(), (1.0 if won else 0.0), won, truncated, {"legal": True}
 
     def hint(self):
-        return ...  # str: a strategy for this position, never the whole move sequence
+        # TODO: return a str with a strategy for this position, never the whole move sequence
 
     def oracle(self):
-        return ...  # str: the best legal move now
+        # TODO: return the best legal move now, a str
 '''
 
 _SKELETONS = {"reasoning": _REASONING, "tool_use": _TOOL_USE, "game": _GAME}
@@ -162,7 +148,7 @@ SKELETON_SETTINGS = tuple(_SKELETONS)
 
 def skeleton(setting: str) -> str:
     """The module to fill for ``setting`` (``"reasoning"``, ``"tool_use"`` or ``"game"``): exact
-    signatures and return shapes, ``...`` and ``<...>`` where the task goes. ValueError otherwise."""
+    signatures and return shapes, ``# TODO:`` lines where the task goes. ValueError otherwise."""
     if setting not in _SKELETONS:
         raise ValueError(f"setting must be one of {SKELETON_SETTINGS}, got {setting!r}")
     return _SKELETONS[setting]
@@ -240,7 +226,7 @@ def contract_problems(source: str) -> list[ContractProblem]:
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
-        return [ContractProblem(exc.lineno or 0, f"syntax error: {exc.msg}")]
+        return [ContractProblem(exc.lineno or 0, f"syntax error: {exc.msg}"), *unfilled_placeholders(source)]
     except (ValueError, RecursionError, MemoryError) as exc:
         return [ContractProblem(0, f"the module does not parse: {exc}")]
     classes = _classes(tree)
@@ -311,15 +297,22 @@ def contract_problems(source: str) -> list[ContractProblem]:
 _ANGLE = re.compile(r"<[A-Za-z][^<>\n]{2,}>")
 
 
+_TODO = re.compile(r"^\s*# TODO:", re.MULTILINE)
+
+
 def unfilled_placeholders(source: str, tree: ast.Module | None = None) -> list[ContractProblem]:
-    """The skeleton's placeholders left in ``source``: ``...`` used as a value or statement, and
-    ``<...>`` text in a string; one problem per line."""
+    """The skeleton's placeholders left in ``source``: its ``# TODO:`` lines, ``...`` used as a value
+    or statement, and ``<...>`` text in a string; one problem per line."""
+    todo = [
+        ContractProblem(source.count("\n", 0, m.start()) + 1, "the skeleton's TODO is still here: write its code")
+        for m in _TODO.finditer(source)
+    ]
     if tree is None:
         try:
             tree = ast.parse(source)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return []
-    lines: dict[int, str] = {}
+            return todo
+    lines: dict[int, str] = {p.line: p.message for p in todo}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Constant):
             continue

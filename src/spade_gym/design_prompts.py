@@ -131,13 +131,12 @@ PROMPT_EXAMPLES: tuple[str, ...] = (WORKED_EXAMPLE,)
 #: The Designer's system prompt in write mode, ``"skeleton"`` variant: the contract and how to fill the skeleton.
 SKELETON_SYSTEM_PROMPT = f"""{_CONTRACT}
 
-Write the whole module in one ```python code block by filling in the skeleton the task gives: keep `class Env`, every member it sets and every method with exactly its parameters and its return shape; replace each ... and each <...> with your own code and text. The environment must be your own idea, grounded in the document."""
+Write the whole module in one ```python code block by filling in the skeleton the task gives: keep `class Env`, every member it sets and every method with exactly its parameters and its return shape; in place of each `# TODO:` line write the code it asks for. The environment must be your own idea, grounded in the document."""
 
 _SKELETON_TASK = (
     "Skeleton to fill (a {setting} environment):\n```python\n{skeleton}```\n"
-    "The skeleton is not an answer: turn every ... and every <...> into your own code and text about the task "
-    "you chose (a module that still holds one is refused). Answer with the complete, filled module in one "
-    "```python code block."
+    "The skeleton is not an answer: replace every # TODO: line with your own code for the task you chose (a "
+    "module that still holds one is refused). Answer with the complete, filled module in one ```python code block."
 )
 
 
