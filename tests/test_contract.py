@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from test_designer import FAST as FAST_DESIGN
 
-from spade_gym.contract import SKELETON_SETTINGS, contract_problems, rename_env_class, skeleton
+from spade_gym.contract import SKELETON_SETTINGS, contract_problems, rename_env_class, skeleton, unfilled_placeholders
 from spade_gym.design_novelty import closest_reference, copies_prompt_example
 from spade_gym.design_prompts import PROMPT_EXAMPLES, WORKED_EXAMPLE
 from spade_gym.designer import DesignerConfig, build_prompt, evaluate_completion, extract_program
@@ -33,11 +33,8 @@ FILLED = {
         "reasoning",
         [
             ("# TODO: difficulty knobs of your task, module-level UPPERCASE ints", "SIZE = 3"),
-            (
-                "    # TODO: the docstring: one paragraph on your task, what the agent answers and how it is scored",
-                '    """Name the largest of SIZE numbers."""',
-            ),
-            ('    # TODO: name = "..." (a CamelCase name for your task)', '    name = "LargestOfMany"'),
+            ("<your task in one paragraph: what the agent is asked, what it answers, how it is scored>", "doc"),
+            ('"<YourTaskName>"', '"LargestOfMany"'),
             (
                 "        # TODO: draw this episode's task from rng; set self.answer (a str that differs between seeds,\n"
                 "        # not yes/no) and observation (a str: the task and the form of the answer)",
@@ -60,11 +57,8 @@ FILLED = {
                 '{"type": "function", "function": {"name": "submit", "description": "Submit.", "parameters": {"type": '
                 '"object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}}]\n# ',
             ),
-            (
-                "    # TODO: the docstring: one paragraph on your task, what the tools reveal, what the agent submits",
-                '    """Totals."""',
-            ),
-            ('    # TODO: name = "..." (a CamelCase name for your task)', '    name = "PriceTotal"'),
+            ("<your task in one paragraph: what the tools reveal, what the agent submits, how it is scored>", "doc"),
+            ('"<YourTaskName>"', '"PriceTotal"'),
             (
                 "        # TODO: draw from rng self.records (a dict: the key your look-up tool takes -> what it returns),\n"
                 "        # self.answer (a str the records are needed for) and observation (a str: the task, the tools to call)",
@@ -88,11 +82,8 @@ FILLED = {
         "game",
         [
             ("# TODO: difficulty knobs of your game, module-level UPPERCASE ints", "TOP = 20"),
-            (
-                "    # TODO: the docstring: one paragraph on your game, its moves, how it is won and scored",
-                '    """Guess the number."""',
-            ),
-            ('    # TODO: name = "..." (a CamelCase name for your game)', '    name = "GuessHigherLower"'),
+            ("<your game in one paragraph: the position, the moves, how it is won and scored>", "doc"),
+            ('"<YourGameName>"', '"GuessHigherLower"'),
             (
                 "        # TODO: draw this episode's position from rng into attributes of self (no fixed move may win every seed)",
                 "        self.low = rng.randint(1, 50)\n        self.high, self.bottom = self.low + TOP, self.low\n"
@@ -205,3 +196,14 @@ def test_the_prompts_worked_example_counts_as_registered(tmp_path: Path) -> None
 def test_designer_config_refuses_unknown_prompt_and_feedback(field: str, value: str) -> None:
     with pytest.raises(ValueError, match=field):
         DesignerConfig(**{field: value})
+
+
+def test_a_skeleton_left_unfilled_is_refused_before_the_gate(tmp_path: Path) -> None:
+    half = (
+        FILLED["reasoning"].replace('"LargestOfMany"', '"<YourTaskName>"').replace("SIZE = 3", "SIZE = 3\nLIMIT = ...")
+    )
+    assert [p.line for p in unfilled_placeholders(half)] == [4, 10]
+    assert unfilled_placeholders('TAGS = "<answer>7</answer>"\n') == []  # an action tag is not a placeholder
+    registry = open_registry(tmp_path / "registry", seed_library=False)
+    outcome = evaluate_completion(f"```python\n{half}```", None, registry=registry, agent=None, config=FAST_DESIGN)
+    assert outcome.report.category == "UNFILLED" and "lines 4, 10" in outcome.report.check("static").message

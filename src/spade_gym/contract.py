@@ -32,8 +32,9 @@ _REASONING = '''import random
 
 
 class Env:
-    # TODO: the docstring: one paragraph on your task, what the agent answers and how it is scored
-    # TODO: name = "..." (a CamelCase name for your task)
+    """<your task in one paragraph: what the agent is asked, what it answers, how it is scored>"""
+
+    name = "<YourTaskName>"
     setting = "reasoning"
     max_turns = 2
 
@@ -68,8 +69,9 @@ import random
 
 
 class Env:
-    # TODO: the docstring: one paragraph on your task, what the tools reveal, what the agent submits
-    # TODO: name = "..." (a CamelCase name for your task)
+    """<your task in one paragraph: what the tools reveal, what the agent submits, how it is scored>"""
+
+    name = "<YourTaskName>"
     setting = "tool_use"
     max_turns = 6
     tools = TOOLS
@@ -108,8 +110,9 @@ _GAME = '''import random
 
 
 class Env:
-    # TODO: the docstring: one paragraph on your game, its moves, how it is won and scored
-    # TODO: name = "..." (a CamelCase name for your game)
+    """<your game in one paragraph: the position, the moves, how it is won and scored>"""
+
+    name = "<YourGameName>"
     setting = "game"
     max_turns = 12
 
@@ -294,7 +297,7 @@ def contract_problems(source: str) -> list[ContractProblem]:
     return sorted(problems, key=lambda p: p.line)
 
 
-_ANGLE = re.compile(r"<[A-Za-z][^<>\n]{2,}>")
+_ANGLE = re.compile(r"<[Yy]our [^<>\n]*>|<Your[A-Z]\w*>")  # the skeleton's own placeholders, not <answer> tags
 
 
 _TODO = re.compile(r"^\s*# TODO:", re.MULTILINE)
@@ -302,7 +305,7 @@ _TODO = re.compile(r"^\s*# TODO:", re.MULTILINE)
 
 def unfilled_placeholders(source: str, tree: ast.Module | None = None) -> list[ContractProblem]:
     """The skeleton's placeholders left in ``source``: its ``# TODO:`` lines, ``...`` used as a value
-    or statement, and ``<...>`` text in a string; one problem per line."""
+    or statement, and its ``<your ...>`` / ``<YourName>`` texts in a string; one problem per line."""
     todo = [
         ContractProblem(source.count("\n", 0, m.start()) + 1, "the skeleton's TODO is still here: write its code")
         for m in _TODO.finditer(source)

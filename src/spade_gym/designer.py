@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium
 
 from spade_gym.agent import RolloutConfig
-from spade_gym.contract import rename_env_class
+from spade_gym.contract import rename_env_class, unfilled_placeholders
 from spade_gym.design_novelty import copies_prompt_example
 from spade_gym.design_prompts import (
     DEFAULT_PROMPT,
@@ -609,6 +609,18 @@ def evaluate_completion(
         report = ValidationReport(program_id="", checks=[CheckResult(name) for name in CHECKS])
         _refuse(report, "static", category, extracted.problem or "no program")
         return DesignOutcome(completion, None, report, designer_reward(False, config=config.reward))
+    left = unfilled_placeholders(extracted.source)
+    if left:  # the skeleton copied, not filled: refused before the gate runs
+        report = ValidationReport(program_id=EnvProgram(extracted.source).id, checks=[CheckResult(n) for n in CHECKS])
+        lines = ", ".join(str(p.line) for p in left[:8])
+        _refuse(
+            report,
+            "static",
+            "UNFILLED",
+            f"the skeleton's placeholders are still in the program (lines {lines}): "
+            "write your own code and text in their place",
+        )
+        return DesignOutcome(completion, extracted.source, report, designer_reward(False, config=config.reward))
     edited = _edits_parent(completion, prompt)
     started = time.perf_counter()
     program = EnvProgram(extracted.source, origin="designer")
@@ -943,7 +955,7 @@ def validate_designs(
         if len(text) > MAX_COMPLETION_CHARS or text in programs:
             continue
         extracted = extract_design(text, prompt)
-        if extracted.source is not None:
+        if extracted.source is not None and not unfilled_placeholders(extracted.source):
             programs[text] = EnvProgram(extracted.source, origin="designer")
     reports = (executor or LocalExecutor()).validate_many(list(programs.values()), config.validation)
     return dict(zip(programs, reports, strict=True))
