@@ -931,13 +931,21 @@ def propose(
 
 
 def propose_group(
-    seed: int, *, documents: DocumentSource, memory: EnvironmentMemory, config: DesignerConfig, mode: str | None = None
+    seed: int,
+    *,
+    documents: DocumentSource,
+    memory: EnvironmentMemory,
+    config: DesignerConfig,
+    mode: str | None = None,
+    setting: str | None = None,
 ) -> tuple[DesignerPrompt, Iterator[int]]:
     """``(prompt, agent_seeds)`` of one design group as ``SpadeDesignerEnv.reset(seed=seed)`` poses
-    it: reseed the documents, then :func:`propose` with :func:`design_draws`. ValueError as there."""
+    it: reseed the documents, then :func:`propose` with :func:`design_draws` (``setting``: given,
+    else drawn). ValueError as there."""
     documents.reseed(seed)
     rng, agent_seeds = design_draws(seed)
-    return propose(rng, documents=documents, memory=memory, config=config, mode=mode), agent_seeds
+    prompt = propose(rng, documents=documents, memory=memory, config=config, mode=mode, setting=setting)
+    return prompt, agent_seeds
 
 
 def validate_designs(

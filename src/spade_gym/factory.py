@@ -10,7 +10,7 @@ folder, so a stopped run resumes where it stopped::
     out/prompts.jsonl   one line per prompt: its chat messages (what a repair round continues)
     out/factory.json    the settings and the running summary (:class:`FactorySummary`)
 
-A design is *valid* when it passes every check of the gate but novelty, *accepted* when it also is
+Prompt ``p`` targets setting ``p mod len(settings)`` (reasoning, tool use, game in turn). A design is *valid* when it passes every check of the gate but novelty, *accepted* when it also is
 new to the registry and registered, and *new* when accepted and not a variant of a program the
 Designer was shown or of a seed (similarity below ``near_duplicate_threshold`` to each, see
 :func:`spade_gym.design_novelty.closest_reference`). Rates come with 95% Wilson intervals, and
@@ -286,8 +286,14 @@ def _design_group(
     """Pose prompt ``p``, sample ``size`` designs, judge each; yield their designs.jsonl lines."""
     began, cpu_began = time.perf_counter(), cpu_seconds()
     group_seed = config.seed * 100_000 + p
+    settings = config.designer.settings  # in turn, so that every setting is measured alike
     prompt, agent_seeds = propose_group(
-        group_seed, documents=documents, memory=memory, config=config.designer, mode=config.mode
+        group_seed,
+        documents=documents,
+        memory=memory,
+        config=config.designer,
+        mode=config.mode,
+        setting=settings[p % len(settings)],
     )
     posed.write(json.dumps({"prompt": p, "messages": prompt.messages, **prompt.provenance()}) + "\n")
     posed.flush()
