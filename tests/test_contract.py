@@ -10,7 +10,7 @@ from test_designer import FAST as FAST_DESIGN
 
 from spade_gym.contract import SKELETON_SETTINGS, contract_problems, rename_env_class, skeleton, unfilled_placeholders
 from spade_gym.design_novelty import closest_reference, copies_prompt_example
-from spade_gym.design_prompts import PROMPT_EXAMPLES, WORKED_EXAMPLE
+from spade_gym.design_prompts import PROMPT_EXAMPLES, WORKED_EXAMPLE, WORKED_EXAMPLES
 from spade_gym.designer import DesignerConfig, build_prompt, evaluate_completion, extract_program
 from spade_gym.program import EnvProgram
 from spade_gym.registry.gymnasium import open_registry
@@ -207,3 +207,12 @@ def test_a_skeleton_left_unfilled_is_refused_before_the_gate(tmp_path: Path) -> 
     registry = open_registry(tmp_path / "registry", seed_library=False)
     outcome = evaluate_completion(f"```python\n{half}```", None, registry=registry, agent=None, config=FAST_DESIGN)
     assert outcome.report.category == "UNFILLED" and "lines 4, 10" in outcome.report.check("static").message
+
+
+@pytest.mark.parametrize("setting", SKELETON_SETTINGS)
+def test_the_examples_variant_shows_a_valid_example_of_the_target_setting(setting: str) -> None:
+    example = WORKED_EXAMPLES[setting]
+    assert example in PROMPT_EXAMPLES and validate(example, FAST).accepted
+    prompt = build_prompt(None, [], setting=setting, variant="examples")
+    assert example in prompt.messages[1]["content"] and "never its task" in prompt.messages[0]["content"]
+    assert all(other not in prompt.text for key, other in WORKED_EXAMPLES.items() if key != setting)

@@ -7,6 +7,8 @@ Two write-mode variants (:data:`PROMPT_VARIANTS`), measured against each other b
   setting to fill (:func:`spade_gym.contract.skeleton`): exact signatures, return shapes and required
   members, ``...`` where the task goes. No whole program is shown, so none can be copied.
 - ``"example"``: the contract and one complete worked example (:data:`WORKED_EXAMPLE`, ``ListSum``).
+- ``"examples"``: the contract and, in the task, a complete worked example of the target setting
+  (:data:`WORKED_EXAMPLES`: ``ListSum``, ``PriceTotal`` with its ``tools``, ``GuessInRange``).
 
 Every program a prompt shows whole is in :data:`PROMPT_EXAMPLES`: the novelty check counts them as
 registered (:func:`spade_gym.design_novelty.copies_prompt_example`), so the example is never a new
@@ -30,12 +32,13 @@ __all__ = [
     "PROMPT_EXAMPLES",
     "PROMPT_VARIANTS",
     "WORKED_EXAMPLE",
+    "WORKED_EXAMPLES",
     "system_prompt",
     "write_task",
 ]
 
 #: The write-mode prompt variants.
-PROMPT_VARIANTS = ("skeleton", "example")
+PROMPT_VARIANTS = ("skeleton", "example", "examples")
 #: The variant a Designer uses unless configured (``designer.prompt``).
 DEFAULT_PROMPT = "skeleton"
 
@@ -125,8 +128,106 @@ EDIT_TASK = (
 )
 _ANY_SETTING = "reasoning, tool_use or game (your choice)"
 
+#: A worked example per setting, shown by the ``"examples"`` variant (reasoning: :data:`WORKED_EXAMPLE`).
+WORKED_EXAMPLES: dict[str, str] = {
+    "reasoning": WORKED_EXAMPLE,
+    "tool_use": """import json
+import random
+
+ITEMS = ["pen", "cup", "hat", "map", "key", "mug", "fan"]
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_price", "description": "The price of one item in cents.",
+        "parameters": {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}}},
+    {"type": "function", "function": {
+        "name": "submit", "description": "Submit the final answer.",
+        "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}},
+]
+
+
+class Env:
+    \"\"\"Look up the prices of two seeded items with get_price and submit their total in cents; a right total pays 1.0.\"\"\"
+
+    name = "PriceTotal"
+    setting = "tool_use"
+    max_turns = 6
+    tools = TOOLS
+
+    def reset(self, seed):
+        rng = random.Random(seed)
+        self.turn = 0
+        items = rng.sample(ITEMS, 2)
+        self.records = {item: rng.randint(100, 999) for item in items}
+        self.answer = str(sum(self.records.values()))
+        return "What do the " + " and the ".join(items) + " cost together, in cents? Call get_price, then submit.", {}
+
+    def step(self, action):
+        self.turn += 1
+        truncated = self.turn >= self.max_turns
+        try:
+            call = json.loads(action)
+            name, args = call["name"], dict(call["arguments"])
+        except (ValueError, KeyError, TypeError):
+            return 'Call a tool: {"name": ..., "arguments": {...}}', 0.0, False, truncated, {}
+        if name == "get_price":
+            return str(self.records.get(str(args.get("item")), "not found")), 0.0, False, truncated, {}
+        if name == "submit":
+            correct = str(args.get("answer", "")).strip() == self.answer
+            return ("Correct." if correct else "Wrong."), (1.0 if correct else 0.0), True, False, {"correct": correct}
+        return "Unknown tool.", 0.0, False, truncated, {}
+
+    def hint(self):
+        return "Call get_price once for each item, then add the two prices."
+
+    def oracle(self):
+        return json.dumps({"name": "submit", "arguments": {"answer": self.answer}})
+""",
+    "game": """import random
+
+SPAN = 20
+
+
+class Env:
+    \"\"\"Guess a seeded number in a range of SPAN + 1; after each guess the game says higher or lower; finding it pays 1.0.\"\"\"
+
+    name = "GuessInRange"
+    setting = "game"
+    max_turns = 8
+
+    def reset(self, seed):
+        rng = random.Random(seed)
+        self.turn = 0
+        self.low = rng.randint(1, 80)
+        self.high = self.low + SPAN
+        self.moves = [str(n) for n in range(self.low, self.high + 1)]
+        self.secret = rng.randint(self.low, self.high)
+        self.said = "Guess a number from " + str(self.low) + " to " + str(self.high) + "."
+        return self.said, {}
+
+    def step(self, action):
+        self.turn += 1
+        move = action.strip()
+        if move not in self.moves:
+            return "Illegal move. " + self.said, 0.0, False, self.turn >= self.max_turns, {"legal": False}
+        guess = int(move)
+        won = guess == self.secret
+        if guess < self.secret:
+            self.low, self.said = max(self.low, guess + 1), "Higher."
+        elif guess > self.secret:
+            self.high, self.said = min(self.high, guess - 1), "Lower."
+        truncated = not won and self.turn >= self.max_turns
+        return ("Found it." if won else self.said), (1.0 if won else 0.0), won, truncated, {"legal": True}
+
+    def hint(self):
+        return "Guess the middle of the numbers still possible."
+
+    def oracle(self):
+        return str((self.low + self.high) // 2)
+""",
+}
+
 #: Every program a prompt shows whole: the novelty check counts them as registered.
-PROMPT_EXAMPLES: tuple[str, ...] = (WORKED_EXAMPLE,)
+PROMPT_EXAMPLES: tuple[str, ...] = tuple(WORKED_EXAMPLES.values())
 
 #: The Designer's system prompt in write mode, ``"skeleton"`` variant: the contract and how to fill the skeleton.
 SKELETON_SYSTEM_PROMPT = f"""{_CONTRACT}
@@ -140,6 +241,13 @@ _SKELETON_TASK = (
 )
 
 
+_EXAMPLES_SYSTEM_PROMPT = f"""{_CONTRACT}
+
+Write the whole module in one ```python code block. The task shows a complete, valid module of the same setting: follow its form (class Env, its members, the exact signatures and return shapes), never its task: an environment like it is refused as a copy."""
+
+_EXAMPLES_TASK = "Example of a complete, valid {setting} module (its form, not its task):\n```python\n{example}```\n"
+
+
 def system_prompt(mode: str, variant: str = DEFAULT_PROMPT) -> str:
     """The system message of a Designer prompt in ``mode`` (``"write"``/``"edit"``) and write-mode
     ``variant``. ValueError for an unknown variant."""
@@ -147,7 +255,9 @@ def system_prompt(mode: str, variant: str = DEFAULT_PROMPT) -> str:
         raise ValueError(f"prompt variant must be one of {PROMPT_VARIANTS}, got {variant!r}")
     if mode == "edit":
         return DESIGNER_EDIT_SYSTEM_PROMPT
-    return SKELETON_SYSTEM_PROMPT if variant == "skeleton" else DESIGNER_SYSTEM_PROMPT
+    return {"skeleton": SKELETON_SYSTEM_PROMPT, "examples": _EXAMPLES_SYSTEM_PROMPT}.get(
+        variant, DESIGNER_SYSTEM_PROMPT
+    )
 
 
 def write_task(setting: str | None, variant: str, has_document: bool) -> str:
@@ -156,7 +266,10 @@ def write_task(setting: str | None, variant: str, has_document: bool) -> str:
     task = _WRITE_TASK.format(setting=setting or _ANY_SETTING)
     if not has_document:
         task = task.replace("grounded in the document above", "unlike the environments above")
+    shown = setting or "reasoning"
     if variant == "skeleton":
-        shown = setting or "reasoning"
         return task + "\n\n" + _SKELETON_TASK.format(setting=shown, skeleton=skeleton(shown))
+    if variant == "examples":
+        example = _EXAMPLES_TASK.format(setting=shown, example=WORKED_EXAMPLES[shown])
+        return example + "\n" + task + " Answer with your complete module in one ```python code block."
     return task + " Answer with the complete module in one ```python code block."

@@ -119,10 +119,10 @@ class DesignerSection:
         "a Designer model of its own, frozen (inference only; its designs are not trained): a policy spec such as "
         "'llamacpp:qwen2.5-coder-1.5b'; null: policy.spec plays both roles (the paper)",
     )
-    prompt: Literal["skeleton", "example"] = option(
+    prompt: Literal["skeleton", "example", "examples"] = option(
         "skeleton",
-        "write-mode prompt: 'skeleton' (the setting's Env class to fill) or 'example' (a worked example); "
-        "see docs/designer.md",
+        "write-mode prompt: 'skeleton' (the setting's Env class to fill), 'example' (one worked example) or "
+        "'examples' (a worked example of the target setting); see docs/designer.md",
     )
     documents: str = option(
         "builtin",
