@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ class Env:
 def test_validate_passes_good_programs_and_fails_hostile_ones(tmp_path: Path) -> None:
     code, out = run("envs", "validate", *map(str, sorted(EXAMPLES.glob("*.py"))))
     assert code == 0, out
-    assert out.count("accepted") == 2
+    assert out.count("accepted") == 2 and out.count("s of the workers' CPU") == 2  # the budgets used
     hint_is_answer = tmp_path / "hint_is_answer.py"  # cases of this suite's own (no ../shared needed)
     hint_is_answer.write_text(_SAY_BACK.replace('return "Copy the digits."', "return str(self.number)"))
     code, out = run("envs", "validate", str(hint_is_answer))
@@ -122,6 +123,19 @@ def test_envs_show_points_at_the_design_that_wrote_a_run_environment(tmp_path: P
     assert code == 0 and "designs.jsonl, line 2 (iteration 3)" in out.replace("\n", "")
     code, out = run("envs", "show", "ArithmeticChain-v0", "--no-source")  # the bundled registry: no run
     assert code == 0 and "designs.jsonl" not in out
+    # a 60 MB line naming the id before the real one: streamed past in chunks, never held whole
+    huge = json.dumps({"iteration": 1, "env_id": env_id, "completion": "x" * 60_000_000})
+    (tmp_path / "run" / "designs.jsonl").write_text(huge + "\n" + "".join(json.dumps(x) + "\n" for x in lines))
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        code, out = run("envs", "show", env_id, "-r", str(tmp_path / "run" / "registry"), "--no-source")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert code == 0 and "designs.jsonl, line 3 (iteration 3)" in out.replace("\n", ""), out
+    assert peak < 20_000_000, peak  # reading the 60 MB line whole took twice that
 
 
 def test_design_help_names_where_its_registry_is_written() -> None:
@@ -196,8 +210,11 @@ def test_generate_explains_bad_options(args: tuple[str, ...], message: str) -> N
 def test_regret_prints_an_estimate_for_a_seed_environment() -> None:
     code, out = run("regret", "ArithmeticChain-v0", "-k", "2", "--max-new-tokens", "16", "--max-turns", "1")
     assert code == 0, out
-    assert "with hint" in out and "without hint" in out and "regret = max(" in out and "Designer reward" in out
-    assert "1 generate calls" in out  # one turn of 4 episodes: one batched call
+    assert "with hint" in out and "without hint" in out and "regret " in out and "Designer reward" in out
+    # one turn of 4 episodes: one batched call (and one more for 2 with the hint alone if the hint helped)
+    assert ("1 generate calls" in out) == ("hint alone" not in out), out
+    seeds = re.search(r"seeds \[(\d+), (\d+)\]", out)
+    assert seeds is not None and [int(s) for s in seeds.groups()] != [0, 1]  # drawn, not 0 .. k-1
 
 
 @pytest.mark.parametrize(
@@ -227,9 +244,9 @@ def test_measure_stores_returns_and_regret_in_meta_json(tmp_path: Path) -> None:
     assert code == 0, out
     assert "ArithmeticChain-v0" in out and "stored in each meta.json" in out and "1 generate calls" in out
     stats = json.loads(next(reg.glob("envs/ArithmeticChain-v0/meta.json")).read_text())["stats"]
-    assert stats["episodes"] == 4
+    assert stats["episodes"] in (4, 6) and "seeds 5, 6" in out  # 2 more with the hint alone if it helped
     assert 0 <= stats["mean_return_nohint"] <= 1 and 0 <= stats["mean_return_hint"] <= 1
-    assert stats["regret"] == pytest.approx(max(stats["mean_return_hint"] - stats["mean_return_nohint"], 0))
+    assert 0 <= stats["regret"] <= max(stats["mean_return_hint"] - stats["mean_return_nohint"], 0) + 1e-9
     assert 0 <= stats["format_compliance"] <= 1 and "format compliance" in out
     code, out = run("envs", "list", "-r", str(reg))
     assert code == 0 and f"{stats['mean_return_hint']:.2f} / {stats['mean_return_nohint']:.2f}" in out
@@ -294,7 +311,7 @@ def test_regret_finds_designed_environments_and_shows_environment_errors(tmp_pat
     reg = tmp_path / "reg"
     code, out = run("envs", "add", "-r", str(reg), str(program))  # the gate plays seeds 1000-1009 only
     assert code == 0, out
-    code, out = run("regret", "CrashLow-v0", "-r", str(reg), "-k", "1", "--max-new-tokens", "4")
+    code, out = run("regret", "CrashLow-v0", "-r", str(reg), "-k", "1", "--max-new-tokens", "4", "--seed", "0")
     assert code == 1 and "failed in 2 of 2 episodes" in out and "low seed" in out
 
 

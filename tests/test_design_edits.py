@@ -165,6 +165,22 @@ def test_a_rename_only_edit_is_refused_as_a_duplicate(registry: Registry) -> Non
     assert not outcome.accepted and outcome.report.category == "DUPLICATE"
 
 
+def test_an_edit_that_pads_the_parent_with_dead_data_is_refused_as_a_duplicate(registry: Registry) -> None:
+    parent = parent_item(registry, "CountListItems")
+    prompt = build_prompt(None, [parent], mode="edit")
+    unused = "UNUSED = [" + ", ".join(str(11 + 7 * i) for i in range(30)) + "]"
+    padding = (
+        block("N_ITEMS = 2", "N_ITEMS = 2\n" + unused)
+        + "\n"
+        + block('    name = "CountListItems"', '    name = "CountListItemsPlus"')
+    )
+    outcome = evaluate_completion(padding, prompt, registry=registry, agent=HintReader(), config=FAST)
+    assert outcome.source is not None and unused in outcome.source
+    assert not outcome.accepted and outcome.report.category == "DUPLICATE", outcome.report.feedback()
+    assert "behaves like the registered CountListItems-v0" in outcome.report.feedback()
+    assert outcome.reward.reward == FAST.reward.duplicate
+
+
 def test_design_repairs_an_edit_against_the_parent(registry: Registry) -> None:
     parent = parent_item(registry, "CountListItems")
     prompt = build_prompt(None, [parent], mode="edit")

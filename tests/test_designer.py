@@ -16,7 +16,7 @@ import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from spade_gym.agent import RolloutConfig
+from spade_gym.agent import DECOY_OBSERVATION, RolloutConfig
 from spade_gym.contract import skeleton
 from spade_gym.design_prompts import system_prompt
 from spade_gym.designer import (
@@ -41,12 +41,12 @@ from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_pa
 from spade_gym.regret import RewardConfig
 from spade_gym.validation import ValidationConfig, validate
 
-# A program the gate accepts, whose hint lets a reader of the hint (HintReader below) win and
-# nobody else: regret 1 for that Agent, exactly.
+# A program the gate accepts, whose hint helps a reader of the hint (HintReader below) only together
+# with the observation: regret 1 for that Agent, exactly (the hint alone, a shift, names no word).
 SECRET_WORD = '''import random
 
 class Env:
-    """Name the secret word of eight letters; the hint spells it backwards."""
+    """Decode a secret word of eight letters shown shifted along the alphabet; the hint gives the shift."""
 
     name = "SecretWord"
     setting = "reasoning"
@@ -55,8 +55,10 @@ class Env:
     def reset(self, seed):
         rng = random.Random(seed)
         self.word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(8))
+        self.shift = rng.randint(1, 25)
+        coded = "".join(chr((ord(c) - 97 + self.shift) % 26 + 97) for c in self.word)
         self.done = False
-        return "Name the secret word of eight letters. It starts with " + self.word[0] + ".", {}
+        return "Decode the secret word " + coded + " of eight letters.", {}
 
     def step(self, action):
         self.done = True
@@ -64,7 +66,7 @@ class Env:
         return ("Right." if ok else "Wrong."), (1.0 if ok else 0.0), True, False, {"ok": ok}
 
     def hint(self):
-        return "backwards: " + self.word[::-1]
+        return "Shift every letter back by " + str(self.shift) + "."
 
     def oracle(self):
         return self.word
@@ -72,8 +74,9 @@ class Env:
 
 
 class HintReader:
-    """An Agent that reads the hint: with ``backwards: xyz`` in its prompt it answers the word
-    reversed back, else ``nothing``. Returns 1 with the hint, 0 without on SECRET_WORD."""
+    """An Agent that reads the hint: with ``word xyz`` and ``back by N`` in its prompt it answers the
+    word shifted back, else ``nothing``. Returns 1 with the hint, 0 without (and 0 with the hint
+    alone) on SECRET_WORD."""
 
     name = "hint-reader"
     context_window = None
@@ -85,8 +88,11 @@ class HintReader:
         self.calls += 1
         out = []
         for i, prompt in enumerate(prompts):
-            found = re.search(r"backwards: ([a-z]+)", prompt[-1]["content"])
-            answer = found.group(1)[::-1] if found else "nothing"
+            text = prompt[-1]["content"]
+            coded, shift = re.search(r"word ([a-z]+)", text), re.search(r"back by (\d+)", text)
+            answer = "nothing"
+            if coded and shift:
+                answer = "".join(chr((ord(c) - 97 - int(shift.group(1))) % 26 + 97) for c in coded.group(1))
             out.append(Completion(f"<answer>{answer}</answer>", None, None, None, "stop", i))
         return out
 
@@ -253,9 +259,14 @@ def test_accepted_program_is_measured_registered_and_rewarded_with_regret(empty_
     assert outcome.estimate is not None
     assert (outcome.estimate.mean_hint, outcome.estimate.mean_nohint, outcome.estimate.regret) == (1.0, 0.0, 1.0)
     assert (outcome.reward.reward, outcome.reward.outcome) == (1.0, "regret")
-    assert len(outcome.estimate.nohint) == 2 and agent.calls == 1  # one batched generate for 2k episodes
+    # one batched generate for the 2k episodes with and without the hint; the hint beat no hint, so a
+    # second one for the k episodes with the hint alone (which return 0: the hint needs the observation)
+    assert len(outcome.estimate.nohint) == 2 and agent.calls == 2
+    assert outcome.estimate.mean_hint_only == 0.0 and "alone it returns 0.00" in outcome.estimate.reason
+    assert all(t.decoy and DECOY_OBSERVATION not in t.messages[1]["content"] for t in outcome.estimate.hint_only)
     record = empty_registry.get("SecretWord-v0")
-    assert record.stats.regret == 1.0 and record.stats.episodes == 4
+    assert record.stats.regret == 1.0 and record.stats.episodes == 6
+    assert record.validation is not None and record.validation["regret"]["mean_hint_only"] == 0.0
     assert record.document is not None and record.document["document"] == {"kind": "test", "id": "spelling"}
     assert "designer" in record.tags and record.parents == ()
     assert gymnasium.spec("spade/SecretWord-v0") is not None

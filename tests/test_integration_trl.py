@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -45,12 +46,13 @@ from spade_gym.registry.store import Registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# A program the gate accepts; the hint spells the word backwards, so HintReader wins with the hint
-# and loses without it: regret exactly 1 for that Agent.
+# A program the gate accepts; the observation shows the word shifted along the alphabet and the hint
+# gives the shift, so HintReader wins with the hint and loses without it (and with the hint alone):
+# regret exactly 1 for that Agent.
 HIDDEN_WORD = '''import random
 
 class Env:
-    """Name the hidden word of six letters; the hint spells it backwards."""
+    """Decode the hidden word of six letters shown shifted along the alphabet; the hint gives the shift."""
 
     name = "HiddenWordBackwards"
     setting = "reasoning"
@@ -59,14 +61,16 @@ class Env:
     def reset(self, seed):
         rng = random.Random(seed)
         self.word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(6))
-        return "Name the hidden word of six letters. It starts with " + self.word[0] + ".", {}
+        self.shift = rng.randint(1, 25)
+        coded = "".join(chr((ord(c) - 97 + self.shift) % 26 + 97) for c in self.word)
+        return "Decode the hidden word " + coded + " of six letters.", {}
 
     def step(self, action):
         ok = action.strip() == self.word
         return ("Right." if ok else "Wrong."), (1.0 if ok else 0.0), True, False, {"ok": ok}
 
     def hint(self):
-        return "backwards: " + self.word[::-1]
+        return "Shift every letter back by " + str(self.shift) + "."
 
     def oracle(self):
         return self.word
@@ -151,8 +155,8 @@ FAST = DesignerConfig(
 
 
 class HintReader:
-    """A deterministic Agent (a real spade Policy): with ``backwards: xyz`` in the last message it
-    answers the word reversed back, else ``nothing``. Return 1 with the hint, 0 without."""
+    """A deterministic Agent (a real spade Policy): with ``word xyz`` and ``back by N`` in the last
+    message it answers the word shifted back, else ``nothing``. Return 1 with the hint, 0 without."""
 
     name = "hint-reader"
     context_window = None
@@ -161,7 +165,10 @@ class HintReader:
         out = []
         for i, prompt in enumerate(prompts):
             content = prompt[-1]["content"]
-            word = content.rsplit("backwards: ", 1)[1].strip()[::-1] if "backwards: " in content else "nothing"
+            coded, shift = re.search(r"word ([a-z]+)", content), re.search(r"back by (\d+)", content)
+            word = "nothing"
+            if coded and shift:
+                word = "".join(chr((ord(c) - 97 - int(shift.group(1))) % 26 + 97) for c in coded.group(1))
             out.append(Completion(f"<answer>{word}</answer>", None, None, None, "stop", i))
         return out
 
@@ -399,7 +406,7 @@ def test_designer_reward_with_a_frozen_agent_gives_the_exact_rewards(needs_trl: 
     assert record is not None and record.gym_id == "spade/HiddenWordBackwards-v0"
     assert [r.env_id for r in empty_registry.records()] == ["HiddenWordBackwards-v0"]
     stored = empty_registry.get("HiddenWordBackwards-v0")
-    assert stored.stats.regret == 1.0 and stored.stats.mean_return_hint == 1.0 and stored.stats.episodes == 4
+    assert stored.stats.regret == 1.0 and stored.stats.mean_return_hint == 1.0 and stored.stats.episodes == 6
     assert (
         stored.document is not None and stored.document["document"] == json.loads(reasoning["provenance"])["document"]
     )
@@ -641,7 +648,9 @@ def test_bad_environments_and_rows_are_clear_errors(needs_trl: Any) -> None:
     both = environment_factories(["spade/ArithmeticChain-v0", CODE_SUBMIT])
     assert list(both) == ["spade/ArithmeticChain-v0", "CodeSubmit"]
     rows = agent_dataset(["spade/ArithmeticChain-v0", CODE_SUBMIT], 2)
-    assert rows["environment"] == ["spade/ArithmeticChain-v0"] * 2 + ["CodeSubmit"] * 2 and rows["seed"] == [0, 1, 0, 1]
+    assert rows["environment"] == ["spade/ArithmeticChain-v0"] * 2 + ["CodeSubmit"] * 2
+    # a count of seeds is drawn as the gate draws them (not 0, 1): the same for every environment
+    assert rows["seed"][:2] == rows["seed"][2:] and rows["seed"][:2] != [0, 1] and len(set(rows["seed"])) == 2
 
 
 def test_tool_calling_tokenizer_gives_chatml_tokenizers_a_tool_template(needs_trl: Any) -> None:

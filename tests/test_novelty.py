@@ -1,19 +1,22 @@
 """The novelty check on a real registry on disk (the seed library plus a knob program): a renamed
-copy or a docstring-only rewrite is refused, a size variant (one knob constant), a new rule and new
-wording are let through, and a textual near duplicate that behaves the same is refused."""
+copy or a docstring-only rewrite is refused; a size variant (one knob constant), a new rule and new
+feedback are let through; a copy that behaves the same is refused whatever its text similarity
+(padded with dead data, its task statement reworded, written as an edit of its parent)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from spade_gym import EnvProgram
+from spade_gym.novelty import check_novelty
 from spade_gym.registry.dedup import ast_hash
 from spade_gym.registry.gymnasium import bundled_registry_path, open_registry, register_program
 from spade_gym.registry.store import Registry
-from spade_gym.validation import ValidationConfig, behaviour_difference, check_novelty, validate
+from spade_gym.validation import ValidationConfig, validate
 
 #: A small graded program with module-level knobs, as the cold start's variants are written.
 KNOB_SUM = '''import random
@@ -143,8 +146,8 @@ def test_a_new_rule_is_let_through(registry: Registry) -> None:
     assert verdict(seed_variant, registry) == ("ACCEPT", "")
 
 
-def test_new_observation_wording_is_let_through(registry: Registry) -> None:
-    """(e) The same task in other words is a different observation for the Agent: a variant."""
+def test_new_feedback_wording_is_let_through(registry: Registry) -> None:
+    """(e) What the Agent is told after its actions, in other words: what it learns differs, a variant."""
     variant = seed_source().replace('"Convert the "', '"Rewrite the "').replace('"Correct! "', '"Well done! "')
     near = registry.near_duplicates(EnvProgram(variant))
     assert [r.env_id for r, _ in near] == [SEED] and near[0][1] >= 0.9
@@ -161,9 +164,43 @@ def test_a_near_copy_that_behaves_the_same_is_refused(registry: Registry) -> Non
     assert ast_hash(copy) != ast_hash(seed_source())
     category, message = verdict(copy, registry)
     assert category == "DUPLICATE"
-    assert f"of the registered {SEED} and behaves exactly like it" in message
-    report = validate(copy, registry=registry)
-    assert "behaves differently" in report.feedback()  # the repair advice says what counts
+    assert message.startswith(f"the program behaves like the registered {SEED}: on ")
+    feedback = validate(copy, registry=registry).feedback()
+    # the feedback names the environment it copies, not what would get a copy past the check
+    assert SEED in feedback and "a task of its own" in feedback
+    assert not any(w in feedback.lower() for w in ("wording", "reword", "constant", "rename", "pad"))
+
+
+#: Thirty numbers the program never reads: text similarity to the original falls below 0.9.
+PADDING = "UNUSED = [" + ", ".join(str(11 + 3 * i) for i in range(30)) + "]\n\n\nclass Env:"
+
+
+@pytest.mark.parametrize(
+    "copy",
+    [
+        pytest.param(lambda src: src.replace("class Env:", PADDING, 1), id="padded"),
+        pytest.param(
+            lambda src: src.replace("class Env:", PADDING, 1).replace('"Convert the "', '"Rewrite the "'),
+            id="padded-and-statement-reworded",
+        ),
+    ],
+)
+def test_a_padded_or_reworded_copy_below_the_text_threshold_is_refused(registry: Registry, copy: Any) -> None:
+    source = copy(seed_source())
+    near = registry.near_duplicates(EnvProgram(source), threshold=0.9)
+    assert SEED not in [r.env_id for r, _ in near]  # text similarity alone would let it through
+    category, message = verdict(source, registry)
+    assert category == "DUPLICATE" and f"the registered {SEED}" in message
+
+
+def test_a_probe_is_kept_in_the_environments_folder(registry: Registry) -> None:
+    from spade_gym.novelty import PROBE_FILE, PROBE_SEEDS, Probe
+
+    verdict(KNOB_SUM.replace("DIGITS = 2", "DIGITS = 5"), registry)  # a reasoning, max_turns 1 candidate
+    probe = Probe.from_json((registry.get("KnobSum-v0").path / PROBE_FILE).read_text())
+    assert len(probe.seeds) == PROBE_SEEDS and probe.setting == "reasoning" and probe.max_turns == 1
+    assert all(seed >= 0 for seed in probe.seeds) and probe.seeds != list(range(PROBE_SEEDS))
+    assert {e.kind for e in probe.episodes} == {"oracle", "near", "garbage"}
 
 
 def test_check_novelty_gives_the_same_verdicts(registry: Registry) -> None:
@@ -176,13 +213,11 @@ def test_check_novelty_gives_the_same_verdicts(registry: Registry) -> None:
         assert check_novelty(alone, source, registry, ValidationConfig()).category == category
 
 
-def test_behaviour_difference_names_the_first_difference() -> None:
-    config = ValidationConfig(novelty_probe_seeds=2)
-    assert behaviour_difference(KNOB_SUM, KNOB_SUM.replace("10 * low - 1", "low * 10 - 1"), config) is None
-    wider = behaviour_difference(KNOB_SUM.replace("DIGITS = 2", "DIGITS = 3"), KNOB_SUM, config)
-    assert wider is not None and re.match(r"seed \d+: the hint differs", wider)
-    turns = behaviour_difference(KNOB_SUM.replace("max_turns = 1", "max_turns = 2"), KNOB_SUM, config)
-    assert turns == "max_turns differs (2 vs 1)"
+def test_a_size_of_turns_is_a_variant_and_an_info_change_is_not(registry: Registry) -> None:
+    turns = KNOB_SUM.replace("max_turns = 1", "max_turns = 2").replace("DIGITS = 2", "DIGITS = 2  # two tries")
+    assert verdict(turns, registry)[0] == "ACCEPT"
+    info_only = KNOB_SUM.replace('{"correct": True}', '{"correct": True, "v": 1}')
+    assert verdict(info_only, registry)[0] == "DUPLICATE"
 
 
 def test_a_variant_registers_through_the_gate(tmp_path: Path) -> None:

@@ -100,7 +100,9 @@ def test_the_agent_plays_them_and_the_hint_is_the_answer() -> None:
     assert [t.episode_return for t in trajectories] == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
     assert {t.env_id for t in trajectories} == {"ReasoningGym-leg_counting"} and stats.turns == 6
     estimate = estimate_regret(env, AnswerCopier(), k=3)
-    assert (estimate.mean_hint, estimate.mean_nohint, estimate.regret) == (1.0, 0.0, 1.0)
+    # a hint that is the answer helps as much alone: no regret (the Designer is paid for none)
+    assert (estimate.mean_hint, estimate.mean_nohint, estimate.mean_hint_only, estimate.regret) == (1, 0, 1, 0)
+    assert estimate_regret(env, AnswerCopier(), k=3, hint_only="never").regret == 1.0
 
 
 def test_the_answer_is_stripped_and_a_task_must_be_a_name() -> None:

@@ -303,7 +303,9 @@ def test_record_json_round_trip(registry: Registry) -> None:
     ("edit", "message"),
     [
         (lambda m: m.pop("setting"), "meta.json lacks the field 'setting'; expected one of"),
-        (lambda m: m.update(max_turns="five"), "meta.json: field 'max_turns' is 'five'; expected an int >= 1"),
+        (lambda m: m.update(max_turns="five"), "meta.json: field 'max_turns' is 'five'; expected an int in"),
+        (lambda m: m.update(max_turns=0), r"field 'max_turns' is 0; expected an int in \[1, 100,000\]"),
+        (lambda m: m.update(max_turns=-3), r"field 'max_turns' is -3; expected an int in \[1, 100,000\]"),
         (lambda m: m.update(version=True), "meta.json: field 'version' is True; expected an int >= 0"),
         (lambda m: m.update(schema_version=99), "meta.json has schema_version 99; this spade_gym reads version 1"),
         (lambda m: m.update(env_id="Other-v0"), "env_id 'Other-v0' does not match name 'Gen0' and version 0"),
@@ -413,6 +415,18 @@ def test_any_damaged_meta_json_is_skipped_with_a_warning(registry: Registry, dam
     assert [r.env_id for r in reopened] == ["Gen0-v0", "Gen2-v0"]
     ((directory, message),) = reopened.problems()
     assert directory == str(records[1].path) and problem in message
+
+
+@pytest.mark.parametrize("field", ["description", "tags", "name"])
+def test_a_huge_meta_json_field_gets_a_short_warning_naming_the_file(registry: Registry, field: str) -> None:
+    records = _three(registry)
+    huge = "x" * 3_900_000  # within the 4 MiB a meta.json may have: read, then refused
+    records[1].meta_path.write_text(json.dumps({**records[1].to_meta(), field: [huge] if field == "tags" else huge}))
+    reopened, caught = reopen(registry.root)
+    (warning,) = [w for w in caught if "cannot be read and are skipped" in w]
+    assert str(records[1].meta_path.parent) in warning and "meta.json" in warning and len(warning) < 1000
+    ((_directory, message),) = reopened.problems()
+    assert len(message) < 400 and [r.env_id for r in reopened] == ["Gen0-v0", "Gen2-v0"]
 
 
 def test_missing_env_py_is_skipped(registry: Registry) -> None:

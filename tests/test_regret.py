@@ -154,8 +154,13 @@ def test_standard_error() -> None:
 def test_estimate_regret_with_a_known_agent() -> None:
     """The hint makes the scripted Agent succeed on every seed; without it, it fails, and on odd
     seeds the environment crashes (return 0, counted as errors)."""
-    result = estimate_regret(SAY7, HintReader(), k=4, seeds=[10, 11, 12, 13])
+    result = estimate_regret(SAY7, HintReader(), k=4, seeds=[10, 11, 12, 13], hint_only="never")
     assert (result.mean_hint, result.mean_nohint, result.regret) == (1.0, 0.0, 1.0)
+    # "say 7" gives the answer away: with the hint alone (another seed's observation in place of
+    # the episode's own) the Agent succeeds as well, and the default estimate pays nothing for it
+    default = estimate_regret(SAY7, HintReader(), k=4, seeds=[10, 11, 12, 13])
+    assert (default.mean_hint, default.mean_nohint, default.mean_hint_only, default.regret) == (1.0, 0.0, 1.0, 0.0)
+    assert "a leak" in default.reason
     assert (result.se_hint, result.se_nohint) == (0.0, 0.0)
     assert result.errors == 2 and result.seeds == [10, 11, 12, 13] and result.env_id == "SaySeven"
     assert [t.seed for t in result.nohint] == [10, 11, 12, 13] and not any(t.hint for t in result.nohint)
@@ -172,6 +177,10 @@ def test_estimate_regret_with_a_known_agent() -> None:
         "errors",
         "success_hint",
         "success_nohint",
+        "mean_hint_only",
+        "se_hint_only",
+        "success_hint_only",
+        "reason",
     }
     assert (result.success_hint, result.success_nohint, result.p_nohint) == (1.0, 0.0, 0.0)
     solved = estimate_regret(SAY7, HintReader(guess="7"), k=2)

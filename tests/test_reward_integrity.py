@@ -24,6 +24,7 @@ from reward_exploits import (
 from test_designer import FAST, KNOWN_GATE, HintReader
 
 from spade_gym.agent import Episode, RolloutConfig, rollout
+from spade_gym.audit import audit
 from spade_gym.designer import _EXAMPLE, evaluate_completion
 from spade_gym.env import SandboxedEnv
 from spade_gym.errors import ContractError
@@ -31,7 +32,7 @@ from spade_gym.policies.base import Completion, SamplingParams
 from spade_gym.registry.gymnasium import open_registry
 from spade_gym.regret import estimate_regret
 from spade_gym.sandbox import SandboxConfig
-from spade_gym.validation import SEED_VARIABLE, ValidationConfig, audit, validate
+from spade_gym.validation import SEED_VARIABLE, ValidationConfig, validate
 
 
 class Oracle:
@@ -257,9 +258,8 @@ class Copier:
         (LEAK_UNLESS_ORACLE, "HINT_LEAK"),  # the hint states the answer unless oracle() came first
         (PASSWORD, "HINT_LEAK"),  # a word of the hint is accepted as the answer
         (FRESH_WORKER, "TRIVIAL"),  # pays anything in a fresh worker's first episode
-        (LONG_EPISODE, "TRIVIAL"),  # pays anything after turn 64
     ],
-    ids=["leak-unless-oracle", "password", "fresh-worker", "long-episode"],
+    ids=["leak-unless-oracle", "password", "fresh-worker"],
 )
 def test_programs_that_pass_the_gate_but_not_the_audit_earn_the_invalid_reward(
     program: str, category: str, tmp_path: Path
@@ -267,11 +267,14 @@ def test_programs_that_pass_the_gate_but_not_the_audit_earn_the_invalid_reward(
     assert validate(program).accepted  # the gate does not see it
     registry = open_registry(tmp_path / "registry", seed_library=False)
     config = dataclasses.replace(FAST, k=4)
-    if program is LONG_EPISODE:  # the audit plays as many turns as the Agent does (here 80)
-        config = dataclasses.replace(config, rollout=dataclasses.replace(FAST.rollout, max_turns=80))
     outcome = evaluate_completion(fenced(program), None, registry=registry, agent=Copier(), config=config)
     assert outcome.report.category == category, outcome.report.feedback()
     assert outcome.estimate is None and outcome.reward.reward == FAST.reward.invalid and len(registry) == 0
+
+
+def test_paying_after_the_old_trivial_horizon_is_caught_by_the_gate() -> None:
+    # the gate's trivial episodes stopped at turn 64; they are now played to max_turns
+    assert validate(LONG_EPISODE).category == "TRIVIAL"
 
 
 def test_a_change_the_agent_cannot_see_is_no_variant(tmp_path: Path) -> None:

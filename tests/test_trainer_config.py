@@ -149,8 +149,8 @@ def test_unknown_key_in_a_yaml_file(tmp_path: Path) -> None:
             "'games' (str); expected one of 'reasoning'",
         ),
         ({"designer": {"settings": ["game", 3]}}, "designer.settings[1]", "3 (int); expected one of"),
-        ({"agent": {"max_turns": "3"}}, "agent.max_turns", "'3' (str); expected int or null"),
-        ({"agent": {"max_turns": 2.5}}, "agent.max_turns", "expected int or null"),
+        ({"agent": {"max_turns": "3"}}, "agent.max_turns", "'3' (str); expected int"),
+        ({"agent": {"max_turns": 2.5}}, "agent.max_turns", "expected int"),
         ({"train": {"max_grad_norm": "1"}}, "train.max_grad_norm", "expected float or null"),
         ({"policy": {"lora": [8]}}, "policy.lora", "[8] (list); expected a mapping or null"),
         ({"policy": {"lora": {1: 2}}}, "policy.lora (a key)", "1 (int); expected str"),
@@ -521,7 +521,7 @@ def test_describe_config_lists_every_field_with_type_default_and_help() -> None:
         assert " ".join(f.metadata["help"].split()) in flat, dotted
     assert "train.learning_rate: a finite number > 0 = 1.0e-05" in text
     assert "run.designer: one of 'on', 'off' = 'on'" in text
-    assert "agent.max_turns: an int >= 1 or null = null" in text
+    assert "agent.max_turns: an int >= 1 = 1000" in text
     for section in SECTIONS:
         assert f"\n{section}: " in text
 
@@ -669,3 +669,27 @@ def test_hostile_nesting_and_huge_numbers_are_config_errors(tmp_path: Path) -> N
 def _written(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def _alias_bomb(key: str, levels: int) -> str:
+    """``key`` holding ``levels`` lists, each of nine aliases of the one below: 10 * 9**levels values."""
+    text = "&a0 [x, x, x, x, x, x, x, x, x, x]"
+    for level in range(1, levels + 1):
+        text = f"&a{level} [{text}" + f", *a{level - 1}" * 8 + "]"
+    section, name = key.split(".")
+    return f"{section}:\n  {name}: {text}\n"
+
+
+def test_a_yaml_alias_bomb_is_refused_without_being_expanded(tmp_path: Path) -> None:
+    import time
+
+    path = _written(tmp_path / "bomb.yaml", _alias_bomb("policy.lora", 9))  # 3.9e9 values expanded
+    started = time.process_time()
+    with pytest.raises(ConfigError, match="more than 100,000 values as its aliases expand"):
+        SelfPlayConfig.from_yaml(path)
+    # under the cap, at a key of another type: the message shows a few items, not the expansion
+    path = _written(tmp_path / "small.yaml", _alias_bomb("agent.max_turns", 3))
+    with pytest.raises(ConfigError, match=r"'agent.max_turns' = \[\[\[") as info:
+        SelfPlayConfig.from_yaml(path)
+    assert len(str(info.value)) < 300
+    assert time.process_time() - started < 5

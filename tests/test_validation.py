@@ -190,14 +190,14 @@ def test_a_hint_that_makes_any_answer_pay_is_trivial() -> None:
 
 
 def test_check_novelty_gives_the_verdict_of_validating_with_the_registry(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from spade_gym.novelty import check_novelty
     from spade_gym.registry import Registry
-    from spade_gym.validation import check_novelty
 
     registry = Registry(tmp_path / "r", create=True)
     arithmetic = EnvProgram.from_file(EXAMPLES / "arithmetic_chain.py")
     bank = EnvProgram.from_file(EXAMPLES / "bank_account.py")
     registry.add(arithmetic, name="ArithmeticChain", setting="reasoning", max_turns=4, description="")
-    # a near duplicate that behaves the same (refused), and a rewording of its task (a variant)
+    # a near duplicate that behaves the same and a rewording of its task statement (both refused)
     near = EnvProgram(arithmetic.source.replace("self.turn += 1", "self.turn = self.turn + 1"))
     reworded = EnvProgram(arithmetic.source.replace("Start with", "Begin with"))
     broken = EnvProgram(program(step="raise ValueError('x')"))
@@ -212,7 +212,7 @@ def test_check_novelty_gives_the_verdict_of_validating_with_the_registry(tmp_pat
         ]
         assert alone.check("novelty").passed in (True, None)  # the given report is not changed
     assert validate(near, registry=registry).category == "DUPLICATE"
-    assert validate(reworded, registry=registry).category == "ACCEPT"
+    assert validate(reworded, registry=registry).category == "DUPLICATE"
     with pytest.raises(ValueError, match="not of the given program"):
         check_novelty(validate(bank), arithmetic, registry)
 
@@ -252,7 +252,7 @@ def test_a_hint_that_states_the_answer_is_a_leak(hint: str, category: str) -> No
 
 
 def test_hint_states_answer_exact_cases() -> None:
-    from spade_gym.validation import hint_states_answer
+    from spade_gym.hint_leak import hint_states_answer
 
     def stated(*cases: tuple[str, str, str]) -> list[int]:
         return hint_states_answer(dict(enumerate(cases)))
@@ -299,10 +299,11 @@ def test_validation_keeps_digests_not_transitions() -> None:
     # (about 1 MB a step for a program with large ones); now a step costs a digest
     from programs import long_episode
 
-    short, short_peak = _validation_peak_bytes(long_episode(100, padding=20_000))
-    long, long_peak = _validation_peak_bytes(long_episode(1000, padding=20_000))
+    # (250 turns of 10 kB: within the host's turn cap and its 4 MiB of observations per episode)
+    short, short_peak = _validation_peak_bytes(long_episode(100, padding=10_000))
+    long, long_peak = _validation_peak_bytes(long_episode(250, padding=10_000))
     assert short.accepted and long.accepted, (short.feedback(), long.feedback())
-    steps = 3 * 900 * 2  # about three kept or compared episodes per seed, 2 seeds, 900 more turns each
+    steps = 3 * 150 * 2  # about three kept or compared episodes per seed, 2 seeds, 150 more turns each
     assert (long_peak - short_peak) / steps < 1024, (short_peak, long_peak)
 
 
@@ -349,7 +350,7 @@ def test_a_verdict_is_the_same_on_a_loaded_machine() -> None:
         pytest.skip("needs /proc/<pid>/task/<tid>/children to find the sandbox workers")
     config = ValidationConfig(n_seeds=3, trivial_seeds=3, budget_s=1.0)
     config = replace(config, sandbox=replace(config.sandbox, wall_factor=100.0))
-    source = EnvProgram(long_episode(300))
+    source = EnvProgram(long_episode(250))  # within the host's turn cap (SandboxConfig.max_turns)
     idle = validate(source, config)
     assert idle.accepted, idle.feedback()
     stop = threading.Event()

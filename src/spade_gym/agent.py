@@ -37,6 +37,7 @@ from spade_gym.program import SUCCESS_RETURN
 from spade_gym.sandbox.protocol import RESERVED_INFO_KEY
 
 __all__ = [
+    "DECOY_OBSERVATION",
     "start_episode",
     "AGENT_TEMPERATURE",
     "AGENT_TOP_P",
@@ -107,17 +108,22 @@ _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL | re.IGNORECASE)
 _CALL = '<tool_call>{"name": ..., "arguments": {...}}</tool_call>'  # the format error messages show
 HINT_PREFIX = "\n\nHint: "
+#: What the Agent reads in place of an observation of a decoy episode (regret's hint-only arm) when
+#: it is given no other decoy (such as another seed's observations), so only the hint informs it.
+DECOY_OBSERVATION = "The task is not shown in this episode. Act on the hint alone."
 
 
-def start_episode(env: PlayableEnv, seed: int | None, hinted: bool) -> str:
-    """Reset ``env`` and return the first observation, with ``HINT_PREFIX + hint`` when ``hinted``.
+def start_episode(env: PlayableEnv, seed: int | None, hinted: bool, decoy: str | None = None) -> str:
+    """Reset ``env`` and return the first observation the Agent reads: the environment's (or
+    ``decoy`` in its place), with ``HINT_PREFIX + hint`` when ``hinted``.
 
-    ``hint()`` is called in **every** episode, so the program sees the same calls in both arms
+    ``hint()`` is called in **every** episode, so the program sees the same calls in every arm
     of the regret estimate and cannot pay more when hinted. Raises what the program raised.
     """
     observation, _info = env.reset(seed=seed)
     hint = env.hint()
-    return observation + HINT_PREFIX + hint if hinted else observation
+    shown = observation if decoy is None else decoy
+    return shown + HINT_PREFIX + hint if hinted else shown
 
 
 def system_prompt(
@@ -232,6 +238,8 @@ class Trajectory:
         error: ``{"type", "category", "message", ...}`` when the environment failed.
         generation_s, env_s: seconds in ``policy.generate`` (this episode's share of each batched
             call, by completion tokens) and in the environment.
+        decoy: the Agent read decoys in place of the observations (``messages`` hold what it
+            read; each :class:`Turn` the environment's own observation).
     """
 
     env_id: str
@@ -246,6 +254,7 @@ class Trajectory:
     error: dict[str, Any] | None = None
     generation_s: float = 0.0
     env_s: float = 0.0
+    decoy: bool = False
 
     @property
     def num_turns(self) -> int:
@@ -335,11 +344,16 @@ def format_compliance(trajectories: Sequence[Trajectory]) -> float | None:
 @dataclass(frozen=True)
 class Episode:
     """One episode to play: ``env`` is a gymnasium id (``"spade/Name-v0"``), a program (path,
-    source or :class:`~spade_gym.EnvProgram`) or a zero-argument factory of a playable env."""
+    source or :class:`~spade_gym.EnvProgram`) or a zero-argument factory of a playable env;
+    ``decoy``: the Agent reads ``decoy_observations`` (the last one repeated; none:
+    :data:`DECOY_OBSERVATION`) in place of the environment's observations, turn by turn (with
+    ``hint``, regret's hint-only arm)."""
 
     env: Any
     seed: int
     hint: bool = False
+    decoy: bool = False
+    decoy_observations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -451,6 +465,13 @@ class _Running:
     env: PlayableEnv
     trajectory: Trajectory
     turn_limit: int
+    decoys: tuple[str, ...] = ()
+
+    def shown(self, observation: str) -> str:
+        """What the Agent reads of the environment's next observation (a decoy in a decoy episode)."""
+        if not self.trajectory.decoy:
+            return observation
+        return self.decoys[min(len(self.trajectory.turns), len(self.decoys) - 1)]
 
 
 def _fit_messages(
@@ -503,11 +524,14 @@ def rollout(
 def _start(episode: Episode, config: RolloutConfig) -> _Running:
     began = time.perf_counter()
     env = open_playable_env(episode.env)
-    trajectory = Trajectory(env_id=env_id_of(episode.env, env), seed=episode.seed, hint=episode.hint)
-    running = _Running(env, trajectory, min(env.max_turns, config.max_turns or env.max_turns))
+    trajectory = Trajectory(
+        env_id=env_id_of(episode.env, env), seed=episode.seed, hint=episode.hint, decoy=episode.decoy
+    )
+    decoys = episode.decoy_observations or (DECOY_OBSERVATION,)
+    running = _Running(env, trajectory, min(env.max_turns, config.max_turns or env.max_turns), decoys)
     trajectory.messages.append(agent_prompt(env.setting, env.description, env.tools)[0])
     try:
-        observation = start_episode(env, episode.seed, episode.hint)
+        observation = start_episode(env, episode.seed, episode.hint, decoys[0] if episode.decoy else None)
     except Exception as exc:  # the program failed in reset or hint: this episode only
         trajectory.messages.append({"role": "user", "content": ""})
         trajectory.fail(exc)
@@ -631,5 +655,5 @@ def _collect(r: _Running) -> None:
         r.trajectory.end_turn(0.0, error=exc)
         return
     turn.observation, turn.reward = observation, float(reward)
-    r.trajectory.messages.append({"role": "user", "content": observation})
+    r.trajectory.messages.append({"role": "user", "content": r.shown(observation)})
     r.trajectory.end_turn(reward, terminated=terminated, truncated=truncated, info=info, turn_limit=r.turn_limit)

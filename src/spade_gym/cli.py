@@ -25,6 +25,7 @@ from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, WRITE_MAX_NEW_TOKENS
 from spade_gym.env import SandboxedEnv, escape_text
 from spade_gym.errors import RegistryError, SpadeError
+from spade_gym.files import read_lines
 from spade_gym.memory import MemoryConfig
 from spade_gym.program import SUCCESS_RETURN
 from spade_gym.regret import REGRET_EPISODES
@@ -399,7 +400,10 @@ def regret(
     k: Annotated[
         int, typer.Option("-k", help="Episodes with the hint and as many without (same seeds).")
     ] = REGRET_EPISODES,
-    seed: Annotated[int, typer.Option(help="First reset seed; the k seeds are seed .. seed+k-1.")] = 0,
+    seed: Annotated[
+        int | None,
+        typer.Option(help="First reset seed: the k seeds are seed .. seed+k-1 (default: k seeds drawn at random)."),
+    ] = None,
     temperature: Annotated[
         float, typer.Option(help="The Agent's sampling temperature (> 0); default: spade_gym.agent.AGENT_TEMPERATURE.")
     ] = AGENT_TEMPERATURE,
@@ -417,11 +421,12 @@ def regret(
         ),
     ] = None,
 ) -> None:
-    """Estimate an environment's regret for a policy: mean return with the hint minus without.
+    """Estimate an environment's regret for a policy: what the hint adds to the return.
 
     Plays k episodes with the privileged hint appended to the first observation and k without, on
-    the same seeds, in one batched rollout; prints both means with standard errors, the regret
-    max(hint - no hint, 0) and the Designer's reward for it.
+    the same seeds, in one batched rollout; when the hint helped, k more with the hint alone (a
+    fixed decoy in place of every observation). Prints the arms' means with standard errors, the
+    regret max(0, hint - max(no hint, hint alone)) and the Designer's reward for it.
     """
     from spade_gym.agent import RolloutConfig
     from spade_gym.policies import SamplingParams, load_policy
@@ -452,14 +457,14 @@ def regret(
         with console.status(f"loading {_safe(policy)}", spinner="dots"):
             agent = load_policy(policy)
         with Progress(*Progress.get_default_columns(), console=console, transient=True) as bar:
-            task = bar.add_task(f"{_safe(env_id)}: {2 * k} episodes", total=2 * k)
+            task = bar.add_task(f"{_safe(env_id)}: {2 * k} episodes or more", total=2 * k)
             result = estimate_regret(
                 target,
                 agent,
                 k,
-                list(range(seed, seed + k)),
+                None if seed is None else list(range(seed, seed + k)),
                 config=config,
-                progress=lambda done, _total: bar.update(task, completed=done),
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
             )
     except (SpadeError, ValueError) as exc:
         _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 1)
@@ -468,10 +473,13 @@ def regret(
     reward = designer_reward(True, result)
     columns = ("arm", "mean return", "std. error", "successes")
     table = _table(f"Regret of {_safe(result.env_id)} for {_safe(agent.name)} (k={k})", columns)
-    for arm, mean, se, trajectories in (
+    arms = [
         ("with hint", result.mean_hint, result.se_hint, result.hint),
         ("without hint", result.mean_nohint, result.se_nohint, result.nohint),
-    ):
+    ]
+    if result.mean_hint_only is not None:
+        arms.append(("hint alone", result.mean_hint_only, result.se_hint_only or 0.0, result.hint_only))
+    for arm, mean, se, trajectories in arms:
         table.add_row(arm, f"{mean:.3f}", f"{se:.3f}", f"{sum(t.success for t in trajectories)}/{k}")
     console.print(table)
     stats = result.stats
@@ -482,17 +490,18 @@ def regret(
         else ""
     )
     console.print(
-        f"regret = max({result.mean_hint:.3f} - {result.mean_nohint:.3f}, 0) = [bold]{result.regret:.3f}[/bold]; "
+        f"regret [bold]{result.regret:.3f}[/bold] ({_safe(result.reason)}); seeds {_safe(str(result.seeds))}; "
         f"Designer reward {reward.reward:.3f} ({reward.outcome}); {result.errors} environment error(s){timing}"
     )
-    failed = [t for t in (*result.hint, *result.nohint) if t.error]
+    played = (*result.hint, *result.nohint, *result.hint_only)
+    failed = [t for t in played if t.error]
     if failed:
         error = failed[0].error or {}
         console.print(
-            f"[red]the environment failed in {len(failed)} of {2 * k} episodes (return 0); first, seed "
+            f"[red]the environment failed in {len(failed)} of {len(played)} episodes (return 0); first, seed "
             f"{failed[0].seed}: {_safe(str(error.get('category')))}: {_safe(str(error.get('message')), 400)}[/red]"
         )
-        if len(failed) == 2 * k:
+        if len(failed) == len(played):
             raise typer.Exit(1)
 
 
@@ -1208,7 +1217,10 @@ def envs_measure(
     k: Annotated[
         int, typer.Option("-k", help="Episodes with the hint and as many without, per environment.")
     ] = REGRET_EPISODES,
-    seed: Annotated[int, typer.Option(help="First reset seed; the k seeds are seed .. seed+k-1.")] = 0,
+    seed: Annotated[
+        int | None,
+        typer.Option(help="First reset seed: the k seeds are seed .. seed+k-1 (default: k seeds drawn at random)."),
+    ] = None,
     temperature: Annotated[
         float, typer.Option(help="The Agent's sampling temperature (> 0); default: spade_gym.agent.AGENT_TEMPERATURE.")
     ] = AGENT_TEMPERATURE,
@@ -1223,14 +1235,16 @@ def envs_measure(
     and store them in its meta.json (shown by `spade envs list`).
 
     All environments' episodes are played in one batched rollout (one generate call per turn
-    across every running episode). Shown: returns, success rates (return >= 0.99) with and without
-    the hint, regret, format compliance (the share of agent turns with a parsable action) and
-    errors. Stored fields: episodes (2k), mean_return_hint, mean_return_nohint, regret and
-    format_compliance.
+    across every running episode), then, for those the hint helped, k more with the hint alone in a
+    second one (the regret pays only what the hint adds beyond it). Shown: returns, success rates
+    (return >= 0.99) with and without the hint, regret, format compliance (the share of agent turns
+    with a parsable action) and errors. Stored fields: episodes, mean_return_hint,
+    mean_return_nohint, regret and format_compliance.
     """
-    from spade_gym.agent import RolloutConfig, format_compliance, rollout
+    from spade_gym.agent import RolloutConfig, format_compliance
     from spade_gym.policies import SamplingParams, load_policy
-    from spade_gym.regret import regret_episodes, summarise
+    from spade_gym.regret import estimate_regrets
+    from spade_gym.seeds import draw_seeds
 
     if registry is None:
         _fail(
@@ -1247,33 +1261,36 @@ def envs_measure(
             raise ValueError(f"k must be >= 1, got {k}")
         with console.status(f"loading {_safe(policy)}", spinner="dots"):
             agent = load_policy(policy)
-        seeds = list(range(seed, seed + k))
-        episodes = [e for record in records for e in regret_episodes(str(record.source_path), seeds)]
+        seeds = draw_seeds(k, "measure") if seed is None else list(range(seed, seed + k))
         with Progress(*Progress.get_default_columns(), TimeElapsedColumn(), console=console) as bar:
-            task = bar.add_task(f"{len(records)} environments, {len(episodes)} episodes", total=len(episodes))
-            trajectories, stats = rollout(
-                episodes, agent, config, progress=lambda done, _total: bar.update(task, completed=done)
+            task = bar.add_task(f"{len(records)} environments", total=2 * k * len(records))
+            estimates = estimate_regrets(
+                [str(record.source_path) for record in records],
+                agent,
+                k,
+                seeds,
+                config=config,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
             )
     except (SpadeError, ValueError) as exc:
         _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 1)
     table = _table(
-        f"Measured with {_safe(agent.name)}, k={k}, seeds {seeds[0]}..{seeds[-1]}, "
+        f"Measured with {_safe(agent.name)}, k={k}, seeds {', '.join(map(str, seeds))}, "
         f"temperature {temperature:g}, top_p {top_p:g}",
         ("id", "return hint / no hint", "success hint / no hint", "regret", "format compliance", "errors"),
     )
-    for n, record in enumerate(records):
-        played = trajectories[2 * k * n : 2 * k * (n + 1)]
-        result = summarise(played)
+    for record, result in zip(records, estimates, strict=True):
+        played = [*result.hint, *result.nohint, *result.hint_only]
         compliance = format_compliance(played)
         reg.update_stats(
             record.env_id,
-            episodes=2 * k,
+            episodes=len(played),
             mean_return_hint=result.mean_hint,
             mean_return_nohint=result.mean_nohint,
             regret=result.regret,
             format_compliance=compliance,
         )
-        hinted, plain = played[:k], played[k:]
+        hinted, plain = result.hint, result.nohint
         table.add_row(
             record.env_id,
             f"{result.mean_hint:.2f} / {result.mean_nohint:.2f}",
@@ -1283,8 +1300,11 @@ def envs_measure(
             str(result.errors),
         )
     console.print(table)
+    stats = estimates[0].stats if estimates else None
+    if stats is None:
+        return
     console.print(
-        f"{len(episodes)} episodes in {stats.total_s:.0f} s: generation {stats.generation_s:.0f} s in "
+        f"{stats.episodes} episodes in {stats.total_s:.0f} s: generation {stats.generation_s:.0f} s in "
         f"{stats.generate_calls} generate calls, environments {stats.env_s:.1f} s; stored in each meta.json"
     )
     console.print(f"format compliance {_fmt(stats.format_compliance)} over {stats.turns} agent turns")
@@ -1337,17 +1357,24 @@ def _design_line_of(registry_root: Path, env_id: str) -> str | None:
     designs = registry_root.parent / DESIGNS_FILE
     if registry_root.name != REGISTRY_DIR or not designs.is_file():
         return None
-    with open(designs, encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, 1):
-            if f'"{env_id}"' not in line:
+    try:  # streamed: a line longer than any design writes (a damaged or hostile file) is skipped unread
+        for number, line in read_lines(designs, MAX_DESIGN_LINE_BYTES):
+            if line is None or f'"{env_id}"' not in line:
                 continue
             try:
                 entry = json.loads(line)
             except ValueError:
                 continue
-            if entry.get("env_id") == env_id:
-                return f"{_safe(str(designs))}, line {number} (iteration {entry.get('iteration')})"
+            if isinstance(entry, dict) and entry.get("env_id") == env_id:
+                return f"{_safe(str(designs))}, line {number} (iteration {_safe(str(entry.get('iteration')), 20)})"
+    except OSError:
+        return None
     return None
+
+
+#: Longest ``designs.jsonl`` line ``spade envs show`` reads: a design writes at most two texts of
+#: ``DESIGN_TEXT_CHARS`` characters, its feedback and its figures.
+MAX_DESIGN_LINE_BYTES = 1 << 20
 
 
 def _report_table(path: str, report: ValidationReport) -> Table:
@@ -1357,6 +1384,13 @@ def _report_table(path: str, report: ValidationReport) -> Table:
     for check in report.checks:
         result = {True: "[green]pass[/green]", False: "[red]FAIL[/red]", None: "[dim]not run[/dim]"}[check.passed]
         table.add_row(check.name, result, check.category or "", f"{check.seconds:.3f}", _safe(check.message, 400))
+    used = report.usage
+    if used:  # what the validation used of its budgets (ValidationConfig, SandboxConfig)
+        table.caption = (
+            f"used: {used.get('worker_cpu_s', 0):.2f} s of the workers' CPU, {used.get('host_cpu_s', 0):.2f} s of "
+            f"the host's, {used.get('episode_text_bytes', 0):,} bytes of observations in the largest episode, "
+            f"{used.get('hint_bytes', 0):,}-byte hint"
+        )
     return table
 
 

@@ -15,11 +15,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from spade_gym.design_prompts import PROMPT_EXAMPLES
 from spade_gym.program import EnvProgram
 from spade_gym.registry.dedup import ast_hash, jaccard, signatures
-from spade_gym.validation import ValidationConfig, behaviour_difference
+from spade_gym.registry.store import NEAR_DUPLICATE_THRESHOLD
+from spade_gym.validation import ValidationConfig
+
+if TYPE_CHECKING:
+    from spade_gym.novelty import Probe
 
 _NAME = re.compile(r"^\s+name\s*=\s*[\"'](\w+)[\"']", re.MULTILINE)
 
@@ -75,16 +80,56 @@ def closest_reference(source: str, among: Sequence[Reference] | None = None) -> 
     return best
 
 
+def _behaves_like(program: EnvProgram, source: str, config: ValidationConfig) -> bool:
+    """Whether ``program`` behaves like ``source`` on ``source``'s probe (the novelty check's rule,
+    :mod:`spade_gym.novelty`). A program that cannot be compared does not behave like it."""
+    from dataclasses import replace
+
+    from spade_gym.errors import SandboxSetupError, SpadeError
+    from spade_gym.novelty import DUPLICATE_SHARE, replay_probe
+    from spade_gym.sandbox import Budget, HostBudget, SandboxClient
+
+    try:
+        probe = _example_probe(source, config)
+    except SpadeError:
+        return False
+    budget = Budget(config.budget_s, what="novelty check", wall=True, wall_factor=config.sandbox.wall_factor)
+    host = HostBudget(config.host_budget_s, "novelty check")
+    with SandboxClient(replace(config.sandbox, hash_seed=config.hash_seeds[0])) as client:
+        try:
+            spec = client.load(program.source)
+            if spec.setting != probe.setting or min(spec.max_turns, config.sandbox.max_turns) != probe.max_turns:
+                return False
+            same, played = replay_probe(client, program.source, probe, budget, host)
+        except SandboxSetupError:
+            raise
+        except SpadeError:
+            return False
+    return same >= DUPLICATE_SHARE * played
+
+
+_PROBES: dict[str, Probe] = {}
+
+
+def _example_probe(source: str, config: ValidationConfig) -> Probe:
+    """The probe of a prompt example on fixed seeds, recorded once per process."""
+    from spade_gym.novelty import PROBE_SEEDS, record_probe
+
+    if source not in _PROBES:
+        _PROBES[source] = record_probe(source, list(range(1, PROBE_SEEDS + 1)), config)
+    return _PROBES[source]
+
+
 def copies_prompt_example(program: EnvProgram, config: ValidationConfig) -> str | None:
     """Why ``program`` duplicates a program the prompt showed (as the gate words a duplicate of a
     registered environment), or ``None``: an exact copy up to names and layout, or a near duplicate
-    (similarity at least ``config.near_duplicate_threshold``) that behaves the same on the probe.
-    SandboxSetupError when no sandbox worker can start."""
+    (token similarity at least the registry's ``NEAR_DUPLICATE_THRESHOLD``) that behaves the same
+    on the example's probe (:mod:`spade_gym.novelty`). SandboxSetupError when no sandbox worker can start."""
     examples = [ref for ref in references() if ref.label.startswith("example")]
     ref, similarity = closest_reference(program.source, examples)
-    if ref is None or similarity < config.near_duplicate_threshold:
+    if ref is None or similarity < NEAR_DUPLICATE_THRESHOLD:
         return None
-    if similarity == 1.0 or behaviour_difference(program, ref.source, config) is None:
+    if similarity == 1.0 or _behaves_like(program, ref.source, config):
         return (
             f"the program is a copy of the prompt's worked example {ref.name} (similarity {similarity:.2f}, and it "
             "behaves the same): the example shows the form; write an environment of your own"

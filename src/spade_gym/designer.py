@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium
 
 from spade_gym.agent import RolloutConfig
+from spade_gym.audit import audit
 from spade_gym.contract import rename_env_class, unfilled_placeholders
 from spade_gym.design_novelty import copies_prompt_example
 from spade_gym.design_prompts import (
@@ -41,6 +42,7 @@ from spade_gym.design_prompts import (
 from spade_gym.documents import Document, DocumentSource, load_documents, make_document
 from spade_gym.errors import DuplicateEnvironment
 from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent, read_source
+from spade_gym.novelty import check_novelty
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
 from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, EnvProgram, knobs
 from spade_gym.registry.gymnasium import open_registry, register_record
@@ -56,7 +58,7 @@ from spade_gym.regret import (
 )
 from spade_gym.repair import repair_feedback, same_program
 from spade_gym.spaces import UnicodeText
-from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport, audit, check_novelty, validate
+from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport, validate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -544,9 +546,10 @@ class DesignOutcome:
         lines = [self.report.feedback()]
         if self.estimate is not None:
             e = self.estimate
+            alone = "" if e.mean_hint_only is None else f", {e.mean_hint_only:.2f} with the hint alone"
             lines.append(
-                f"Agent return: {e.mean_hint:.2f} with the hint, {e.mean_nohint:.2f} without "
-                f"({e.k} episodes each); regret {e.regret:.2f}."
+                f"Agent return: {e.mean_hint:.2f} with the hint, {e.mean_nohint:.2f} without{alone} "
+                f"({e.k} episodes each); regret {e.regret:.2f}: {e.reason}."
             )
         lines.append(f"Reward: {self.reward.reward:.2f} ({self.reward.outcome}).")
         if self.record is not None:
@@ -678,14 +681,15 @@ def evaluate_completion(
         return outcome
     estimate = estimate_regret(env, agent, config.k, seeds, config=rollout)
     outcome.estimate, outcome.regret_s = estimate, time.perf_counter() - started
-    failed = [t for t in (*estimate.hint, *estimate.nohint) if t.error is not None]
+    played = (*estimate.hint, *estimate.nohint, *estimate.hint_only)
+    failed = [t for t in played if t.error is not None]
     if failed:  # a program that breaks on seeds the gate did not play is not registered
         first = failed[0]
         _refuse(
             report,
             "contract",
             str(first.error.get("category") or "ENV_EXCEPTION") if first.error else "ENV_EXCEPTION",
-            f"{len(failed)} of {2 * estimate.k} Agent episodes failed (seed {first.seed}: "
+            f"{len(failed)} of {len(played)} Agent episodes failed (seed {first.seed}: "
             f"{(first.error or {}).get('message', '')[:300]})",
         )
         return outcome
@@ -702,11 +706,11 @@ def evaluate_completion(
             document=prompt.provenance() if prompt else None,
             # a variant only when its edit blocks were applied to the parent (a whole module is new)
             parents=(prompt.parent,) if prompt and prompt.parent and edited else (),
-            validation=report.to_dict(),
+            validation={**report.to_dict(), "regret": estimate.summary()},
             # the gate judged near duplicates by behaviour (a variant passes); exact ones are still refused
             allow_near_duplicates=True,
             stats=EnvStats(
-                episodes=2 * estimate.k,
+                episodes=len(played),
                 mean_return_hint=estimate.mean_hint,
                 mean_return_nohint=estimate.mean_nohint,
                 regret=estimate.regret,

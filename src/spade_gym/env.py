@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import gymnasium as gym
 
-from spade_gym.errors import ContractError, SandboxError
+from spade_gym.errors import ContractError, ResourceLimitExceeded, SandboxError
 from spade_gym.program import RETURN_TOLERANCE, EnvProgram
 from spade_gym.sandbox import Budget, SandboxClient, SandboxConfig
 from spade_gym.sandbox.protocol import RESERVED_INFO_KEY
@@ -65,11 +65,15 @@ class SandboxedEnv(gym.Env[str, str]):
         render_mode: ``None``, ``"ansi"`` (``render()`` returns the escaped observation) or ``"human"``.
 
     Attributes:
-        name, setting, max_turns, tools, description: what the program declares.
+        name, setting, tools, description: what the program declares.
+        max_turns: what the program declares, capped by the host at ``config.max_turns``;
+            ``declared_max_turns``: uncapped.
         episode_seed: the seed the program's ``reset`` received; ``episode_return``: rewards so far.
 
     Actions that are not ``str`` are converted (``bytes`` as UTF-8, ``None`` to ``""``, else
     ``str()``) and cut to ``config.max_action_chars``; episodes end after ``max_turns`` actions.
+    An episode whose observations and hints exceed ``config.max_episode_text_bytes`` in all ends
+    as ``OUTPUT_LIMIT`` (by ``on_error``; a ``hint()`` over it raises).
     ``ProgramError``: the program fails the static check; ``SandboxError``: it fails to load.
     """
 
@@ -94,7 +98,8 @@ class SandboxedEnv(gym.Env[str, str]):
         self.render_mode = render_mode
         self.client = SandboxClient(self.config)
         spec = self.client.load(self.program.source)
-        self.name, self.setting, self.max_turns = spec.name, spec.setting, spec.max_turns
+        self.name, self.setting, self.declared_max_turns = spec.name, spec.setting, spec.max_turns
+        self.max_turns = min(spec.max_turns, self.config.max_turns)
         self.tools, self.description = spec.tools, spec.description
         limit = self.config.limits.max_text_bytes
         self.observation_space = UnicodeText(max_length=limit, max_bytes=limit)
@@ -105,6 +110,7 @@ class SandboxedEnv(gym.Env[str, str]):
         self._turn = 0
         self._done = True
         self._last_obs = ""
+        self._text_bytes = 0  # of this episode's observations and hints
         self._sent_action: str | None = None  # a step sent by send_step() and not yet received
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -126,9 +132,22 @@ class SandboxedEnv(gym.Env[str, str]):
         self.episode_seed = program_seed
         self.episode_return = 0.0
         self._turn = 0
+        self._text_bytes = 0
+        self._held(obs, "reset()")
         self._done = False
         self._last_obs = obs
         return obs, info
+
+    def _held(self, text: str, where: str) -> None:
+        """Count ``text`` into the episode's text budget; ResourceLimitExceeded once it is spent."""
+        self._text_bytes += len(text.encode("utf-8", "surrogatepass"))
+        if self._text_bytes > self.config.max_episode_text_bytes:
+            raise ResourceLimitExceeded(
+                f"seed {self.episode_seed}: {where} brought the episode's observations and hints to "
+                f"{self._text_bytes:,} bytes; the host holds at most {self.config.max_episode_text_bytes:,} "
+                "(SandboxConfig.max_episode_text_bytes)",
+                category="OUTPUT_LIMIT",
+            )
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Pass ``action`` to ``Env.step``; never raises for a bad action (see ``on_error``)."""
@@ -151,6 +170,13 @@ class SandboxedEnv(gym.Env[str, str]):
                 raise
             return self._truncated(exc.to_dict())
         self._turn += 1
+        try:
+            self._held(obs, f"step() on turn {self._turn}")
+        except ResourceLimitExceeded as exc:
+            self._done = True
+            if self.on_error == "raise":
+                raise
+            return self._truncated(exc.to_dict())
         partial = self.episode_return + reward
         if not -RETURN_TOLERANCE <= partial <= 1 + RETURN_TOLERANCE:  # the contract, on every episode
             self._done = True
@@ -196,7 +222,10 @@ class SandboxedEnv(gym.Env[str, str]):
     def hint(self) -> str:
         """The program's privileged hint for the current state (``SandboxError`` if it fails)."""
         self._drain()
-        return self.client.hint(self._budget)
+        hint = self.client.hint(self._budget)
+        if not self._done:
+            self._held(hint, "hint()")
+        return hint
 
     def oracle(self) -> str:
         """The action a perfect agent takes now, according to the program (``SandboxError`` if it fails)."""

@@ -2,7 +2,7 @@
 
 Only the executor changes between a laptop and a cluster (docs/DESIGN.md, "Scale").
 :meth:`Executor.validate_many` runs the gate without a registry (the caller then runs
-:func:`~spade_gym.validation.check_novelty` in order before registering, which gives the same
+:func:`~spade_gym.novelty.check_novelty` in order before registering, which gives the same
 verdict as ``validate(p, registry=r)``); :meth:`Executor.env` turns an episode's environment into
 the zero-argument factory :func:`~spade_gym.agent.rollout` calls. ``"ray"`` is
 :class:`spade_gym.ray_executor.RayExecutor` (the ``ray`` extra, imported only when asked for).

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["fsync_dir", "lock_file", "locked", "replace_atomically", "write_durably"]
+__all__ = ["fsync_dir", "lock_file", "locked", "read_bounded", "read_lines", "replace_atomically", "write_durably"]
 
 
 def write_durably(path: Path, data: bytes, *, exclusive: bool = False) -> None:
@@ -81,3 +81,33 @@ def locked(path: Path) -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)
+
+
+def read_bounded(path: Path, max_bytes: int) -> str | None:
+    """The UTF-8 text of ``path`` (undecodable bytes replaced) when it exists and holds at most
+    ``max_bytes`` bytes; ``None`` otherwise (missing, unreadable or larger: never read whole)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError:
+        return None
+    return None if len(data) > max_bytes else data.decode("utf-8", "replace")
+
+
+def read_lines(path: Path, max_line_bytes: int) -> Iterator[tuple[int, str | None]]:
+    """``(line number, text)`` for each line of ``path``, read in chunks: a line longer than
+    ``max_line_bytes`` gives ``None`` and is skipped without being held (undecodable bytes are
+    replaced). Raises OSError when ``path`` cannot be opened."""
+    with open(path, "rb") as fh:
+        number = 0
+        while True:
+            line = fh.readline(max_line_bytes + 1)
+            if not line:
+                return
+            number += 1
+            if len(line) <= max_line_bytes or line.endswith(b"\n"):
+                yield number, line.decode("utf-8", "replace")
+                continue
+            while line and not line.endswith(b"\n"):  # the rest of a long line, a chunk at a time
+                line = fh.readline(1 << 20)
+            yield number, None

@@ -1,7 +1,17 @@
 """Regret estimation and the Environment Designer's reward (docs/DESIGN.md, "Regret and the Designer's reward").
 
-``regret = max(mean_return_hint - mean_return_nohint, 0)``, SPADE's analogue of the PAIRED/ACCEL
-regret of unsupervised environment design.
+SPADE's regret, the analogue of the PAIRED/ACCEL regret of unsupervised environment design, is
+``mean_return_hint - mean_return_nohint``. A hint may help only together with the environment: a
+hint that solves the task on its own (the answer spelled, reversed, split into words, hidden among
+decoys) is a leak, whatever its encoding. So a third arm plays the hint **alone**: the Agent reads
+its seed's hint with the observations of *another* seed's no-hint episode in their place (so the
+hint cannot tell the arm by a fixed text; with ``k = 1``, :data:`~spade_gym.agent.DECOY_OBSERVATION`),
+and the Designer is paid only for what the hint adds beyond it::
+
+    regret = max(0, mean_return_hint - max(mean_return_nohint, mean_return_hint_only))
+
+The hint-only arm is played only when the hint arm beats the no-hint arm (``hint_only="auto"``):
+otherwise the regret is 0 whatever it returns.
 """
 
 from __future__ import annotations
@@ -18,18 +28,24 @@ from spade_gym.agent import Episode, RolloutConfig, RolloutStats, Trajectory, ro
 from spade_gym.options import FINITE, option
 from spade_gym.policies.base import Policy
 from spade_gym.program import LEARNING_WINDOW, OUT_OF_REACH_BELOW, TRIVIAL_AT
+from spade_gym.seeds import draw_seeds
 
 #: Default regret episodes per arm (``DesignerConfig.k``, the ``agent.k`` config key, the CLI's ``-k``).
 REGRET_EPISODES = 4
+#: When the hint-only arm is played (:func:`estimate_regret`'s ``hint_only``).
+HintOnly = Literal["auto", "always", "never"]
 
 __all__ = [
     "REGRET_EPISODES",
     "DesignerReward",
+    "HintOnly",
     "RegretEstimate",
     "SHAPINGS",
     "RewardConfig",
     "designer_reward",
     "estimate_regret",
+    "estimate_regrets",
+    "hint_only_episodes",
     "regret_episodes",
     "standard_error",
     "summarise",
@@ -43,11 +59,13 @@ def standard_error(values: Sequence[float]) -> float:
 
 @dataclass
 class RegretEstimate:
-    """The Agent's returns on one environment with and without the hint.
+    """The Agent's returns on one environment with the hint, without it, and with the hint alone.
 
     ``k`` episodes per arm on the shared ``seeds``; means in [0, 1] with standard errors ``se_*``;
-    ``errors``: episodes ended by an environment error; ``success_*``: fraction of successful
-    episodes (``None`` when built without trajectories); ``nohint``/``hint``: the trajectories.
+    ``*_hint_only``: the hint-only arm (``None`` when it was not played); ``regret``: the module's
+    rule; ``reason``: which rule set it, in words; ``errors``: episodes ended by an environment
+    error; ``success_*``: fraction of successful episodes (``None`` when built without
+    trajectories); ``nohint``/``hint``/``hint_only``: the trajectories.
     """
 
     env_id: str
@@ -61,8 +79,13 @@ class RegretEstimate:
     errors: int
     success_hint: float | None = None
     success_nohint: float | None = None
+    mean_hint_only: float | None = None
+    se_hint_only: float | None = None
+    success_hint_only: float | None = None
+    reason: str = ""
     nohint: list[Trajectory] = field(repr=False, default_factory=list)
     hint: list[Trajectory] = field(repr=False, default_factory=list)
+    hint_only: list[Trajectory] = field(repr=False, default_factory=list)
     stats: RolloutStats | None = field(repr=False, default=None)
 
     @property
@@ -83,23 +106,66 @@ def estimate_regret(
     *,
     config: RolloutConfig | None = None,
     progress: Callable[[int, int], None] | None = None,
+    hint_only: HintOnly = "auto",
 ) -> RegretEstimate:
-    """Estimate an environment's regret for ``policy``: ``k`` episodes with and ``k`` without the hint.
+    """Estimate an environment's regret for ``policy`` (the module's rule): ``k`` episodes with the
+    hint and ``k`` without in one batched rollout, then, when ``hint_only`` is ``"always"`` or
+    ``"auto"`` and the hint arm returned more, ``k`` with the hint alone.
 
-    ``env``: anything :class:`~spade_gym.agent.Episode` takes; ``seeds`` (default ``0 .. k-1``):
-    shared by both arms; ``progress`` gets ``(episodes finished, 2k)``. Errors count as return 0.
-    Raises ValueError for ``k < 1``, ``len(seeds) != k`` or greedy sampling.
+    ``env``: anything :class:`~spade_gym.agent.Episode` takes; ``seeds``: shared by every arm
+    (default: ``k`` drawn by :func:`~spade_gym.seeds.draw_seeds`, which a program cannot predict);
+    ``progress`` gets ``(episodes finished, episodes planned)``. Errors count as return 0.
+    Raises ValueError for ``k < 1``, ``len(seeds) != k``, an unknown ``hint_only`` or greedy sampling.
     """
+    return estimate_regrets([env], policy, k, seeds, config=config, progress=progress, hint_only=hint_only)[0]
+
+
+def estimate_regrets(
+    envs: Sequence[Any],
+    policy: Policy,
+    k: int = REGRET_EPISODES,
+    seeds: Sequence[int] | None = None,
+    *,
+    config: RolloutConfig | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    hint_only: HintOnly = "auto",
+) -> list[RegretEstimate]:
+    """:func:`estimate_regret` for several environments on the same seeds, in two batched rollouts in
+    all (every environment's hint and no-hint arms, then the hint-only arms that are played); each
+    estimate's ``stats`` are those of both rollouts. Raises as :func:`estimate_regret`."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    seeds = list(range(k)) if seeds is None else [int(s) for s in seeds]
+    seeds = draw_seeds(k, "regret") if seeds is None else [int(s) for s in seeds]
     if len(seeds) != k:
         raise ValueError(f"seeds must hold k={k} seeds, got {len(seeds)}")
+    if hint_only not in ("auto", "always", "never"):
+        raise ValueError(f"hint_only must be 'auto', 'always' or 'never', got {hint_only!r}")
     config = config or RolloutConfig()
     if config.sampling.greedy:
         raise ValueError("regret needs sampling: set RolloutConfig.sampling.temperature > 0")
-    trajectories, stats = rollout(regret_episodes(env, seeds), policy, config, progress=progress)
-    return summarise(trajectories, stats)
+    episodes = [e for env in envs for e in regret_episodes(env, seeds)]
+    played, stats = rollout(episodes, policy, config, progress=progress)
+    arms = [list(played[2 * k * i : 2 * k * (i + 1)]) for i in range(len(envs))]
+    firsts = [summarise(trajectories) for trajectories in arms]
+    alone = [
+        i
+        for i, first in enumerate(firsts)
+        if hint_only == "always" or (hint_only == "auto" and first.mean_hint > first.mean_nohint)
+    ]
+    if alone:
+        offset = len(played)
+
+        def later(done: int, total: int) -> None:
+            if progress is not None:
+                progress(offset + done, offset + total)
+
+        blind = [e for i in alone for e in hint_only_episodes(envs[i], seeds, firsts[i].nohint)]
+        more, extra = rollout(blind, policy, config, progress=later)
+        for name in ("generate_calls", "episodes", "turns", "format_ok_turns", "generation_s", "env_s", "total_s"):
+            setattr(stats, name, getattr(stats, name) + getattr(extra, name))
+        for n, i in enumerate(alone):
+            arms[i] += more[k * n : k * (n + 1)]
+    return [summarise(trajectories, stats) for trajectories in arms]
 
 
 def regret_episodes(env: Any, seeds: Sequence[int]) -> list[Episode]:
@@ -107,32 +173,81 @@ def regret_episodes(env: Any, seeds: Sequence[int]) -> list[Episode]:
     return [Episode(env, seed, hint) for hint in (True, False) for seed in seeds]
 
 
+def hint_only_episodes(env: Any, seeds: Sequence[int], nohint: Sequence[Trajectory] = ()) -> list[Episode]:
+    """The ``k`` episodes of the hint-only arm: each seed's hint, and in place of its observations
+    those the Agent read in the no-hint episode of the next seed (``nohint``, in the order of
+    ``seeds``; none, or ``k = 1``: :data:`~spade_gym.agent.DECOY_OBSERVATION`)."""
+    decoys: list[tuple[str, ...]] = [()] * len(seeds)
+    if len(nohint) == len(seeds) > 1:
+        shown = [tuple(m["content"] for m in t.messages[1:] if m["role"] == "user" and m["content"]) for t in nohint]
+        decoys = [shown[(i + 1) % len(shown)] for i in range(len(shown))]
+    return [Episode(env, seed, True, decoy=True, decoy_observations=d) for seed, d in zip(seeds, decoys, strict=True)]
+
+
+def _mean(trajectories: Sequence[Trajectory], value: Callable[[Trajectory], float]) -> float | None:
+    return fmean(value(t) for t in trajectories) if trajectories else None
+
+
 def summarise(trajectories: Sequence[Trajectory], stats: RolloutStats | None = None) -> RegretEstimate:
-    """Turn the trajectories of :func:`regret_episodes` (hinted first) into a :class:`RegretEstimate`;
-    ValueError for an odd or empty number of trajectories."""
-    if not trajectories or len(trajectories) % 2:
-        raise ValueError(f"expected 2k trajectories (k with the hint, then k without), got {len(trajectories)}")
-    k = len(trajectories) // 2
-    hinted, plain = list(trajectories[:k]), list(trajectories[k:])
-    hint_returns = [t.episode_return for t in hinted]
-    plain_returns = [t.episode_return for t in plain]
-    mean_hint, mean_nohint = fmean(hint_returns), fmean(plain_returns)
+    """Turn the trajectories of :func:`regret_episodes` (and, optionally, :func:`hint_only_episodes`)
+    into a :class:`RegretEstimate`; the arms are told apart by ``Trajectory.hint`` and ``decoy``.
+
+    Raises ValueError unless the hint and no-hint arms hold the same number ``k >= 1`` of episodes
+    and the hint-only arm ``k`` or none.
+    """
+    hinted = [t for t in trajectories if t.hint and not t.decoy]
+    plain = [t for t in trajectories if not t.hint and not t.decoy]
+    alone = [t for t in trajectories if t.decoy]
+    k = len(plain)
+    if not k or len(hinted) != k or len(alone) not in (0, k) or any(not t.hint for t in alone):
+        raise ValueError(
+            f"expected k episodes with the hint, k without and 0 or k with the hint alone; got {len(hinted)}, "
+            f"{len(plain)} and {len(alone)} (of which {sum(not t.hint for t in alone)} unhinted)"
+        )
+    mean_hint = fmean(t.episode_return for t in hinted)
+    mean_nohint = fmean(t.episode_return for t in plain)
+    mean_alone = _mean(alone, lambda t: t.episode_return)
+    regret, reason = _regret(mean_hint, mean_nohint, mean_alone)
     return RegretEstimate(
-        env_id=hinted[0].env_id,
+        env_id=(hinted or plain)[0].env_id,
         k=k,
         seeds=[t.seed for t in plain],
         mean_hint=mean_hint,
         mean_nohint=mean_nohint,
-        se_hint=standard_error(hint_returns),
-        se_nohint=standard_error(plain_returns),
-        regret=max(mean_hint - mean_nohint, 0.0),
+        se_hint=standard_error([t.episode_return for t in hinted]),
+        se_nohint=standard_error([t.episode_return for t in plain]),
+        regret=regret,
         errors=sum(t.error is not None for t in trajectories),
         success_hint=fmean(t.success for t in hinted),
         success_nohint=fmean(t.success for t in plain),
+        mean_hint_only=mean_alone,
+        se_hint_only=standard_error([t.episode_return for t in alone]) if alone else None,
+        success_hint_only=_mean(alone, lambda t: float(t.success)),
+        reason=reason,
         nohint=plain,
         hint=hinted,
+        hint_only=alone,
         stats=stats,
     )
+
+
+def _regret(hint: float, nohint: float, alone: float | None) -> tuple[float, str]:
+    """The module's rule: ``(regret, the reason in words)``."""
+    if hint <= nohint:
+        return 0.0, f"the hint did not raise the return ({hint:.2f} with it, {nohint:.2f} without)"
+    if alone is None:
+        return (
+            hint - nohint,
+            f"the hint raised the return from {nohint:.2f} to {hint:.2f}; the hint alone was not played",
+        )
+    if alone >= hint:
+        return 0.0, f"the hint alone, without the environment's observations, returns {alone:.2f}: a leak"
+    if alone > nohint:
+        return hint - alone, (
+            f"the hint alone returns {alone:.2f}, more than {nohint:.2f} without it: paid only what the hint adds "
+            f"with the environment ({hint:.2f})"
+        )
+    return hint - nohint, f"the hint raised the return from {nohint:.2f} to {hint:.2f}; alone it returns {alone:.2f}"
 
 
 #: The Designer reward's shaping rules (:attr:`RewardConfig.shaping`).

@@ -7,15 +7,16 @@ The checks of docs/DESIGN.md ("The validation gate"), run on the real sandbox:
 3. ``contract``: types and sizes of every return value, finite rewards, JSON ``info``, returns in [0, 1];
 4. ``determinism``: the same seeds and actions give the same transitions in two fresh workers with
    different ``PYTHONHASHSEED`` (the second plays the seeds in reverse order), and on a reused instance;
-5. ``termination``: every episode ends by ``max_turns``;
+5. ``termination``: every episode ends by ``max_turns`` (every episode of the gate is played to
+   ``max_turns``, capped by the host at ``sandbox.max_turns``, with non-empty actions too);
 6. ``feasibility``: following ``oracle()`` reaches ``SUCCESS_RETURN`` on every seed;
 7. ``non_triviality``: trivial policies (empty, constants, random letters, malformed actions, echo,
    the most common oracle answer, the hint itself) do not succeed, and the hint neither is nor
-   states the answer (:func:`hint_states_answer`);
+   states the answer (:func:`~spade_gym.hint_leak.hint_states_answer`);
 8. ``variety``: different seeds give different first observations;
 9. ``novelty``: not an exact duplicate (:func:`~spade_gym.registry.dedup.ast_hash`) of a registered
-   environment, nor a near duplicate by text (MinHash similarity ``>= near_duplicate_threshold``)
-   that also behaves like it on the behaviour probe (:func:`behaviour_difference`).
+   environment, nor one that behaves like it on its probe (:mod:`spade_gym.novelty`), whatever the
+   text similarity.
 """
 
 from __future__ import annotations
@@ -23,19 +24,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
-import re
-import string
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-from spade_gym.errors import ContractError, ResourceLimitExceeded, SandboxSetupError, SpadeError
+from spade_gym.errors import ContractError, ResourceLimitExceeded, SpadeError
+from spade_gym.hint_leak import contains, hint_states_answer, normalised, secrets
 from spade_gym.program import RETURN_TOLERANCE, SUCCESS_RETURN, EnvProgram
-from spade_gym.sandbox import Budget, SandboxClient, SandboxConfig
+from spade_gym.sandbox import Budget, HostBudget, SandboxClient, SandboxConfig
+from spade_gym.seeds import SEED_VARIABLE, seed_source
+from spade_gym.trivial import blind_policies, constant
 
 if TYPE_CHECKING:
     from spade_gym.registry import Registry
@@ -43,21 +44,11 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECKS",
     "SEED_VARIABLE",
-    "AuditResult",
     "CheckResult",
-    "audit",
     "ValidationConfig",
     "ValidationReport",
-    "behaviour_difference",
-    "check_novelty",
-    "hint_states_answer",
     "validate",
 ]
-
-#: Words of the hint the audit tries as constant answers (the first ones the observation lacks).
-AUDIT_HINT_WORDS = 16
-#: Environment variable that makes the gate's seed draw reproducible (see :meth:`ValidationConfig.resolved`).
-SEED_VARIABLE = "SPADE_VALIDATION_SEED"
 
 
 def _gate_hash_seeds() -> tuple[int, int]:
@@ -108,9 +99,8 @@ _REPAIR = {
     "the hint must not contain the answer; give a method, a partial result or the first digit instead.",
     "WRONG_SETTING": "Write an environment of the setting the task asks for: set setting to it.",
     "SEED_INVARIANT": "Different seeds must give different tasks: generate the task from random.Random(seed).",
-    "DUPLICATE": "Write an environment that behaves differently from the existing one: change its rules, its "
-    "sizes (the constants, such as the number of digits or turns) or the wording of its observations; renaming, "
-    "reformatting, rewording the docstring or reordering the code is a copy.",
+    "DUPLICATE": "Write an environment with a task of its own, not one the Agent already practises in the "
+    "registered environment named above.",
     "WORKER_CRASH": "The program crashed its worker process; simplify it.",
 }
 
@@ -122,41 +112,38 @@ class ValidationConfig:
     Attributes:
         seeds: validation seeds; default ``()``: ``n_seeds`` drawn fresh per validation
             (:meth:`resolved`), so a program cannot know them.
-        trivial_seeds, novelty_probe_seeds: how many of ``seeds`` (the first) the trivial policies
-            and the behaviour probe play; ``trivial_max_turns``: turns of such an episode at most.
+        trivial_seeds: how many of ``seeds`` (the first) the trivial policies play; a trivial
+            episode is played to the program's ``max_turns`` (capped by the host at
+            ``sandbox.max_turns``), so paying late is caught.
         answer_seeds: out-of-sample seeds whose first oracle actions give the "most common answer"
             policy (default: ``n_seeds`` more drawn fresh).
         max_trivial_success_rate, max_hint_success_rate: share of seeds a trivial policy may win,
             and on which the hint may succeed or equal the answer.
-        termination_max_turns: turns of the extra empty-action episode that checks termination
-            when ``max_turns`` exceeds ``trivial_max_turns``.
         min_distinct_first_observations: share of seeds that must give distinct first observations.
-        budget_s: CPU seconds of the whole validation (and of an audit or behaviour probe); wall
-            time at most ``sandbox.wall_factor`` times as much.
+        budget_s: CPU seconds of the workers in the whole validation (and in an audit or novelty
+            probe); wall time at most ``sandbox.wall_factor`` times as much.
+        host_budget_s: CPU seconds of the host's own work in each of those (decoding, hashing, the
+            hint-leak check); ``max_hint_bytes``: longest hint, UTF-8 bytes (the Agent reads it whole);
+            observations are bounded per episode by ``sandbox.max_episode_text_bytes``.
         hash_seeds: ``PYTHONHASHSEED`` of the determinism check's two workers (default: drawn once per process).
-        near_duplicate_threshold: MinHash similarity from which a program is a near duplicate;
-            ``novelty_max_candidates``: near duplicates the probe compares with.
         sandbox: the sandbox limits; its ``hash_seed`` is replaced by ``hash_seeds``.
     """
 
     seeds: tuple[int, ...] = ()
     n_seeds: int = 10
     trivial_seeds: int = 10
-    trivial_max_turns: int = 64
     answer_seeds: tuple[int, ...] = ()
     success_threshold: float = SUCCESS_RETURN
     max_trivial_success_rate: float = 0.5
     max_hint_success_rate: float = 0.0
-    termination_max_turns: int = 2000
     min_distinct_first_observations: float = 0.5
     return_tolerance: float = RETURN_TOLERANCE
     budget_s: float = 20.0
+    host_budget_s: float = 5.0
+    max_hint_bytes: int = 4096
     hash_seeds: tuple[int, int] = field(default_factory=lambda: _GATE_HASH_SEEDS)
     constant_answers: tuple[str, ...] = ("0", "yes")
     random_text_seed: int = 0
-    near_duplicate_threshold: float = 0.9
-    novelty_probe_seeds: int = 10
-    novelty_max_candidates: int = 16
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
     def __post_init__(self) -> None:
@@ -174,9 +161,7 @@ class ValidationConfig:
         :class:`random.SystemRandom`, or from :data:`SEED_VARIABLE` and ``program_id`` when it is set."""
         if self.seeds and self.answer_seeds:
             return self
-        secret = os.environ.get(SEED_VARIABLE)
-        source = random.Random(f"{secret}-{program_id}") if secret else random.SystemRandom()
-        drawn = source.sample(range(2**31), 2 * self.n_seeds)
+        drawn = seed_source(program_id).sample(range(2**31), 2 * self.n_seeds)
         return replace(
             self,
             seeds=self.seeds or tuple(drawn[: self.n_seeds]),
@@ -208,6 +193,8 @@ class ValidationReport:
     it did not load). ``category``: ``"ACCEPT"`` or that of the first failing check. ``checks``: one
     :class:`CheckResult` per name of :data:`CHECKS`, in order. ``oracle_returns``: per seed.
     ``seconds``: wall time, ``startup_seconds`` of it starting the workers. ``config``: as a dict.
+    ``usage``: what the validation used of its budgets (``worker_cpu_s``, ``host_cpu_s``, the
+    largest episode's observation bytes ``episode_text_bytes``, the longest hint ``hint_bytes``).
     """
 
     program_id: str
@@ -224,6 +211,7 @@ class ValidationReport:
     seconds: float = 0.0
     startup_seconds: float = 0.0
     config: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)
 
     def check(self, name: str) -> CheckResult:
         """The result of the check ``name``."""
@@ -281,7 +269,7 @@ class _Failed(Exception):
         self.check, self.category, self.message = check, category, message
 
 
-def _clip(text: str, limit: int = 160) -> str:
+def clip(text: str, limit: int = 160) -> str:
     text = text.replace("\n", "\\n")
     return text if len(text) <= limit else text[:limit] + "..."
 
@@ -311,15 +299,17 @@ class _Episode:
     total: float = 0.0
     excursion: tuple[int, float] | None = None  # the first (turn, return) outside [0, 1]
     tolerance: float = RETURN_TOLERANCE
-    agent_view: bool = False
+    text_bytes: int = 0  # of the observations and hints the host read in this episode
+
+    def held(self, text: str) -> int:
+        """Count ``text`` into :attr:`text_bytes`; returns the new total."""
+        self.text_bytes += len(text.encode("utf-8", "surrogatepass"))
+        return self.text_bytes
 
     def add(self, transition: tuple[str, float, bool, bool, dict[str, Any]]) -> None:
         obs, reward, terminated, truncated, info = transition
-        self.digests.append(
-            _digest(_seen(obs), reward, terminated, truncated)
-            if self.agent_view
-            else _digest(obs, reward, terminated, truncated, info)
-        )
+        self.held(obs)
+        self.digests.append(_digest(obs, reward, terminated, truncated, info))
         self.last = (obs, reward, terminated, truncated)
         self.total += reward
         if self.excursion is None and not -self.tolerance <= self.total <= 1 + self.tolerance:
@@ -343,7 +333,9 @@ class _Validator:
         self.results = {name: CheckResult(name) for name in CHECKS}
         self.report = ValidationReport(program_id=program.id, seeds=list(config.seeds), config=config.to_dict())
         self.budget = Budget(config.budget_s, what="validation", wall=True, wall_factor=config.sandbox.wall_factor)
+        self.host = HostBudget(config.host_budget_s, "validation")
         self.clients: list[SandboxClient] = []
+        self.usage = {"episode_text_bytes": 0, "hint_bytes": 0}
 
     def fail(self, check: str, category: str, message: str) -> None:
         result = self.results[check]
@@ -356,13 +348,30 @@ class _Validator:
                 self.results[check].passed = True
 
     def call(self, client: SandboxClient, op: str, args: dict[str, Any] | None, check: str, where: str) -> Any:
+        if why := self.host.exhausted():
+            raise _Failed("contract", "TIMEOUT", f"{where}: {why} (ValidationConfig.host_budget_s)")
         try:
-            return client.call(op, args, self.budget)
+            out = client.call(op, args, self.budget)
         except SpadeError as exc:
             raise _Failed(_error_check(exc, check), exc.category, f"{where}: {exc.message}") from None
+        if op == "hint":
+            self.hint_size(out, where)
+        return out
+
+    def hint_size(self, hint: str, where: str) -> None:
+        size = len(hint.encode("utf-8", "surrogatepass"))
+        self.usage["hint_bytes"] = max(self.usage["hint_bytes"], size)
+        if size > self.config.max_hint_bytes:
+            raise _Failed(
+                "contract",
+                "OUTPUT_LIMIT",
+                f"{where}: the hint has {size:,} bytes; at most {self.config.max_hint_bytes:,} "
+                "(ValidationConfig.max_hint_bytes): a hint is a short help the Agent reads whole",
+            )
 
     def run(self) -> ValidationReport:
         started = time.perf_counter()
+        self.host.charge()
         try:
             self._run()
         except _Failed as failure:
@@ -370,9 +379,15 @@ class _Validator:
         finally:
             for client in self.clients:
                 client.kill()
+        self.host.charge()
         report = self.report
+        report.usage = {
+            "worker_cpu_s": round(self.budget.used, 6),
+            "host_cpu_s": round(self.host.used, 6),
+            **self.usage,
+        }
         report.checks = [self.results[name] for name in CHECKS]
-        _conclude(report)
+        conclude(report)
         report.seconds = round(time.perf_counter() - started, 6)
         return report
 
@@ -435,20 +450,39 @@ class _Validator:
     ) -> _Episode:
         """Play one episode; ``policy(client, episode) -> action``; ``hint``: read ``hint()`` after reset."""
         obs, info = self.call(client, "reset", {"seed": seed}, check, f"reset({seed}) in the {label} episode")
-        if hint:
-            self.call(client, "hint", None, "contract", f"hint() after reset({seed}) in the {label} episode")
         episode = _Episode(seed, (obs, info), tolerance=self.config.return_tolerance)
+        episode.held(obs)
+        if hint:
+            read = self.call(client, "hint", None, "contract", f"hint() after reset({seed}) in the {label} episode")
+            episode.held(read)
         for turn in range(1, max_turns + 1):
             action = policy(client, episode)
             episode.actions.append(action)
             where = f"step() on turn {turn} of the {label} episode for seed {seed}"
             episode.add(tuple(self.call(client, "step", {"action": action}, check, where)))
+            self._held(episode, where)
             if episode.ended:
                 break
         return episode
 
+    def _held(self, episode: _Episode, where: str) -> None:
+        """The episode's observations and hints stay within ``sandbox.max_episode_text_bytes``."""
+        self.usage["episode_text_bytes"] = max(self.usage["episode_text_bytes"], episode.text_bytes)
+        limit = self.config.sandbox.max_episode_text_bytes
+        if episode.text_bytes > limit:
+            raise _Failed(
+                "contract",
+                "OUTPUT_LIMIT",
+                f"{where}: the episode's observations and hints reached {episode.text_bytes:,} bytes; the host holds "
+                f"at most {limit:,} per episode (SandboxConfig.max_episode_text_bytes)",
+            )
+
+    def _turns(self) -> int:
+        """Turns of a gate episode: the declared ``max_turns``, capped by the host."""
+        return min(self.report.max_turns or 1, self.config.sandbox.max_turns)
+
     def _oracle_episodes(self, a: SandboxClient) -> list[_Episode]:
-        max_turns = self.report.max_turns or 1
+        max_turns = self._turns()
         leaks: list[int] = []
         hints: dict[int, str] = {}  # seed -> the hint at the start of its oracle episode
 
@@ -458,6 +492,7 @@ class _Validator:
             action: str = self.call(client, "oracle", None, "feasibility", f"oracle() {where}")
             if turn == 1:  # the hint is checked for leaks (and its contract) at the start
                 hint = self.call(client, "hint", None, "contract", f"hint() {where}")
+                episode.held(hint)
                 if hint.strip() and hint.strip() == action.strip():
                     leaks.append(episode.seed)
                 hints[episode.seed] = hint
@@ -470,13 +505,15 @@ class _Validator:
             total = episode.total
             self.report.oracle_returns.append(round(total, 6))
             self._check_episode(episode, "oracle", "")
-            if episode.ended and total < self.config.success_threshold:
+            capped = not episode.ended and len(episode.actions) >= max_turns  # the host's turn cap ended it
+            if (episode.ended or capped) and total < self.config.success_threshold:
                 self.fail(
                     "feasibility",
                     "ORACLE_FAILED",
                     f"seed {seed}: following oracle() for {len(episode.actions)} turn(s) returned {total:g}; "
                     f"it must reach {self.config.success_threshold:g} (last observation: "
-                    f"{_clip(episode.last_observation)!r})",
+                    f"{clip(episode.last_observation)!r})"
+                    + (f"; the host ends every episode after {max_turns} turns" if capped else ""),
                 )
         rate = len(leaks) / len(self.config.seeds)
         if leaks and rate > self.config.max_hint_success_rate:
@@ -484,22 +521,24 @@ class _Validator:
                 "non_triviality",
                 "HINT_LEAK",
                 f"hint() equals oracle() at the start of {len(leaks)} of {len(self.config.seeds)} episodes "
-                f"(seeds {_seed_list(leaks)}); the hint gives the answer away",
+                f"(seeds {seed_list(leaks)}); the hint gives the answer away",
             )
             return episodes
         # the hint alone must not state the answer: the oracle's last action, the one that completed the task
         firsts = {e.seed: (hints[e.seed], e.actions[-1], e.first[0]) for e in episodes if e.actions}
         stated = hint_states_answer(firsts, [action for e in episodes for action in e.actions[:-1]])
+        if why := self.host.exhausted():
+            raise _Failed("contract", "TIMEOUT", f"the hint-leak check: {why} (ValidationConfig.host_budget_s)")
         if stated and len(stated) / len(self.config.seeds) > self.config.max_hint_success_rate:
             seed = stated[0]
             hint, action, observation = firsts[seed]
-            found = next(x for x in _secrets(action, observation) if _contains(_normalised(hint), x))
+            found = next((x for x in secrets(action, observation) if contains(normalised(hint), x)), action)
             self.fail(
                 "non_triviality",
                 "HINT_LEAK",
                 f"hint() states the oracle's answer at the start of {len(stated)} of {len(self.config.seeds)} "
-                f"episodes (seeds {_seed_list(stated)}; seed {seed}: the hint {_clip(hint, 120)!r} contains the "
-                f"answer {_clip(found, 60)!r}); a hint must help without stating the answer: give "
+                f"episodes (seeds {seed_list(stated)}; seed {seed}: the hint {clip(hint, 120)!r} contains the "
+                f"answer {clip(found, 60)!r}); a hint must help without stating the answer: give "
                 "a method, a partial result or the first digit or letter instead",
             )
         return episodes
@@ -514,7 +553,7 @@ class _Validator:
                 f"seed {episode.seed}: the return reached {partial:g} on turn {turn} of the {label} episode; "
                 "the sum of rewards must stay within [0, 1]",
             )
-        if playing is not None and not episode.ended:
+        if playing is not None and not episode.ended and len(episode.actions) == (self.report.max_turns or 1):
             self.fail(
                 "termination",
                 "EPISODE_LIMIT",
@@ -554,7 +593,7 @@ class _Validator:
                 "variety",
                 "SEED_INVARIANT",
                 f"{len(firsts)} seeds gave only {distinct} distinct first observation(s); at least {needed} are "
-                f"required (first observation: {_clip(firsts[0])!r})",
+                f"required (first observation: {clip(firsts[0])!r})",
             )
 
     def _most_common_answer(self, a: SandboxClient) -> str | None:
@@ -568,37 +607,30 @@ class _Validator:
     def _trivial_jobs(self, common: str | None) -> list[tuple[str, int, int, bool]]:
         """``(policy, seed, turns, counts_as_trial)`` for every trivial episode to play."""
         self._policies: dict[str, Any] = {
-            label: _on_episode(act) for label, act in _blind_policies(self.config.random_text_seed).items()
+            label: _on_episode(act) for label, act in blind_policies(self.config.random_text_seed).items()
         }
         self._policies["hint"] = self._hint_policy
         for answer in self.config.constant_answers:
-            self._policies[f"constant {answer!r}"] = _on_episode(_constant(answer))
+            self._policies[f"constant {answer!r}"] = _on_episode(constant(answer))
         if common is not None:
-            self._policies[f"most common answer {_clip(common, 40)!r}"] = _on_episode(_constant(common))
+            self._policies[f"most common answer {clip(common, 40)!r}"] = _on_episode(constant(common))
         self._wins: Counter[str] = Counter()
-        declared = self.report.max_turns or 1
-        turns = min(declared, self.config.trivial_max_turns)
         seeds = self.config.seeds[: max(1, self.config.trivial_seeds)]
-        jobs = [(label, seed, turns, True) for label in self._policies for seed in seeds]
-        if declared > turns:  # one empty-action episode played to the end checks termination
-            jobs.append(("empty", self.config.seeds[0], min(declared, self.config.termination_max_turns), False))
-        return jobs
+        # every policy (empty, constant and non-empty ones) to max_turns: paying late, or not ending, is seen
+        return [(label, seed, self._turns(), True) for label in self._policies for seed in seeds]
 
     def _hint_policy(self, client: SandboxClient, episode: _Episode) -> str:
         where = f"on turn {len(episode.actions) + 1} of the hint-submitting episode for seed {episode.seed}"
         return str(self.call(client, "hint", None, "contract", f"hint() {where}"))
 
     def _run_trivial(self, client: SandboxClient, jobs: list[tuple[str, int, int, bool]]) -> None:
-        declared = self.report.max_turns or 1
         for label, seed, turns, counts in jobs:
             # hint() is called after reset, as in the Agent's hinted episodes: a hint() that changes the
             # episode (say, to pay any answer) must not make a trivial policy succeed
             episode = self._play(
                 client, seed, self._policies[label], turns, "non_triviality", f"{label}-policy", hint=True
             )
-            self._check_episode(
-                episode, f"{label}-policy", f"playing the {label} policy, " if turns == declared else None
-            )
+            self._check_episode(episode, f"{label}-policy", f"playing the {label} policy, ")
             if counts and episode.total >= self.config.success_threshold:
                 self._wins[label] += 1
 
@@ -619,469 +651,44 @@ class _Validator:
                 )
 
     def _novelty(self) -> None:
-        problem = _duplicate_of(self.program, self.registry, self.config)
+        from spade_gym.novelty import duplicate_of
+
+        problem = duplicate_of(self.program, self.registry, self.config)
         if problem is None:
             self.passed("novelty")
         else:
-            self.fail("novelty", "DUPLICATE", problem)
+            self.fail("novelty", *problem)
 
 
-def _duplicate_of(program: EnvProgram, registry: Registry | None, config: ValidationConfig) -> str | None:
-    """Why ``program`` duplicates an environment of ``registry``, or ``None`` when it is novel."""
-    if registry is None:
-        return None
-    exact = registry.exact_duplicate(program)
-    if exact is not None:
-        return (
-            f"the program is an exact duplicate of the registered {exact.env_id}: the same code up to names, the "
-            "environment's name, docstrings, comments and layout"
-        )
-    candidates = registry.near_duplicates(program, threshold=config.near_duplicate_threshold)
-    for record, similarity in candidates[: config.novelty_max_candidates]:
-        try:
-            other = record.program()
-        except SpadeError:  # a damaged entry cannot be compared: it does not make the program a copy
-            continue
-        difference = behaviour_difference(program, other, config)
-        if difference is None:
-            seeds = list(config.seeds[: max(1, config.novelty_probe_seeds)])
-            return (
-                f"the program is a near duplicate (similarity {similarity:.2f}) of the registered {record.env_id} "
-                f"and behaves exactly like it: on seeds {_seed_list(seeds)} the oracle's, random and malformed "
-                "actions get the same observations, rewards and hints from both (what the Agent sees; whitespace and info do not count)"
-            )
+def _first_difference(a: _Episode, b: _Episode) -> str | None:
+    """The first difference of two episodes."""
+    if a.first[0] != b.first[0]:
+        return f"the first observation differs ({clip(a.first[0], 80)!r} vs {clip(b.first[0], 80)!r})"
+    if a.first[1] != b.first[1]:
+        return "the info returned by reset() differs"
+    for turn, (x, y) in enumerate(zip(a.digests, b.digests, strict=False), 1):
+        if x != y:
+            return f"the observation, reward, flags or info on turn {turn} differ"
+    if len(a.digests) != len(b.digests):
+        return "the episode length differs"
     return None
 
 
-#: The behaviour probe's action sources: the new program's oracle, then two program-blind ones.
-_PROBES = ("oracle", "random_text", "garbage")
-
-
-def behaviour_difference(program: EnvProgram | str, other: EnvProgram | str, config: ValidationConfig) -> str | None:
-    """The first difference the Agent could see between two programs on the behaviour probe, or ``None``.
-
-    Plays ``program`` on the first ``config.novelty_probe_seeds`` seeds with its ``oracle()``,
-    random letters and malformed actions, reading ``hint()`` after each reset, and replays the same
-    actions on ``other`` in a second worker, within ``config.budget_s``. Compared: ``setting``,
-    ``max_turns``, ``tools``, observations and hints up to whitespace, rewards and flags (not
-    ``info``); a program failing where the other does not differs. SandboxSetupError: no worker.
-    """
-    program = EnvProgram(program) if isinstance(program, str) else program
-    other = EnvProgram(other) if isinstance(other, str) else other
-    config = config.resolved(program.id)  # both on the same seeds
-    budget = Budget(
-        config.budget_s, what="the novelty check's behaviour probe", wall=True, wall_factor=config.sandbox.wall_factor
-    )
-    clients = [SandboxClient(replace(config.sandbox, hash_seed=config.hash_seeds[0])) for _ in range(2)]
-    try:
-        specs = []
-        for client, prog in zip(clients, (program, other), strict=True):
-            try:
-                specs.append(client.load(prog.source))
-            except SandboxSetupError:
-                raise
-            except SpadeError as exc:
-                return f"{'the new' if prog is program else 'the registered'} program does not load ({exc.message})"
-        mine, theirs = specs
-        for what in ("setting", "max_turns", "tools"):
-            if getattr(mine, what) != getattr(theirs, what):
-                return f"{what} differs ({getattr(mine, what)!r} vs {getattr(theirs, what)!r})"
-        turns = min(mine.max_turns, config.trivial_max_turns)
-        for seed in config.seeds[: max(1, config.novelty_probe_seeds)]:
-            for probe in _PROBES:
-                played: list[tuple[_Episode, str]] = []
-                for client, who in zip(clients, ("new", "registered"), strict=True):
-                    replay = played[0][0] if played else None
-                    try:
-                        played.append(_probe_episode(client, seed, probe, turns, budget, config, replay))
-                    except SandboxSetupError:
-                        raise
-                    except SpadeError as exc:
-                        return f"seed {seed}, {probe} actions: the {who} program failed ({exc.message})"
-                (recorded, hint), (replayed, other_hint) = played
-                if _seen(hint) != _seen(other_hint):
-                    return f"seed {seed}: the hint differs ({_clip(hint, 80)!r} vs {_clip(other_hint, 80)!r})"
-                difference = _first_difference(recorded, replayed, agent_view=True)
-                if difference:
-                    return f"seed {seed}, {probe} actions: {difference}"
-        return None
-    finally:
-        for client in clients:
-            client.kill()
-
-
-def _probe_episode(
-    client: SandboxClient,
-    seed: int,
-    probe: str,
-    turns: int,
-    budget: Budget,
-    config: ValidationConfig,
-    replay: _Episode | None,
-) -> tuple[_Episode, str]:
-    """One behaviour-probe episode and the hint read after its reset; ``replay``: play its actions."""
-    policies = _blind_policies(config.random_text_seed)
-    obs, info = client.call("reset", {"seed": seed}, budget)
-    hint = str(client.call("hint", None, budget))
-    episode = _Episode(seed, (obs, info), agent_view=True)
-    limit = len(replay.actions) if replay is not None else turns
-    for turn in range(limit):
-        if replay is not None:
-            action = replay.actions[turn]
-        elif probe == "oracle":
-            action = str(client.call("oracle", None, budget))
-        else:
-            action = policies[probe](episode.last_observation, seed, len(episode.actions))
-        episode.actions.append(action)
-        episode.add(tuple(client.call("step", {"action": action}, budget)))
-        if episode.ended:
-            break
-    return episode, hint
-
-
-def _conclude(report: ValidationReport) -> None:
+def conclude(report: ValidationReport) -> None:
     """Set ``accepted`` and ``category`` from the checks: the category of the first failed check."""
     first = next((c for c in report.checks if c.passed is False), None)
     report.accepted = first is None and all(c.passed for c in report.checks)
     report.category = "ACCEPT" if report.accepted else (first.category if first and first.category else "ERROR")
 
 
-def check_novelty(
-    report: ValidationReport, program: EnvProgram | str, registry: Registry, config: ValidationConfig | None = None
-) -> ValidationReport:
-    """Run the novelty check of a report made without a registry: ``check_novelty(validate(p, c), p,
-    r, c)`` gives the verdict of ``validate(p, c, registry=r)``, as a new report (the check stays
-    unrun when validation stopped before it). ``config``: default the report's own.
-
-    Raises ValueError when ``report`` is not the report of ``program``.
-    """
-    program = EnvProgram(program) if isinstance(program, str) else program
-    if report.program_id != program.id:
-        raise ValueError(f"the report is of program {report.program_id}, not of the given program {program.id}")
-    if config is None:  # the report's own settings, as far as the novelty check uses them
-        defaults, saved = ValidationConfig(), report.config
-        keys = ("near_duplicate_threshold", "novelty_probe_seeds", "novelty_max_candidates")
-        config = replace(defaults, **{key: type(getattr(defaults, key))(saved[key]) for key in keys if key in saved})
-    if not config.seeds:  # the seeds the report was made on
-        config = replace(config, seeds=tuple(report.seeds) or config.resolved(report.program_id).seeds)
-    out = ValidationReport.from_dict(report.to_dict())
-    novelty = out.check("novelty")
-    if novelty.passed is None:  # validation stopped before the novelty check
-        return out
-    started = time.perf_counter()
-    problem = _duplicate_of(program, registry, config)
-    seconds = round(time.perf_counter() - started, 6)
-    novelty.passed, novelty.category, novelty.message = (
-        (True, None, "") if problem is None else (False, "DUPLICATE", problem)
-    )
-    novelty.seconds += seconds
-    out.seconds = round(out.seconds + seconds, 6)
-    _conclude(out)
-    return out
-
-
-#: Characters that may not touch a stated answer in the hint (a "7" inside "17" is not a "7").
-_WORD = re.compile(r"[0-9a-z]")
-#: An answer found in the hints of at least this share of the other seeds is boilerplate, not stated.
-COMMON_IN_HINTS = 0.5
-#: An answer this short ("8", "no") turns up in a hint by chance (see :func:`hint_states_answer`).
-SHORT_ANSWER = 2
-
-
-def _normalised(text: str) -> str:
-    """Lower case, whitespace collapsed, surrounding quotes, brackets and sentence punctuation dropped."""
-    return " ".join(text.lower().split()).strip(" .,;:!?'\"`()[]")
-
-
-def _contains(hint: str, answer: str) -> bool:
-    """Whether the normalised ``answer`` occurs in the normalised ``hint`` as a whole token."""
-    start = hint.find(answer)
-    while start >= 0:
-        end = start + len(answer)
-        before = hint[start - 1] if start else ""
-        after = hint[end] if end < len(hint) else ""
-        if not (_WORD.fullmatch(before) and _WORD.fullmatch(answer[0])) and not (
-            _WORD.fullmatch(after) and _WORD.fullmatch(answer[-1])
-        ):
-            return True
-        start = hint.find(answer, start + 1)
-    return False
-
-
-def _secrets(action: str, observation: str) -> list[str]:
-    """What a hint must not state: the action and a tool call's arguments ``observation`` lacks."""
-    out = [_normalised(action)]
-    try:
-        call = json.loads(action)
-    except ValueError:
-        call = None
-    if isinstance(call, dict) and isinstance(call.get("arguments"), dict):
-        shown = _normalised(observation)
-        for value in call["arguments"].values():
-            if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-                argument = _normalised(str(value))
-                if argument and not _contains(shown, argument):
-                    out.append(argument)
-    return [secret for secret in dict.fromkeys(out) if secret]
-
-
-def hint_states_answer(firsts: Mapping[int, tuple[str, str, str]], steps: Iterable[str] = ()) -> list[int]:
-    """The seeds (ascending) whose hint, read at the start of the episode, states the answer.
-
-    ``firsts``: ``{seed: (hint, the oracle's last action, first observation)}``; ``steps``: the
-    oracle's other actions. The answer (for a tool call, also its argument values the observation
-    does not name) is stated when, normalised, it is a whole token of the hint (``"7"`` is in
-    ``"the answer is 7."``, not in ``"17"``), unless it is one of ``steps`` or in the hints of at
-    least :data:`COMMON_IN_HINTS` of the other seeds. An answer of at most :data:`SHORT_ANSWER`
-    characters counts only when more than :data:`COMMON_IN_HINTS` of all the hints state theirs.
-    """
-    hints = {seed: _normalised(hint) for seed, (hint, _, _) in firsts.items()}
-    secrets = {seed: _secrets(action, observation) for seed, (_, action, observation) in firsts.items()}
-    moves = {secret for step in steps for secret in _secrets(step, "")}
-    stated: list[int] = []
-    short: list[int] = []
-    for seed in sorted(secrets):
-        for secret in secrets[seed]:
-            if secret in moves or not _contains(hints[seed], secret):
-                continue
-            others = [other for other in secrets if other != seed and secret not in secrets[other]]
-            common = sum(_contains(hints[other], secret) for other in others)
-            if others and common >= COMMON_IN_HINTS * len(others):
-                continue
-            (short if len(secret) <= SHORT_ANSWER else stated).append(seed)
-            break
-    if len(short) + len(stated) > COMMON_IN_HINTS * len(secrets):  # most hints state theirs: no coincidence
-        stated = sorted(stated + short)
-    return stated
-
-
-def _seed_list(seeds: list[int], shown: int = 10) -> str:
+def seed_list(seeds: list[int], shown: int = 10) -> str:
     text = ", ".join(map(str, seeds[:shown]))
     return text + (f", ... ({len(seeds) - shown} more)" if len(seeds) > shown else "")
-
-
-def _constant(text: str) -> Callable[[str, int, int], str]:
-    return lambda obs, seed, turn: text
 
 
 def _on_episode(act: Callable[[str, int, int], str]) -> Any:
     """A ``(observation, seed, turn) -> action`` policy as ``_play`` calls it."""
     return lambda client, episode: act(episode.last_observation, episode.seed, len(episode.actions))
-
-
-def _random_text_action(seed: int, episode_seed: int, turn: int) -> str:
-    rng = random.Random(f"{seed}-{episode_seed}-{turn}")  # the same whichever worker
-    return "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, 12)))
-
-
-#: Malformed actions of the kinds agents produce: numbers out of range, broken JSON, odd whitespace.
-_GARBAGE = (
-    "-1",
-    "9",
-    "99",
-    "1000000",
-    "0.5",
-    "{",
-    "}",
-    "[]",
-    "null",
-    '{"name": "x"}',
-    '{"name": 1, "arguments": []}',
-    " ",
-    "\n",
-    "a b c",
-    "A1",
-    "Z9",
-    "up up",
-    "\u00e9\u2603",
-    "<answer></answer>",
-    "None",
-)
-
-
-def _garbage_action(seed: int, episode_seed: int, turn: int) -> str:
-    return random.Random(f"garbage-{seed}-{episode_seed}-{turn}").choice(_GARBAGE)
-
-
-def _blind_policies(seed: int) -> dict[str, Callable[[str, int, int], str]]:
-    """The trivial policies blind to the program: ``(observation, episode seed, turn) -> action``."""
-    return {
-        "empty": _constant(""),
-        "random_text": lambda obs, s, turn: _random_text_action(seed, s, turn),
-        "garbage": lambda obs, s, turn: _garbage_action(seed, s, turn),
-        "echo": lambda obs, s, turn: obs,
-    }
-
-
-def _seen(text: str) -> str:
-    """Text as the Agent reads it, for the novelty probe: whitespace runs collapsed, ends stripped."""
-    return " ".join(text.split())
-
-
-def _first_difference(a: _Episode, b: _Episode, agent_view: bool = False) -> str | None:
-    """The first difference of two episodes; with ``agent_view``, only in what the Agent sees."""
-    same: Callable[[str, str], bool] = (lambda x, y: _seen(x) == _seen(y)) if agent_view else (lambda x, y: x == y)
-    if not same(a.first[0], b.first[0]):
-        return f"the first observation differs ({_clip(a.first[0], 80)!r} vs {_clip(b.first[0], 80)!r})"
-    if not agent_view and a.first[1] != b.first[1]:
-        return "the info returned by reset() differs"
-    for turn, (x, y) in enumerate(zip(a.digests, b.digests, strict=False), 1):
-        if x != y:
-            seen = "the observation, reward or flags" if agent_view else "the observation, reward, flags or info"
-            return f"{seen} on turn {turn} differ"
-    if len(a.digests) != len(b.digests):
-        return "the episode length differs"
-    return None
-
-
-# -- the audit: the gate's trivial-policy and oracle checks on seeds the gate did not play --------
-
-
-@dataclass
-class AuditResult:
-    """What :func:`audit` found: the ``seeds`` played, each trivial policy's ``success_rates``, the
-    ``oracle_failures`` (seeds), and when it failed a ``category`` (``"TRIVIAL"``, ``"HINT_LEAK"``,
-    ``"ORACLE_FAILED"`` or a sandbox error's) and a ``message``."""
-
-    seeds: tuple[int, ...]
-    success_rates: dict[str, float] = field(default_factory=dict)
-    oracle_failures: list[int] = field(default_factory=list)
-    category: str | None = None
-    message: str = ""
-
-    @property
-    def passed(self) -> bool:
-        """Whether the program behaved on these seeds as the gate requires."""
-        return self.category is None
-
-
-def audit(
-    env: Any, seeds: Iterable[int], config: ValidationConfig | None = None, max_turns: int | None = None
-) -> AuditResult:
-    """Replay the gate's feasibility and non-triviality checks on ``seeds`` the gate did not play,
-    each episode in a fresh worker as the Agent's: ``reset``, ``hint()``, then ``step``.
-
-    The trivial policies play first, before any ``oracle()`` call (``TRIVIAL``); on the first seed
-    no word of the hint absent from the observation (the first :data:`AUDIT_HINT_WORDS`) may win as
-    an answer (``HINT_LEAK``); following ``oracle()`` must succeed (``ORACLE_FAILED``) and the hint
-    must not state its answer (:func:`hint_states_answer`, ``HINT_LEAK``).
-
-    ``env``: what :class:`~spade_gym.agent.Episode` accepts. ``config``: the gate's thresholds;
-    ``budget_s`` bounds the audit. ``max_turns``: of a trivial episode (default: the env's, up to
-    ``config.trivial_max_turns``). A program error is a failed :class:`AuditResult`, never an
-    exception. Raises ValueError for no seeds, SandboxSetupError when no worker can start.
-    """
-    from spade_gym.agent import open_playable_env
-    from spade_gym.env import SandboxedEnv
-
-    config = config or ValidationConfig()
-    seeds = tuple(seeds)
-    if not seeds:
-        raise ValueError("audit() needs at least one seed")
-    result = AuditResult(seeds)
-    policies = _blind_policies(config.random_text_seed)
-    policies.update({f"constant {a!r}": _constant(a) for a in config.constant_answers})
-
-    def fail(category: str, message: str) -> NoReturn:
-        result.category, result.message = category, message[:500]
-        raise _Failed("audit", category, message)
-
-    # the whole audit: a slow program cannot stall the trainer (CPU seconds of its workers)
-    budget = Budget(config.budget_s, what="audit", wall=True, wall_factor=config.sandbox.wall_factor)
-
-    def play(seed: int, label: str, act: Any, limit_turns: int | None) -> tuple[float, str, str, list[str]]:
-        """One episode in a fresh worker: ``(return, hint, first observation, actions)``."""
-        if why := budget.exhausted():
-            fail("TIMEOUT", f"{why} (ValidationConfig.budget_s)")
-        playable: Any = None
-        try:
-            if isinstance(env, EnvProgram):  # each episode draws on what is left of the audit's CPU budget
-                sandbox = replace(config.sandbox, episode_budget_s=max(min(budget.remaining, 1e5), 1e-3))
-                playable = SandboxedEnv(env, config=sandbox)
-            else:
-                playable = open_playable_env(env)  # a SandboxedEnv (with oracle()) or another playable env
-            first, _info = playable.reset(seed=seed)
-            hint = playable.hint()  # as start_episode: every episode reads it right after reset
-            observation, total, actions = first, 0.0, []
-            limit = min(playable.max_turns, limit_turns or config.trivial_max_turns)
-            for turn in range(limit):
-                action = act(playable, observation, seed, turn)
-                actions.append(action)
-                observation, reward, terminated, truncated, info = playable.step(action)
-                error = info.get("sandbox_error") if isinstance(info, dict) else None
-                if error:
-                    fail(
-                        str(error.get("category") or "ENV_EXCEPTION"),
-                        f"seed {seed}, the {label} policy: {error.get('message', '')}",
-                    )
-                total += reward
-                if terminated or truncated:
-                    break
-            return total, hint, first, actions
-        except (_Failed, SandboxSetupError):
-            raise
-        except Exception as exc:  # the program failed to load, or in reset, hint or oracle
-            fail(getattr(exc, "category", None) or "ENV_EXCEPTION", f"seed {seed}, the {label} policy: {exc}")
-        finally:
-            client = getattr(playable, "client", None)  # a SandboxedEnv: charge its worker's CPU seconds
-            if client is not None:
-                budget.charge(client.cpu_used_s)
-            if playable is not None:
-                playable.close()
-
-    wins: Counter[str] = Counter()
-    try:
-        # the trivial policies first: a program that notes oracle() calls (the gate's habit) sees none
-        for label, policy in policies.items():
-            for seed in seeds:
-                total, *_ = play(seed, label, lambda e, obs, s, t, p=policy: p(obs, s, t), max_turns)
-                if total >= config.success_threshold:
-                    wins[label] += 1
-        result.success_rates = {label: wins[label] / len(seeds) for label in policies}
-        worst = max(result.success_rates, key=lambda k: result.success_rates[k])
-        if result.success_rates[worst] > config.max_trivial_success_rate:
-            fail(
-                "TRIVIAL",
-                f"the trivial policy {worst} succeeded on {wins[worst]} of {len(seeds)} seeds the gate did not "
-                "play (episodes played as the Agent's); a trivial policy must not succeed",
-            )
-        firsts: dict[int, tuple[str, str, str]] = {}
-        steps: list[str] = []
-        for seed in seeds:
-            total, hint, first, actions = play(seed, "oracle", lambda e, obs, s, t: e.oracle(), None)
-            if total < config.success_threshold:
-                result.oracle_failures.append(seed)
-            if actions:
-                firsts[seed] = (hint, actions[-1], first)
-                steps += actions[:-1]
-            if seed == seeds[0]:
-                words = [w for w in dict.fromkeys(re.findall(r"[\w'-]+", hint)) if w.lower() not in first.lower()]
-                for word in words[:AUDIT_HINT_WORDS]:
-                    won, *_ = play(seed, f"hint word {word!r}", lambda e, obs, s, t, w=word: w, max_turns)
-                    if won >= config.success_threshold:
-                        fail(
-                            "HINT_LEAK",
-                            f"seed {seed}: the word {_clip(word, 40)!r} of the hint succeeds as the answer "
-                            f"(hint {_clip(hint, 80)!r}); a hint must help without naming an answer",
-                        )
-    except _Failed:
-        return result
-    n = len(seeds)
-    stated = hint_states_answer(firsts, steps)
-    if result.oracle_failures:
-        result.category = "ORACLE_FAILED"
-        result.message = (
-            f"following oracle() did not succeed on {len(result.oracle_failures)} of {n} seeds the gate did not play "
-            f"(seeds {_seed_list(result.oracle_failures)})"
-        )
-    elif stated:
-        hint, answer, _ = firsts[stated[0]]
-        result.category = "HINT_LEAK"
-        result.message = (
-            f"the hint read after reset (as the Agent reads it) states the oracle's answer on {len(stated)} of {n} "
-            f"seeds (seed {stated[0]}: {_clip(hint, 80)!r}, answer {_clip(answer, 40)!r})"
-        )
-    return result
 
 
 def validate(

@@ -44,6 +44,7 @@ from spade_gym.reasoning_gym import ReasoningGymEnv
 from spade_gym.registry.gymnasium import open_registry
 from spade_gym.registry.store import Registry
 from spade_gym.sandbox import SandboxConfig
+from spade_gym.seeds import draw_seeds
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from datasets import Dataset
@@ -989,7 +990,8 @@ def agent_dataset(
 
     The prompt is :data:`AGENT_SYSTEM_PROMPTS` plus the description, then the first observation of
     ``reset(seed)`` (with the hint when ``hint``). ``envs``: one or a list, as
-    :func:`environment_factory` takes them; ``seeds``: reset seeds, or ``n`` for ``range(n)``.
+    :func:`environment_factory` takes them; ``seeds``: reset seeds, or a count ``n`` of seeds drawn
+    as the validation gate draws them (:func:`~spade_gym.seeds.draw_seeds`: no program can predict them).
 
     Returns:
         Columns ``prompt``, ``environment`` and ``env_id`` (the env key), ``seed`` and ``hint``.
@@ -1002,11 +1004,11 @@ def agent_dataset(
     datasets = _import("datasets")
     specs = list(envs) if isinstance(envs, list | tuple) else [envs]
     if isinstance(seeds, int) and not isinstance(seeds, bool):
-        seed_list: list[Any] = list(range(seeds))
+        seed_list: list[Any] = draw_seeds(seeds, "agent_dataset")
     elif isinstance(seeds, Iterable) and not isinstance(seeds, str | bytes):
         seed_list = list(seeds)
     else:
-        raise ValueError(f"seeds must be an int n (range(n)) or an iterable of ints, got {seeds!r:.80}")
+        raise ValueError(f"seeds must be an int n (n drawn seeds) or an iterable of ints, got {seeds!r:.80}")
     if not seed_list or not specs:
         raise ValueError("agent_dataset needs at least one environment and one seed")
     if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seed_list):

@@ -23,6 +23,7 @@ from typing import Any
 
 from spade_gym.integrations import require
 from spade_gym.integrations._episode import SpadeEpisode, failed_start_text, first_observations, resolve_env_ids
+from spade_gym.seeds import draw_seeds
 
 __all__ = [
     "TASKSET_ID",
@@ -62,7 +63,7 @@ def verifiers_classes() -> dict[str, type]:
         env_ids: list[str] = []
         registry: str | None = None
         seeds: list[int] | None = None
-        seed: int = pydantic.Field(0, ge=0)
+        seed: int | None = pydantic.Field(None, ge=0)
         num_rows: int | None = pydantic.Field(None, ge=1)
         hint: bool = False
         max_turns: int | None = pydantic.Field(None, ge=1)
@@ -219,11 +220,13 @@ def verifiers_classes() -> dict[str, type]:
     return classes
 
 
-def _rows(ids: Sequence[str], seeds: Sequence[int] | None, seed: int, num_rows: int | None) -> list[tuple[str, int]]:
+def _rows(
+    ids: Sequence[str], seeds: Sequence[int] | None, seed: int | None, num_rows: int | None
+) -> list[tuple[str, int]]:
     """(env_id, seed) pairs, seed-major, without repeats; ``num_rows`` cuts them."""
     if seeds is None:
         per_env = math.ceil(num_rows / len(ids)) if num_rows else 8
-        seeds = range(seed, seed + per_env)
+        seeds = draw_seeds(per_env, "verifiers") if seed is None else range(seed, seed + per_env)
     unique = list(dict.fromkeys(seeds))
     rows = [(env_id, s) for s in unique for env_id in ids]
     if num_rows is not None:
@@ -241,7 +244,7 @@ def env_config(
     registry: str | None = None,
     num_rows: int | None = None,
     seeds: Sequence[int] | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     hint: bool = False,
     max_turns: int | None = None,
     agent: Mapping[str, Any] | None = None,
@@ -251,7 +254,8 @@ def env_config(
     Args:
         env_ids, registry: as :func:`~spade_gym.integrations._episode.resolve_env_ids` takes them.
         num_rows: number of tasks; ``None``: every (environment, seed) pair.
-        seeds: reset seeds; ``None``: from ``seed`` on, as many as ``num_rows`` needs (8 per env).
+        seeds: reset seeds; ``None``: as many as ``num_rows`` needs (8 per env), from ``seed`` on, or
+            with ``seed=None`` drawn as the validation gate draws them (no program can predict them).
         hint, max_turns: as :class:`~spade_gym.integrations._episode.SpadeEpisode`.
         agent: overrides of the agent seat's ``vf.AgentConfig``.
 

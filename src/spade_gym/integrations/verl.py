@@ -39,6 +39,7 @@ from spade_gym.integrations._episode import (
     resolve_env_ids,
 )
 from spade_gym.program import SUCCESS_RETURN
+from spade_gym.seeds import draw_seeds
 
 __all__ = [
     "AGENT_NAME",
@@ -266,7 +267,7 @@ async def play_token_episode(
 
 def make_rows(
     env_ids: Sequence[str] | str | None = None,
-    seeds: Iterable[int] | int = range(8),
+    seeds: Iterable[int] | int = 8,
     *,
     registry: str | os.PathLike[str] | None = None,
     split: str = "train",
@@ -280,14 +281,15 @@ def make_rows(
     ``env_id``, ``seed``, ``hint``).
 
     ``env_ids`` and ``registry`` are as :func:`~spade_gym.integrations._episode.resolve_env_ids`
-    takes them; ``seeds``: reset seeds, or a count ``n`` for ``0 .. n-1``.
+    takes them; ``seeds``: reset seeds, or a count ``n`` of seeds drawn as the validation gate draws
+    them (:func:`~spade_gym.seeds.draw_seeds`: no program can predict them).
 
     Raises:
         EnvNotFound / ValueError: an unknown or unplayable id, or a bad seed.
         SpadeError: an environment fails to start at a seed.
     """
     ids = resolve_env_ids(env_ids, registry)
-    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    seed_list = draw_seeds(seeds, "verl") if isinstance(seeds, int) else list(seeds)
     if not seed_list:
         raise ValueError("no seeds: give reset seeds (ints >= 0) or a count >= 1")
     rows: list[dict[str, Any]] = []

@@ -7,6 +7,7 @@ import dataclasses
 import math
 import os
 import re
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,23 @@ ENV_ID_PATTERN = re.compile(r"(?P<name>[A-Z][A-Za-z0-9_]{0,99})-v(?P<version>0|[
 PROGRAM_ID_PATTERN = re.compile(r"[0-9a-f]{64}")
 #: The gymnasium namespace of registered environments.
 GYM_PREFIX = "spade/"
+#: Largest ``max_turns`` a record may hold (the program contract's), and longest description (a
+#: program's size limit) and tag.
+MAX_TURNS = 100_000
+MAX_DESCRIPTION_CHARS = 100_000
+MAX_TAG_CHARS = 200
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlevel = 60, 60, 2
+_SHORT.maxlist = _SHORT.maxdict = _SHORT.maxtuple = _SHORT.maxset = 4
+
+
+def shown(value: Any) -> str:
+    """A short ``repr`` of a value read from a file (:mod:`reprlib`: a few items, strings cut), for messages."""
+    try:
+        return _SHORT.repr(value)
+    except ValueError:  # an int too long to print
+        return "<a very long int>"
 
 
 @dataclass
@@ -48,8 +66,8 @@ class EnvStats:
     Attributes:
         episodes: episodes measured (int >= 0).
         mean_return_hint, mean_return_nohint: mean episode return with and without the privileged hint.
-        regret: ``max(mean_return_hint - mean_return_nohint, 0)`` (docs/DESIGN.md, "Regret"), the
-            replay score.
+        regret: the Designer's regret (:mod:`spade_gym.regret`: what the hint adds beyond the
+            no-hint return and beyond the hint alone), the replay score.
         times_sampled: draws by :meth:`Registry.sample` with ``mark=True``.
         last_sampled: the global sample counter after its last draw (``None``: never), PLR's ``C_i``.
         format_compliance: share of measured Agent turns with a parsable action, in [0, 1]
@@ -69,24 +87,23 @@ class EnvStats:
         for name in ("episodes", "times_sampled"):
             value = getattr(self, name)
             if type(value) is not int or value < 0:
-                raise ValueError(f"EnvStats.{name} = {value!r}; expected an int >= 0")
+                raise ValueError(f"EnvStats.{name} = {shown(value)}; expected an int >= 0")
         if self.last_sampled is not None and (type(self.last_sampled) is not int or self.last_sampled < 0):
-            raise ValueError(f"EnvStats.last_sampled = {self.last_sampled!r}; expected None or an int >= 0")
+            raise ValueError(f"EnvStats.last_sampled = {shown(self.last_sampled)}; expected None or an int >= 0")
         for name in ("mean_return_hint", "mean_return_nohint", "regret"):
             value = getattr(self, name)
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"EnvStats.{name} = {value!r}; expected None or a finite number")
+                raise ValueError(f"EnvStats.{name} = {shown(value)}; expected None or a finite number")
         compliance = self.format_compliance
         if compliance is not None and (
             isinstance(compliance, bool) or not isinstance(compliance, (int, float)) or not 0 <= compliance <= 1
         ):
-            raise ValueError(f"EnvStats.format_compliance = {compliance!r}; expected None or a number in [0, 1]")
+            raise ValueError(f"EnvStats.format_compliance = {shown(compliance)}; expected None or a number in [0, 1]")
         if self.regret is not None and self.regret < 0:
             raise ValueError(
-                f"EnvStats.regret = {self.regret!r}; expected None or a number >= 0 "
-                "(regret = max(mean_return_hint - mean_return_nohint, 0))"
+                f"EnvStats.regret = {shown(self.regret)}; expected None or a number >= 0 (the regret is never negative)"
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -99,7 +116,7 @@ class EnvStats:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"unknown statistics field(s) {', '.join(map(repr, unknown))}; expected {sorted(known)}")
+            raise ValueError(f"unknown statistics field(s) {shown(unknown)}; expected {sorted(known)}")
         return cls(**data).normalised()
 
     def normalised(self) -> EnvStats:
@@ -207,7 +224,7 @@ class EnvRecord:
                 raise RegistryError(f"{META_FILE} lacks the field {key!r}; expected {expected}")
             value = meta[key]
             if not isinstance(value, kinds) or isinstance(value, bool):  # no field is a bool
-                raise RegistryError(f"{META_FILE}: field {key!r} is {value!r}; expected {expected}")
+                raise RegistryError(f"{META_FILE}: field {key!r} is {shown(value)}; expected {expected}")
             return value
 
         schema = get("schema_version", int, f"an int (this spade_gym writes {META_SCHEMA_VERSION})")
@@ -221,29 +238,41 @@ class EnvRecord:
         match = ENV_ID_PATTERN.fullmatch(env_id)
         if match is None or match["name"] != name or int(match["version"]) != version:
             raise RegistryError(
-                f"{META_FILE}: env_id {env_id!r} does not match name {name!r} and version {version!r}; "
+                f"{META_FILE}: env_id {shown(env_id)} does not match name {shown(name)} and version {shown(version)}; "
                 "expected env_id == f'{name}-v{version}'"
             )
         program_id = get("program_id", str, "a 64-character SHA-256 hex digest")
         if not PROGRAM_ID_PATTERN.fullmatch(program_id):
             raise RegistryError(
-                f"{META_FILE}: field 'program_id' is {program_id!r}; expected a 64-character hex digest"
+                f"{META_FILE}: field 'program_id' is {shown(program_id)}; expected a 64-character hex digest"
             )
         setting = get("setting", str, f"one of {SETTINGS}")
         if setting not in SETTINGS:
-            raise RegistryError(f"{META_FILE}: field 'setting' is {setting!r}; expected one of {SETTINGS}")
-        max_turns = get("max_turns", int, "an int >= 1")
+            raise RegistryError(f"{META_FILE}: field 'setting' is {shown(setting)}; expected one of {SETTINGS}")
+        max_turns = get("max_turns", int, f"an int in [1, {MAX_TURNS:,}]")
+        if not 1 <= max_turns <= MAX_TURNS:
+            raise RegistryError(
+                f"{META_FILE}: field 'max_turns' is {shown(max_turns)}; expected an int in [1, {MAX_TURNS:,}]"
+            )
         tags = get("tags", list, "a list of strings")
         parents = get("parents", list, "a list of strings")
         for key, values in (("tags", tags), ("parents", parents)):
-            if not all(isinstance(v, str) for v in values):
-                raise RegistryError(f"{META_FILE}: field {key!r} is {values!r}; expected a list of strings")
+            if not all(isinstance(v, str) and len(v) <= MAX_TAG_CHARS for v in values):
+                raise RegistryError(
+                    f"{META_FILE}: field {key!r} is {shown(values)}; expected a list of strings of at most "
+                    f"{MAX_TAG_CHARS} characters"
+                )
         document = get("document", (dict, type(None)), "a JSON object or null")
         validation = get("validation", (dict, type(None)), "a JSON object or null")
         try:
             stats = EnvStats.from_dict(get("stats", dict, "a JSON object of statistics"))
         except (TypeError, ValueError) as exc:
-            raise RegistryError(f"{META_FILE}: field 'stats' is invalid: {exc}") from None
+            raise RegistryError(f"{META_FILE}: field 'stats' is invalid: {str(exc)[:300]}") from None
+        description = get("description", str, "a string")
+        if len(description) > MAX_DESCRIPTION_CHARS:
+            raise RegistryError(
+                f"{META_FILE}: field 'description' has {len(description):,} characters; at most {MAX_DESCRIPTION_CHARS:,}"
+            )
         return cls(
             env_id=env_id,
             name=name,
@@ -251,7 +280,7 @@ class EnvRecord:
             program_id=program_id,
             setting=setting,
             max_turns=max_turns,
-            description=get("description", str, "a string"),
+            description=description,
             tags=tuple(tags),
             path=Path(path),
             created=float(get("created", (int, float), "unix seconds (a number)")),

@@ -289,7 +289,7 @@ class Registry:
             self._sync()
         problems = self._index.problems()
         if problems:
-            shown = "; ".join(f"{d}: {m}" for d, m in problems[:3])
+            shown = "; ".join(f"{self.envs_dir / d}: {m[:300]}" for d, m in problems[:3])
             more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
             self._warn(
                 f"{len(problems)} environment folder(s) cannot be read and are skipped "

@@ -45,6 +45,13 @@ from spade_gym.sandbox.protocol import (
 __all__ = ["SandboxConfig", "Budget", "ProgramSpec", "SandboxClient", "Zygote", "call_many"]
 
 _HEADER_BYTES = 4
+#: Default host-side cap on the actions of one episode (:attr:`SandboxConfig.max_turns`): above every
+#: seed environment's own ``max_turns`` (the longest declares 160) and the 1000 of the longest valid test case,
+#: far below the 100,000 a program may.
+MAX_EPISODE_TURNS = 1000
+#: Default UTF-8 bytes of observations and hints one episode may return (:attr:`SandboxConfig.max_episode_text_bytes`):
+#: four observations of the largest size (1 MiB); a rollout of ``max_episodes`` episodes holds at most that many times it.
+MAX_EPISODE_TEXT_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,10 @@ class SandboxConfig:
         require_layers: :data:`~spade_gym.sandbox.lockdown.LAYERS` that must be active, else
             :class:`SandboxSetupError` (``drop_root`` is active only when the host runs as root).
         cpu_affinity: CPUs the workers are pinned to; ``None`` leaves them to the scheduler.
+        max_turns: host-side cap on the actions of one :class:`~spade_gym.env.SandboxedEnv`
+            episode, whatever ``max_turns`` the program declares (up to 100,000).
+        max_episode_text_bytes: UTF-8 bytes of observations and hints one episode may return in
+            all (what the host holds of it); more ends the episode as ``OUTPUT_LIMIT``.
     """
 
     call_timeout_s: float = 2.0
@@ -83,6 +94,8 @@ class SandboxConfig:
     hash_seed: int | None = None
     require_layers: tuple[str, ...] = ()
     cpu_affinity: tuple[int, ...] | None = None
+    max_turns: int = MAX_EPISODE_TURNS
+    max_episode_text_bytes: int = MAX_EPISODE_TEXT_BYTES
 
     def __post_init__(self) -> None:
         if isinstance(self.require_layers, str) or not isinstance(self.require_layers, (tuple, list)):
@@ -98,7 +111,15 @@ class SandboxConfig:
                 raise ValueError(f"{name} must be a positive number of seconds below 1e6, got {value!r}")
         if not (isinstance(self.wall_factor, (int, float)) and 1 <= self.wall_factor <= 1000):
             raise ValueError(f"wall_factor must be a number in [1, 1000], got {self.wall_factor!r}")
-        for name in ("memory_bytes", "cpu_seconds", "max_print_bytes", "max_action_chars", "recursion_limit"):
+        for name in (
+            "memory_bytes",
+            "cpu_seconds",
+            "max_print_bytes",
+            "max_action_chars",
+            "recursion_limit",
+            "max_turns",
+            "max_episode_text_bytes",
+        ):
             value = getattr(self, name)
             if not (isinstance(value, int) and value > 0):
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -173,6 +194,37 @@ class Budget:
         with self._lock:
             self.used += seconds
             self.wall_used += wall_seconds
+
+
+class HostBudget:
+    """CPU seconds the host's **own** threads may spend on one job (a validation, an audit, a
+    novelty probe): decoding frames, hashing, the hint-leak check. Each thread working for the job
+    calls :meth:`charge` (its first call sets its baseline); :attr:`used` sums over threads
+    (``time.thread_time``, so other threads of the host, a trainer say, do not count).
+    """
+
+    def __init__(self, seconds: float, what: str) -> None:
+        self.seconds = seconds
+        self.what = what
+        self.used = 0.0
+        self._last: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def charge(self) -> None:
+        """Add the calling thread's CPU time since its last call (thread-safe)."""
+        now, thread = time.thread_time(), threading.get_ident()
+        with self._lock:
+            last = self._last.get(thread)
+            self._last[thread] = now
+            if last is not None:
+                self.used += max(now - last, 0.0)
+
+    def exhausted(self) -> str | None:
+        """Charge the calling thread; ``None`` while the budget lasts, else a sentence naming it."""
+        self.charge()
+        if self.used <= self.seconds:
+            return None
+        return f"the host's own work on the {self.what} used {self.used:.2f} s of CPU time; at most {self.seconds:g} s"
 
 
 def _worker_cpu_seconds(pid: int | None) -> float | None:

@@ -24,6 +24,7 @@ import difflib
 import functools
 import json
 import re
+import reprlib
 import sys
 import textwrap
 import types
@@ -41,6 +42,7 @@ from spade_gym.memory import MemoryConfig
 from spade_gym.options import FINITE, Why, adapter, option, option_factory, type_name
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.regret import REGRET_EPISODES, RewardConfig
+from spade_gym.sandbox import MAX_EPISODE_TURNS
 from spade_gym.trainer.grpo import (
     Betas,
     ClipRange,
@@ -187,8 +189,10 @@ class AgentSection:
     top_p: Annotated[float, Gt(0), Le(1)] = option(
         AGENT_TOP_P, "nucleus sampling mass of the Agent (default measured, see the README)"
     )
-    max_turns: Annotated[int, Ge(1)] | None = option(
-        None, "cap on Agent turns per episode; null: the environment's max_turns"
+    max_turns: Annotated[int, Ge(1)] = option(
+        MAX_EPISODE_TURNS,
+        "cap on Agent turns per episode, whatever the environment declares (the sandbox caps every episode at "
+        "this default too)",
     )
     max_episodes: Annotated[int, Ge(1)] = option(
         64, "most episodes (sandbox workers) alive at once; more are played in waves"
@@ -656,13 +660,49 @@ def _show(value: Any) -> str:
     return text if value is None else f"{text} ({kind})"
 
 
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel, _SHORT_REPR.maxstring, _SHORT_REPR.maxother = 3, 60, 60
+_SHORT_REPR.maxdict = _SHORT_REPR.maxlist = _SHORT_REPR.maxtuple = _SHORT_REPR.maxset = 4
+
+
 def _repr(value: Any) -> str:
-    """``repr(value)`` cut to 80 characters (an int too long for ``repr`` is described)."""
+    """``repr(value)`` cut to 80 characters, built by :mod:`reprlib` (a few items per level, three
+    levels), so a huge or self-repeating value (YAML aliases) costs no more than a short one; an
+    int too long for ``repr`` is described."""
     try:
-        text = repr(value)
+        text = _SHORT_REPR.repr(value)
     except ValueError:
         return f"<an int of more than {sys.get_int_max_str_digits()} digits>"
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+#: Most values (scalars, lists and mappings, counted as YAML aliases expand them) a config may hold.
+MAX_CONFIG_VALUES = 100_000
+
+
+def _check_size(value: Any, where: str) -> Any:
+    """``value`` when it expands to at most :data:`MAX_CONFIG_VALUES` values; a ConfigError
+    otherwise, found after counting that many (a YAML alias bomb is never expanded)."""
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    path: set[int] = set()  # containers being expanded: a value inside itself is left to the config check
+    count = 0
+    while stack:
+        item, leaving = stack.pop()
+        if leaving:
+            path.discard(id(item))
+            continue
+        count += 1
+        if count > MAX_CONFIG_VALUES:
+            raise ConfigError(
+                f"{where} holds more than {MAX_CONFIG_VALUES:,} values as its aliases expand; a config is a few "
+                "hundred (are YAML anchors and aliases repeated inside each other?)"
+            )
+        if isinstance(item, dict | list | tuple) and id(item) not in path:
+            path.add(id(item))
+            stack.append((item, True))
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, False) for child in children)
+    return value
 
 
 def _wrong(key: str, value: Any, tp: Any) -> ConfigError:
@@ -852,7 +892,7 @@ def _loader() -> Any:
 def _load_yaml(text: str, where: str) -> Any:
     yaml = _yaml()
     try:
-        return yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
+        return _check_size(yaml.load(text, Loader=_loader()), where)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigError(f"{where} is not valid YAML: {exc}") from exc
     except RecursionError:

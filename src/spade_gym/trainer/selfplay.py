@@ -124,6 +124,7 @@ def _design_line(p: int, prompt: Any, outcome: DesignOutcome) -> dict[str, Any]:
         "reward": outcome.reward.reward,
         "outcome": outcome.reward.outcome,
         "env_id": outcome.record.env_id if outcome.record is not None else None,
+        "regret": outcome.estimate.summary() if outcome.estimate is not None else None,
     }
 
 
