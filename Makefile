@@ -28,10 +28,12 @@ torch:
 		|| $(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)" --index-url $(TORCH_CPU_INDEX); \
 	fi
 
-# llama.cpp (the llamacpp extra) for the end-to-end tests and benchmarks: built from its sdist the first
-# time on a machine (about 7 minutes on 2 cores), then installed from pip's wheel cache in seconds
+# llama.cpp (the llamacpp extra), optional: with it test-slow and bench also run the llama.cpp policy, its
+# server and the code models (skipped, with the reason, without it). Built from its sdist the first time on a
+# machine (about 7 minutes on 2 cores), then from pip's wheel cache; LLAMACPP_WHEELS=<dir> uses a built wheel
+LLAMACPP_WHEELS ?=
 $(LLAMACPP_STAMP): $(STAMP)
-	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install -q -e ".[llamacpp]"
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install -q $(if $(LLAMACPP_WHEELS),--find-links $(LLAMACPP_WHEELS)) -e ".[llamacpp]"
 	touch $(LLAMACPP_STAMP)
 
 llamacpp: $(LLAMACPP_STAMP)  ## llama-cpp-python (built once) for the llamacpp policy and its server
@@ -50,10 +52,10 @@ sandbox-demo: $(STAMP)  ## check, load and play the example programs in the sand
 test: $(STAMP)  ## the test suite (about 5 minutes on 2 cores); the end-to-end runs are `make test-slow`
 	$(BIN)/python -m pytest -q -m "not slow" --durations=10
 
-test-slow: $(LLAMACPP_STAMP)  ## end-to-end runs with the embedded model: the examples, README snippets, cold start (about 30 minutes)
+test-slow: $(STAMP)  ## end-to-end runs with the embedded model: the examples, README snippets, cold start (about 30 minutes)
 	$(BIN)/python -m pytest -q -m slow --durations=25
 
-bench: $(LLAMACPP_STAMP)  ## speed figures (pytest-benchmark), printed as ratios and absolute numbers
+bench: $(STAMP)  ## speed figures (pytest-benchmark), printed as ratios and absolute numbers
 	$(BIN)/python -m pytest benchmarks -q -s -p no:cacheprovider
 
 lint: $(STAMP)

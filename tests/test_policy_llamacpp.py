@@ -17,7 +17,7 @@ from spade_gym.policies import Policy, SamplingParams, load_policy, parse_policy
 from spade_gym.policies.gguf import GGUF_MODELS, _assemble, gguf_path, read_gguf_header, sha256_of
 
 HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
-# with the real library: `make test-slow` installs it (built once), so these run with the end-to-end tests
+# with the real library (`make llamacpp` installs it, built once): these run with the end-to-end tests
 needs_llama = pytest.mark.skipif(
     not HAS_LLAMA, reason="llama-cpp-python is not installed (pip install 'spade-gym[llamacpp]'; make llamacpp)"
 )

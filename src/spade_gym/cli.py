@@ -602,24 +602,9 @@ def design(
     if count is not None or hours is not None:
         from spade_gym.factory_cli import design_factory
 
+        args = (agent, factory, registry, setting, mode, temperature, max_new_tokens, k, memory_k)
         design_factory(
-            policy,
-            agent,
-            factory,
-            registry,
-            setting,
-            mode,
-            temperature,
-            max_new_tokens,
-            k,
-            memory_k,
-            agent_max_new_tokens,
-            agent_temperature,
-            prompt_variant,
-            count,
-            hours,
-            group,
-            seed,
+            policy, *args, agent_max_new_tokens, agent_temperature, prompt_variant, count, hours, group, seed
         )
         return
     import random
