@@ -229,7 +229,9 @@ def test_an_unknown_reasoning_gym_task_fails_when_the_config_loads(pool: str, ex
         assert expected in str(info.value)
 
 
-@pytest.mark.parametrize("name", ["selfplay_cpu.yaml", "selfplay_gpu_vllm.yaml", "selfplay_ray.yaml"])
+@pytest.mark.parametrize(
+    "name", ["selfplay_cpu.yaml", "selfplay_cpu_write.yaml", "selfplay_gpu_vllm.yaml", "selfplay_ray.yaml"]
+)
 def test_the_example_configs_pass_the_strict_loader(name: str) -> None:
     config = SelfPlayConfig.from_yaml(Path(__file__).resolve().parent.parent / "examples" / name)
     assert config.designer_config().k == config.agent.k and config.grpo_config().learning_rate > 0
