@@ -75,7 +75,8 @@ def test_the_factory_counts_logs_and_resumes(tmp_path: Path) -> None:
     assert more.designs == 6 and [line["prompt"] for line in lines] == [0, 0, 0, 0, 1, 1]
     assert [line["category"] for line in lines[4:]] == ["DUPLICATE", "DUPLICATE"]
     assert designer.calls[-1].n == 2 and designer.calls[-1].seed == 300_001  # only what the count leaves
-    assert len((out / "prompts.jsonl").read_text().splitlines()) == 2
+    posed = [json.loads(line) for line in (out / "prompts.jsonl").read_text().splitlines()]
+    assert [(e["prompt"], e["variant"]) for e in posed] == [(0, "skeleton"), (1, "skeleton")]  # what designs name
 
 
 @pytest.mark.parametrize(

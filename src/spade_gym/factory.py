@@ -295,7 +295,11 @@ def _design_group(
         mode=config.mode,
         setting=settings[p % len(settings)],
     )
-    posed.write(json.dumps({"prompt": p, "messages": prompt.messages, **prompt.provenance()}) + "\n")
+    provenance = prompt.provenance()  # its "prompt" is the variant: the line's "prompt" is the index designs name
+    posed.write(
+        json.dumps({**provenance, "variant": provenance.get("prompt"), "prompt": p, "messages": prompt.messages})
+    )
+    posed.write("\n")
     posed.flush()
     sampling = replace(config.designer.sampling_for(prompt.mode), n=size, seed=group_seed)
     completions = designer.generate([prompt.messages], sampling)

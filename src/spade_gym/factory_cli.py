@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NoReturn
 
-from spade_gym.cli import _fail, _safe, console
+import typer
+from rich.markup import escape as escape_markup
+
+from spade_gym.cli import console
 from spade_gym.designer import EDIT_MAX_NEW_TOKENS, WRITE_MAX_NEW_TOKENS
+from spade_gym.env import escape_text
 from spade_gym.errors import SpadeError
 from spade_gym.memory import MemoryConfig
 
 __all__ = ["design_factory"]
+
+
+def _safe(text: str) -> str:
+    """Untrusted text made inert for the terminal (as the rest of the CLI prints it)."""
+    return escape_markup(escape_text(text))
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    console.print(f"[red]{message}[/red]")
+    raise typer.Exit(code) from None
 
 
 def design_factory(
