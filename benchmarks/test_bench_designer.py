@@ -93,13 +93,13 @@ def test_designer_step_of_a_valid_program_with_the_embedded_agent(
     )
 
 
-#: G designs of up to GROUP_TOKENS new tokens; the issue's size is 1,536 (SPADE_BENCH_DESIGN_TOKENS=1536,
+#: G designs of up to GROUP_TOKENS new tokens; the target size is 1,536 (SPADE_BENCH_DESIGN_TOKENS=1536,
 #: about 15 minutes here), CI's 256
 GROUP, GROUP_TOKENS = 4, int(os.environ.get("SPADE_BENCH_DESIGN_TOKENS", "256"))
 
 
 def test_a_group_of_designs_on_a_memory_prompt(benchmark: Any, report: Callable[..., None], tmp_path: Path) -> None:
-    """Issue 20: G=4 designs on one memory prompt, with key/value reuse (the
+    """G=4 designs on one memory prompt, with key/value reuse (the
     prompt prefilled once for the group) against the uncached path (prefilled G times) and a
     decode-only floor, in the same run on the same seed (target: at least 2x faster than uncached)."""
     from test_bench_rollout import decode_floor
@@ -160,7 +160,7 @@ PROMPTS, GROUP_OF, ROW_TOKENS = 4, 2, 64
 def test_the_designs_of_several_prompts_in_one_call(
     benchmark: Any, report: Callable[..., None], tmp_path: Path
 ) -> None:
-    """Issue 20, point 2: self-play samples the designs of an iteration's prompts in one
+    """Self-play samples the designs of an iteration's prompts in one
     ``generate`` call (full batches) instead of one call per prompt; both with key/value reuse,
     the same prompts and the same settings, in the same run. Reported, not asserted."""
     from spade_gym.memory import EnvironmentMemory

@@ -8,7 +8,7 @@ Every figure is reported, as documents per second and as a ratio to a baseline m
 test (interleaved: one baseline call per benchmark round, from pytest-benchmark's untimed setup),
 and never asserted. The baseline is pyarrow reading the same text column into Python strings, in
 file order, with no cleaning, capping, hashing or shuffling: what reading the file costs by itself.
-Target (from the issue): above 1,000 documents/s.
+Target: above 1,000 documents/s.
 """
 
 from __future__ import annotations

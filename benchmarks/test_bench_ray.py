@@ -1,6 +1,6 @@
 """Validation throughput of 64 programs with ``executor="ray"`` against ``executor="local"``.
 
-Issue target: Ray's overhead stays below 20% at this size on this machine (2 cores), i.e. the
+Target: Ray's overhead stays below 20% at this size on this machine (2 cores), i.e. the
 ratio ``ray wall / local wall`` < 1.2. Both executors validate the same 64 programs (the seed
 library's programs, repeated) with the same gate settings; Ray runs on a local instance started
 with ``num_cpus=2`` (its start-up is reported apart: a run pays it once), with one warm-up batch

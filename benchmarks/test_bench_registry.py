@@ -12,7 +12,7 @@ made through the index, as that process's ``update_stats`` would leave it.
 
 Every figure is reported, as an absolute time and as a ratio to a baseline measured in the same
 test (interleaved, one baseline call per benchmark round, so that drift hits both), and never
-asserted. Target (from the issue): below 5 ms per sample with 100,000 environments.
+asserted. Target: below 5 ms per sample with 100,000 environments.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Reported, never asserted: wall time split into generation (``policy.generate``),
 the share of environment plus bookkeeping in the total (target: below 5%), and the number of
 ``generate`` calls beside the episodes x turns that one call per episode per turn would make.
 
-Issue 20's figures, in the same run and on the same seeds: the rollout's generation time with
+The figures, in the same run and on the same seeds: the rollout's generation time with
 key/value reuse (the default, :class:`~spade_gym.policies.transformers.PrefixCache`) against the
 same rollout without it, and against a decode-only floor: ``model.generate`` of each turn's batch,
 as many rows and new tokens as the turn's longest completion, after a 4-token prompt (target:

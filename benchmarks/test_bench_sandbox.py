@@ -2,9 +2,9 @@
 
 Every figure is reported, absolute and as a ratio to a baseline measured in the same run, never
 asserted: the only asserts check that the benchmarked call did its job. Run with
-``python -m pytest benchmarks -s --benchmark-columns=min,median,mean,max`` (see README.md).
+``python -m pytest benchmarks -s --benchmark-columns=min,median,mean,max`` (see benchmarks/README.md).
 
-Targets (from the issue, on a 2-core machine): a sandboxed step's p50 below 150 us; a sandboxed
+Targets (on a 2-core machine): a sandboxed step's p50 below 150 us; a sandboxed
 environment ready in below 100 ms once the zygote is warm.
 """
 

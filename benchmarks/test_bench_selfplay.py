@@ -98,7 +98,7 @@ def test_one_iteration_of_the_cpu_example(
         return figures
 
     uncached = ""
-    if case == "seed-library":  # issue 20: the same iteration (same seeds) without key/value reuse
+    if case == "seed-library":  # the same iteration (same seeds) without key/value reuse
         plain = iteration("--no-prefix-cache")
         args[0] = str(tmp_path / "run-cached")
         uncached = f"; without key/value reuse {plain['wall_s']:.0f} s, generation {plain['generation_s']:.0f} s"

@@ -1,6 +1,6 @@
 """Generation speed by torch thread count and OpenMP wait policy, alone and beside a competing process.
 
-Issue 20 measured one torch thread 4-10x faster than two on a loaded 2-core machine. Cause:
+One torch thread had measured 4-10x faster than two on a loaded 2-core machine. Cause:
 torch's OpenMP runtime (GNU libgomp) spins for a while when its threads wait at a barrier
 (``OMP_WAIT_POLICY`` unset), so when another process holds a core, the spinning
 thread burns the time slice the working one needs. :mod:`spade_gym.policies.transformers` sets

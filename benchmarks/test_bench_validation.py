@@ -1,4 +1,4 @@
-"""Speed of the validation gate on a typical program (issue target: below 1 s wall on 2 cores).
+"""Speed of the validation gate on a typical program (target: below 1 s wall on 2 cores).
 
 Reported, not asserted: the wall time of :func:`spade_gym.validate` with 10 and 20 seeds, the share
 spent starting and loading the two workers, and the ratio to a baseline measured in the same run

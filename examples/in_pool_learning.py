@@ -1,7 +1,7 @@
 """Does the Agent's GRPO update move its greedy answers at all? The designer-off baseline trained
 with the evaluation environments IN its pool, scored on their held-out seeds before and after.
 
-    python examples/in_pool_learning.py --iterations 8                  # README figure (12 min on 2 cores)
+    python examples/in_pool_learning.py --iterations 8                  # docs/learning.md figure (12 min on 2 cores)
     python examples/in_pool_learning.py --set train.learning_rate=3e-4 --set train.epochs=2
 
 The learning benchmark (examples/learning_curve.py) holds whole environments out; this is the

@@ -1,7 +1,7 @@
 """SPADE's learning benchmark: held-out score before and after self-play and after the designer-off
 baseline at equal policy tokens, with paired 95% intervals, the per-iteration curves and a plot.
 
-    python examples/learning_curve.py --iterations 8 --episodes 64   # the README's figures (25 min on 2 cores)
+    python examples/learning_curve.py --iterations 8 --episodes 64   # docs/learning.md's figures (25 min on 2 cores)
     python examples/learning_curve.py --short                 # the CI-sized run (a few minutes)
     python examples/learning_curve.py --config my.yaml --eval-envs A,B --episodes 32
 
@@ -20,7 +20,7 @@ from spade_gym.policies import SamplingParams
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig
 
 #: The held-out evaluation environments of the CPU benchmark: graded seed environments the 135M
-#: model solves sometimes without the hint (measured: see the README's learning section).
+#: model solves sometimes without the hint (measured: see docs/learning.md).
 DEFAULT_EVAL_ENVS = "LargerOfTwo,ColorDoorRooms"
 
 parser = argparse.ArgumentParser(

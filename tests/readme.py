@@ -1,25 +1,26 @@
-"""The README's examples, read by the tests that run them."""
+"""The examples of the README and the docs/ pages, read by the tests that run them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def readme_example(heading: str, index: int = 0, language: str = "python") -> str:
-    """The ``index``-th fenced ``language`` block of the README section whose heading line is
-    ``heading`` (e.g. ``"### TRL"``), up to the next heading of the same or a higher level.
+def readme_example(heading: str, index: int = 0, language: str = "python", doc: str = "README.md") -> str:
+    """The ``index``-th fenced ``language`` block of the section of ``doc`` (a Markdown file relative
+    to the repository root, e.g. ``"docs/integrations.md"``) whose heading line is ``heading``
+    (e.g. ``"## TRL"``), up to the next heading of the same or a higher level.
 
     Raises:
         LookupError: no such section or block.
     """
-    lines = README.read_text(encoding="utf-8").splitlines()
+    lines = (ROOT / doc).read_text(encoding="utf-8").splitlines()
     level = len(heading) - len(heading.lstrip("#"))
     try:
         start = lines.index(heading)
     except ValueError:
-        raise LookupError(f"README.md has no heading {heading!r}") from None
+        raise LookupError(f"{doc} has no heading {heading!r}") from None
     end = next(
         (
             i
@@ -41,7 +42,7 @@ def readme_example(heading: str, index: int = 0, language: str = "python") -> st
         elif current is not None:
             current.append(line)
     if index >= len(blocks):
-        raise LookupError(f"README.md section {heading!r} has {len(blocks)} ```{language} block(s), not {index + 1}")
+        raise LookupError(f"{doc} section {heading!r} has {len(blocks)} ```{language} block(s), not {index + 1}")
     return blocks[index]
 
 

@@ -100,6 +100,30 @@ def test_extract_action(text: str, setting: str, action: str, ok: bool) -> None:
     assert (parsed.action, parsed.format_ok, parsed.error) == (action, ok, None)
 
 
+def test_extract_action_takes_linear_time_and_keeps_the_tag_rules() -> None:
+    import re
+    import time
+
+    from spade_gym.agent import _ANSWER
+
+    # many opening tags with no closing tag after them (a client of `spade serve` may send any text):
+    # the regex alone scanned to the end from each one (35 s of CPU for 256 KB)
+    for text, setting in [
+        ("<answer>" * 125_000, "reasoning"),
+        ("<tool_call>" * 90_000, "tool_use"),
+        ("<answer>a" * 60_000 + "</answer>" + "<answer>" * 60_000, "reasoning"),
+    ]:
+        started = time.process_time()
+        extract_action(text, setting)
+        assert time.process_time() - started < 1.0
+    for text in [
+        "<answer>a<answer>b</answer>",
+        "x <ANSWER>1</Answer> <answer>2</answer><answer>3",
+        "<answer>\n</answer>",
+    ]:
+        assert extract_action(text, "reasoning").action == re.findall(_ANSWER, text)[-1].strip()
+
+
 @pytest.mark.parametrize(
     "text",
     ["<tool_call>{not json}</tool_call>", '<tool_call>["f"]</tool_call>', '<tool_call>{"arguments": {}}</tool_call>'],
@@ -150,6 +174,7 @@ def test_the_policy_sees_the_worked_example_before_the_first_observation() -> No
     (trajectory,), _ = rollout([Episode(SOLVE, 0)], policy)
     first, second = policy.prompts
     assert first[:3] == agent_prompt("reasoning", trajectory.messages[0]["content"].split("Environment: ")[1])
+    assert "Environment: " in first[0]["content"]
     assert first[3:] == trajectory.messages[1:2] and second[3:] == trajectory.messages[1:4]
     # the trajectory records the episode's own conversation: the example is not repeated there
     assert [m["role"] for m in trajectory.messages] == ["system", "user", "assistant", "user", "assistant", "user"]

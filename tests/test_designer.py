@@ -15,6 +15,7 @@ from typing import Any
 import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env
+from readme import readme_example
 
 from spade_gym.agent import DECOY_OBSERVATION, RolloutConfig
 from spade_gym.contract import skeleton
@@ -458,12 +459,10 @@ def test_designer_env_grounds_on_a_local_corpus(tmp_path: Path) -> None:
 
 
 def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme.split("### The Environment Designer and `spade/Designer-v0`")[1]
-    code = section.split("```python\n")[1].split("```")[0]
+    code = readme_example("## The Environment Designer and `spade/Designer-v0`", doc="docs/selfplay.md")
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {"gym": gymnasium, "policy": Scripted([fenced(SECRET_WORD)])}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/selfplay.md", "exec"), namespace)
     assert namespace["outcome"].accepted and namespace["terminated"]
     assert namespace["info"]["category"] == "DUPLICATE" and namespace["reward"] == -0.5
 
@@ -544,7 +543,7 @@ def test_open_registry_can_leave_seed_environments_out(tmp_path: Path) -> None:
 
 def test_a_new_registry_leaves_the_held_out_environments_out_unless_asked(tmp_path: Path) -> None:
 
-    reg = open_registry(tmp_path / "r")  # as `spade design` and the README make it
+    reg = open_registry(tmp_path / "r")  # as `spade design` and docs/selfplay.md make it
     names = {r.name for r in reg.records()}
     reg.close()
     assert names and not names & set(HELD_OUT_SEED_ENVS)

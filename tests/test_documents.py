@@ -560,7 +560,7 @@ def test_a_missing_optional_dependency_names_the_extra() -> None:
     from spade_gym.documents import _import_optional
 
     with pytest.raises(
-        DocumentError, match=r"needs the optional package 'no_such_module_xyz': pip install 'spade-gym\[data\]'"
+        DocumentError, match=r"needs the optional package 'no_such_module_xyz': pip install -e '\.\[data\]' in a clone"
     ):
         _import_optional("no_such_module_xyz", "reading things")
 

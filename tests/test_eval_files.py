@@ -238,7 +238,7 @@ def test_math_settings_limit_and_config(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "math_verify" else real_find_spec(name, *a)
     )
-    with pytest.raises(ImportError, match=r"spade-gym\[eval\]"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[eval\]' in a clone"):
         MathFileSuite(path)
 
 

@@ -1,4 +1,4 @@
-"""The graded seed environments (issue 17): small tasks whose difficulty is one module-level
+"""The graded seed environments: small tasks whose difficulty is one module-level
 integer knob, so that a variant is a knob change. Each passes the real validation gate (and so
 does its variant with the knob raised by one), its hint never contains the action the oracle
 takes, and its knob exists and changes what the agent sees. Their measured success rates live in

@@ -6,6 +6,7 @@ a frozen copy, checkpoints."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import math
 import re
@@ -125,6 +126,7 @@ def test_agent_group_statistics_count_episodes_not_turns() -> None:
     assert samples[1].prompt_ids == [1, 2, 4] and samples[1].completion_ids == [7, 8]
     assert samples[1].behaviour_logprobs == [-0.5, -0.5] and samples[1].loss_mask == [1, 1]
     assert group_advantages(samples, eps=0.0) == pytest.approx([1.0, 1.0, 1.0, -1.0])
+    assert [s.temperature for s in samples_from_trajectories([trajectory(3, 1.0, 2, temperature=0.5)])] == [0.5] * 2
 
     # a second call never merges its episodes with the first call's
     again = samples_from_trajectories([trajectory(3, 1.0, 1)])
@@ -353,7 +355,7 @@ def test_loss_arguments_are_checked() -> None:
         ({"clip_eps_high": -0.1}, "clip_eps_high"),
         ({"kl_coef": -0.1}, "kl_coef"),
         ({"loss_type": "seq"}, "loss_type"),
-        ({"micro_batch_size": 0}, "micro_batch_size"),
+        ({"micro_batch_tokens": 0}, "micro_batch_tokens"),
         ({"mini_batches": 1.5}, "mini_batches"),
         ({"epochs": 0}, "epochs"),
         ({"max_grad_norm": 0.0}, "max_grad_norm"),
@@ -522,26 +524,33 @@ def mixed_batch() -> list[TrainSample]:
 @needs_torch
 @pytest.mark.parametrize("loss_type", ["token", "sequence"])
 def test_gradient_accumulation_equals_one_big_batch(tokenizer: Any, loss_type: LossType) -> None:
-    """micro_batch_size 1 (7 backward passes) and 16 (one): same loss, gradient norm and update. The
+    """One sample per pass (7 backward passes), all in one pass with shared prefixes and with
+    checkpointing, and whole left-padded sequences: same loss, gradient norm and update. The
     behaviour logprobs are shifted off-policy (+-0.3) so that some tokens are clipped."""
     results = []
-    for micro in (1, 16):
+    settings = [
+        {"micro_batch_tokens": 1},
+        {"micro_batch_tokens": 1000, "checkpoint_tokens": 0},
+        {"micro_batch_tokens": 1000, "shared_prefix": False, "checkpoint_tokens": None},
+    ]
+    for setting in settings:
         policy = tiny_policy(tokenizer)
         samples = on_policy(policy, mixed_batch())
         for k, s in enumerate(samples):
             s.behaviour_logprobs = [lp + (0.3 if (k + t) % 2 else -0.3) for t, lp in enumerate(s.behaviour_logprobs)]
-        config = GRPOConfig(learning_rate=1e-3, micro_batch_size=micro, loss_type=loss_type, max_grad_norm=None)
+        config = GRPOConfig(learning_rate=1e-3, loss_type=loss_type, max_grad_norm=None, **setting)
         stats = GRPOTrainer(policy, config).update(samples)
         results.append((stats, snapshot(policy)))
-    (one, p_one), (all_, p_all) = results
-    assert one.optimizer_steps == all_.optimizer_steps == 1
-    assert one.tokens == all_.tokens == sum(s.num_tokens for s in mixed_batch()) == 22
-    assert one.clip_fraction > 0 and one.clip_fraction == pytest.approx(all_.clip_fraction)
-    assert one.loss == pytest.approx(all_.loss, rel=1e-5, abs=1e-7)
-    assert one.grad_norm == pytest.approx(all_.grad_norm, rel=1e-5)
-    for name, value in p_one.items():
-        # Adam divides by |g|: entries with a near-zero gradient amplify rounding; 1e-5 is 1% of a step
-        torch.testing.assert_close(value, p_all[name], rtol=0, atol=1e-5)
+    (one, p_one), *others = results
+    for all_, p_all in others:
+        assert one.optimizer_steps == all_.optimizer_steps == 1
+        assert one.tokens == all_.tokens == sum(s.num_tokens for s in mixed_batch()) == 22
+        assert one.clip_fraction > 0 and one.clip_fraction == pytest.approx(all_.clip_fraction)
+        assert one.loss == pytest.approx(all_.loss, rel=1e-5, abs=1e-7)
+        assert one.grad_norm == pytest.approx(all_.grad_norm, rel=1e-5)
+        for name, value in p_one.items():
+            # Adam divides by |g|: entries with a near-zero gradient amplify rounding; 1e-5 is 1% of a step
+            torch.testing.assert_close(value, p_all[name], rtol=0, atol=1e-5)
 
 
 @needs_torch
@@ -590,7 +599,7 @@ def test_a_nan_loss_skips_the_step_with_a_warning(tokenizer: Any) -> None:
     )
     samples[1].behaviour_logprobs[1] = math.nan
     before = snapshot(policy)
-    trainer = GRPOTrainer(policy, GRPOConfig(learning_rate=1e-2, micro_batch_size=1))
+    trainer = GRPOTrainer(policy, GRPOConfig(learning_rate=1e-2, micro_batch_tokens=1))
     with pytest.warns(RuntimeWarning, match="NaN or inf.*skipped"):
         stats = trainer.update(samples)
     assert stats.skipped_nan == 1 and stats.optimizer_steps == 0 and trainer.step == 0
@@ -728,3 +737,28 @@ def test_a_bf16_model_trains_on_float32_master_weights(tokenizer: Any) -> None:
     stats = trainer.update(on_policy(policy, mixed_batch()))
     assert stats.optimizer_steps == 1
     assert any(not torch.equal(before[n], p) for n, p in snapshot(policy).items())
+
+
+@needs_torch
+def test_an_update_rescores_at_the_sampling_temperature(tokenizer: Any) -> None:
+    """Completions sampled at temperature 0.5 carry logprobs of logits / 0.5; the update re-scores
+    them at 0.5, so the first step is on-policy (ratio 1, nothing clipped). Claimed at temperature
+    1, the same samples look off-policy."""
+    from spade_gym.policies import SamplingParams
+
+    ratios = []
+    for claimed in (None, 1.0):
+        policy = tiny_policy(tokenizer)
+        prompt = [{"role": "user", "content": "w1 w2 w3"}]
+        completions = policy.generate([prompt], SamplingParams(temperature=0.5, n=4, max_new_tokens=5, seed=1))
+        assert {c.temperature for c in completions} == {0.5}
+        samples = samples_from_completions(completions, [1.0, 0.0, 1.0, 0.0], group="g")
+        assert {s.temperature for s in samples} == {0.5}
+        if claimed is not None:
+            samples = [dataclasses.replace(s, temperature=claimed) for s in samples]
+        stats = GRPOTrainer(policy, GRPOConfig(learning_rate=1e-3)).update(samples)
+        ratios.append(stats.mean_ratio)
+    assert ratios[0] == pytest.approx(1.0, abs=1e-5)
+    assert abs(ratios[1] - 1.0) > 1e-3
+    with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
+        TrainSample([1], [2], [0.0], [1], 1.0, "agent", "g", temperature=0.0)

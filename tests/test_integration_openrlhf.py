@@ -320,7 +320,10 @@ def test_without_openrlhf_the_classes_are_one_clear_line(monkeypatch: pytest.Mon
     monkeypatch.setattr(agent_mod, "_CLASSES", None)
     with pytest.raises(MissingDependency) as info:
         agent_mod.AgentExecutor  # noqa: B018
-    assert str(info.value) == "spade_gym.integrations.openrlhf_agent needs openrlhf: pip install 'spade-gym[openrlhf]'"
+    assert (
+        str(info.value)
+        == "spade_gym.integrations.openrlhf_agent needs openrlhf: pip install -e '.[openrlhf]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)"
+    )
     assert not hasattr(agent_mod, "NoSuchThing")
     # an OpenRLHF without MultiTurnAgentExecutor (before 0.10) is named as such
     old = fake_openrlhf()

@@ -217,7 +217,10 @@ def test_the_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     if ray.is_initialized():  # the example starts (and stops) its own local instance
         ray.shutdown()
     namespace: dict[str, Any] = {}
-    exec(compile(readme_example("### Ray: scaling out"), "README.md", "exec"), namespace)
+    exec(
+        compile(readme_example("## Ray: scaling out", doc="docs/integrations.md"), "docs/integrations.md", "exec"),
+        namespace,
+    )
     assert capsys.readouterr().out.strip().splitlines()[-1] == "8 of 8 accepted"  # (after any raylet notes)
     assert namespace["observation"].startswith("Start with the number")
     assert not ray.is_initialized()

@@ -366,9 +366,9 @@ def test_the_helpers_name_the_extra_when_sb3_is_missing(monkeypatch: pytest.Monk
     from spade_gym.integrations import sb3
 
     monkeypatch.setitem(sys.modules, "stable_baselines3", None)
-    with pytest.raises(MissingDependency, match=r"needs stable_baselines3: pip install 'spade-gym\[sb3\]'"):
+    with pytest.raises(MissingDependency, match=r"needs stable_baselines3: pip install -e '\.\[sb3\]' in a clone"):
         sb3.check(agent=ChainSolverAgent(3))
-    with pytest.raises(MissingDependency, match=r"spade-gym\[sb3\]"):
+    with pytest.raises(MissingDependency, match=r"-e '\.\[sb3\]'"):
         sb3.train(make_env())
 
 
@@ -474,11 +474,11 @@ def test_sb3_make_vec_env_builds_it() -> None:
 
 def test_readme_example_runs() -> None:
     pytest.importorskip("stable_baselines3")
-    code = readme_example("### Stable-Baselines3 and `spade/DesignerParams-v0`")
+    code = readme_example("## Stable-Baselines3 and `spade/DesignerParams-v0`", doc="docs/integrations.md")
     namespace: dict[str, Any] = {}
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, "README.md", "exec"), namespace)
+        exec(compile(code, "docs/integrations.md", "exec"), namespace)
     printed = out.getvalue()
     assert "'family': 'arithmetic'" in printed and "P(4 <= STEPS <= 6) =" in printed
     assert namespace["p_steps"][3:6].sum() >= 0.5

@@ -341,14 +341,14 @@ def test_a_missing_trl_or_datasets_is_one_line_naming_the_extra() -> None:
     )
     lines = result.stdout.strip().splitlines()
     assert lines == [
-        "MissingDependency | spade_gym.integrations.trl needs trl: pip install 'spade-gym[trl]'",
-        "MissingDependency | spade_gym.integrations.trl needs datasets: pip install 'spade-gym[trl]'",
-        "MissingDependency | spade_gym.integrations.trl needs datasets: pip install 'spade-gym[trl]'",
+        "MissingDependency | spade_gym.integrations.trl needs trl: pip install -e '.[trl]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)",
+        "MissingDependency | spade_gym.integrations.trl needs datasets: pip install -e '.[trl]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)",
+        "MissingDependency | spade_gym.integrations.trl needs datasets: pip install -e '.[trl]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)",
     ]
     # uncaught, the traceback ends in that one line (no chained ModuleNotFoundError)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
-        "spade_gym.errors.MissingDependency: spade_gym.integrations.trl needs trl: pip install 'spade-gym[trl]'"
+        "spade_gym.errors.MissingDependency: spade_gym.integrations.trl needs trl: pip install -e '.[trl]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)"
     )
     assert "During handling" not in result.stderr
 
@@ -730,7 +730,7 @@ def test_the_readme_example_runs(needs_trl: Any, tmp_path: Path, monkeypatch: py
     embedded_path()  # skip when the embedded model is not installed
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {"__name__": "readme_trl"}
-    exec(compile(readme_example("### TRL"), "README.md (TRL)", "exec"), namespace)  # noqa: S102
+    exec(compile(readme_example("## TRL", doc="docs/integrations.md"), "docs/integrations.md (TRL)", "exec"), namespace)  # noqa: S102
     assert namespace["designer"].state.global_step == 1 and namespace["agent"].state.global_step == 1
     assert len(namespace["reward"].last_rewards) == 2
     assert all(r is not None and -1.0 <= r <= 1.0 for r in namespace["reward"].last_rewards)

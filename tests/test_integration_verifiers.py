@@ -163,11 +163,17 @@ def test_without_verifiers_it_is_one_clear_line(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(vf_mod, "_CLASSES", None)
     with pytest.raises(MissingDependency) as info:
         load_environment(env_ids=[REASONING])
-    assert str(info.value) == "spade_gym.integrations.verifiers needs verifiers: pip install 'spade-gym[verifiers]'"
+    assert (
+        str(info.value)
+        == "spade_gym.integrations.verifiers needs verifiers: pip install -e '.[verifiers]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)"
+    )
 
 
 def test_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    exec(compile(readme_example("### verifiers (prime-rl)"), "README.md", "exec"), {})
+    exec(
+        compile(readme_example("## verifiers (prime-rl)", doc="docs/integrations.md"), "docs/integrations.md", "exec"),
+        {},
+    )
     out = capsys.readouterr().out.splitlines()
     # the seeds are drawn as the gate draws them (no program can predict them), not 0 .. n-1
     assert (

@@ -418,7 +418,10 @@ def test_without_verl_the_class_is_one_clear_line(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(verl_mod, "_AGENT_LOOP", None)
     with pytest.raises(MissingDependency) as info:
         verl_mod.SpadeAgentLoop  # noqa: B018
-    assert str(info.value) == "spade_gym.integrations.verl needs verl: pip install 'spade-gym[verl]'"
+    assert (
+        str(info.value)
+        == "spade_gym.integrations.verl needs verl: pip install -e '.[verl]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)"
+    )
     with pytest.raises(AttributeError):
         verl_mod.NoSuchThing  # noqa: B018
 
@@ -439,7 +442,9 @@ def test_importing_spade_gym_and_the_integrations_imports_no_framework() -> None
 def test_readme_example_writes_the_datasets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("pyarrow")
     monkeypatch.chdir(tmp_path)
-    exec(compile(readme_example("### verl and OpenRLHF"), "README.md", "exec"), {})
+    exec(
+        compile(readme_example("## verl and OpenRLHF", doc="docs/integrations.md"), "docs/integrations.md", "exec"), {}
+    )
     assert (tmp_path / "spade_train.parquet").is_file() and (tmp_path / "spade_val.parquet").is_file()
     lines = (tmp_path / "spade_openrlhf.jsonl").read_text().splitlines()
     assert json.loads(json.loads(lines[0])["label"])["env_id"] == REASONING

@@ -3,6 +3,7 @@ library is one clear line naming the extra to install."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -62,7 +63,10 @@ def test_importing_spade_gym_imports_no_optional_library() -> None:
 def test_require_names_the_extra_in_one_line() -> None:
     with pytest.raises(MissingDependency) as caught:
         require("no_such_library_xyz", "ray", "spade_gym.integrations.ray")
-    assert str(caught.value) == "spade_gym.integrations.ray needs no_such_library_xyz: pip install 'spade-gym[ray]'"
+    assert (
+        str(caught.value)
+        == "spade_gym.integrations.ray needs no_such_library_xyz: pip install -e '.[ray]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)"
+    )
     assert isinstance(caught.value, ImportError)
     with pytest.raises(MissingDependency, match=r"pip install 'verl>=0.5'$"):
         require("no_such_library_xyz", "verl>=0.5", "the verl agent loop")
@@ -85,8 +89,8 @@ def test_ray_missing_is_one_line_for_the_executor_and_the_config() -> None:
     result = run_python(code, blocked=("ray",))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "the Ray executor (spade_gym.ray_executor) needs ray: pip install 'spade-gym[ray]'",
-        "config key 'run.executor': run.executor = 'ray' needs ray: pip install 'spade-gym[ray]'",
+        "the Ray executor (spade_gym.ray_executor) needs ray: pip install -e '.[ray]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)",
+        "config key 'run.executor': run.executor = 'ray' needs ray: pip install -e '.[ray]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)",
     ]
 
 
@@ -142,3 +146,23 @@ def test_the_ray_backends_stay_importable_from_integrations() -> None:
         RayPolicy,
         crash_report,
     )
+
+
+def test_no_message_tells_users_to_install_spade_gym_from_pypi() -> None:
+    # spade-gym is not on PyPI: `pip install 'spade-gym[x]'` fails, so every message says install_hint's
+    from spade_gym.errors import install_hint
+
+    src = Path(__file__).resolve().parent.parent / "src"
+    pypi = re.compile(r"pip install ['\"]?spade[-_]gym", re.IGNORECASE)
+    offenders = [
+        f"{path.relative_to(src)}:{number}: {line.strip()}"
+        for path in sorted(src.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if pypi.search(line) and path.name != "openai.py"  # its message is rewritten with the OpenAI policy's changes
+    ]
+    assert offenders == []
+    assert (
+        install_hint("sb3")
+        == "pip install -e '.[sb3]' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)"
+    )
+    assert install_hint().startswith("pip install -e '.' ")

@@ -109,23 +109,32 @@ def test_stop_strings_end_the_completion_and_are_cut_from_the_text(embedded_poli
 
 def test_sequence_logprobs_equal_generation_logprobs(embedded_policy: TransformersPolicy) -> None:
     """Re-scoring reproduces generation's numbers, for greedy and for tempered top-p samples: the
-    logprobs are those of the unmodified distribution, whatever the sampling settings."""
+    logprobs are those of the sampling temperature's distribution (1 when greedy), before top-p,
+    with each Completion's temperature or the temperatures given."""
     greedy = embedded_policy.generate([ADD, STORY], SamplingParams(temperature=0, max_new_tokens=20))
     tempered = embedded_policy.generate(
         [COLOUR, STORY], SamplingParams(temperature=0.7, top_p=0.9, n=2, max_new_tokens=20, seed=3)
     )
     batch = greedy + tempered
     with torch.no_grad():
-        rescored = embedded_policy.sequence_logprobs(batch, micro_batch_size=3)
+        rescored = embedded_policy.sequence_logprobs(batch, micro_batch_tokens=64)
     assert len(rescored) == len(batch)
     for completion, scores in zip(batch, rescored, strict=True):
         assert scores.shape == (completion.num_tokens,)
         assert scores.tolist() == pytest.approx(completion.logprobs, abs=2e-4)
-    # the same numbers from (prompt ids, completion ids) pairs
-    pairs = [(c.prompt_token_ids or [], c.completion_token_ids or []) for c in batch[:2]]
-    with torch.no_grad():
-        from_pairs = embedded_policy.sequence_logprobs(pairs)
-    assert torch.allclose(from_pairs[0], rescored[0], atol=2e-4)
+    assert [c.temperature for c in batch] == [1.0, 1.0, 0.7, 0.7, 0.7, 0.7]
+    # the same numbers from (prompt ids, completion ids) pairs and their temperatures, on both paths
+    pairs = [(c.prompt_token_ids or [], c.completion_token_ids or []) for c in batch]
+    for shared in (True, False):
+        with torch.no_grad():
+            from_pairs = embedded_policy.sequence_logprobs(
+                pairs, temperatures=[c.temperature for c in batch], shared_prefix=shared
+            )
+        for a, b in zip(from_pairs, rescored, strict=True):
+            assert torch.allclose(a, b, atol=2e-4)
+    with torch.no_grad():  # at temperature 1 a tempered sample's tokens score otherwise
+        raw = embedded_policy.sequence_logprobs(pairs[2:3])[0]
+    assert not torch.allclose(raw, rescored[2], atol=1e-2)
 
 
 def test_sequence_logprobs_carry_gradients(embedded_policy: TransformersPolicy) -> None:
@@ -294,8 +303,8 @@ def test_sequence_logprobs_names_bad_token_ids(embedded_policy: TransformersPoli
 
 def test_sequence_logprobs_needs_a_positive_micro_batch(embedded_policy: TransformersPolicy) -> None:
     for size in (0, -1):
-        with pytest.raises(ValueError, match="micro_batch_size"):
-            embedded_policy.sequence_logprobs([([1, 2], [3])], micro_batch_size=size)
+        with pytest.raises(ValueError, match="micro_batch_tokens"):
+            embedded_policy.sequence_logprobs([([1, 2], [3])], micro_batch_tokens=size)
     completion = embedded_policy.generate([ADD], SamplingParams(temperature=0, max_new_tokens=4))[0]
     with pytest.raises(ValueError, match="batch must be a list"):
         embedded_policy.sequence_logprobs(completion)  # type: ignore[arg-type]

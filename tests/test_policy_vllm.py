@@ -155,12 +155,12 @@ def test_constructor_without_vllm_raises_backend_unavailable(monkeypatch: pytest
     with pytest.raises(BackendUnavailable) as info:
         VLLMPolicy("x")
     assert not isinstance(info.value, ImportError)
-    assert "spade-gym[vllm]" in str(info.value) and "GPU" in str(info.value)
+    assert "pip install -e '.[vllm]'" in str(info.value) and "GPU" in str(info.value)
 
 
 def test_load_policy_vllm_without_vllm_raises_backend_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm", None)
-    with pytest.raises(BackendUnavailable, match=r"spade-gym\[vllm\]"):
+    with pytest.raises(BackendUnavailable, match=r"-e '\.\[vllm\]'"):
         load_policy("vllm:Qwen/Qwen2.5-0.5B-Instruct")
 
 
@@ -223,8 +223,8 @@ def test_real_generation(real_policy: Any) -> None:
 
 
 @pytest.mark.slow
-def test_real_logprobs_are_raw(real_policy: Any) -> None:
-    """Sampled at temperature 0.5, the reported logprobs are still those of the unscaled model."""
+def test_real_logprobs_are_at_the_sampling_temperature(real_policy: Any) -> None:
+    """Sampled at temperature 0.5, the reported logprobs are those of logits / 0.5 (as the trainer re-scores)."""
     policy, model_dir = real_policy
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
@@ -233,7 +233,10 @@ def test_real_logprobs_are_raw(real_policy: Any) -> None:
     ids = torch.tensor([completion.prompt_token_ids + completion.completion_token_ids])
     with torch.no_grad():
         logits = model(ids).logits[0, len(completion.prompt_token_ids) - 1 : -1].float()
-    reference = torch.log_softmax(logits, dim=-1).gather(1, ids[0, len(completion.prompt_token_ids) :, None])[:, 0]
+    assert completion.temperature == 0.5
+    reference = torch.log_softmax(logits / 0.5, dim=-1).gather(1, ids[0, len(completion.prompt_token_ids) :, None])[
+        :, 0
+    ]
     # vLLM runs in half precision: compare on average, loosely per token
     difference = (torch.tensor(completion.logprobs) - reference).abs()
     assert difference.mean().item() < 0.15 and difference.max().item() < 1.0
@@ -270,6 +273,6 @@ def test_real_load_weights_round_trip(real_policy: Any) -> None:
 
 
 def test_the_vllm_engine_turns_on_its_own_prefix_caching() -> None:
-    # issue 20, point 3: vLLM reuses shared prompt prefixes itself (the applied defaults are
+    # vLLM reuses shared prompt prefixes itself (the applied defaults are
     # checked where an engine is built, in the GPU tests)
     assert COLOCATE_DEFAULTS["enable_prefix_caching"] is True

@@ -1,4 +1,4 @@
-"""Key/value cache reuse in the transformers backend (issue 20): prompts that share a prefix, the
+"""Key/value cache reuse in the transformers backend: prompts that share a prefix, the
 n samples of one prompt and the next turn of a conversation read cached keys and values, and the
 results are those of uncached generation. Real embedded model, CPU."""
 

@@ -1,4 +1,4 @@
-"""Reward integrity (issue 18): programs that pass the gate and then try to pay what the contract
+"""Reward integrity: programs that pass the gate and then try to pay what the contract
 forbids earn the invalid reward, and the rewards the host sees stay within [0, 1]."""
 
 from __future__ import annotations

@@ -26,8 +26,16 @@ def test_the_library_is_large_and_spread_over_the_settings() -> None:
     assert not LIBRARY.problems()
     for record in RECORDS:
         assert record.setting in record.tags and record.description
-        if record.setting == "tool_use":
-            assert record.program().source and SandboxedEnv  # tools are checked by the gate's load
+
+
+@pytest.mark.parametrize("record", [r for r in RECORDS if r.setting == "tool_use"], ids=lambda r: r.env_id)
+def test_every_tool_use_program_declares_named_function_tools(record) -> None:  # type: ignore[no-untyped-def]
+    env = SandboxedEnv(record.source_path)  # the tools as the loaded program declares them
+    try:
+        names = [tool["function"]["name"] for tool in env.tools if tool.get("type") == "function"]
+    finally:
+        env.close()
+    assert names and len(names) == len(env.tools) and len(set(names)) == len(names), env.tools
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.env_id)
@@ -53,8 +61,8 @@ def test_difficulty_comes_from_the_seed(record) -> None:  # type: ignore[no-unty
     assert None not in levels and len(levels) >= 2, levels
 
 
-def test_readme_lists_every_library_environment_with_its_measured_returns() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_list_every_library_environment_with_its_measured_returns() -> None:
+    readme = (ROOT / "docs" / "seed_library.md").read_text()
     for record in RECORDS:
         stats = record.stats
         assert stats.episodes > 0 and stats.mean_return_hint is not None and stats.mean_return_nohint is not None

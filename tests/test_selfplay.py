@@ -57,7 +57,7 @@ def baseline_config(out: Path, iterations: int = 2) -> SelfPlayConfig:
     return SelfPlayConfig.from_dict(
         {
             "agent": {"max_new_tokens": 6, "replay_envs": 2, "episodes_per_env": 6},
-            "train": {"learning_rate": 1e-3, "micro_batch_size": 4},
+            "train": {"learning_rate": 1e-3, "micro_batch_tokens": 1024},
             "run": {"out": str(out), "iterations": iterations, "designer": "off", "tensorboard": False},
         }
     )
@@ -150,7 +150,7 @@ def test_a_designer_iteration_with_a_model_that_writes_no_program(tmp_path: Path
 
 
 def test_the_designs_of_several_prompts_are_generated_in_one_call(tmp_path: Path, tokenizer: Any) -> None:
-    # issue 20: full batches. Three write prompts and two edit prompts (their token budgets differ)
+    # full batches: three write prompts and two edit prompts (their token budgets differ)
     # make two generate calls, each holding all prompts of its mode, and every design keeps its prompt.
     config = SelfPlayConfig.from_dict(
         {
@@ -170,8 +170,11 @@ def test_the_designs_of_several_prompts_are_generated_in_one_call(tmp_path: Path
     calls: list[tuple[int, int, int]] = []
     generate = loop.generator.generate
 
+    sent: list[Any] = []
+
     def counted(prompts: Any, sampling: Any) -> Any:
         calls.append((len(prompts), sampling.n, sampling.max_new_tokens))
+        sent.extend(prompts)
         return generate(prompts, sampling)
 
     loop.generator.generate = counted  # type: ignore[method-assign]
@@ -182,6 +185,7 @@ def test_the_designs_of_several_prompts_are_generated_in_one_call(tmp_path: Path
     lines = [json.loads(line) for line in (tmp_path / "run" / "designs.jsonl").read_text().splitlines()]
     modes = [line["mode"] for line in lines[::2]]
     assert [line["prompt"] for line in lines] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4] and len(set(modes)) == 2
+    assert all(line["messages"] in sent for line in lines)  # the prompt each design answered, for SFT export
     assert sorted(calls) == sorted((modes.count(m), 2, 32 if m == "edit" else 40) for m in set(modes))
     # each design is trained on as an answer to its own prompt: one group of two per prompt
     groups = [(s.group, tuple(s.prompt_ids)) for s in phase.samples]

@@ -619,7 +619,7 @@ def test_the_train_section_is_grpo_config_defined_once() -> None:
 @pytest.mark.parametrize(
     ("train", "key", "expected"),
     [
-        ({"micro_batch_size": 0}, "train.micro_batch_size", "an int >= 1"),
+        ({"micro_batch_tokens": 0}, "train.micro_batch_tokens", "an int >= 1"),
         ({"epochs": 0}, "train.epochs", "an int >= 1"),
         ({"advantage_eps": -1.0}, "train.advantage_eps", "a finite number >= 0"),
         ({"max_grad_norm": 0.0}, "train.max_grad_norm", "a finite number > 0 or null"),

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from spade_gym.env import SandboxedEnv
-from spade_gym.policies.base import Completion, Policy, SamplingParams
+from spade_gym.policies.base import Completion, Policy, SamplingParams, logprob_temperature
 from spade_gym.program import SUCCESS_RETURN
 from spade_gym.sandbox.protocol import RESERVED_INFO_KEY
 
@@ -50,6 +50,7 @@ __all__ = [
     "Trajectory",
     "Turn",
     "agent_prompt",
+    "environment_summary",
     "example_messages",
     "extract_action",
     "format_compliance",
@@ -106,6 +107,17 @@ AGENT_MAX_NEW_TOKENS: int = 256
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL | re.IGNORECASE)
+
+
+def _tagged(pattern: re.Pattern[str], text: str) -> list[str]:
+    """``pattern.findall(text)`` in linear time: only the text up to the last closing tag is searched
+    (an opening tag with no closing tag after it matches nothing, but costs a scan to the end: a
+    completion of many opening tags took quadratic time, 35 s for 256 KB)."""
+    close = pattern.pattern.split("(.*?)")[1]
+    end = max((m.end() for m in re.finditer(re.escape(close), text, re.IGNORECASE)), default=0)
+    return pattern.findall(text, 0, end) if end else []
+
+
 _CALL = '<tool_call>{"name": ..., "arguments": {...}}</tool_call>'  # the format error messages show
 HINT_PREFIX = "\n\nHint: "
 #: What the Agent reads in place of an observation of a decoy episode (regret's hint-only arm) when
@@ -166,10 +178,23 @@ def example_messages(setting: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": question}, {"role": "assistant", "content": reply}]
 
 
+def environment_summary(description: str) -> str:
+    """What the Agent is told of its environment: the description up to its first ``:``, ``;`` or
+    sentence end (observations state the task; the rest of a docstring is for the Designer).
+
+    Measured with the embedded model (``benchmarks/agent_prompt_variants.py``, 5 graded seed
+    environments x 32 held-out seeds, temperature 0.5, the Agent's cold start per variant): success
+    0.381 [0.310, 0.458] with the whole description and the same with its first clause (paired
+    difference +0.000 [-0.058, +0.058]), 0.356 without any; format compliance 0.996-1.000 in all
+    three. The first clause cuts a first turn's prompt from 206 to 131 tokens."""
+    return re.split(r"[:;]|\.\s", description.strip(), maxsplit=1)[0].strip()
+
+
 def agent_prompt(setting: str, description: str = "", tools: Sequence[dict[str, Any]] = ()) -> list[dict[str, str]]:
-    """System prompt (one line per tool) and worked example exchange: the three messages the Agent
-    sees before the first observation; ValueError for an unknown setting."""
-    system = system_prompt(setting, description, tools, compact_tools=True)
+    """System prompt (the :func:`environment_summary` of ``description``, one line per tool) and
+    worked example exchange: the three messages the Agent sees before the first observation;
+    ValueError for an unknown setting."""
+    system = system_prompt(setting, environment_summary(description), tools, compact_tools=True)
     return [{"role": "system", "content": system}, *example_messages(setting)]
 
 
@@ -186,7 +211,7 @@ class ParsedAction:
 def extract_action(text: str, setting: str) -> ParsedAction:
     """Extract the action from a completion by the rules of the module docstring."""
     if setting == "tool_use":
-        calls = _TOOL_CALL.findall(text)
+        calls = _tagged(_TOOL_CALL, text)
         if calls:
             raw = calls[-1].strip()
             try:
@@ -197,7 +222,7 @@ def extract_action(text: str, setting: str) -> ParsedAction:
                 error = f'Error: a tool call must be a JSON object with a "name" and "arguments", e.g. {_CALL}.'
                 return ParsedAction(None, False, error)
             return ParsedAction(json.dumps(call, ensure_ascii=False), True)
-    answers = _ANSWER.findall(text)
+    answers = _tagged(_ANSWER, text)
     if answers:
         return ParsedAction(answers[-1].strip(), True)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -238,6 +263,7 @@ class Trajectory:
         error: ``{"type", "category", "message", ...}`` when the environment failed.
         generation_s, env_s: seconds in ``policy.generate`` (this episode's share of each batched
             call, by completion tokens) and in the environment.
+        temperature: the temperature its turns' logprobs are taken at (``Completion.temperature``).
         decoy: the Agent read decoys in place of the observations (``messages`` hold what it
             read; each :class:`Turn` the environment's own observation).
     """
@@ -254,6 +280,7 @@ class Trajectory:
     error: dict[str, Any] | None = None
     generation_s: float = 0.0
     env_s: float = 0.0
+    temperature: float = 1.0
     decoy: bool = False
 
     @property
@@ -527,6 +554,7 @@ def _start(episode: Episode, config: RolloutConfig) -> _Running:
     trajectory = Trajectory(
         env_id=env_id_of(episode.env, env), seed=episode.seed, hint=episode.hint, decoy=episode.decoy
     )
+    trajectory.temperature = logprob_temperature(config.sampling)
     decoys = episode.decoy_observations or (DECOY_OBSERVATION,)
     running = _Running(env, trajectory, min(env.max_turns, config.max_turns or env.max_turns), decoys)
     trajectory.messages.append(agent_prompt(env.setting, env.description, env.tools)[0])

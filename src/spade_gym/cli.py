@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import json
 import math
 import statistics
@@ -24,7 +25,7 @@ from rich.table import Table
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, WRITE_MAX_NEW_TOKENS
 from spade_gym.env import SandboxedEnv, escape_text
-from spade_gym.errors import RegistryError, SpadeError
+from spade_gym.errors import RegistryError, SpadeError, install_hint
 from spade_gym.files import read_lines
 from spade_gym.memory import MemoryConfig
 from spade_gym.program import SUCCESS_RETURN
@@ -147,7 +148,7 @@ app = typer.Typer(
 # In a log file: no wrapping, and tables wide enough that paths and ids stay whole
 console = Console(soft_wrap=True, width=200) if not Console().is_terminal else Console()
 envs_app = typer.Typer(
-    help="Environment registries: list, show, validate, add, measure, play and re-index environments.",
+    help="Environment registries: list, show, validate, add, import, measure, play and re-index environments.",
     no_args_is_help=True,
 )
 app.add_typer(envs_app, name="envs")
@@ -321,7 +322,7 @@ def _backends_table() -> Table:
         gpu = f"CUDA GPU: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "no CUDA GPU: runs on CPU"
         row = ("[green]ready[/green]", f"torch {torch_version}, transformers {transformers_version}; {gpu}")
     else:
-        row = ("[red]missing[/red]", "pip install 'spade-gym[train]' (torch's CPU build first on CPU-only machines)")
+        row = ("[red]missing[/red]", f"{install_hint('train')}; torch's CPU build first on CPU-only machines")
     table.add_row("transformers", *row)
     from spade_gym.errors import ModelNotFound
     from spade_gym.policies.embedded import EMBEDDED_NAME, cache_dir, embedded_gguf_path
@@ -334,8 +335,8 @@ def _backends_table() -> Table:
     except ModelNotFound as exc:
         table.add_row(f"default ({EMBEDDED_NAME})", "[red]missing[/red]", _safe(exc.message))
     for backend, dist, note, install in (
-        ("vllm:<id>", "vllm", "; needs an NVIDIA GPU", "pip install 'spade-gym[vllm]' (NVIDIA GPU)"),
-        ("openai:<model>@<url>", "openai", "", "pip install 'spade-gym[openai]'"),
+        ("vllm:<id>", "vllm", "; needs an NVIDIA GPU", f"{install_hint('vllm')}; NVIDIA GPU"),
+        ("openai:<model>@<url>", "openai", "", install_hint("openai")),
     ):
         found = version(dist)
         state = "[green]installed[/green]" if found else "[yellow]not installed[/yellow]"
@@ -568,7 +569,7 @@ def design(
         ),
     ] = DESIGNER_TEMPERATURE,
     agent_temperature: Annotated[
-        float, typer.Option(help="The Agent's sampling temperature (> 0; default measured, see the README).")
+        float, typer.Option(help="The Agent's sampling temperature (> 0; default measured, see docs/learning.md).")
     ] = AGENT_TEMPERATURE,
     seed: Annotated[int, typer.Option(help="Seed of the memory choice and of both roles' sampling.")] = 0,
     out: Annotated[
@@ -1489,5 +1490,23 @@ def envs_rebuild_index(registry: RegistryOption = None) -> None:
         console.print(f"[yellow]skipped {_safe(directory)}: {_safe(message)}[/yellow]")
 
 
-if __name__ == "__main__":  # pragma: no cover
-    app()
+# The helpers of this module that command modules elsewhere use (cli_share, integrations.commands).
+fail, safe, say, open_registry = _fail, _safe, _say, _open_registry
+
+# `spade export ...` and `spade envs import` (registered on `app` when imported)
+from spade_gym import cli_share  # noqa: E402,F401
+
+
+def _load_command_plugins() -> None:
+    """Import the modules of the entry point group ``spade_gym.commands`` (pyproject.toml), which add
+    their commands to :data:`app`: `spade serve` lives with its integration, outside the core."""
+    for entry in importlib.metadata.entry_points(group="spade_gym.commands"):
+        entry.load()
+
+
+_load_command_plugins()
+
+if __name__ == "__main__":  # pragma: no cover - `python -m spade_gym.cli`: the app cli_share added its commands to
+    from spade_gym.cli import app as spade_app
+
+    spade_app()

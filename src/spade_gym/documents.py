@@ -26,7 +26,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from spade_gym.errors import DocumentError
+from spade_gym.errors import DocumentError, install_hint
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -61,7 +61,7 @@ SUPPORTED_SUFFIXES = (".jsonl", ".parquet", ".txt")
 #: A tokenizer for :func:`cap_tokens`: text in, token ids out (``TransformersPolicy(...).tokenizer.encode``).
 Tokenizer = Callable[[str], Sequence[int]]
 
-_DATA_EXTRA = "pip install 'spade-gym[data]'"
+_DATA_EXTRA = install_hint("data")
 _RAW_CHARS_PER_TOKEN = 32  # raw text beyond max_tokens * this (+ slack) is not even cleaned
 _TITLE_CHARS = 200
 _ID_CHARS = 200

@@ -11,6 +11,7 @@ import importlib
 from types import ModuleType
 
 __all__ = [
+    "install_hint",
     "require",
     "SpadeError",
     "ProgramError",
@@ -178,7 +179,7 @@ class GenerationError(PolicyError):
 
 class MissingDependency(SpadeError, ImportError):
     """An optional integration's library is not installed (an :class:`ImportError` too); the message
-    names the extra, e.g. ``spade_gym.integrations.trl needs trl: pip install 'spade-gym[trl]'``."""
+    names the extra and how to install it (:func:`install_hint`)."""
 
     default_category = "ENV_EXCEPTION"
 
@@ -220,6 +221,16 @@ def error_from_payload(payload: object) -> SpadeError:
     return cls(message, category=category, traceback=traceback)
 
 
+def install_hint(extra: str | None = None) -> str:
+    """How to install spade-gym, with its optional ``extra`` (e.g. ``"sb3"``), as one line for a message.
+
+    spade-gym is not on PyPI yet (installing it by name fails), so the instruction installs
+    it from a clone of its repository: ``pip install -e '.[sb3]'`` in the clone's root folder.
+    """
+    target = f".[{extra}]" if extra else "."
+    return f"pip install -e '{target}' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)"
+
+
 def require(module: str, extra: str, feature: str) -> ModuleType:
     """Import ``module`` for ``feature``, or say in one line which extra installs it.
 
@@ -229,14 +240,14 @@ def require(module: str, extra: str, feature: str) -> ModuleType:
         feature: what needs it, e.g. ``"spade_gym.integrations.trl"``.
 
     Raises:
-        MissingDependency: ``"<feature> needs <module>: pip install 'spade-gym[<extra>]'"``, naming
-            the missing dependency when the library is installed but one of its own is not.
+        MissingDependency: ``"<feature> needs <module>: <install_hint(extra)>"``, naming the missing
+            dependency when the library is installed but one of its own is not.
     """
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
         top = module.split(".")[0]
-        install = f"pip install 'spade-gym[{extra}]'" if extra.isidentifier() else f"pip install '{extra}'"
+        install = install_hint(extra) if extra.isidentifier() else f"pip install '{extra}'"
         missing = (exc.name or top).split(".")[0]
         what = top if missing == top else f"{top} (which could not import its dependency {missing})"
         raise MissingDependency(f"{feature} needs {what}: {install}") from None

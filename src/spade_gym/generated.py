@@ -97,16 +97,10 @@ class GeneratedEnv(gym.Env[str, str]):
         self.record: EnvRecord | None = None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """Draw an environment and a program seed from this environment's generator; reset it."""
+        """Draw an environment and a program seed from this environment's generator (:meth:`draw`); reset it."""
         super().reset(seed=seed)
-        while True:  # an excluded environment is drawn again (the constructor checked that others exist)
-            record = self.registry.sample(
-                1, strategy=self.sampling, setting=self.setting_filter, rng=self.np_random, mark=self._writable
-            )[0]
-            if record.name not in self.exclude:
-                break
+        record, program_seed = self.draw()
         env = self._load(record)
-        program_seed = int(self.np_random.integers(0, 2**31 - 1))
         obs, info = env.reset(seed=program_seed)
         self.current, self.record = env, record
         info = dict(info)
@@ -117,6 +111,19 @@ class GeneratedEnv(gym.Env[str, str]):
             "seed": program_seed,
         }
         return obs, info
+
+    def draw(self, seed: int | None = None) -> tuple[EnvRecord, int]:
+        """The environment and program seed the next :meth:`reset` would play, drawn without loading it
+        (e.g. to play it elsewhere); ``seed`` reseeds the generator as ``reset(seed=...)`` does."""
+        if seed is not None:
+            self._np_random, self._np_random_seed = gym.utils.seeding.np_random(seed)
+        while True:  # an excluded environment is drawn again (the constructor checked that others exist)
+            record = self.registry.sample(
+                1, strategy=self.sampling, setting=self.setting_filter, rng=self.np_random, mark=self._writable
+            )[0]
+            if record.name not in self.exclude:
+                break
+        return record, int(self.np_random.integers(0, 2**31 - 1))
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Step the environment drawn at the last reset (see :meth:`SandboxedEnv.step`)."""

@@ -5,7 +5,7 @@ Validation runs as Ray tasks (:meth:`RayExecutor.validate_many`); a worker that 
 ``EnvHost`` actors (one per node by default) that step many sandboxes in parallel threads
 (:class:`RayEnv`); a host that dies ends its episodes with ``WORKER_CRASH`` (return 0), as a
 crashed sandbox does. Generation in a Ray actor is :class:`spade_gym.policies.ray.RayPolicy`.
-See README, "Ray: scaling out".
+See docs/integrations.md, "Ray: scaling out".
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import gymnasium as gym
 
+from spade_gym.errors import install_hint
 from spade_gym.spaces import UnicodeText
 
 __all__ = ["ReasoningGymEnv", "dataset_seed", "task_names"]
@@ -34,7 +35,7 @@ def _reasoning_gym() -> Any:
         import reasoning_gym
     except ImportError:
         raise ImportError(
-            "reasoning-gym environments need the reasoning-gym package: pip install 'spade_gym[reasoning]'"
+            f"reasoning-gym environments need the reasoning-gym package: {install_hint('reasoning')}"
         ) from None
     return reasoning_gym
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from spade_gym.agent import agent_prompt, extract_action
 from spade_gym.env import SandboxedEnv
-from spade_gym.errors import SandboxSetupError, SpadeError
+from spade_gym.errors import SandboxSetupError, SpadeError, install_hint
 from spade_gym.evaluation.base import DEFAULT_SAMPLING, ItemRecord, Suite, SuiteResult, generate_answers, read_jsonl
 from spade_gym.policies.base import Completion, SamplingParams
 from spade_gym.program import EnvProgram
@@ -371,7 +371,7 @@ class MathFileSuite(_FileSuite):
         if importlib.util.find_spec("math_verify") is None:
             raise ImportError(
                 "MathFileSuite scores answers with math-verify, which is not installed: "
-                "pip install 'spade-gym[eval]' (or pip install 'math-verify>=0.7')"
+                f"{install_hint('eval')}, or pip install 'math-verify>=0.7'"
             )
         super().__init__(path, sampling=sampling, batch_size=batch_size, limit=limit)
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, int) or timeout_s < 1:

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from spade_gym.errors import install_hint
 from spade_gym.evaluation.base import SuiteResult
 
 __all__ = ["interval_bars", "plot_comparison", "pyplot", "save_figure"]
@@ -44,7 +45,7 @@ def pyplot() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ImportError("plotting needs matplotlib: pip install 'spade_gym[train]'") from None
+        raise ImportError(f"plotting needs matplotlib: {install_hint('train')}") from None
     return plt
 
 

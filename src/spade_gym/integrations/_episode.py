@@ -8,17 +8,14 @@ environment's ``max_turns``, and a return of 0 for an episode whose program fail
 from __future__ import annotations
 
 import contextlib
-import difflib
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import gymnasium
-
 from spade_gym.agent import (
     NO_ACTION,
+    ParsedAction,
     PlayableEnv,
     Trajectory,
     Turn,
@@ -28,7 +25,7 @@ from spade_gym.agent import (
     start_episode,
     system_prompt,
 )
-from spade_gym.errors import EnvNotFound
+from spade_gym.registry.gymnasium import resolve_env_ids
 
 __all__ = [
     "ChatTokenizer",
@@ -55,53 +52,6 @@ class ChatTokenizer(Protocol):
 
     def decode(self, token_ids: Any, *args: Any, **kwargs: Any) -> str:
         """Text of ``token_ids``."""
-
-
-#: Entry points of the ids an integration can play: environment programs and reasoning-gym tasks.
-_PLAYABLE = ("spade_gym.env:SandboxedEnv", "spade_gym.reasoning_gym:ReasoningGymEnv")
-
-
-def resolve_env_ids(
-    env_ids: Sequence[str] | str | None = None, registry: str | os.PathLike[str] | None = None
-) -> list[str]:
-    """The Gymnasium ids an integration plays, checked, in the order given.
-
-    Args:
-        env_ids: ids (a str for one); ``None``/empty: every environment of ``registry`` except
-            :data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS`.
-        registry: a registry folder to register first; ``None``: ``$SPADE_REGISTRY``, else the seed library.
-
-    Raises:
-        EnvNotFound: an unknown id (the message suggests the closest).
-        RegistryError: ``registry`` cannot be opened.
-        ValueError: an id that is not an environment program or reasoning-gym task.
-    """
-    from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, register_registry
-
-    registered: list[str] = []
-    if registry is not None or not env_ids:
-        held_out = {f"spade/{name}-v0" for name in HELD_OUT_SEED_ENVS}
-        registered = [gym_id for gym_id in register_registry(registry) if gym_id not in held_out]
-    ids = [env_ids] if isinstance(env_ids, str) else list(env_ids or registered)
-    if not ids:
-        raise ValueError("no environments to play: give env_ids, or a registry that holds environments")
-    for env_id in ids:
-        if not isinstance(env_id, str) or env_id not in gymnasium.registry:
-            known = [
-                name
-                for name, spec in gymnasium.registry.items()
-                if name.startswith("spade/") and spec.entry_point in _PLAYABLE and spec.kwargs.get("program")
-            ]
-            close = difflib.get_close_matches(str(env_id), known, n=3, cutoff=0.5)
-            hint = f"; did you mean {', '.join(close)}?" if close else "; see `spade envs list`"
-            raise EnvNotFound(f"unknown environment id {env_id!r}{hint}")
-        entry = gymnasium.registry[env_id].entry_point
-        if entry not in _PLAYABLE:
-            raise ValueError(
-                f"{env_id} is not an environment program or reasoning-gym task (its entry point is {entry!r}); "
-                "give the ids of a registry's environments, e.g. spade/ArithmeticChain-v0"
-            )
-    return ids
 
 
 def episode_spec(row: Mapping[str, Any], *, where: str = "row") -> tuple[str, int, bool]:
@@ -162,9 +112,9 @@ class StepResult:
 class SpadeEpisode:
     """One episode of the Gymnasium id ``env_id`` at ``seed``, played one completion at a time (blocking).
 
-    ``start()`` makes and resets the environment; ``act(text)`` steps it with the completion's action;
-    ``close()`` reaps the worker. A program failure ends the episode with :attr:`error` set and a
-    return of 0; only an unknown id raises. ``hint`` appends the privileged hint to the first
+    ``start()`` makes and resets the environment (or resets one given, whose worker it then reuses and
+    never closes); ``act(text)`` steps it with the completion's action; ``close()`` reaps the worker.
+    A program failure ends the episode with :attr:`error` set and a return of 0; only an unknown id raises. ``hint`` appends the privileged hint to the first
     observation; ``max_turns`` caps the environment's own. ``setting``, ``description``, ``tools``
     and ``first_observation`` are the environment's once made; ``trajectory`` holds one Turn per :meth:`act`.
     """
@@ -180,6 +130,7 @@ class SpadeEpisode:
     trajectory: Trajectory = field(init=False)
     _env: PlayableEnv | None = field(default=None, repr=False)
     _limit: int = 1
+    _owned: bool = True
 
     def __post_init__(self) -> None:
         if self.max_turns is not None and self.max_turns < 1:
@@ -242,15 +193,17 @@ class SpadeEpisode:
             first = failed_start_text(self.env_id, self.error)
         return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": first}]
 
-    def start(self) -> str:
-        """Make and reset the environment; the first observation (``""`` on failure).
+    def start(self, env: PlayableEnv | None = None) -> str:
+        """Make and reset the environment, or reset ``env`` (an open environment of ``env_id``, left
+        open by :meth:`close`); the first observation (``""`` on failure).
 
         Raises:
             EnvNotFound / ValueError: ``env_id`` is unknown or not playable.
         """
         resolve_env_ids([self.env_id])
+        self._owned = env is None
         try:
-            env = self._env = open_playable_env(self.env_id)
+            env = self._env = env if env is not None else open_playable_env(self.env_id)
             self.setting, self.description = env.setting, env.description
             self.tools = list(env.tools or [])
             self._limit = min(env.max_turns, self.max_turns or env.max_turns)
@@ -260,12 +213,16 @@ class SpadeEpisode:
             return ""
         return self.first_observation
 
-    def act(self, completion: str) -> StepResult:
-        """One agent turn on ``completion``; after the end, ``done=True`` and nothing is stepped."""
+    def act(self, completion: str, *, raw: bool = False) -> StepResult:
+        """One agent turn on ``completion``; after the end, ``done=True`` and nothing is stepped.
+
+        ``raw``: ``completion`` is the action itself (e.g. a tool call's argument), sent as it is;
+        else the Agent's rules extract it (:func:`~spade_gym.agent.extract_action`).
+        """
         t = self.trajectory
         if t.done or self._env is None:
             return StepResult(None, False, "", 0.0, True, t.error)
-        parsed = extract_action(completion, self.setting)
+        parsed = ParsedAction(completion, True) if raw else extract_action(completion, self.setting)
         turn = Turn(None, None, None, completion, "stop", parsed.action, parsed.format_ok)
         t.turns.append(turn)
         if parsed.action is None:  # a malformed tool call: the agent is told, the environment is not stepped
@@ -282,9 +239,9 @@ class SpadeEpisode:
         return StepResult(parsed.action, parsed.format_ok, observation, float(reward), t.done, t.error)
 
     def close(self) -> None:
-        """Reap the environment's worker; safe to call more than once."""
+        """Reap the environment's worker (not one given to :meth:`start`); safe to call more than once."""
         env, self._env = self._env, None
-        if env is not None:
+        if env is not None and self._owned:
             with contextlib.suppress(Exception):  # closing never fails an episode
                 env.close()
 

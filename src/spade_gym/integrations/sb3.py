@@ -6,7 +6,7 @@ the agent's regret; :class:`DesignerParamsEnv` is that adversary's environment, 
 regret played in the sandbox and curriculum statistics in [0, 1] as observation.
 
 The environment imports neither SB3 nor torch; :func:`check`, :func:`train` and
-:func:`action_probabilities` do (``pip install 'spade-gym[sb3]'``)::
+:func:`action_probabilities` do (``pip install -e '.[sb3]'`` in a clone of the repository)::
 
     env = gymnasium.make("spade/DesignerParams-v0", agent=ChainSolverAgent(3), families=["arithmetic"])
     model = train(env, total_timesteps=256)

@@ -326,7 +326,7 @@ def write_parquet(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str
     """Write :func:`make_rows` rows to a parquet file (verl's ``data.train_files``); return its path.
 
     Raises:
-        MissingDependency: pyarrow is not installed (``pip install 'spade-gym[data]'``).
+        MissingDependency: pyarrow is not installed (:func:`~spade_gym.errors.install_hint`).
         ValueError: no rows, or a row without the columns of :func:`make_rows`.
     """
     if not rows:

@@ -6,9 +6,14 @@ One policy plays both SPADE roles (Designer and Agent)::
 
 Prompts are rendered with the tokenizer's chat template (generation prompt added); the
 ``len(prompts) * n`` completions come grouped by prompt (GRPO's group layout).
-``Completion.logprobs[i]`` is the log-probability of ``completion_token_ids[i]`` under the model's
-**unmodified** distribution (temperature 1, no top-p) whatever the sampling settings: vLLM's
-``logprobs_mode="raw_logprobs"``, and what :meth:`TransformersPolicy.sequence_logprobs` recomputes.
+``Completion.logprobs[i]`` is the log-probability of ``completion_token_ids[i]`` under the
+distribution it was sampled from: ``log_softmax(logits / T)`` at the sampling temperature ``T``
+(``Completion.temperature``; 1 for greedy decoding), before top-p truncation. The same everywhere:
+what :class:`TransformersPolicy` records and what its ``sequence_logprobs(..., temperatures=...)``
+recomputes for the update (the TRL convention: logits divided by the sampling temperature), and
+vLLM's ``logprobs_mode="processed_logprobs"`` (equal to it whenever ``top_p == 1``; with
+``top_p < 1`` vLLM renormalises over the nucleus). An OpenAI-compatible server reports its own
+figures (OpenAI's and vLLM's default: temperature 1), with no token ids to train on.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from spade_gym.errors import ContextLengthExceeded
 
 __all__ = [
     "ROLES",
+    "logprob_temperature",
     "Completion",
     "FinishReason",
     "Message",
@@ -133,9 +139,12 @@ class Completion:
         text: the decoded completion, special tokens removed, cut before a stop string.
         prompt_token_ids: the prompt as the model saw it (after any truncation).
         completion_token_ids: the sampled tokens, end-of-sequence token included.
-        logprobs: one natural-log probability per completion token (see the module docstring).
+        logprobs: one natural-log probability per completion token, at ``temperature`` (see the
+            module docstring).
         finish_reason: ``"stop"`` (end-of-sequence or a stop string) or ``"length"``.
         prompt_index: index into the ``prompts`` passed to ``generate``.
+        temperature: the temperature ``T > 0`` the logprobs are taken at: the sampling
+            temperature, or 1 for greedy decoding and for servers that report raw figures.
 
     The three lists are ``None`` when the backend reports no tokens (an OpenAI server).
     """
@@ -146,11 +155,17 @@ class Completion:
     logprobs: list[float] | None
     finish_reason: FinishReason
     prompt_index: int = 0
+    temperature: float = 1.0
 
     @property
     def num_tokens(self) -> int:
         """Number of completion tokens (0 when the backend reports none)."""
         return len(self.completion_token_ids or ())
+
+
+def logprob_temperature(sampling: SamplingParams) -> float:
+    """The temperature ``Completion.logprobs`` are taken at under ``sampling``: its temperature, 1 when greedy."""
+    return 1.0 if sampling.greedy else float(sampling.temperature)
 
 
 @runtime_checkable

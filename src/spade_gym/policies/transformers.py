@@ -9,8 +9,8 @@ How generation stays exact:
 
 * the checkpoint's ``generation_config`` is replaced by a neutral one (special token ids only),
   so shipped sampling defaults (``top_k``, ``repetition_penalty``, ...) never apply;
-* a logits processor before temperature and top-p records ``logit[token] - logsumexp(logits)``
-  of each sampled token;
+* a logits processor records ``log_softmax(logits / T)`` of each sampled token at the sampling
+  temperature ``T`` (1 when greedy), before top-p: the contract of ``Completion.logprobs``;
 * one stopping criterion checks end-of-sequence tokens and stop strings and records the step each
   row finished at, so tokens, text and finish reason are cut there;
 * key/value caches are reused across prompts that share a prefix (:class:`PrefixCache`); greedy
@@ -25,11 +25,11 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spade_gym.errors import BackendUnavailable, ModelNotFound, PolicyError
+from spade_gym.errors import BackendUnavailable, ModelNotFound, PolicyError, install_hint
 from spade_gym.policies.base import (
     Completion,
     FinishReason,
@@ -39,15 +39,17 @@ from spade_gym.policies.base import (
     cut_at_stop,
     fit_prompt,
     is_int,
+    logprob_temperature,
     resolve_sampling,
 )
+from spade_gym.policies.scoring import MICRO_BATCH_TOKENS, check_pairs, score_passes
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = ["PrefixCache", "TransformersPolicy", "import_torch_stack", "resolve_device_dtype"]
 
-_TRAIN_HINT = "install the train extra: pip install 'spade-gym[train]' (on a machine without an NVIDIA GPU, install torch's CPU build first)"
+_TRAIN_HINT = f"install the train extra: {install_hint('train')}; on a machine without an NVIDIA GPU, install torch's CPU build first"
 
 
 def import_torch_stack() -> None:
@@ -399,7 +401,8 @@ class TransformersPolicy:
         cache_kwargs: dict[str, Any] = {}
         if store is not None:  # preallocated for the whole call: decoding writes in place, never copies
             cache_kwargs[_CACHE_KWARG] = self._batch_cache(sources, cached, capacity=width + sampling.max_new_tokens)
-        recorder = _LogprobRecorder()
+        temperature = logprob_temperature(sampling)
+        recorder = _LogprobRecorder(temperature)
         stop_criterion = self._stop_criterion(sampling.stop) if sampling.stop else None
         finish = _FinishRecorder(width, len(rows), self.eos_token_ids, stop_criterion, self.device)
         config = GenerationConfig(
@@ -434,7 +437,7 @@ class TransformersPolicy:
             tokens = new_cpu[k][:length]
             reason: FinishReason = "stop" if finish.length[k] >= 0 else "length"
             text, _ = cut_at_stop(self.tokenizer.decode(tokens, skip_special_tokens=True), sampling.stop)
-            out.append(Completion(text, list(ids), tokens, logprobs_cpu[k][:length], reason, index))
+            out.append(Completion(text, list(ids), tokens, logprobs_cpu[k][:length], reason, index, temperature))
         if store is not None:
             final = getattr(output, "cache", None) or getattr(output, "past_key_values", None)
             if final is not None and sampling.n == 1:
@@ -551,89 +554,80 @@ class TransformersPolicy:
             store.add(tokens, _row(final, k, columns))
 
     def sequence_logprobs(
-        self, batch: Sequence[Completion | tuple[Sequence[int], Sequence[int]]], *, micro_batch_size: int = 8
+        self,
+        batch: Sequence[Completion | tuple[Sequence[int], Sequence[int]]],
+        *,
+        micro_batch_tokens: int = MICRO_BATCH_TOKENS,
+        shared_prefix: bool = True,
+        temperatures: Sequence[float] | None = None,
+        checkpoint_tokens: int | None = None,
     ) -> list[torch.Tensor]:
         """Log-probabilities of the completion tokens of ``B`` completions or ``(prompt_token_ids,
-        completion_token_ids)`` pairs, one forward pass per ``micro_batch_size`` sequences.
+        completion_token_ids)`` pairs: :meth:`score_batches` gathered in batch order.
 
         Returns ``B`` float32 tensors on the model's device, one natural-log entry per completion
         token: ``Completion.logprobs`` from :meth:`generate` up to rounding; under
         ``torch.enable_grad()`` they carry gradients for the trainer's loss.
 
         Raises:
-            ValueError: an empty or malformed batch, missing or out-of-vocabulary token ids, an
-                empty completion, a sequence over the context window, or ``micro_batch_size < 1``.
+            ValueError: as :meth:`score_batches`.
         """
-        if not is_int(micro_batch_size) or micro_batch_size < 1:
-            raise ValueError(f"micro_batch_size must be an int >= 1, got {micro_batch_size!r}")
-        if isinstance(batch, Completion) or not isinstance(batch, Sequence) or isinstance(batch, str):
-            raise ValueError(
-                f"batch must be a list of Completions or (prompt_ids, completion_ids) pairs, got {type(batch).__name__}"
-            )
-        if len(batch) == 0:
-            raise ValueError("sequence_logprobs needs at least one (prompt, completion) pair")
-        pairs: list[tuple[list[int], list[int]]] = []
-        for b, item in enumerate(batch):
-            prompt: Sequence[int] | None
-            completion: Sequence[int] | None
-            if isinstance(item, Completion):
-                prompt, completion = item.prompt_token_ids, item.completion_token_ids
-            elif isinstance(item, Sequence) and not isinstance(item, str) and len(item) == 2:
-                prompt, completion = item
-            else:
-                raise ValueError(
-                    f"batch[{b}] must be a Completion or a (prompt_ids, completion_ids) pair, got {item!r:.80}"
-                )
-            if prompt is None or completion is None:
-                raise ValueError(f"batch[{b}] carries no token ids (its backend does not report them)")
-            if len(prompt) == 0 or len(completion) == 0:
-                raise ValueError(
-                    f"batch[{b}] needs a non-empty prompt and completion, got {len(prompt)} and {len(completion)} tokens"
-                )
-            if self.context_window and len(prompt) + len(completion) > self.context_window:
-                raise ValueError(
-                    f"batch[{b}] holds {len(prompt) + len(completion)} tokens, over the context window of {self.context_window}"
-                )
-            pairs.append(
-                (self._token_ids(prompt, f"batch[{b}] prompt"), self._token_ids(completion, f"batch[{b}] completion"))
-            )
-        out: list[torch.Tensor] = []
-        for lo in range(0, len(pairs), micro_batch_size):
-            out.extend(self._score(pairs[lo : lo + micro_batch_size]))
-        return out
+        out: list[torch.Tensor | None] = [None] * (len(batch) if isinstance(batch, Sequence) else 0)
+        for members, logprobs in self.score_batches(
+            batch,
+            micro_batch_tokens=micro_batch_tokens,
+            shared_prefix=shared_prefix,
+            temperatures=temperatures,
+            checkpoint_tokens=checkpoint_tokens,
+        ):
+            for index, scores in zip(members, logprobs, strict=True):
+                out[index] = scores
+        return [scores for scores in out if scores is not None]
 
-    def _token_ids(self, ids: object, what: str) -> list[int]:
-        """``ids`` as a list of ints in ``[0, vocab_size)``, or a ValueError naming the bad entry."""
-        if isinstance(ids, str | bytes) or not isinstance(ids, Sequence):
-            raise ValueError(f"{what} must be a list of token ids, got {type(ids).__name__}")
-        out = list(ids)
-        for k, token in enumerate(out):
-            if not is_int(token) or not 0 <= token < self.vocab_size:
-                raise ValueError(f"{what}[{k}] = {token!r} is not a token id in [0, {self.vocab_size})")
-        return [int(t) for t in out]
+    def score_batches(
+        self,
+        batch: Sequence[Completion | tuple[Sequence[int], Sequence[int]]],
+        *,
+        micro_batch_tokens: int = MICRO_BATCH_TOKENS,
+        shared_prefix: bool = True,
+        temperatures: Sequence[float] | None = None,
+        checkpoint_tokens: int | None = None,
+    ) -> Iterator[tuple[list[int], list[torch.Tensor]]]:
+        """The completion logprobs of ``batch``, one forward pass at a time: yields ``(members,
+        logprobs)``, the batch indices of the pass and one float32 tensor per member (a trainer
+        runs each pass's backward before asking for the next, so activations are held for one
+        pass only).
 
-    def _score(self, pairs: list[tuple[list[int], list[int]]]) -> list[torch.Tensor]:
-        import torch
+        ``shared_prefix``: every token shared by several sequences (a group's prompt, an earlier
+        turn) is computed once (:func:`spade_gym.policies.scoring.pack`), a pass holds at most
+        ``micro_batch_tokens`` distinct tokens; same logprobs and gradients as encoding each
+        sequence whole, up to float rounding. ``False``: each sequence whole, left-padded, a pass
+        holding at most ``micro_batch_tokens`` tokens with padding. A single longer sequence gets a
+        pass of its own. Logits are computed only where they predict a completion token.
 
-        width = max(len(p) + len(c) for p, c in pairs)
-        longest = max(len(c) for _, c in pairs)
-        ids = torch.full((len(pairs), width), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(pairs), width), dtype=torch.long)
-        for k, (p, c) in enumerate(pairs):
-            seq = p + c
-            ids[k, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
-            mask[k, width - len(seq) :] = 1
-        ids, mask = ids.to(self.device), mask.to(self.device)
-        # the positions transformers' generate uses with left padding
-        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
-        # sequences are right-aligned: every completion lies in the last `longest` positions
-        logits = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=longest + 1
-        ).logits
-        logits = logits[:, :-1].float()  # position t predicts token t + 1
-        targets = ids[:, width - longest :]
-        token_logprobs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-        return [token_logprobs[k, longest - len(c) :] for k, (_, c) in enumerate(pairs)]
+        ``temperatures``: one per item, the temperature ``T`` its logprobs are taken at
+        (``log_softmax(logits / T)``, as :meth:`generate` records them); ``None``: each
+        Completion's own ``temperature``, 1 for pairs. A pass of more than ``checkpoint_tokens``
+        tokens runs with activation checkpointing (the same gradients, a fraction of the memory;
+        :func:`~spade_gym.policies.scoring.checkpointing`); ``None``: the model's setting.
+
+        Raises:
+            ValueError: an empty or malformed batch, missing or out-of-vocabulary token ids, an
+                empty completion, a sequence over the context window, ``micro_batch_tokens < 1``, or
+                ``temperatures`` not one positive number per item.
+        """
+        pairs = check_pairs(batch, self.vocab_size, self.context_window)
+        if temperatures is None:
+            temperatures = [item.temperature if isinstance(item, Completion) else 1.0 for item in batch]
+        yield from score_passes(
+            self.model,
+            pairs,
+            temperatures,
+            micro_batch_tokens,
+            shared_prefix,
+            checkpoint_tokens=checkpoint_tokens,
+            pad_token_id=self.pad_token_id,
+        )
 
     def state_dict_for_inference(self) -> dict[str, torch.Tensor]:
         """``{name: tensor}`` as an inference engine expects (:meth:`VLLMPolicy.load_weights`):
@@ -668,10 +662,11 @@ def is_peft(model: Any) -> bool:
 
 
 class _LogprobRecorder:
-    """Logits processor (before temperature and top-p) keeping each step's ``logits -
-    logsumexp(logits)``, gathered at the sampled token on the next step."""
+    """Logits processor (it runs before transformers' temperature and top-p warpers) keeping each
+    step's ``log_softmax(logits / temperature)``, gathered at the sampled token on the next step."""
 
-    def __init__(self) -> None:
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
         self.gathered: list[torch.Tensor] = []
         self.previous: torch.Tensor | None = None
 
@@ -680,7 +675,7 @@ class _LogprobRecorder:
 
         if self.previous is not None:
             self.gathered.append(self.previous.gather(-1, input_ids[:, -1:]).squeeze(-1))
-        self.previous = scores.float() - torch.logsumexp(scores.float(), dim=-1, keepdim=True)
+        self.previous = torch.log_softmax(scores.float() / self.temperature, dim=-1)
         return scores
 
     def result(self, new_tokens: torch.Tensor) -> torch.Tensor:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spade_gym.errors import BackendUnavailable, GenerationError, ModelNotFound, PolicyError
+from spade_gym.errors import BackendUnavailable, GenerationError, ModelNotFound, PolicyError, install_hint
 from spade_gym.policies.base import (
     Completion,
     FinishReason,
@@ -26,6 +26,7 @@ from spade_gym.policies.base import (
     SamplingParams,
     check_prompts,
     fit_prompt,
+    logprob_temperature,
     resolve_sampling,
 )
 
@@ -51,13 +52,13 @@ COLOCATE_DEFAULTS: dict[str, Any] = {
     "enable_prefix_caching": True,
 }
 
-_INSTALL_HINT = "install it with `pip install 'spade-gym[vllm]'` on a Linux machine with an NVIDIA GPU"
+_INSTALL_HINT = f"install it with {install_hint('vllm')}, on a Linux machine with an NVIDIA GPU"
 
 
 def to_vllm_sampling_kwargs(sampling: SamplingParams) -> dict[str, Any]:
     """The keyword arguments of ``vllm.SamplingParams`` for ``sampling``: temperature ``0.0`` when
     greedy, ``max_tokens``, ``stop`` as a list, ``seed``, and ``logprobs=0`` (the sampled token's
-    raw log-probability only). Prompt truncation is done before the request (:func:`fit_prompt`)."""
+    log-probability only). Prompt truncation is done before the request (:func:`fit_prompt`)."""
     return {
         "n": sampling.n,
         "temperature": 0.0 if sampling.greedy else float(sampling.temperature),
@@ -82,9 +83,12 @@ def to_vllm_param_name(name: str) -> str | None:
     return name.replace(".base_layer", "")
 
 
-def completions_from_outputs(outputs: Sequence[Any], prompt_token_ids: Sequence[list[int]], n: int) -> list[Completion]:
+def completions_from_outputs(
+    outputs: Sequence[Any], prompt_token_ids: Sequence[list[int]], n: int, temperature: float = 1.0
+) -> list[Completion]:
     """Convert ``vllm.LLM.generate``'s ``RequestOutput`` list (one per prompt, asked with
-    ``logprobs=0``) into ``B * n`` :class:`Completion` objects grouped by prompt.
+    ``logprobs=0``) into ``B * n`` :class:`Completion` objects grouped by prompt, their logprobs
+    taken at ``temperature`` (the engine's ``processed_logprobs``).
 
     ``logprobs[i]`` is ``output.logprobs[i][token_ids[i]].logprob``; ``finish_reason`` ``"length"``
     stays, anything else is ``"stop"``.
@@ -116,7 +120,9 @@ def completions_from_outputs(outputs: Sequence[Any], prompt_token_ids: Sequence[
                     )
                 logprobs.append(float(entry[token_id].logprob))
             reason: FinishReason = "length" if sample.finish_reason == "length" else "stop"
-            completions.append(Completion(sample.text, list(prompt_ids), token_ids, logprobs, reason, prompt_index))
+            completions.append(
+                Completion(sample.text, list(prompt_ids), token_ids, logprobs, reason, prompt_index, temperature)
+            )
     return completions
 
 
@@ -138,12 +144,14 @@ class VLLMPolicy:
         name: the policy's name in logs and the registry; defaults to ``model``.
         **engine_kwargs: more ``vllm.LLM`` arguments; :data:`COLOCATE_DEFAULTS` apply unless
             given. An executor in another process leaves :meth:`load_weights` unavailable;
-            ``logprobs_mode`` may only be ``"raw_logprobs"``.
+            ``logprobs_mode`` may only be ``"processed_logprobs"`` (the contract of
+            ``Completion.logprobs``: after temperature; with ``top_p < 1`` vLLM also renormalises
+            over the nucleus, which the trainer does not model).
 
     Raises:
         BackendUnavailable: vLLM is not installed, or torch sees no CUDA GPU.
         ModelNotFound: ``model`` is a local path (starting ``/``, ``.`` or ``~``) that does not exist.
-        ValueError: ``logprobs_mode`` other than ``"raw_logprobs"``.
+        ValueError: ``logprobs_mode`` other than ``"processed_logprobs"``.
     """
 
     def __init__(
@@ -164,11 +172,11 @@ class VLLMPolicy:
         model = str(model)
         if model.startswith(("/", ".", "~")) and not Path(model).expanduser().exists():
             raise ModelNotFound(f"model path {model!r} does not exist; pass a local checkpoint folder or a hub id")
-        mode = engine_kwargs.get("logprobs_mode", "raw_logprobs")
-        if mode != "raw_logprobs":
+        mode = engine_kwargs.get("logprobs_mode", "processed_logprobs")
+        if mode != "processed_logprobs":
             raise ValueError(
-                "VLLMPolicy reports the raw log-probabilities of sampled tokens (logprobs_mode='raw_logprobs'); "
-                f"got logprobs_mode={mode!r}"
+                "VLLMPolicy reports the log-probabilities of sampled tokens after temperature, as the trainer "
+                f"re-scores them (logprobs_mode='processed_logprobs'); got logprobs_mode={mode!r}"
             )
 
         kwargs: dict[str, Any] = {
@@ -184,7 +192,7 @@ class VLLMPolicy:
         for key, value in COLOCATE_DEFAULTS.items():
             kwargs[key] = engine_kwargs.pop(key, value)
         kwargs.update(engine_kwargs)
-        kwargs["logprobs_mode"] = "raw_logprobs"  # vLLM V1's default; pinned so a changed default can't slip in
+        kwargs["logprobs_mode"] = "processed_logprobs"  # the logprobs of the distribution sampled
         if kwargs["distributed_executor_backend"] == "external_launcher":
             ensure_distributed_env()
 
@@ -227,7 +235,7 @@ class VLLMPolicy:
             outputs = self._llm.generate(requests, params, use_tqdm=False)
         except Exception as error:  # vLLM raises many types; callers catch one
             raise GenerationError(f"vLLM generation failed: {type(error).__name__}: {error}") from error
-        return completions_from_outputs(outputs, prompt_ids, sampling.n)
+        return completions_from_outputs(outputs, prompt_ids, sampling.n, logprob_temperature(sampling))
 
     def load_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
         """Copy the trainer's weights into the engine's model in place and reset the prefix cache.

@@ -8,6 +8,7 @@ and specs reach subprocesses. ``spade/Generated-v0`` draws from a registry at ev
 
 from __future__ import annotations
 
+import difflib
 import importlib.resources
 import os
 import warnings
@@ -34,6 +35,7 @@ __all__ = [
     "register_program",
     "register_builtin_ids",
     "open_registry",
+    "resolve_env_ids",
 ]
 
 ENTRY_POINT = "spade_gym.env:SandboxedEnv"
@@ -221,3 +223,50 @@ def register_builtin_ids() -> None:
     if bundled_registry_path().is_dir():
         with warnings.catch_warnings(action="ignore"):  # a rebuilt index of the bundled registry is routine, not news
             register_registry(bundled_registry_path())
+
+
+#: Entry points of the ids the Agent (and every integration) can play: environment programs and reasoning-gym tasks.
+_PLAYABLE = ("spade_gym.env:SandboxedEnv", "spade_gym.reasoning_gym:ReasoningGymEnv")
+
+
+def resolve_env_ids(
+    env_ids: Sequence[str] | str | None = None, registry: str | os.PathLike[str] | None = None
+) -> list[str]:
+    """The Gymnasium ids to play (by the Agent, an integration, a server), checked, in the order given.
+
+    Args:
+        env_ids: ids (a str for one); ``None``/empty: every environment of ``registry`` except
+            :data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS`.
+        registry: a registry folder to register first; ``None``: ``$SPADE_REGISTRY``, else the seed library.
+
+    Raises:
+        EnvNotFound: an unknown id (the message suggests the closest).
+        RegistryError: ``registry`` cannot be opened.
+        ValueError: an id that is not an environment program or reasoning-gym task.
+    """
+    from spade_gym.errors import EnvNotFound
+
+    registered: list[str] = []
+    if registry is not None or not env_ids:
+        held_out = {f"spade/{name}-v0" for name in HELD_OUT_SEED_ENVS}
+        registered = [gym_id for gym_id in register_registry(registry) if gym_id not in held_out]
+    ids = [env_ids] if isinstance(env_ids, str) else list(env_ids or registered)
+    if not ids:
+        raise ValueError("no environments to play: give env_ids, or a registry that holds environments")
+    for env_id in ids:
+        if not isinstance(env_id, str) or env_id not in gymnasium.registry:
+            known = [
+                name
+                for name, spec in gymnasium.registry.items()
+                if name.startswith("spade/") and spec.entry_point in _PLAYABLE and spec.kwargs.get("program")
+            ]
+            close = difflib.get_close_matches(str(env_id), known, n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; see `spade envs list`"
+            raise EnvNotFound(f"unknown environment id {env_id!r}{hint}")
+        entry = gymnasium.registry[env_id].entry_point
+        if entry not in _PLAYABLE:
+            raise ValueError(
+                f"{env_id} is not an environment program or reasoning-gym task (its entry point is {entry!r}); "
+                "give the ids of a registry's environments, e.g. spade/ArithmeticChain-v0"
+            )
+    return ids

@@ -37,7 +37,7 @@ from annotated_types import Ge, Gt, Le
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, EDIT_TOKEN_FLOOR, WRITE_MAX_NEW_TOKENS
-from spade_gym.errors import SpadeError
+from spade_gym.errors import SpadeError, install_hint
 from spade_gym.memory import MemoryConfig
 from spade_gym.options import FINITE, Why, adapter, option, option_factory, type_name
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
@@ -148,7 +148,7 @@ class DesignerSection:
     )
     temperature: Annotated[float, Gt(0), FINITE, Why("a group of greedy samples is degenerate")] = option(
         DESIGNER_TEMPERATURE,
-        "sampling temperature of designs (default measured with the embedded model, see the README; larger models "
+        "sampling temperature of designs (default measured with the embedded model, see docs/learning.md; larger models "
         "do well at 0.7-1.0)",
     )
     top_p: Annotated[float, Gt(0), Le(1)] = option(1.0, "nucleus sampling mass of designs")
@@ -184,10 +184,10 @@ class AgentSection:
     )
     max_new_tokens: Annotated[int, Ge(1)] = option(AGENT_MAX_NEW_TOKENS, "most tokens per Agent turn")
     temperature: Annotated[float, Gt(0), FINITE, Why("regret needs sampling")] = option(
-        AGENT_TEMPERATURE, "sampling temperature of the Agent (default measured, see the README)"
+        AGENT_TEMPERATURE, "sampling temperature of the Agent (default measured, see docs/learning.md)"
     )
     top_p: Annotated[float, Gt(0), Le(1)] = option(
-        AGENT_TOP_P, "nucleus sampling mass of the Agent (default measured, see the README)"
+        AGENT_TOP_P, "nucleus sampling mass of the Agent (default measured, see docs/learning.md)"
     )
     max_turns: Annotated[int, Ge(1)] = option(
         MAX_EPISODE_TURNS,
@@ -256,7 +256,9 @@ class TrainConfig:
     advantage_eps: NonNegative = _grpo("advantage_eps")
     std_ddof: Ddof = _grpo("std_ddof")
     drop_zero_advantage: bool = _grpo("drop_zero_advantage")
-    micro_batch_size: Count = _grpo("micro_batch_size")
+    micro_batch_tokens: Count = _grpo("micro_batch_tokens")
+    shared_prefix: bool = _grpo("shared_prefix")
+    checkpoint_tokens: Annotated[int, Ge(0)] | None = _grpo("checkpoint_tokens")
     mini_batches: Count = _grpo("mini_batches")
     epochs: Count = _grpo("epochs")
     max_grad_norm: Positive | None = _grpo("max_grad_norm")
@@ -308,7 +310,7 @@ class RunSection:
 
 @dataclass
 class RaySection:
-    """Ray settings, used when ``run.executor`` is ``'ray'`` (see README, "Ray: scaling out")."""
+    """Ray settings, used when ``run.executor`` is ``'ray'`` (see docs/integrations.md, "Ray: scaling out")."""
 
     address: str | None = option(
         None,
@@ -835,7 +837,7 @@ def _yaml() -> Any:
     try:
         import yaml
     except ImportError as exc:  # pragma: no cover - PyYAML comes with the train extra
-        raise ConfigError("reading a YAML config needs PyYAML: pip install 'spade-gym[train]'") from exc
+        raise ConfigError(f"reading a YAML config needs PyYAML: {install_hint('train')}") from exc
     return yaml
 
 

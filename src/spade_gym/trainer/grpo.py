@@ -29,6 +29,7 @@ from annotated_types import Ge, Gt, Le, Lt
 
 from spade_gym.options import FINITE, option, refusal, type_name
 from spade_gym.policies.base import Completion
+from spade_gym.policies.scoring import CHECKPOINT_TOKENS, MICRO_BATCH_TOKENS
 
 if TYPE_CHECKING:
     import torch
@@ -84,8 +85,8 @@ class TrainSample:
         prompt_ids: the prompt's token ids (``>= 1``).
         completion_ids: the ``T >= 0`` sampled token ids (with no trained token, a sample still
             counts in its group's statistics).
-        behaviour_logprobs: ``T`` temperature-1 natural-log probabilities under the sampling policy
-            (``Completion.logprobs``): the importance ratio's denominator.
+        behaviour_logprobs: ``T`` natural-log probabilities under the sampling policy at
+            ``temperature`` (``Completion.logprobs``): the importance ratio's denominator.
         loss_mask: ``T`` ints, ``1`` for a trained token, ``0`` for context.
         reward: finite; the Designer's regret reward or the Agent's episode return.
         role: ``"designer"`` or ``"agent"``.
@@ -93,6 +94,8 @@ class TrainSample:
         episode: samples with the same (role, group, episode) count once in the group's
             statistics (the turns of one Agent episode); ``None``: an episode of its own.
         advantage: set by :func:`group_advantages` (or the caller).
+        temperature: the sampling temperature (``> 0``) the behaviour logprobs are taken at; the
+            update re-scores at it, so the ratio compares the distribution that was sampled.
 
     ValueError for lengths that disagree, a mask value not 0/1, an empty prompt, a non-finite
     reward or an unknown role.
@@ -107,6 +110,7 @@ class TrainSample:
     group: Hashable
     episode: Hashable | None = None
     advantage: float | None = None
+    temperature: float = 1.0
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -123,6 +127,8 @@ class TrainSample:
             raise ValueError(f"TrainSample.loss_mask holds only 0 and 1, got {sorted(set(self.loss_mask))}")
         if isinstance(self.reward, bool) or not isinstance(self.reward, int | float) or not math.isfinite(self.reward):
             raise ValueError(f"TrainSample.reward must be a finite number, got {self.reward!r}")
+        if not (isinstance(self.temperature, int | float) and math.isfinite(self.temperature) and self.temperature > 0):
+            raise ValueError(f"TrainSample.temperature must be a finite number > 0, got {self.temperature!r}")
         if self.advantage is not None and not math.isfinite(self.advantage):
             raise ValueError(f"TrainSample.advantage must be finite or None, got {self.advantage!r}")
 
@@ -158,7 +164,17 @@ def samples_from_trajectories(
         episode, reward = f"episode-{next(_EPISODE_IDS)}", float(trajectory.episode_return)
         for prompt, completion, logprobs, mask in trajectory.samples():
             out.append(
-                TrainSample(list(prompt), list(completion), list(logprobs), list(mask), reward, "agent", group, episode)
+                TrainSample(
+                    list(prompt),
+                    list(completion),
+                    list(logprobs),
+                    list(mask),
+                    reward,
+                    "agent",
+                    group,
+                    episode,
+                    temperature=trajectory.temperature,
+                )  # fmt: skip
             )
     return out
 
@@ -178,7 +194,18 @@ def samples_from_completions(
                 f"completions[{k}] carries no token ids or logprobs (its backend does not report them); "
                 "train on completions of a TransformersPolicy or VLLMPolicy"
             )
-        out.append(TrainSample(list(prompt), list(ids), list(logprobs), [1] * len(ids), float(reward), role, group))
+        out.append(
+            TrainSample(
+                list(prompt),
+                list(ids),
+                list(logprobs),
+                [1] * len(ids),
+                float(reward),
+                role,
+                group,
+                temperature=completion.temperature,
+            )  # fmt: skip
+        )
     return out
 
 
@@ -356,9 +383,10 @@ class GRPOConfig:
     """Settings of :class:`GRPOTrainer`; each field's ``metadata["help"]`` says what it does.
 
     One :meth:`GRPOTrainer.update` makes ``epochs`` passes over its samples, each split into
-    ``mini_batches`` mini-batches (one optimizer step each) of micro-batches of
-    ``micro_batch_size`` sequences whose gradients accumulate; micro-batch losses are normalised
-    by the whole mini-batch's count, so ``micro_batch_size`` trades memory for speed, never the result.
+    ``mini_batches`` mini-batches (one optimizer step each), each scored in forward passes of at most
+    ``micro_batch_tokens`` distinct tokens whose gradients accumulate; pass losses are normalised
+    by the whole mini-batch's count, so ``micro_batch_tokens``, ``shared_prefix`` and
+    ``checkpoint_tokens`` trade memory for speed, never the result (up to float rounding).
 
     ValueError for a field out of its range (:meth:`validate`, called on construction).
     """
@@ -394,7 +422,22 @@ class GRPOConfig:
         "carry no policy gradient and would only dilute the token normalisation (DAPO dynamic "
         "sampling); counted in UpdateStats.dropped.",
     )
-    micro_batch_size: Count = option(4, "Sequences per forward/backward pass; gradients accumulate across them.")
+    micro_batch_tokens: Count = option(
+        MICRO_BATCH_TOKENS,
+        "Most distinct tokens per forward/backward pass (a longer single sequence gets a pass of its own); "
+        "gradients accumulate across passes. Bounds the activations held, whatever the number of samples.",
+    )
+    shared_prefix: bool = option(
+        True,
+        "Encode the tokens samples share (a group's prompt, an earlier turn) once per pass, with the "
+        "logprobs and gradients of encoding each sample whole; False: every sample whole, left-padded.",
+    )
+    checkpoint_tokens: Annotated[int, Ge(0)] | None = option(
+        CHECKPOINT_TOKENS,
+        "Forward/backward passes of more than this many tokens keep only each layer's input and recompute "
+        "the layer in the backward pass (non-reentrant activation checkpointing): the same gradients, "
+        "about a fifth of the memory, about a third more time; 0: every pass, null: none.",
+    )
     mini_batches: Count = option(
         1,
         "Optimizer steps per update: the samples are shuffled and split into this many "
@@ -527,8 +570,8 @@ class GRPOTrainer:
     skips the step with a warning. The model is in train mode only during :meth:`update`; do not
     generate from another thread then.
 
-    Behaviour logprobs are temperature-1 logprobs, so completions sampled at another temperature
-    or top-p < 1 are slightly off-policy.
+    Each sample is re-scored at its sampling temperature (``TrainSample.temperature``), so on-policy
+    ratios are 1; with top-p < 1 the truncation is not modelled (as in TRL).
 
     Args:
         policy: its trainable parameters (only the LoRA adapters when attached) are optimized.
@@ -626,6 +669,9 @@ class GRPOTrainer:
             size, extra = divmod(len(trained), count)
             bounds = list(itertools.accumulate((size + (k < extra) for k in range(count)), initial=0))
             model = self.policy.model
+            cache = getattr(self.policy, "prefix_cache", None)
+            if cache is not None:  # its keys and values are stale after the step: free them before the passes
+                cache.clear()
             model.train()
             losses, norms, totals = [], [], {"tokens": 0.0, "clip": 0.0, "ratio": 0.0, "kl": 0.0}
             try:
@@ -669,13 +715,26 @@ class GRPOTrainer:
         bf16 = cfg.bf16 and device.type == "cuda" and torch.cuda.is_bf16_supported()
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum, what, mine = 0.0, "", {"tokens": 0.0, "clip": 0.0, "ratio": 0.0, "kl": 0.0}
-        for lo in range(0, len(batch), cfg.micro_batch_size):
-            micro = batch[lo : lo + cfg.micro_batch_size]
-            pairs = [(s.prompt_ids, s.completion_ids) for s in micro]
+        pairs = [(s.prompt_ids, s.completion_ids) for s in batch]
+        temperatures = [s.temperature for s in batch]
+        autocast = functools.partial(torch.autocast, device_type="cuda", dtype=torch.bfloat16)
+        with autocast() if bf16 else contextlib.nullcontext():
+            reference = self._reference_logprobs(pairs, temperatures) if self._has_reference else None
+        passes = self.policy.score_batches(
+            pairs,
+            micro_batch_tokens=cfg.micro_batch_tokens,
+            shared_prefix=cfg.shared_prefix,
+            temperatures=temperatures,
+            checkpoint_tokens=cfg.checkpoint_tokens,
+        )
+        while True:
             started = time.perf_counter()
-            with torch.autocast(device_type="cuda", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
-                logprobs = self.policy.sequence_logprobs(pairs, micro_batch_size=len(micro))
-                ref = self._reference_logprobs(pairs) if self._has_reference else None
+            with autocast() if bf16 else contextlib.nullcontext():  # the forward pass runs in next()
+                scored = next(passes, None)
+            if scored is None:
+                break
+            members, logprobs = scored
+            micro = [batch[k] for k in members]
             loss, figures = grpo_loss(
                 torch.nn.utils.rnn.pad_sequence(logprobs, batch_first=True),
                 _padded([s.behaviour_logprobs for s in micro], torch.float32, device),
@@ -683,7 +742,9 @@ class GRPOTrainer:
                 _padded([s.loss_mask for s in micro], torch.bool, device),
                 clip_eps=cfg.clip_eps,
                 clip_eps_high=cfg.clip_eps_high,
-                ref_logprobs=None if ref is None else torch.nn.utils.rnn.pad_sequence(ref, batch_first=True),
+                ref_logprobs=None
+                if reference is None
+                else torch.nn.utils.rnn.pad_sequence([reference[k] for k in members], batch_first=True),
                 kl_coef=cfg.kl_coef,
                 loss_type=cfg.loss_type,
                 weights=torch.tensor([cfg.role_weights.get(s.role, 1.0) for s in micro], device=device),
@@ -728,16 +789,23 @@ class GRPOTrainer:
             totals[key] += value
         return loss_sum, norm
 
-    def _reference_logprobs(self, pairs: list[tuple[list[int], list[int]]]) -> list[torch.Tensor]:
-        """The frozen reference's logprobs of ``pairs`` (no gradients), on the policy's device."""
+    def _reference_logprobs(
+        self, pairs: list[tuple[list[int], list[int]]], temperatures: list[float]
+    ) -> list[torch.Tensor]:
+        """The frozen reference's logprobs of ``pairs`` at ``temperatures`` (no gradients), on the policy's device."""
         import torch
 
+        options: dict[str, Any] = {
+            "micro_batch_tokens": self.config.micro_batch_tokens,
+            "shared_prefix": self.config.shared_prefix,
+            "temperatures": temperatures,
+        }
         with torch.no_grad():
             if self._base_reference:
                 with self.policy.model.disable_adapter():
-                    return self.policy.sequence_logprobs(pairs, micro_batch_size=len(pairs))
+                    return self.policy.sequence_logprobs(pairs, **options)
             assert self.reference is not None
-            out = self.reference.sequence_logprobs(pairs, micro_batch_size=len(pairs))
+            out = self.reference.sequence_logprobs(pairs, **options)
         return [t.to(self.policy.device) for t in out]
 
     def state_dict(self) -> dict[str, Any]:

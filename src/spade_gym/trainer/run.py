@@ -42,7 +42,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from spade_gym.errors import SpadeError
+from spade_gym.errors import SpadeError, install_hint
 from spade_gym.files import fsync_dir, lock_file, replace_atomically, write_durably
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig
 
@@ -132,7 +132,7 @@ def _torch(needed_for: str = "") -> Any:
         import torch
     except ImportError:
         if needed_for:
-            raise RunDirError(f"{needed_for} needs torch: pip install 'spade-gym[train]'") from None
+            raise RunDirError(f"{needed_for} needs torch: {install_hint('train')}") from None
         return None
     return torch
 

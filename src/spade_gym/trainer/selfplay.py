@@ -38,7 +38,7 @@ import numpy as np
 from spade_gym.agent import Episode, RolloutConfig, Trajectory, format_compliance, rollout
 from spade_gym.designer import DesignerPrompt, DesignOutcome, evaluate_completion, propose_group, validate_designs
 from spade_gym.documents import load_documents
-from spade_gym.errors import DocumentError, EnvNotFound, PolicyError
+from spade_gym.errors import DocumentError, EnvNotFound, PolicyError, install_hint
 from spade_gym.files import replace_atomically
 from spade_gym.memory import EnvironmentMemory
 from spade_gym.policies.base import Completion, SamplingParams
@@ -117,6 +117,7 @@ def _design_line(p: int, prompt: Any, outcome: DesignOutcome) -> dict[str, Any]:
         "mode": prompt.mode,
         "parent": prompt.parent,
         "setting": prompt.setting,
+        "messages": prompt.messages,  # the prompt shown: `spade export designs` makes Designer SFT data of it
         "completion": outcome.completion[:cut],
         "program": outcome.source[:cut] if outcome.source is not None else None,
         "category": report.category,
@@ -621,7 +622,7 @@ def check_lora(lora: dict[str, Any]) -> None:
         import peft
     except ImportError:
         raise ConfigError(
-            "config key 'policy.lora' needs the peft package: pip install 'spade_gym[train]'", key="policy.lora"
+            f"config key 'policy.lora' needs the peft package: {install_hint('train')}", key="policy.lora"
         ) from None
     known = {f.name for f in dataclasses.fields(peft.LoraConfig)}
     unknown = sorted(set(lora) - known)

@@ -45,6 +45,7 @@ from spade_gym.agent import agent_prompt, extract_action, start_episode
 from spade_gym.designer import build_prompt, edit_blocks, extract_design
 from spade_gym.errors import SpadeError
 from spade_gym.files import replace_atomically
+from spade_gym.policies.scoring import CHECKPOINT_TOKENS
 from spade_gym.program import SUCCESS_RETURN, knob_nodes, knobs
 from spade_gym.registry.gymnasium import bundled_registry_path
 from spade_gym.registry.records import EnvRecord
@@ -526,12 +527,8 @@ def _mean_nll(policy: Any, samples: Sequence[SFTSample]) -> float | None:
     if not samples:
         return None
     with torch.no_grad():
-        total, tokens = 0.0, 0
-        for s in samples:
-            lp = policy.sequence_logprobs([(list(s.prompt_ids), list(s.target_ids))], micro_batch_size=1)[0]
-            total -= float(lp.sum())
-            tokens += len(s.target_ids)
-    return total / tokens
+        lps = policy.sequence_logprobs([(list(s.prompt_ids), list(s.target_ids)) for s in samples])
+    return -math.fsum(float(lp.sum()) for lp in lps) / sum(len(s.target_ids) for s in samples)
 
 
 def _eval_losses(policy: Any, data: WarmstartData) -> dict[str, float | None]:
@@ -541,7 +538,7 @@ def _eval_losses(policy: Any, data: WarmstartData) -> dict[str, float | None]:
 def sample_loss(policy: Any, batch: Sequence[SFTSample]) -> Any:
     """The token-mean negative log-likelihood of the batch's target tokens (a scalar tensor with
     gradients); prompt tokens are never loss tokens."""
-    lps = policy.sequence_logprobs([(list(s.prompt_ids), list(s.target_ids)) for s in batch], micro_batch_size=1)
+    lps = policy.sequence_logprobs([(list(s.prompt_ids), list(s.target_ids)) for s in batch])
     tokens = sum(len(s.target_ids) for s in batch)
     return -sum(lp.sum() for lp in lps) / tokens
 
@@ -654,8 +651,10 @@ def run_warmstart(
             batch = [data.samples[i] for i in schedule[step]]
             tokens = sum(len(s.target_ids) for s in batch)
             total = 0.0
-            for s in batch:  # one sequence per forward pass: Designer samples are thousands of tokens
-                loss = sample_loss(policy, [s]) * (len(s.target_ids) / tokens)
+            pairs = [(list(s.prompt_ids), list(s.target_ids)) for s in batch]
+            # a backward pass per forward pass, long ones checkpointed: bounded memory
+            for _, lps in policy.score_batches(pairs, checkpoint_tokens=CHECKPOINT_TOKENS):
+                loss = -sum(lp.sum() for lp in lps) / tokens
                 loss.backward()
                 total += float(loss.detach())
             torch.nn.utils.clip_grad_norm_(params, _MAX_GRAD_NORM)

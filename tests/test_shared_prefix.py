@@ -1,0 +1,131 @@
+"""Shared-prefix scoring gives the logprobs and gradients of encoding every sequence whole.
+
+The batch is real: ``tests/data/demo_update.json.gz`` holds the samples of one GRPO update of
+``make demo`` (the Designer's group of designs sharing one prompt; the Agent's turns, whose episodes
+of one environment share the system prompt and the worked example, and whose second turns hold the
+first whole). The model is the embedded SmolLM2-135M-Instruct with the demo's LoRA adapters.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spade_gym.policies.scoring import MICRO_BATCH_TOKENS, pack
+
+torch = pytest.importorskip("torch")
+
+BATCH = Path(__file__).parent / "data" / "demo_update.json.gz"
+LORA = {"r": 16, "lora_alpha": 32, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
+
+
+def demo_pairs() -> dict[str, list[tuple[list[int], list[int]]]]:
+    """The update's samples as (prompt ids, completion ids): by role, and by group."""
+    with gzip.open(BATCH, "rt") as f:
+        samples = json.load(f)
+    out: dict[str, list[tuple[list[int], list[int]]]] = {}
+    for s in samples:
+        for key in (s["role"], s["group"]):
+            out.setdefault(key, []).append((s["prompt_ids"], s["completion_ids"]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def lora_policy() -> Any:
+    """The embedded model with the demo's adapters, B drawn from N(0, 0.02) so every adapter has a gradient."""
+    from spade_gym.policies import load_policy
+
+    torch.manual_seed(0)
+    policy = load_policy("default", lora=dict(LORA))
+    with torch.no_grad():
+        for name, p in policy.model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.02)
+    return policy
+
+
+def scores_and_gradients(policy: Any, pairs: list[tuple[list[int], list[int]]], **options: Any) -> tuple[list, list]:
+    """Each sequence's logprobs and the gradient of sum_k w_k . logprobs_k (w: fixed per-token
+    weights, so a token scored at the wrong place or a gradient routed to the wrong sequence shows),
+    a backward pass per forward pass as the trainer runs them."""
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    for p in params:
+        p.grad = None
+    out: list[Any] = [None] * len(pairs)
+    policy.model.train()
+    try:
+        for members, logprobs in policy.score_batches(pairs, **options):
+            loss = sum((lp * weight(k, len(lp))).sum() for k, lp in zip(members, logprobs, strict=True))
+            loss.backward()
+            for k, lp in zip(members, logprobs, strict=True):
+                out[k] = lp.detach()
+    finally:
+        policy.model.eval()
+    return out, [p.grad.detach().clone() for p in params]
+
+
+def weight(k: int, n: int) -> Any:
+    return torch.cos(torch.arange(n, dtype=torch.float32) * 0.7 + k)
+
+
+def relative(a: list[Any], b: list[Any]) -> float:
+    num = sum(float(((x - y) ** 2).sum()) for x, y in zip(a, b, strict=True))
+    return (num / sum(float((x**2).sum()) for x in a)) ** 0.5
+
+
+def test_a_prefix_tree_row_holds_each_shared_token_once() -> None:
+    """The Designer's group is one row (its prompt once); the Agent's turns are a row per replayed
+    environment (rows of unrelated environments would make every token attend over both)."""
+    pairs = demo_pairs()
+    for role, most_rows, max_share in (("designer", 1, 0.26), ("agent", 3, 0.25)):
+        whole = sum(len(p) + len(c) for p, c in pairs[role])
+        rows = pack(pairs[role], MICRO_BATCH_TOKENS)
+        assert len(rows) <= most_rows and sorted(k for r in rows for k in r.members) == list(range(len(pairs[role])))
+        assert sum(len(r.tokens) for r in rows) < max_share * whole, role
+        assert sum(len(r.targets) for r in rows) == sum(len(c) for _, c in pairs[role])
+    assert len(pack(pairs["agent"], 600)) > 3 and all(len(r.tokens) <= 600 for r in pack(pairs["agent"], 600))
+
+
+def assert_same(policy: Any, batch: list[tuple[list[int], list[int]]], budget: int) -> None:
+    """Whole sequences one at a time vs shared prefixes in one pass, and with checkpointing in
+    passes of at most ``budget`` tokens: logprobs within 1e-4, gradients within 1e-4 relative
+    (float rounding is about 1e-6), every adapter with a gradient."""
+    whole, g_whole = scores_and_gradients(policy, batch, shared_prefix=False, micro_batch_tokens=1)
+    shared, g_shared = scores_and_gradients(policy, batch, micro_batch_tokens=10**6)
+    split, g_split = scores_and_gradients(policy, batch, micro_batch_tokens=budget, checkpoint_tokens=0)
+    assert not any(getattr(m, "gradient_checkpointing", False) for m in policy.model.modules()), "switched off after"
+    for other, g_other in ((shared, g_shared), (split, g_split)):
+        for a, b in zip(whole, other, strict=True):
+            assert a.shape == b.shape
+            torch.testing.assert_close(b, a, rtol=0, atol=1e-4)
+        assert relative(g_whole, g_other) < 1e-4
+        assert all(float(g.abs().sum()) > 0 for g in g_other)
+
+
+def test_agent_turns_score_and_train_as_whole_sequences(lora_policy: Any) -> None:
+    """One replayed environment's Agent turns (4 episodes of 2 turns: the episodes share the system
+    prompt and worked example, a second turn holds its first), one of them twice; and the Designer
+    group's logprobs (its 1,890-token prompt shared) without gradients."""
+    pairs = demo_pairs()
+    turns = pairs["agent:spade/CountListItems-v0"][:8]
+    assert len({len(p) for p, _ in turns}) > 2
+    assert_same(lora_policy, [*turns, turns[0]], budget=300)
+    designs = list({tuple(c): (p, c) for p, c in pairs["designer"]}.values())[:2]  # two different designs
+    with torch.no_grad():
+        whole = lora_policy.sequence_logprobs(designs, shared_prefix=False, micro_batch_tokens=1)
+        shared = lora_policy.sequence_logprobs(designs)
+    for a, b in zip(whole, shared, strict=True):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_designer_group_trains_as_whole_sequences(lora_policy: Any) -> None:
+    """Two different designs sharing the Designer's 1,890-token prompt, with gradients (the
+    prompt's gradient is the sum of both samples')."""
+    designs = list({tuple(c): (p, c) for p, c in demo_pairs()["designer"]}.values())[:2]
+    assert len(designs) == 2
+    assert_same(lora_policy, designs, budget=10**6)
