@@ -18,9 +18,7 @@ from spade_gym.policies.gguf import GGUF_MODELS, _assemble, gguf_path, read_gguf
 
 HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 # with the real library (`make llamacpp` installs it, built once): these run with the end-to-end tests
-needs_llama = pytest.mark.skipif(
-    not HAS_LLAMA, reason="llama-cpp-python is not installed (pip install 'spade-gym[llamacpp]'; make llamacpp)"
-)
+needs_llama = pytest.mark.skipif(not HAS_LLAMA, reason="llama-cpp-python is not installed (make llamacpp)")
 EMBEDDED = GGUF_MODELS["smollm2-135m"]
 
 
@@ -31,7 +29,7 @@ def chat(text: str) -> list[dict[str, str]]:
 @pytest.fixture(scope="module")
 def policy() -> Iterator[Policy]:
     if not HAS_LLAMA:
-        pytest.skip("llama-cpp-python is not installed (pip install 'spade-gym[llamacpp]')")
+        pytest.skip("llama-cpp-python is not installed (make llamacpp)")
     loaded = load_policy("llamacpp:default", n_ctx=512)
     yield loaded
     loaded.close()  # type: ignore[attr-defined]
@@ -83,7 +81,7 @@ def test_spec_parsing_and_missing_library(monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(ValueError, match="needs a model"):
         parse_policy_spec("llamacpp:")
     monkeypatch.setitem(__import__("sys").modules, "llama_cpp", None)
-    with pytest.raises(BackendUnavailable, match=r"spade-gym\[llamacpp\]"):
+    with pytest.raises(BackendUnavailable, match=r"\.\[llamacpp\]"):
         load_policy("llamacpp:default")
 
 

@@ -12,7 +12,7 @@ Inference only (it cannot be trained). Prompts are rendered with the GGUF's own 
 cache; sample ``k`` of prompt ``i`` of a call with ``seed=s`` is drawn with llama.cpp's sampler
 seed ``s + i * n + k`` (modulo 2**32), the same completion whatever ran before. ``logprobs`` are those of the unmodified distribution (a log-softmax of the
 sampled position's logits), as the module :mod:`spade_gym.policies.base` requires.
-Install: ``pip install 'spade-gym[llamacpp]'`` (llama-cpp-python builds from source: minutes).
+Install: ``pip install -e '.[llamacpp]'`` in a clone, or ``make llamacpp`` (llama-cpp-python builds from source: minutes).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from spade_gym.errors import BackendUnavailable, GenerationError, ModelNotFound
+from spade_gym.errors import BackendUnavailable, GenerationError, ModelNotFound, install_hint
 from spade_gym.policies.base import (
     Completion,
     FinishReason,
@@ -43,7 +43,7 @@ __all__ = ["DEFAULT_N_CTX", "LlamaCppPolicy", "import_llama_cpp"]
 
 #: Context window of a loaded model unless given: a Designer prompt (2-4k tokens) and a whole program.
 DEFAULT_N_CTX = 8192
-_INSTALL = "pip install 'spade-gym[llamacpp]'  (or: pip install 'llama-cpp-python[server]>=0.3.16')"
+_INSTALL = f"{install_hint('llamacpp')}  (or: pip install 'llama-cpp-python[server]>=0.3.16')"
 
 
 def import_llama_cpp() -> Any:
