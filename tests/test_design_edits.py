@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from test_designer import FAST, HintReader
 
+from spade_gym.design_prompts import WORKED_EXAMPLE as _EXAMPLE  # the program the edit example applies to
 from spade_gym.designer import (
-    _EXAMPLE,  # the write-mode worked example: the program the edit example applies to
     DESIGNER_EDIT_SYSTEM_PROMPT,
     EDIT_DIVIDER,
     EDIT_REPLACE,

@@ -18,6 +18,8 @@ from gymnasium.utils.env_checker import check_env
 from readme import readme_example
 
 from spade_gym.agent import DECOY_OBSERVATION, RolloutConfig
+from spade_gym.contract import skeleton
+from spade_gym.design_prompts import system_prompt
 from spade_gym.designer import (
     DESIGNER_SYSTEM_PROMPT,
     DesignerConfig,
@@ -196,12 +198,17 @@ def test_write_prompt_holds_document_memory_and_setting(seeded_registry: Registr
     doc = Document(text="Compound interest adds interest to the principal each period.", source={"kind": "test"})
     prompt = build_prompt(doc, items, setting="tool_use")
     user = prompt.messages[1]["content"]
-    assert prompt.messages[0] == {"role": "system", "content": DESIGNER_SYSTEM_PROMPT}
+    assert prompt.variant == "skeleton" and "ListSum" not in prompt.text  # no whole program to copy
+    assert skeleton("tool_use") in user and "tools = TOOLS" in user  # the setting's Env to fill
+    example = build_prompt(doc, items, setting="tool_use", variant="example")
+    assert example.messages[0] == {"role": "system", "content": DESIGNER_SYSTEM_PROMPT}
+    assert skeleton("tool_use") not in example.messages[1]["content"]
     assert doc.text in user and "tool_use environment" in user
     assert all(item.record.env_id in user for item in items) and len(items) == 3
     assert prompt.mode == "write" and prompt.parent is None
     provenance = prompt.provenance()
     assert provenance["document"] == {"kind": "test"} and provenance["memory"] == [i.record.env_id for i in items]
+    assert provenance["prompt"] == "skeleton"
     json.dumps(provenance)
 
 
@@ -225,6 +232,8 @@ def test_prompt_rejects_bad_arguments(seeded_registry: Registry) -> None:
         build_prompt(None, setting="puzzle")
     with pytest.raises(ValueError, match="edit mode needs"):
         build_prompt(None, [], mode="edit")
+    with pytest.raises(ValueError, match="prompt variant"):
+        build_prompt(None, variant="fill-in")
 
 
 @pytest.mark.parametrize("junk", ["\x00\x01\x02\x03" * 50, bytes(range(256)).decode("latin-1") * 2])
@@ -345,7 +354,7 @@ def test_designer_env_passes_check_env(tmp_path: Path) -> None:
 def test_designer_env_by_hand_through_gymnasium_make(tmp_path: Path) -> None:
     env = gymnasium.make("spade/Designer-v0", agent=HintReader(), registry=str(tmp_path / "registry"), config=FAST)
     obs, info = env.reset(seed=0, options={"setting": "reasoning", "mode": "write"})
-    assert isinstance(obs, str) and obs.startswith(DESIGNER_SYSTEM_PROMPT)
+    assert isinstance(obs, str) and obs.startswith(system_prompt("write"))
     assert info["messages"][1]["content"] in obs and info["provenance"]["setting"] == "reasoning"
     assert len(info["provenance"]["memory"]) == FAST.memory.k  # the seed library is the initial memory
     obs, reward, terminated, truncated, info = env.step(fenced(SECRET_WORD))

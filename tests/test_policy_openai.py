@@ -52,7 +52,9 @@ class FakeChatServer:
         stopleak: answers ``"the answer is 42 ### and more"`` (stop string left in the text).
         nologprobs: as echo, ``logprobs`` null.
         reversed: choices listed in reverse ``index`` order, text ``"choice <index>"``.
-        fewchoices: ignores ``n`` and returns one choice.
+        fewchoices: ignores ``n`` and returns one choice (``choice <seed>`` when seeded).
+        refuselogprobs: HTTP 500 "logprobs is not supported ..." (llama-cpp-python without
+            ``logits_all``) when asked for logprobs, else as echo.
         slow: sleeps 3 s (or until shutdown) before answering.
         trickle: sends headers, then one byte of body every 0.1 s (never finishes in time).
         garbage: 200, JSON content type, body ``not json``; garbage-text: same as text/plain.
@@ -142,6 +144,10 @@ class FakeChatServer:
         if model == "error" or last_user == "!500" or (model == "flaky" and seen == 1):
             handler.reply(500, {"error": {"message": "internal failure", "type": "InternalServerError"}}, fast_retry)
             return
+        if model == "refuselogprobs" and body.get("logprobs"):
+            message = "logprobs is not supported for models created with logits_all=False"
+            handler.reply(500, {"error": {"message": message, "type": "InternalServerError"}})
+            return
         if model == "toolong":
             error = {"object": "error", "message": VLLM_TOO_LONG, "type": "BadRequestError", "param": None, "code": 400}
             handler.reply(400, error)
@@ -183,6 +189,8 @@ class FakeChatServer:
         choices = []
         for k in range(1 if model == "fewchoices" else n):
             content = f"choice {k}" if model == "reversed" else text
+            if model == "fewchoices" and body.get("seed") is not None:
+                content = f"choice {body['seed']}"
             logprobs = None
             if body.get("logprobs") and model != "nologprobs":
                 toks = tokens_of(content)
@@ -307,7 +315,7 @@ def test_sampling_params_reach_the_server(make_policy: Any, server: FakeChatServ
     assert body["n"] == 2
     assert body["stop"] == ["###", "END"]
     assert body["seed"] == 5
-    assert body["logprobs"] is True
+    assert body["logprobs"] is True and body["top_logprobs"] == 1  # llama.cpp's server needs top_logprobs
     assert "truncate_prompt" not in body and "max_completion_tokens" not in body
 
 
@@ -379,7 +387,7 @@ def test_context_manager_closes(server: FakeChatServer) -> None:
 # -- retries and errors ----------------------------------------------------------------------
 
 
-def test_flaky_server_is_retried_by_the_sdk(make_policy: Any, server: FakeChatServer) -> None:
+def test_flaky_server_is_retried(make_policy: Any, server: FakeChatServer) -> None:
     [completion] = make_policy("flaky", max_retries=2).generate([chat("try again")])
     assert completion.text == "try again"
     assert len(server.requests_for("flaky")) == 2
@@ -414,25 +422,30 @@ def test_one_failing_prompt_fails_the_batch_and_names_it(make_policy: Any) -> No
         policy.generate([chat("fine"), chat("!500"), chat("also fine")])
 
 
-def test_timeout_raises_within_a_bounded_time(make_policy: Any, server: FakeChatServer) -> None:
-    policy = make_policy("slow", timeout=0.3, max_retries=1)
+def test_timeout_fits_the_request_and_is_never_retried(make_policy: Any, server: FakeChatServer) -> None:
+    # budget = timeout + seconds_per_token x max_tokens x requests in flight = 0.2 + 0.01 x 30 x 1
+    policy = make_policy("slow", timeout=0.2, seconds_per_token=0.01, max_retries=2)
+    assert policy.request_budget(30) == pytest.approx(0.5) and policy.request_budget(30, queued=4) == pytest.approx(1.4)
     start = time.monotonic()
-    with pytest.raises(GenerationError, match=r"timed out after 0\.3 s \(1 retries\)"):
-        policy.generate([chat("q")])
-    assert time.monotonic() - start < 2.5  # 2 attempts x 0.3 s + one backoff (<= 0.5 s) + slack
-    assert len(server.requests_for("slow")) == 2
+    with pytest.raises(GenerationError, match=r"timed out after 0\.5 s .*not retried: the server may still be working"):
+        policy.generate([chat("q")], SamplingParams(max_new_tokens=30))
+    assert time.monotonic() - start < 2.0
+    assert len(server.requests_for("slow")) == 1  # a retry would queue behind the abandoned request
+
+
+def test_default_budget_grows_with_max_tokens(make_policy: Any) -> None:
+    policy = make_policy("echo", timeout=30.0)  # the defaults fit a 1,536-token design on a CPU server
+    assert policy.request_budget(1536) >= 30 + 0.25 * 1536
 
 
 def test_server_trickling_bytes_cannot_hang_generate(make_policy: Any) -> None:
-    # each read gets a byte within 0.1 s, so the SDK's per-read timeout never fires: the
-    # policy's own deadline (timeout x attempts + backoffs + 1 s) must end the call
-    policy = make_policy("trickle", timeout=0.3, max_retries=0)
+    # each read gets a byte within 0.1 s, so the HTTP read timeout never fires: the policy's own
+    # deadline (the request's budget + 1 s) must end the call
+    policy = make_policy("trickle", timeout=0.3, seconds_per_token=0.0, max_retries=0)
     start = time.monotonic()
-    with pytest.raises(
-        GenerationError, match=r"no complete answer within [\d.]+ s \(timeout 0\.3 s per attempt, 0 retries\)"
-    ):
+    with pytest.raises(GenerationError, match=r"no complete answer within 0\.3 s \(timeout 0\.3 s"):
         policy.generate([chat("q")])
-    assert time.monotonic() - start < policy.request_deadline + 1.0
+    assert time.monotonic() - start < 0.3 + 2.0
 
 
 def test_an_abandoned_request_does_not_keep_the_process_alive(server: FakeChatServer) -> None:
@@ -444,7 +457,7 @@ def test_an_abandoned_request_does_not_keep_the_process_alive(server: FakeChatSe
     script = (
         "from spade_gym.errors import GenerationError\n"
         "from spade_gym.policies.openai import OpenAIPolicy\n"
-        f"policy = OpenAIPolicy('trickle', {server.url!r}, timeout=0.3, max_retries=0)\n"
+        f"policy = OpenAIPolicy('trickle', {server.url!r}, timeout=0.3, seconds_per_token=0, max_retries=0)\n"
         "try:\n    policy.generate([[{'role': 'user', 'content': 'q'}]])\n"
         "except GenerationError:\n    print('raised')\n"
     )
@@ -458,9 +471,12 @@ def test_unreachable_server_raises_generation_error() -> None:
     with socket.socket() as sock:  # a port with nothing listening
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with OpenAIPolicy("echo", f"http://127.0.0.1:{port}/v1", timeout=2.0, max_retries=0) as policy:
-        with pytest.raises(GenerationError, match="could not reach the server"):
+    url = f"http://127.0.0.1:{port}/v1"
+    start = time.monotonic()
+    with OpenAIPolicy("echo", url, timeout=2.0, max_retries=2) as policy:
+        with pytest.raises(GenerationError, match="could not reach the server") as info:
             policy.generate([chat("q")])
+    assert url in str(info.value) and time.monotonic() - start < 5.0  # named within seconds
 
 
 @pytest.mark.parametrize(
@@ -482,9 +498,30 @@ def test_garbage_answers_raise_generation_error(
     assert detail in str(info.value)
 
 
-def test_server_ignoring_n_is_an_error(make_policy: Any) -> None:
-    with pytest.raises(GenerationError, match=r"returned 1 choices for prompt 0, expected n=3"):
-        make_policy("fewchoices").generate([chat("q")], SamplingParams(n=3))
+def test_server_ignoring_n_serves_groups_with_single_requests(make_policy: Any, server: FakeChatServer) -> None:
+    policy = make_policy("fewchoices", max_concurrency=4)
+    completions = policy.generate([chat("q")], SamplingParams(n=3, seed=10))
+    # the first request asked for 3 and got 1; the other two were asked singly, seeded seed + k
+    assert [c.text for c in completions] == ["choice 10", "choice 11", "choice 12"]
+    assert [(r["n"], r["seed"]) for r in server.requests] == [(3, 10), (1, 11), (1, 12)]
+    assert policy.server_n is False
+    completions = policy.generate([chat("a"), chat("b")], SamplingParams(n=2, seed=0))
+    assert [(c.prompt_index, c.text) for c in completions] == [
+        (0, "choice 0"),
+        (0, "choice 1"),
+        (1, "choice 0"),
+        (1, "choice 1"),
+    ]
+    assert [r["n"] for r in server.requests[3:]] == [1, 1, 1, 1]  # known now: single requests from the start
+
+
+def test_a_server_refusing_logprobs_is_asked_without(make_policy: Any, server: FakeChatServer) -> None:
+    policy = make_policy("refuselogprobs", max_retries=0)
+    [completion] = policy.generate([chat("x y")])
+    assert completion.text == "x y" and completion.logprobs is None
+    assert [("logprobs" in r) for r in server.requests] == [True, False]
+    policy.generate([chat("z")])
+    assert "logprobs" not in server.requests[-1] and len(server.requests) == 3
 
 
 # -- validation ------------------------------------------------------------------------------
@@ -513,6 +550,8 @@ def test_sampling_must_be_sampling_params(make_policy: Any) -> None:
         ({"timeout": 0}, "timeout"),
         ({"timeout": -1.0}, "timeout"),
         ({"timeout": float("nan")}, "timeout"),
+        ({"seconds_per_token": -1}, "seconds_per_token"),
+        ({"connect_timeout": 0}, "connect_timeout"),
         ({"max_retries": -1}, "max_retries"),
         ({"max_concurrency": 0}, "max_concurrency"),
         ({"context_window": 0}, "context_window"),

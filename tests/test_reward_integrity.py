@@ -25,7 +25,8 @@ from test_designer import FAST, KNOWN_GATE, HintReader
 
 from spade_gym.agent import Episode, RolloutConfig, rollout
 from spade_gym.audit import audit
-from spade_gym.designer import _EXAMPLE, evaluate_completion
+from spade_gym.design_prompts import WORKED_EXAMPLE
+from spade_gym.designer import evaluate_completion
 from spade_gym.env import SandboxedEnv
 from spade_gym.errors import ContractError
 from spade_gym.policies.base import Completion, SamplingParams
@@ -50,6 +51,8 @@ class Oracle:
 #: Designer settings whose gate plays known seeds (1000-1009), so the exploits below get past it and
 #: what comes after the gate is tested.
 KNOWN = dataclasses.replace(FAST, validation=KNOWN_GATE)
+# the prompt's worked example itself counts as registered: a variant of it that behaves otherwise
+EXAMPLE = WORKED_EXAMPLE.replace("randint(10, 99)", "randint(100, 999)")
 
 
 def fenced(source: str) -> str:
@@ -219,9 +222,9 @@ def test_the_gate_and_the_regret_episodes_play_fresh_seeds(monkeypatch: pytest.M
     a, b = ValidationConfig().resolved(), ValidationConfig().resolved()
     assert len(a.seeds) == 10 and len(set(a.seeds) | set(a.answer_seeds)) == 20
     assert a.seeds != b.seeds  # drawn per validation
-    assert validate(_EXAMPLE).seeds != validate(_EXAMPLE).seeds
+    assert validate(EXAMPLE).seeds != validate(EXAMPLE).seeds
     fixed = ValidationConfig(seeds=(1, 2, 3))
-    assert validate(_EXAMPLE, fixed).seeds == [1, 2, 3]  # a report is reproduced from its seeds
+    assert validate(EXAMPLE, fixed).seeds == [1, 2, 3]  # a report is reproduced from its seeds
 
 
 def test_regret_seeds_are_drawn_per_design_and_reproducible_from_the_sampling_seed(tmp_path: Path) -> None:
@@ -230,7 +233,12 @@ def test_regret_seeds_are_drawn_per_design_and_reproducible_from_the_sampling_se
     for i, sampling_seed in enumerate((1, 1, 2)):
         registry = open_registry(tmp_path / f"registry{i}", seed_library=False)  # no duplicate refusals
         outcome = evaluate_completion(
-            fenced(_EXAMPLE), None, registry=registry, agent=HintReader(), config=config, sampling_seed=sampling_seed
+            fenced(EXAMPLE),
+            None,
+            registry=registry,
+            agent=HintReader(),
+            config=config,
+            sampling_seed=sampling_seed,
         )
         assert outcome.estimate is not None
         seeds.append(tuple(t.seed for t in outcome.estimate.nohint))
@@ -279,11 +287,11 @@ def test_paying_after_the_old_trivial_horizon_is_caught_by_the_gate() -> None:
 
 def test_a_change_the_agent_cannot_see_is_no_variant(tmp_path: Path) -> None:
     registry = open_registry(tmp_path / "registry", seed_library=False)
-    first = evaluate_completion(fenced(_EXAMPLE), None, registry=registry, agent=HintReader(), config=FAST)
+    first = evaluate_completion(fenced(EXAMPLE), None, registry=registry, agent=HintReader(), config=FAST)
     assert first.accepted
-    info_only = _EXAMPLE.replace('{"correct": correct}', '{"correct": correct, "v": 1}')
-    spaced = _EXAMPLE.replace('give " + str(', 'give  " + str(')
-    assert info_only != _EXAMPLE and spaced != _EXAMPLE
+    info_only = EXAMPLE.replace('{"correct": correct}', '{"correct": correct, "v": 1}')
+    spaced = EXAMPLE.replace('give " + str(', 'give  " + str(')
+    assert info_only != EXAMPLE and spaced != EXAMPLE
     for variant in (info_only, spaced):
         outcome = evaluate_completion(fenced(variant), None, registry=registry, agent=HintReader(), config=FAST)
         assert outcome.report.category == "DUPLICATE", outcome.report.feedback()

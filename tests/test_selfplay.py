@@ -239,7 +239,9 @@ def test_an_unknown_reasoning_gym_task_fails_when_the_config_loads(pool: str, ex
         assert expected in str(info.value)
 
 
-@pytest.mark.parametrize("name", ["selfplay_cpu.yaml", "selfplay_gpu_vllm.yaml", "selfplay_ray.yaml"])
+@pytest.mark.parametrize(
+    "name", ["selfplay_cpu.yaml", "selfplay_cpu_write.yaml", "selfplay_gpu_vllm.yaml", "selfplay_ray.yaml"]
+)
 def test_the_example_configs_pass_the_strict_loader(name: str) -> None:
     config = SelfPlayConfig.from_yaml(Path(__file__).resolve().parent.parent / "examples" / name)
     assert config.designer_config().k == config.agent.k and config.grpo_config().learning_rate > 0
@@ -374,3 +376,37 @@ def test_the_one_screen_example_shows_its_defaults() -> None:
         [sys.executable, str(root / "examples" / "selfplay.py"), "--help"], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0 and "(default: 2)" in done.stdout and "runs/example-registry" in done.stdout
+
+
+def test_a_designer_of_its_own_writes_the_designs_and_is_not_trained(tmp_path: Path, tokenizer: Any) -> None:
+    # designer.policy: a second, frozen model writes every design; the trained policy writes none and
+    # no design becomes a training sample (the Agent's samples are the only ones)
+    model = tmp_path / "designer-model"
+    frozen = tiny_policy(tokenizer)
+    frozen.model.save_pretrained(model)
+    tokenizer.save_pretrained(model)
+    config = SelfPlayConfig.from_dict(
+        {
+            "designer": {"policy": str(model), "prompts_per_iteration": 2, "group_size": 2, "max_new_tokens": 12},
+            "agent": {"max_new_tokens": 4, "replay_envs": 0, "max_turns": 1},
+            "run": {"out": str(tmp_path / "run"), "iterations": 1, "tensorboard": False},
+        }
+    )
+    loop = SelfPlay(config, RunDir.create(tmp_path / "run", config), policy=tiny_policy(tokenizer), say=lambda _: None)
+    assert loop.designer_policy is not loop.generator
+    calls: list[str] = []
+    for name, policy in (("designer", loop.designer_policy), ("agent", loop.generator)):
+        generate = policy.generate
+
+        def counted(prompts: Any, sampling: Any, name: str = name, generate: Any = generate) -> Any:
+            calls.append(name)
+            return generate(prompts, sampling)
+
+        policy.generate = counted
+    phase = loop.design(0, 3)
+    loop.close()
+    assert calls and set(calls) == {"designer"} and len(phase.outcomes) == 4
+    assert not [s for s in phase.samples if s.group.startswith("designer:")]
+    bad = SelfPlayConfig.from_dict({"designer": {"policy": "llamacpp:" + str(tmp_path / "missing.gguf")}})
+    with pytest.raises(ConfigError, match="designer.policy"):
+        SelfPlay(bad, RunDir.create(tmp_path / "bad", bad), policy=tiny_policy(tokenizer), say=lambda _: None)

@@ -575,14 +575,39 @@ def design(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write the whole outcome (report, regret, source) as JSON.")
     ] = None,
+    prompt_variant: Annotated[
+        str, typer.Option("--prompt", help="Write-mode prompt: skeleton (the Env class to fill) or example.")
+    ] = "skeleton",
+    count: Annotated[
+        int | None, typer.Option(help="Factory: write environments unattended until this many designs.")
+    ] = None,
+    hours: Annotated[float | None, typer.Option(help="Factory: ... or until this many hours of wall time.")] = None,
+    group: Annotated[int, typer.Option(help="Factory: designs sampled per prompt (best-of-N).")] = 4,
+    factory: Annotated[
+        Path,
+        typer.Option(help="Factory folder (its registry, designs.jsonl and factory.json); an existing one is resumed."),
+    ] = Path("runs/factory"),
 ) -> None:
-    """Write one environment with the Designer and print the program and its full report.
+    """Write one environment with the Designer and print the program and its full report; or, with
+    --count or --hours, run the environment factory.
 
     The Designer gets the environment contract, the document and its memory of past environments
     (from the registry), writes a program, and gets up to --repairs rounds with the validation
     report fed back. An accepted program's regret is measured with the Agent (k episodes with and k
     without the hint) and the environment is registered. Exit status 1 when no program was accepted.
+
+    The factory (--count/--hours) samples --group designs per prompt, keeps what the gate accepts
+    (new to the registry and to the prompt's examples), measures and registers it, prints a progress
+    line per design and the validated new environments per hour; it resumes a stopped --factory folder.
     """
+    if count is not None or hours is not None:
+        from spade_gym.factory_cli import design_factory
+
+        args = (agent, factory, registry, setting, mode, temperature, max_new_tokens, k, memory_k)
+        design_factory(
+            policy, *args, agent_max_new_tokens, agent_temperature, prompt_variant, count, hours, group, seed
+        )
+        return
     import random
 
     from rich.syntax import Syntax
@@ -617,6 +642,7 @@ def design(
             edit_max_new_tokens=max_new_tokens if mode == "edit" else EDIT_MAX_NEW_TOKENS,
             memory=MemoryConfig(k=memory_k),
             repair_rounds=repairs,
+            prompt=prompt_variant,
         )
         doc: Document | str
         if document is None or document.is_dir() or document.suffix.lower() in (".jsonl", ".parquet"):
@@ -632,7 +658,12 @@ def design(
         rng = random.Random(seed)
         items = EnvironmentMemory(reg, config.memory).select(rng, setting=setting)
         prompt = build_prompt(
-            doc, items, setting=setting, mode=mode, parent=pick_parent(items, rng) if mode == "edit" else None
+            doc,
+            items,
+            setting=setting,
+            mode=mode,
+            parent=pick_parent(items, rng) if mode == "edit" else None,
+            variant=prompt_variant,
         )
         with console.status(f"loading {_safe(policy)}", spinner="dots"):
             designer = load_policy(policy)

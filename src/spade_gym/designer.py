@@ -26,13 +26,27 @@ import gymnasium
 from spade_gym.agent import RolloutConfig
 from spade_gym.audit import audit
 from spade_gym.chance import swapped_success
+from spade_gym.contract import rename_env_class, unfilled_placeholders
+from spade_gym.design_novelty import copies_prompt_example
+from spade_gym.design_prompts import (
+    DEFAULT_PROMPT,
+    DESIGNER_EDIT_SYSTEM_PROMPT,
+    DESIGNER_SYSTEM_PROMPT,
+    EDIT_DIVIDER,
+    EDIT_REPLACE,
+    EDIT_SEARCH,
+    EDIT_TASK,
+    PROMPT_VARIANTS,
+    system_prompt,
+    write_task,
+)
 from spade_gym.documents import Document, DocumentSource, load_documents, make_document
 from spade_gym.errors import DuplicateEnvironment
 from spade_gym.ladder import library_ladder
 from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent, read_source
 from spade_gym.novelty import check_novelty
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
-from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, SUCCESS_RETURN, EnvProgram, knobs
+from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, EnvProgram, knobs
 from spade_gym.registry.gymnasium import open_registry, register_record
 from spade_gym.registry.records import EnvRecord, EnvStats
 from spade_gym.registry.store import Registry
@@ -44,7 +58,7 @@ from spade_gym.regret import (
     designer_reward,
     estimate_regret,
 )
-from spade_gym.sandbox.policy import ALLOWED_MODULES
+from spade_gym.repair import repair_feedback, same_program
 from spade_gym.spaces import UnicodeText
 from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport, validate
 
@@ -113,92 +127,6 @@ EDIT_TOKEN_FLOOR = 32
 MAX_PROMPT_CHARS = 200_000
 MAX_COMPLETION_CHARS = 1_000_000
 
-_EXAMPLE = '''import random
-
-COUNT = 3
-
-
-class Env:
-    """Add up COUNT to COUNT + 3 seeded integers; one answer per episode, exact sum pays 1.0."""
-
-    name = "ListSum"
-    setting = "reasoning"
-    max_turns = 1
-
-    def reset(self, seed):
-        rng = random.Random(seed)
-        self.numbers = [rng.randint(10, 99) for _ in range(rng.randint(COUNT, COUNT + 3))]
-        self.done = False
-        return "What is the sum of " + ", ".join(str(n) for n in self.numbers) + "?", {}
-
-    def step(self, action):
-        self.done = True
-        correct = action.strip() == str(sum(self.numbers))
-        return ("Correct." if correct else "Wrong."), (1.0 if correct else 0.0), True, False, {"correct": correct}
-
-    def hint(self):
-        return "Add the numbers from left to right; the first two give " + str(sum(self.numbers[:2])) + "."
-
-    def oracle(self):
-        return str(sum(self.numbers))
-'''
-
-#: The environment program contract of docs/DESIGN.md, in the words a model needs.
-_CONTRACT = f"""You design training environments for a reasoning agent. An environment is one Python module that defines exactly one class named Env.
-
-The module may import only: {", ".join(ALLOWED_MODULES)}. No file, network or system access.
-
-class Env must have:
-- a docstring: one paragraph saying what the environment is about;
-- name (str, CamelCase), setting (str: "reasoning", "tool_use" or "game"), max_turns (int);
-- tools (list of OpenAI-style function schemas; tool_use only);
-- reset(self, seed) -> (observation: str, info: dict): all randomness from random.Random(seed);
-- step(self, action: str) -> (observation: str, reward: float, terminated: bool, truncated: bool, info: dict);
-- hint(self) -> str: privileged help for the current episode that does not give the answer away;
-- oracle(self) -> str: the action a perfect agent takes now.
-
-Rules: the episode return (sum of rewards) is between 0 and 1 and success means return >= {SUCCESS_RETURN}; every episode ends by max_turns; info holds only JSON values; the same seed and actions give the same observations; different seeds give different tasks; following oracle() succeeds on every seed; trivial actions (empty text, random text, echoing the observation, submitting the hint, one fixed answer) must not succeed. Reasoning and game actions are the agent's final answer text; a tool_use action is a JSON string {{"name": ..., "arguments": {{...}}}}."""
-
-#: The Designer's system prompt in write mode: the contract and a worked example.
-DESIGNER_SYSTEM_PROMPT = f"""{_CONTRACT}
-
-Write the whole module in one ```python code block. Example of a complete, valid module:
-```python
-{_EXAMPLE}```"""
-
-#: Markers of one edit block (aider's SEARCH/REPLACE format).
-EDIT_SEARCH, EDIT_DIVIDER, EDIT_REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
-
-_EDIT_EXAMPLE = f"""{EDIT_SEARCH}
-COUNT = 3
-{EDIT_DIVIDER}
-COUNT = 5
-{EDIT_REPLACE}
-{EDIT_SEARCH}
-        self.numbers = [rng.randint(10, 99) for _ in range(rng.randint(COUNT, COUNT + 3))]
-{EDIT_DIVIDER}
-        self.numbers = [rng.randint(100, 999) for _ in range(rng.randint(COUNT, COUNT + 3))]
-{EDIT_REPLACE}
-"""
-
-#: The Designer's system prompt in edit mode: the contract and the edit-block answer format.
-DESIGNER_EDIT_SYSTEM_PROMPT = f"""{_CONTRACT}
-
-You vary an existing environment. Answer with edit blocks only: each block copies some lines of the program exactly as they are, then gives the lines that replace them. Change at least one difficulty knob (a module-level UPPERCASE number) or rule; the variant keeps the name and becomes its next version. Example of an answer:
-{_EDIT_EXAMPLE}"""
-
-_WRITE_TASK = (
-    "Write a new {setting} environment grounded in the document above: the task should need the knowledge or "
-    "the kind of reasoning the document is about. Make it hard enough that the agent needs the hint, "
-    "but always solvable by oracle()."
-)
-_EDIT_TASK = (
-    "Write a variant of the environment {parent} above: keep what works and change the task so that it is "
-    "{direction}{knobs}. It must stay a valid {setting} environment. Answer with edit blocks "
-    "(" + EDIT_SEARCH + " ... " + EDIT_DIVIDER + " ... " + EDIT_REPLACE + ") against its program."
-)
-_ANY_SETTING = "reasoning, tool_use or game (your choice)"
-
 
 @dataclass(frozen=True)
 class DesignerPrompt:
@@ -206,6 +134,7 @@ class DesignerPrompt:
 
     ``setting``: the target, or ``None`` (the Designer chooses). In edit mode ``parent`` is the env
     id to vary and ``parent_source`` the program the edit blocks apply to; else both are ``None``.
+    ``variant``: the write-mode prompt variant (:data:`~spade_gym.design_prompts.PROMPT_VARIANTS`).
     """
 
     messages: list[dict[str, str]]
@@ -215,6 +144,7 @@ class DesignerPrompt:
     memory: tuple[MemoryItem, ...] = ()
     parent: str | None = None
     parent_source: str | None = None
+    variant: str = DEFAULT_PROMPT
 
     @property
     def text(self) -> str:
@@ -229,6 +159,7 @@ class DesignerPrompt:
             "document": self.document.source if self.document is not None else None,
             "memory": [item.record.env_id for item in self.memory],
             "parent": self.parent,
+            "prompt": self.variant,
         }
 
 
@@ -240,16 +171,21 @@ def build_prompt(
     mode: str = "write",
     parent: MemoryItem | None = None,
     include_source: bool = False,
+    variant: str = DEFAULT_PROMPT,
 ) -> DesignerPrompt:
     """Build the Designer prompt from a document (a ``Document``, text or ``None``) and memory.
 
     In edit mode ``parent`` (default: :func:`~spade_gym.memory.pick_parent`) is shown with its
     source and its setting wins. ``include_source`` shows every memory environment's source.
-    Raises ValueError for an unknown ``mode`` or ``setting``, or edit mode with an empty memory;
-    TypeError for a ``document`` that is not a ``Document``, ``str`` or ``None``.
+    ``variant``: the write-mode prompt (``"skeleton"``: the setting's ``Env`` to fill; ``"example"``:
+    a worked example). Raises ValueError for an unknown ``mode``, ``setting`` or ``variant``, or
+    edit mode with an empty memory; TypeError for a ``document`` that is not a ``Document``,
+    ``str`` or ``None``.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if variant not in PROMPT_VARIANTS:
+        raise ValueError(f"prompt variant must be one of {PROMPT_VARIANTS}, got {variant!r}")
     if setting is not None and setting not in SETTINGS:
         raise ValueError(f"setting must be one of {SETTINGS} or None, got {setting!r}")
     if isinstance(document, str):
@@ -294,15 +230,12 @@ def build_prompt(
         if found and ladder is not None and ladder.success():  # where the edge of the Agent's ability lies
             rates = ", ".join(f"{k} {v:.2f}" for k, v in sorted(ladder.success().items()))
             moves += f" (the agent's measured success without the hint by {ladder.knob}: {rates})"
-        task = _EDIT_TASK.format(parent=parent.record.env_id, direction=direction, knobs=moves, setting=setting)
+        task = EDIT_TASK.format(parent=parent.record.env_id, direction=direction, knobs=moves, setting=setting)
     else:
-        task = _WRITE_TASK.format(setting=setting or _ANY_SETTING)
-        if document is None:
-            task = task.replace("grounded in the document above", "unlike the environments above")
-        task += " Answer with the complete module in one ```python code block."
+        task = write_task(setting, variant, document is not None)
     sections.append(task)
     messages = [
-        {"role": "system", "content": DESIGNER_SYSTEM_PROMPT if mode == "write" else DESIGNER_EDIT_SYSTEM_PROMPT},
+        {"role": "system", "content": system_prompt(mode, variant)},
         {"role": "user", "content": "\n\n".join(sections)},
     ]
     return DesignerPrompt(
@@ -313,6 +246,7 @@ def build_prompt(
         memory=items,
         parent=parent.record.env_id if mode == "edit" and parent is not None else None,
         parent_source=parent_source,
+        variant=variant,
     )
 
 
@@ -338,7 +272,9 @@ def extract_program(completion: str) -> ExtractedProgram:
 
     The **last** fenced block defining ``class Env`` (an unclosed last fence runs to the end);
     else unfenced code from the first code-like line before ``class Env`` to the end, dropping
-    trailing lines that do not parse; else no program.
+    trailing lines that do not parse; else the last block (or the whole text) whose one class
+    defines ``reset`` and ``step``, that class renamed ``Env`` (:func:`~spade_gym.contract.rename_env_class`,
+    said in ``note``); else no program.
     """
     if not isinstance(completion, str):
         return ExtractedProgram(None, f"the completion is a {type(completion).__name__}, expected text")
@@ -360,6 +296,10 @@ def extract_program(completion: str) -> ExtractedProgram:
         return ExtractedProgram(with_env[-1].strip("\n") + "\n", note="; ".join(notes) or None)
     env = _CLASS_ENV.search(text)
     if env is None:
+        for block in reversed(blocks or [text]):  # the one class of a block, named otherwise (`class DecayEnv:`)
+            renamed, note = rename_env_class(block.strip("\n") + "\n")
+            if note is not None:
+                return ExtractedProgram(renamed, note=note)
         found = f"{len(blocks)} code block(s), none defining class Env" if blocks else "no code"
         return ExtractedProgram(None, f"the completion holds {found}: define class Env in a ```python code block")
     starts = [m.start() for m in _CODE_START.finditer(text, 0, env.start() + 1)]
@@ -531,7 +471,10 @@ class DesignerConfig:
     ``k``: regret episodes per arm. ``regret_seeds``: the first of ``k`` fixed regret seeds, or
     ``None``: drawn per design, so a program cannot tell regret episodes from others. ``rollout``:
     the Agent's regret rollout (temperature > 0). ``sampling``: the Designer's in write mode.
-    ``repair_rounds``: extra generations in :func:`design`. Raises ValueError for a bad value.
+    ``repair_rounds``: extra generations in :func:`design`. ``prompt``: the write-mode prompt
+    variant (:data:`~spade_gym.design_prompts.PROMPT_VARIANTS`). ``feedback``: what a repair round
+    is told (``"precise"``: :func:`~spade_gym.repair.repair_feedback`; ``"report"``: the gate's
+    report). Raises ValueError for a bad value.
     """
 
     k: int = REGRET_EPISODES
@@ -548,8 +491,14 @@ class DesignerConfig:
     repair_rounds: int = 2
     include_source: bool = False
     edit_max_new_tokens: int = EDIT_MAX_NEW_TOKENS
+    prompt: str = DEFAULT_PROMPT
+    feedback: str = "precise"
 
     def __post_init__(self) -> None:
+        if self.feedback not in ("precise", "report"):
+            raise ValueError(f"DesignerConfig.feedback must be 'precise' or 'report', got {self.feedback!r}")
+        if self.prompt not in PROMPT_VARIANTS:
+            raise ValueError(f"DesignerConfig.prompt must be one of {PROMPT_VARIANTS}, got {self.prompt!r}")
         if self.edit_max_new_tokens < EDIT_TOKEN_FLOOR:
             raise ValueError(
                 f"DesignerConfig.edit_max_new_tokens must be >= {EDIT_TOKEN_FLOOR} (one edit block), "
@@ -669,6 +618,18 @@ def evaluate_completion(
         report = ValidationReport(program_id="", checks=[CheckResult(name) for name in CHECKS])
         _refuse(report, "static", category, extracted.problem or "no program")
         return DesignOutcome(completion, None, report, designer_reward(False, config=config.reward))
+    left = unfilled_placeholders(extracted.source)
+    if left:  # the skeleton copied, not filled: refused before the gate runs
+        report = ValidationReport(program_id=EnvProgram(extracted.source).id, checks=[CheckResult(n) for n in CHECKS])
+        lines = ", ".join(str(p.line) for p in left[:8])
+        _refuse(
+            report,
+            "static",
+            "UNFILLED",
+            f"the skeleton's placeholders are still in the program (lines {lines}): "
+            "write your own code and text in their place",
+        )
+        return DesignOutcome(completion, extracted.source, report, designer_reward(False, config=config.reward))
     edited = _edits_parent(completion, prompt)
     started = time.perf_counter()
     program = EnvProgram(extracted.source, origin="designer")
@@ -684,6 +645,11 @@ def evaluate_completion(
         note=extracted.note,
         validation_s=time.perf_counter() - started,
     )
+    if report.accepted:  # the programs the prompt showed count as registered
+        copy_of = copies_prompt_example(program, config.validation)
+        if copy_of is not None:
+            _refuse(report, "novelty", "DUPLICATE", copy_of)
+        outcome.validation_s = time.perf_counter() - started
     if report.category == "DUPLICATE":
         outcome.reward = designer_reward(False, duplicate=True, config=config.reward)
         return outcome
@@ -782,8 +748,12 @@ def design(
     """Write one environment with ``policy``: generate, evaluate, and repair up to ``repair_rounds`` times.
 
     A rejected attempt is answered with its feedback (only the latest attempt stays in the
-    conversation). ``agent`` defaults to ``policy``. Returns the last attempt's outcome. Raises
-    PolicyError when a policy fails, SandboxSetupError when no sandbox worker can start.
+    conversation): :func:`~spade_gym.repair.repair_feedback` with ``config.feedback == "precise"``
+    (the failing check, the lines, the expected shapes, a diff against the previous attempt), the
+    gate's report alone with ``"report"``. ``agent`` defaults to ``policy``. Returns the last
+    attempt's outcome; each failed attempt is in ``attempts`` (its category, the feedback sent,
+    and ``"same": "yes"`` when it resubmitted the previous attempt's program). Raises PolicyError
+    when a policy fails, SandboxSetupError when no sandbox worker can start.
     """
     config = config or DesignerConfig()
     agent = agent or policy
@@ -791,6 +761,7 @@ def design(
     attempts: list[dict[str, str]] = []
     generation_s = 0.0
     outcome: DesignOutcome | None = None
+    previous: str | None = None
     again = (
         "Write the whole corrected module again in one ```python code block."
         if prompt.mode == "write"
@@ -809,8 +780,16 @@ def design(
         outcome.rounds = round_ + 1
         if outcome.accepted or round_ == config.repair_rounds:
             break
-        feedback = outcome.report.feedback()
-        attempts.append({"category": outcome.report.category, "feedback": feedback})
+        if config.feedback == "precise":
+            problem = extract_design(completion, prompt).problem if outcome.source is None else None
+            feedback = repair_feedback(
+                outcome.report, outcome.source, previous, problem=problem, setting=prompt.setting
+            )
+        else:
+            feedback = outcome.report.feedback()
+        same = "yes" if previous is not None and same_program(previous, outcome.source) else "no"
+        attempts.append({"category": outcome.report.category, "feedback": feedback, "same": same})
+        previous = outcome.source or previous
         messages = [
             *prompt.messages,
             {"role": "assistant", "content": completion},
@@ -827,13 +806,21 @@ _SIZE = re.compile(r"(?<![0-9A-Za-z.])(\d+(?:\.\d+)?)\s*([MmBb])(?![A-Za-z])")
 
 
 def model_parameters(spec: str) -> float | None:
-    """The parameter count a policy spec states (the last size in its name, e.g. ``"Qwen2.5-0.5B"``;
-    1.35e8 for the embedded default), or ``None``."""
-    from spade_gym.policies import DEFAULT_NAMES
+    """The parameter count a policy spec states, or ``None``: a ``llamacpp:`` alias's own count, else
+    the last size in the model's name (``"Qwen2.5-0.5B"``; for ``openai:<model>@<url>`` the model
+    name, never the URL), 1.35e8 for the embedded default."""
+    from spade_gym.policies import DEFAULT_NAMES, parse_policy_spec
+    from spade_gym.policies.gguf import GGUF_MODELS
 
-    name = spec.strip().removeprefix("vllm:")
-    if name.lower() in DEFAULT_NAMES:
+    try:
+        backend, fields = parse_policy_spec(spec)
+    except ValueError:
+        return None
+    name = fields.get("model", "default")
+    if backend == "embedded" or name.lower() in DEFAULT_NAMES:
         return 1.35e8
+    if backend == "llamacpp" and name.lower() in GGUF_MODELS:
+        return GGUF_MODELS[name.lower()].parameters
     found = _SIZE.findall(name.rsplit("/", 1)[-1])
     if not found:
         return None
@@ -859,7 +846,7 @@ def _tokenizer_file(spec: str) -> Path | None:
         from spade_gym.policies.embedded import embedded_model_dir
 
         return embedded_model_dir(progress=False) / "tokenizer.json"
-    if name.startswith("openai:"):
+    if name.startswith(("openai:", "llamacpp:")):
         return None
     local = Path(name).expanduser()
     if local.is_dir():
@@ -946,18 +933,32 @@ def propose(
         document = documents.sample(1)[0]
     parent = pick_parent(items, rng) if mode == "edit" else None
     return build_prompt(
-        document, items, setting=setting, mode=mode, parent=parent, include_source=config.include_source
+        document,
+        items,
+        setting=setting,
+        mode=mode,
+        parent=parent,
+        include_source=config.include_source,
+        variant=config.prompt,
     )
 
 
 def propose_group(
-    seed: int, *, documents: DocumentSource, memory: EnvironmentMemory, config: DesignerConfig, mode: str | None = None
+    seed: int,
+    *,
+    documents: DocumentSource,
+    memory: EnvironmentMemory,
+    config: DesignerConfig,
+    mode: str | None = None,
+    setting: str | None = None,
 ) -> tuple[DesignerPrompt, Iterator[int]]:
     """``(prompt, agent_seeds)`` of one design group as ``SpadeDesignerEnv.reset(seed=seed)`` poses
-    it: reseed the documents, then :func:`propose` with :func:`design_draws`. ValueError as there."""
+    it: reseed the documents, then :func:`propose` with :func:`design_draws` (``setting``: given,
+    else drawn). ValueError as there."""
     documents.reseed(seed)
     rng, agent_seeds = design_draws(seed)
-    return propose(rng, documents=documents, memory=memory, config=config, mode=mode), agent_seeds
+    prompt = propose(rng, documents=documents, memory=memory, config=config, mode=mode, setting=setting)
+    return prompt, agent_seeds
 
 
 def validate_designs(
@@ -975,7 +976,7 @@ def validate_designs(
         if len(text) > MAX_COMPLETION_CHARS or text in programs:
             continue
         extracted = extract_design(text, prompt)
-        if extracted.source is not None:
+        if extracted.source is not None and not unfilled_placeholders(extracted.source):
             programs[text] = EnvProgram(extracted.source, origin="designer")
     reports = (executor or LocalExecutor()).validate_many(list(programs.values()), config.validation)
     return dict(zip(programs, reports, strict=True))

@@ -7,8 +7,9 @@
     load_policy("/models/my-checkpoint")                     # a local transformers checkpoint
     load_policy("vllm:Qwen/Qwen2.5-1.5B-Instruct")           # vLLM on a GPU ("vllm:default" works too)
     load_policy("openai:gpt-4o-mini@https://api.openai.com/v1")  # any OpenAI-compatible server
+    load_policy("llamacpp:qwen2.5-coder-1.5b")               # llama.cpp in-process: an offline GGUF alias or path
 
-Importing this package does not import torch, transformers, vLLM or openai; each backend is
+Importing this package does not import torch, transformers, vLLM, openai or llama_cpp; each backend is
 imported when first used.
 """
 
@@ -23,12 +24,14 @@ from spade_gym.errors import ModelNotFound
 from spade_gym.policies.base import Completion, Message, Policy, Prompt, SamplingParams, check_prompts
 
 if TYPE_CHECKING:
+    from spade_gym.policies.llamacpp import LlamaCppPolicy
     from spade_gym.policies.openai import OpenAIPolicy
     from spade_gym.policies.transformers import TransformersPolicy
     from spade_gym.policies.vllm import VLLMPolicy
 
 __all__ = [
     "Completion",
+    "LlamaCppPolicy",
     "Message",
     "OpenAIPolicy",
     "Policy",
@@ -48,6 +51,7 @@ _LAZY = {
     "TransformersPolicy": "spade_gym.policies.transformers",
     "VLLMPolicy": "spade_gym.policies.vllm",
     "OpenAIPolicy": "spade_gym.policies.openai",
+    "LlamaCppPolicy": "spade_gym.policies.llamacpp",
 }
 
 
@@ -62,11 +66,12 @@ def __getattr__(name: str) -> Any:
 
 def parse_policy_spec(spec: str) -> tuple[str, dict[str, str]]:
     """Split a policy string (see the module docstring) into ``(backend, fields)`` without loading
-    anything: ``("embedded", {})``, ``("transformers" | "vllm", {"model"})`` or
+    anything: ``("embedded", {})``, ``("transformers" | "vllm" | "llamacpp", {"model"})`` or
     ``("openai", {"model", "base_url"})``.
 
     Raises:
-        ValueError: an empty spec, ``vllm:`` without a model, or ``openai:`` without ``@base_url``.
+        ValueError: an empty spec, ``vllm:`` or ``llamacpp:`` without a model, or ``openai:`` without
+            ``@base_url``.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"policy spec must be a non-empty string such as 'default', got {spec!r}")
@@ -78,6 +83,13 @@ def parse_policy_spec(spec: str) -> tuple[str, dict[str, str]]:
         if not model:
             raise ValueError("policy spec 'vllm:' needs a model: 'vllm:<hf id or path>' or 'vllm:default'")
         return "vllm", {"model": model}
+    if spec.startswith("llamacpp:"):
+        model = spec[len("llamacpp:") :].strip()
+        if not model:
+            raise ValueError(
+                "policy spec 'llamacpp:' needs a model: 'llamacpp:<alias or .gguf path>', e.g. 'llamacpp:qwen2.5-coder-1.5b'"
+            )
+        return "llamacpp", {"model": model}
     if spec.startswith("openai:"):
         model, sep, base_url = spec[len("openai:") :].rpartition("@")
         if not sep or not model or not base_url.startswith(("http://", "https://")):
@@ -91,7 +103,7 @@ def parse_policy_spec(spec: str) -> tuple[str, dict[str, str]]:
 
 def load_policy(spec: str = "default", **kwargs: Any) -> Policy:
     """Load a :class:`Policy` from a string (see the module docstring); ``**kwargs`` go to the
-    backend's constructor (``TransformersPolicy``, ``VLLMPolicy`` or ``OpenAIPolicy``).
+    backend's constructor (``TransformersPolicy``, ``VLLMPolicy``, ``OpenAIPolicy`` or ``LlamaCppPolicy``).
 
     Raises:
         ValueError: a malformed spec.
@@ -104,6 +116,10 @@ def load_policy(spec: str = "default", **kwargs: Any) -> Policy:
         from spade_gym.policies.openai import OpenAIPolicy
 
         return OpenAIPolicy(fields["model"], fields["base_url"], **kwargs)
+    if backend == "llamacpp":
+        from spade_gym.policies.llamacpp import LlamaCppPolicy
+
+        return LlamaCppPolicy(fields["model"], **kwargs)
     if backend == "vllm":
         from spade_gym.policies.vllm import VLLMPolicy
 

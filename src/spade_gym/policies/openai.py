@@ -6,7 +6,15 @@ API: anything that answers ``POST <base_url>/chat/completions``. Inference only 
     with OpenAIPolicy("Qwen/Qwen2.5-7B-Instruct", "http://localhost:8000/v1") as policy:
         completions = policy.generate(prompts, SamplingParams(temperature=1.0, n=4))
 
-Requests go through the ``openai`` SDK, one per prompt (with ``n``); the SDK retries with backoff.
+Requests go through the ``openai`` SDK, one per prompt with ``n``. A server that ignores ``n``
+(llama.cpp's, Ollama, most hosted APIs) answers one choice: the rest of the group is then asked as
+concurrent single requests, and every later call sends single requests from the start. A request
+may take ``timeout + seconds_per_token * max_tokens * queued`` seconds (``queued``: the requests of
+the call in flight with it, which a one-slot server answers one after another); a timed-out request
+is never retried (the server is still working on it: a retry would queue behind it), while refused
+connections and HTTP 408/409/429/5xx answers are retried with backoff. Logprobs are asked for with
+``logprobs: true, top_logprobs: 1`` (llama.cpp's server reports none without ``top_logprobs``); a
+server that refuses them is asked again without, from then on.
 
 The server decides prompt truncation (a refusal is :class:`~spade_gym.errors.ContextLengthExceeded`;
 ``truncate_prompt`` cannot be honoured without a tokenizer) and what ``logprobs`` mean (vLLM
@@ -45,10 +53,10 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenAIPolicy"]
 
-# The SDK's backoff between retries (openai._constants): 0.5 s doubled per retry, at most 8 s.
-_SDK_INITIAL_RETRY_DELAY_S = 0.5
-_SDK_MAX_RETRY_DELAY_S = 8.0
-_DEADLINE_SLACK_S = 1.0  # on top of timeouts and backoffs before a request counts as hung
+# The backoff between retries (as the openai SDK's): 0.5 s doubled per retry, at most 8 s.
+_INITIAL_RETRY_DELAY_S = 0.5
+_MAX_RETRY_DELAY_S = 8.0
+_DEADLINE_SLACK_S = 1.0  # on top of a request's budget before it counts as hung
 _POLL_S = 0.1  # how often generate() checks the deadlines of running requests
 _EXCERPT = 300  # longest excerpt of a server's answer quoted in an error message
 
@@ -74,15 +82,18 @@ class OpenAIPolicy:
         model: the served model's name (each request's ``model`` field).
         base_url: the ``http(s)://`` API root, usually ending in ``/v1``.
         api_key: sent as a Bearer token; defaults to ``$OPENAI_API_KEY``, else ``"EMPTY"``.
-        timeout: seconds one HTTP attempt may wait, ``> 0``.
-        max_retries: retries on connection errors, timeouts and HTTP 408/409/429/5xx, ``>= 0``.
+        timeout: seconds a request may take besides generating its tokens (prefill, queueing), ``> 0``.
+        seconds_per_token: seconds allowed per requested new token (``max_tokens``), ``>= 0``; the
+            budget of a request is :meth:`request_budget`.
+        connect_timeout: seconds to connect; a server that does not answer is named within it.
+        max_retries: retries on refused connections and HTTP 408/409/429/5xx (never on a timeout), ``>= 0``.
         max_concurrency: most requests in flight per :meth:`generate` call, ``>= 1``.
         context_window: the served model's window in tokens, if known (not enforced here).
         name: the name in logs and the registry; defaults to ``model``.
 
     Attributes:
-        request_deadline: the most seconds one request (all attempts and backoffs) may take
-            before :meth:`generate` gives up on it.
+        server_n: whether the server honours ``n`` (``None``: not yet seen; ``False``: groups are
+            asked as single requests).
 
     Raises:
         ValueError: an argument out of range, naming the argument.
@@ -98,7 +109,9 @@ class OpenAIPolicy:
         base_url: str,
         *,
         api_key: str | None = None,
-        timeout: float = 60.0,
+        timeout: float = 30.0,
+        seconds_per_token: float = 0.25,
+        connect_timeout: float = 5.0,
         max_retries: int = 2,
         max_concurrency: int = 8,
         context_window: int | None = None,
@@ -109,6 +122,16 @@ class OpenAIPolicy:
         _check_base_url(base_url)
         if not is_number(timeout) or not math.isfinite(timeout) or timeout <= 0:
             raise ValueError(f"OpenAIPolicy timeout must be a finite number of seconds > 0, got {timeout!r}")
+        for what, value in (("seconds_per_token", seconds_per_token), ("connect_timeout", connect_timeout)):
+            if (
+                not is_number(value)
+                or not math.isfinite(value)
+                or value < 0
+                or (what == "connect_timeout" and value == 0)
+            ):
+                raise ValueError(
+                    f"OpenAIPolicy {what} must be a finite number of seconds >= 0 (> 0 for connect_timeout), got {value!r}"
+                )
         if not is_int(max_retries) or max_retries < 0:
             raise ValueError(f"OpenAIPolicy max_retries must be an int >= 0, got {max_retries!r}")
         if not is_int(max_concurrency) or max_concurrency < 1:
@@ -134,88 +157,131 @@ class OpenAIPolicy:
         self.name = name if name is not None else model
         self.context_window = context_window
         self.timeout = float(timeout)
+        self.seconds_per_token = float(seconds_per_token)
+        self.connect_timeout = float(connect_timeout)
         self.max_retries = max_retries
         self.max_concurrency = max_concurrency
-        backoffs = sum(min(_SDK_INITIAL_RETRY_DELAY_S * 2.0**k, _SDK_MAX_RETRY_DELAY_S) for k in range(max_retries))
-        self.request_deadline = self.timeout * (max_retries + 1) + backoffs + _DEADLINE_SLACK_S
+        #: whether the server answers ``n`` choices per request: ``None`` until a group was asked
+        self.server_n: bool | None = None
+        #: whether the server reports logprobs when asked (``False`` after it refused the request fields)
+        self.server_logprobs = True
         self._sdk = openai
         self._client: openai_sdk.OpenAI = openai.OpenAI(
             base_url=base_url,
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
             timeout=self.timeout,
-            max_retries=max_retries,
+            max_retries=0,  # retried here, never after a timeout
         )
         self._closed = False
         self._lock = threading.Lock()
+
+    def request_budget(self, max_tokens: int, queued: int = 1) -> float:
+        """Seconds one request of ``max_tokens`` new tokens may take with ``queued`` requests in flight:
+        ``timeout + seconds_per_token * max_tokens * queued``."""
+        return self.timeout + self.seconds_per_token * max_tokens * max(1, queued)
 
     def __repr__(self) -> str:
         return f"OpenAIPolicy(model={self.model!r}, base_url={self.base_url!r}, name={self.name!r})"
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
-        """``B * n`` completions grouped by prompt (ordered by the choices' ``index``), ``text`` cut
-        before the first stop string, ``logprobs`` ``None`` when the server reported none, no token ids.
+        """``B * n`` completions grouped by prompt (a request's choices ordered by ``index``), ``text``
+        cut before the first stop string, ``logprobs`` ``None`` when the server reported none, no
+        token ids.
 
-        One request per prompt, ``max_concurrency`` at a time, from daemon threads; the first
-        failure raises, requests not yet sent are never sent and ones in flight are abandoned.
+        One request per prompt with ``n`` (single requests for a server that ignores ``n``, seeds
+        ``seed + k``), ``max_concurrency`` at a time, from daemon threads; the first failure
+        raises, requests not yet sent are never sent and ones in flight are abandoned.
         ``stop`` and ``seed`` are sent only when set; ``truncate_prompt`` is not sent.
 
         Raises:
             ValueError: malformed prompts or ``sampling``.
             ContextLengthExceeded: the server refused a prompt as too long (the error quotes it).
-            GenerationError: the policy was closed; a request timed out after every retry or
-                passed :attr:`request_deadline`; the server could not be reached, answered an HTTP
-                error, or sent something that is not a chat completion with ``n`` choices.
+            GenerationError: the policy was closed; a request passed its :meth:`request_budget`
+                (never retried); the server could not be reached within ``connect_timeout`` or
+                after the retries, answered an HTTP error, or sent something that is not a chat
+                completion.
         """
         batch = check_prompts(prompts)
         sampling = resolve_sampling(sampling)
         with self._lock:
             if self._closed:
                 raise GenerationError(f"{self!r} is closed: create a new OpenAIPolicy to generate again")
-        request = _request_fields(sampling)
-        started: dict[int, float] = {}
-        results: list[list[Completion] | None] = [None] * len(batch)
-        jobs: queue.SimpleQueue[int] = queue.SimpleQueue()
-        answers: queue.SimpleQueue[tuple[int, list[Completion] | BaseException]] = queue.SimpleQueue()
-        cancelled = threading.Event()
-        for index in range(len(batch)):
-            jobs.put(index)
+        n = sampling.n
+        results: list[list[Completion | None]] = [[None] * n for _ in batch]
+        jobs: queue.SimpleQueue[tuple[int, int, int]] = queue.SimpleQueue()  # (prompt, first sample, choices)
+        answers: queue.SimpleQueue[tuple[tuple[int, int, int], list[Completion] | BaseException]] = queue.SimpleQueue()
+        started: dict[tuple[int, int, int], tuple[float, float]] = {}  # job -> (sent at, budget)
+        finished = threading.Event()
+        single = n == 1 or self.server_n is False
+        pending = (
+            [(i, k, 1) for i in range(len(batch)) for k in range(n)]
+            if single
+            else [(i, 0, n) for i in range(len(batch))]
+        )
+        for job in pending:
+            jobs.put(job)
+        outstanding = len(pending)
+        in_flight = [0]
 
         def worker() -> None:
-            while not cancelled.is_set():
+            while not finished.is_set():
                 try:
-                    index = jobs.get_nowait()
-                except queue.Empty:
-                    return
-                try:
-                    answers.put((index, self._complete(index, batch[index], request, sampling, started)))
-                except BaseException as error:  # handed to the caller's thread, raised there
-                    answers.put((index, error))
-
-        # daemon threads: a request abandoned at its deadline must not keep the interpreter alive
-        for k in range(min(self.max_concurrency, len(batch))):
-            threading.Thread(target=worker, name=f"spade-openai-{k}", daemon=True).start()
-        try:
-            remaining = len(batch)
-            while remaining:
-                now = time.monotonic()
-                for index, begun in list(started.items()):
-                    if results[index] is None and now - begun > self.request_deadline:
-                        raise GenerationError(
-                            f"{self._where()}: request for prompt {index} got no complete answer within "
-                            f"{self.request_deadline:g} s (timeout {self.timeout:g} s per attempt, "
-                            f"{self.max_retries} retries)"
-                        )
-                try:
-                    index, answer = answers.get(timeout=_POLL_S)
+                    job = jobs.get(timeout=_POLL_S)
                 except queue.Empty:
                     continue
+                index, first, count = job
+                with self._lock:
+                    in_flight[0] += 1
+                    queued = in_flight[0]
+                try:
+                    budget = self.request_budget(sampling.max_new_tokens * count, queued)
+                    started[job] = (time.monotonic(), budget)
+                    answers.put((job, self._complete(index, first, count, batch[index], sampling, budget)))
+                except BaseException as error:  # handed to the caller's thread, raised there
+                    answers.put((job, error))
+                finally:
+                    with self._lock:
+                        in_flight[0] -= 1
+
+        # daemon threads: a request abandoned at its deadline must not keep the interpreter alive
+        for k in range(min(self.max_concurrency, len(batch) * n)):
+            threading.Thread(target=worker, name=f"spade-openai-{k}", daemon=True).start()
+        try:
+            while outstanding:
+                now = time.monotonic()
+                for job, (begun, budget) in list(started.items()):
+                    if now - begun > budget + _DEADLINE_SLACK_S:
+                        raise GenerationError(
+                            f"{self._where()}: request for prompt {job[0]} got no complete answer within {budget:g} s "
+                            f"({self._budget_words(sampling.max_new_tokens * job[2], budget)}); not retried: the "
+                            "server may still be working on it. Raise seconds_per_token or timeout for a slow server"
+                        )
+                try:
+                    job, answer = answers.get(timeout=_POLL_S)
+                except queue.Empty:
+                    continue
+                started.pop(job, None)
+                outstanding -= 1
                 if isinstance(answer, BaseException):
                     raise answer
-                results[index] = answer
-                remaining -= 1
+                index, first, count = job
+                for k, completion in enumerate(answer):
+                    results[index][first + k] = completion
+                if count > 1:
+                    self.server_n = len(answer) == count
+                    for k in range(first + len(answer), first + count):  # a server that ignores n: the rest singly
+                        jobs.put((index, k, 1))
+                        outstanding += 1
         finally:
-            cancelled.set()  # requests not yet sent are never sent
-        return [completion for group in results for completion in group or ()]
+            finished.set()  # requests not yet sent are never sent
+        return [completion for group in results for completion in group if completion is not None]
+
+    def _budget_words(self, max_tokens: int, budget: float) -> str:
+        queued = round((budget - self.timeout) / (self.seconds_per_token * max_tokens)) if self.seconds_per_token else 1
+        return (
+            f"timeout {self.timeout:g} s + {self.seconds_per_token:g} s per token x {max_tokens} tokens x "
+            f"{max(queued, 1)} request(s) in flight"
+        )
 
     def close(self) -> None:
         """Close the HTTP connections (idempotent); later :meth:`generate` calls raise ``GenerationError``."""
@@ -238,41 +304,72 @@ class OpenAIPolicy:
     def _complete(
         self,
         index: int,
+        first: int,
+        count: int,
         messages: list[dict[str, str]],
-        request: dict[str, Any],
         sampling: SamplingParams,
-        started: dict[int, float],
+        budget: float,
     ) -> list[Completion]:
-        """Send one prompt's request (in a worker thread) and turn the answer into completions."""
-        started[index] = time.monotonic()
+        """Send one request for ``count`` choices of prompt ``index`` (in a worker thread), retrying
+        refused connections and 408/409/429/5xx answers, and turn the answer into completions."""
         sdk = self._sdk
-        try:
-            # the messages were checked by check_prompts; the SDK's TypedDict union cannot see that
-            response = self._client.chat.completions.create(model=self.model, messages=cast(Any, messages), **request)
-        except sdk.APITimeoutError as exc:
-            raise GenerationError(
-                f"{self._where()}: request for prompt {index} timed out after {self.timeout:g} s "
-                f"({self.max_retries} retries)"
-            ) from exc
-        except sdk.APIConnectionError as exc:
-            cause = exc.__cause__ or exc
-            raise GenerationError(
-                f"{self._where()}: could not reach the server for prompt {index} after {self.max_retries} retries: "
-                f"{type(cause).__name__}: {cause}"
-            ) from exc
-        except sdk.APIStatusError as exc:
-            raise self._status_error(index, exc, sampling) from exc
-        except sdk.APIResponseValidationError as exc:
-            raise self._garbage(f"{exc.message} (body: {_excerpt(exc.body)})") from exc
-        except sdk.OpenAIError as exc:
-            raise GenerationError(
-                f"{self._where()}: request for prompt {index} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        except json.JSONDecodeError as exc:  # a JSON content type whose body is not JSON
-            raise self._garbage(f"the body is not JSON ({exc.msg}): {_excerpt(exc.doc)}") from exc
-        except (ValueError, TypeError) as exc:  # a body the SDK could not turn into its model
-            raise self._garbage(f"{type(exc).__name__}: {exc}") from exc
-        return self._completions(index, response, sampling)
+        import httpx
+
+        timeout = httpx.Timeout(budget, connect=self.connect_timeout)
+        attempt = 0
+        while True:
+            request = _request_fields(sampling, count, first, self.server_logprobs)
+            try:
+                # the messages were checked by check_prompts; the SDK's TypedDict union cannot see that
+                response = self._client.chat.completions.create(
+                    model=self.model, messages=cast(Any, messages), timeout=timeout, **request
+                )
+                return self._completions(index, response, sampling, count)
+            except sdk.APITimeoutError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, httpx.ConnectTimeout):
+                    raise GenerationError(
+                        f"{self._where()}: the server did not answer a connection within {self.connect_timeout:g} s "
+                        f"(prompt {index}); is it running at {self.base_url}?"
+                    ) from exc
+                raise GenerationError(
+                    f"{self._where()}: request for prompt {index} timed out after {budget:g} s "
+                    f"({self._budget_words(sampling.max_new_tokens * count, budget)}); not retried: the server may "
+                    "still be working on it. Raise seconds_per_token or timeout for a slow server"
+                ) from exc
+            except sdk.APIConnectionError as exc:
+                if attempt < self.max_retries and not self._closed:
+                    time.sleep(_backoff(attempt, None))
+                    attempt += 1
+                    continue
+                cause = exc.__cause__ or exc
+                raise GenerationError(
+                    f"{self._where()}: could not reach the server for prompt {index} after {self.max_retries} "
+                    f"retries: {type(cause).__name__}: {cause}"
+                ) from exc
+            except sdk.APIStatusError as exc:
+                if (
+                    self.server_logprobs
+                    and exc.status_code in (400, 422, 500)
+                    and "logprob" in _server_message(exc).lower()
+                ):
+                    self.server_logprobs = False  # a server that refuses logprobs: asked without, from now on
+                    continue
+                if attempt < self.max_retries and (exc.status_code in (408, 409, 429) or exc.status_code >= 500):
+                    time.sleep(_backoff(attempt, getattr(exc, "response", None)))
+                    attempt += 1
+                    continue
+                raise self._status_error(index, exc, sampling) from exc
+            except sdk.APIResponseValidationError as exc:
+                raise self._garbage(f"{exc.message} (body: {_excerpt(exc.body)})") from exc
+            except sdk.OpenAIError as exc:
+                raise GenerationError(
+                    f"{self._where()}: request for prompt {index} failed: {type(exc).__name__}: {exc}"
+                ) from exc
+            except json.JSONDecodeError as exc:  # a JSON content type whose body is not JSON
+                raise self._garbage(f"the body is not JSON ({exc.msg}): {_excerpt(exc.doc)}") from exc
+            except (ValueError, TypeError) as exc:  # a body the SDK could not turn into its model
+                raise self._garbage(f"{type(exc).__name__}: {exc}") from exc
 
     def _status_error(self, index: int, exc: Any, sampling: SamplingParams) -> Exception:
         """Turn the SDK's ``APIStatusError`` into ``ContextLengthExceeded`` or ``GenerationError``."""
@@ -299,19 +396,16 @@ class OpenAIPolicy:
             f"server at {self.base_url} did not return a chat completion (model {self.model!r}): {detail}"
         )
 
-    def _completions(self, index: int, response: object, sampling: SamplingParams) -> list[Completion]:
-        """Build ``sampling.n`` completions from a parsed answer, read defensively (the SDK does not
+    def _completions(self, index: int, response: object, sampling: SamplingParams, count: int) -> list[Completion]:
+        """Build up to ``count`` completions from a parsed answer, read defensively (the SDK does not
         validate: a non-JSON body comes back as a ``str``, missing fields as missing attributes)."""
         choices = getattr(response, "choices", None)
         if not isinstance(choices, list):
             if isinstance(response, str | bytes):
                 raise self._garbage(f"the body is not JSON: {_excerpt(response)}")
             raise self._garbage(f"no 'choices' list in {_excerpt(_as_data(response))}")
-        if len(choices) != sampling.n:
-            raise GenerationError(
-                f"{self._where()} returned {len(choices)} choices for prompt {index}, expected n={sampling.n}; "
-                "a server that ignores 'n' cannot serve groups: use n=1 or a server that supports n (vLLM does)"
-            )
+        if not choices or len(choices) > count:  # fewer is a server that ignores n: the caller asks again
+            raise self._garbage(f"{len(choices)} choices for prompt {index}, expected 1 to n={count}")
         out = []
         for k in sorted(range(len(choices)), key=lambda k: _choice_index(choices[k], k)):  # stable: ties by k
             choice = choices[k]
@@ -351,20 +445,37 @@ def _choice_index(choice: object, position: int) -> int:
     return index if is_int(index) else position
 
 
-def _request_fields(sampling: SamplingParams) -> dict[str, Any]:
-    """All chat-completions request fields but ``model`` and ``messages``."""
+def _request_fields(sampling: SamplingParams, count: int, first: int, logprobs: bool) -> dict[str, Any]:
+    """All chat-completions request fields but ``model`` and ``messages``, for ``count`` choices
+    starting at sample ``first`` of the group (its seed is ``seed + first``)."""
     fields: dict[str, Any] = {
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
         "max_tokens": sampling.max_new_tokens,
-        "n": sampling.n,
-        "logprobs": True,
+        "n": count,
     }
+    if logprobs:
+        fields.update(logprobs=True, top_logprobs=1)
     if sampling.stop:
         fields["stop"] = list(sampling.stop)
     if sampling.seed is not None:
-        fields["seed"] = sampling.seed
+        fields["seed"] = (sampling.seed + first) % 2**63
     return fields
+
+
+def _backoff(attempt: int, response: Any) -> float:
+    """Seconds before retry ``attempt + 1``: the server's ``retry-after-ms``/``retry-after`` (at most
+    60 s), else 0.5 s doubled per retry, at most 8 s."""
+    headers = getattr(response, "headers", None) or {}
+    for key, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        raw = headers.get(key)
+        if raw is None:
+            continue
+        with contextlib.suppress(TypeError, ValueError):
+            value = float(raw) * scale
+            if 0 <= value <= 60:
+                return value
+    return min(_INITIAL_RETRY_DELAY_S * 2.0**attempt, _MAX_RETRY_DELAY_S)
 
 
 def _choice_logprobs(choice: object) -> tuple[list[str] | None, list[float] | None]:

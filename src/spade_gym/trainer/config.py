@@ -117,6 +117,16 @@ DesignerRewardSection = RewardConfig
 class DesignerSection:
     """The Environment Designer: how many programs it writes per iteration and how."""
 
+    policy: str | None = option(
+        None,
+        "a Designer model of its own, frozen (inference only; its designs are not trained): a policy spec such as "
+        "'llamacpp:qwen2.5-coder-1.5b'; null: policy.spec plays both roles (the paper)",
+    )
+    prompt: Literal["skeleton", "example", "examples"] = option(
+        "skeleton",
+        "write-mode prompt: 'skeleton' (the setting's Env class to fill), 'example' (one worked example) or "
+        "'examples' (a worked example of the target setting); see docs/designer.md",
+    )
     documents: str = option(
         "builtin",
         "document source the designs are grounded on: 'builtin', a .jsonl/.parquet/.txt file or folder, "
@@ -604,6 +614,7 @@ class SelfPlayConfig:
             repair_rounds=d.repair_rounds,
             include_source=d.include_source,
             edit_max_new_tokens=d.edit_max_new_tokens,
+            prompt=d.prompt,
         )
 
     def edit_probability(self) -> float:
@@ -612,6 +623,8 @@ class SelfPlayConfig:
         if value == "auto":
             from spade_gym.designer import auto_edit_probability
 
+            if self.designer.policy:  # a Designer of its own: its size decides, not the trained model's device
+                return auto_edit_probability(self.designer.policy)
             return auto_edit_probability(self.policy.spec, self.policy.device)
         return float(value)
 
@@ -623,7 +636,7 @@ class SelfPlayConfig:
             return
         from spade_gym.designer import design_token_floor
 
-        floor, why = design_token_floor(self.policy.spec)
+        floor, why = design_token_floor(self.designer.policy or self.policy.spec)
         if self.designer.max_new_tokens < floor:
             raise ConfigError(
                 f"config key 'designer.max_new_tokens' = {self.designer.max_new_tokens} is below {floor} tokens, "

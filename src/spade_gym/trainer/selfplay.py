@@ -308,6 +308,17 @@ class SelfPlay:
                 from spade_gym.policies import load_policy
 
                 self.generator = load_policy(spec)
+        #: writes the designs: the generator, or a frozen Designer model of its own (``designer.policy``)
+        self.designer_policy: Any = self.generator
+        if config.designer.policy:
+            from spade_gym.policies import load_policy
+
+            try:
+                self.designer_policy = load_policy(config.designer.policy)
+            except PolicyError as exc:
+                raise ConfigError(
+                    f"config key 'designer.policy' = {config.designer.policy!r}: {exc}", key="designer.policy"
+                ) from exc
         if not hasattr(self.policy, "sequence_logprobs"):
             raise ConfigError(
                 f"policy.spec = {config.policy.spec!r} gives a {type(self.policy).__name__}, which cannot be "
@@ -551,7 +562,8 @@ class SelfPlay:
                 if outcome.record is not None and outcome.estimate is not None and cfg.agent.train_on_regret_episodes:
                     regret_episodes.extend(outcome.estimate.nohint)
             rewards = [float(o.reward.reward) for o in group]
-            samples += samples_from_completions(completions, rewards, group=f"designer:{i}:{p}")
+            if self.designer_policy is self.generator:  # a frozen Designer of its own is not trained
+                samples += samples_from_completions(completions, rewards, group=f"designer:{i}:{p}")
             self.run.log_designs(i, [_design_line(p, prompt, o) for o in group])
             outcomes += group
         seconds = time.perf_counter() - began
@@ -595,7 +607,7 @@ class SelfPlay:
         out: list[list[Completion]] = [[] for _ in prompts]
         for sampling, members in by_sampling.items():
             call = replace(sampling, n=size, seed=seed + members[0])
-            done = self.generator.generate([prompts[p].messages for p in members], call)
+            done = self.designer_policy.generate([prompts[p].messages for p in members], call)
             for j, p in enumerate(members):
                 out[p] = done[j * size : (j + 1) * size]
         return out
@@ -704,6 +716,8 @@ class SelfPlay:
         self.registry.close()
         if self.generator is not self.policy and hasattr(self.generator, "close"):
             self.generator.close()
+        if self.designer_policy is not self.generator and hasattr(self.designer_policy, "close"):
+            self.designer_policy.close()
         self.executor.close()
         self.run.close()
 
