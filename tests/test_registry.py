@@ -13,7 +13,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-import time
 import warnings
 from pathlib import Path
 from typing import Any
