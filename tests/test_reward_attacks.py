@@ -89,9 +89,22 @@ def test_a_disguised_hint_leak_earns_no_more_than_an_honest_environment(name: st
         assert outcome.report.category == "HINT_LEAK" and outcome.reward.outcome == "invalid"
 
 
+def test_the_static_check_reads_other_unicode_forms_and_chunks() -> None:
+    from spade_gym.hint_leak import normalised, stated_in
+
+    for hint in (
+        "The code is ngq\u200bcdwf.",
+        "\uff4e\uff47\uff51\uff43\uff44\uff57\uff46",
+        "ng / qc / dw / f",
+        "f-wd-cq-gn",
+    ):
+        assert stated_in(normalised(hint), "ngqcdwf") is not None, hint
+    assert stated_in(normalised("it is an ox, then go"), "ngqcdwf") is None
+
+
 def test_each_layer_catches_its_forms() -> None:
     # the static check: digits apart, reversed, number words, every answer listed (by rank)
-    for name in ("digits-apart", "reversed", "number-words", "every-answer"):
+    for name in ("digits-apart", "reversed", "number-words", "every-answer", "zero-width", "fullwidth"):
         report = validate(DISGUISED_LEAKS[name])
         assert report.category == "HINT_LEAK", (name, report.feedback())
     # the audit: a pass phrase, a pass word after the 16th word of the hint, a list of every answer

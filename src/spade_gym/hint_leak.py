@@ -4,8 +4,11 @@ A cheap first filter, run by the validation gate and its audit on the host (noth
 runs here). It reads the hint in several views, so that the answer is found however it is written:
 
 * as a whole token of the normalised hint (``"7"`` is in ``"the answer is 7."``, not in ``"17"``);
-* with its digits or letters apart (``"4, 1, 9, 2"``, ``"l-e-m-o-n"``, ``"four one nine two"``): runs of
-  one-character tokens, of digit tokens and of number words are joined;
+* with its digits or letters apart or in short chunks (``"4, 1, 9, 2"``, ``"l-e-m-o-n"``, ``"le / mo / n"``,
+  ``"four one nine two"``): runs of tokens of at most two characters, of digit tokens and of number
+  words are joined;
+* in other Unicode forms of the same text: the hint is NFKC-normalised (fullwidth ``"４２"`` is ``"42"``)
+  and invisible format characters (zero-width spaces and joiners, Unicode category Cf) are dropped;
 * reversed, in any of those views;
 * as several words, each a token of the hint, in order (``"say open, then sesame"``);
 * singled out by its place in a list of the possible answers (``"it is pear; not apple, fig, ..."``):
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
@@ -45,7 +49,9 @@ _NUMBER_WORDS = {w: str(i) for i, w in enumerate("zero one two three four five s
 
 
 def normalised(text: str) -> str:
-    """Lower case, whitespace collapsed, surrounding quotes, brackets and sentence punctuation dropped."""
+    """NFKC form without format characters (category Cf), lower case, whitespace collapsed,
+    surrounding quotes, brackets and sentence punctuation dropped."""
+    text = "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf")
     return " ".join(text.lower().split()).strip(" .,;:!?'\"`()[]")
 
 
@@ -99,13 +105,14 @@ def _joined(tokens: list[str], joins: bool | list[bool]) -> str:
 
 
 def _views(hint: str) -> list[str]:
-    """The normalised hint, and the hint with runs of single characters, of digit groups and of
-    number words joined (the answer's digits or letters written apart)."""
-    tokens = _TOKEN.findall(hint.lower())
+    """The normalised hint, and the hint with runs of tokens of at most two characters, of digit
+    groups and of number words joined (the answer's digits or letters written apart or in chunks)."""
+    hint = normalised(hint)
+    tokens = _TOKEN.findall(hint)
     digits = [_NUMBER_WORDS.get(t, t) for t in tokens]
     return [
-        normalised(hint),
-        _joined(tokens, [len(t) == 1 for t in tokens]),
+        hint,
+        _joined(tokens, [len(t) <= 2 for t in tokens]),
         _joined(digits, [t.isdigit() for t in digits]),
     ]
 
