@@ -425,8 +425,8 @@ def regret(
     """Estimate an environment's regret for a policy: what the hint adds to the return.
 
     Plays k episodes with the privileged hint appended to the first observation and k without, on
-    the same seeds, in one batched rollout; when the hint helped, k more with the hint alone (a
-    fixed decoy in place of every observation). Prints the arms' means with standard errors, the
+    the same seeds, in one batched rollout; when the hint helped, k more with the hint alone (another
+    seed's observations in place of its own). Prints the arms' means with standard errors, the
     regret max(0, hint - max(no hint, hint alone)) and the Designer's reward for it.
     """
     from spade_gym.agent import RolloutConfig
