@@ -98,6 +98,7 @@ def test_designer_step_of_a_valid_program_with_the_embedded_agent(
 GROUP, GROUP_TOKENS = 4, int(os.environ.get("SPADE_BENCH_DESIGN_TOKENS", "256"))
 
 
+@pytest.mark.long
 def test_a_group_of_designs_on_a_memory_prompt(benchmark: Any, report: Callable[..., None], tmp_path: Path) -> None:
     """G=4 designs on one memory prompt, with key/value reuse (the
     prompt prefilled once for the group) against the uncached path (prefilled G times) and a

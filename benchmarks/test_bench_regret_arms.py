@@ -32,6 +32,7 @@ ENVS = (
 K, NEW_TOKENS, TURNS, SEEDS = 4, 48, 2, (101, 202, 303, 404)
 
 
+@pytest.mark.long
 def test_cost_of_the_hint_only_arm_per_design(benchmark: Any, report: Callable[..., None]) -> None:
     policy = load_policy("default")
     config = RolloutConfig(sampling=SamplingParams(temperature=0.5, max_new_tokens=NEW_TOKENS, seed=0), max_turns=TURNS)

@@ -56,6 +56,7 @@ def decode_floor(policy: Any, shape: list[tuple[int, int]]) -> float:
     return time.perf_counter() - started
 
 
+@pytest.mark.long
 def test_rollout_of_32_episodes(benchmark: Any, report: Callable[..., None]) -> None:
     policy = load_policy("default")
     episodes = [Episode(env, seed, hint=seed % 2 == 1) for env in ENVS for seed in range(8)]

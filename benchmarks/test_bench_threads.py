@@ -69,6 +69,7 @@ def _measure(wait_policy: str, threads: int) -> dict[str, Any]:
 CONFIGS = (("unset", 0), ("PASSIVE", 0), ("unset", 1))
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("loaded", [False, True], ids=["alone", "loaded"])
 def test_generation_by_wait_policy_and_threads(loaded: bool, report: Callable[..., None], benchmark: Any) -> None:
     competitor = None

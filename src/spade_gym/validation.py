@@ -139,7 +139,7 @@ class ValidationConfig:
     min_distinct_first_observations: float = 0.5
     return_tolerance: float = RETURN_TOLERANCE
     budget_s: float = 20.0
-    host_budget_s: float = 5.0
+    host_budget_s: float = 20.0
     max_hint_bytes: int = 4096
     hash_seeds: tuple[int, int] = field(default_factory=lambda: _GATE_HASH_SEEDS)
     constant_answers: tuple[str, ...] = ("0", "yes")
