@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from spade_gym.policies.scoring import MICRO_BATCH_TOKENS, pack
+from spade_gym.policies.scoring import MICRO_BATCH_TOKENS, TRUNK_ATTENTION, PackedRow, checkpointing, pack
 
 torch = pytest.importorskip("torch")
 
@@ -90,15 +90,45 @@ def test_a_prefix_tree_row_holds_each_shared_token_once() -> None:
     assert len(pack(pairs["agent"], 600)) > 3 and all(len(r.tokens) <= 600 for r in pack(pairs["agent"], 600))
 
 
+def test_a_rows_trunk_is_the_prefix_every_later_token_descends_from() -> None:
+    """A group sharing a prompt: the trunk is the prompt and the completions' shared start; a row of
+    one sequence is all trunk; sequences sharing nothing have none."""
+    (group,) = pack([([1, 2, 3], [4, 5]), ([1, 2, 3], [4, 6, 7])], 100)
+    assert group.tokens == [1, 2, 3, 4, 5, 6, 7] and group.trunk == 4
+    (alone,) = pack([([1, 2, 3], [4])], 100)
+    assert alone.trunk == 4
+    apart = PackedRow([1, 2, 3, 4], [0, 1, 0, 1], [2, 2, 4, 4], [0, 1], [1, 1], [2, 4], [0, 2])
+    assert apart.trunk == 0
+    assert PackedRow([9, 8], [0, 1], [2, 2], [0], [1], [8], [0]).trunk == 2
+
+
+def test_checkpointing_takes_the_first_share_of_the_layers(lora_policy: Any) -> None:
+    """``checkpointing(model, share)``: the first ``ceil(share * L)`` decoder layers, none for 0."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    layers = [m for m in lora_policy.model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    try:
+        for share, expected in ((0.5, 15), (0.2, 6), (0.01, 1), (1.0, 30), (0.0, 0)):
+            checkpointing(lora_policy.model, share)
+            flags = [layer.gradient_checkpointing for layer in layers]
+            assert flags == [True] * expected + [False] * (len(layers) - expected), share
+    finally:
+        checkpointing(lora_policy.model, 0.0)
+
+
 def assert_same(policy: Any, batch: list[tuple[list[int], list[int]]], budget: int) -> None:
-    """Whole sequences one at a time vs shared prefixes in one pass, and with checkpointing in
-    passes of at most ``budget`` tokens: logprobs within 1e-4, gradients within 1e-4 relative
-    (float rounding is about 1e-6), every adapter with a gradient."""
+    """Whole sequences one at a time vs shared prefixes in one pass, with every layer checkpointed in
+    passes of at most ``budget`` tokens, and with half the layers checkpointed in one pass: logprobs
+    within 1e-4, gradients within 1e-4 relative (float rounding is about 1e-6), every adapter with a
+    gradient."""
     whole, g_whole = scores_and_gradients(policy, batch, shared_prefix=False, micro_batch_tokens=1)
     shared, g_shared = scores_and_gradients(policy, batch, micro_batch_tokens=10**6)
+    assert policy.model.config._attn_implementation == TRUNK_ATTENTION, "shared prefixes attend causally over a trunk"
     split, g_split = scores_and_gradients(policy, batch, micro_batch_tokens=budget, checkpoint_tokens=0)
+    longest = max(len(row.tokens) for row in pack(batch, 10**6))
+    part, g_part = scores_and_gradients(policy, batch, micro_batch_tokens=10**6, checkpoint_tokens=longest // 2)
     assert not any(getattr(m, "gradient_checkpointing", False) for m in policy.model.modules()), "switched off after"
-    for other, g_other in ((shared, g_shared), (split, g_split)):
+    for other, g_other in ((shared, g_shared), (split, g_split), (part, g_part)):
         for a, b in zip(whole, other, strict=True):
             assert a.shape == b.shape
             torch.testing.assert_close(b, a, rtol=0, atol=1e-4)

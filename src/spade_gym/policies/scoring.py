@@ -15,11 +15,15 @@ whole, while every shared token is computed once (the shared-prefix forward of P
 arXiv:2506.05433, generalised from one shared prefix to a tree).
 
 In depth-first order the descendants of token ``j`` are the tokens ``j < i < end[j]``, so the
-attention mask is ``j <= i < end[j]``: two comparisons, no walk over the tree.
+attention mask is ``j <= i < end[j]``: two comparisons, no walk over the tree. A row's trunk, the
+prefix every later token descends from (a Designer group's prompt), is plain causal attention: it
+runs through SDPA's causal kernel, and only the tokens after it attend under the mask
+(:func:`trunk_attention`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,6 +40,7 @@ __all__ = [
     "PackedRow",
     "check_pairs",
     "checkpointing",
+    "trunk_attention",
     "pack",
     "padded_logprobs",
     "row_logprobs",
@@ -44,10 +49,14 @@ __all__ = [
 
 #: Default most distinct tokens per forward pass of the scorer and the trainer.
 MICRO_BATCH_TOKENS = 4096
-#: Default length above which a pass runs with activation checkpointing: measured on the demo's
-#: batches (2 cores), an Agent row of about 1,000 tokens trains in 7.5 s without and 10.3 s with it
-#: (peak 2.9 and 1.7 GiB), the Designer's 1,934-token row peaks at 2.3 GiB with it and 3.4-4.8 without.
-CHECKPOINT_TOKENS = 1536
+#: Default length above which a pass runs with activation checkpointing, of the share of its layers
+#: that holds it to this length's activations. Measured on the demo's Designer batch (a 1,934-token
+#: row, 2 cores, in the update benchmark): 10.1 s and 4.5 GiB peak plain, 13.1 s and 2.1 GiB with
+#: every layer checkpointed; at 1,536 / 1,024 / 768 tokens 11.2 / 11.9 / 12.7 s and 4.0 / 3.6 /
+#: 3.2 GiB (the old path: 36-40 s).
+CHECKPOINT_TOKENS = 1024
+#: The name under which :func:`trunk_attention` is registered with transformers' attention interface.
+TRUNK_ATTENTION = "spade_trunk"
 #: A row's length at which its masked attention costs as much as the rest of a pass: measured with
 #: the embedded model on 2 CPU cores, a 1,500-token row's attention adds about a quarter.
 ATTENTION_TOKENS = 6000
@@ -82,6 +91,13 @@ class PackedRow:
         index = torch.arange(len(self.tokens), device=device)
         ends = torch.tensor(self.ends, device=device)
         return ((index[None, :] <= index[:, None]) & (index[:, None] < ends[None, :]))[None, None]
+
+    @property
+    def trunk(self) -> int:
+        """How many leading tokens every later token descends from: the row's shared prefix, whose
+        attention is plain causal (the whole row for a row of one sequence)."""
+        n = len(self.tokens)
+        return next((i for i in range(n) if self.ends[i] != n or self.positions[i] != i), n)
 
 
 class _Trie:
@@ -183,6 +199,7 @@ def row_logprobs(
     import torch
 
     ids = torch.tensor([row.tokens], device=device)
+    trunk = {TRUNK_ATTENTION: row.trunk} if _trunk_attention_on(model) else {}
     logits = (
         model(
             input_ids=ids,
@@ -190,6 +207,7 @@ def row_logprobs(
             position_ids=torch.tensor([row.positions], device=device),
             logits_to_keep=torch.tensor(row.predictors, device=device),
             use_cache=False,
+            **trunk,
         )
         .logits[0]
         .float()
@@ -202,20 +220,79 @@ def row_logprobs(
     return list(logprobs.split(row.counts))
 
 
-def checkpointing(model: Any, enabled: bool) -> None:
-    """Turn transformers' activation checkpointing of every decoder layer on or off (non-reentrant
-    ``torch.utils.checkpoint``: it recomputes the layer with the same inputs, kernels and random
-    state, so gradients are those of the plain pass; reentrant checkpointing of a frozen base under
-    LoRA adapters would need the inputs to require gradients). A model without checkpointing
-    support is left as it is."""
+def trunk_attention(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """Attention for a packed row (a transformers attention function): given ``spade_trunk=t``,
+    queries ``[0, t)`` attend causally among themselves (SDPA's causal kernel, no mask) and queries
+    ``[t, N)`` attend under ``attention_mask`` rows ``[t, N)``; the same outputs as attending the
+    whole row under the mask, without the mask's cost over the trunk. Without ``spade_trunk`` it is
+    transformers' SDPA attention, so generation is unchanged.
+
+    Shapes: ``query`` ``(1, heads, N, d)``, ``key``/``value`` ``(1, kv_heads, N, d)``, the mask
+    ``(1, 1, N, N)`` bool; returns ``(1, N, heads, d)`` and no weights."""
+    import torch
+    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+
+    trunk = kwargs.pop(TRUNK_ATTENTION, None)
+    if trunk is None or attention_mask is None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
+    groups = getattr(module, "num_key_value_groups", 1)
+    key, value = repeat_kv(key, groups), repeat_kv(value, groups)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    parts = []
+    if trunk > 0:
+        parts.append(sdpa(query[:, :, :trunk], key[:, :, :trunk], value[:, :, :trunk], is_causal=True, scale=scaling))
+    if trunk < query.shape[2]:
+        parts.append(sdpa(query[:, :, trunk:], key, value, attn_mask=attention_mask[..., trunk:, :], scale=scaling))
+    out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _trunk_attention_on(model: Any) -> bool:
+    """Switch a model that attends with SDPA to :func:`trunk_attention` (registered once; the same
+    as SDPA without a trunk). False for any other attention (eager, flash kernels): left as it is."""
+    config = getattr(model, "config", None)
+    current = getattr(config, "_attn_implementation", None)
+    if current == TRUNK_ATTENTION:
+        return True
+    if current != "sdpa":
+        return False
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import sdpa_mask
+
+    AttentionInterface.register(TRUNK_ATTENTION, trunk_attention)
+    AttentionMaskInterface.register(TRUNK_ATTENTION, sdpa_mask)
+    config._attn_implementation = TRUNK_ATTENTION
+    return True
+
+
+def checkpointing(model: Any, share: float) -> None:
+    """Activation checkpointing of the first ``ceil(share * L)`` of the model's ``L`` decoder
+    layers, none for ``share <= 0`` (non-reentrant ``torch.utils.checkpoint``: it recomputes a
+    layer with the same inputs, kernels and random state, so gradients are those of the plain pass;
+    reentrant checkpointing of a frozen base under LoRA adapters would need the inputs to require
+    gradients). A model without checkpointing support is left as it is."""
     if not getattr(model, "supports_gradient_checkpointing", False):
         return
-    if enabled:
+    if share > 0:
         kwargs = {"use_reentrant": False}
         if hasattr(model, "activation_checkpointing_enable"):
             model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
         else:  # older transformers
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        from transformers.modeling_layers import GradientCheckpointingLayer
+
+        layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+        for layer in layers[math.ceil(share * len(layers)) :]:
+            layer.gradient_checkpointing = False
     elif hasattr(model, "activation_checkpointing_disable"):
         model.activation_checkpointing_disable()
     else:
@@ -238,8 +315,10 @@ def score_passes(
     ``shared_prefix``: prefix-tree rows of at most ``micro_batch_tokens`` distinct tokens
     (:func:`pack`, :func:`row_logprobs`); ``False``: whole sequences left-padded with
     ``pad_token_id``, at most ``micro_batch_tokens`` tokens a pass with padding
-    (:func:`padded_logprobs`). A pass of more than ``checkpoint_tokens`` tokens runs with
-    activation :func:`checkpointing` (``None``: the model's setting is left as it is). ValueError
+    (:func:`padded_logprobs`). A pass of ``N`` tokens, more than ``checkpoint_tokens = C``, runs
+    with activation :func:`checkpointing` of a share ``1 - C / N`` of its layers, so that the
+    activations it holds are those of a plain ``C``-token pass (``None``: the model's setting is
+    left as it is). ValueError
     for ``micro_batch_tokens < 1`` or ``temperatures`` not one number > 0 per pair.
     """
     if not is_int(micro_batch_tokens) or micro_batch_tokens < 1:
@@ -260,12 +339,13 @@ def score_passes(
                 chunk = []
             chunk.append(index)
         passes.append((chunk, len(chunk) * max(len(p) + len(c) for p, c in (pairs[k] for k in chunk)), None))
-    checkpointed = False
+    checkpointed = 0.0
     try:
         for members, tokens, row in passes:
-            if checkpoint_tokens is not None and (tokens > checkpoint_tokens) != checkpointed:
-                checkpointed = not checkpointed
-                checkpointing(model, checkpointed)
+            share = 0.0 if checkpoint_tokens is None or tokens <= checkpoint_tokens else 1 - checkpoint_tokens / tokens
+            if checkpoint_tokens is not None and share != checkpointed:
+                checkpointed = share
+                checkpointing(model, share)
             temps_of = [temps[k] for k in members]
             if row is not None:
                 yield members, row_logprobs(model, row, device, temps_of)
@@ -273,7 +353,7 @@ def score_passes(
                 yield members, padded_logprobs(model, [pairs[k] for k in members], temps_of, pad_token_id)
     finally:
         if checkpointed:
-            checkpointing(model, False)
+            checkpointing(model, 0.0)
 
 
 def padded_logprobs(

@@ -434,9 +434,10 @@ class GRPOConfig:
     )
     checkpoint_tokens: Annotated[int, Ge(0)] | None = option(
         CHECKPOINT_TOKENS,
-        "Forward/backward passes of more than this many tokens keep only each layer's input and recompute "
-        "the layer in the backward pass (non-reentrant activation checkpointing): the same gradients, "
-        "about a fifth of the memory, about a third more time; 0: every pass, null: none.",
+        "A forward/backward pass of N tokens, more than this many, keeps only the input of a share "
+        "1 - this / N of its layers and recomputes them in the backward pass (non-reentrant activation "
+        "checkpointing), so it holds the activations of a pass of this many tokens: the same gradients; "
+        "0: every layer of every pass, null: none.",
     )
     mini_batches: Count = option(
         1,
