@@ -43,6 +43,7 @@ __all__ = [
     "trunk_attention",
     "pack",
     "padded_logprobs",
+    "release_freed_memory",
     "row_logprobs",
     "score_passes",
 ]
@@ -341,7 +342,9 @@ def score_passes(
         passes.append((chunk, len(chunk) * max(len(p) + len(c) for p, c in (pairs[k] for k in chunk)), None))
     checkpointed = 0.0
     try:
-        for members, tokens, row in passes:
+        for n, (members, tokens, row) in enumerate(passes):
+            if n:  # the previous pass's backward has run: its activations are free
+                release_freed_memory()
             share = 0.0 if checkpoint_tokens is None or tokens <= checkpoint_tokens else 1 - checkpoint_tokens / tokens
             if checkpoint_tokens is not None and share != checkpointed:
                 checkpointed = share
@@ -354,6 +357,32 @@ def score_passes(
     finally:
         if checkpointed:
             checkpointing(model, 0.0)
+        release_freed_memory()
+
+
+def release_freed_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc ``malloc_trim``; elsewhere nothing).
+
+    A pass frees its activations, but glibc keeps the freed pages of tensors of many sizes in its
+    heap, so the process's resident memory grows pass after pass: on the demo's Designer row, a
+    checkpointed forward and backward peaked at 2.3 GiB for 0.26 GiB of saved tensors (1.2 GiB with
+    ``MALLOC_MMAP_THRESHOLD_`` = 1 MiB, which made the pass 35% slower). Trimming between passes costs
+    milliseconds."""
+    global _libc
+    if _libc is None:
+        import ctypes
+        import ctypes.util
+
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _libc = False
+    if _libc:
+        _libc.malloc_trim(0)
+
+
+_libc: Any = None
 
 
 def padded_logprobs(
