@@ -55,7 +55,7 @@ MICRO_BATCH_TOKENS = 4096
 #: row, 2 cores, in the update benchmark): 10.1 s and 4.5 GiB peak plain, 13.1 s and 2.1 GiB with
 #: every layer checkpointed; at 1,536 / 1,024 / 768 tokens 11.2 / 11.9 / 12.7 s and 4.0 / 3.6 /
 #: 3.2 GiB (the old path: 36-40 s).
-CHECKPOINT_TOKENS = 1024
+CHECKPOINT_TOKENS = 768
 #: The name under which :func:`trunk_attention` is registered with transformers' attention interface.
 TRUNK_ATTENTION = "spade_trunk"
 #: A row's length at which its masked attention costs as much as the rest of a pass: measured with
