@@ -260,7 +260,7 @@ def trunk_attention(
 def _trunk_attention_on(model: Any) -> bool:
     """Switch a model that attends with SDPA to :func:`trunk_attention` (registered once; the same
     as SDPA without a trunk). False for any other attention (eager, flash kernels): left as it is."""
-    config = getattr(model, "config", None)
+    config: Any = getattr(model, "config", None)
     current = getattr(config, "_attn_implementation", None)
     if current == TRUNK_ATTENTION:
         return True
