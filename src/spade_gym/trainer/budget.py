@@ -38,20 +38,22 @@ class Costs:
     warmstart_step: float
 
 
-#: Measured with the embedded model on 2 CPU cores under the shared lock (benchmarks/README.md):
-#: 10 Agent steps of 16 two-turn episodes at 48 tokens took 156 s of rollouts and 320 s of updates
-#: (197 s with per-turn credit); 88 held-out episodes 67 s; the cold start 208-432 s for 28 steps;
-#: a design phase of 4 edit designs 18 s and its Designer update 72 s (the demo's run).
+#: Measured with the embedded model on 2 CPU cores under the shared lock, on the learning benchmark's
+#: run of 2026-12-05 (benchmarks/README.md): an Agent step of 16 two-turn episodes at 48 tokens took
+#: 8-13 s of rollout and 5.5-7 s of update (per-turn credit); 268 held-out episodes 147-160 s; a
+#: design phase of 4 edit designs 11-13 s and its Designer update 14-19 s; the demo's cold start
+#: 211 s for 28 steps. The estimate of that run was 27 + 43 min with the costs before the cheaper
+#: update, for 21 min measured.
 CPU_COSTS = Costs(
     load=25.0,
-    episode_token=0.0102,
-    eval_token=0.008,
-    agent_sample=1.0,
+    episode_token=0.0080,
+    eval_token=0.0065,
+    agent_sample=0.35,
     turn_credit=0.62,
-    design_token=0.05,
-    validate=5.0,
-    designer_sample=18.0,
-    warmstart_step=10.0,
+    design_token=0.02,
+    validate=2.0,
+    designer_sample=5.0,
+    warmstart_step=8.0,
 )
 
 
