@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from spade_gym.policies import SamplingParams
 from spade_gym.policies.scoring import MICRO_BATCH_TOKENS, TRUNK_ATTENTION, PackedRow, checkpointing, pack
 
 torch = pytest.importorskip("torch")
@@ -159,3 +160,39 @@ def test_designer_group_trains_as_whole_sequences(lora_policy: Any) -> None:
     designs = list({tuple(c): (p, c) for p, c in demo_pairs()["designer"]}.values())[:2]
     assert len(designs) == 2
     assert_same(lora_policy, designs, budget=10**6)
+
+
+def test_eager_attention_scores_a_packed_row_as_whole_sequences(lora_policy: Any) -> None:
+    """Eager attention adds its mask to the scores: a packed row's bool mask is made additive (a bool
+    mask added as 0/1 would let every token see every other: logprobs off by up to 9 nats)."""
+    config = lora_policy.model.config
+    saved = config._attn_implementation
+    turns = demo_pairs()["agent:spade/CountListItems-v0"][:4]
+    try:
+        config._attn_implementation = "eager"
+        with torch.no_grad():
+            whole = lora_policy.sequence_logprobs(turns, shared_prefix=False, micro_batch_tokens=1)
+            shared = lora_policy.sequence_logprobs(turns)
+        assert config._attn_implementation == "eager", "eager attention is left as it is"
+    finally:
+        config._attn_implementation = saved
+    assert len(pack(turns, MICRO_BATCH_TOKENS)) < len(turns), "the turns share a row"
+    for a, b in zip(whole, shared, strict=True):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-4)
+
+
+def test_generation_is_unchanged_after_an_update_and_checkpointing_ends_with_the_passes(lora_policy: Any) -> None:
+    """Greedy tokens before and after a checkpointed, shared-prefix forward and backward are the
+    same; passes closed early (as the trainer does on an error) switch checkpointing off."""
+    prompts = [[{"role": "user", "content": q}] for q in ("Name three colours.", "What is 2 + 3?")]
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=24)
+    before = [c.completion_token_ids for c in lora_policy.generate(prompts, greedy)]
+    turns = demo_pairs()["agent:spade/CountListItems-v0"][:4]
+    scores_and_gradients(lora_policy, turns, micro_batch_tokens=10**6, checkpoint_tokens=64)
+    after = [c.completion_token_ids for c in lora_policy.generate(prompts, greedy)]
+    assert after == before and all(before)
+    passes = lora_policy.score_batches(turns, micro_batch_tokens=300, checkpoint_tokens=64)
+    next(passes)
+    assert any(getattr(m, "gradient_checkpointing", False) for m in lora_policy.model.modules())
+    passes.close()
+    assert not any(getattr(m, "gradient_checkpointing", False) for m in lora_policy.model.modules())

@@ -24,7 +24,7 @@ runs through SDPA's causal kernel, and only the tokens after it attend under the
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ __all__ = [
     "ATTENTION_TOKENS",
     "CHECKPOINT_TOKENS",
     "MICRO_BATCH_TOKENS",
+    "PACKED_ATTENTION",
     "PackedRow",
     "check_pairs",
     "checkpointing",
@@ -201,10 +202,14 @@ def row_logprobs(
 
     ids = torch.tensor([row.tokens], device=device)
     trunk = {TRUNK_ATTENTION: row.trunk} if _trunk_attention_on(model) else {}
+    mask = row.attention_mask(device)
+    if _attention(model) == "eager":  # eager attention adds the mask to the scores
+        dtype = next(model.parameters()).dtype
+        mask = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill(~mask, torch.finfo(dtype).min)
     logits = (
         model(
             input_ids=ids,
-            attention_mask=row.attention_mask(device),
+            attention_mask=mask,
             position_ids=torch.tensor([row.positions], device=device),
             logits_to_keep=torch.tensor(row.predictors, device=device),
             use_cache=False,
@@ -250,18 +255,28 @@ def trunk_attention(
     sdpa = torch.nn.functional.scaled_dot_product_attention
     parts = []
     if trunk > 0:
-        parts.append(sdpa(query[:, :, :trunk], key[:, :, :trunk], value[:, :, :trunk], is_causal=True, scale=scaling))
+        q, k, v = query[:, :, :trunk], key[:, :, :trunk], value[:, :, :trunk]
+        parts.append(sdpa(q, k, v, dropout_p=dropout, is_causal=True, scale=scaling))
     if trunk < query.shape[2]:
-        parts.append(sdpa(query[:, :, trunk:], key, value, attn_mask=attention_mask[..., trunk:, :], scale=scaling))
+        mask = attention_mask[..., trunk:, :]
+        parts.append(sdpa(query[:, :, trunk:], key, value, attn_mask=mask, dropout_p=dropout, scale=scaling))
     out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
     return out.transpose(1, 2).contiguous(), None
+
+
+def _attention(model: Any) -> str | None:
+    """The transformers attention implementation of ``model`` (``None`` when it states none)."""
+    return getattr(getattr(model, "config", None), "_attn_implementation", None)
+
+
+#: Attention implementations that take a packed row's ``(1, 1, N, N)`` mask (flash kernels take none).
+PACKED_ATTENTION = ("sdpa", "eager", TRUNK_ATTENTION, None)
 
 
 def _trunk_attention_on(model: Any) -> bool:
     """Switch a model that attends with SDPA to :func:`trunk_attention` (registered once; the same
     as SDPA without a trunk). False for any other attention (eager, flash kernels): left as it is."""
-    config: Any = getattr(model, "config", None)
-    current = getattr(config, "_attn_implementation", None)
+    current = _attention(model)
     if current == TRUNK_ATTENTION:
         return True
     if current != "sdpa":
@@ -271,7 +286,7 @@ def _trunk_attention_on(model: Any) -> bool:
 
     AttentionInterface.register(TRUNK_ATTENTION, trunk_attention)
     AttentionMaskInterface.register(TRUNK_ATTENTION, sdpa_mask)
-    config._attn_implementation = TRUNK_ATTENTION
+    model.config._attn_implementation = TRUNK_ATTENTION
     return True
 
 
@@ -309,17 +324,18 @@ def score_passes(
     *,
     checkpoint_tokens: int | None = None,
     pad_token_id: int = 0,
-) -> Iterator[tuple[list[int], list[torch.Tensor]]]:
+) -> Generator[tuple[list[int], list[torch.Tensor]], None, None]:
     """The logprobs ``log_softmax(logits / T)`` of each pair's completion tokens, ``T`` its entry of
     ``temperatures``, one forward pass of ``model`` at a time: yields ``(members, logprobs)``.
 
     ``shared_prefix``: prefix-tree rows of at most ``micro_batch_tokens`` distinct tokens
     (:func:`pack`, :func:`row_logprobs`); ``False``: whole sequences left-padded with
     ``pad_token_id``, at most ``micro_batch_tokens`` tokens a pass with padding
-    (:func:`padded_logprobs`). A pass of ``N`` tokens, more than ``checkpoint_tokens = C``, runs
+    (:func:`padded_logprobs`), also for a model whose attention takes no mask of a packed row
+    (not in :data:`PACKED_ATTENTION`: flash kernels). A pass of ``N`` tokens, more than ``checkpoint_tokens = C``, runs
     with activation :func:`checkpointing` of a share ``1 - C / N`` of its layers, so that the
     activations it holds are those of a plain ``C``-token pass (``None``: the model's setting is
-    left as it is). ValueError
+    left as it is; otherwise the passes leave it off). ValueError
     for ``micro_batch_tokens < 1`` or ``temperatures`` not one number > 0 per pair.
     """
     if not is_int(micro_batch_tokens) or micro_batch_tokens < 1:
@@ -329,7 +345,7 @@ def score_passes(
         raise ValueError(f"temperatures must hold one number > 0 per item ({len(pairs)}), got {temperatures!r:.80}")
     device = next(model.parameters()).device
     passes: list[tuple[list[int], int, PackedRow | None]] = []  # (members, tokens, row)
-    if shared_prefix:
+    if shared_prefix and _attention(model) in PACKED_ATTENTION:
         passes = [(row.members, len(row.tokens), row) for row in pack(pairs, micro_batch_tokens)]
     else:
         chunk: list[int] = []

@@ -25,7 +25,7 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -592,7 +592,7 @@ class TransformersPolicy:
         shared_prefix: bool = True,
         temperatures: Sequence[float] | None = None,
         checkpoint_tokens: int | None = None,
-    ) -> Iterator[tuple[list[int], list[torch.Tensor]]]:
+    ) -> Generator[tuple[list[int], list[torch.Tensor]], None, None]:
         """The completion logprobs of ``batch``, one forward pass at a time: yields ``(members,
         logprobs)``, the batch indices of the pass and one float32 tensor per member (a trainer
         runs each pass's backward before asking for the next, so activations are held for one

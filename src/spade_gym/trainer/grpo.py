@@ -728,41 +728,42 @@ class GRPOTrainer:
             temperatures=temperatures,
             checkpoint_tokens=cfg.checkpoint_tokens,
         )
-        while True:
-            started = time.perf_counter()
-            with autocast() if bf16 else contextlib.nullcontext():  # the forward pass runs in next()
-                scored = next(passes, None)
-            if scored is None:
-                break
-            members, logprobs = scored
-            micro = [batch[k] for k in members]
-            loss, figures = grpo_loss(
-                torch.nn.utils.rnn.pad_sequence(logprobs, batch_first=True),
-                _padded([s.behaviour_logprobs for s in micro], torch.float32, device),
-                torch.tensor([float(s.advantage or 0.0) for s in micro], device=device),
-                _padded([s.loss_mask for s in micro], torch.bool, device),
-                clip_eps=cfg.clip_eps,
-                clip_eps_high=cfg.clip_eps_high,
-                ref_logprobs=None
-                if reference is None
-                else torch.nn.utils.rnn.pad_sequence([reference[k] for k in members], batch_first=True),
-                kl_coef=cfg.kl_coef,
-                loss_type=cfg.loss_type,
-                weights=torch.tensor([cfg.role_weights.get(s.role, 1.0) for s in micro], device=device),
-                normalizer=normalizer,
-            )
-            stats.forward_s += time.perf_counter() - started
-            if not math.isfinite(figures["loss"]):
-                what = "loss"
-                break
-            started = time.perf_counter()
-            loss.backward()
-            stats.backward_s += time.perf_counter() - started
-            loss_sum += figures["loss"]
-            mine["tokens"] += figures["tokens"]
-            mine["clip"] += figures["clip_fraction"] * figures["tokens"]
-            mine["ratio"] += figures["mean_ratio"] * figures["tokens"]
-            mine["kl"] += figures.get("kl", 0.0) * figures["tokens"]
+        with contextlib.closing(passes):  # the passes switch checkpointing off as they close, also on an error
+            while True:
+                started = time.perf_counter()
+                with autocast() if bf16 else contextlib.nullcontext():  # the forward pass runs in next()
+                    scored = next(passes, None)
+                if scored is None:
+                    break
+                members, logprobs = scored
+                micro = [batch[k] for k in members]
+                loss, figures = grpo_loss(
+                    torch.nn.utils.rnn.pad_sequence(logprobs, batch_first=True),
+                    _padded([s.behaviour_logprobs for s in micro], torch.float32, device),
+                    torch.tensor([float(s.advantage or 0.0) for s in micro], device=device),
+                    _padded([s.loss_mask for s in micro], torch.bool, device),
+                    clip_eps=cfg.clip_eps,
+                    clip_eps_high=cfg.clip_eps_high,
+                    ref_logprobs=None
+                    if reference is None
+                    else torch.nn.utils.rnn.pad_sequence([reference[k] for k in members], batch_first=True),
+                    kl_coef=cfg.kl_coef,
+                    loss_type=cfg.loss_type,
+                    weights=torch.tensor([cfg.role_weights.get(s.role, 1.0) for s in micro], device=device),
+                    normalizer=normalizer,
+                )
+                stats.forward_s += time.perf_counter() - started
+                if not math.isfinite(figures["loss"]):
+                    what = "loss"
+                    break
+                started = time.perf_counter()
+                loss.backward()
+                stats.backward_s += time.perf_counter() - started
+                loss_sum += figures["loss"]
+                mine["tokens"] += figures["tokens"]
+                mine["clip"] += figures["clip_fraction"] * figures["tokens"]
+                mine["ratio"] += figures["mean_ratio"] * figures["tokens"]
+                mine["kl"] += figures.get("kl", 0.0) * figures["tokens"]
         started = time.perf_counter()
         norm = math.nan
         if not what:
