@@ -37,14 +37,19 @@ def test_the_environment_pages_examples_run(tmp_path: Path, monkeypatch: pytest.
     namespace, printed = _run(readme_example("## Programs as Gymnasium environments", doc=doc), doc)
     assert namespace["terminated"] is not None and printed.strip()
     ids = dict(gymnasium.envs.registry)  # the example re-registers spade/BankTransferReport-v0 from its copy
-    namespace, printed = _run(readme_example("## Registries, validation and `spade/Generated-v0`", doc=doc), doc)
+    example = readme_example("## Registries, validation and `spade/Generated-v0`", doc=doc)
     try:
-        assert printed.startswith("True ACCEPT")
-        assert namespace["record"].gym_id == "spade/BankTransferReport-v0"
-        assert namespace["info"]["spade"]["setting"] == "tool_use"
-        assert (tmp_path / "my_registry").is_dir()
+        for run in ("first", "again"):  # run again, the registry holds the program: refused as a duplicate, reused
+            namespace, printed = _run(example, doc)
+            try:
+                assert printed.startswith("True ACCEPT"), run
+                assert namespace["report"].category == ("ACCEPT" if run == "first" else "DUPLICATE")
+                assert namespace["record"].gym_id == "spade/BankTransferReport-v0"
+                assert namespace["info"]["spade"]["setting"] == "tool_use"
+                assert (tmp_path / "my_registry").is_dir()
+            finally:
+                namespace["env"].close()
+                namespace["vec"].close()
     finally:
-        namespace["env"].close()
-        namespace["vec"].close()
         gymnasium.envs.registry.clear()
         gymnasium.envs.registry.update(ids)

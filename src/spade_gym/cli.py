@@ -721,9 +721,9 @@ def selfplay(
 ) -> None:
     """Run SPADE self-play: the policy designs environments (rewarded with regret) and learns to solve them.
 
-    Each iteration: the Designer writes G programs per prompt (validation, regret, registration), the
-    Agent plays the accepted environments and ones replayed from the registry, and one GRPO update
-    trains both roles. The run folder gets the config, the registry, metrics.jsonl, designs.jsonl
+    Each iteration: the Designer writes G programs per prompt (validation, regret, registration) and
+    its group gets one GRPO update; then the Agent takes `agent.updates_per_iteration` GRPO updates,
+    each on episodes of environments drawn from the registry by prioritised replay. The run folder gets the config, the registry, metrics.jsonl, designs.jsonl
     (each design's completion, program and verdict), TensorBoard events, checkpoints
     (`spade resume RUN_DIR` continues a killed run) and plots.
     """

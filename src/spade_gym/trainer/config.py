@@ -1001,7 +1001,7 @@ def describe_config() -> str:
     (``spade selfplay --help-config`` and the docs)."""
     lines = [
         "Self-play configuration (YAML; every key optional, unknown keys are errors).",
-        "Override any key on the command line as KEY=VALUE, e.g. train.learning_rate=1e-4.",
+        "Override any key on the command line with --set KEY=VALUE (repeatable), e.g. --set train.learning_rate=1e-4.",
     ]
     for name, cls in SECTIONS.items():
         lines.append("")
