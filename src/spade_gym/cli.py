@@ -723,9 +723,10 @@ def selfplay(
 
     Each iteration: the Designer writes G programs per prompt (validation, regret, registration) and
     its group gets one GRPO update; then the Agent takes `agent.updates_per_iteration` GRPO updates,
-    each on episodes of environments drawn from the registry by prioritised replay. The run folder gets the config, the registry, metrics.jsonl, designs.jsonl
-    (each design's completion, program and verdict), TensorBoard events, checkpoints
-    (`spade resume RUN_DIR` continues a killed run) and plots.
+    each on episodes of environments drawn from the registry by prioritised replay. The run folder
+    gets the config, the registry, metrics.jsonl, designs.jsonl (each design's completion, program
+    and verdict), TensorBoard events, checkpoints (`spade resume RUN_DIR` continues a killed run)
+    and plots.
     """
     from spade_gym.trainer.config import describe_config
     from spade_gym.trainer.run import RunDir

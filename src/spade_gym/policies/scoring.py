@@ -41,12 +41,12 @@ __all__ = [
     "PackedRow",
     "check_pairs",
     "checkpointing",
-    "trunk_attention",
     "pack",
     "padded_logprobs",
     "release_freed_memory",
     "row_logprobs",
     "score_passes",
+    "trunk_attention",
 ]
 
 #: Default most distinct tokens per forward pass of the scorer and the trainer.
@@ -332,11 +332,11 @@ def score_passes(
     (:func:`pack`, :func:`row_logprobs`); ``False``: whole sequences left-padded with
     ``pad_token_id``, at most ``micro_batch_tokens`` tokens a pass with padding
     (:func:`padded_logprobs`), also for a model whose attention takes no mask of a packed row
-    (not in :data:`PACKED_ATTENTION`: flash kernels). A pass of ``N`` tokens, more than ``checkpoint_tokens = C``, runs
-    with activation :func:`checkpointing` of a share ``1 - C / N`` of its layers, so that the
-    activations it holds are those of a plain ``C``-token pass (``None``: the model's setting is
-    left as it is; otherwise the passes leave it off). ValueError
-    for ``micro_batch_tokens < 1`` or ``temperatures`` not one number > 0 per pair.
+    (not in :data:`PACKED_ATTENTION`: flash kernels). A pass of ``N`` tokens, more than
+    ``checkpoint_tokens = C``, runs with activation :func:`checkpointing` of a share ``1 - C / N``
+    of its layers, so that the activations it holds are those of a plain ``C``-token pass
+    (``None``: the model's setting is left as it is; otherwise the passes leave it off).
+    ValueError for ``micro_batch_tokens < 1`` or ``temperatures`` not one number > 0 per pair.
     """
     if not is_int(micro_batch_tokens) or micro_batch_tokens < 1:
         raise ValueError(f"micro_batch_tokens must be an int >= 1, got {micro_batch_tokens!r}")
