@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -173,3 +174,27 @@ def test_a_damaged_cached_alias_file_is_assembled_again(monkeypatch: pytest.Monk
     repaired, _ = gguf_path("test-model")
     assert repaired == path and sha256_of(path) == model.sha256
     shutil.rmtree(tmp_path / "parts")
+
+
+@pytest.mark.slow
+@needs_llama
+def test_a_prompt_reuses_the_kv_cache_of_the_prefix_it_shares(policy: Any) -> None:
+    llama = policy._llama
+    evaluated: list[int] = []
+    real = llama.eval
+    llama.eval = lambda tokens: (evaluated.append(len(tokens)), real(tokens))[1]
+    try:
+        chat_prompt = [{"role": "user", "content": "Write a Python module with one class."}]
+        greedy = SamplingParams(temperature=0, max_new_tokens=4)
+        llama.reset()
+        policy.generate([chat_prompt], greedy)
+        cold = sum(evaluated)
+        evaluated.clear()
+        longer = [*chat_prompt, {"role": "assistant", "content": "```python\nimport random\n"}]
+        [warm] = policy.generate([longer], greedy)
+        assert sum(evaluated) < cold - 10  # only the assistant's text, the last token and the new ones
+        llama.reset()
+        [fresh] = policy.generate([longer], greedy)
+        assert fresh.text == warm.text and fresh.prompt_token_ids == warm.prompt_token_ids
+    finally:
+        llama.eval = real

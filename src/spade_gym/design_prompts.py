@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 #: The write-mode prompt variants.
-PROMPT_VARIANTS = ("skeleton", "example", "examples")
+PROMPT_VARIANTS = ("skeleton", "example", "examples", "fill")
 #: The variant a Designer uses unless configured (``designer.prompt``).
 DEFAULT_PROMPT = "skeleton"
 
@@ -248,6 +248,11 @@ Write the whole module in one ```python code block. The task shows a complete, v
 _EXAMPLES_TASK = "Example of a complete, valid {setting} module (its form, not its task):\n```python\n{example}```\n"
 
 
+_FILL_SYSTEM_PROMPT = f"""{_CONTRACT}
+
+Write the whole module in one ```python code block. Your answer is written with you part by part: the contract's fixed lines are already in it, and you continue it where it stops (a knob, the docstring, the name, a method body), with code for the environment you chose, grounded in the document."""
+
+
 def system_prompt(mode: str, variant: str = DEFAULT_PROMPT) -> str:
     """The system message of a Designer prompt in ``mode`` (``"write"``/``"edit"``) and write-mode
     ``variant``. ValueError for an unknown variant."""
@@ -255,7 +260,7 @@ def system_prompt(mode: str, variant: str = DEFAULT_PROMPT) -> str:
         raise ValueError(f"prompt variant must be one of {PROMPT_VARIANTS}, got {variant!r}")
     if mode == "edit":
         return DESIGNER_EDIT_SYSTEM_PROMPT
-    return {"skeleton": SKELETON_SYSTEM_PROMPT, "examples": _EXAMPLES_SYSTEM_PROMPT}.get(
+    return {"skeleton": SKELETON_SYSTEM_PROMPT, "examples": _EXAMPLES_SYSTEM_PROMPT, "fill": _FILL_SYSTEM_PROMPT}.get(
         variant, DESIGNER_SYSTEM_PROMPT
     )
 

@@ -42,6 +42,7 @@ from spade_gym.design_prompts import (
 )
 from spade_gym.documents import Document, DocumentSource, load_documents, make_document
 from spade_gym.errors import DuplicateEnvironment
+from spade_gym.fill import fill_designs
 from spade_gym.ladder import library_ladder
 from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent, read_source
 from spade_gym.novelty import check_novelty
@@ -84,6 +85,7 @@ __all__ = [
     "SpadeDesignerEnv",
     "auto_edit_probability",
     "build_prompt",
+    "generate_designs",
     "design_token_floor",
     "design",
     "design_draws",
@@ -248,6 +250,22 @@ def build_prompt(
         parent_source=parent_source,
         variant=variant,
     )
+
+
+def generate_designs(policy: Policy, prompts: Sequence[DesignerPrompt], sampling: SamplingParams) -> list[Completion]:
+    """``sampling.n`` completions per prompt, grouped by prompt: one ``policy.generate`` call, and a
+    write-mode ``"fill"`` prompt's designs filled part by part (:func:`~spade_gym.fill.fill_designs`)."""
+    if not any(p.variant == "fill" and p.mode == "write" for p in prompts):
+        return policy.generate([p.messages for p in prompts], sampling)
+    out: list[Completion] = []
+    for index, prompt in enumerate(prompts):
+        if prompt.variant == "fill" and prompt.mode == "write":
+            seed = None if sampling.seed is None else sampling.seed + index * sampling.n
+            done = fill_designs(policy, prompt.messages, prompt.setting or "reasoning", replace(sampling, seed=seed))
+            out += [replace(c, prompt_index=index) for c in done]
+        else:
+            out += [replace(c, prompt_index=index) for c in policy.generate([prompt.messages], sampling)]
+    return out
 
 
 # -- Extraction --
@@ -772,7 +790,10 @@ def design(
         if seed is not None and sampling.seed is None:
             sampling = replace(sampling, seed=seed + round_)
         started = time.perf_counter()
-        completion = policy.generate([messages], sampling)[0].text
+        if round_ == 0:
+            completion = generate_designs(policy, [prompt], sampling)[0].text
+        else:
+            completion = policy.generate([messages], sampling)[0].text
         generation_s += time.perf_counter() - started
         outcome = evaluate_completion(
             completion, prompt, registry=registry, agent=agent, config=config, sampling_seed=seed

@@ -35,6 +35,7 @@ from spade_gym.designer import (
     DesignerConfig,
     DesignOutcome,
     evaluate_completion,
+    generate_designs,
     propose_group,
     validate_designs,
 )
@@ -302,7 +303,7 @@ def _design_group(
     posed.write("\n")
     posed.flush()
     sampling = replace(config.designer.sampling_for(prompt.mode), n=size, seed=group_seed)
-    completions = designer.generate([prompt.messages], sampling)
+    completions = generate_designs(designer, [prompt], sampling)
     generated = time.perf_counter() - began
     reports = validate_designs([c.text for c in completions], prompt, config.designer)
     # the group's generation and validation, shared evenly by its designs

@@ -4,7 +4,8 @@ One policy plays both SPADE roles (Designer and Agent)::
 
     completions = policy.generate(prompts, SamplingParams(temperature=1.0, n=4, max_new_tokens=256))
 
-Prompts are rendered with the tokenizer's chat template (generation prompt added); the
+Prompts are rendered with the tokenizer's chat template (generation prompt added; a prompt that
+ends with an assistant message is continued from that message's text, see :func:`continued`); the
 ``len(prompts) * n`` completions come grouped by prompt (GRPO's group layout).
 ``Completion.logprobs[i]`` is the log-probability of ``completion_token_ids[i]`` under the
 distribution it was sampled from: ``log_softmax(logits / T)`` at the sampling temperature ``T``
@@ -35,6 +36,7 @@ __all__ = [
     "Prompt",
     "SamplingParams",
     "check_prompts",
+    "continued",
     "cut_at_stop",
     "fit_prompt",
     "resolve_sampling",
@@ -233,6 +235,17 @@ def check_prompts(prompts: object) -> list[list[dict[str, str]]]:
             messages.append({"role": role, "content": content})
         out.append(messages)
     return out
+
+
+def continued(prompt: Prompt) -> tuple[list[dict[str, str]], str | None]:
+    """A prompt split for rendering: ``(messages, None)``, or, when its last message is the
+    assistant's, ``(the messages before it, that message's text)``: the policy renders the
+    messages with the generation prompt and continues the text as it stands (transformers'
+    ``continue_final_message``, with the text's trailing whitespace kept)."""
+    messages = [dict(m) for m in prompt]
+    if len(messages) > 1 and messages[-1]["role"] == "assistant":
+        return messages[:-1], messages[-1]["content"]
+    return messages, None
 
 
 def resolve_sampling(sampling: object) -> SamplingParams:

@@ -8,10 +8,12 @@ model decodes several times faster there than the float32 transformers path (``b
     completions = policy.generate(prompts, SamplingParams(temperature=0.7, n=4, max_new_tokens=1536))
 
 Inference only (it cannot be trained). Prompts are rendered with the GGUF's own chat template
-(llama-cpp-python's ``Jinja2ChatFormatter``); the ``n`` samples of a prompt reuse its prefilled KV
-cache; sample ``k`` of prompt ``i`` of a call with ``seed=s`` is drawn with llama.cpp's sampler
-seed ``s + i * n + k`` (modulo 2**32), the same completion whatever ran before. ``logprobs`` are those of the unmodified distribution (a log-softmax of the
-sampled position's logits), as the module :mod:`spade_gym.policies.base` requires.
+(llama-cpp-python's ``Jinja2ChatFormatter``). A prompt reuses the KV cache of the longest prefix it
+shares with the tokens evaluated before it: the ``n`` samples of a prompt, the prompts of a group,
+the parts of a design filled part by part (``spade_gym.fill``). Sample ``k`` of prompt ``i`` of a
+call with ``seed=s`` is drawn with llama.cpp's sampler seed ``s + i * n + k`` (modulo 2**32).
+``logprobs`` are those of the unmodified distribution (a log-softmax of the sampled position's
+logits), as the module :mod:`spade_gym.policies.base` requires.
 Install: ``pip install -e '.[llamacpp]'`` in a clone, or ``make llamacpp`` (llama-cpp-python builds from source: minutes).
 """
 
@@ -33,6 +35,7 @@ from spade_gym.policies.base import (
     Prompt,
     SamplingParams,
     check_prompts,
+    continued,
     cut_at_stop,
     fit_prompt,
     resolve_sampling,
@@ -137,8 +140,10 @@ class LlamaCppPolicy:
         return f"LlamaCppPolicy({str(self.path)!r}, name={self.name!r}, n_ctx={self.context_window})"
 
     def prompt_token_ids(self, prompt: Prompt) -> list[int]:
-        """The tokens of one conversation rendered with the model's chat template (generation prompt added)."""
-        text = self._format(messages=cast(Any, check_prompts([prompt])[0])).prompt
+        """The tokens of one conversation rendered with the model's chat template (generation prompt
+        added; a last assistant message is continued, see :func:`~spade_gym.policies.base.continued`)."""
+        messages, prefix = continued(check_prompts([prompt])[0])
+        text = self._format(messages=cast(Any, messages)).prompt + (prefix or "")
         return list(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
@@ -160,11 +165,10 @@ class LlamaCppPolicy:
         out: list[Completion] = []
         with self._lock:
             for index, ids in enumerate(encoded):
-                # the prompt but its last token prefilled afresh: every sample then evaluates that token
-                # alone, so a seed gives the same completion whatever ran before (KV reuse across samples)
-                self._llama.reset()
-                if len(ids) > 1:
-                    self._llama.eval(ids[:-1])
+                # the prompt but its last token prefilled, reusing the KV cache of the longest prefix it
+                # shares with the tokens evaluated before (the parts of a filled design, the samples of a
+                # group); every sample then evaluates that last token alone
+                self._prefill(ids[:-1])
                 for k in range(sampling.n):
                     seed = None if sampling.seed is None else (sampling.seed + index * sampling.n + k) % 2**32
                     try:
@@ -172,6 +176,19 @@ class LlamaCppPolicy:
                     except (RuntimeError, ValueError, OSError) as exc:
                         raise GenerationError(f"llama.cpp failed on prompt {index} of {self.name}: {exc}") from exc
         return out
+
+    def _prefill(self, ids: list[int]) -> None:
+        """Evaluate ``ids`` after the longest prefix of them already in the KV cache (the caller holds the lock)."""
+        llama = self._llama
+        cached = llama.input_ids[: llama.n_tokens].tolist()
+        keep = 0
+        for a, b in zip(cached, ids, strict=False):
+            if a != b:
+                break
+            keep += 1
+        llama.n_tokens = keep  # eval drops the KV cache from here on
+        if keep < len(ids):
+            llama.eval(ids[keep:])
 
     def _sample(self, ids: list[int], sampling: SamplingParams, seed: int | None, index: int) -> Completion:
         """One completion of one prompt (the caller holds the lock)."""

@@ -36,6 +36,7 @@ from spade_gym.policies.base import (
     Prompt,
     SamplingParams,
     check_prompts,
+    continued,
     cut_at_stop,
     fit_prompt,
     is_int,
@@ -312,10 +313,16 @@ class TransformersPolicy:
             return peft.get_peft_model(self.model, config)
 
     def encode(self, prompt: Prompt) -> list[int]:
-        """The token ids of one conversation under the chat template, generation prompt added."""
-        ids = self.tokenizer.apply_chat_template(
-            [dict(m) for m in prompt], add_generation_prompt=True, tokenize=True, return_dict=False
-        )
+        """The token ids of one conversation under the chat template, generation prompt added (a last
+        assistant message is continued, see :func:`~spade_gym.policies.base.continued`)."""
+        messages, prefix = continued(prompt)
+        if prefix is not None:
+            text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            ids = self.tokenizer(str(text) + prefix, add_special_tokens=False)["input_ids"]
+        else:
+            ids = self.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=True, return_dict=False
+            )
         if len(ids) == 0:
             raise ValueError("the chat template rendered this prompt to no tokens; check chat_template")
         return [int(t) for t in ids]

@@ -25,6 +25,7 @@ from spade_gym.policies.base import (
     Prompt,
     SamplingParams,
     check_prompts,
+    continued,
     fit_prompt,
     logprob_temperature,
     resolve_sampling,
@@ -301,7 +302,11 @@ class VLLMPolicy:
         self._wake(parts & self._asleep)
 
     def _encode(self, conversation: list[dict[str, str]]) -> list[int]:
-        encoded = self._tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=True)
+        messages, prefix = continued(conversation)
+        if prefix is not None:
+            text = self._tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return [int(t) for t in self._tokenizer(str(text) + prefix, add_special_tokens=False)["input_ids"]]
+        encoded = self._tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         return _as_token_ids(encoded)
 
     def _require_sleep_mode(self, method: str) -> None:

@@ -122,10 +122,11 @@ class DesignerSection:
         "a Designer model of its own, frozen (inference only; its designs are not trained): a policy spec such as "
         "'llamacpp:qwen2.5-coder-1.5b'; null: policy.spec plays both roles (the paper)",
     )
-    prompt: Literal["skeleton", "example", "examples"] = option(
+    prompt: Literal["skeleton", "example", "examples", "fill"] = option(
         "skeleton",
-        "write-mode prompt: 'skeleton' (the setting's Env class to fill), 'example' (one worked example) or "
-        "'examples' (a worked example of the target setting); see docs/designer.md",
+        "write-mode prompt: 'skeleton' (the setting's Env class to fill), 'example' (one worked example), "
+        "'examples' (a worked example of the target setting) or 'fill' (the host writes the skeleton, the model "
+        "its holes; needs designer.policy); see docs/designer.md",
     )
     documents: str = option(
         "builtin",
@@ -567,6 +568,14 @@ class SelfPlayConfig:
         if w.agent_steps + w.designer_steps == 0:
             _range(
                 "warmstart.agent_steps", w.agent_steps, "agent_steps + designer_steps >= 1 (nothing would be trained)"
+            )
+
+        if self.designer.prompt == "fill" and not self.designer.policy:
+            raise ConfigError(
+                "config key 'designer.prompt' = 'fill' needs a Designer of its own (designer.policy, e.g. "
+                "'llamacpp:qwen2.5-coder-1.5b'): a filled module is not one sample of the model, so the shared "
+                "model cannot be trained on it",
+                key="designer.prompt",
             )
 
         # Across sections: a run must produce some training data.

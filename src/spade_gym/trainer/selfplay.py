@@ -40,7 +40,14 @@ from typing import Any, Literal
 import numpy as np
 
 from spade_gym.agent import Episode, RolloutConfig, Trajectory, format_compliance, rollout
-from spade_gym.designer import DesignerPrompt, DesignOutcome, evaluate_completion, propose_group, validate_designs
+from spade_gym.designer import (
+    DesignerPrompt,
+    DesignOutcome,
+    evaluate_completion,
+    generate_designs,
+    propose_group,
+    validate_designs,
+)
 from spade_gym.documents import load_documents
 from spade_gym.errors import DocumentError, EnvNotFound, PolicyError, install_hint
 from spade_gym.evaluation.base import load_results, save_results
@@ -607,7 +614,7 @@ class SelfPlay:
         out: list[list[Completion]] = [[] for _ in prompts]
         for sampling, members in by_sampling.items():
             call = replace(sampling, n=size, seed=seed + members[0])
-            done = self.designer_policy.generate([prompts[p].messages for p in members], call)
+            done = generate_designs(self.designer_policy, [prompts[p] for p in members], call)
             for j, p in enumerate(members):
                 out[p] = done[j * size : (j + 1) * size]
         return out

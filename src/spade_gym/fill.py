@@ -1,0 +1,391 @@
+"""The ``fill`` write-mode prompt: the host writes a setting's skeleton and the model fills its holes.
+
+A small code model told to fill a skeleton returns it unfilled or breaks its form (docs/designer.md).
+Here the model never holds the pen for the contract: the Designer's answer is generated part by part,
+each part a continuation of the answer so far (the prompt's last message is the assistant's,
+:func:`~spade_gym.policies.base.continued`). The host writes the fixed parts (``class Env``, the
+members, ``step``'s parsing and scoring, ``oracle``) and the model writes the task: its difficulty
+knobs, description, name, the episode drawn in ``reset`` (``self.answer`` and the observation),
+``hint``, and for tool use its look-up tool and for a game its position, moves and rules. Each hole
+stops at its stop strings or its token budget, and is trimmed to its place (a method body keeps its
+indented lines); the assembled module is judged by the gate like any other.
+
+A filled design carries no prompt token ids: its text is not one sample of the model, so it is not
+trained on (the ``fill`` prompt needs a frozen Designer of its own, ``designer.policy``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from spade_gym.policies.base import Completion, Message, Policy, SamplingParams
+
+__all__ = ["FILL_SETTINGS", "Copy", "Hole", "fill_designs", "fill_parts"]
+
+
+@dataclass(frozen=True)
+class Hole:
+    """One part the model writes: at most ``max_tokens`` tokens, cut at the first of ``stop``, then
+    ``finish(text)`` (the part as it goes into the module). ``check``: a template with ``{}`` where
+    the finished part goes that must compile, or ``""`` (no check); ``uses``: a test of the part
+    against the holes filled before it (the question and the hint show values drawn for the episode, the
+    answer is computed from values the question shows)."""
+
+    name: str
+    max_tokens: int
+    stop: tuple[str, ...]
+    finish: Callable[[str], str]
+    check: str = "def f(self):\n{}"
+    uses: Callable[[str, Mapping[str, str]], bool] | None = None
+
+    def fits(self, part: str, filled: Mapping[str, str]) -> bool:
+        """Whether the finished ``part`` compiles in its ``check`` template and passes ``uses``."""
+        if self.check:
+            try:
+                compile(self.check.replace("{}", part), "<hole>", "exec")
+            except (SyntaxError, ValueError):
+                return False
+        return self.uses is None or self.uses(part, filled)
+
+
+@dataclass(frozen=True)
+class Copy:
+    """The finished text of an earlier hole, written again (the task's description as the class docstring)."""
+
+    hole: str
+
+
+Part = str | Hole | Copy
+
+_METHOD_STOP = ("\n    def ", "\n    @", "\nclass ", "\n\n\n", "```")
+
+
+def _knobs(text: str) -> str:
+    lines = [ln.rstrip() for ln in text.splitlines() if re.match(r"^[A-Z][A-Z0-9_]*\s*=\s*-?\d+\s*(#.*)?$", ln)]
+    return "\n".join(lines[:4]) + ("\n" if lines else "")
+
+
+def _doc(text: str) -> str:
+    words = " ".join(text.replace("\\", " ").replace('"', "'").split())
+    return words[:600] or "A task grounded in the document."
+
+
+def _name(text: str) -> str:
+    words = re.findall(r"[A-Za-z][A-Za-z0-9]*", text)
+    name = "".join(w[:1].upper() + w[1:] for w in words)[:40]
+    return name or "Designed"
+
+
+def _string(text: str) -> str:
+    return " ".join(text.replace("\\", " ").replace('"', "'").split())[:200] or "look_up"
+
+
+def _identifier(text: str) -> str:
+    name = re.sub(r"\W+", "_", text.strip().lower()).strip("_")[:40]
+    return name if name and not name[0].isdigit() and name != "submit" else "look_up"
+
+
+def _body(returns: str | None) -> Callable[[str], str]:
+    """A method body: the indented lines up to the first line outside the method; ``returns`` is
+    appended when the body does not end with a ``return`` (``None``: nothing is appended)."""
+
+    def finish(text: str) -> str:
+        kept: list[str] = []
+        for line in text.splitlines():
+            if line.strip() and not line.startswith("        "):
+                break
+            kept.append(line.rstrip())
+        while kept and not kept[-1].strip():
+            kept.pop()
+        last = kept[-1].strip() if kept else ""
+        if returns is not None and not last.startswith("return ") and last != "return":
+            kept.append("        " + returns)
+        if not kept:
+            kept.append("        pass")
+        return "\n".join(kept) + "\n"
+
+    return finish
+
+
+def _statements(text: str) -> str:
+    """Indented lines of a method, none of them a ``return`` (``pass`` when there are none)."""
+    kept = [ln for ln in _body(None)(text).splitlines() if not ln.strip().startswith("return")]
+    return "\n".join(kept or ["        pass"]) + "\n"
+
+
+def _expression(text: str) -> str:
+    """One line: the rest of ``str(`` (its closing parenthesis added when the model left it off)."""
+    line = text.strip().splitlines()[0].strip() if text.strip() else "''"
+    depth = line.count("(") - line.count(")")
+    return line + ")" * max(depth + 1, 0) + "\n" if depth >= 0 else line + "\n"
+
+
+def _fstring(text: str) -> str:
+    """The text of an f-string: one line, its double quotes made single."""
+    line = text.strip().splitlines()[0] if text.strip() else "?"
+    return line.replace('"', "'").replace("\\", "/")
+
+
+_NOT_ATTRIBUTES = ("hint", "oracle", "step", "reset", "tools", "name", "setting", "max_turns")
+
+
+def _names(code: str) -> set[str]:
+    """The local names and ``self`` attributes ``code`` (statements or an expression) reads or sets."""
+    try:
+        tree = ast.parse(textwrap.dedent(code).strip() or "pass")
+    except SyntaxError:
+        return set()
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id not in ("self", "rng", "random"):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            found.add("self." + node.attr)
+    return found
+
+
+def _values(text: str) -> str:
+    """The values' statements; an attribute that would hide a member (``self.hint = ...``) renamed."""
+    body = _statements(text)
+    return re.sub(r"\bself\.(" + "|".join(_NOT_ATTRIBUTES) + r")\b(?!\s*\()", r"self.\1_", body)
+
+
+def _defined(part: str, filled: Mapping[str, str]) -> bool:
+    """Every UPPERCASE name the values read is a knob written before them."""
+    knobs = set(re.findall(r"^([A-Z][A-Z0-9_]*)\s*=", filled.get("knobs", ""), re.MULTILINE))
+    used = {n for n in _names(part) if re.fullmatch(r"[A-Z][A-Z0-9_]*", n)}
+    return used <= knobs
+
+
+def _drawn(filled: Mapping[str, str]) -> set[str]:
+    return _names(filled.get("values", "") + filled.get("records", ""))
+
+
+def _shows_values(part: str, filled: Mapping[str, str]) -> bool:
+    """The question shows at least one value drawn for the episode."""
+    return bool(_names('f"' + part + '"') & _drawn(filled))
+
+
+def _answers_question(part: str, filled: Mapping[str, str]) -> bool:
+    """The answer is computed from values the question shows (not drawn apart from it, not a constant)."""
+    shown = _names('f"' + filled.get("question", "") + '"')
+    return "rng" not in part and bool(_names("str(" + part) & _drawn(filled) & shown)
+
+
+def _hints_at_values(part: str, filled: Mapping[str, str]) -> bool:
+    """The hint speaks of this episode's values, never of the answer itself."""
+    shown = _names('f"' + part + '"')
+    return "self.answer" not in shown and bool(shown & _drawn(filled))
+
+
+def _methods(finish: Callable[[str], str]) -> Callable[[str], str]:
+    """``finish``, then a bare call of the game's own helpers (``_moves()``) made a method call."""
+    return lambda text: re.sub(r"(?<![\w.])(_moves|_show)\(", r"self.\1(", finish(text))
+
+
+# the task, drawn and computed in ``reset``: values, the answer, the question and the hint
+_VALUES = ("\n        self.answer", "\n        #", "\n        return", *_METHOD_STOP)
+_QUESTION: list[Part] = [
+    "        # the question the agent sees: the values it needs and the form of the answer\n"
+    '        self.observation = f"',
+    Hole("question", 120, ('"\n', "\n"), _fstring, 'f"{}"', _shows_values),
+    '"\n        # the answer to that question, computed from the values: a number or a word (many possible\n'
+    "        # values, never yes/no)\n        self.answer = str(",
+    Hole("answer", 60, ("\n",), _expression, "str({}", _answers_question),
+    '        # a hint for this episode: a method or a partial result, never the answer itself\n        self.clue = f"',
+    Hole("hint", 80, ('"\n', "\n"), _fstring, 'f"{}"', _hints_at_values),
+    '"\n        return self.observation, {}\n',
+]
+
+
+def _head(imports: str, what: str) -> list[Part]:
+    return [
+        '"""',
+        Hole("description", 120, ('"""', "\n\n"), _doc, ""),
+        f'"""\n\n{imports}\n\n# difficulty knobs of this {what}: module-level UPPERCASE ints (sizes, ranges)\n',
+        Hole("knobs", 60, ("\n\n", "\nclass", "```"), _knobs, "{}"),
+    ]
+
+
+def _class(setting: str, max_turns: int, extra: str = "") -> list[Part]:
+    return [
+        '\n\nclass Env:\n    """',
+        Copy("description"),
+        '"""\n\n    name = "',
+        Hole("name", 12, ('"', "\n"), _name, ""),
+        f'"\n    setting = "{setting}"\n    max_turns = {max_turns}\n{extra}',
+    ]
+
+
+_REASONING: list[Part] = [
+    *_head("import random", "task"),
+    *_class("reasoning", 2),
+    "\n    def reset(self, seed):\n        rng = random.Random(seed)\n        self.turn = 0\n"
+    "        # the values of this episode, drawn from rng with the knobs (numbers or items)\n",
+    Hole("values", 250, _VALUES, _values, uses=_defined),
+    *_QUESTION,
+    """
+    def step(self, action):
+        self.turn += 1
+        correct = action.strip().lower() == str(self.answer).strip().lower()
+        reward = 1.0 if correct and self.turn == 1 else (0.5 if correct else 0.0)
+        terminated = correct or self.turn >= self.max_turns
+        observation = "Correct." if correct else "Wrong, try again."
+        return observation, reward, terminated, False, {"correct": correct}
+
+    def hint(self):
+        return self.clue
+
+    def oracle(self):
+        return str(self.answer)
+""",
+]
+
+_TOOL_USE: list[Part] = [
+    *_head("import json\nimport random", "task"),
+    '\n# the look-up tool of this task: its name (snake_case) and what it returns for a key\nTOOL = "',
+    Hole("tool", 10, ('"', "\n"), _identifier, ""),
+    '"\nTOOL_DESCRIPTION = "',
+    Hole("tool description", 40, ('"', "\n"), _string, ""),
+    """"
+TOOLS = [
+    {"type": "function", "function": {"name": TOOL, "description": TOOL_DESCRIPTION, "parameters": {
+        "type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}}},
+    {"type": "function", "function": {"name": "submit", "description": "Submit the final answer.", "parameters": {
+        "type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}},
+]""",
+    *_class("tool_use", 6, "    tools = TOOLS\n"),
+    "\n    def reset(self, seed):\n        rng = random.Random(seed)\n        self.turn = 0\n"
+    "        # the records of this episode, drawn from rng with the knobs: self.records, a dict from a str key\n"
+    "        # to what the look-up tool returns for it\n",
+    Hole("records", 300, _VALUES, _values, uses=_defined),
+    *_QUESTION,
+    """
+    def step(self, action):
+        self.turn += 1
+        truncated = self.turn >= self.max_turns
+        try:
+            call = json.loads(action)
+            name, args = call["name"], dict(call["arguments"])
+        except (ValueError, KeyError, TypeError):
+            return 'Call a tool: {"name": ..., "arguments": {...}}', 0.0, False, truncated, {}
+        if name == "submit":
+            correct = str(args.get("answer", "")).strip().lower() == str(self.answer).strip().lower()
+            return ("Correct." if correct else "Wrong."), (1.0 if correct else 0.0), True, False, {"correct": correct}
+        if name == TOOL:
+            record = self.records.get(str(args.get("key", "")).strip())
+            return (str(record) if record is not None else "not found"), 0.0, False, truncated, {}
+        return "Unknown tool.", 0.0, False, truncated, {}
+
+    def hint(self):
+        return self.clue
+
+    def oracle(self):
+        return json.dumps({"name": "submit", "arguments": {"answer": str(self.answer)}})
+""",
+]
+
+_GAME: list[Part] = [
+    *_head("import random", "game"),
+    *_class("game", 12),
+    "\n    def reset(self, seed):\n        rng = random.Random(seed)\n        self.turn = 0\n"
+    "        # this episode's position, drawn from rng with the knobs into attributes of self (no fixed move may\n"
+    "        # win every seed)\n",
+    Hole("position", 250, ("\n        return", *_METHOD_STOP), _methods(_values), uses=_defined),
+    "        return self._show(), {}\n\n    def _moves(self):\n        # the legal moves now: a list of short str\n",
+    Hole("moves", 200, _METHOD_STOP, _methods(_body("return []"))),
+    "\n    def _show(self):\n        # a str showing the position and the legal moves\n",
+    Hole("show", 150, _METHOD_STOP, _methods(_body("return str(self._moves())"))),
+    """
+    def step(self, action):
+        self.turn += 1
+        move = action.strip().lower()
+        if move not in [str(m).lower() for m in self._moves()]:
+            return "Illegal move. " + self._show(), 0.0, False, self.turn >= self.max_turns, {"legal": False}
+        won = False
+        # apply the move to the position (attributes of self); set won = True when the game is won
+""",
+    Hole("move", 300, ("\n        return", *_METHOD_STOP), _methods(_statements)),
+    """        truncated = not won and self.turn >= self.max_turns
+        return self._show(), (1.0 if won else 0.0), bool(won), truncated, {"legal": True}
+
+    def hint(self):
+        # a str with a strategy for this position, never the whole sequence of moves
+""",
+    Hole("hint", 160, _METHOD_STOP, _body('return "Think ahead."')),
+    "\n    def oracle(self):\n        # the best legal move now, a str\n",
+    Hole("oracle", 250, _METHOD_STOP, _methods(_body("return str(self._moves()[0]) if self._moves() else ''"))),
+]
+
+_PARTS: dict[str, list[Part]] = {"reasoning": _REASONING, "tool_use": _TOOL_USE, "game": _GAME}
+#: The settings with a fill plan (all three).
+FILL_SETTINGS = tuple(_PARTS)
+
+
+def fill_parts(setting: str) -> list[Part]:
+    """The parts of ``setting``'s module in order: fixed text (``str``), :class:`Hole` and :class:`Copy`. ValueError
+    for an unknown setting."""
+    if setting not in _PARTS:
+        raise ValueError(f"setting must be one of {FILL_SETTINGS}, got {setting!r}")
+    return list(_PARTS[setting])
+
+
+_OPEN = "```python\n"
+
+
+def fill_designs(
+    policy: Policy,
+    messages: Sequence[Message],
+    setting: str,
+    sampling: SamplingParams,
+    *,
+    retries: int = 2,
+) -> list[Completion]:
+    """``sampling.n`` designs for one prompt, each a filled skeleton of ``setting``.
+
+    Every hole is one ``generate`` call for all ``n`` designs (each design's answer so far as the
+    last, assistant message; seeds ``sampling.seed + 1000 * hole``), at ``sampling``'s temperature
+    and top-p with the hole's own token budget and stops; a hole that does not parse
+    (:meth:`Hole.fits`) is sampled again, up to ``retries`` times, and kept as it is after that.
+    Returns ``n`` completions whose text is the module in a ```python block, with the tokens the
+    model sampled for it (every attempt) and no prompt token ids: the text is not one sample of the
+    model, so it is not trained on. Raises ValueError for an unknown setting, and
+    whatever ``policy.generate`` raises.
+    """
+    parts = fill_parts(setting)
+    answers = [_OPEN] * sampling.n
+    ids: list[list[int]] = [[] for _ in answers]
+    logprobs: list[list[float]] = [[] for _ in answers]
+    holes: list[dict[str, str]] = [{} for _ in answers]
+    for h, part in enumerate(parts):
+        if isinstance(part, str):
+            answers = [a + part for a in answers]
+            continue
+        if isinstance(part, Copy):
+            answers = [a + filled_[part.hole] for a, filled_ in zip(answers, holes, strict=True)]
+            continue
+        filled: list[str | None] = [None] * len(answers)
+        for attempt in range(1 + retries):
+            todo = [i for i, f in enumerate(filled) if f is None]
+            if not todo:
+                break
+            seed = None if sampling.seed is None else sampling.seed + 1000 * h + 100_000 * attempt
+            call = replace(sampling, n=1, max_new_tokens=part.max_tokens, stop=part.stop, seed=seed)
+            done = policy.generate([[*messages, {"role": "assistant", "content": answers[i]}] for i in todo], call)
+            for i, completion in zip(todo, done, strict=True):
+                ids[i] += completion.completion_token_ids or []
+                logprobs[i] += completion.logprobs or []
+                text = part.finish(completion.text)
+                if part.fits(text, holes[i]) or attempt == retries:
+                    filled[i] = text
+        for i, f in enumerate(filled):
+            holes[i][part.name] = f or ""
+        answers = [a + (f or "") for a, f in zip(answers, filled, strict=True)]
+    return [
+        Completion(a + "```", None, i, lp, "stop", 0, 1.0 if sampling.greedy else sampling.temperature)
+        for a, i, lp in zip(answers, ids, logprobs, strict=True)
+    ]

@@ -1,0 +1,167 @@
+"""The ``fill`` prompt: the host's fixed parts and a model's holes make modules the real gate accepts,
+a hole that does not parse is sampled again, and real policies continue an assistant message."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from spade_gym.designer import build_prompt, generate_designs
+from spade_gym.fill import FILL_SETTINGS, Hole, fill_designs, fill_parts
+from spade_gym.policies.base import Completion, SamplingParams
+from spade_gym.trainer.config import ConfigError, SelfPlayConfig
+from spade_gym.validation import validate
+
+HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
+
+#: Per setting, what a model writes into each hole, in order (None: the hole is written as given).
+HOLES: dict[str, list[str]] = {
+    "reasoning": [
+        "Modular squares: the agent is given n and m and answers n*n mod m.",
+        "MAX_VALUE = 90\n",
+        "ModularSquare",
+        "        n = rng.randint(10, MAX_VALUE)\n        m = rng.randint(7, 19)\n",
+        "What is {n} squared modulo {m}? Answer with the number.",
+        "n * n % m)",
+        "Square {n} first, then take the remainder on division by {m}.",
+    ],
+    "tool_use": [
+        "Book shelves: the agent looks up shelf counts and submits the fullest shelf.",
+        "SHELVES = 6\n",
+        "shelf_count",
+        "The number of books on a shelf",
+        "LargestShelf",
+        "        names = rng.sample(['oak', 'elm', 'ash', 'yew', 'fir', 'box', 'bay', 'fig'], SHELVES)\n"
+        "        self.records = {name: rng.randint(1, 99) for name in names}\n",
+        "Which shelf holds most books? Keys: {', '.join(self.records)}",
+        "max(self.records, key=self.records.get)",
+        "Look up all {len(self.records)} shelves, then compare the counts.",
+    ],
+    "game": [
+        "Take-away: a pile of stones, take 1 or 2 a turn against an opponent who leaves multiples of 3.",
+        "START = 9\n",
+        "TakeAway",
+        "        self.pile = rng.randint(START, START + 20)\n        if self.pile % 3 == 0:\n            self.pile += 1\n",
+        "        return [m for m in ('1', '2') if int(m) <= self.pile]\n",
+        "        return f'Pile: {self.pile}. Moves: ' + ', '.join(self._moves())\n",
+        "        self.pile -= int(move)\n        if self.pile == 0:\n            won = True\n        else:\n"
+        "            self.pile = max(0, self.pile - (self.pile % 3 or 1))\n"
+        "            if self.pile == 0:\n                self.turn = self.max_turns\n",
+        "        return 'Leave the opponent a multiple of three.'\n",
+        "        return str(self.pile % 3)\n",
+    ],
+}
+
+
+class HoleWriter:
+    """A stand-in model that writes ``texts[k]`` into the k-th hole it is asked (``bad`` first for the
+    holes listed in ``broken``); it records the assistant text it was asked to continue."""
+
+    name = "hole-writer"
+    context_window = None
+
+    def __init__(self, texts: Sequence[str], broken: Sequence[int] = ()) -> None:
+        self.texts, self.broken = list(texts), set(broken)
+        self.asked: list[str] = []
+        self.holes = 0
+
+    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
+        prefix = prompts[0][-1]["content"]
+        hole = self.holes if not self.asked or self.asked[-1] != prefix else self.holes - 1
+        retry = bool(self.asked) and self.asked[-1] == prefix
+        self.asked.append(prefix)
+        self.holes = hole + 1
+        text = "n * (n % m))) +" if hole in self.broken and not retry else self.texts[hole]
+        return [Completion(text, None, [1, 2], [-0.5, -0.5], "stop", i) for i in range(len(prompts))]
+
+
+@pytest.mark.parametrize("setting", FILL_SETTINGS)
+def test_filled_modules_pass_the_real_gate(setting: str) -> None:
+    holes = [p for p in fill_parts(setting) if isinstance(p, Hole)]
+    assert len(holes) == len(HOLES[setting])
+    writer = HoleWriter(HOLES[setting])
+    prompt = build_prompt("Stones, shelves and squares.", setting=setting, variant="fill")
+    [design] = generate_designs(writer, [prompt], SamplingParams(temperature=0.5, n=1, seed=3))
+    assert writer.asked[0] == '```python\n"""' and len(writer.asked) == len(holes)
+    assert design.prompt_token_ids is None and design.completion_token_ids == [1, 2] * len(holes)  # not trainable
+    source = design.text.removeprefix("```python\n").removesuffix("```")
+    report = validate(source)
+    assert report.accepted, report.feedback()
+    assert report.setting == setting
+
+
+def test_a_hole_that_does_not_parse_is_sampled_again() -> None:
+    writer = HoleWriter(HOLES["reasoning"], broken=[5])  # the answer first comes back as `n * (n % m))) +`
+    [design] = fill_designs(writer, [{"role": "user", "content": "x"}], "reasoning", SamplingParams(n=1, seed=0))
+    assert len(writer.asked) == 8  # seven holes, the answer asked twice
+    source = design.text.removeprefix("```python\n").removesuffix("```")
+    assert "self.answer = str(n * n % m)\n" in source and validate(source).accepted
+    # the description written once is the module's and the class's docstring
+    assert source.count("Modular squares: the agent is given n and m") == 2
+
+
+def test_fill_needs_a_designer_of_its_own() -> None:
+    with pytest.raises(ConfigError, match="designer.policy"):
+        SelfPlayConfig.from_dict({"designer": {"prompt": "fill"}})
+    SelfPlayConfig.from_dict({"designer": {"prompt": "fill", "policy": "llamacpp:qwen2.5-coder-0.5b"}})
+
+
+PREFIX = "```python\nimport random\n\nclass Env:\n    "
+
+
+def _continues(ids: list[int], plain: list[int], decode: Any) -> None:
+    assert ids[: len(plain)] == plain  # the generation prompt, then the assistant's text as it stands
+    assert decode(ids[len(plain) :]) == PREFIX
+
+
+def test_the_transformers_policy_continues_an_assistant_message(embedded_policy: Any) -> None:
+    chat = [{"role": "user", "content": "Write a module."}]
+    ids = embedded_policy.encode([*chat, {"role": "assistant", "content": PREFIX}])
+    _continues(ids, embedded_policy.encode(chat), embedded_policy.tokenizer.decode)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_LLAMA, reason="llama-cpp-python is not installed (make llamacpp)")
+def test_the_llamacpp_policy_continues_an_assistant_message() -> None:
+    from spade_gym.policies import load_policy
+
+    policy: Any = load_policy("llamacpp:default", n_ctx=512)
+    try:
+        chat = [{"role": "user", "content": "Write a module."}]
+        ids = policy.prompt_token_ids([*chat, {"role": "assistant", "content": PREFIX}])
+        _continues(ids, policy.prompt_token_ids(chat), lambda t: policy._llama.detokenize(t).decode())
+        [done] = policy.generate(
+            [[*chat, {"role": "assistant", "content": PREFIX}]], SamplingParams(temperature=0, max_new_tokens=8)
+        )
+        assert done.prompt_token_ids == ids and done.text  # it writes on from the prefix
+    finally:
+        policy.close()
+
+
+def test_the_host_checks_refuse_an_answer_unrelated_to_the_question() -> None:
+    from spade_gym import fill
+
+    drawn = {"knobs": "TOP = 9\n", "values": "        a = rng.randint(1, TOP)\n        self.b = rng.randint(1, 9)\n"}
+    assert fill._defined(drawn["values"], drawn) and not fill._defined("        a = rng.randint(1, N)\n", drawn)
+    assert fill._shows_values("What is {a} times {self.b}?", drawn)
+    assert not fill._shows_values("What is the product?", drawn)  # the values are not shown
+    drawn["question"] = "What is {a} times {self.b}?"
+    assert fill._answers_question("a * self.b)", drawn)
+    assert not fill._answers_question("rng.randint(1, 99))", drawn)  # drawn apart from the question
+    assert not fill._answers_question("42)", drawn)  # a constant
+    drawn["question"] = "What is {a} squared?"
+    assert not fill._answers_question("self.b * 2)", drawn)  # from a value the question does not show
+    assert fill._hints_at_values("Multiply {a} by {self.b}.", drawn)
+    assert not fill._hints_at_values("Think step by step.", drawn)
+    assert not fill._hints_at_values("It is {self.answer}.", drawn)
+    # an attribute that would hide a method is renamed; a bare helper call becomes a method call
+    assert fill._values("        self.hint = 'x'\n        self.oracle = 3\n") == (
+        "        self.hint_ = 'x'\n        self.oracle_ = 3\n"
+    )
+    assert (
+        fill._methods(fill._statements)("        return _moves()\n        n = _show()\n")
+        == "        n = self._show()\n"
+    )
