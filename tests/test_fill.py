@@ -145,7 +145,10 @@ def test_the_host_checks_refuse_an_answer_unrelated_to_the_question() -> None:
     from spade_gym import fill
 
     drawn = {"knobs": "TOP = 9\n", "values": "        a = rng.randint(1, TOP)\n        self.b = rng.randint(1, 9)\n"}
-    assert fill._defined(drawn["values"], drawn) and not fill._defined("        a = rng.randint(1, N)\n", drawn)
+    assert fill._drawn_with_knobs(drawn["values"], drawn)
+    assert not fill._drawn_with_knobs("        a = rng.randint(1, N)\n", drawn)  # N is no knob
+    assert not fill._drawn_with_knobs("        pass\n", drawn) and not fill._drawn_with_knobs("        a = 4\n", drawn)
+    assert not fill._records("        records = {'a': rng.random()}\n", drawn)  # not self.records
     assert fill._shows_values("What is {a} times {self.b}?", drawn)
     assert not fill._shows_values("What is the product?", drawn)  # the values are not shown
     drawn["question"] = "What is {a} times {self.b}?"
@@ -158,10 +161,15 @@ def test_the_host_checks_refuse_an_answer_unrelated_to_the_question() -> None:
     assert not fill._hints_at_values("Think step by step.", drawn)
     assert not fill._hints_at_values("It is {self.answer}.", drawn)
     # an attribute that would hide a method is renamed; a bare helper call becomes a method call
-    assert fill._values("        self.hint = 'x'\n        self.oracle = 3\n") == (
-        "        self.hint_ = 'x'\n        self.oracle_ = 3\n"
+    assert fill._values("        self.hint = 'x'\n        self.oracle = 3 + self.max_turns\n") == (
+        "        self.hint_ = 'x'\n        self.oracle_ = 3 + self.max_turns\n"
     )
     assert (
         fill._methods(fill._statements)("        return _moves()\n        n = _show()\n")
         == "        n = self._show()\n"
     )
+    # a value kept in self.observation is renamed there and where the question reads it
+    drawn = {"values": fill._values("        self.observation = rng.randint(1, 9)\n")}
+    assert drawn["values"] == "        self.observation_ = rng.randint(1, 9)\n"
+    assert fill._renamed("Double {self.observation}.", drawn) == "Double {self.observation_}."
+    assert not fill._shows_values("Double {self.observation_} and {self.clue}.", drawn)  # clue is not drawn

@@ -576,7 +576,12 @@ def design(
         Path | None, typer.Option("--out", "-o", help="Write the whole outcome (report, regret, source) as JSON.")
     ] = None,
     prompt_variant: Annotated[
-        str, typer.Option("--prompt", help="Write-mode prompt: skeleton (the Env class to fill) or example.")
+        str,
+        typer.Option(
+            "--prompt",
+            help="Write-mode prompt: skeleton (the Env class to fill), example, examples, or fill (the host writes "
+            "the skeleton, the model its holes; docs/designer.md).",
+        ),
     ] = "skeleton",
     count: Annotated[
         int | None, typer.Option(help="Factory: write environments unattended until this many designs.")

@@ -17,6 +17,7 @@ trained on (the ``fill`` prompt needs a frozen Designer of its own, ``designer.p
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
@@ -130,7 +131,9 @@ def _fstring(text: str) -> str:
     return line.replace('"', "'").replace("\\", "/")
 
 
-_NOT_ATTRIBUTES = ("hint", "oracle", "step", "reset", "tools", "name", "setting", "max_turns")
+#: Attributes the values may not set: members, and what ``reset`` sets after them.
+_MEMBERS = ("hint", "oracle", "step", "reset", "_moves", "_show", "observation", "answer", "clue")
+_BUILTINS = frozenset(dir(builtins)) | {"TOOL", "TOOLS", "TOOL_DESCRIPTION"}
 
 
 def _names(code: str) -> set[str]:
@@ -151,35 +154,62 @@ def _names(code: str) -> set[str]:
 def _values(text: str) -> str:
     """The values' statements; an attribute that would hide a member (``self.hint = ...``) renamed."""
     body = _statements(text)
-    return re.sub(r"\bself\.(" + "|".join(_NOT_ATTRIBUTES) + r")\b(?!\s*\()", r"self.\1_", body)
+    for member in _MEMBERS:
+        if re.search(rf"\bself\.{member}\s*=(?!=)", body):
+            body = re.sub(rf"\bself\.{member}\b(?!\s*\()", f"self.{member}_", body)
+    return body
 
 
-def _defined(part: str, filled: Mapping[str, str]) -> bool:
-    """Every UPPERCASE name the values read is a knob written before them."""
+def _drawn_with_knobs(part: str, filled: Mapping[str, str]) -> bool:
+    """The values are drawn from ``rng`` into names, and every UPPERCASE name they read is a knob."""
     knobs = set(re.findall(r"^([A-Z][A-Z0-9_]*)\s*=", filled.get("knobs", ""), re.MULTILINE))
-    used = {n for n in _names(part) if re.fullmatch(r"[A-Z][A-Z0-9_]*", n)}
-    return used <= knobs
+    names = _names(part)
+    used = {n for n in names if re.fullmatch(r"[A-Z][A-Z0-9_]*", n)}
+    return "rng." in part and bool(names - used) and used <= knobs
+
+
+def _records(part: str, filled: Mapping[str, str]) -> bool:
+    """The records are drawn as :func:`_drawn_with_knobs` says and set ``self.records``."""
+    return "self.records" in _names(part) and _drawn_with_knobs(part, filled)
 
 
 def _drawn(filled: Mapping[str, str]) -> set[str]:
     return _names(filled.get("values", "") + filled.get("records", ""))
 
 
+def _renamed(part: str, filled: Mapping[str, str]) -> str:
+    """``part`` reading the values' renamed attributes (``self.observation`` -> ``self.observation_``)."""
+    drawn = _drawn(filled)
+    for member in _MEMBERS:
+        if f"self.{member}_" in drawn:
+            part = re.sub(rf"\bself\.{member}\b(?!\s*\()", f"self.{member}_", part)
+    return part
+
+
+def _known(code: str, filled: Mapping[str, str]) -> bool:
+    """Every name ``code`` reads is a value drawn, a knob or a builtin."""
+    knobs = set(re.findall(r"^([A-Z][A-Z0-9_]*)\s*=", filled.get("knobs", ""), re.MULTILINE))
+    return _names(code) <= _drawn(filled) | knobs | _BUILTINS
+
+
 def _shows_values(part: str, filled: Mapping[str, str]) -> bool:
-    """The question shows at least one value drawn for the episode."""
-    return bool(_names('f"' + part + '"') & _drawn(filled))
+    """The question shows at least one value drawn for the episode, and reads nothing else."""
+    code = 'f"' + part + '"'
+    return bool(_names(code) & _drawn(filled)) and _known(code, filled)
 
 
 def _answers_question(part: str, filled: Mapping[str, str]) -> bool:
-    """The answer is computed from values the question shows (not drawn apart from it, not a constant)."""
+    """The answer is computed from values the question shows (not drawn apart from it, not a
+    constant), and reads nothing else."""
     shown = _names('f"' + filled.get("question", "") + '"')
-    return "rng" not in part and bool(_names("str(" + part) & _drawn(filled) & shown)
+    code = "str(" + part
+    return "rng" not in part and bool(_names(code) & _drawn(filled) & shown) and _known(code, filled)
 
 
 def _hints_at_values(part: str, filled: Mapping[str, str]) -> bool:
-    """The hint speaks of this episode's values, never of the answer itself."""
-    shown = _names('f"' + part + '"')
-    return "self.answer" not in shown and bool(shown & _drawn(filled))
+    """The hint speaks of this episode's values, never of the answer itself, and reads nothing else."""
+    code = 'f"' + part + '"'
+    return bool(_names(code) & _drawn(filled)) and _known(code, filled)
 
 
 def _methods(finish: Callable[[str], str]) -> Callable[[str], str]:
@@ -226,7 +256,7 @@ _REASONING: list[Part] = [
     *_class("reasoning", 2),
     "\n    def reset(self, seed):\n        rng = random.Random(seed)\n        self.turn = 0\n"
     "        # the values of this episode, drawn from rng with the knobs (numbers or items)\n",
-    Hole("values", 250, _VALUES, _values, uses=_defined),
+    Hole("values", 250, _VALUES, _values, uses=_drawn_with_knobs),
     *_QUESTION,
     """
     def step(self, action):
@@ -262,7 +292,7 @@ TOOLS = [
     "\n    def reset(self, seed):\n        rng = random.Random(seed)\n        self.turn = 0\n"
     "        # the records of this episode, drawn from rng with the knobs: self.records, a dict from a str key\n"
     "        # to what the look-up tool returns for it\n",
-    Hole("records", 300, _VALUES, _values, uses=_defined),
+    Hole("records", 300, _VALUES, _values, uses=_records),
     *_QUESTION,
     """
     def step(self, action):
@@ -295,7 +325,7 @@ _GAME: list[Part] = [
     "\n    def reset(self, seed):\n        rng = random.Random(seed)\n        self.turn = 0\n"
     "        # this episode's position, drawn from rng with the knobs into attributes of self (no fixed move may\n"
     "        # win every seed)\n",
-    Hole("position", 250, ("\n        return", *_METHOD_STOP), _methods(_values), uses=_defined),
+    Hole("position", 250, ("\n        return", *_METHOD_STOP), _methods(_values), uses=_drawn_with_knobs),
     "        return self._show(), {}\n\n    def _moves(self):\n        # the legal moves now: a list of short str\n",
     Hole("moves", 200, _METHOD_STOP, _methods(_body("return []"))),
     "\n    def _show(self):\n        # a str showing the position and the legal moves\n",
@@ -343,49 +373,41 @@ def fill_designs(
     setting: str,
     sampling: SamplingParams,
     *,
-    retries: int = 2,
+    retries: int = 3,
 ) -> list[Completion]:
     """``sampling.n`` designs for one prompt, each a filled skeleton of ``setting``.
 
-    Every hole is one ``generate`` call for all ``n`` designs (each design's answer so far as the
-    last, assistant message; seeds ``sampling.seed + 1000 * hole``), at ``sampling``'s temperature
-    and top-p with the hole's own token budget and stops; a hole that does not parse
-    (:meth:`Hole.fits`) is sampled again, up to ``retries`` times, and kept as it is after that.
-    Returns ``n`` completions whose text is the module in a ```python block, with the tokens the
-    model sampled for it (every attempt) and no prompt token ids: the text is not one sample of the
-    model, so it is not trained on. Raises ValueError for an unknown setting, and
+    Design ``k``'s holes are ``generate`` calls in turn (its answer so far as the last, assistant
+    message, so that each call extends the one before; seeds ``sampling.seed + k + 1000 * hole``),
+    at ``sampling``'s temperature and top-p with the hole's own token budget and stops; a hole that
+    does not fit (:meth:`Hole.fits`) is sampled again, up to ``retries`` times, and kept as it is
+    after that. Returns ``n`` completions whose text is the module in a ```python block, with the
+    tokens the model sampled for it (every attempt) and no prompt token ids: the text is not one
+    sample of the model, so it is not trained on. Raises ValueError for an unknown setting, and
     whatever ``policy.generate`` raises.
     """
     parts = fill_parts(setting)
-    answers = [_OPEN] * sampling.n
-    ids: list[list[int]] = [[] for _ in answers]
-    logprobs: list[list[float]] = [[] for _ in answers]
-    holes: list[dict[str, str]] = [{} for _ in answers]
-    for h, part in enumerate(parts):
-        if isinstance(part, str):
-            answers = [a + part for a in answers]
-            continue
-        if isinstance(part, Copy):
-            answers = [a + filled_[part.hole] for a, filled_ in zip(answers, holes, strict=True)]
-            continue
-        filled: list[str | None] = [None] * len(answers)
-        for attempt in range(1 + retries):
-            todo = [i for i, f in enumerate(filled) if f is None]
-            if not todo:
-                break
-            seed = None if sampling.seed is None else sampling.seed + 1000 * h + 100_000 * attempt
-            call = replace(sampling, n=1, max_new_tokens=part.max_tokens, stop=part.stop, seed=seed)
-            done = policy.generate([[*messages, {"role": "assistant", "content": answers[i]}] for i in todo], call)
-            for i, completion in zip(todo, done, strict=True):
-                ids[i] += completion.completion_token_ids or []
-                logprobs[i] += completion.logprobs or []
-                text = part.finish(completion.text)
-                if part.fits(text, holes[i]) or attempt == retries:
-                    filled[i] = text
-        for i, f in enumerate(filled):
-            holes[i][part.name] = f or ""
-        answers = [a + (f or "") for a, f in zip(answers, filled, strict=True)]
-    return [
-        Completion(a + "```", None, i, lp, "stop", 0, 1.0 if sampling.greedy else sampling.temperature)
-        for a, i, lp in zip(answers, ids, logprobs, strict=True)
-    ]
+    out: list[Completion] = []
+    for k in range(sampling.n):  # design by design: each part's prompt extends the last (KV cache reuse)
+        answer, filled, ids, logprobs = _OPEN, dict[str, str](), list[int](), list[float]()
+        for h, part in enumerate(parts):
+            if isinstance(part, str):
+                answer += part
+                continue
+            if isinstance(part, Copy):
+                answer += filled[part.hole]
+                continue
+            for attempt in range(1 + retries):
+                seed = None if sampling.seed is None else sampling.seed + k + 1000 * h + 100_000 * attempt
+                call = replace(sampling, n=1, max_new_tokens=part.max_tokens, stop=part.stop, seed=seed)
+                [done] = policy.generate([[*messages, {"role": "assistant", "content": answer}]], call)
+                ids += done.completion_token_ids or []
+                logprobs += done.logprobs or []
+                text = _renamed(part.finish(done.text), filled)
+                if part.fits(text, filled):
+                    break
+            filled[part.name] = text
+            answer += text
+        temperature = 1.0 if sampling.greedy else sampling.temperature
+        out.append(Completion(answer + "```", None, ids, logprobs, "stop", 0, temperature))
+    return out
