@@ -149,8 +149,9 @@ def test_the_host_checks_refuse_an_answer_unrelated_to_the_question() -> None:
     assert not fill._drawn_with_knobs("        a = rng.randint(1, N)\n", drawn)  # N is no knob
     assert not fill._drawn_with_knobs("        pass\n", drawn) and not fill._drawn_with_knobs("        a = 4\n", drawn)
     assert not fill._records("        records = {'a': rng.random()}\n", drawn)  # not self.records
-    assert fill._shows_values("What is {a} times {self.b}?", drawn)
-    assert not fill._shows_values("What is the product?", drawn)  # the values are not shown
+    assert fill._shows_values("What is {a} times {self.b}? Answer with the number.", drawn)
+    assert not fill._shows_values("What is the product of the two numbers?", drawn)  # the values are not shown
+    assert not fill._shows_values("Task: {a} {self.b}", drawn)  # no rule stated in words
     drawn["question"] = "What is {a} times {self.b}?"
     assert fill._answers_question("a * self.b)", drawn)
     assert not fill._answers_question("rng.randint(1, 99))", drawn)  # drawn apart from the question
@@ -172,4 +173,17 @@ def test_the_host_checks_refuse_an_answer_unrelated_to_the_question() -> None:
     drawn = {"values": fill._values("        self.observation = rng.randint(1, 9)\n")}
     assert drawn["values"] == "        self.observation_ = rng.randint(1, 9)\n"
     assert fill._renamed("Double {self.observation}.", drawn) == "Double {self.observation_}."
-    assert not fill._shows_values("Double {self.observation_} and {self.clue}.", drawn)  # clue is not drawn
+    assert not fill._shows_values("Double {self.observation_}, then add {self.clue} to it.", drawn)  # no clue drawn
+
+
+def test_a_hole_that_never_fits_is_refused_before_the_gate() -> None:
+    from spade_gym.contract import unfilled_placeholders
+
+    texts = list(HOLES["reasoning"])
+    texts[5] = "rng.randint(1, 99))"  # every answer drawn apart from the question
+    [design] = fill_designs(HoleWriter(texts), [{"role": "user", "content": "x"}], "reasoning", SamplingParams(n=1))
+    source = design.text.removeprefix("```python\n").removesuffix("```")
+    problems = unfilled_placeholders(source)
+    assert len(problems) == 1, problems
+    [problem] = problems
+    assert "<your answer: The answer is computed from values the question shows" in problem.message

@@ -43,6 +43,20 @@ class Hole:
     check: str = "def f(self):\n{}"
     uses: Callable[[str, Mapping[str, str]], bool] | None = None
 
+    def why(self) -> str:
+        """What a fitting part is, in one line (``uses``'s summary, or that it must compile)."""
+        doc = (self.uses.__doc__ or "") if self.uses is not None else ""
+        return " ".join(doc.split(".")[0].split()) or "Python that compiles in place"
+
+    def placeholder(self) -> str:
+        """``<your NAME: WHY>`` where the part goes, as a string the contract's lint reports (``UNFILLED``)."""
+        marker = re.sub(r"[{}\"'\\]", "", f"<your {self.name}: {self.why()}>")
+        if self.check.startswith('f"'):
+            return marker
+        if self.check == "str({}":
+            return repr(marker) + ")\n"
+        return repr(marker) + "\n" if self.check == "{}" else "        " + repr(marker) + "\n"
+
     def fits(self, part: str, filled: Mapping[str, str]) -> bool:
         """Whether the finished ``part`` compiles in its ``check`` template and passes ``uses``."""
         if self.check:
@@ -193,9 +207,11 @@ def _known(code: str, filled: Mapping[str, str]) -> bool:
 
 
 def _shows_values(part: str, filled: Mapping[str, str]) -> bool:
-    """The question shows at least one value drawn for the episode, and reads nothing else."""
+    """The question asks in words (at least five outside the braces: "Task: {x}" states no rule),
+    shows at least one value drawn for the episode, and reads nothing else."""
     code = 'f"' + part + '"'
-    return bool(_names(code) & _drawn(filled)) and _known(code, filled)
+    words = re.findall(r"[A-Za-z]{2,}", re.sub(r"\{[^{}]*\}", " ", part))
+    return len(words) >= 5 and bool(_names(code) & _drawn(filled)) and _known(code, filled)
 
 
 def _answers_question(part: str, filled: Mapping[str, str]) -> bool:
@@ -380,8 +396,8 @@ def fill_designs(
     Design ``k``'s holes are ``generate`` calls in turn (its answer so far as the last, assistant
     message, so that each call extends the one before; seeds ``sampling.seed + k + 1000 * hole``),
     at ``sampling``'s temperature and top-p with the hole's own token budget and stops; a hole that
-    does not fit (:meth:`Hole.fits`) is sampled again, up to ``retries`` times, and kept as it is
-    after that. Returns ``n`` completions whose text is the module in a ```python block, with the
+    does not fit (:meth:`Hole.fits`) is sampled again, up to ``retries`` times; after that it is a
+    ``<your ...>`` placeholder, and the design is refused as ``UNFILLED`` before the gate. Returns ``n`` completions whose text is the module in a ```python block, with the
     tokens the model sampled for it (every attempt) and no prompt token ids: the text is not one
     sample of the model, so it is not trained on. Raises ValueError for an unknown setting, and
     whatever ``policy.generate`` raises.
@@ -406,6 +422,8 @@ def fill_designs(
                 text = _renamed(part.finish(done.text), filled)
                 if part.fits(text, filled):
                     break
+            else:  # no sample fitted: refused before the gate as UNFILLED, naming the hole
+                text = part.placeholder()
             filled[part.name] = text
             answer += text
         temperature = 1.0 if sampling.greedy else sampling.temperature
