@@ -181,9 +181,10 @@ def test_a_hole_that_never_fits_is_refused_before_the_gate() -> None:
 
     texts = list(HOLES["reasoning"])
     texts[5] = "rng.randint(1, 99))"  # every answer drawn apart from the question
-    [design] = fill_designs(HoleWriter(texts), [{"role": "user", "content": "x"}], "reasoning", SamplingParams(n=1))
+    writer = HoleWriter(texts)
+    [design] = fill_designs(writer, [{"role": "user", "content": "x"}], "reasoning", SamplingParams(n=1))
+    assert len(writer.asked) == 5 + 4  # the answer asked four times, the hint after it not at all
     source = design.text.removeprefix("```python\n").removesuffix("```")
-    problems = unfilled_placeholders(source)
-    assert len(problems) == 1, problems
-    [problem] = problems
-    assert "<your answer: The answer is computed from values the question shows" in problem.message
+    answer, hint = unfilled_placeholders(source)
+    assert "<your answer: The answer is computed from values the question shows" in answer.message
+    assert "<your hint:" in hint.message

@@ -396,8 +396,9 @@ def fill_designs(
     Design ``k``'s holes are ``generate`` calls in turn (its answer so far as the last, assistant
     message, so that each call extends the one before; seeds ``sampling.seed + k + 1000 * hole``),
     at ``sampling``'s temperature and top-p with the hole's own token budget and stops; a hole that
-    does not fit (:meth:`Hole.fits`) is sampled again, up to ``retries`` times; after that it is a
-    ``<your ...>`` placeholder, and the design is refused as ``UNFILLED`` before the gate. Returns ``n`` completions whose text is the module in a ```python block, with the
+    does not fit (:meth:`Hole.fits`) is sampled again, up to ``retries`` times; after that it and
+    every hole after it are ``<your ...>`` placeholders (not asked for), and the design is refused
+    as ``UNFILLED`` before the gate. Returns ``n`` completions whose text is the module in a ```python block, with the
     tokens the model sampled for it (every attempt) and no prompt token ids: the text is not one
     sample of the model, so it is not trained on. Raises ValueError for an unknown setting, and
     whatever ``policy.generate`` raises.
@@ -406,12 +407,17 @@ def fill_designs(
     out: list[Completion] = []
     for k in range(sampling.n):  # design by design: each part's prompt extends the last (KV cache reuse)
         answer, filled, ids, logprobs = _OPEN, dict[str, str](), list[int](), list[float]()
+        failed = False
         for h, part in enumerate(parts):
             if isinstance(part, str):
                 answer += part
                 continue
             if isinstance(part, Copy):
                 answer += filled[part.hole]
+                continue
+            if failed:  # the design is refused already: the parts after it are not asked for
+                filled[part.name] = part.placeholder() if (part.check or part.uses) else part.name
+                answer += filled[part.name]
                 continue
             for attempt in range(1 + retries):
                 seed = None if sampling.seed is None else sampling.seed + k + 1000 * h + 100_000 * attempt
@@ -423,7 +429,7 @@ def fill_designs(
                 if part.fits(text, filled):
                     break
             else:  # no sample fitted: refused before the gate as UNFILLED, naming the hole
-                text = part.placeholder()
+                text, failed = part.placeholder(), True
             filled[part.name] = text
             answer += text
         temperature = 1.0 if sampling.greedy else sampling.temperature
