@@ -148,6 +148,8 @@ def test_the_host_checks_refuse_an_answer_unrelated_to_the_question() -> None:
     assert fill._drawn_with_knobs(drawn["values"], drawn)
     assert not fill._drawn_with_knobs("        a = rng.randint(1, N)\n", drawn)  # N is no knob
     assert not fill._drawn_with_knobs("        pass\n", drawn) and not fill._drawn_with_knobs("        a = 4\n", drawn)
+    deep = "        a = rng.random() " + "-" * 100_000 + "1\n"  # the parser runs out of memory: refused, not raised
+    assert not fill.Hole("values", 9, (), fill._values, uses=fill._drawn_with_knobs).fits(deep, drawn)
     assert not fill._records("        records = {'a': rng.random()}\n", drawn)  # not self.records
     assert fill._shows_values("What is {a} times {self.b}? Answer with the number.", drawn)
     assert not fill._shows_values("What is the product of the two numbers?", drawn)  # the values are not shown

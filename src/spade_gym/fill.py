@@ -62,7 +62,7 @@ class Hole:
         if self.check:
             try:
                 compile(self.check.replace("{}", part), "<hole>", "exec")
-            except (SyntaxError, ValueError):
+            except (SyntaxError, ValueError, RecursionError, MemoryError):  # a hostile part: refused, not raised
                 return False
         return self.uses is None or self.uses(part, filled)
 
@@ -154,7 +154,7 @@ def _names(code: str) -> set[str]:
     """The local names and ``self`` attributes ``code`` (statements or an expression) reads or sets."""
     try:
         tree = ast.parse(textwrap.dedent(code).strip() or "pass")
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
     found: set[str] = set()
     for node in ast.walk(tree):
