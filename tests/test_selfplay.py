@@ -244,7 +244,7 @@ def test_an_unknown_reasoning_gym_task_fails_when_the_config_loads(pool: str, ex
 )
 def test_the_example_configs_pass_the_strict_loader(name: str) -> None:
     config = SelfPlayConfig.from_yaml(Path(__file__).resolve().parent.parent / "examples" / name)
-    assert config.designer_config().k == config.agent.k and config.grpo_config().learning_rate > 0
+    assert config.designer_config().k == config.agent.k and config.train.learning_rate > 0
 
 
 def test_a_given_policy_without_the_configured_lora_is_warned_about(tmp_path: Path, tokenizer: Any) -> None:

@@ -20,11 +20,12 @@ from spade_gym.errors import SpadeError
 from spade_gym.trainer.config import (
     SECTIONS,
     ConfigError,
+    RunSection,
     SelfPlayConfig,
-    TrainConfig,
     describe_config,
     parse_fixed_pool,
 )
+from spade_gym.trainer.grpo import GRPOConfig, GRPOConfigError
 
 
 def leaf_fields(cls: type = SelfPlayConfig, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any]]]:
@@ -184,9 +185,13 @@ def test_an_int_is_accepted_for_a_float() -> None:
 
 
 def test_validate_checks_types_of_a_config_built_in_python() -> None:
-    config = SelfPlayConfig(train=TrainConfig(epochs="2"))  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match=r"'train.epochs' = '2' \(str\); expected int"):
+    config = SelfPlayConfig(run=RunSection(iterations="2"))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"'run.iterations' = '2' \(str\); expected int"):
         config.validate()
+    # the train section is GRPOConfig, which checks its fields when built
+    with pytest.raises(GRPOConfigError, match=r"GRPOConfig.epochs must be an int >= 1, got '2'") as info:
+        GRPOConfig(epochs="2")  # type: ignore[arg-type]
+    assert (info.value.field, info.value.value) == ("epochs", "2")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -300,8 +305,8 @@ def test_every_range_is_checked_at_both_edges_and_errors_say_what_the_help_says(
     # the train section's keys are GRPOConfig's ranges
     assert {key for key, *_ in keys} >= {
         f"train.{f.name}"
-        for f in dataclasses.fields(TrainConfig)
-        if typing.get_type_hints(TrainConfig)[f.name] is not bool
+        for f in dataclasses.fields(GRPOConfig)
+        if typing.get_type_hints(GRPOConfig)[f.name] is not bool
     } - {"train.loss_type"}
 
 
@@ -526,28 +531,26 @@ def test_describe_config_lists_every_field_with_type_default_and_help() -> None:
         assert f"\n{section}: " in text
 
 
-def test_grpo_config_mirrors_every_field_of_the_trainer() -> None:
-    from spade_gym.trainer.grpo import GRPOConfig
-
+def test_the_train_section_is_grpo_config() -> None:
     config = SelfPlayConfig().with_overrides(
         [
             "train.learning_rate=2e-5",
             "train.loss_type=sequence",
             "train.agent_weight=0.5",
             "train.adam_betas=[0.8, 0.99]",
-            "run.seed=7",
         ]
     )
-    grpo = config.grpo_config()
+    grpo = config.train
     assert isinstance(grpo, GRPOConfig)
     assert grpo.learning_rate == 2e-5 and grpo.loss_type == "sequence" and grpo.adam_betas == (0.8, 0.99)
-    assert grpo.role_weights == {"designer": 1.0, "agent": 0.5} and grpo.seed == 7
-    # every GRPOConfig field has a key here (role_weights and seed come from the two weights and run.seed)
-    mirrored = {f.name for f in dataclasses.fields(TrainConfig)} - {"designer_weight", "agent_weight"}
-    assert mirrored | {"role_weights", "seed"} == {f.name for f in dataclasses.fields(GRPOConfig)}
-    # and the same defaults
-    defaults = SelfPlayConfig().grpo_config()
-    assert defaults == GRPOConfig()
+    assert grpo.role_weights == {"designer": 1.0, "agent": 0.5}
+    # every GRPOConfig field is a train key, with its default, help and range; the seed is run.seed's
+    assert {f.name for f in dataclasses.fields(GRPOConfig)} == {
+        key.split(".")[1] for key, _ in leaf_fields() if key.startswith("train.")
+    }
+    assert SelfPlayConfig().train == GRPOConfig()
+    text = SelfPlayConfig().to_yaml()
+    assert "  # Clip the global gradient norm to this; null: no clipping; a finite number > 0 or null\n" in text
 
 
 def test_designer_and_replay_config() -> None:
@@ -595,25 +598,6 @@ def test_seed_tags_pick_the_run_pool_and_an_unknown_tag_is_refused(tmp_path: Pat
 
     pool = training_pool(config)  # the cold start learns from the same pool
     assert {r.name for r in pool} == {r.name for r in records}
-
-
-def test_the_train_section_is_grpo_config_defined_once() -> None:
-    from spade_gym.trainer.grpo import GRPOConfig
-
-    grpo = {f.name: f for f in dataclasses.fields(GRPOConfig)}
-    train = {f.name: f for f in dataclasses.fields(TrainConfig)}
-    assert set(grpo) - {"role_weights", "seed"} == set(train) - {"designer_weight", "agent_weight"}
-    for name in set(grpo) & set(train):  # help comes from GRPOConfig, in YAML words
-        words = grpo[name].metadata["help"].rstrip(".")
-        for python, yaml in (("None", "null"), ("True", "true"), ("False", "false")):
-            words = words.replace(python, yaml)
-        assert train[name].metadata["help"] == words, name
-    grpo_types = typing.get_type_hints(GRPOConfig, include_extras=True)
-    train_types = typing.get_type_hints(TrainConfig, include_extras=True)
-    for name in set(grpo) & set(train):  # and the type, its Annotated range included
-        assert train_types[name] == grpo_types[name], name
-    config = SelfPlayConfig.from_dict({"run": {"seed": 7}, "train": {"agent_weight": 0.5}})
-    assert config.grpo_config() == GRPOConfig(role_weights={"designer": 1.0, "agent": 0.5}, seed=7)
 
 
 @pytest.mark.parametrize(

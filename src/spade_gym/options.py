@@ -14,11 +14,21 @@ import math
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from annotated_types import Ge, Gt, Le, Lt, Predicate
 
-__all__ = ["FINITE", "Why", "adapter", "option", "option_factory", "range_name", "refusal", "type_name"]
+__all__ = [
+    "FINITE",
+    "Why",
+    "adapter",
+    "first_refusal",
+    "option",
+    "option_factory",
+    "range_name",
+    "refusal",
+    "type_name",
+]
 
 #: ``Annotated`` metadata: refuse NaN and the infinities.
 FINITE = Predicate(math.isfinite)
@@ -110,4 +120,29 @@ def refusal(value: Any, tp: Any) -> str | None:
         adapter(tp).validate_python(value)
     except ValidationError:
         return type_name(tp, none="None")
+    return None
+
+
+_CHECKED_FIELDS: dict[type, list[tuple[str, Any]]] = {}
+
+
+def _checked_fields(cls: type) -> list[tuple[str, Any]]:
+    """``(name, type)`` of the fields of dataclass ``cls`` that :func:`first_refusal` checks: all but
+    the bools and the nested dataclasses (each checks itself); computed once per class."""
+    if cls not in _CHECKED_FIELDS:
+        hints = get_type_hints(cls, include_extras=True)
+        fields = ((f.name, hints[f.name]) for f in dataclasses.fields(cls))
+        _CHECKED_FIELDS[cls] = [(n, tp) for n, tp in fields if tp is not bool and not dataclasses.is_dataclass(tp)]
+    return _CHECKED_FIELDS[cls]
+
+
+def first_refusal(obj: object) -> tuple[str, Any, str] | None:
+    """``(field, value, expected)`` of the first field of dataclass ``obj`` whose value its type (its
+    ``Annotated`` range) refuses (:func:`refusal`), or ``None``: the one range check of a config
+    dataclass built in Python, as the config file's keys are checked against the same types."""
+    for name, tp in _checked_fields(type(obj)):
+        value = getattr(obj, name)
+        expected = refusal(value, tp)
+        if expected is not None:
+            return name, value, expected
     return None

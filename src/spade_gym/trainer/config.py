@@ -44,17 +44,7 @@ from spade_gym.options import FINITE, Why, adapter, option, option_factory, type
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.regret import REGRET_EPISODES, RewardConfig
 from spade_gym.sandbox import MAX_EPISODE_TURNS
-from spade_gym.trainer.grpo import (
-    Betas,
-    ClipRange,
-    Count,
-    Ddof,
-    GRPOConfig,
-    GRPOConfigError,
-    LossType,
-    NonNegative,
-    Positive,
-)
+from spade_gym.trainer.grpo import GRPOConfig
 
 __all__ = [
     "AgentSection",
@@ -65,7 +55,6 @@ __all__ = [
     "RunSection",
     "SECTIONS",
     "SelfPlayConfig",
-    "TrainConfig",
     "WarmstartSection",
     "describe_config",
     "parse_fixed_pool",
@@ -235,53 +224,6 @@ class AgentSection:
     )
 
 
-def _yaml_words(text: str) -> str:
-    return re.sub(r"\b(None|True|False)\b", lambda m: {"None": "null", "True": "true", "False": "false"}[m[0]], text)
-
-
-def _grpo(name: str) -> Any:
-    """GRPOConfig's field ``name`` as a config option: its default and help, defined once there."""
-    source = next(f for f in dataclasses.fields(GRPOConfig) if f.name == name)
-    help = _yaml_words(source.metadata["help"].rstrip("."))
-    if source.default is dataclasses.MISSING:
-        return option_factory(source.default_factory, help)  # type: ignore[arg-type]  # set when default is not
-    return option(source.default, help)
-
-
-@dataclass
-class TrainConfig:
-    """The GRPO update of the shared policy: the fields, defaults, help and ranges of
-    spade_gym.trainer.grpo.GRPOConfig, with designer_weight and agent_weight for its role_weights
-    and run.seed for its shuffle seed."""
-
-    # each type is GRPOConfig's field type (the range aliases of spade_gym.trainer.grpo), each
-    # default and help its field's (_grpo); tests/test_trainer_config.py checks that they agree
-
-    learning_rate: Positive = _grpo("learning_rate")
-    weight_decay: NonNegative = _grpo("weight_decay")
-    adam_betas: Betas = _grpo("adam_betas")
-    adam_eps: Positive = _grpo("adam_eps")
-    clip_eps: ClipRange = _grpo("clip_eps")
-    clip_eps_high: Positive | None = _grpo("clip_eps_high")
-    kl_coef: NonNegative = _grpo("kl_coef")
-    loss_type: LossType = _grpo("loss_type")
-    scale_advantages: bool = _grpo("scale_advantages")
-    advantage_eps: NonNegative = _grpo("advantage_eps")
-    std_ddof: Ddof = _grpo("std_ddof")
-    drop_zero_advantage: bool = _grpo("drop_zero_advantage")
-    micro_batch_tokens: Count = _grpo("micro_batch_tokens")
-    shared_prefix: bool = _grpo("shared_prefix")
-    checkpoint_tokens: Annotated[int, Ge(0)] | None = _grpo("checkpoint_tokens")
-    mini_batches: Count = _grpo("mini_batches")
-    epochs: Count = _grpo("epochs")
-    max_grad_norm: Positive | None = _grpo("max_grad_norm")
-    designer_weight: NonNegative = option(1.0, "loss weight of the Designer's samples (0 leaves them out)")
-    agent_weight: NonNegative = option(1.0, "loss weight of the Agent's samples (0 leaves them out)")
-    bf16: bool = _grpo("bf16")
-    fp32_trainable: bool = _grpo("fp32_trainable")
-    disable_dropout: bool = _grpo("disable_dropout")
-
-
 @dataclass
 class RunSection:
     """The run: where it writes, how long it runs, checkpoints and logging."""
@@ -427,7 +369,12 @@ class SelfPlayConfig:
     policy: PolicySection = option_factory(PolicySection, PolicySection.__doc__ or "")
     designer: DesignerSection = option_factory(DesignerSection, DesignerSection.__doc__ or "")
     agent: AgentSection = option_factory(AgentSection, AgentSection.__doc__ or "")
-    train: TrainConfig = option_factory(TrainConfig, TrainConfig.__doc__ or "")
+    train: GRPOConfig = option_factory(
+        GRPOConfig,
+        """The GRPO update of the shared policy: the fields, defaults, help and ranges of
+    spade_gym.trainer.grpo.GRPOConfig, with designer_weight and agent_weight for its role_weights
+    and run.seed for its shuffle seed.""",
+    )
     run: RunSection = option_factory(RunSection, RunSection.__doc__ or "")
     ray: RaySection = option_factory(RaySection, RaySection.__doc__ or "")
     warmstart: WarmstartSection = option_factory(WarmstartSection, WarmstartSection.__doc__ or "")
@@ -526,8 +473,6 @@ class SelfPlayConfig:
 
         if a.replay_seeds > a.episodes_per_env:
             _range("agent.replay_seeds", a.replay_seeds, f"at most agent.episodes_per_env ({a.episodes_per_env})")
-
-        self.grpo_config()  # GRPOConfig's own checks (the train.* types above already hold its ranges)
 
         if not r.out.strip():
             _range("run.out", r.out, "a folder path")
@@ -654,16 +599,6 @@ class SelfPlayConfig:
                 key="designer.max_new_tokens",
             )
 
-    def grpo_config(self) -> GRPOConfig:
-        """The ``GRPOConfig`` of the ``train`` section (role weights from it, ``seed`` from
-        ``run.seed``); ConfigError when GRPOConfig refuses a value."""
-        fields = dataclasses.asdict(self.train)
-        weights = {"designer": fields.pop("designer_weight"), "agent": fields.pop("agent_weight")}
-        try:
-            return GRPOConfig(**fields, role_weights=weights, seed=self.run.seed)
-        except GRPOConfigError as exc:
-            _range(f"train.{exc.field}", exc.value, _yaml_words(exc.expected))
-
     def replay_config(self) -> Any:
         """The :class:`spade_gym.registry.sampler.ReplayConfig` of ``agent.replay_*``."""
         from spade_gym.registry.sampler import ReplayConfig
@@ -674,6 +609,8 @@ class SelfPlayConfig:
 
 #: Every section of :class:`SelfPlayConfig`, by key.
 SECTIONS: dict[str, type] = get_type_hints(SelfPlayConfig)
+#: What each section is (its field's help), by key.
+_SECTION_HELP: dict[str, str] = {f.name: f.metadata["help"] for f in dataclasses.fields(SelfPlayConfig)}
 
 
 def parse_fixed_pool(spec: str) -> tuple[str, list[str]]:
@@ -983,7 +920,7 @@ def _render_yaml(config: SelfPlayConfig) -> str:
     for name in SECTIONS:
         section = getattr(config, name)
         lines.append("")
-        lines.extend(_comment(" ".join((type(section).__doc__ or "").split()), ""))
+        lines.extend(_comment(" ".join(_SECTION_HELP[name].split()), ""))
         lines.append(f"{name}:")
         lines.extend(_render_section(section, "  "))
     return "\n".join(lines) + "\n"
@@ -1014,6 +951,6 @@ def describe_config() -> str:
     ]
     for name, cls in SECTIONS.items():
         lines.append("")
-        lines.append(f"{name}: {' '.join((cls.__doc__ or '').split())}")
+        lines.append(f"{name}: {' '.join(_SECTION_HELP[name].split())}")
         _describe(cls, name, lines)
     return "\n".join(lines) + "\n"

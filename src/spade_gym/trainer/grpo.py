@@ -23,11 +23,11 @@ import time
 import warnings
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from annotated_types import Ge, Gt, Le, Lt
 
-from spade_gym.options import FINITE, option, refusal, type_name
+from spade_gym.options import FINITE, first_refusal, option
 from spade_gym.policies.base import Completion
 from spade_gym.policies.scoring import CHECKPOINT_TOKENS, MICRO_BATCH_TOKENS
 
@@ -62,8 +62,8 @@ ROLES: tuple[str, ...] = ("designer", "agent")
 #: How the per-token losses are averaged (see :func:`grpo_loss`).
 LossType = Literal["token", "sequence"]
 
-#: The ranges of :class:`GRPOConfig`'s fields (and of the config's ``train`` section, which uses
-#: the same types): stated once, as ``Annotated`` constraints.
+#: The ranges of :class:`GRPOConfig`'s fields (the config's ``train`` section is a GRPOConfig):
+#: stated once, as ``Annotated`` constraints.
 Positive = Annotated[float, Gt(0), FINITE]
 NonNegative = Annotated[float, Ge(0), FINITE]
 Count = Annotated[int, Ge(1)]
@@ -391,116 +391,97 @@ class GRPOConfig:
     ValueError for a field out of its range (:meth:`validate`, called on construction).
     """
 
-    learning_rate: Positive = option(1e-5, "AdamW learning rate (about 1e-4 with LoRA).")
-    weight_decay: NonNegative = option(0.0, "AdamW decoupled weight decay.")
-    adam_betas: Betas = option((0.9, 0.999), "AdamW betas (beta1, beta2).")
-    adam_eps: Positive = option(1e-8, "AdamW epsilon.")
-    clip_eps: ClipRange = option(0.2, "PPO clip range: token ratios are clipped to [1 - clip_eps, 1 + clip_eps_high].")
+    learning_rate: Positive = option(1e-5, "AdamW learning rate (about 1e-4 with LoRA)")
+    weight_decay: NonNegative = option(0.0, "AdamW decoupled weight decay")
+    adam_betas: Betas = option((0.9, 0.999), "AdamW betas (beta1, beta2)")
+    adam_eps: Positive = option(1e-8, "AdamW epsilon")
+    clip_eps: ClipRange = option(0.2, "PPO clip range: token ratios are clipped to [1 - clip_eps, 1 + clip_eps_high]")
     clip_eps_high: Positive | None = option(
         None,
-        "Upper clip range: ratios are clipped above at 1 + clip_eps_high (DAPO clip-higher, e.g. 0.28); None: clip_eps.",
+        "Upper clip range: ratios are clipped above at 1 + clip_eps_high (DAPO clip-higher, e.g. 0.28); null: clip_eps",
     )
     kl_coef: NonNegative = option(
         0.0,
         "Weight of the k3 KL penalty to a frozen reference (GRPO's beta). With LoRA the "
         "reference is the base model (adapters disabled, no copy); without LoRA and without a given "
-        "reference, a frozen copy of the model (one more model's worth of memory).",
+        "reference, a frozen copy of the model (one more model's worth of memory)",
     )
     loss_type: LossType = option(
         "token",
         "'token': mean over all trained tokens of the batch (DAPO); 'sequence': mean over each "
-        "sequence's tokens, then over sequences (original GRPO).",
+        "sequence's tokens, then over sequences (original GRPO)",
     )
     scale_advantages: bool = option(
-        True, "Divide advantages by the group's reward std (GRPO); False: r - mean only (Dr. GRPO)."
+        True, "Divide advantages by the group's reward std (GRPO); false: r - mean only (Dr. GRPO)"
     )
-    advantage_eps: NonNegative = option(1e-6, "Added to the group std before dividing.")
-    std_ddof: Ddof = option(0, "Group std: 0 population (default), 1 sample std (TRL's torch.std).")
+    advantage_eps: NonNegative = option(1e-6, "Added to the group std before dividing")
+    std_ddof: Ddof = option(0, "Group std: 0 population (default), 1 sample std (TRL's torch.std)")
     drop_zero_advantage: bool = option(
         True,
         "Leave samples with advantage 0 (singleton or all-equal groups) out of the update: they "
         "carry no policy gradient and would only dilute the token normalisation (DAPO dynamic "
-        "sampling); counted in UpdateStats.dropped.",
+        "sampling); counted in UpdateStats.dropped",
     )
     micro_batch_tokens: Count = option(
         MICRO_BATCH_TOKENS,
         "Most distinct tokens per forward/backward pass (a longer single sequence gets a pass of its own); "
-        "gradients accumulate across passes. Bounds the activations held, whatever the number of samples.",
+        "gradients accumulate across passes. Bounds the activations held, whatever the number of samples",
     )
     shared_prefix: bool = option(
         True,
         "Encode the tokens samples share (a group's prompt, an earlier turn) once per pass, with the "
-        "logprobs and gradients of encoding each sample whole; False: every sample whole, left-padded.",
+        "logprobs and gradients of encoding each sample whole; false: every sample whole, left-padded",
     )
     checkpoint_tokens: Annotated[int, Ge(0)] | None = option(
         CHECKPOINT_TOKENS,
         "A forward/backward pass of N tokens, more than this many, keeps only the input of a share "
         "1 - this / N of its layers and recomputes them in the backward pass (non-reentrant activation "
         "checkpointing), so it holds the activations of a pass of this many tokens: the same gradients; "
-        "0: every layer of every pass, null: none.",
+        "0: every layer of every pass, null: none",
     )
     mini_batches: Count = option(
         1,
         "Optimizer steps per update: the samples are shuffled and split into this many "
-        "mini-batches; after the first, the clip against the behaviour logprobs is what keeps steps close.",
+        "mini-batches; after the first, the clip against the behaviour logprobs is what keeps steps close",
     )
     epochs: Count = option(
         1,
         "Passes over the samples per update (GRPO's mu): each pass is reshuffled and split into "
-        "mini_batches, so an update takes epochs * mini_batches optimizer steps.",
+        "mini_batches, so an update takes epochs * mini_batches optimizer steps",
     )
-    max_grad_norm: Positive | None = option(1.0, "Clip the global gradient norm to this; None: no clipping.")
-    role_weights: Mapping[str, float] = field(
-        default_factory=lambda: {"designer": 1.0, "agent": 1.0},
-        metadata={
-            "help": "Loss weight per role (a role not named weighs 1); a role weighted 0 is left out of the update."
-        },
-    )
+    max_grad_norm: Positive | None = option(1.0, "Clip the global gradient norm to this; null: no clipping")
+    designer_weight: NonNegative = option(1.0, "loss weight of the Designer's samples (0 leaves them out)")
+    agent_weight: NonNegative = option(1.0, "loss weight of the Agent's samples (0 leaves them out)")
     bf16: bool = option(
-        True, "Run forward passes under bfloat16 autocast on a CUDA GPU that supports it; no effect on CPU."
+        True, "Run forward passes under bfloat16 autocast on a CUDA GPU that supports it; no effect on CPU"
     )
     fp32_trainable: bool = option(
         True,
         "Cast trainable parameters held in bf16/fp16 to float32 at start (master weights): a "
         "1e-5 step vanishes in bf16 rounding. Free for LoRA (peft keeps adapters in fp32 already); for "
-        "full fine-tuning of a bf16 model it doubles the weights' memory.",
+        "full fine-tuning of a bf16 model it doubles the weights' memory",
     )
     disable_dropout: bool = option(
         True,
         "Set every dropout probability of the model to 0 (as TRL does): with dropout on, the "
-        "recomputed logprobs differ from the behaviour ones even before any step.",
+        "recomputed logprobs differ from the behaviour ones even before any step",
     )
-    seed: int = option(0, "Seed of the mini-batch shuffle.")
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "role_weights", dict(self.role_weights))
         object.__setattr__(self, "adam_betas", tuple(self.adam_betas))
         self.validate()
 
+    @property
+    def role_weights(self) -> dict[str, float]:
+        """Loss weight per role of :data:`ROLES`: ``designer_weight`` and ``agent_weight``."""
+        return {"designer": self.designer_weight, "agent": self.agent_weight}
+
     def validate(self) -> None:
         """Raise :class:`GRPOConfigError` (a ValueError) for the first field out of its range: the
-        type of each field (its ``Annotated`` range) as :func:`spade_gym.options.refusal` checks it;
-        ``role_weights``: roles of :data:`ROLES` to :data:`NonNegative` weights. The bool fields
-        are not checked."""
-        for name, tp in _field_types().items():
-            value = getattr(self, name)
-            if name == "role_weights":
-                if not set(value) <= set(ROLES) or any(refusal(w, NonNegative) for w in value.values()):
-                    raise GRPOConfigError(
-                        name,
-                        value,
-                        f"a mapping from roles {ROLES} to weights, each {type_name(NonNegative, none='None')}",
-                    )
-            elif tp is not bool:
-                expected = refusal(value, tp)
-                if expected is not None:
-                    raise GRPOConfigError(name, value, expected)
-
-
-@functools.cache
-def _field_types() -> dict[str, Any]:
-    """GRPOConfig's field types, ``Annotated`` ranges included, by field."""
-    return get_type_hints(GRPOConfig, include_extras=True)
+        type of each field (its ``Annotated`` range) as :func:`spade_gym.options.first_refusal` checks it."""
+        refused = first_refusal(self)
+        if refused is not None:
+            raise GRPOConfigError(*refused)
 
 
 class GRPOConfigError(ValueError):
@@ -580,12 +561,18 @@ class GRPOTrainer:
         reference: the frozen KL reference (same tokenizer). ``None`` with ``kl_coef > 0``: with
             LoRA, the base model with adapters disabled (no memory cost); without, a frozen deep
             copy of the model made now. Ignored when ``kl_coef == 0``.
+        seed: seed of the mini-batch shuffle (a self-play run's ``run.seed``).
 
     ValueError for a policy without trainable parameters, or a reference with another vocabulary.
     """
 
     def __init__(
-        self, policy: TransformersPolicy, config: GRPOConfig | None = None, reference: TransformersPolicy | None = None
+        self,
+        policy: TransformersPolicy,
+        config: GRPOConfig | None = None,
+        reference: TransformersPolicy | None = None,
+        *,
+        seed: int = 0,
     ) -> None:
         import torch
 
@@ -593,6 +580,7 @@ class GRPOTrainer:
 
         self.policy = policy
         self.config = config = config or GRPOConfig()
+        self.seed = seed
         model = policy.model
         self.parameters = [p for p in model.parameters() if p.requires_grad]
         if not self.parameters:
@@ -678,7 +666,7 @@ class GRPOTrainer:
             try:
                 for epoch in range(cfg.epochs):
                     if count > 1 or cfg.epochs > 1:
-                        random.Random(f"{cfg.seed}:{self.step}:{epoch}").shuffle(trained)
+                        random.Random(f"{self.seed}:{self.step}:{epoch}").shuffle(trained)
                     for lo, hi in itertools.pairwise(bounds):
                         done = self._step(trained[lo:hi], stats, totals)
                         if done is not None:

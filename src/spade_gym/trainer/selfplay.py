@@ -336,7 +336,7 @@ class SelfPlay:
         self.warmstart: Any = None
         if warm:
             self._warmstart()
-        self.trainer = GRPOTrainer(self.policy, config.grpo_config())
+        self.trainer = GRPOTrainer(self.policy, config.train, seed=config.run.seed)
         self.registry = open_registry(
             run.registry_dir, seed_library=True, exclude=config.run.held_out_envs, include_tags=config.run.seed_tags
         )
