@@ -36,7 +36,6 @@ def _config() -> DesignerConfig:
         k=K,
         rollout=RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=AGENT_TOKENS)),
         sampling=SamplingParams(temperature=0.3, max_new_tokens=DESIGNER_TOKENS),
-        repair_rounds=0,
     )
 
 
@@ -47,7 +46,7 @@ def test_designer_step_with_the_embedded_designer(benchmark: Any, report: Callab
     results: dict[str, Any] = {}
 
     def run() -> None:
-        results["outcome"] = design(policy, prompt, registry=registry, config=_config(), seed=0)
+        results["outcome"] = design(policy, prompt, registry=registry, config=_config(), seed=0, repairs=0)
 
     benchmark.pedantic(run, rounds=1, iterations=1)
     o = results["outcome"]

@@ -201,7 +201,7 @@ def test_design_repairs_an_edit_against_the_parent(registry: Registry) -> None:
             return [Completion(text, None, None, None, "stop", 0)]
 
     policy = Recording()
-    outcome = design(policy, prompt, registry=registry, agent=HintReader(), config=FAST)
+    outcome = design(policy, prompt, registry=registry, agent=HintReader(), config=FAST, repairs=1)
     assert outcome.accepted and outcome.rounds == 2
     assert outcome.attempts[0]["category"] == "NO_CODE" and "not in the program" in outcome.attempts[0]["feedback"]
     repair = policy.calls[1][0][-1]["content"]

@@ -119,7 +119,6 @@ FAST = DesignerConfig(
     k=2,
     regret_seeds=0,  # fixed regret seeds 0 and 1 (the default draws them per design)
     rollout=RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=16)),
-    repair_rounds=1,
 )
 #: The gate on fixed, known seeds: what a program that behaves only there can exploit.
 KNOWN_GATE = ValidationConfig(seeds=tuple(range(1000, 1010)), answer_seeds=tuple(range(5000, 5010)))
@@ -324,7 +323,7 @@ def test_design_repairs_with_the_report_fed_back(empty_registry: Registry) -> No
     broken = SECRET_WORD.replace("import random\n", "import os\nimport random\n")
     designer = Scripted([fenced(broken), fenced(SECRET_WORD)])
     prompt = build_prompt("Words spelled backwards.", [], setting="reasoning")
-    outcome = design(designer, prompt, registry=empty_registry, agent=HintReader(), config=FAST, seed=3)
+    outcome = design(designer, prompt, registry=empty_registry, agent=HintReader(), config=FAST, seed=3, repairs=1)
     assert outcome.accepted and outcome.rounds == 2 and outcome.reward.outcome == "regret"
     assert [a["category"] for a in outcome.attempts] == ["COMPILE_REJECTED"]
     repair = designer.prompts[1]
@@ -335,7 +334,7 @@ def test_design_repairs_with_the_report_fed_back(empty_registry: Registry) -> No
 def test_design_gives_up_after_the_repair_rounds(empty_registry: Registry) -> None:
     designer = Scripted(["no code, sorry"])
     prompt = build_prompt("Words.", [])
-    outcome = design(designer, prompt, registry=empty_registry, config=FAST)
+    outcome = design(designer, prompt, registry=empty_registry, config=FAST, repairs=1)
     assert not outcome.accepted and outcome.rounds == 2 and len(designer.prompts) == 2
     assert outcome.reward.outcome == "invalid" and [a["category"] for a in outcome.attempts] == ["NO_CODE"]
     # only the latest attempt stays in the conversation

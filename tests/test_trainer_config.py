@@ -17,6 +17,7 @@ from ranges import range_edges
 
 from spade_gym.designer import DESIGNER_TEMPERATURE
 from spade_gym.errors import SpadeError
+from spade_gym.options import type_name
 from spade_gym.trainer.config import (
     SECTIONS,
     ConfigError,
@@ -333,6 +334,36 @@ def test_the_range_texts() -> None:
     assert "  # self-play iterations; an int >= 1\n  iterations: 3\n" in SelfPlayConfig().to_yaml()
 
 
+def test_every_example_config_loads() -> None:
+    examples = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.yaml"))
+    assert examples
+    for path in examples:
+        config = SelfPlayConfig.from_yaml(path)
+        assert SelfPlayConfig.from_dict(config.to_dict()) == config, path
+
+
+def test_designer_config_ranges_are_its_field_types() -> None:
+    from spade_gym.designer import DesignerConfig
+
+    hints = typing.get_type_hints(DesignerConfig, include_extras=True)
+    for name in ("k", "edit_probability", "edit_max_new_tokens"):
+        metadata = list(typing.get_args(hints[name])[1:])
+        base = typing.get_args(hints[name])[0]
+        refused, accepted = range_edges(base, metadata)
+        for value in refused:
+            with pytest.raises(
+                ValueError,
+                match=rf"^DesignerConfig.{name} must be {re.escape(type_name(hints[name], none='None'))}, got ",
+            ):
+                DesignerConfig(**{name: value})
+        for value in accepted:
+            assert getattr(DesignerConfig(**{name: value}), name) == value
+    for name, value in (("settings", ()), ("settings", ("chess",)), ("prompt", "fill-in"), ("feedback", "loud")):
+        with pytest.raises(ValueError, match=f"^DesignerConfig.{name} must be "):
+            DesignerConfig(**{name: value})
+    assert DesignerConfig(settings=("game",)).settings == ("game",)
+
+
 def test_validate_refuses_a_range_set_in_python() -> None:
     from spade_gym.regret import RewardConfig
     from spade_gym.trainer.config import DesignerSection, RunSection
@@ -406,11 +437,11 @@ def test_bad_yaml_files(tmp_path: Path, text: str, fragment: str) -> None:
         SelfPlayConfig.from_yaml(path)
 
 
-def test_repair_rounds_are_refused_in_self_play_instead_of_ignored() -> None:
-    with pytest.raises(ConfigError, match=r"'designer.repair_rounds' = 2; expected 0 in self-play") as info:
-        SelfPlayConfig().with_overrides(["designer.repair_rounds=2"])
-    assert info.value.key == "designer.repair_rounds" and "spade design --repairs" in str(info.value)
-    assert SelfPlayConfig().with_overrides(["designer.repair_rounds=0"]).designer.repair_rounds == 0
+def test_repair_rounds_is_no_config_key() -> None:
+    # repairs are `spade design --repairs N` (a GRPO group is G designs of one prompt)
+    with pytest.raises(ConfigError, match=r"unknown config key 'designer.repair_rounds'") as info:
+        SelfPlayConfig.from_dict({"designer": {"repair_rounds": 0}})
+    assert info.value.key == "designer.repair_rounds"
 
 
 def test_missing_file(tmp_path: Path) -> None:
@@ -573,7 +604,7 @@ def test_designer_and_replay_config() -> None:
     assert dc.settings == ("game",)
     assert dc.reward.duplicate == -0.25
     assert dc.memory.k == 2
-    assert dc.repair_rounds == 0
+    assert dc.memory.include_source is False
     rc = config.replay_config()
     assert (rc.beta, rc.rho, rc.unmeasured_first) == (0.1, 0.3, True)
 

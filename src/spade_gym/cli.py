@@ -12,7 +12,7 @@ import time
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
 from gymnasium import error as gym_error
@@ -33,6 +33,7 @@ from spade_gym.regret import REGRET_EPISODES
 from spade_gym.sandbox import LAYERS, SandboxClient, SandboxConfig
 
 if TYPE_CHECKING:
+    from spade_gym.design_prompts import PromptVariant
     from spade_gym.registry import EnvRecord, Registry
     from spade_gym.validation import ValidationReport
 
@@ -646,8 +647,7 @@ def design(
             sampling=SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens),
             edit_max_new_tokens=max_new_tokens if mode == "edit" else EDIT_MAX_NEW_TOKENS,
             memory=MemoryConfig(k=memory_k),
-            repair_rounds=repairs,
-            prompt=prompt_variant,
+            prompt=cast("PromptVariant", prompt_variant),  # DesignerConfig refuses another
         )
         doc: Document | str
         if document is None or document.is_dir() or document.suffix.lower() in (".jsonl", ".parquet"):
@@ -680,7 +680,9 @@ def design(
             f"{_safe(', '.join(i.record.env_id for i in prompt.memory) or 'empty')}; registry {_safe(str(reg.root))}"
         )
         with console.status("the Designer is writing (each round: generate, validate, measure regret)", spinner="dots"):
-            outcome = run_design(designer, prompt, registry=reg, agent=agent_policy, config=config, seed=seed)
+            outcome = run_design(
+                designer, prompt, registry=reg, agent=agent_policy, config=config, seed=seed, repairs=repairs
+            )
     except (SpadeError, ValueError, OSError) as exc:
         _fail(f"{type(exc).__name__}: {_safe(str(exc))}", 2)
     for i, attempt in enumerate(outcome.attempts, 1):

@@ -17,6 +17,8 @@ environment.
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 from spade_gym.contract import skeleton
 from spade_gym.program import SUCCESS_RETURN
 from spade_gym.sandbox.policy import ALLOWED_MODULES
@@ -37,10 +39,12 @@ __all__ = [
     "write_task",
 ]
 
+#: A write-mode prompt variant.
+PromptVariant = Literal["skeleton", "example", "examples", "fill"]
 #: The write-mode prompt variants.
-PROMPT_VARIANTS = ("skeleton", "example", "examples", "fill")
+PROMPT_VARIANTS: tuple[PromptVariant, ...] = get_args(PromptVariant)
 #: The variant a Designer uses unless configured (``designer.prompt``).
-DEFAULT_PROMPT = "skeleton"
+DEFAULT_PROMPT: PromptVariant = "skeleton"
 
 WORKED_EXAMPLE = '''import random
 

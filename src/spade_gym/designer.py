@@ -19,9 +19,10 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import gymnasium
+from annotated_types import Ge, Le, MinLen
 
 from spade_gym.agent import RolloutConfig
 from spade_gym.audit import audit
@@ -37,6 +38,7 @@ from spade_gym.design_prompts import (
     EDIT_SEARCH,
     EDIT_TASK,
     PROMPT_VARIANTS,
+    PromptVariant,
     system_prompt,
     write_task,
 )
@@ -46,8 +48,9 @@ from spade_gym.fill import fill_designs
 from spade_gym.ladder import library_ladder
 from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent, read_source
 from spade_gym.novelty import check_novelty
+from spade_gym.options import Why, first_refusal
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
-from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, EnvProgram, knobs
+from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, EnvProgram, Setting, knobs
 from spade_gym.registry.gymnasium import open_registry, register_record
 from spade_gym.registry.records import EnvRecord, EnvStats
 from spade_gym.registry.store import Registry
@@ -128,6 +131,12 @@ EDIT_TOKEN_FLOOR = 32
 #: Longest prompt and completion in characters; a longer completion is refused (``TOO_LONG``) unparsed.
 MAX_PROMPT_CHARS = 200_000
 MAX_COMPLETION_CHARS = 1_000_000
+
+#: The ranges of :class:`DesignerConfig`'s fields, stated once (the config's ``designer`` section
+#: uses the same types, with :data:`~spade_gym.design_prompts.PromptVariant` and
+#: :data:`~spade_gym.program.Setting`): a probability, an edit-mode token budget.
+Probability = Annotated[float, Ge(0), Le(1)]
+EditTokens = Annotated[int, Ge(EDIT_TOKEN_FLOOR), Why("one edit block")]
 
 
 @dataclass(frozen=True)
@@ -489,13 +498,13 @@ class DesignerConfig:
     ``k``: regret episodes per arm. ``regret_seeds``: the first of ``k`` fixed regret seeds, or
     ``None``: drawn per design, so a program cannot tell regret episodes from others. ``rollout``:
     the Agent's regret rollout (temperature > 0). ``sampling``: the Designer's in write mode.
-    ``repair_rounds``: extra generations in :func:`design`. ``prompt``: the write-mode prompt
-    variant (:data:`~spade_gym.design_prompts.PROMPT_VARIANTS`). ``feedback``: what a repair round
-    is told (``"precise"``: :func:`~spade_gym.repair.repair_feedback`; ``"report"``: the gate's
-    report). Raises ValueError for a bad value.
+    ``memory``: the environments shown (``memory.include_source``: with their source). ``prompt``:
+    the write-mode prompt variant. ``feedback``: what a repair round of :func:`design` is told
+    (``"precise"``: :func:`~spade_gym.repair.repair_feedback`; ``"report"``: the gate's report).
+    Raises ValueError naming the field for a value out of its type's range.
     """
 
-    k: int = REGRET_EPISODES
+    k: Annotated[int, Ge(1)] = REGRET_EPISODES
     regret_seeds: int | None = None
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     sampling: SamplingParams = field(
@@ -504,34 +513,19 @@ class DesignerConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
-    settings: tuple[str, ...] = SETTINGS
-    edit_probability: float = EDIT_PROBABILITY
-    repair_rounds: int = 2
-    include_source: bool = False
-    edit_max_new_tokens: int = EDIT_MAX_NEW_TOKENS
-    prompt: str = DEFAULT_PROMPT
-    feedback: str = "precise"
+    settings: Annotated[tuple[Setting, ...], MinLen(1)] = SETTINGS
+    edit_probability: Probability = EDIT_PROBABILITY
+    edit_max_new_tokens: EditTokens = EDIT_MAX_NEW_TOKENS
+    prompt: PromptVariant = DEFAULT_PROMPT
+    feedback: Literal["precise", "report"] = "precise"
 
     def __post_init__(self) -> None:
-        if self.feedback not in ("precise", "report"):
-            raise ValueError(f"DesignerConfig.feedback must be 'precise' or 'report', got {self.feedback!r}")
-        if self.prompt not in PROMPT_VARIANTS:
-            raise ValueError(f"DesignerConfig.prompt must be one of {PROMPT_VARIANTS}, got {self.prompt!r}")
-        if self.edit_max_new_tokens < EDIT_TOKEN_FLOOR:
-            raise ValueError(
-                f"DesignerConfig.edit_max_new_tokens must be >= {EDIT_TOKEN_FLOOR} (one edit block), "
-                f"got {self.edit_max_new_tokens}"
-            )
-        if self.k < 1:
-            raise ValueError(f"DesignerConfig.k must be >= 1, got {self.k}")
+        refused = first_refusal(self)
+        if refused is not None:
+            name, value, expected = refused
+            raise ValueError(f"DesignerConfig.{name} must be {expected}, got {value!r}")
         if self.rollout.sampling.greedy:
             raise ValueError("DesignerConfig.rollout.sampling.temperature must be > 0: regret needs sampling")
-        if not self.settings or any(s not in SETTINGS for s in self.settings):
-            raise ValueError(f"DesignerConfig.settings must be a non-empty subset of {SETTINGS}, got {self.settings!r}")
-        if not 0.0 <= self.edit_probability <= 1.0:
-            raise ValueError(f"DesignerConfig.edit_probability must be in [0, 1], got {self.edit_probability}")
-        if self.repair_rounds < 0:
-            raise ValueError(f"DesignerConfig.repair_rounds must be >= 0, got {self.repair_rounds}")
 
     def sampling_for(self, mode: str) -> SamplingParams:
         """``sampling``, with ``edit_max_new_tokens`` new tokens in edit mode."""
@@ -762,8 +756,9 @@ def design(
     agent: Policy | None = None,
     config: DesignerConfig | None = None,
     seed: int | None = None,
+    repairs: int = 2,
 ) -> DesignOutcome:
-    """Write one environment with ``policy``: generate, evaluate, and repair up to ``repair_rounds`` times.
+    """Write one environment with ``policy``: generate, evaluate, and repair up to ``repairs`` times.
 
     A rejected attempt is answered with its feedback (only the latest attempt stays in the
     conversation): :func:`~spade_gym.repair.repair_feedback` with ``config.feedback == "precise"``
@@ -771,8 +766,11 @@ def design(
     gate's report alone with ``"report"``. ``agent`` defaults to ``policy``. Returns the last
     attempt's outcome; each failed attempt is in ``attempts`` (its category, the feedback sent,
     and ``"same": "yes"`` when it resubmitted the previous attempt's program). Raises PolicyError
-    when a policy fails, SandboxSetupError when no sandbox worker can start.
+    when a policy fails, SandboxSetupError when no sandbox worker can start; ValueError for
+    ``repairs < 0``.
     """
+    if repairs < 0:
+        raise ValueError(f"repairs must be >= 0, got {repairs}")
     config = config or DesignerConfig()
     agent = agent or policy
     messages = list(prompt.messages)
@@ -785,7 +783,7 @@ def design(
         if prompt.mode == "write"
         else f"Answer again with edit blocks against the program of {prompt.parent} (not against your attempt)."
     )
-    for round_ in range(config.repair_rounds + 1):
+    for round_ in range(repairs + 1):
         sampling = config.sampling_for(prompt.mode)
         if seed is not None and sampling.seed is None:
             sampling = replace(sampling, seed=seed + round_)
@@ -799,7 +797,7 @@ def design(
             completion, prompt, registry=registry, agent=agent, config=config, sampling_seed=seed
         )
         outcome.rounds = round_ + 1
-        if outcome.accepted or round_ == config.repair_rounds:
+        if outcome.accepted or round_ == repairs:
             break
         if config.feedback == "precise":
             problem = extract_design(completion, prompt).problem if outcome.source is None else None
@@ -959,7 +957,7 @@ def propose(
         setting=setting,
         mode=mode,
         parent=parent,
-        include_source=config.include_source,
+        include_source=config.memory.include_source,
         variant=config.prompt,
     )
 

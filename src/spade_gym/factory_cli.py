@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn, cast
 
 import typer
 from rich.markup import escape as escape_markup
@@ -13,6 +13,9 @@ from spade_gym.designer import EDIT_MAX_NEW_TOKENS, WRITE_MAX_NEW_TOKENS
 from spade_gym.env import escape_text
 from spade_gym.errors import SpadeError
 from spade_gym.memory import MemoryConfig
+
+if TYPE_CHECKING:
+    from spade_gym.design_prompts import PromptVariant
 
 __all__ = ["design_factory"]
 
@@ -71,7 +74,7 @@ def design_factory(
             edit_max_new_tokens=tokens if mode == "edit" else EDIT_MAX_NEW_TOKENS,
             memory=MemoryConfig(k=memory_k),
             settings=(setting,) if setting else SETTINGS,
-            prompt=prompt_variant,
+            prompt=cast("PromptVariant", prompt_variant),  # DesignerConfig refuses another
         )
         config = FactoryConfig(
             designer=designer_config,

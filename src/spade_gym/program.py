@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast, get_args
 
 from spade_gym.errors import ProgramError
 from spade_gym.sandbox.policy import ALLOWED_MODULES, compile_program
@@ -42,8 +42,10 @@ __all__ = [
 MAX_SOURCE_BYTES = 100_000
 #: Deepest nesting of syntax-tree nodes accepted (the restricted compiler's time grows with it).
 MAX_AST_DEPTH = 64
+#: A setting of docs/DESIGN.md.
+Setting = Literal["reasoning", "tool_use", "game"]
 #: The three settings of docs/DESIGN.md.
-SETTINGS = ("reasoning", "tool_use", "game")
+SETTINGS: tuple[Setting, ...] = get_args(Setting)
 #: Slack on the contract's [0, 1] bounds of an episode return, for float sums such as 1/3 + 1/3 + 1/3.
 RETURN_TOLERANCE = 1e-6
 #: An episode succeeds when its return is at least this (docs/DESIGN.md).

@@ -36,11 +36,19 @@ from typing import Annotated, Any, Literal, NoReturn, TypeVar, Union, get_args, 
 from annotated_types import Ge, Gt, Le
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
-from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, EDIT_TOKEN_FLOOR, WRITE_MAX_NEW_TOKENS
+from spade_gym.design_prompts import PromptVariant
+from spade_gym.designer import (
+    DESIGNER_TEMPERATURE,
+    EDIT_MAX_NEW_TOKENS,
+    WRITE_MAX_NEW_TOKENS,
+    EditTokens,
+    Probability,
+)
 from spade_gym.errors import SpadeError, install_hint
 from spade_gym.evaluation.heldout import EvalSection
 from spade_gym.memory import MemoryConfig
 from spade_gym.options import FINITE, Why, adapter, option, option_factory, type_name
+from spade_gym.program import Setting
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.regret import REGRET_EPISODES, RewardConfig
 from spade_gym.sandbox import MAX_EPISODE_TURNS
@@ -111,7 +119,7 @@ class DesignerSection:
         "a Designer model of its own, frozen (inference only; its designs are not trained): a policy spec such as "
         "'llamacpp:qwen2.5-coder-1.5b'; null: policy.spec plays both roles (the paper)",
     )
-    prompt: Literal["skeleton", "example", "examples", "fill"] = option(
+    prompt: PromptVariant = option(
         "skeleton",
         "write-mode prompt: 'skeleton' (the setting's Env class to fill), 'example' (one worked example), "
         "'examples' (a worked example of the target setting) or 'fill' (the host writes the skeleton, the model "
@@ -133,7 +141,7 @@ class DesignerSection:
         "seed program under the policy's tokenizer (256 when that tokenizer is not on the machine) before the "
         "model loads",
     )
-    edit_max_new_tokens: Annotated[int, Ge(EDIT_TOKEN_FLOOR), Why("one edit block")] = option(
+    edit_max_new_tokens: EditTokens = option(
         EDIT_MAX_NEW_TOKENS,
         "most tokens per edit-mode design: edit blocks against the parent program, not a whole module",
     )
@@ -143,14 +151,11 @@ class DesignerSection:
         "do well at 0.7-1.0)",
     )
     top_p: Annotated[float, Gt(0), Le(1)] = option(1.0, "nucleus sampling mass of designs")
-    repair_rounds: int = option(
-        0, "must be 0 in self-play (a GRPO group answers one prompt); `spade design --repairs N` repairs designs"
-    )
-    settings: list[Literal["reasoning", "tool_use", "game"]] = option_factory(
+    settings: list[Setting] = option_factory(
         lambda: ["reasoning", "tool_use", "game"],
         "target settings, drawn uniformly per prompt (a non-empty subset of reasoning, tool_use, game)",
     )
-    edit_probability: Annotated[float, Ge(0), Le(1)] | Literal["auto"] = option(
+    edit_probability: Probability | Literal["auto"] = option(
         "auto",
         "chance that a prompt asks to edit a memory environment instead of writing a new one; 'auto': "
         "0.75 for a small model (under 1.5B parameters by its name, the embedded default, or policy.device cpu), "
@@ -461,13 +466,6 @@ class SelfPlayConfig:
 
         if not d.documents.strip():
             _range("designer.documents", d.documents, "'builtin', a file or folder, or 'hf:<dataset>'")
-        if d.repair_rounds != 0:  # a repaired design answers another prompt: it has no place in a GRPO group
-            _range(
-                "designer.repair_rounds",
-                d.repair_rounds,
-                "0 in self-play (a GRPO group is G designs of one prompt; a repair round would answer "
-                "another prompt, the validation report); `spade design --repairs N` runs repair rounds",
-            )
         if not d.settings or len(set(d.settings)) != len(d.settings):
             _range("designer.settings", d.settings, "a non-empty list of distinct settings")
 
@@ -565,8 +563,6 @@ class SelfPlayConfig:
             memory=MemoryConfig(k=d.memory_k, include_source=d.include_source),
             settings=tuple(d.settings),
             edit_probability=self.edit_probability(),
-            repair_rounds=d.repair_rounds,
-            include_source=d.include_source,
             edit_max_new_tokens=d.edit_max_new_tokens,
             prompt=d.prompt,
         )
