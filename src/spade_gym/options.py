@@ -3,14 +3,17 @@
 :class:`~spade_gym.regret.RewardConfig`): a field's help text is its ``metadata["help"]``, its range
 is ``Annotated`` constraints on its type (``Ge(1)``, ``Gt(0)``, ``Le(1)``, ``Lt(1)``, :data:`FINITE`,
 a :class:`Why`) that pydantic checks, in a config and (:func:`refusal`) in a dataclass built in
-Python; :func:`type_name` renders the same text for ``--help-config``, the YAML comments and the errors
-(:mod:`spade_gym.trainer.config`)."""
+Python (:func:`first_refusal`: every field of one); :func:`type_name` renders the same text for
+``--help-config``, the YAML comments and the errors (:mod:`spade_gym.trainer.config`), whose files
+:func:`strict_yaml_loader` reads."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import math
+import re
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +30,7 @@ __all__ = [
     "option_factory",
     "range_name",
     "refusal",
+    "strict_yaml_loader",
     "type_name",
 ]
 
@@ -146,3 +150,55 @@ def first_refusal(obj: object) -> tuple[str, Any, str] | None:
         if expected is not None:
             return name, value, expected
     return None
+
+
+@functools.cache
+def strict_yaml_loader() -> Any:
+    """A ``yaml.SafeLoader`` subclass with YAML 1.2 core scalars and duplicate keys refused (PyYAML
+    is imported on first use; ImportError without it)."""
+    yaml: Any = importlib.import_module("yaml")
+
+    replaced = {f"tag:yaml.org,2002:{kind}" for kind in ("bool", "float", "int", "timestamp")}
+
+    class StrictLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            self.flatten_mapping(node)
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    duplicate = key in seen
+                except TypeError:
+                    continue  # unhashable: the base class reports it
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"found duplicate key {key!r}",
+                        key_node.start_mark,
+                    )
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+        def construct_yaml_int(self, node: Any) -> int:
+            return int(self.construct_scalar(node).replace("_", ""), 10)
+
+    StrictLoader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag not in replaced]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    StrictLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+    )
+    StrictLoader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^[-+]?[0-9]+$"), list("-+0123456789"))
+    StrictLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(
+            r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+        ),
+        list("-+0123456789."),
+    )
+    StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
+    # an explicit !!timestamp stays text, as an unquoted date does (a date object has no YAML 1.2 scalar)
+    StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+    return StrictLoader

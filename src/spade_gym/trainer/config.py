@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
 import json
 import re
 import reprlib
@@ -47,7 +46,7 @@ from spade_gym.designer import (
 from spade_gym.errors import SpadeError, install_hint
 from spade_gym.evaluation.heldout import EvalSection
 from spade_gym.memory import MemoryConfig
-from spade_gym.options import FINITE, Why, adapter, option, option_factory, type_name
+from spade_gym.options import FINITE, Why, adapter, option, option_factory, refusal, strict_yaml_loader, type_name
 from spade_gym.program import Setting
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.regret import REGRET_EPISODES, RewardConfig
@@ -690,16 +689,6 @@ _RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_e
 _TUPLE_RANGE_ERRORS = _RANGE_ERRORS | {"missing", "too_short", "too_long"}
 
 
-def _valid(value: Any, tp: Any) -> bool:
-    from pydantic import ValidationError
-
-    try:
-        adapter(tp).validate_python(value)
-    except ValidationError:
-        return False
-    return True
-
-
 def _check(value: Any, tp: Any, key: str) -> Any:
     """``value`` checked against ``tp``; an error names the innermost key that failed."""
     from pydantic import ValidationError
@@ -734,7 +723,7 @@ def _check(value: Any, tp: Any, key: str) -> Any:
                 # the path holds the key as text: name the key itself
                 key_type = get_args(tp)[0]
                 raise _wrong(
-                    f"{key} (a key)", next((k for k in value if not _valid(k, key_type)), part), key_type
+                    f"{key} (a key)", next((k for k in value if refusal(k, key_type)), part), key_type
                 ) from None
             elif get_origin(tp) is dict and isinstance(value, Mapping) and part in value:
                 key, value, tp = f"{key}.{part}", value[part], get_args(tp)[1]
@@ -814,60 +803,10 @@ def _yaml() -> Any:
     return yaml
 
 
-@functools.cache
-def _loader() -> Any:
-    """A ``yaml.SafeLoader`` subclass with YAML 1.2 core scalars and duplicate keys refused."""
-    yaml = _yaml()
-    replaced = {f"tag:yaml.org,2002:{kind}" for kind in ("bool", "float", "int", "timestamp")}
-
-    class StrictLoader(yaml.SafeLoader):  # type: ignore[name-defined]
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            self.flatten_mapping(node)
-            seen = set()
-            for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    duplicate = key in seen
-                except TypeError:
-                    continue  # unhashable: the base class reports it
-                if duplicate:
-                    raise yaml.constructor.ConstructorError(
-                        "while constructing a mapping",
-                        node.start_mark,
-                        f"found duplicate key {key!r}",
-                        key_node.start_mark,
-                    )
-                seen.add(key)
-            return super().construct_mapping(node, deep=deep)
-
-        def construct_yaml_int(self, node: Any) -> int:
-            return int(self.construct_scalar(node).replace("_", ""), 10)
-
-    StrictLoader.yaml_implicit_resolvers = {
-        first: [(tag, rx) for tag, rx in resolvers if tag not in replaced]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
-    StrictLoader.add_implicit_resolver(
-        "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-    )
-    StrictLoader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^[-+]?[0-9]+$"), list("-+0123456789"))
-    StrictLoader.add_implicit_resolver(
-        "tag:yaml.org,2002:float",
-        re.compile(
-            r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-        ),
-        list("-+0123456789."),
-    )
-    StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
-    # an explicit !!timestamp stays text, as an unquoted date does (a date object has no YAML 1.2 scalar)
-    StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
-    return StrictLoader
-
-
 def _load_yaml(text: str, where: str) -> Any:
     yaml = _yaml()
     try:
-        return _check_size(yaml.load(text, Loader=_loader()), where)  # noqa: S506 - a SafeLoader subclass
+        return _check_size(yaml.load(text, Loader=strict_yaml_loader()), where)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigError(f"{where} is not valid YAML: {exc}") from exc
     except RecursionError:
