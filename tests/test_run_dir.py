@@ -95,6 +95,18 @@ def test_open_needs_a_valid_run_folder(tmp_path: Path) -> None:
     assert info.value.key == "train.lr_warmup"
 
 
+def test_a_run_folder_of_an_older_version_opens_without_its_retired_keys(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path / "run", quiet_config())
+    saved = run.path / "config.yaml"
+    saved.write_text(saved.read_text().replace("designer:\n", "designer:\n  repair_rounds: 0\n", 1))
+    assert RunDir.open(run.path).config == run.config  # `spade resume` of a run written before the key went
+    saved.write_text(saved.read_text().replace("repair_rounds: 0", "repair_rounds: 2"))
+    with pytest.raises(ConfigError, match="unknown config key 'designer.repair_rounds'"):
+        RunDir.open(run.path)  # a value the old key never allowed in self-play is not silently dropped
+    with pytest.raises(ConfigError, match="unknown config key 'designer.repair_rounds'"):
+        SelfPlayConfig.from_dict({"designer": {"repair_rounds": 0}})  # a user's config file: refused
+
+
 # ------------------------------------------------------------------------------------------------
 # Metrics
 # ------------------------------------------------------------------------------------------------

@@ -69,6 +69,9 @@ __all__ = [
 
 _T = TypeVar("_T")
 
+#: Keys older versions wrote into a run's config.yaml with the only value they could hold.
+RETIRED_KEYS: dict[tuple[str, str], Any] = {("designer", "repair_rounds"): 0}
+
 
 class ConfigError(SpadeError):
     """A self-play configuration is unreadable or has a bad key or value; ``key`` is the dotted key
@@ -396,9 +399,10 @@ class SelfPlayConfig:
         return config
 
     @classmethod
-    def from_yaml(cls, path: str | Path) -> SelfPlayConfig:
+    def from_yaml(cls, path: str | Path, *, saved: bool = False) -> SelfPlayConfig:
         """Read a YAML config file (duplicate keys refused) and build it; ConfigError when it cannot
-        be read or parsed, is not a mapping, or fails :meth:`from_dict`."""
+        be read or parsed, is not a mapping, or fails :meth:`from_dict`. ``saved``: a run folder's
+        own ``config.yaml``, where keys older versions wrote with their only value are dropped."""
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
@@ -411,6 +415,10 @@ class SelfPlayConfig:
             raise ConfigError(
                 f"config file {path} must be a mapping of sections ({', '.join(SECTIONS)}), got {_show(data)}"
             )
+        if saved:
+            for (section, key), only in RETIRED_KEYS.items():
+                if isinstance(data.get(section), dict) and data[section].get(key, only) == only:
+                    data[section].pop(key, None)
         return cls.from_dict(data)
 
     def with_overrides(self, overrides: Sequence[str]) -> SelfPlayConfig:

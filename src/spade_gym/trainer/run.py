@@ -356,7 +356,7 @@ class RunDir:
         if not config_path.is_file():
             raise RunDirError(f"{path} is not a run folder: it has no {CONFIG_FILE}")
         try:
-            config = SelfPlayConfig.from_yaml(config_path)
+            config = SelfPlayConfig.from_yaml(config_path, saved=True)
         except ConfigError as exc:
             raise ConfigError(f"{config_path}: {exc.message}", key=exc.key) from exc
         for folder in (path / REGISTRY_DIR, path / CHECKPOINTS_DIR, path / PLOTS_DIR):
