@@ -14,6 +14,7 @@ from typing import Any
 
 import gymnasium
 import pytest
+from gymnasium.utils import seeding
 from gymnasium.utils.env_checker import check_env
 from readme import readme_example
 
@@ -26,11 +27,11 @@ from spade_gym.designer import (
     SpadeDesignerEnv,
     build_prompt,
     design,
-    design_draws,
+    draw_design,
+    draw_group,
     evaluate_completion,
     extract_program,
     propose,
-    propose_group,
     validate_designs,
 )
 from spade_gym.documents import Document
@@ -631,8 +632,8 @@ def test_the_reward_section_is_the_reward_config() -> None:
 
 
 def test_the_env_and_the_plain_calls_make_the_same_draws(tmp_path: Path) -> None:
-    # SpadeDesignerEnv is a thin layer over propose/design_draws: the self-play loop calls those
-    # directly and must pose the same prompts and give each design the same Agent seed.
+    # SpadeDesignerEnv.reset and the self-play loop's draw_group both draw through draw_design: the
+    # same seed poses the same prompt and gives each design the same Agent seed
     env = SpadeDesignerEnv(agent=None, registry=tmp_path / "registry")
     for seed in (3, 11):
         env.reset(seed=seed)
@@ -641,13 +642,25 @@ def test_the_env_and_the_plain_calls_make_the_same_draws(tmp_path: Path) -> None
         for _ in range(3):
             env.reset(options={"prompt": posed})
             env_seeds.append(env._sampling_seed)
-        rng, seeds = design_draws(seed)
+        group = draw_group(seed, 3, documents=env.documents, memory=env.memory, config=env.config)
+        assert group.prompt == posed and list(group.agent_seeds) == env_seeds[1:] and group.seed == seed
+        assert env_seeds[0] not in env_seeds[1:]
+        # draw_design's order: a Random from the generator, the Agent's seed from it, then propose's draws
+        np_random, _ = seeding.np_random(seed)
+        rng = random.Random(int(np_random.integers(2**63)))
+        assert rng.randrange(2**62) == env_seeds[0]
         env.documents.reseed(seed)
         assert propose(rng, documents=env.documents, memory=env.memory, config=env.config) == posed
-        assert env_seeds[1:] == [next(seeds) for _ in range(3)]
-        prompt, group_seeds = propose_group(seed, documents=env.documents, memory=env.memory, config=env.config)
-        assert prompt == posed and env_seeds[1:] == [next(group_seeds) for _ in range(3)]
-        assert env_seeds[0] not in env_seeds[1:]
+        np_random, _ = seeding.np_random(seed)
+        env.documents.reseed(seed)
+        draw = draw_design(np_random, documents=env.documents, memory=env.memory, config=env.config)
+        assert (draw.prompt, draw.agent_seed) == (posed, env_seeds[0])
+    # a given setting and mode are the loop's and the factory's options as much as reset's
+    env.reset(seed=5, options={"setting": "game", "mode": "write"})
+    group = draw_group(
+        5, 1, documents=env.documents, memory=env.memory, config=env.config, setting="game", mode="write"
+    )
+    assert group.prompt == env.prompt and group.prompt.setting == "game"
     env.close()
 
 

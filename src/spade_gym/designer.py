@@ -1,34 +1,34 @@
-"""The Environment Designer: prompts, program extraction, repair rounds, and ``SpadeDesignerEnv``.
+"""The Environment Designer: prompts, the draws of a design, repair rounds, and ``SpadeDesignerEnv``.
 
 One design (docs/DESIGN.md, "The data flow"): :func:`build_prompt` in ``"write"`` mode (a new
 environment) or ``"edit"`` mode (a variant of a memory environment, ACCEL's level editing,
-Parker-Holder et al. 2022, section 3) -> ``policy.generate`` -> :func:`extract_design` ->
-:func:`evaluate_completion` (gate, regret, registration, reward). :func:`design` adds repair rounds;
-:class:`SpadeDesignerEnv` (``spade/Designer-v0``) is the one-step gymnasium form.
+Parker-Holder et al. 2022, section 3) -> ``policy.generate`` -> :func:`evaluate_completion`, the
+stages of :mod:`spade_gym.stages` (extract, gate, audit, regret, admit, reward; their names are
+importable from here too). :func:`design` adds repair rounds; :class:`SpadeDesignerEnv`
+(``spade/Designer-v0``) is the one-step gymnasium form; :func:`draw_design` is the random draws of
+both it and the self-play loop.
 """
 
 from __future__ import annotations
 
 import copy
-import itertools
 import random
 import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import gymnasium
 from annotated_types import Ge, Le, MinLen
+from gymnasium.utils import seeding
 
 from spade_gym.agent import RolloutConfig
-from spade_gym.audit import audit
-from spade_gym.chance import swapped_success
-from spade_gym.contract import rename_env_class, unfilled_placeholders
-from spade_gym.design_novelty import copies_prompt_example
+from spade_gym.contract import unfilled_placeholders
 from spade_gym.design_prompts import (
     DEFAULT_PROMPT,
     DESIGNER_EDIT_SYSTEM_PROMPT,
@@ -43,28 +43,29 @@ from spade_gym.design_prompts import (
     write_task,
 )
 from spade_gym.documents import Document, DocumentSource, load_documents, make_document
-from spade_gym.errors import DuplicateEnvironment
 from spade_gym.fill import fill_designs
 from spade_gym.ladder import library_ladder
 from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent, read_source
-from spade_gym.novelty import check_novelty
 from spade_gym.options import Why, first_refusal
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
 from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, EnvProgram, Setting, knobs
-from spade_gym.registry.gymnasium import open_registry, register_record
-from spade_gym.registry.records import EnvRecord, EnvStats
+from spade_gym.registry.gymnasium import open_registry
 from spade_gym.registry.store import Registry
-from spade_gym.regret import (
-    REGRET_EPISODES,
-    DesignerReward,
-    RegretEstimate,
-    RewardConfig,
-    designer_reward,
-    estimate_regret,
-)
+from spade_gym.regret import REGRET_EPISODES, RewardConfig
 from spade_gym.repair import repair_feedback, same_program
 from spade_gym.spaces import UnicodeText
-from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport, validate
+from spade_gym.stages import (
+    MAX_COMPLETION_CHARS,
+    DesignOutcome,
+    ExtractedProgram,
+    apply_edits,
+    edit_blocks,
+    evaluate_completion,
+    extract_design,
+    extract_program,
+    has_edits,
+)
+from spade_gym.validation import ValidationConfig, ValidationReport
 
 if TYPE_CHECKING:
     import numpy as np
@@ -80,19 +81,22 @@ __all__ = [
     "EDIT_TOKEN_FLOOR",
     "WRITE_MAX_NEW_TOKENS",
     "EDIT_PROBABILITY_SMALL",
+    "MAX_COMPLETION_CHARS",
     "MODES",
+    "DesignDraw",
     "DesignOutcome",
     "DesignerConfig",
     "DesignerPrompt",
     "ExtractedProgram",
+    "GroupDraws",
     "SpadeDesignerEnv",
     "auto_edit_probability",
     "build_prompt",
     "generate_designs",
     "design_token_floor",
     "design",
-    "design_draws",
-    "episode_draw",
+    "draw_design",
+    "draw_group",
     "evaluate_completion",
     "extract_program",
     "extract_design",
@@ -105,7 +109,6 @@ __all__ = [
     "EDIT_REPLACE",
     "model_parameters",
     "propose",
-    "propose_group",
     "validate_designs",
 ]
 
@@ -128,9 +131,9 @@ EDIT_MAX_NEW_TOKENS = 256
 DESIGNER_TEMPERATURE: float = 0.5
 #: The fewest new tokens an edit-mode design may have: one short edit block.
 EDIT_TOKEN_FLOOR = 32
-#: Longest prompt and completion in characters; a longer completion is refused (``TOO_LONG``) unparsed.
+#: Longest prompt in characters (a longer completion than :data:`MAX_COMPLETION_CHARS` is refused
+#: unparsed, ``TOO_LONG``).
 MAX_PROMPT_CHARS = 200_000
-MAX_COMPLETION_CHARS = 1_000_000
 
 #: The ranges of :class:`DesignerConfig`'s fields, stated once (the config's ``designer`` section
 #: uses the same types, with :data:`~spade_gym.design_prompts.PromptVariant` and
@@ -277,218 +280,7 @@ def generate_designs(policy: Policy, prompts: Sequence[DesignerPrompt], sampling
     return out
 
 
-# -- Extraction --
-
-_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[ \t]*$", re.MULTILINE)
-_CLASS_ENV = re.compile(r"^class[ \t]+Env\b", re.MULTILINE)
-_CODE_START = re.compile(r"^(?:import |from \w|class |def |@|[A-Z_][A-Z0-9_]* *=|\"\"\"|''')", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class ExtractedProgram:
-    """The program ``source`` found in a completion, or ``None`` and the ``problem``; ``note``: how
-    it was found (e.g. several blocks, an unclosed fence)."""
-
-    source: str | None
-    problem: str | None = None
-    note: str | None = None
-
-
-def extract_program(completion: str) -> ExtractedProgram:
-    """Find the environment program in a Designer completion.
-
-    The **last** fenced block defining ``class Env`` (an unclosed last fence runs to the end);
-    else unfenced code from the first code-like line before ``class Env`` to the end, dropping
-    trailing lines that do not parse; else the last block (or the whole text) whose one class
-    defines ``reset`` and ``step``, that class renamed ``Env`` (:func:`~spade_gym.contract.rename_env_class`,
-    said in ``note``); else no program.
-    """
-    if not isinstance(completion, str):
-        return ExtractedProgram(None, f"the completion is a {type(completion).__name__}, expected text")
-    text = completion.replace("\r\n", "\n")
-    if not text.strip():
-        return ExtractedProgram(None, "the completion is empty: write the module in a ```python code block")
-    fences = list(_FENCE.finditer(text))
-    blocks = [text[a.end() : b.start()].strip("\n") for a, b in zip(fences[::2], fences[1::2], strict=False)]
-    unclosed = len(fences) % 2 == 1
-    if unclosed:  # the last block runs to the end
-        blocks.append(text[fences[-1].end() :].strip("\n"))
-    with_env = [b for b in blocks if _CLASS_ENV.search(b)]
-    if with_env:
-        notes = []
-        if len(with_env) > 1:
-            notes.append(f"{len(with_env)} code blocks define class Env; used the last one")
-        if unclosed and with_env[-1] is blocks[-1]:
-            notes.append("the last code block was never closed (cut at the token limit?)")
-        return ExtractedProgram(with_env[-1].strip("\n") + "\n", note="; ".join(notes) or None)
-    env = _CLASS_ENV.search(text)
-    if env is None:
-        for block in reversed(blocks or [text]):  # the one class of a block, named otherwise (`class DecayEnv:`)
-            renamed, note = rename_env_class(block.strip("\n") + "\n")
-            if note is not None:
-                return ExtractedProgram(renamed, note=note)
-        found = f"{len(blocks)} code block(s), none defining class Env" if blocks else "no code"
-        return ExtractedProgram(None, f"the completion holds {found}: define class Env in a ```python code block")
-    starts = [m.start() for m in _CODE_START.finditer(text, 0, env.start() + 1)]
-    # the code starts at the first code-like line after the last prose line before `class Env`
-    begin = env.start()
-    for start in reversed(starts):
-        between = text[start:begin]
-        if all(not line.strip() or _looks_like_code(line) for line in between.splitlines()):
-            begin = start
-        else:
-            break
-    lines = text[begin:].splitlines()
-    while lines and not _parses("\n".join(lines)):
-        lines.pop()
-    if not lines:
-        lines = text[begin:].splitlines()  # unparsable: let the gate name the syntax error
-    return ExtractedProgram("\n".join(lines).strip("\n") + "\n", note="no code fence; took the unfenced code")
-
-
-_EDIT_MARKER = re.compile(r"^[ \t]*(<{5,9}[ \t]*SEARCH|={5,9}|>{5,9}[ \t]*REPLACE)[ \t]*$", re.MULTILINE)
-
-
-def has_edits(completion: str) -> bool:
-    """Whether a completion holds at least one edit-block marker (``<<<<<<< SEARCH``)."""
-    return isinstance(completion, str) and any(m.group(1).startswith("<") for m in _EDIT_MARKER.finditer(completion))
-
-
-def edit_blocks(parent: str, child: str) -> str:
-    """The edit blocks that turn ``parent`` into ``child`` (``""`` when equal), as :func:`apply_edits` reads.
-
-    One block per changed run of lines, its SEARCH text widened until it occurs once in ``parent``.
-    """
-    import difflib
-
-    old, new = parent.splitlines(), child.splitlines()
-    blocks = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
-        while True:  # widen until the SEARCH text is unique and not empty
-            search = "\n".join(old[i1:i2])
-            if i2 > i1 and search.strip() and "\n".join(old).count(search) == 1:
-                break
-            if i1 == 0 and i2 == len(old):
-                break
-            if i2 < len(old):
-                i2, j2 = i2 + 1, j2 + 1
-            if i1 > 0 and (i2 - i1 < 2 or i2 == len(old)):
-                i1, j1 = i1 - 1, j1 - 1
-        blocks.append("\n".join([EDIT_SEARCH, *old[i1:i2], EDIT_DIVIDER, *new[j1:j2], EDIT_REPLACE]))
-    return "\n".join(blocks) + ("\n" if blocks else "")
-
-
-def _find_lines(haystack: list[str], needle: list[str]) -> int | None:
-    """First index where ``needle`` matches ``haystack`` line by line up to surrounding whitespace."""
-    lines = [line.strip() for line in haystack]
-    wanted = [line.strip() for line in needle]
-    return next((i for i in range(len(lines) - len(wanted) + 1) if lines[i : i + len(wanted)] == wanted), None)
-
-
-def apply_edits(parent: str, completion: str) -> ExtractedProgram:
-    """Apply the edit blocks (aider's SEARCH/REPLACE format) of a completion to the ``parent`` program.
-
-    Blocks apply in order; the first occurrence of the SEARCH lines is replaced, matched exactly or
-    else line by line up to surrounding whitespace (the replacement then re-indented). Returns
-    ``source=None`` and the problem for no block, a malformed or unclosed one, an empty or missing
-    SEARCH, or edits that change nothing.
-    """
-    text = completion.replace("\r\n", "\n")
-    source = parent.replace("\r\n", "\n")
-    markers = list(_EDIT_MARKER.finditer(text))
-    if not markers:
-        return ExtractedProgram(
-            None, f"no edit block: answer with {EDIT_SEARCH} / {EDIT_DIVIDER} / {EDIT_REPLACE} blocks"
-        )
-    notes: list[str] = []
-    n = k = 0
-    while k < len(markers):
-        kinds = [m.group(1)[0] for m in markers[k : k + 3]]
-        if kinds[:1] != ["<"]:
-            return ExtractedProgram(None, f"edit block {n + 1}: expected {EDIT_SEARCH} before {markers[k].group(1)!r}")
-        if len(kinds) < 3:
-            return ExtractedProgram(
-                None, f"edit block {n + 1} was never closed with {EDIT_REPLACE} (cut at the token limit?)"
-            )
-        if kinds != ["<", "=", ">"]:
-            return ExtractedProgram(
-                None,
-                f"edit block {n + 1} is malformed: expected {EDIT_SEARCH}, {EDIT_DIVIDER}, {EDIT_REPLACE} in order",
-            )
-        n += 1
-        search = text[markers[k].end() + 1 : markers[k + 1].start()].rstrip("\n")
-        replace_ = text[markers[k + 1].end() + 1 : markers[k + 2].start()].rstrip("\n")
-        k += 3
-        if not search.strip():
-            return ExtractedProgram(None, f"edit block {n} has an empty SEARCH part: copy the lines to change")
-        if search in source:
-            source = source.replace(search, replace_, 1)
-            continue
-        lines = source.split("\n")
-        wanted = search.split("\n")
-        at = _find_lines(lines, wanted)
-        if at is None:
-            first = wanted[0].strip()[:80]
-            return ExtractedProgram(
-                None, f"edit block {n}: its SEARCH lines (starting {first!r}) are not in the program; copy them exactly"
-            )
-        have = len(lines[at]) - len(lines[at].lstrip())
-        given = len(wanted[0]) - len(wanted[0].lstrip())
-        shift = have - given
-        new_lines = [
-            (" " * shift + line if shift > 0 else line[min(-shift, len(line) - len(line.lstrip())) :])
-            if line.strip()
-            else line
-            for line in replace_.split("\n")
-        ]
-        lines[at : at + len(wanted)] = new_lines
-        source = "\n".join(lines)
-        notes.append(f"edit block {n} matched up to whitespace")
-    if source.strip() == parent.replace("\r\n", "\n").strip():
-        return ExtractedProgram(None, "the edit blocks leave the program unchanged: change the name and a rule or size")
-    return ExtractedProgram(source.strip("\n") + "\n", note="; ".join([f"{n} edit block(s) applied", *notes]))
-
-
-def _edits_parent(completion: str, prompt: DesignerPrompt | None) -> bool:
-    return prompt is not None and prompt.parent_source is not None and has_edits(completion)
-
-
-def extract_design(completion: str, prompt: DesignerPrompt | None) -> ExtractedProgram:
-    """The program a completion designs for ``prompt``: edit blocks applied to an edit prompt's parent
-    (:func:`apply_edits`), else a whole module (:func:`extract_program`)."""
-    if _edits_parent(completion, prompt):
-        assert prompt is not None and prompt.parent_source is not None
-        return apply_edits(prompt.parent_source, completion)
-    found = extract_program(completion)
-    if found.source is None and prompt is not None and prompt.parent_source is not None:
-        # an edit prompt asks for edit blocks: say so, not only how to write a whole module
-        found = replace(
-            found,
-            problem=f"{found.problem}; or, to vary the parent, answer with edit blocks "
-            "(<<<<<<< SEARCH / ======= / >>>>>>> REPLACE) whose SEARCH lines are copied from it",
-        )
-    return found
-
-
-def _looks_like_code(line: str) -> bool:
-    return (
-        line.startswith((" ", "\t", "#")) or bool(_CODE_START.match(line)) or "=" in line or line.rstrip().endswith(":")
-    )
-
-
-def _parses(source: str) -> bool:
-    import ast
-
-    try:
-        ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return True
-
-
-# -- Evaluation: gate -> regret -> registry -> reward --
+# -- Settings of a design --
 
 
 @dataclass(frozen=True)
@@ -532,220 +324,6 @@ class DesignerConfig:
         if mode == "edit":
             return replace(self.sampling, max_new_tokens=self.edit_max_new_tokens)
         return self.sampling
-
-
-@dataclass
-class DesignOutcome:
-    """Everything one design produced: the (last) completion, its program, report (``NO_CODE`` when
-    none) and reward; for an accepted program the regret ``estimate`` and registry ``record``;
-    :func:`design`'s ``rounds`` and failed ``attempts``; wall seconds per stage."""
-
-    completion: str
-    source: str | None
-    report: ValidationReport
-    reward: DesignerReward
-    estimate: RegretEstimate | None = None
-    record: EnvRecord | None = None
-    note: str | None = None
-    rounds: int = 0
-    attempts: list[dict[str, str]] = field(default_factory=list)
-    generation_s: float = 0.0
-    validation_s: float = 0.0
-    regret_s: float = 0.0
-    registry_s: float = 0.0
-
-    @property
-    def accepted(self) -> bool:
-        """Whether the program passed the validation gate and was registered."""
-        return self.record is not None
-
-    def feedback(self) -> str:
-        """The report's feedback for the Designer, with the regret when measured."""
-        lines = [self.report.feedback()]
-        if self.estimate is not None:
-            e = self.estimate
-            alone = "" if e.mean_hint_only is None else f", {e.mean_hint_only:.2f} with the hint alone"
-            lines.append(
-                f"Agent return: {e.mean_hint:.2f} with the hint, {e.mean_nohint:.2f} without{alone} "
-                f"({e.k} episodes each); regret {e.regret:.2f}: {e.reason}."
-            )
-        lines.append(f"Reward: {self.reward.reward:.2f} ({self.reward.outcome}).")
-        if self.record is not None:
-            lines.append(f"Registered as {self.record.gym_id}.")
-        return "\n".join(lines)
-
-    def info(self) -> dict[str, Any]:
-        """The outcome as JSON values (the ``info`` of :meth:`SpadeDesignerEnv.step`)."""
-        return {
-            "accepted": self.accepted,
-            "category": self.report.category,
-            "outcome": self.reward.outcome,
-            "reward": self.reward.reward,
-            "env_id": self.record.env_id if self.record else None,
-            "gym_id": self.record.gym_id if self.record else None,
-            "report": self.report.to_dict(),
-            "regret": self.estimate.summary() if self.estimate else None,
-            "note": self.note,
-            "rounds": self.rounds,
-            "attempts": list(self.attempts),
-            "timings": {key: getattr(self, key) for key in ("generation_s", "validation_s", "regret_s", "registry_s")},
-        }
-
-
-def _refuse(report: ValidationReport, check: str, category: str, message: str) -> None:
-    """Turn an accepted report into a refusal by ``check`` (found after the gate ran)."""
-    result = report.check(check)
-    result.passed, result.category, result.message = False, category, message
-    report.accepted, report.category = False, category
-
-
-def evaluate_completion(
-    completion: str,
-    prompt: DesignerPrompt | None,
-    *,
-    registry: Registry,
-    agent: Policy | None,
-    config: DesignerConfig | None = None,
-    sampling_seed: int | None = None,
-    validated: ValidationReport | None = None,
-    executor: Executor | None = None,
-) -> DesignOutcome:
-    """Judge one Designer completion: extract, validate, audit, estimate regret, register, reward.
-
-    An accepted program (trivial and out-of-reach ones too) is registered, also with gymnasium as
-    ``spade/<Name>-v<k>``. ``validated``: its report from :func:`validate_designs` (only novelty
-    then runs here). ``sampling_seed``: the Agent's, when ``config.rollout`` has none. Bad
-    completions get a report and the ``invalid`` or ``duplicate`` reward, never an exception.
-
-    Raises ValueError for an accepted program and ``agent is None``; SandboxSetupError when no
-    sandbox worker can start and PolicyError when the Agent policy fails (neither the program's fault).
-    """
-    config = config or DesignerConfig()
-    if isinstance(completion, str) and len(completion) > MAX_COMPLETION_CHARS:
-        problem = f"the completion has {len(completion):,} characters; at most {MAX_COMPLETION_CHARS:,} are read"
-        extracted, category = ExtractedProgram(None, problem), "TOO_LONG"
-    else:
-        extracted, category = extract_design(completion, prompt), "NO_CODE"
-    if extracted.source is None:
-        report = ValidationReport(program_id="", checks=[CheckResult(name) for name in CHECKS])
-        _refuse(report, "static", category, extracted.problem or "no program")
-        return DesignOutcome(completion, None, report, designer_reward(False, config=config.reward))
-    left = unfilled_placeholders(extracted.source)
-    if left:  # the skeleton copied, not filled: refused before the gate runs
-        report = ValidationReport(program_id=EnvProgram(extracted.source).id, checks=[CheckResult(n) for n in CHECKS])
-        lines = ", ".join(str(p.line) for p in left[:8])
-        _refuse(
-            report,
-            "static",
-            "UNFILLED",
-            f"the skeleton's placeholders are still in the program (lines {lines}): "
-            "write your own code and text in their place",
-        )
-        return DesignOutcome(completion, extracted.source, report, designer_reward(False, config=config.reward))
-    edited = _edits_parent(completion, prompt)
-    started = time.perf_counter()
-    program = EnvProgram(extracted.source, origin="designer")
-    if validated is not None and validated.program_id == program.id:
-        report = check_novelty(validated, program, registry, config.validation)
-    else:
-        report = validate(program, config.validation, registry=registry)
-    outcome = DesignOutcome(
-        completion,
-        extracted.source,
-        report,
-        designer_reward(False, config=config.reward),
-        note=extracted.note,
-        validation_s=time.perf_counter() - started,
-    )
-    if report.accepted:  # the programs the prompt showed count as registered
-        copy_of = copies_prompt_example(program, config.validation)
-        if copy_of is not None:
-            _refuse(report, "novelty", "DUPLICATE", copy_of)
-        outcome.validation_s = time.perf_counter() - started
-    if report.category == "DUPLICATE":
-        outcome.reward = designer_reward(False, duplicate=True, config=config.reward)
-        return outcome
-    if report.accepted and prompt is not None and prompt.setting and report.setting != prompt.setting:
-        _refuse(
-            report,
-            "static",
-            "WRONG_SETTING",
-            f"the task asked for a {prompt.setting} environment; this one declares setting = {report.setting!r}",
-        )
-    if not report.accepted:
-        return outcome
-    if agent is None:
-        raise ValueError("an accepted program needs an Agent policy to estimate its regret")
-    started = time.perf_counter()
-    rollout = config.rollout
-    if rollout.sampling.seed is None and sampling_seed is not None:
-        rollout = replace(rollout, sampling=replace(rollout.sampling, seed=sampling_seed))
-    if config.regret_seeds is not None:
-        seeds = list(range(config.regret_seeds, config.regret_seeds + config.k))
-    else:
-        source = random.Random(f"regret-{sampling_seed}") if sampling_seed is not None else random.SystemRandom()
-        seeds = source.sample(range(2**31), config.k)
-    env = program if executor is None else executor.env(program)
-    # the gate's checks again, on the regret seeds and in the Agent's kind of episode: a program
-    # that behaves only while validated, or only on the gate's seeds, is refused here
-    checked = audit(env, seeds, config.validation, max_turns=rollout.max_turns)
-    if not checked.passed:
-        assert checked.category is not None
-        check = {"TRIVIAL": "non_triviality", "HINT_LEAK": "non_triviality", "ORACLE_FAILED": "feasibility"}.get(
-            checked.category, "contract"
-        )
-        _refuse(report, check, checked.category, f"audit on the regret seeds: {checked.message}")
-        outcome.regret_s = time.perf_counter() - started
-        return outcome
-    estimate = estimate_regret(env, agent, config.k, seeds, config=rollout)
-    outcome.estimate, outcome.regret_s = estimate, time.perf_counter() - started
-    played = (*estimate.hint, *estimate.nohint, *estimate.hint_only)
-    failed = [t for t in played if t.error is not None]
-    if failed:  # a program that breaks on seeds the gate did not play is not registered
-        first = failed[0]
-        _refuse(
-            report,
-            "contract",
-            str(first.error.get("category") or "ENV_EXCEPTION") if first.error else "ENV_EXCEPTION",
-            f"{len(failed)} of {len(played)} Agent episodes failed (seed {first.seed}: "
-            f"{(first.error or {}).get('message', '')[:300]})",
-        )
-        return outcome
-    started = time.perf_counter()
-    assert report.name and report.setting and report.max_turns
-    try:
-        record = registry.add(
-            program,
-            name=report.name,
-            setting=report.setting,
-            max_turns=report.max_turns,
-            description=report.description or "",
-            tags=("designer", "edit" if edited else "write") if prompt else ("designer",),
-            document=prompt.provenance() if prompt else None,
-            # a variant only when its edit blocks were applied to the parent (a whole module is new)
-            parents=(prompt.parent,) if prompt and prompt.parent and edited else (),
-            validation={**report.to_dict(), "regret": estimate.summary()},
-            # the gate judged near duplicates by behaviour (a variant passes); exact ones are still refused
-            allow_near_duplicates=True,
-            stats=EnvStats(
-                episodes=len(played),
-                mean_return_hint=estimate.mean_hint,
-                mean_return_nohint=estimate.mean_nohint,
-                regret=estimate.regret,
-            ),
-        )
-    except DuplicateEnvironment as exc:  # registered by another writer since the novelty check
-        _refuse(report, "novelty", "DUPLICATE", exc.message)
-        outcome.reward = designer_reward(False, duplicate=True, config=config.reward)
-        outcome.registry_s = time.perf_counter() - started
-        return outcome
-    register_record(record)
-    outcome.record, outcome.registry_s = record, time.perf_counter() - started
-    chance = None
-    if config.reward.shaping != "none" and config.reward.above_chance:
-        chance = swapped_success(program, estimate.nohint, max_turns=rollout.max_turns)
-    outcome.reward = designer_reward(True, estimate, config=config.reward, chance=chance)
-    return outcome
 
 
 def design(
@@ -906,25 +484,77 @@ def design_token_floor(spec: str, registry: Registry | None = None) -> tuple[int
     return tokens, f"the shortest seed program, {env_id}, under the tokenizer of {spec!r}"
 
 
-# -- One design group as plain calls: propose -> (policy.generate) -> validate_designs -> evaluate_completion --
+# -- The draws of a design; one design group as plain calls: draw_group -> (policy.generate) ->
+# validate_designs -> evaluate_completion (extract -> gate -> audit -> regret -> admit -> reward) --
 
 _DRAW: Any = object()  # propose(document=...) not given: draw one from the documents
 
 
-def episode_draw(np_random: np.random.Generator) -> tuple[random.Random, int]:
-    """One design episode's draws from ``np_random``: ``(rng for propose, Agent sampling seed)``."""
+@dataclass(frozen=True)
+class DesignDraw:
+    """What one design episode draws: the ``prompt`` (its setting, mode, memory, parent and document
+    drawn unless given, or a prompt posed again) and ``agent_seed``, the Agent's sampling seed for
+    the regret episodes of the design that answers it."""
+
+    prompt: DesignerPrompt
+    agent_seed: int
+
+
+def draw_design(
+    np_random: np.random.Generator,
+    *,
+    documents: DocumentSource,
+    memory: EnvironmentMemory,
+    config: DesignerConfig,
+    prompt: DesignerPrompt | None = None,
+    setting: str | None = None,
+    mode: str | None = None,
+    document: Document | str | None = _DRAW,
+) -> DesignDraw:
+    """One design episode's draws, in this order: from ``np_random`` the seed of a ``random.Random``;
+    from that the Agent's seed, then (unless ``prompt`` is posed again) :func:`propose`'s setting,
+    mode, memory and parent, with the document from ``documents``. :meth:`SpadeDesignerEnv.reset`
+    draws each episode with it and :func:`draw_group` each group, so both make the same draws.
+    ValueError as :func:`propose`."""
     rng = random.Random(int(np_random.integers(2**63)))
-    return rng, rng.randrange(2**62)
+    agent_seed = rng.randrange(2**62)
+    if prompt is None:
+        prompt = propose(
+            rng, documents=documents, memory=memory, config=config, setting=setting, mode=mode, document=document
+        )
+    return DesignDraw(prompt, agent_seed)
 
 
-def design_draws(seed: int) -> tuple[random.Random, Iterator[int]]:
-    """One design group's draws as :class:`SpadeDesignerEnv` makes them (``reset(seed=seed)``, then
-    ``reset(options={"prompt": ...})`` per design): ``(rng for propose, endless Agent seeds)``."""
-    from gymnasium.utils import seeding
+@dataclass(frozen=True)
+class GroupDraws:
+    """What one design group draws from its ``seed``: the ``prompt`` its designs answer and one
+    Agent seed per design (``agent_seeds[g]`` for design ``g``)."""
 
+    seed: int
+    prompt: DesignerPrompt
+    agent_seeds: tuple[int, ...]
+
+
+def draw_group(
+    seed: int,
+    size: int,
+    *,
+    documents: DocumentSource,
+    memory: EnvironmentMemory,
+    config: DesignerConfig,
+    mode: str | None = None,
+    setting: str | None = None,
+) -> GroupDraws:
+    """The draws of ``size`` designs of one prompt from ``seed``, as :class:`SpadeDesignerEnv` makes
+    them for ``reset(seed=seed)`` (the prompt) and then ``reset(options={"prompt": prompt})`` per
+    design: ``documents`` reseeded with ``seed`` and a generator seeded as gymnasium's
+    ``reset(seed=seed)`` seeds the env's, then :func:`draw_design` once to pose the prompt
+    (``setting`` and ``mode``: given, else drawn) and once per design. ValueError as :func:`propose`."""
+    documents.reseed(seed)
     np_random, _ = seeding.np_random(seed)
-    rng, _ = episode_draw(np_random)
-    return rng, (episode_draw(np_random)[1] for _ in itertools.count())
+    draw = partial(draw_design, np_random, documents=documents, memory=memory, config=config)
+    prompt = draw(setting=setting, mode=mode).prompt
+    return GroupDraws(seed, prompt, tuple(draw(prompt=prompt).agent_seed for _ in range(size)))
 
 
 def propose(
@@ -960,24 +590,6 @@ def propose(
         include_source=config.memory.include_source,
         variant=config.prompt,
     )
-
-
-def propose_group(
-    seed: int,
-    *,
-    documents: DocumentSource,
-    memory: EnvironmentMemory,
-    config: DesignerConfig,
-    mode: str | None = None,
-    setting: str | None = None,
-) -> tuple[DesignerPrompt, Iterator[int]]:
-    """``(prompt, agent_seeds)`` of one design group as ``SpadeDesignerEnv.reset(seed=seed)`` poses
-    it: reseed the documents, then :func:`propose` with :func:`design_draws` (``setting``: given,
-    else drawn). ValueError as there."""
-    documents.reseed(seed)
-    rng, agent_seeds = design_draws(seed)
-    prompt = propose(rng, documents=documents, memory=memory, config=config, mode=mode, setting=setting)
-    return prompt, agent_seeds
 
 
 def validate_designs(
@@ -1083,15 +695,12 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         unknown = sorted(set(options) - {"document", "setting", "mode", "prompt"})
         if unknown:
             raise ValueError(f"unknown reset option(s) {unknown}; expected 'document', 'setting', 'mode' or 'prompt'")
-        if seed is not None:
+        if "prompt" in options and (len(options) > 1 or not isinstance(options["prompt"], DesignerPrompt)):
+            raise ValueError("reset option 'prompt' takes a DesignerPrompt and no other option")
+        if seed is not None:  # super().reset seeded self.np_random: the draws of draw_group(seed, ...)
             self.documents.reseed(seed)
-        rng, self._sampling_seed = episode_draw(self.np_random)
-        if "prompt" in options:
-            if len(options) > 1 or not isinstance(options["prompt"], DesignerPrompt):
-                raise ValueError("reset option 'prompt' takes a DesignerPrompt and no other option")
-            self._prompt = options["prompt"]
-        else:
-            self._prompt = propose(rng, documents=self.documents, memory=self.memory, config=self.config, **options)
+        draw = draw_design(self.np_random, documents=self.documents, memory=self.memory, config=self.config, **options)
+        self._prompt, self._sampling_seed = draw.prompt, draw.agent_seed
         info = {"messages": self._prompt.messages, "provenance": self._prompt.provenance()}
         return self._prompt.text[:MAX_PROMPT_CHARS], copy.deepcopy(info)
 

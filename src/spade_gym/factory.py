@@ -34,9 +34,9 @@ from spade_gym.designer import (
     MODES,
     DesignerConfig,
     DesignOutcome,
+    draw_group,
     evaluate_completion,
     generate_designs,
-    propose_group,
     validate_designs,
 )
 from spade_gym.documents import DocumentSource
@@ -288,14 +288,16 @@ def _design_group(
     began, cpu_began = time.perf_counter(), cpu_seconds()
     group_seed = config.seed * 100_000 + p
     settings = config.designer.settings  # in turn, so that every setting is measured alike
-    prompt, agent_seeds = propose_group(
+    draws = draw_group(
         group_seed,
+        size,
         documents=documents,
         memory=memory,
         config=config.designer,
         mode=config.mode,
         setting=settings[p % len(settings)],
     )
+    prompt = draws.prompt
     provenance = prompt.provenance()  # its "prompt" is the variant: the line's "prompt" is the index designs name
     posed.write(
         json.dumps({**provenance, "variant": provenance.get("prompt"), "prompt": p, "messages": prompt.messages})
@@ -316,7 +318,7 @@ def _design_group(
             registry=registry,
             agent=agent,  # type: ignore[arg-type]
             config=config.designer,
-            sampling_seed=next(agent_seeds),
+            sampling_seed=draws.agent_seeds[g],
             validated=reports.pop(completion.text, None),
         )
         timing = {

@@ -3,7 +3,8 @@
 Every environment of a registry becomes the Gymnasium id ``spade/<Name>-v<k>`` with a string entry
 point and JSON-able keyword arguments (the path of its ``env.py``), so ``spec.to_json()`` round-trips
 and specs reach subprocesses. ``spade/Generated-v0`` draws from a registry at every reset.
-:func:`register_program` is the path of a newly written program: validate, add, register at once.
+:func:`register_program` is the path of a newly written program: validate, then admit (add and
+register at once, :func:`spade_gym.stages.admit`).
 """
 
 from __future__ import annotations
@@ -160,13 +161,14 @@ def register_program(
     document: dict[str, Any] | None = None,
     parents: Sequence[str] = (),
 ) -> tuple[ValidationReport, EnvRecord | None]:
-    """Validate ``program`` (or its source) against ``registry``; if it passes, add it with the
-    provenance ``tags``, ``document`` and ``parents`` and register it with Gymnasium.
+    """Validate ``program`` (or its source) against ``registry``; if it passes, admit it
+    (:func:`spade_gym.stages.admit`, as the Designer's programs are): add it with the provenance
+    ``tags``, ``document`` and ``parents`` and register it with Gymnasium.
 
     Returns:
         ``(report, record)``: ``record`` is ``None`` when the program was refused (``report`` says why).
     """
-    from spade_gym.errors import DuplicateEnvironment
+    from spade_gym.stages import admit
     from spade_gym.validation import validate
 
     if isinstance(program, str):
@@ -174,27 +176,7 @@ def register_program(
     report = validate(program, config, registry=registry)
     if not report.accepted:
         return report, None
-    assert report.name and report.setting and report.max_turns
-    try:
-        record = registry.add(
-            program,
-            name=report.name,
-            setting=report.setting,
-            max_turns=report.max_turns,
-            description=report.description or "",
-            tags=tuple(tags),
-            document=document,
-            parents=tuple(parents),
-            validation=report.to_dict(),
-            allow_near_duplicates=True,  # the gate judged near duplicates by behaviour; exact ones are refused
-        )
-    except DuplicateEnvironment as exc:  # added by another process since the novelty check
-        novelty = report.check("novelty")
-        novelty.passed, novelty.category, novelty.message = False, "DUPLICATE", exc.message
-        report.accepted, report.category = False, "DUPLICATE"
-        return report, None
-    register_record(record)
-    return report, record
+    return report, admit(program, report, registry, tags=tags, document=document, parents=parents)
 
 
 def register_builtin_ids() -> None:

@@ -3,10 +3,11 @@
 One iteration follows docs/DESIGN.md's data flow, scheduled as ACCEL/PLR (Parker-Holder et al.
 2022; Jiang et al. 2021), phase by phase:
 
-1. **Design.** ``propose_group`` per prompt, one ``generate`` call for all of them (G designs
-   each, one GRPO group per prompt), then ``validate_designs`` per group and
-   ``evaluate_completion`` per design (novelty, regret, registration, reward): the calls and
-   random draws of :class:`~spade_gym.designer.SpadeDesignerEnv`.
+1. **Design.** ``draw_group`` per prompt (the prompt and an Agent seed per design), one
+   ``generate`` call for all of them (G designs each, one GRPO group per prompt), then
+   ``validate_designs`` per group and ``evaluate_completion`` per design, the stages of
+   :mod:`spade_gym.stages` (extract, gate, audit, regret, admit, reward): the calls and random
+   draws of :class:`~spade_gym.designer.SpadeDesignerEnv`.
 2. **The Designer's update**, once per design phase, on its groups (advantages within each group;
    Shao et al. 2024), while its samples are on-policy.
 3. **Agent steps**, ``agent.updates_per_iteration`` of them: environments drawn from the registry by
@@ -43,9 +44,9 @@ from spade_gym.agent import Episode, RolloutConfig, Trajectory, format_complianc
 from spade_gym.designer import (
     DesignerPrompt,
     DesignOutcome,
+    draw_group,
     evaluate_completion,
     generate_designs,
-    propose_group,
     validate_designs,
 )
 from spade_gym.documents import load_documents
@@ -304,28 +305,7 @@ class SelfPlay:
                 "given policy is trained as it is (all its parameters); leave policy unset to load config.policy",
                 stacklevel=2,
             )
-        #: generates designs and Agent turns: the trained policy, or a colocated vLLM engine (``vllm:<id>``)
-        self.generator: Any = self.policy
-        if not given and spec.startswith("vllm:"):
-            if self.executor.kind == "ray":  # the engine in a Ray actor with its own GPU(s)
-                from spade_gym.policies.ray import RayPolicy
-
-                self.generator = RayPolicy(spec, num_gpus=config.ray.generation_gpus)
-            else:
-                from spade_gym.policies import load_policy
-
-                self.generator = load_policy(spec)
-        #: writes the designs: the generator, or a frozen Designer model of its own (``designer.policy``)
-        self.designer_policy: Any = self.generator
-        if config.designer.policy:
-            from spade_gym.policies import load_policy
-
-            try:
-                self.designer_policy = load_policy(config.designer.policy)
-            except PolicyError as exc:
-                raise ConfigError(
-                    f"config key 'designer.policy' = {config.designer.policy!r}: {exc}", key="designer.policy"
-                ) from exc
+        self._load_generators(given)
         if not hasattr(self.policy, "sequence_logprobs"):
             raise ConfigError(
                 f"policy.spec = {config.policy.spec!r} gives a {type(self.policy).__name__}, which cannot be "
@@ -358,6 +338,33 @@ class SelfPlay:
             if config.eval.enabled
             else {}
         )
+
+    def _load_generators(self, given: bool) -> None:
+        """The policies that generate, besides the trained one: a separate generation backend, and a
+        Designer of its own."""
+        config, spec = self.config, self.config.policy.spec
+        #: generates designs and Agent turns: the trained policy, or a colocated vLLM engine (``vllm:<id>``)
+        self.generator: Any = self.policy
+        if not given and spec.startswith("vllm:"):
+            if self.executor.kind == "ray":  # the engine in a Ray actor with its own GPU(s)
+                from spade_gym.policies.ray import RayPolicy
+
+                self.generator = RayPolicy(spec, num_gpus=config.ray.generation_gpus)
+            else:
+                from spade_gym.policies import load_policy
+
+                self.generator = load_policy(spec)
+        #: writes the designs: the generator, or a frozen Designer model of its own (``designer.policy``)
+        self.designer_policy: Any = self.generator
+        if config.designer.policy:
+            from spade_gym.policies import load_policy
+
+            try:
+                self.designer_policy = load_policy(config.designer.policy)
+            except PolicyError as exc:
+                raise ConfigError(
+                    f"config key 'designer.policy' = {config.designer.policy!r}: {exc}", key="designer.policy"
+                ) from exc
 
     def _warmstart(self) -> None:
         """Apply the cold-start adapters, sync them to the generator, record ``<run>/warmstart.json``."""
@@ -531,8 +538,11 @@ class SelfPlay:
         return update, time.perf_counter() - began
 
     def design(self, i: int, seed: int) -> DesignPhase:
-        """Phase 1. ``propose_group`` per prompt -> ``generate`` -> ``validate_designs`` per group ->
-        ``evaluate_completion`` per design, in turn. Logs ``designs.jsonl``."""
+        """Phase 1, in order: draw each prompt's group (:func:`~spade_gym.designer.draw_group`: the
+        prompt, and an Agent seed per design); generate every group's designs; validate a group's
+        programs at once (:func:`~spade_gym.designer.validate_designs`); judge each design
+        (:func:`~spade_gym.stages.evaluate_completion`: extract -> gate -> audit -> regret -> admit ->
+        reward). Logs ``designs.jsonl``."""
         cfg, designer = self.config, self.designer_config
         began = time.perf_counter()
         group_size = cfg.designer.group_size
@@ -542,12 +552,13 @@ class SelfPlay:
         regret_episodes: list[Trajectory] = []
         tokens, validate_s = 0, 0.0
         groups = [
-            propose_group(seed * 100 + p, documents=self.documents, memory=self.memory, config=designer)
+            draw_group(seed * 100 + p, group_size, documents=self.documents, memory=self.memory, config=designer)
             for p in range(cfg.designer.prompts_per_iteration)
         ]
         self.progress("design", 0, designs)  # generation is most of it
-        generated = self._generate_designs([prompt for prompt, _ in groups], seed * 100)
-        for p, ((prompt, agent_seeds), completions) in enumerate(zip(groups, generated, strict=True)):
+        generated = self._generate_designs([draws.prompt for draws in groups], seed * 100)
+        for p, (draws, completions) in enumerate(zip(groups, generated, strict=True)):
+            prompt = draws.prompt
             started = time.perf_counter()
             reports = validate_designs([c.text for c in completions], prompt, designer, self.executor)
             validate_s += time.perf_counter() - started
@@ -560,7 +571,7 @@ class SelfPlay:
                     registry=self.registry,
                     agent=self.generator,
                     config=designer,
-                    sampling_seed=next(agent_seeds),
+                    sampling_seed=draws.agent_seeds[g],
                     validated=reports.pop(completion.text, None),
                     executor=self.executor,
                 )

@@ -1,0 +1,677 @@
+"""The Designer's design path as named stages: extract -> gate -> audit -> regret -> admit -> reward.
+
+One Designer completion is judged stage by stage (docs/DESIGN.md, "The data flow"). Each stage is a
+plain function of the frozen :class:`Design` (what is judged, and where) and of the frozen result of
+the stage before; a stage that refuses the program says why in the report (its category and the
+failing check) and the path ends there:
+
+=========  ========================================================  ==============================
+stage      does                                                      refuses
+=========  ========================================================  ==============================
+extract    the program of the completion: a whole module, or edit    TOO_LONG, NO_CODE, UNFILLED
+           blocks applied to the parent (:func:`extract_design`)
+gate       validation (novelty alone on a report of                  the gate's categories,
+           :func:`~spade_gym.designer.validate_designs`), a copy of  DUPLICATE, WRONG_SETTING
+           the prompt's example, the setting asked for
+audit      the gate's checks again on the regret seeds               the audit's category
+regret     the Agent's episodes with and without the hint            a failed Agent episode
+admit      registry add, then the gymnasium id                       DUPLICATE (added since)
+reward     the Designer's reward                                     -
+=========  ========================================================  ==============================
+
+:func:`evaluate_completion` runs them in order. :func:`admit` is also how
+:func:`~spade_gym.registry.gymnasium.register_program` (``spade envs add``, imports) adds a program.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from spade_gym.agent import RolloutConfig
+from spade_gym.audit import audit as audit_env
+from spade_gym.chance import swapped_success
+from spade_gym.contract import rename_env_class, unfilled_placeholders
+from spade_gym.design_novelty import copies_prompt_example
+from spade_gym.design_prompts import EDIT_DIVIDER, EDIT_REPLACE, EDIT_SEARCH
+from spade_gym.errors import DuplicateEnvironment
+from spade_gym.novelty import check_novelty
+from spade_gym.program import EnvProgram
+from spade_gym.registry.gymnasium import register_record
+from spade_gym.registry.records import EnvRecord, EnvStats
+from spade_gym.regret import DesignerReward, RegretEstimate, designer_reward, estimate_regret
+from spade_gym.validation import CHECKS, CheckResult, ValidationReport, validate
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from spade_gym.designer import DesignerConfig, DesignerPrompt
+    from spade_gym.executor import Executor
+    from spade_gym.policies.base import Policy
+    from spade_gym.registry.store import Registry
+
+__all__ = [
+    "MAX_COMPLETION_CHARS",
+    "Audited",
+    "Design",
+    "DesignOutcome",
+    "Extracted",
+    "ExtractedProgram",
+    "Gated",
+    "Measured",
+    "admit",
+    "apply_edits",
+    "audit",
+    "edit_blocks",
+    "evaluate_completion",
+    "extract",
+    "extract_design",
+    "extract_program",
+    "gate",
+    "has_edits",
+    "provenance",
+    "refuse",
+    "regret",
+    "reward",
+]
+
+#: Longest completion in characters; a longer one is refused (``TOO_LONG``) unparsed.
+MAX_COMPLETION_CHARS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Design:
+    """One Designer completion to judge, and where: what every stage reads (the arguments of
+    :func:`evaluate_completion`)."""
+
+    completion: str
+    prompt: DesignerPrompt | None
+    registry: Registry
+    agent: Policy | None
+    config: DesignerConfig
+    sampling_seed: int | None = None
+    validated: ValidationReport | None = None
+    executor: Executor | None = None
+
+
+@dataclass
+class DesignOutcome:
+    """Everything one design produced: the (last) completion, its program, report (``NO_CODE`` when
+    none) and reward; for an accepted program the regret ``estimate`` and registry ``record``;
+    :func:`~spade_gym.designer.design`'s ``rounds`` and failed ``attempts``; wall seconds per stage."""
+
+    completion: str
+    source: str | None
+    report: ValidationReport
+    reward: DesignerReward
+    estimate: RegretEstimate | None = None
+    record: EnvRecord | None = None
+    note: str | None = None
+    rounds: int = 0
+    attempts: list[dict[str, str]] = field(default_factory=list)
+    generation_s: float = 0.0
+    validation_s: float = 0.0
+    regret_s: float = 0.0
+    registry_s: float = 0.0
+
+    @property
+    def accepted(self) -> bool:
+        """Whether the program passed the validation gate and was registered."""
+        return self.record is not None
+
+    def feedback(self) -> str:
+        """The report's feedback for the Designer, with the regret when measured."""
+        lines = [self.report.feedback()]
+        if self.estimate is not None:
+            e = self.estimate
+            alone = "" if e.mean_hint_only is None else f", {e.mean_hint_only:.2f} with the hint alone"
+            lines.append(
+                f"Agent return: {e.mean_hint:.2f} with the hint, {e.mean_nohint:.2f} without{alone} "
+                f"({e.k} episodes each); regret {e.regret:.2f}: {e.reason}."
+            )
+        lines.append(f"Reward: {self.reward.reward:.2f} ({self.reward.outcome}).")
+        if self.record is not None:
+            lines.append(f"Registered as {self.record.gym_id}.")
+        return "\n".join(lines)
+
+    def info(self) -> dict[str, Any]:
+        """The outcome as JSON values (the ``info`` of :meth:`~spade_gym.designer.SpadeDesignerEnv.step`)."""
+        return {
+            "accepted": self.accepted,
+            "category": self.report.category,
+            "outcome": self.reward.outcome,
+            "reward": self.reward.reward,
+            "env_id": self.record.env_id if self.record else None,
+            "gym_id": self.record.gym_id if self.record else None,
+            "report": self.report.to_dict(),
+            "regret": self.estimate.summary() if self.estimate else None,
+            "note": self.note,
+            "rounds": self.rounds,
+            "attempts": list(self.attempts),
+            "timings": {key: getattr(self, key) for key in ("generation_s", "validation_s", "regret_s", "registry_s")},
+        }
+
+
+def refuse(report: ValidationReport, check: str, category: str, message: str) -> None:
+    """Turn an accepted report into a refusal by ``check`` (found after the gate ran)."""
+    result = report.check(check)
+    result.passed, result.category, result.message = False, category, message
+    report.accepted, report.category = False, category
+
+
+# -- Stage 1: extract --
+
+_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[ \t]*$", re.MULTILINE)
+_CLASS_ENV = re.compile(r"^class[ \t]+Env\b", re.MULTILINE)
+_CODE_START = re.compile(r"^(?:import |from \w|class |def |@|[A-Z_][A-Z0-9_]* *=|\"\"\"|''')", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class ExtractedProgram:
+    """The program ``source`` found in a completion, or ``None`` and the ``problem``; ``note``: how
+    it was found (e.g. several blocks, an unclosed fence)."""
+
+    source: str | None
+    problem: str | None = None
+    note: str | None = None
+
+
+def extract_program(completion: str) -> ExtractedProgram:
+    """Find the environment program in a Designer completion.
+
+    The **last** fenced block defining ``class Env`` (an unclosed last fence runs to the end);
+    else unfenced code from the first code-like line before ``class Env`` to the end, dropping
+    trailing lines that do not parse; else the last block (or the whole text) whose one class
+    defines ``reset`` and ``step``, that class renamed ``Env`` (:func:`~spade_gym.contract.rename_env_class`,
+    said in ``note``); else no program.
+    """
+    if not isinstance(completion, str):
+        return ExtractedProgram(None, f"the completion is a {type(completion).__name__}, expected text")
+    text = completion.replace("\r\n", "\n")
+    if not text.strip():
+        return ExtractedProgram(None, "the completion is empty: write the module in a ```python code block")
+    fences = list(_FENCE.finditer(text))
+    blocks = [text[a.end() : b.start()].strip("\n") for a, b in zip(fences[::2], fences[1::2], strict=False)]
+    unclosed = len(fences) % 2 == 1
+    if unclosed:  # the last block runs to the end
+        blocks.append(text[fences[-1].end() :].strip("\n"))
+    with_env = [b for b in blocks if _CLASS_ENV.search(b)]
+    if with_env:
+        notes = []
+        if len(with_env) > 1:
+            notes.append(f"{len(with_env)} code blocks define class Env; used the last one")
+        if unclosed and with_env[-1] is blocks[-1]:
+            notes.append("the last code block was never closed (cut at the token limit?)")
+        return ExtractedProgram(with_env[-1].strip("\n") + "\n", note="; ".join(notes) or None)
+    env = _CLASS_ENV.search(text)
+    if env is None:
+        for block in reversed(blocks or [text]):  # the one class of a block, named otherwise (`class DecayEnv:`)
+            renamed, note = rename_env_class(block.strip("\n") + "\n")
+            if note is not None:
+                return ExtractedProgram(renamed, note=note)
+        found = f"{len(blocks)} code block(s), none defining class Env" if blocks else "no code"
+        return ExtractedProgram(None, f"the completion holds {found}: define class Env in a ```python code block")
+    starts = [m.start() for m in _CODE_START.finditer(text, 0, env.start() + 1)]
+    # the code starts at the first code-like line after the last prose line before `class Env`
+    begin = env.start()
+    for start in reversed(starts):
+        between = text[start:begin]
+        if all(not line.strip() or _looks_like_code(line) for line in between.splitlines()):
+            begin = start
+        else:
+            break
+    lines = text[begin:].splitlines()
+    while lines and not _parses("\n".join(lines)):
+        lines.pop()
+    if not lines:
+        lines = text[begin:].splitlines()  # unparsable: let the gate name the syntax error
+    return ExtractedProgram("\n".join(lines).strip("\n") + "\n", note="no code fence; took the unfenced code")
+
+
+_EDIT_MARKER = re.compile(r"^[ \t]*(<{5,9}[ \t]*SEARCH|={5,9}|>{5,9}[ \t]*REPLACE)[ \t]*$", re.MULTILINE)
+
+
+def has_edits(completion: str) -> bool:
+    """Whether a completion holds at least one edit-block marker (``<<<<<<< SEARCH``)."""
+    return isinstance(completion, str) and any(m.group(1).startswith("<") for m in _EDIT_MARKER.finditer(completion))
+
+
+def edit_blocks(parent: str, child: str) -> str:
+    """The edit blocks that turn ``parent`` into ``child`` (``""`` when equal), as :func:`apply_edits` reads.
+
+    One block per changed run of lines, its SEARCH text widened until it occurs once in ``parent``.
+    """
+    import difflib
+
+    old, new = parent.splitlines(), child.splitlines()
+    blocks = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        while True:  # widen until the SEARCH text is unique and not empty
+            search = "\n".join(old[i1:i2])
+            if i2 > i1 and search.strip() and "\n".join(old).count(search) == 1:
+                break
+            if i1 == 0 and i2 == len(old):
+                break
+            if i2 < len(old):
+                i2, j2 = i2 + 1, j2 + 1
+            if i1 > 0 and (i2 - i1 < 2 or i2 == len(old)):
+                i1, j1 = i1 - 1, j1 - 1
+        blocks.append("\n".join([EDIT_SEARCH, *old[i1:i2], EDIT_DIVIDER, *new[j1:j2], EDIT_REPLACE]))
+    return "\n".join(blocks) + ("\n" if blocks else "")
+
+
+def _find_lines(haystack: list[str], needle: list[str]) -> int | None:
+    """First index where ``needle`` matches ``haystack`` line by line up to surrounding whitespace."""
+    lines = [line.strip() for line in haystack]
+    wanted = [line.strip() for line in needle]
+    return next((i for i in range(len(lines) - len(wanted) + 1) if lines[i : i + len(wanted)] == wanted), None)
+
+
+def apply_edits(parent: str, completion: str) -> ExtractedProgram:
+    """Apply the edit blocks (aider's SEARCH/REPLACE format) of a completion to the ``parent`` program.
+
+    Blocks apply in order; the first occurrence of the SEARCH lines is replaced, matched exactly or
+    else line by line up to surrounding whitespace (the replacement then re-indented). Returns
+    ``source=None`` and the problem for no block, a malformed or unclosed one, an empty or missing
+    SEARCH, or edits that change nothing.
+    """
+    text = completion.replace("\r\n", "\n")
+    source = parent.replace("\r\n", "\n")
+    markers = list(_EDIT_MARKER.finditer(text))
+    if not markers:
+        return ExtractedProgram(
+            None, f"no edit block: answer with {EDIT_SEARCH} / {EDIT_DIVIDER} / {EDIT_REPLACE} blocks"
+        )
+    notes: list[str] = []
+    n = k = 0
+    while k < len(markers):
+        kinds = [m.group(1)[0] for m in markers[k : k + 3]]
+        if kinds[:1] != ["<"]:
+            return ExtractedProgram(None, f"edit block {n + 1}: expected {EDIT_SEARCH} before {markers[k].group(1)!r}")
+        if len(kinds) < 3:
+            return ExtractedProgram(
+                None, f"edit block {n + 1} was never closed with {EDIT_REPLACE} (cut at the token limit?)"
+            )
+        if kinds != ["<", "=", ">"]:
+            return ExtractedProgram(
+                None,
+                f"edit block {n + 1} is malformed: expected {EDIT_SEARCH}, {EDIT_DIVIDER}, {EDIT_REPLACE} in order",
+            )
+        n += 1
+        search = text[markers[k].end() + 1 : markers[k + 1].start()].rstrip("\n")
+        replace_ = text[markers[k + 1].end() + 1 : markers[k + 2].start()].rstrip("\n")
+        k += 3
+        if not search.strip():
+            return ExtractedProgram(None, f"edit block {n} has an empty SEARCH part: copy the lines to change")
+        if search in source:
+            source = source.replace(search, replace_, 1)
+            continue
+        lines = source.split("\n")
+        wanted = search.split("\n")
+        at = _find_lines(lines, wanted)
+        if at is None:
+            first = wanted[0].strip()[:80]
+            return ExtractedProgram(
+                None, f"edit block {n}: its SEARCH lines (starting {first!r}) are not in the program; copy them exactly"
+            )
+        have = len(lines[at]) - len(lines[at].lstrip())
+        given = len(wanted[0]) - len(wanted[0].lstrip())
+        shift = have - given
+        new_lines = [
+            (" " * shift + line if shift > 0 else line[min(-shift, len(line) - len(line.lstrip())) :])
+            if line.strip()
+            else line
+            for line in replace_.split("\n")
+        ]
+        lines[at : at + len(wanted)] = new_lines
+        source = "\n".join(lines)
+        notes.append(f"edit block {n} matched up to whitespace")
+    if source.strip() == parent.replace("\r\n", "\n").strip():
+        return ExtractedProgram(None, "the edit blocks leave the program unchanged: change the name and a rule or size")
+    return ExtractedProgram(source.strip("\n") + "\n", note="; ".join([f"{n} edit block(s) applied", *notes]))
+
+
+def _edits_parent(completion: str, prompt: DesignerPrompt | None) -> bool:
+    return prompt is not None and prompt.parent_source is not None and has_edits(completion)
+
+
+def extract_design(completion: str, prompt: DesignerPrompt | None) -> ExtractedProgram:
+    """The program a completion designs for ``prompt``: edit blocks applied to an edit prompt's parent
+    (:func:`apply_edits`), else a whole module (:func:`extract_program`)."""
+    if _edits_parent(completion, prompt):
+        assert prompt is not None and prompt.parent_source is not None
+        return apply_edits(prompt.parent_source, completion)
+    found = extract_program(completion)
+    if found.source is None and prompt is not None and prompt.parent_source is not None:
+        # an edit prompt asks for edit blocks: say so, not only how to write a whole module
+        found = replace(
+            found,
+            problem=f"{found.problem}; or, to vary the parent, answer with edit blocks "
+            "(<<<<<<< SEARCH / ======= / >>>>>>> REPLACE) whose SEARCH lines are copied from it",
+        )
+    return found
+
+
+def _looks_like_code(line: str) -> bool:
+    return (
+        line.startswith((" ", "\t", "#")) or bool(_CODE_START.match(line)) or "=" in line or line.rstrip().endswith(":")
+    )
+
+
+def _parses(source: str) -> bool:
+    import ast
+
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """What :func:`extract` found: the program ``source``, how (``note``; ``edited``: edit blocks
+    applied to the prompt's parent), or the ``refusal`` (``source`` then ``None``, or the source of
+    an unfilled skeleton)."""
+
+    source: str | None
+    note: str | None = None
+    edited: bool = False
+    refusal: ValidationReport | None = None
+
+
+def extract(design: Design) -> Extracted:
+    """Stage 1: the program a completion designs (:func:`extract_design`); refused unparsed when
+    longer than :data:`MAX_COMPLETION_CHARS` (``TOO_LONG``), when it holds none (``NO_CODE``), and
+    when the skeleton's placeholders are left in it (``UNFILLED``), all before the gate runs."""
+    completion, prompt = design.completion, design.prompt
+    if isinstance(completion, str) and len(completion) > MAX_COMPLETION_CHARS:
+        problem = f"the completion has {len(completion):,} characters; at most {MAX_COMPLETION_CHARS:,} are read"
+        found, category = ExtractedProgram(None, problem), "TOO_LONG"
+    else:
+        found, category = extract_design(completion, prompt), "NO_CODE"
+    if found.source is None:
+        return Extracted(None, refusal=_refusal("", category, found.problem or "no program"))
+    left = unfilled_placeholders(found.source)
+    if left:  # the skeleton copied, not filled
+        lines = ", ".join(str(p.line) for p in left[:8])
+        message = (
+            f"the skeleton's placeholders are still in the program (lines {lines}): "
+            "write your own code and text in their place"
+        )
+        return Extracted(found.source, refusal=_refusal(EnvProgram(found.source).id, "UNFILLED", message))
+    return Extracted(found.source, found.note, _edits_parent(completion, prompt))
+
+
+def _refusal(program_id: str, category: str, message: str) -> ValidationReport:
+    """The report of a program refused before the gate: its static check failed with ``category``."""
+    report = ValidationReport(program_id=program_id, checks=[CheckResult(name) for name in CHECKS])
+    refuse(report, "static", category, message)
+    return report
+
+
+# -- Stage 2: gate --
+
+
+@dataclass(frozen=True)
+class Gated:
+    """What :func:`gate` judged: the ``program``, its ``report`` (refused or accepted; later stages
+    refuse in it) and the gate's wall ``seconds``."""
+
+    program: EnvProgram
+    report: ValidationReport
+    seconds: float
+
+
+def gate(design: Design, extracted: Extracted) -> Gated:
+    """Stage 2: the validation gate against the registry (only the novelty check when
+    ``design.validated`` is the program's report), then a copy of a program the prompt showed
+    (``DUPLICATE``: those count as registered) and a setting other than the prompt's (``WRONG_SETTING``)."""
+    assert extracted.source is not None
+    config, started = design.config, time.perf_counter()
+    program = EnvProgram(extracted.source, origin="designer")
+    if design.validated is not None and design.validated.program_id == program.id:
+        report = check_novelty(design.validated, program, design.registry, config.validation)
+    else:
+        report = validate(program, config.validation, registry=design.registry)
+    seconds = time.perf_counter() - started
+    if report.accepted:  # the programs the prompt showed count as registered
+        copy_of = copies_prompt_example(program, config.validation)
+        if copy_of is not None:
+            refuse(report, "novelty", "DUPLICATE", copy_of)
+        seconds = time.perf_counter() - started
+    prompt = design.prompt
+    if report.accepted and prompt is not None and prompt.setting and report.setting != prompt.setting:
+        refuse(
+            report,
+            "static",
+            "WRONG_SETTING",
+            f"the task asked for a {prompt.setting} environment; this one declares setting = {report.setting!r}",
+        )
+    return Gated(program, report, seconds)
+
+
+# -- Stage 3: audit --
+
+
+@dataclass(frozen=True)
+class Audited:
+    """What :func:`audit` played on: the ``env`` (the program, or its executor's), the regret
+    ``seeds``, the Agent's ``rollout`` (seeded), when the stage ``started`` and its wall ``seconds``."""
+
+    env: Any
+    seeds: tuple[int, ...]
+    rollout: RolloutConfig
+    started: float
+    seconds: float
+
+
+def audit(design: Design, gated: Gated) -> Audited:
+    """Stage 3: the gate's checks again on the regret seeds and in the Agent's kind of episode
+    (:func:`~spade_gym.audit.audit`): a program that behaves only while validated, or only on the
+    gate's seeds, is refused here. The seeds: ``config.regret_seeds`` on, else ``k`` drawn from
+    ``design.sampling_seed`` (or the system's randomness when there is none)."""
+    config, started = design.config, time.perf_counter()
+    rollout = config.rollout
+    if rollout.sampling.seed is None and design.sampling_seed is not None:
+        rollout = replace(rollout, sampling=replace(rollout.sampling, seed=design.sampling_seed))
+    if config.regret_seeds is not None:
+        seeds = list(range(config.regret_seeds, config.regret_seeds + config.k))
+    else:
+        draw = random.Random(f"regret-{design.sampling_seed}") if design.sampling_seed is not None else None
+        seeds = (draw or random.SystemRandom()).sample(range(2**31), config.k)
+    env = gated.program if design.executor is None else design.executor.env(gated.program)
+    checked = audit_env(env, seeds, config.validation, max_turns=rollout.max_turns)
+    if not checked.passed:
+        assert checked.category is not None
+        check = {"TRIVIAL": "non_triviality", "HINT_LEAK": "non_triviality", "ORACLE_FAILED": "feasibility"}.get(
+            checked.category, "contract"
+        )
+        refuse(gated.report, check, checked.category, f"audit on the regret seeds: {checked.message}")
+    return Audited(env, tuple(seeds), rollout, started, time.perf_counter() - started)
+
+
+# -- Stage 4: regret --
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What :func:`regret` measured: the ``estimate`` and the wall ``seconds`` of the audit and it."""
+
+    estimate: RegretEstimate
+    seconds: float
+
+
+def regret(design: Design, gated: Gated, audited: Audited) -> Measured:
+    """Stage 4: the Agent's ``k`` episodes with and without the hint (and with the hint alone) on the
+    audited seeds (:func:`~spade_gym.regret.estimate_regret`); a program that breaks in one of them
+    is refused. Raises ValueError without an Agent."""
+    if design.agent is None:
+        raise ValueError("an accepted program needs an Agent policy to estimate its regret")
+    estimate = estimate_regret(audited.env, design.agent, design.config.k, audited.seeds, config=audited.rollout)
+    measured = Measured(estimate, time.perf_counter() - audited.started)
+    played = (*estimate.hint, *estimate.nohint, *estimate.hint_only)
+    failed = [t for t in played if t.error is not None]
+    if failed:  # a program that breaks on seeds the gate did not play is not registered
+        first = failed[0]
+        refuse(
+            gated.report,
+            "contract",
+            str(first.error.get("category") or "ENV_EXCEPTION") if first.error else "ENV_EXCEPTION",
+            f"{len(failed)} of {len(played)} Agent episodes failed (seed {first.seed}: "
+            f"{(first.error or {}).get('message', '')[:300]})",
+        )
+    return measured
+
+
+# -- Stage 5: admit --
+
+
+def admit(
+    program: EnvProgram,
+    report: ValidationReport,
+    registry: Registry,
+    *,
+    tags: Sequence[str] = (),
+    document: dict[str, Any] | None = None,
+    parents: Sequence[str] = (),
+    estimate: RegretEstimate | None = None,
+) -> EnvRecord | None:
+    """Stage 5, and the one way an accepted program enters a registry: add it (name, setting, turns
+    and description from ``report``, the provenance ``tags``, ``document`` and ``parents``; with an
+    ``estimate``, its regret and statistics) and register it with Gymnasium as ``spade/<Name>-v<k>``.
+
+    Near duplicates are allowed (the gate judged them by behaviour; a variant passes); an exact one,
+    registered by another writer since the novelty check, is refused in ``report`` (``DUPLICATE``)
+    and ``None`` returned. Raises ValueError for a report that is not accepted, RegistryError when
+    the entry cannot be written.
+    """
+    if not report.accepted:
+        raise ValueError(f"only an accepted program is admitted; this report says {report.category}")
+    assert report.name and report.setting and report.max_turns
+    validation = report.to_dict() if estimate is None else {**report.to_dict(), "regret": estimate.summary()}
+    stats = None
+    if estimate is not None:
+        stats = EnvStats(
+            episodes=len(estimate.hint) + len(estimate.nohint) + len(estimate.hint_only),
+            mean_return_hint=estimate.mean_hint,
+            mean_return_nohint=estimate.mean_nohint,
+            regret=estimate.regret,
+        )
+    try:
+        record = registry.add(
+            program,
+            name=report.name,
+            setting=report.setting,
+            max_turns=report.max_turns,
+            description=report.description or "",
+            tags=tuple(tags),
+            document=document,
+            parents=tuple(parents),
+            validation=validation,
+            stats=stats,
+            allow_near_duplicates=True,  # the gate judged near duplicates by behaviour; exact ones are refused
+        )
+    except DuplicateEnvironment as exc:  # added by another writer since the novelty check
+        refuse(report, "novelty", "DUPLICATE", exc.message)
+        return None
+    register_record(record)
+    return record
+
+
+def provenance(design: Design, extracted: Extracted) -> dict[str, Any]:
+    """What :func:`admit` stores of a design's origin: the tags ``designer`` and ``write`` or
+    ``edit``, the prompt's provenance, and the parent of a variant (edit blocks applied to it; a
+    whole module is new even when the prompt showed a parent)."""
+    prompt = design.prompt
+    if prompt is None:
+        return {"tags": ("designer",), "document": None, "parents": ()}
+    edited = extracted.edited
+    return {
+        "tags": ("designer", "edit" if edited else "write"),
+        "document": prompt.provenance(),
+        "parents": (prompt.parent,) if prompt.parent and edited else (),
+    }
+
+
+# -- Stage 6: reward --
+
+
+def reward(
+    design: Design, program: EnvProgram | None = None, measured: Measured | None = None, *, duplicate: bool = False
+) -> DesignerReward:
+    """Stage 6: the Designer's reward (:func:`~spade_gym.regret.designer_reward`): for a refused
+    program ``duplicate`` (refused as a copy, by the gate or by :func:`admit`) or ``invalid``; for an
+    admitted ``program``, from its regret estimate, with the success rate of swapped answers
+    (:func:`~spade_gym.chance.swapped_success`) as the chance level when ``config.reward.above_chance``
+    (and a shaping) asks for it."""
+    config = design.config.reward
+    if program is None or measured is None:
+        return designer_reward(False, duplicate=duplicate, config=config)
+    chance = None
+    if config.shaping != "none" and config.above_chance:
+        chance = swapped_success(program, measured.estimate.nohint, max_turns=design.config.rollout.max_turns)
+    return designer_reward(True, measured.estimate, config=config, chance=chance)
+
+
+# -- The path --
+
+
+def evaluate_completion(
+    completion: str,
+    prompt: DesignerPrompt | None,
+    *,
+    registry: Registry,
+    agent: Policy | None,
+    config: DesignerConfig | None = None,
+    sampling_seed: int | None = None,
+    validated: ValidationReport | None = None,
+    executor: Executor | None = None,
+) -> DesignOutcome:
+    """Judge one Designer completion: :func:`extract`, :func:`gate`, :func:`audit`, :func:`regret`,
+    :func:`admit`, :func:`reward`, in order; the first refusal ends it.
+
+    An accepted program (trivial and out-of-reach ones too) is registered, also with gymnasium as
+    ``spade/<Name>-v<k>``. ``validated``: its report from :func:`~spade_gym.designer.validate_designs`
+    (only novelty then runs here). ``sampling_seed``: the Agent's, when ``config.rollout`` has none.
+    Bad completions get a report and the ``invalid`` or ``duplicate`` reward, never an exception.
+
+    Raises ValueError for an accepted program and ``agent is None``; SandboxSetupError when no
+    sandbox worker can start and PolicyError when the Agent policy fails (neither the program's fault).
+    """
+    if config is None:
+        from spade_gym.designer import DesignerConfig
+
+        config = DesignerConfig()
+    design = Design(completion, prompt, registry, agent, config, sampling_seed, validated, executor)
+    extracted = extract(design)
+    if extracted.refusal is not None:
+        return DesignOutcome(completion, extracted.source, extracted.refusal, reward(design))
+    gated = gate(design, extracted)
+    report = gated.report
+    outcome = partial(
+        DesignOutcome, completion, extracted.source, report, note=extracted.note, validation_s=gated.seconds
+    )
+    if not report.accepted:
+        return outcome(reward(design, duplicate=report.category == "DUPLICATE"))
+    if agent is None:
+        raise ValueError("an accepted program needs an Agent policy to estimate its regret")
+    audited = audit(design, gated)
+    if not report.accepted:
+        return outcome(reward(design), regret_s=audited.seconds)
+    measured = regret(design, gated, audited)
+    outcome = partial(outcome, estimate=measured.estimate, regret_s=measured.seconds)
+    if not report.accepted:  # an Agent episode failed
+        return outcome(reward(design))
+    started = time.perf_counter()
+    record = admit(gated.program, report, registry, estimate=measured.estimate, **provenance(design, extracted))
+    outcome = partial(outcome, record=record, registry_s=time.perf_counter() - started)
+    if record is None:  # a copy of a program added since the gate
+        return outcome(reward(design, duplicate=True))
+    return outcome(reward(design, gated.program, measured))
