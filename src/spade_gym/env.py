@@ -232,6 +232,11 @@ class SandboxedEnv(gym.Env[str, str]):
         self._drain()
         return self.client.oracle(self._budget)
 
+    @property
+    def last_observation(self) -> str:
+        """The latest observation ``reset`` or ``step`` returned, unescaped (``""`` before a reset)."""
+        return self._last_obs
+
     def render(self) -> str | None:
         """``"ansi"``: return the current observation, escaped; ``"human"``: print it."""
         if self.render_mode == "ansi":

@@ -35,6 +35,7 @@ __all__ = [
     "MissingDependency",
     "CATEGORIES",
     "error_from_payload",
+    "first_line",
 ]
 
 #: Every outcome category an error can carry (the hostile programs of ``tests/sandbox_cases_extra``
@@ -219,6 +220,11 @@ def error_from_payload(payload: object) -> SpadeError:
     message = str(payload.get("message", ""))[:4000]
     traceback = str(payload.get("traceback", ""))[:8000]
     return cls(message, category=category, traceback=traceback)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (at most 300 characters), or its type's name."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def install_hint(extra: str | None = None) -> str:

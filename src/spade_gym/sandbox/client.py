@@ -342,18 +342,19 @@ class Zygote:
                     zygote.close()
             cls._instances.clear()
 
-
-def _forget_zygotes_in_child() -> None:
-    """After a fork of the host, the child must not share the parent's zygote control socket."""
-    for zygote in Zygote._instances.values():
-        zygote.socket.close()  # the child's copy only; the parent's stays open
-        zygote.process.returncode = 0  # owned by the parent: never wait for it here
-    Zygote._instances.clear()
-    Zygote._class_lock = threading.Lock()
+    @classmethod
+    def forget_in_child(cls) -> None:
+        """After a fork of the host, the child must not share the parent's zygote control socket:
+        forget the parent's zygotes (closing only the child's copy of each socket)."""
+        for zygote in cls._instances.values():
+            zygote.socket.close()  # the child's copy only; the parent's stays open
+            zygote.process.returncode = 0  # owned by the parent: never wait for it here
+        cls._instances.clear()
+        cls._class_lock = threading.Lock()
 
 
 atexit.register(Zygote.close_all)
-os.register_at_fork(after_in_child=_forget_zygotes_in_child)
+os.register_at_fork(after_in_child=Zygote.forget_in_child)
 
 
 class SandboxClient:

@@ -79,7 +79,9 @@ from spade_gym.trainer.grpo import (
     samples_from_trajectories,
 )
 from spade_gym.trainer.run import DESIGN_TEXT_CHARS, Checkpoint, RunDir, capture_rng_state, restore_rng_state
+from spade_gym.trainer.state import load_trainable_state, trainable_state
 from spade_gym.trainer.summary import MOVED_KEYS, designer_summary, summary_line, training_state, what_moved
+from spade_gym.trainer.warmstart import check_warmstart_config, run_warmstart
 
 __all__ = [
     "MOVED_KEYS",
@@ -268,8 +270,6 @@ class SelfPlay:
         check_budget(config)  # run.budget_minutes, before any work
         warm = config.warmstart.enabled and apply_warmstart
         if warm:
-            from spade_gym.trainer.warmstart import check_warmstart_config
-
             check_warmstart_config(config)  # an empty or oracle-less pool fails before the model loads
         try:
             self.documents = load_documents(
@@ -362,8 +362,6 @@ class SelfPlay:
     def _warmstart(self) -> None:
         """Apply the cold-start adapters, sync them to the generator, record ``<run>/warmstart.json``."""
         import json
-
-        from spade_gym.trainer.warmstart import run_warmstart
 
         result = run_warmstart(
             self.config,
@@ -781,31 +779,6 @@ def check_lora(lora: dict[str, Any]) -> None:
         raise ConfigError(
             f"config key 'policy.lora' has keys peft.LoraConfig does not know: {hints}", key="policy.lora"
         )
-
-
-def trainable_state(policy: Any) -> dict[str, Any]:
-    """The weights the trainer changes: the LoRA adapters (peft), else the whole model."""
-    from spade_gym.policies.transformers import is_peft
-
-    model = policy.model
-    if is_peft(model):
-        from peft import get_peft_model_state_dict
-
-        return {k: v.detach().cpu() for k, v in get_peft_model_state_dict(model).items()}
-    return {k: v.detach().cpu() for k, v in model.state_dict().items()}
-
-
-def load_trainable_state(policy: Any, state: dict[str, Any]) -> None:
-    """Load :func:`trainable_state`'s ``state`` back into ``policy``'s model."""
-    from spade_gym.policies.transformers import is_peft
-
-    model = policy.model
-    if is_peft(model):
-        from peft import set_peft_model_state_dict
-
-        set_peft_model_state_dict(model, state)
-    else:
-        model.load_state_dict(state)
 
 
 def _first_failed(outcome: DesignOutcome) -> str:
