@@ -33,6 +33,10 @@ __all__ = [
     "GenerationError",
     "DocumentError",
     "MissingDependency",
+    "ConfigError",
+    "RunDirError",
+    "GRPOConfigError",
+    "GuardViolation",
     "CATEGORIES",
     "error_from_payload",
     "first_line",
@@ -189,6 +193,41 @@ class DocumentError(SpadeError):
     """A document source cannot give documents (missing path or dependency, unsupported type, no usable document)."""
 
     default_category = "DOCUMENTS"
+
+
+class ConfigError(SpadeError):
+    """A self-play configuration is unreadable or has a bad key or value; ``key`` is the dotted key
+    (``"train.learning_rate"``), empty for the whole file."""
+
+    default_category = "CONFIG"
+
+    def __init__(self, message: str, *, key: str = "") -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class RunDirError(SpadeError):
+    """A run folder cannot be created, opened, read or written."""
+
+    default_category = "RUN"
+
+
+class GRPOConfigError(ValueError):
+    """A :class:`GRPOConfig` field out of its range: ``field``, ``value`` and ``expected`` (the range)."""
+
+    def __init__(self, field: str, value: object, expected: str) -> None:
+        super().__init__(f"GRPOConfig.{field} must be {expected}, got {value!r}")
+        self.field, self.value, self.expected = field, value, expected
+
+
+class GuardViolation(BaseException):  # noqa: N818 - it is a signal, not an ordinary error
+    """Raised inside program code when a guard refuses something; a ``BaseException`` so that
+    ``except Exception`` does not swallow it (the runtime records the violation anyway)."""
+
+    def __init__(self, message: str, category: str = "SANDBOX_DENIED") -> None:
+        super().__init__(message)
+        self.message = message
+        self.category = category
 
 
 _BY_NAME: dict[str, type[SpadeError]] = {

@@ -33,6 +33,8 @@ from RestrictedPython import compile_restricted_exec
 from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
+from spade_gym.errors import GuardViolation
+
 __all__ = [
     "ALLOWED_MODULES",
     "PROGRAM_FILENAME",
@@ -188,16 +190,6 @@ def compile_program(source: str, filename: str = PROGRAM_FILENAME) -> tuple[type
     if result.errors or result.code is None:
         return None, list(result.errors) or ["the restricted compiler produced no code"]
     return result.code, []
-
-
-class GuardViolation(BaseException):  # noqa: N818 - it is a signal, not an ordinary error
-    """Raised inside program code when a guard refuses something; a ``BaseException`` so that
-    ``except Exception`` does not swallow it (the runtime records the violation anyway)."""
-
-    def __init__(self, message: str, category: str = "SANDBOX_DENIED") -> None:
-        super().__init__(message)
-        self.message = message
-        self.category = category
 
 
 class ModuleProxy:

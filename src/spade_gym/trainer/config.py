@@ -37,7 +37,7 @@ from annotated_types import Ge, Gt, Le
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, EDIT_TOKEN_FLOOR, WRITE_MAX_NEW_TOKENS
-from spade_gym.errors import SpadeError, install_hint
+from spade_gym.errors import ConfigError, GRPOConfigError, install_hint
 from spade_gym.evaluation.heldout import EvalSection
 from spade_gym.memory import MemoryConfig
 from spade_gym.options import FINITE, Why, adapter, option, option_factory, type_name
@@ -50,7 +50,6 @@ from spade_gym.trainer.grpo import (
     Count,
     Ddof,
     GRPOConfig,
-    GRPOConfigError,
     LossType,
     NonNegative,
     Positive,
@@ -72,17 +71,6 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
-
-
-class ConfigError(SpadeError):
-    """A self-play configuration is unreadable or has a bad key or value; ``key`` is the dotted key
-    (``"train.learning_rate"``), empty for the whole file."""
-
-    default_category = "CONFIG"
-
-    def __init__(self, message: str, *, key: str = "") -> None:
-        super().__init__(message)
-        self.key = key
 
 
 @dataclass

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, get_type_hints
 
 from annotated_types import Ge, Gt, Le, Lt
 
+from spade_gym.errors import GRPOConfigError
 from spade_gym.options import FINITE, option, refusal, type_name
 from spade_gym.policies.base import Completion
 from spade_gym.policies.scoring import CHECKPOINT_TOKENS, MICRO_BATCH_TOKENS
@@ -45,6 +46,7 @@ __all__ = [
     "Count",
     "Ddof",
     "GRPOConfig",
+    "GRPOConfigError",
     "GRPOTrainer",
     "LossType",
     "NonNegative",
@@ -501,14 +503,6 @@ class GRPOConfig:
 def _field_types() -> dict[str, Any]:
     """GRPOConfig's field types, ``Annotated`` ranges included, by field."""
     return get_type_hints(GRPOConfig, include_extras=True)
-
-
-class GRPOConfigError(ValueError):
-    """A :class:`GRPOConfig` field out of its range: ``field``, ``value`` and ``expected`` (the range)."""
-
-    def __init__(self, field: str, value: object, expected: str) -> None:
-        super().__init__(f"GRPOConfig.{field} must be {expected}, got {value!r}")
-        self.field, self.value, self.expected = field, value, expected
 
 
 @dataclass
