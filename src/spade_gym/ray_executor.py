@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any
 
 from spade_gym import errors
-from spade_gym.errors import SpadeError, WorkerCrash, first_line, require
+from spade_gym.errors import Category, SpadeError, WorkerCrash, first_line, require
 from spade_gym.program import EnvProgram
 from spade_gym.sandbox import SandboxConfig
 from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport
@@ -49,11 +49,11 @@ def crash_report(program: EnvProgram, config: ValidationConfig, message: str) ->
     """
     checks = [CheckResult(name) for name in CHECKS]
     load = next(c for c in checks if c.name == "load")
-    load.passed, load.category, load.message = False, "WORKER_CRASH", message
+    load.passed, load.category, load.message = False, Category.WORKER_CRASH, message
     return ValidationReport(
         program_id=program.id,
         accepted=False,
-        category="WORKER_CRASH",
+        category=Category.WORKER_CRASH,
         checks=checks,
         seeds=list(config.seeds),
         config=config.to_dict(),
@@ -104,7 +104,7 @@ def _raise(record: dict[str, Any]) -> None:
             str(record.get("message", "")), category=record.get("category"), traceback=record.get("traceback", "")
         )
     raise SpadeError(
-        f"{record.get('type')}: {record.get('message', '')}", category=record.get("category") or "ENV_EXCEPTION"
+        f"{record.get('type')}: {record.get('message', '')}", category=record.get("category") or Category.ENV_EXCEPTION
     )
 
 

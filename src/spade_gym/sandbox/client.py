@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from spade_gym.errors import (
+    Category,
     ContractError,
     SandboxError,
     SandboxSetupError,
@@ -600,7 +601,7 @@ class SandboxClient:
         if response["ok"]:
             return self._check_value(op, response.get("value"))
         error = error_from_payload(response.get("error"))
-        if error.category in ("SANDBOX_DENIED", "MEMORY_LIMIT", "WORKER_CRASH") or op == "load":
+        if error.category in (Category.SANDBOX_DENIED, Category.MEMORY_LIMIT, Category.WORKER_CRASH) or op == "load":
             self.kill()  # the program's state can no longer be trusted
         raise error
 
@@ -612,7 +613,7 @@ class SandboxClient:
             self.kill()
             raise ContractError(
                 f"the sandbox worker sent a {length}-byte frame; the cap is {self.config.max_frame_bytes}",
-                category="OUTPUT_LIMIT",
+                category=Category.OUTPUT_LIMIT,
             )
         body = self._read_exact(length, limits)
         if self._inbuf:  # one request, one frame: anything more breaks the protocol

@@ -33,7 +33,7 @@ from RestrictedPython import compile_restricted_exec
 from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
-from spade_gym.errors import GuardViolation
+from spade_gym.errors import Category, GuardViolation
 
 __all__ = [
     "ALLOWED_MODULES",
@@ -282,7 +282,7 @@ class ProgramRuntime:
         self.globals: dict[str, Any] = self._make_globals()
 
     # -- violations and output -------------------------------------------------------------------
-    def deny(self, message: str, category: str = "SANDBOX_DENIED") -> GuardViolation:
+    def deny(self, message: str, category: str = Category.SANDBOX_DENIED) -> GuardViolation:
         """Record a violation (the first of the call is kept) and return the signal to raise."""
         exc = GuardViolation(message, category)
         if self.violation is None:
@@ -316,7 +316,9 @@ class ProgramRuntime:
         text = "".join(parts) + end
         size = self._printed_bytes + len(text.encode("utf-8", "replace"))
         if chars > self.max_print_bytes or size > self.max_print_bytes:
-            raise self.deny(f"print output exceeded {self.max_print_bytes} bytes in one call", category="OUTPUT_LIMIT")
+            raise self.deny(
+                f"print output exceeded {self.max_print_bytes} bytes in one call", category=Category.OUTPUT_LIMIT
+            )
         self._printed.append(text)
         self._printed_bytes = size
 
