@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from spade_gym.env import SandboxedEnv
+from spade_gym.errors import Category
 from spade_gym.policies.base import Completion, Policy, SamplingParams, logprob_temperature
 from spade_gym.program import SUCCESS_RETURN
 from spade_gym.sandbox.protocol import RESERVED_INFO_KEY
@@ -303,7 +304,11 @@ class Trajectory:
         elif isinstance(error, Mapping) and isinstance(error.get("category"), str):
             self.error = {**error, "message": str(error.get("message", ""))}
         else:  # not a failure record (the host makes these): kept, but as a message
-            self.error = {"type": "InvalidErrorRecord", "category": "PROTOCOL_ERROR", "message": repr(error)[:500]}
+            self.error = {
+                "type": "InvalidErrorRecord",
+                "category": Category.PROTOCOL_ERROR,
+                "message": repr(error)[:500],
+            }
         self.truncated = True
         self.episode_return = 0.0
 
@@ -575,7 +580,7 @@ def error_record(exc: BaseException) -> dict[str, Any]:
     to_dict = getattr(exc, "to_dict", None)
     if callable(to_dict):
         return dict(to_dict())
-    return {"type": type(exc).__name__, "category": "ENV_EXCEPTION", "message": str(exc), "traceback": ""}
+    return {"type": type(exc).__name__, "category": Category.ENV_EXCEPTION, "message": str(exc), "traceback": ""}
 
 
 def _play_wave(

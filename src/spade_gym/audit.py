@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
-from spade_gym.errors import SandboxSetupError
+from spade_gym.errors import Category, SandboxSetupError
 from spade_gym.hint_leak import hint_states_answer
 from spade_gym.program import EnvProgram
 from spade_gym.sandbox import Budget, HostBudget
@@ -108,7 +108,7 @@ def audit(
         """One episode in a fresh worker, of at most ``turns`` turns (``None``: the env's own, which
         the host caps): ``(return, hint, first observation, actions)``."""
         if why := budget.exhausted() or host.exhausted():
-            fail("TIMEOUT", f"{why} (ValidationConfig.budget_s and host_budget_s)")
+            fail(Category.TIMEOUT, f"{why} (ValidationConfig.budget_s and host_budget_s)")
         playable: Any = None
         usage["episodes"] += 1
         try:
@@ -118,18 +118,21 @@ def audit(
             size = len(hint.encode("utf-8", "surrogatepass"))
             usage["hint_bytes"] = max(usage["hint_bytes"], size)
             if size > config.max_hint_bytes:
-                fail("OUTPUT_LIMIT", f"seed {seed}: the hint has {size:,} bytes; at most {config.max_hint_bytes:,}")
+                fail(
+                    Category.OUTPUT_LIMIT,
+                    f"seed {seed}: the hint has {size:,} bytes; at most {config.max_hint_bytes:,}",
+                )
             observation, total, actions = first, 0.0, []
             for turn in range(min(playable.max_turns, turns or playable.max_turns)):
                 if why := host.exhausted():
-                    fail("TIMEOUT", f"seed {seed}, the {label} policy: {why} (ValidationConfig.host_budget_s)")
+                    fail(Category.TIMEOUT, f"seed {seed}, the {label} policy: {why} (ValidationConfig.host_budget_s)")
                 action = act(playable, observation, seed, turn)
                 actions.append(action)
                 observation, reward, terminated, truncated, info = playable.step(action)
                 error = info.get("sandbox_error") if isinstance(info, dict) else None
                 if error:
                     fail(
-                        str(error.get("category") or "ENV_EXCEPTION"),
+                        str(error.get("category") or Category.ENV_EXCEPTION),
                         f"seed {seed}, the {label} policy: {error.get('message', '')}",
                     )
                 total += reward
@@ -139,7 +142,7 @@ def audit(
         except (_AuditFailed, SandboxSetupError):
             raise
         except Exception as exc:  # the program failed to load, or in reset, hint or oracle
-            fail(getattr(exc, "category", None) or "ENV_EXCEPTION", f"seed {seed}, the {label} policy: {exc}")
+            fail(getattr(exc, "category", None) or Category.ENV_EXCEPTION, f"seed {seed}, the {label} policy: {exc}")
         finally:
             client = getattr(playable, "client", None)  # a SandboxedEnv: charge its worker's CPU seconds
             if client is not None:
@@ -185,7 +188,7 @@ def _audit(
     result.success_rates = {label: wins[label] / len(seeds) for label in policies}
     worst = max(result.success_rates, key=lambda k: result.success_rates[k])
     if result.success_rates[worst] > config.max_trivial_success_rate:
-        result.category = "TRIVIAL"
+        result.category = Category.TRIVIAL
         result.message = (
             f"the trivial policy {worst} succeeded on {wins[worst]} of {len(seeds)} seeds the gate did not "
             "play (episodes played as the Agent's); a trivial policy must not succeed"
@@ -206,7 +209,7 @@ def _audit(
         for word in hint_candidates(hint, first):
             won, *_ = play(seed, f"hint word {word!r}", lambda e, obs, s, t, w=word: w)
             if won >= config.success_threshold:
-                result.category = "HINT_LEAK"
+                result.category = Category.HINT_LEAK
                 result.message = (
                     f"seed {seed}: {clip(word, 40)!r}, taken from the hint, succeeds as the answer "
                     f"(hint {clip(hint, 80)!r}); a hint must help without naming an answer"
@@ -215,14 +218,14 @@ def _audit(
     n = len(seeds)
     stated = hint_states_answer(firsts, steps)
     if result.oracle_failures:
-        result.category = "ORACLE_FAILED"
+        result.category = Category.ORACLE_FAILED
         result.message = (
             f"following oracle() did not succeed on {len(result.oracle_failures)} of {n} seeds the gate did not play "
             f"(seeds {seed_list(result.oracle_failures)})"
         )
     elif stated:
         hint, answer, _ = firsts[stated[0]]
-        result.category = "HINT_LEAK"
+        result.category = Category.HINT_LEAK
         result.message = (
             f"the hint read after reset (as the Agent reads it) states the oracle's answer on {len(stated)} of {n} "
             f"seeds (seed {stated[0]}: {clip(hint, 80)!r}, answer {clip(answer, 40)!r})"

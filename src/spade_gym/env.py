@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import gymnasium as gym
 
-from spade_gym.errors import ContractError, ResourceLimitExceeded, SandboxError
+from spade_gym.errors import Category, ContractError, ResourceLimitExceeded, SandboxError
 from spade_gym.program import RETURN_TOLERANCE, EnvProgram
 from spade_gym.sandbox import Budget, SandboxClient, SandboxConfig
 from spade_gym.sandbox.protocol import RESERVED_INFO_KEY
@@ -146,7 +146,7 @@ class SandboxedEnv(gym.Env[str, str]):
                 f"seed {self.episode_seed}: {where} brought the episode's observations and hints to "
                 f"{self._text_bytes:,} bytes; the host holds at most {self.config.max_episode_text_bytes:,} "
                 "(SandboxConfig.max_episode_text_bytes)",
-                category="OUTPUT_LIMIT",
+                category=Category.OUTPUT_LIMIT,
             )
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -154,7 +154,7 @@ class SandboxedEnv(gym.Env[str, str]):
         if self._done:
             over = "the episode has ended; call reset()"
             return self._truncated(
-                {"type": "EpisodeOver", "category": "PROTOCOL_ERROR", "message": over, "traceback": ""}
+                {"type": "EpisodeOver", "category": Category.PROTOCOL_ERROR, "message": over, "traceback": ""}
             )
         action = self._coerce_action(action)
         try:
@@ -183,7 +183,7 @@ class SandboxedEnv(gym.Env[str, str]):
             error = ContractError(
                 f"seed {self.episode_seed}: the return reached {partial:g} on turn {self._turn}; the sum of rewards "
                 "must stay within [0, 1]",
-                category="INVALID_REWARD",
+                category=Category.INVALID_REWARD,
             )
             if self.on_error == "raise":
                 raise error
@@ -231,6 +231,11 @@ class SandboxedEnv(gym.Env[str, str]):
         """The action a perfect agent takes now, according to the program (``SandboxError`` if it fails)."""
         self._drain()
         return self.client.oracle(self._budget)
+
+    @property
+    def last_observation(self) -> str:
+        """The latest observation ``reset`` or ``step`` returned, unescaped (``""`` before a reset)."""
+        return self._last_obs
 
     def render(self) -> str | None:
         """``"ansi"``: return the current observation, escaped; ``"human"``: print it."""

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from spade_gym.agent import Trajectory
-from spade_gym.errors import DuplicateEnvironment, ProgramError, RegistryError
+from spade_gym.errors import Category, DuplicateEnvironment, ProgramError, RegistryError
 from spade_gym.program import EnvProgram
 from spade_gym.registry import FLAGGED_TAG, Registry
 from spade_gym.registry.records import EnvRecord
@@ -218,7 +218,7 @@ def import_registry(
         if validate:
             report, added = register_program(program, registry, config=config, **provenance)
             if added is None:
-                status = "duplicate" if report.category == "DUPLICATE" else "refused"
+                status = "duplicate" if report.category == Category.DUPLICATE else "refused"
                 why = "; ".join(f"{c.name} ({c.category}): {c.message}" for c in report.failures)
                 outcomes.append(ImportOutcome(source_id, status, message=why[:1000]))
                 continue

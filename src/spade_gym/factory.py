@@ -40,6 +40,7 @@ from spade_gym.designer import (
     validate_designs,
 )
 from spade_gym.documents import DocumentSource
+from spade_gym.errors import Category
 from spade_gym.evaluation import confidence_interval
 from spade_gym.files import replace_atomically
 from spade_gym.memory import EnvironmentMemory
@@ -236,7 +237,7 @@ def _line(
     prompt_index: int, g: int, prompt: Any, outcome: DesignOutcome, completion: Completion, timing: dict[str, float]
 ) -> dict[str, Any]:
     report = outcome.report
-    valid = report.accepted or report.category == "DUPLICATE"
+    valid = report.accepted or report.category == Category.DUPLICATE
     reference, similarity = (None, 0.0)
     if outcome.source is not None and valid:
         reference, similarity = closest_reference(outcome.source)

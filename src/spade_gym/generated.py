@@ -146,7 +146,7 @@ class GeneratedEnv(gym.Env[str, str]):
         """``"ansi"``: the current observation, escaped; ``"human"``: print it."""
         if self.current is None:
             return None
-        text = escape_text(self.current._last_obs)
+        text = escape_text(self.current.last_observation)
         if self.render_mode == "human":
             print(text)
             return None

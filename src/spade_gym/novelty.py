@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from spade_gym.errors import SandboxSetupError, SpadeError
+from spade_gym.errors import Category, SandboxSetupError, SpadeError
 from spade_gym.files import read_bounded, replace_atomically, write_durably
 from spade_gym.program import EnvProgram
 from spade_gym.sandbox import Budget, HostBudget, SandboxClient
@@ -240,7 +240,7 @@ def record_probe(
                 try:
                     _play(client, seed, kind, act, budget, host, played)
                 except _OutOfBudget as exc:
-                    raise SpadeError(f"recording the probe: {exc}", category="TIMEOUT") from None
+                    raise SpadeError(f"recording the probe: {exc}", category=Category.TIMEOUT) from None
     max_turns = min(spec.max_turns, config.sandbox.max_turns)
     return Probe(spec.setting, max_turns, _tool_names(spec.tools), tuple(played.views()))
 
@@ -253,7 +253,7 @@ def replay_probe(client: SandboxClient, source: str, probe: Probe, budget: Budge
     failed: set[int] = set()
     for episode in probe.episodes:
         if why := budget.exhausted():
-            raise SpadeError(why, category="TIMEOUT")
+            raise SpadeError(why, category=Category.TIMEOUT)
         actions = episode.actions
 
         def replayed(turn: int, actions: tuple[str, ...] = actions) -> str:
@@ -354,7 +354,7 @@ def duplicate_of(program: EnvProgram, registry: Registry | None, config: Validat
         return None
     exact = registry.exact_duplicate(program)
     if exact is not None:
-        return "DUPLICATE", (
+        return Category.DUPLICATE, (
             f"the program is an exact duplicate of the registered {exact.env_id}: the same code up to names, the "
             "environment's name, docstrings, comments and layout"
         )
@@ -392,11 +392,14 @@ def duplicate_of(program: EnvProgram, registry: Registry | None, config: Validat
             try:
                 same, played = replay_probe(client, program.source, probe, budget, host)
             except _OutOfBudget as exc:
-                return "TIMEOUT", f"the novelty check could not finish: {exc} (ValidationConfig.host_budget_s)"
+                return Category.TIMEOUT, f"the novelty check could not finish: {exc} (ValidationConfig.host_budget_s)"
             except SpadeError as exc:
-                return "TIMEOUT", f"the novelty check could not finish: {exc.message} (ValidationConfig.budget_s)"
+                return (
+                    Category.TIMEOUT,
+                    f"the novelty check could not finish: {exc.message} (ValidationConfig.budget_s)",
+                )
             if same >= math.ceil(DUPLICATE_SHARE * played):
-                return "DUPLICATE", (
+                return Category.DUPLICATE, (
                     f"the program behaves like the registered {record.env_id}: on {same} of {played} probe episodes "
                     "it accepts the same answers, pays the same rewards and shows the Agent the same task"
                 )

@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any
 
 from spade_gym import errors
-from spade_gym.errors import SpadeError, WorkerCrash, require
+from spade_gym.errors import Category, SpadeError, WorkerCrash, first_line, require
 from spade_gym.program import EnvProgram
 from spade_gym.sandbox import SandboxConfig
 from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport
@@ -49,11 +49,11 @@ def crash_report(program: EnvProgram, config: ValidationConfig, message: str) ->
     """
     checks = [CheckResult(name) for name in CHECKS]
     load = next(c for c in checks if c.name == "load")
-    load.passed, load.category, load.message = False, "WORKER_CRASH", message
+    load.passed, load.category, load.message = False, Category.WORKER_CRASH, message
     return ValidationReport(
         program_id=program.id,
         accepted=False,
-        category="WORKER_CRASH",
+        category=Category.WORKER_CRASH,
         checks=checks,
         seeds=list(config.seeds),
         config=config.to_dict(),
@@ -104,7 +104,7 @@ def _raise(record: dict[str, Any]) -> None:
             str(record.get("message", "")), category=record.get("category"), traceback=record.get("traceback", "")
         )
     raise SpadeError(
-        f"{record.get('type')}: {record.get('message', '')}", category=record.get("category") or "ENV_EXCEPTION"
+        f"{record.get('type')}: {record.get('message', '')}", category=record.get("category") or Category.ENV_EXCEPTION
     )
 
 
@@ -189,11 +189,6 @@ class RayEnv:
             self._key = None
 
 
-def first_line(exc: BaseException) -> str:
-    """The first line of ``exc``'s message (at most 300 characters), or its type's name."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-
-
 class _RayEnvFactory:
     """A zero-argument factory of :class:`RayEnv` carrying the episode's ``env_id``."""
 
@@ -201,7 +196,7 @@ class _RayEnvFactory:
         self.executor, self.spec, self.env_id = executor, spec, env_id
 
     def __call__(self) -> RayEnv:
-        return self.executor._open(self.spec)
+        return self.executor.open_env(self.spec)
 
     def __repr__(self) -> str:
         return f"RayEnv({self.env_id or self.spec!r:.60})"
@@ -341,7 +336,10 @@ class RayExecutor:
     def _new_host(self) -> Any:
         return self.ray.remote(_EnvHost).options(num_cpus=0, max_concurrency=256, scheduling_strategy="SPREAD").remote()
 
-    def _open(self, spec: Any) -> RayEnv:
+    def open_env(self, spec: Any) -> RayEnv:
+        """A :class:`RayEnv` of ``spec`` (a picklable program or factory) on the next host actor, round
+        robin; the hosts start on first use (``env_hosts``, or one per alive node), and a dead host
+        is replaced once. Raises what :class:`RayEnv` raises."""
         if not self._hosts:
             count = self._host_count or max(sum(1 for n in self.ray.nodes() if n.get("Alive")), 1)
             self._hosts = [self._new_host() for _ in range(count)]

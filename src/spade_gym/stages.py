@@ -38,7 +38,7 @@ from spade_gym.chance import swapped_success
 from spade_gym.contract import rename_env_class, unfilled_placeholders
 from spade_gym.design_novelty import copies_prompt_example
 from spade_gym.design_prompts import EDIT_DIVIDER, EDIT_REPLACE, EDIT_SEARCH
-from spade_gym.errors import DuplicateEnvironment
+from spade_gym.errors import Category, DuplicateEnvironment
 from spade_gym.novelty import check_novelty
 from spade_gym.program import EnvProgram
 from spade_gym.registry.gymnasium import register_record
@@ -393,9 +393,9 @@ def extract(design: Design) -> Extracted:
     completion, prompt = design.completion, design.prompt
     if isinstance(completion, str) and len(completion) > MAX_COMPLETION_CHARS:
         problem = f"the completion has {len(completion):,} characters; at most {MAX_COMPLETION_CHARS:,} are read"
-        found, category = ExtractedProgram(None, problem), "TOO_LONG"
+        found, category = ExtractedProgram(None, problem), Category.TOO_LONG
     else:
-        found, category = extract_design(completion, prompt), "NO_CODE"
+        found, category = extract_design(completion, prompt), Category.NO_CODE
     if found.source is None:
         return Extracted(None, refusal=_refusal("", category, found.problem or "no program"))
     left = unfilled_placeholders(found.source)
@@ -405,7 +405,7 @@ def extract(design: Design) -> Extracted:
             f"the skeleton's placeholders are still in the program (lines {lines}): "
             "write your own code and text in their place"
         )
-        return Extracted(found.source, refusal=_refusal(EnvProgram(found.source).id, "UNFILLED", message))
+        return Extracted(found.source, refusal=_refusal(EnvProgram(found.source).id, Category.UNFILLED, message))
     return Extracted(found.source, found.note, _edits_parent(completion, prompt))
 
 
@@ -444,14 +444,14 @@ def gate(design: Design, extracted: Extracted) -> Gated:
     if report.accepted:  # the programs the prompt showed count as registered
         copy_of = copies_prompt_example(program, config.validation)
         if copy_of is not None:
-            refuse(report, "novelty", "DUPLICATE", copy_of)
+            refuse(report, "novelty", Category.DUPLICATE, copy_of)
         seconds = time.perf_counter() - started
     prompt = design.prompt
     if report.accepted and prompt is not None and prompt.setting and report.setting != prompt.setting:
         refuse(
             report,
             "static",
-            "WRONG_SETTING",
+            Category.WRONG_SETTING,
             f"the task asked for a {prompt.setting} environment; this one declares setting = {report.setting!r}",
         )
     return Gated(program, report, seconds)
@@ -490,9 +490,12 @@ def audit(design: Design, gated: Gated) -> Audited:
     checked = audit_env(env, seeds, config.validation, max_turns=rollout.max_turns)
     if not checked.passed:
         assert checked.category is not None
-        check = {"TRIVIAL": "non_triviality", "HINT_LEAK": "non_triviality", "ORACLE_FAILED": "feasibility"}.get(
-            checked.category, "contract"
-        )
+        checks: dict[str, str] = {
+            Category.TRIVIAL: "non_triviality",
+            Category.HINT_LEAK: "non_triviality",
+            Category.ORACLE_FAILED: "feasibility",
+        }
+        check = checks.get(checked.category, "contract")
         refuse(gated.report, check, checked.category, f"audit on the regret seeds: {checked.message}")
     return Audited(env, tuple(seeds), rollout, started, time.perf_counter() - started)
 
@@ -523,7 +526,7 @@ def regret(design: Design, gated: Gated, audited: Audited) -> Measured:
         refuse(
             gated.report,
             "contract",
-            str(first.error.get("category") or "ENV_EXCEPTION") if first.error else "ENV_EXCEPTION",
+            str(first.error.get("category") or Category.ENV_EXCEPTION) if first.error else Category.ENV_EXCEPTION,
             f"{len(failed)} of {len(played)} Agent episodes failed (seed {first.seed}: "
             f"{(first.error or {}).get('message', '')[:300]})",
         )
@@ -579,7 +582,7 @@ def admit(
             allow_near_duplicates=True,  # the gate judged near duplicates by behaviour; exact ones are refused
         )
     except DuplicateEnvironment as exc:  # added by another writer since the novelty check
-        refuse(report, "novelty", "DUPLICATE", exc.message)
+        refuse(report, "novelty", Category.DUPLICATE, exc.message)
         return None
     register_record(record)
     return record
@@ -659,7 +662,7 @@ def evaluate_completion(
         DesignOutcome, completion, extracted.source, report, note=extracted.note, validation_s=gated.seconds
     )
     if not report.accepted:
-        return outcome(reward(design, duplicate=report.category == "DUPLICATE"))
+        return outcome(reward(design, duplicate=report.category == Category.DUPLICATE))
     if agent is None:
         raise ValueError("an accepted program needs an Agent policy to estimate its regret")
     audited = audit(design, gated)

@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from spade_gym.errors import ContractError, ResourceLimitExceeded, SpadeError
+from spade_gym.errors import Category, ContractError, ResourceLimitExceeded, SpadeError
 from spade_gym.hint_leak import contains, hint_states_answer, normalised, secrets
 from spade_gym.program import RETURN_TOLERANCE, SUCCESS_RETURN, EnvProgram
 from spade_gym.sandbox import Budget, HostBudget, SandboxClient, SandboxConfig
@@ -74,34 +74,34 @@ CHECKS = (
 )
 
 #: How to repair each kind of failure, appended to the feedback for the Designer.
-_REPAIR = {
-    "COMPILE_REJECTED": "Fix the listed problems; use only the allowed imports and ordinary Python.",
-    "SANDBOX_DENIED": "Do not touch dunder attributes, files, modules' internals or builtins such as type(), "
+_REPAIR: dict[str, str] = {
+    Category.COMPILE_REJECTED: "Fix the listed problems; use only the allowed imports and ordinary Python.",
+    Category.SANDBOX_DENIED: "Do not touch dunder attributes, files, modules' internals or builtins such as type(), "
     "id(), open() or eval(); use plain values and f-strings.",
-    "TIMEOUT": "Make every call (reset, step, hint, oracle) finish in well under the deadline and keep "
+    Category.TIMEOUT: "Make every call (reset, step, hint, oracle) finish in well under the deadline and keep "
     "episodes short; avoid unbounded loops and expensive searches.",
-    "MEMORY_LIMIT": "Keep data structures small; do not build huge strings or lists.",
-    "OUTPUT_LIMIT": "Keep observations, info and print output small.",
-    "PROTOCOL_ERROR": "reset(seed) must return (str, dict) and step(action) must return "
+    Category.MEMORY_LIMIT: "Keep data structures small; do not build huge strings or lists.",
+    Category.OUTPUT_LIMIT: "Keep observations, info and print output small.",
+    Category.PROTOCOL_ERROR: "reset(seed) must return (str, dict) and step(action) must return "
     "(str, float, bool, bool, dict) with JSON values only in info (no tuples or sets).",
-    "INVALID_REWARD": "Rewards must be finite ints or floats and the episode return (sum of rewards) must lie in "
+    Category.INVALID_REWARD: "Rewards must be finite ints or floats and the episode return (sum of rewards) must lie in "
     "[0, 1]: give the success reward once.",
-    "ENV_EXCEPTION": "Handle every action, including empty, malformed or repeated ones, by returning an "
+    Category.ENV_EXCEPTION: "Handle every action, including empty, malformed or repeated ones, by returning an "
     "observation that says what was wrong; never raise.",
-    "NONDETERMINISM": "Draw all randomness from random.Random(seed) created in reset(seed), reset every "
+    Category.NONDETERMINISM: "Draw all randomness from random.Random(seed) created in reset(seed), reset every "
     "attribute in reset, and never depend on hash(), id() or set iteration order.",
-    "EPISODE_LIMIT": "Set truncated=True when the turn counter reaches max_turns (or end the episode earlier).",
-    "ORACLE_FAILED": "oracle() must return the action a perfect agent takes in the current state; following it "
+    Category.EPISODE_LIMIT: "Set truncated=True when the turn counter reaches max_turns (or end the episode earlier).",
+    Category.ORACLE_FAILED: "oracle() must return the action a perfect agent takes in the current state; following it "
     f"from reset must reach a return of at least {SUCCESS_RETURN}.",
-    "TRIVIAL": "Check the answer exactly (not with 'in' or a prefix test) and do not reward empty, constant or "
+    Category.TRIVIAL: "Check the answer exactly (not with 'in' or a prefix test) and do not reward empty, constant or "
     "echoed actions.",
-    "HINT_LEAK": "hint() must help without giving the answer away: submitting the hint text must not succeed and "
+    Category.HINT_LEAK: "hint() must help without giving the answer away: submitting the hint text must not succeed and "
     "the hint must not contain the answer; give a method, a partial result or the first digit instead.",
-    "WRONG_SETTING": "Write an environment of the setting the task asks for: set setting to it.",
-    "SEED_INVARIANT": "Different seeds must give different tasks: generate the task from random.Random(seed).",
-    "DUPLICATE": "Write an environment with a task of its own, not one the Agent already practises in the "
+    Category.WRONG_SETTING: "Write an environment of the setting the task asks for: set setting to it.",
+    Category.SEED_INVARIANT: "Different seeds must give different tasks: generate the task from random.Random(seed).",
+    Category.DUPLICATE: "Write an environment with a task of its own, not one the Agent already practises in the "
     "registered environment named above.",
-    "WORKER_CRASH": "The program crashed its worker process; simplify it.",
+    Category.WORKER_CRASH: "The program crashed its worker process; simplify it.",
 }
 
 
@@ -203,7 +203,7 @@ class ValidationReport:
     max_turns: int | None = None
     description: str | None = None
     accepted: bool = False
-    category: str = "COMPILE_REJECTED"
+    category: str = Category.COMPILE_REJECTED
     checks: list[CheckResult] = field(default_factory=list)
     seeds: list[int] = field(default_factory=list)
     oracle_returns: list[float] = field(default_factory=list)
@@ -276,7 +276,7 @@ def clip(text: str, limit: int = 160) -> str:
 
 def _error_check(error: SpadeError, default: str) -> str:
     if isinstance(error, ContractError) or (
-        isinstance(error, ResourceLimitExceeded) and error.category == "OUTPUT_LIMIT"
+        isinstance(error, ResourceLimitExceeded) and error.category == Category.OUTPUT_LIMIT
     ):
         return "contract"
     return default
@@ -349,7 +349,7 @@ class _Validator:
 
     def call(self, client: SandboxClient, op: str, args: dict[str, Any] | None, check: str, where: str) -> Any:
         if why := self.host.exhausted():
-            raise _Failed("contract", "TIMEOUT", f"{where}: {why} (ValidationConfig.host_budget_s)")
+            raise _Failed("contract", Category.TIMEOUT, f"{where}: {why} (ValidationConfig.host_budget_s)")
         try:
             out = client.call(op, args, self.budget)
         except SpadeError as exc:
@@ -364,7 +364,7 @@ class _Validator:
         if size > self.config.max_hint_bytes:
             raise _Failed(
                 "contract",
-                "OUTPUT_LIMIT",
+                Category.OUTPUT_LIMIT,
                 f"{where}: the hint has {size:,} bytes; at most {self.config.max_hint_bytes:,} "
                 "(ValidationConfig.max_hint_bytes): a hint is a short help the Agent reads whole",
             )
@@ -403,7 +403,7 @@ class _Validator:
         # come back from load() as COMPILE_REJECTED and count as the static check.
         problems = self._timed("static", self.program.problems, restricted_compile=False)
         if problems:
-            self.fail("static", "COMPILE_REJECTED", "; ".join(problems))
+            self.fail("static", Category.COMPILE_REJECTED, "; ".join(problems))
             return
         a, b = self._timed("load", self._load)
         self.passed("static")
@@ -437,7 +437,7 @@ class _Validator:
             try:
                 spec = client.load(self.program.source)
             except SpadeError as exc:
-                check = "static" if exc.category == "COMPILE_REJECTED" else _error_check(exc, "load")
+                check = "static" if exc.category == Category.COMPILE_REJECTED else _error_check(exc, "load")
                 raise _Failed(check, exc.category, f"loading the program: {exc.message}") from None
         self.report.name, self.report.setting, self.report.max_turns = spec.name, spec.setting, spec.max_turns
         self.report.description = spec.description
@@ -472,7 +472,7 @@ class _Validator:
         if episode.text_bytes > limit:
             raise _Failed(
                 "contract",
-                "OUTPUT_LIMIT",
+                Category.OUTPUT_LIMIT,
                 f"{where}: the episode's observations and hints reached {episode.text_bytes:,} bytes; the host holds "
                 f"at most {limit:,} per episode (SandboxConfig.max_episode_text_bytes)",
             )
@@ -509,7 +509,7 @@ class _Validator:
             if (episode.ended or capped) and total < self.config.success_threshold:
                 self.fail(
                     "feasibility",
-                    "ORACLE_FAILED",
+                    Category.ORACLE_FAILED,
                     f"seed {seed}: following oracle() for {len(episode.actions)} turn(s) returned {total:g}; "
                     f"it must reach {self.config.success_threshold:g} (last observation: "
                     f"{clip(episode.last_observation)!r})"
@@ -519,7 +519,7 @@ class _Validator:
         if leaks and rate > self.config.max_hint_success_rate:
             self.fail(
                 "non_triviality",
-                "HINT_LEAK",
+                Category.HINT_LEAK,
                 f"hint() equals oracle() at the start of {len(leaks)} of {len(self.config.seeds)} episodes "
                 f"(seeds {seed_list(leaks)}); the hint gives the answer away",
             )
@@ -528,14 +528,14 @@ class _Validator:
         firsts = {e.seed: (hints[e.seed], e.actions[-1], e.first[0]) for e in episodes if e.actions}
         stated = hint_states_answer(firsts, [action for e in episodes for action in e.actions[:-1]])
         if why := self.host.exhausted():
-            raise _Failed("contract", "TIMEOUT", f"the hint-leak check: {why} (ValidationConfig.host_budget_s)")
+            raise _Failed("contract", Category.TIMEOUT, f"the hint-leak check: {why} (ValidationConfig.host_budget_s)")
         if stated and len(stated) / len(self.config.seeds) > self.config.max_hint_success_rate:
             seed = stated[0]
             hint, action, observation = firsts[seed]
             found = next((x for x in secrets(action, observation) if contains(normalised(hint), x)), action)
             self.fail(
                 "non_triviality",
-                "HINT_LEAK",
+                Category.HINT_LEAK,
                 f"hint() states the oracle's answer at the start of {len(stated)} of {len(self.config.seeds)} "
                 f"episodes (seeds {seed_list(stated)}; seed {seed}: the hint {clip(hint, 120)!r} contains the "
                 f"answer {clip(found, 60)!r}); a hint must help without stating the answer: give "
@@ -549,14 +549,14 @@ class _Validator:
             turn, partial = episode.excursion
             self.fail(
                 "contract",
-                "INVALID_REWARD",
+                Category.INVALID_REWARD,
                 f"seed {episode.seed}: the return reached {partial:g} on turn {turn} of the {label} episode; "
                 "the sum of rewards must stay within [0, 1]",
             )
         if playing is not None and not episode.ended and len(episode.actions) == (self.report.max_turns or 1):
             self.fail(
                 "termination",
-                "EPISODE_LIMIT",
+                Category.EPISODE_LIMIT,
                 f"seed {episode.seed}: {playing}after max_turns={self.report.max_turns or 1} actions the episode "
                 "had neither terminated nor truncated",
             )
@@ -581,7 +581,7 @@ class _Validator:
             replayed = self._play(client, recorded.seed, policy, len(recorded.actions), "determinism", "replayed")
             difference = _first_difference(recorded, replayed)
             if difference:
-                self.fail("determinism", "NONDETERMINISM", f"seed {recorded.seed}: {difference} {where}")
+                self.fail("determinism", Category.NONDETERMINISM, f"seed {recorded.seed}: {difference} {where}")
                 return
 
     def _variety(self, episodes: list[_Episode]) -> None:
@@ -591,7 +591,7 @@ class _Validator:
         if distinct < needed:
             self.fail(
                 "variety",
-                "SEED_INVARIANT",
+                Category.SEED_INVARIANT,
                 f"{len(firsts)} seeds gave only {distinct} distinct first observation(s); at least {needed} are "
                 f"required (first observation: {clip(firsts[0])!r})",
             )
@@ -641,7 +641,7 @@ class _Validator:
             self.report.trivial_success_rates[label] = round(rate, 6)
             limit = self.config.max_hint_success_rate if label == "hint" else self.config.max_trivial_success_rate
             if rate > limit:
-                category = "HINT_LEAK" if label == "hint" else "TRIVIAL"
+                category = Category.HINT_LEAK if label == "hint" else Category.TRIVIAL
                 what = "submitting the hint text" if label == "hint" else f"the trivial policy {label}"
                 self.fail(
                     "non_triviality",
@@ -678,7 +678,9 @@ def conclude(report: ValidationReport) -> None:
     """Set ``accepted`` and ``category`` from the checks: the category of the first failed check."""
     first = next((c for c in report.checks if c.passed is False), None)
     report.accepted = first is None and all(c.passed for c in report.checks)
-    report.category = "ACCEPT" if report.accepted else (first.category if first and first.category else "ERROR")
+    report.category = (
+        Category.ACCEPT if report.accepted else (first.category if first and first.category else Category.ERROR)
+    )
 
 
 def seed_list(seeds: list[int], shown: int = 10) -> str:

@@ -207,7 +207,7 @@ def _fmt(value: Any) -> str:
 
 
 def _digest(policy: Any) -> str:
-    from spade_gym.trainer.selfplay import trainable_state
+    from spade_gym.trainer.state import trainable_state
 
     h = hashlib.sha256()
     for name, tensor in sorted(trainable_state(policy).items()):

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from spade_gym.errors import SpadeError
+from spade_gym.errors import Category, SpadeError
 from spade_gym.integrations import require
 from spade_gym.integrations._episode import (
     ChatTokenizer,
@@ -298,7 +298,7 @@ def make_rows(
             if start.error is not None:
                 raise SpadeError(
                     f"{env_id} failed to start at seed {start.seed}: {start.error.get('message', '')}",
-                    category=str(start.error.get("category", "ENV_EXCEPTION")),
+                    category=str(start.error.get("category", Category.ENV_EXCEPTION)),
                 )
             rows.append(
                 {

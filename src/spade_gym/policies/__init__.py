@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from spade_gym.errors import ModelNotFound
 from spade_gym.policies.base import Completion, Message, Policy, Prompt, SamplingParams, check_prompts
+from spade_gym.policies.embedded import DEFAULT_NAMES
 
 if TYPE_CHECKING:
     from spade_gym.policies.llamacpp import LlamaCppPolicy
@@ -43,9 +44,6 @@ __all__ = [
     "load_policy",
     "parse_policy_spec",
 ]
-
-#: The names that mean the embedded default model.
-DEFAULT_NAMES = frozenset({"default", "embedded"})
 
 _LAZY = {
     "TransformersPolicy": "spade_gym.policies.transformers",

@@ -34,6 +34,8 @@ __all__ = [
     "embedded_model_dir",
 ]
 
+#: The names that mean the embedded default model.
+DEFAULT_NAMES = frozenset({"default", "embedded"})
 #: The name policies built from the embedded model report.
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 #: The distribution that carries the GGUF file.

@@ -280,8 +280,7 @@ def gguf_path(model: str, *, sha256: str | None = None) -> tuple[Path, GGUFModel
             the expected SHA-256.
         PolicyError: the cache folder cannot be written.
     """
-    from spade_gym.policies import DEFAULT_NAMES
-    from spade_gym.policies.embedded import cache_dir
+    from spade_gym.policies.embedded import DEFAULT_NAMES, cache_dir
 
     name = model.strip()
     known = GGUF_MODELS.get("smollm2-135m" if name.lower() in DEFAULT_NAMES else name.lower())

@@ -9,8 +9,7 @@ import contextlib
 from typing import Any
 
 from spade_gym import errors
-from spade_gym.errors import require
-from spade_gym.ray_executor import first_line
+from spade_gym.errors import first_line, require
 
 __all__ = ["RayPolicy"]
 

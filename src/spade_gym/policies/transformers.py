@@ -276,7 +276,7 @@ class TransformersPolicy:
         )
         self.model = loaded
         if lora is not None or adapter is not None:
-            self.model = self._attach_peft(lora, adapter)
+            self.model = self.attach_peft(lora, adapter)
         self.model.eval()
         self.context_window: int | None = (
             context_window if context_window is not None else getattr(config, "max_position_embeddings", None)
@@ -298,7 +298,15 @@ class TransformersPolicy:
             PrefixCache(prefix_cache_mb * 2**20) if prefix_cache_mb and plain else None
         )
 
-    def _attach_peft(self, lora: Any, adapter: str | Path | None) -> Any:
+    def attach_peft(self, lora: Any, adapter: str | Path | None) -> Any:
+        """``self.model`` wrapped in LoRA adapters: loaded from the ``adapter`` folder (trainable),
+        else new ones of ``lora`` (a ``peft.LoraConfig`` or its keyword arguments). Returns the peft
+        model; the caller assigns it to ``self.model``.
+
+        Raises:
+            BackendUnavailable: peft is not installed.
+            ModelNotFound: the ``adapter`` folder does not exist.
+        """
         try:
             import peft
         except ImportError as exc:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from spade_gym.errors import (
+    Category,
     ContractError,
     SandboxError,
     SandboxSetupError,
@@ -342,18 +343,19 @@ class Zygote:
                     zygote.close()
             cls._instances.clear()
 
-
-def _forget_zygotes_in_child() -> None:
-    """After a fork of the host, the child must not share the parent's zygote control socket."""
-    for zygote in Zygote._instances.values():
-        zygote.socket.close()  # the child's copy only; the parent's stays open
-        zygote.process.returncode = 0  # owned by the parent: never wait for it here
-    Zygote._instances.clear()
-    Zygote._class_lock = threading.Lock()
+    @classmethod
+    def forget_in_child(cls) -> None:
+        """After a fork of the host, the child must not share the parent's zygote control socket:
+        forget the parent's zygotes (closing only the child's copy of each socket)."""
+        for zygote in cls._instances.values():
+            zygote.socket.close()  # the child's copy only; the parent's stays open
+            zygote.process.returncode = 0  # owned by the parent: never wait for it here
+        cls._instances.clear()
+        cls._class_lock = threading.Lock()
 
 
 atexit.register(Zygote.close_all)
-os.register_at_fork(after_in_child=_forget_zygotes_in_child)
+os.register_at_fork(after_in_child=Zygote.forget_in_child)
 
 
 class SandboxClient:
@@ -599,7 +601,7 @@ class SandboxClient:
         if response["ok"]:
             return self._check_value(op, response.get("value"))
         error = error_from_payload(response.get("error"))
-        if error.category in ("SANDBOX_DENIED", "MEMORY_LIMIT", "WORKER_CRASH") or op == "load":
+        if error.category in (Category.SANDBOX_DENIED, Category.MEMORY_LIMIT, Category.WORKER_CRASH) or op == "load":
             self.kill()  # the program's state can no longer be trusted
         raise error
 
@@ -611,7 +613,7 @@ class SandboxClient:
             self.kill()
             raise ContractError(
                 f"the sandbox worker sent a {length}-byte frame; the cap is {self.config.max_frame_bytes}",
-                category="OUTPUT_LIMIT",
+                category=Category.OUTPUT_LIMIT,
             )
         body = self._read_exact(length, limits)
         if self._inbuf:  # one request, one frame: anything more breaks the protocol

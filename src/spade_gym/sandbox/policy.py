@@ -33,6 +33,8 @@ from RestrictedPython import compile_restricted_exec
 from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
+from spade_gym.errors import Category, GuardViolation
+
 __all__ = [
     "ALLOWED_MODULES",
     "PROGRAM_FILENAME",
@@ -190,16 +192,6 @@ def compile_program(source: str, filename: str = PROGRAM_FILENAME) -> tuple[type
     return result.code, []
 
 
-class GuardViolation(BaseException):  # noqa: N818 - it is a signal, not an ordinary error
-    """Raised inside program code when a guard refuses something; a ``BaseException`` so that
-    ``except Exception`` does not swallow it (the runtime records the violation anyway)."""
-
-    def __init__(self, message: str, category: str = "SANDBOX_DENIED") -> None:
-        super().__init__(message)
-        self.message = message
-        self.category = category
-
-
 class ModuleProxy:
     """A read-only view of one allow-listed module exposing only ``attrs`` (none of them a module)."""
 
@@ -290,7 +282,7 @@ class ProgramRuntime:
         self.globals: dict[str, Any] = self._make_globals()
 
     # -- violations and output -------------------------------------------------------------------
-    def deny(self, message: str, category: str = "SANDBOX_DENIED") -> GuardViolation:
+    def deny(self, message: str, category: str = Category.SANDBOX_DENIED) -> GuardViolation:
         """Record a violation (the first of the call is kept) and return the signal to raise."""
         exc = GuardViolation(message, category)
         if self.violation is None:
@@ -324,7 +316,9 @@ class ProgramRuntime:
         text = "".join(parts) + end
         size = self._printed_bytes + len(text.encode("utf-8", "replace"))
         if chars > self.max_print_bytes or size > self.max_print_bytes:
-            raise self.deny(f"print output exceeded {self.max_print_bytes} bytes in one call", category="OUTPUT_LIMIT")
+            raise self.deny(
+                f"print output exceeded {self.max_print_bytes} bytes in one call", category=Category.OUTPUT_LIMIT
+            )
         self._printed.append(text)
         self._printed_bytes = size
 

@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from spade_gym.errors import ContractError, ResourceLimitExceeded, WorkerCrash
+from spade_gym.errors import Category, ContractError, ResourceLimitExceeded, WorkerCrash
 
 __all__ = [
     "Limits",
@@ -127,7 +127,7 @@ def check_text(value: Any, what: str, limits: Limits) -> str:
     if len(value) > limits.max_text_bytes:
         raise ResourceLimitExceeded(
             f"{what} has {len(value)} characters; the limit is {limits.max_text_bytes} bytes of UTF-8",
-            category="OUTPUT_LIMIT",
+            category=Category.OUTPUT_LIMIT,
         )
     try:
         size = len(value.encode("utf-8"))
@@ -135,7 +135,7 @@ def check_text(value: Any, what: str, limits: Limits) -> str:
         raise ContractError(f"{what} is not valid UTF-8 text ({exc.reason} at position {exc.start})") from None
     if size > limits.max_text_bytes:
         raise ResourceLimitExceeded(
-            f"{what} is {size} bytes of UTF-8; the limit is {limits.max_text_bytes}", category="OUTPUT_LIMIT"
+            f"{what} is {size} bytes of UTF-8; the limit is {limits.max_text_bytes}", category=Category.OUTPUT_LIMIT
         )
     return value
 
@@ -181,7 +181,7 @@ def check_json(value: Any, what: str, limits: Limits) -> Any:
         raise ContractError(f"{what} cannot be serialised as JSON: {exc}"[:300]) from None
     if size > limits.max_info_bytes:
         raise ResourceLimitExceeded(
-            f"{what} is {size} bytes as JSON; the limit is {limits.max_info_bytes}", category="OUTPUT_LIMIT"
+            f"{what} is {size} bytes as JSON; the limit is {limits.max_info_bytes}", category=Category.OUTPUT_LIMIT
         )
     return value
 
@@ -190,14 +190,14 @@ def check_reward(value: Any, limits: Limits) -> float:
     """Check a reward (exactly ``int`` or ``float``, finite, within bounds); return it as ``float``.
     ``ContractError`` (category ``INVALID_REWARD``) otherwise."""
     if type(value) is not int and type(value) is not float:
-        raise ContractError(f"reward must be an int or float, got {_describe(value)}", category="INVALID_REWARD")
+        raise ContractError(f"reward must be an int or float, got {_describe(value)}", category=Category.INVALID_REWARD)
     if type(value) is float and not math.isfinite(value):
-        raise ContractError(f"reward must be finite, got {value!r}", category="INVALID_REWARD")
+        raise ContractError(f"reward must be finite, got {value!r}", category=Category.INVALID_REWARD)
     if abs(value) > limits.max_abs_reward:
         shown = f"{value:.6g}" if isinstance(value, float) else f"an int of {int(value).bit_length()} bits"
         raise ContractError(
             f"reward {shown} is outside [-{limits.max_abs_reward:g}, {limits.max_abs_reward:g}]",
-            category="INVALID_REWARD",
+            category=Category.INVALID_REWARD,
         )
     return float(value)
 

@@ -18,7 +18,7 @@ import traceback
 import unicodedata  # noqa: F401 - the parser imports it for non-ASCII names; no imports after lock-down
 from typing import Any
 
-from spade_gym.errors import SandboxError
+from spade_gym.errors import Category, SandboxError
 from spade_gym.sandbox import lockdown
 from spade_gym.sandbox.policy import PROGRAM_FILENAME, GuardViolation, ProgramRuntime, compile_program
 from spade_gym.sandbox.protocol import (
@@ -124,22 +124,22 @@ class ProgramHost:
         except GuardViolation as exc:
             if runtime.violation is None:  # raised by program code, not by a guard: a forgery
                 message = f"the program raised a sandbox signal itself at line {_program_line(exc)}"
-                error = _error("EnvRuntimeError", "ENV_EXCEPTION", message)
+                error = _error("EnvRuntimeError", Category.ENV_EXCEPTION, message)
         except MemoryError:
-            error = _error("ResourceLimitExceeded", "MEMORY_LIMIT", "the program ran out of memory")
+            error = _error("ResourceLimitExceeded", Category.MEMORY_LIMIT, "the program ran out of memory")
         except RecursionError as exc:
             message = f"RecursionError: maximum recursion depth exceeded (line {_program_line(exc)})"
-            error = _error("EnvRuntimeError", "ENV_EXCEPTION", message, _program_traceback(exc))
+            error = _error("EnvRuntimeError", Category.ENV_EXCEPTION, message, _program_traceback(exc))
         except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt included
             raised = exc
             message = _safe_text(lambda: str(raised), "")[:_MAX_MESSAGE]
             line = _program_line(exc)
             where = f" at line {line}" if line else ""
             message = f"{type(exc).__name__}{where}: {message}" if message else f"{type(exc).__name__}{where}"
-            error = _error("EnvRuntimeError", "ENV_EXCEPTION", message, _program_traceback(exc))
+            error = _error("EnvRuntimeError", Category.ENV_EXCEPTION, message, _program_traceback(exc))
         violation = runtime.violation
         if violation is not None:  # reported even when the program swallowed it
-            type_name = "ResourceLimitExceeded" if violation.category == "OUTPUT_LIMIT" else "SandboxViolation"
+            type_name = "ResourceLimitExceeded" if violation.category == Category.OUTPUT_LIMIT else "SandboxViolation"
             line = _program_line(violation)
             where = f"line {line}: " if line else ""
             value, error = None, _error(type_name, violation.category, where + violation.message)
@@ -157,7 +157,7 @@ class ProgramHost:
         if op == "probe":
             return probe_layers()
         if self.env is None:
-            raise _ContractFailure(_error("WorkerCrash", "WORKER_CRASH", f"{op} before load"))
+            raise _ContractFailure(_error("WorkerCrash", Category.WORKER_CRASH, f"{op} before load"))
         if op == "reset":
             seed = args["seed"]
             return list(self._checked(lambda: check_reset_result(self.env.reset(seed), self.limits)))
@@ -166,7 +166,7 @@ class ProgramHost:
             return list(self._checked(lambda: check_step_result(self.env.step(action), self.limits)))
         if op in ("hint", "oracle"):
             return self._checked(lambda: check_text(getattr(self.env, op)(), f"{op}()", self.limits))
-        raise _ContractFailure(_error("WorkerCrash", "WORKER_CRASH", f"unknown request {op!r}"))
+        raise _ContractFailure(_error("WorkerCrash", Category.WORKER_CRASH, f"unknown request {op!r}"))
 
     def _checked(self, call: Any) -> Any:
         try:
@@ -178,7 +178,9 @@ class ProgramHost:
         code, errors = compile_program(source)
         if code is None:
             raise _ContractFailure(
-                _error("ProgramError", "COMPILE_REJECTED", "\n".join(f"restricted compiler: {e}" for e in errors))
+                _error(
+                    "ProgramError", Category.COMPILE_REJECTED, "\n".join(f"restricted compiler: {e}" for e in errors)
+                )
             )
         linecache.cache[PROGRAM_FILENAME] = (len(source), None, source.splitlines(True), PROGRAM_FILENAME)
         namespace = self.runtime.globals
@@ -186,7 +188,7 @@ class ProgramHost:
         cls = namespace.get("Env")
         if not isinstance(cls, type) or cls not in self.runtime.program_classes:
             message = "the module must define 'class Env' (a class statement)"
-            raise _ContractFailure(_error("ProgramError", "COMPILE_REJECTED", message))
+            raise _ContractFailure(_error("ProgramError", Category.COMPILE_REJECTED, message))
         self.env = cls()
         spec = {
             "name": getattr(cls, "name", None),
@@ -264,7 +266,7 @@ def serve(read_fd: int, write_fd: int, raw_config: dict[str, Any]) -> None:
             frame = encode_frame(response)
         except Exception as exc:  # noqa: BLE001 - any value the program returned that JSON cannot carry
             message = f"response not serialisable ({type(exc).__name__}): {exc}"[:300]
-            error = _error("ContractError", "PROTOCOL_ERROR", message)
+            error = _error("ContractError", Category.PROTOCOL_ERROR, message)
             frame = encode_frame({"ok": False, "printed": "", "cpu_s": 0.0, "error": error})
         write_frame(write_fd, frame)
     os._exit(0)

@@ -43,7 +43,7 @@ from spade_gym.designer import (
     EditTokens,
     Probability,
 )
-from spade_gym.errors import SpadeError, install_hint
+from spade_gym.errors import ConfigError, install_hint
 from spade_gym.evaluation.heldout import EvalSection
 from spade_gym.memory import MemoryConfig
 from spade_gym.options import FINITE, Why, adapter, option, option_factory, refusal, strict_yaml_loader, type_name
@@ -71,17 +71,6 @@ _T = TypeVar("_T")
 
 #: Keys older versions wrote into a run's config.yaml with the only value they could hold.
 RETIRED_KEYS: dict[tuple[str, str], Any] = {("designer", "repair_rounds"): 0}
-
-
-class ConfigError(SpadeError):
-    """A self-play configuration is unreadable or has a bad key or value; ``key`` is the dotted key
-    (``"train.learning_rate"``), empty for the whole file."""
-
-    default_category = "CONFIG"
-
-    def __init__(self, message: str, *, key: str = "") -> None:
-        super().__init__(message)
-        self.key = key
 
 
 @dataclass

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from annotated_types import Ge, Gt, Le, Lt
 
+from spade_gym.errors import GRPOConfigError
 from spade_gym.options import FINITE, first_refusal, option
 from spade_gym.policies.base import Completion
 from spade_gym.policies.scoring import CHECKPOINT_TOKENS, MICRO_BATCH_TOKENS
@@ -45,6 +46,7 @@ __all__ = [
     "Count",
     "Ddof",
     "GRPOConfig",
+    "GRPOConfigError",
     "GRPOTrainer",
     "LossType",
     "NonNegative",
@@ -482,14 +484,6 @@ class GRPOConfig:
         refused = first_refusal(self)
         if refused is not None:
             raise GRPOConfigError(*refused)
-
-
-class GRPOConfigError(ValueError):
-    """A :class:`GRPOConfig` field out of its range: ``field``, ``value`` and ``expected`` (the range)."""
-
-    def __init__(self, field: str, value: object, expected: str) -> None:
-        super().__init__(f"GRPOConfig.{field} must be {expected}, got {value!r}")
-        self.field, self.value, self.expected = field, value, expected
 
 
 @dataclass

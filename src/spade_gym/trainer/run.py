@@ -42,7 +42,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from spade_gym.errors import SpadeError, install_hint
+from spade_gym.errors import RunDirError, install_hint
 from spade_gym.files import fsync_dir, lock_file, replace_atomically, write_durably
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig
 
@@ -70,12 +70,6 @@ CHECKPOINT_FORMAT = 1
 
 _CHECKPOINT_NAME = re.compile(r"iter_(\d{6,})")
 _TEMP_PREFIX = ".tmp-"
-
-
-class RunDirError(SpadeError):
-    """A run folder cannot be created, opened, read or written."""
-
-    default_category = "RUN"
 
 
 def _fsync_tree(root: Path) -> None:

@@ -50,7 +50,7 @@ from spade_gym.designer import (
     validate_designs,
 )
 from spade_gym.documents import load_documents
-from spade_gym.errors import DocumentError, EnvNotFound, PolicyError, install_hint
+from spade_gym.errors import Category, DocumentError, EnvNotFound, PolicyError, install_hint
 from spade_gym.evaluation.base import load_results, save_results
 from spade_gym.evaluation.heldout import (
     HeldOut,
@@ -80,7 +80,9 @@ from spade_gym.trainer.grpo import (
     samples_from_trajectories,
 )
 from spade_gym.trainer.run import DESIGN_TEXT_CHARS, Checkpoint, RunDir, capture_rng_state, restore_rng_state
+from spade_gym.trainer.state import load_trainable_state, trainable_state
 from spade_gym.trainer.summary import MOVED_KEYS, designer_summary, summary_line, training_state, what_moved
+from spade_gym.trainer.warmstart import check_warmstart_config, run_warmstart
 
 __all__ = [
     "MOVED_KEYS",
@@ -202,7 +204,7 @@ def flag_contract_breakers(registry: Registry, trajectories: list[Trajectory]) -
     flagged: list[str] = []
     for trajectory in trajectories:
         error = trajectory.error or {}
-        if error.get("category") != "INVALID_REWARD":
+        if error.get("category") != Category.INVALID_REWARD:
             continue
         try:
             record = registry.flag(trajectory.env_id, f"seed {trajectory.seed}: {error.get('message', '')}")
@@ -269,8 +271,6 @@ class SelfPlay:
         check_budget(config)  # run.budget_minutes, before any work
         warm = config.warmstart.enabled and apply_warmstart
         if warm:
-            from spade_gym.trainer.warmstart import check_warmstart_config
-
             check_warmstart_config(config)  # an empty or oracle-less pool fails before the model loads
         try:
             self.documents = load_documents(
@@ -369,8 +369,6 @@ class SelfPlay:
     def _warmstart(self) -> None:
         """Apply the cold-start adapters, sync them to the generator, record ``<run>/warmstart.json``."""
         import json
-
-        from spade_gym.trainer.warmstart import run_warmstart
 
         result = run_warmstart(
             self.config,
@@ -682,8 +680,8 @@ class SelfPlay:
         accepted = [o for o in outcomes if o.accepted]
         rejections = Counter(_first_failed(o) for o in outcomes if not o.accepted)
         regrets = [o.estimate.regret for o in accepted if o.estimate is not None]
-        valid = [o for o in outcomes if o.report.category in ("ACCEPT", "DUPLICATE") or o.accepted]
-        duplicates = sum(o.report.category == "DUPLICATE" for o in outcomes)
+        valid = [o for o in outcomes if o.report.category in (Category.ACCEPT, Category.DUPLICATE) or o.accepted]
+        duplicates = sum(o.report.category == Category.DUPLICATE for o in outcomes)
         return {
             "designer/reward_mean": statistics.fmean(rewards),
             "designer/reward_std": statistics.pstdev(rewards),
@@ -794,34 +792,9 @@ def check_lora(lora: dict[str, Any]) -> None:
         )
 
 
-def trainable_state(policy: Any) -> dict[str, Any]:
-    """The weights the trainer changes: the LoRA adapters (peft), else the whole model."""
-    from spade_gym.policies.transformers import is_peft
-
-    model = policy.model
-    if is_peft(model):
-        from peft import get_peft_model_state_dict
-
-        return {k: v.detach().cpu() for k, v in get_peft_model_state_dict(model).items()}
-    return {k: v.detach().cpu() for k, v in model.state_dict().items()}
-
-
-def load_trainable_state(policy: Any, state: dict[str, Any]) -> None:
-    """Load :func:`trainable_state`'s ``state`` back into ``policy``'s model."""
-    from spade_gym.policies.transformers import is_peft
-
-    model = policy.model
-    if is_peft(model):
-        from peft import set_peft_model_state_dict
-
-        set_peft_model_state_dict(model, state)
-    else:
-        model.load_state_dict(state)
-
-
 def _first_failed(outcome: DesignOutcome) -> str:
     """The rejection reason for the metrics: ``no_code`` or the first failed check's name."""
-    if outcome.report.category in ("NO_CODE", "TOO_LONG"):
+    if outcome.report.category in (Category.NO_CODE, Category.TOO_LONG):
         return outcome.report.category.lower()
     failed = outcome.report.failures
     return failed[0].name if failed else outcome.report.category.lower()

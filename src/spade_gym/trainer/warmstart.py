@@ -51,6 +51,7 @@ from spade_gym.registry.gymnasium import bundled_registry_path
 from spade_gym.registry.records import EnvRecord
 from spade_gym.registry.store import Registry
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig
+from spade_gym.trainer.state import load_trainable_state, trainable_state
 from spade_gym.validation import ValidationConfig
 
 __all__ = [
@@ -580,11 +581,9 @@ def run_warmstart(
     entry.mkdir(parents=True, exist_ok=True)
     merged = not hasattr(policy.model, "peft_config")
     if merged:  # a fully fine-tuned run: train temporary adapters, merged into the weights at the end
-        policy.model = policy._attach_peft(dict(WARMSTART_LORA), None)
+        policy.model = policy.attach_peft(dict(WARMSTART_LORA), None)
     schedule = _schedule(data, config)
     result_path, adapter_path, state_path = entry / _RESULT, entry / _ADAPTER, entry / _STATE
-    from spade_gym.trainer.selfplay import load_trainable_state, trainable_state
-
     if result_path.is_file() and adapter_path.is_file():
         load_trainable_state(policy, torch.load(adapter_path, map_location="cpu", weights_only=True))
         saved = json.loads(result_path.read_text(encoding="utf-8"))
