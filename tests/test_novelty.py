@@ -14,8 +14,9 @@ import pytest
 from spade_gym import EnvProgram
 from spade_gym.novelty import check_novelty
 from spade_gym.registry.dedup import ast_hash
-from spade_gym.registry.gymnasium import bundled_registry_path, open_registry, register_program
+from spade_gym.registry.gymnasium import bundled_registry_path, open_registry
 from spade_gym.registry.store import Registry
+from spade_gym.stages import register_program
 from spade_gym.validation import ValidationConfig, validate
 
 #: A small graded program with module-level knobs, as the cold start's variants are written.

@@ -18,9 +18,10 @@ from typer.testing import CliRunner
 from spade_gym import stages
 from spade_gym.cli import app
 from spade_gym.designer import DesignerConfig, SpadeDesignerEnv, build_prompt, evaluate_completion
-from spade_gym.registry.gymnasium import open_registry, register_program
+from spade_gym.registry.gymnasium import open_registry
 from spade_gym.registry.records import EnvRecord
 from spade_gym.registry.store import Registry
+from spade_gym.stages import register_program
 
 STAGES = ("extract", "gate", "audit", "regret", "admit", "reward")
 

@@ -34,9 +34,10 @@ from spade_gym.errors import (
 from spade_gym.policies import Completion, Policy, SamplingParams, load_policy
 from spade_gym.program import EnvProgram
 from spade_gym.registry import EnvRecord, Registry
-from spade_gym.registry.gymnasium import register_builtin_ids, register_program, register_registry
+from spade_gym.registry.gymnasium import register_builtin_ids, register_registry
 from spade_gym.sandbox import Budget, Limits, ProgramSpec, SandboxClient, SandboxConfig
 from spade_gym.spaces import UnicodeText
+from spade_gym.stages import register_program
 from spade_gym.validation import ValidationConfig, ValidationReport, validate
 
 __version__ = "0.1.0.dev0"

@@ -1495,7 +1495,7 @@ def envs_add(
 ) -> None:
     """Validate program files and add the accepted ones to a registry; exit status 1 if any is refused."""
     from spade_gym.program import EnvProgram
-    from spade_gym.registry.gymnasium import register_program
+    from spade_gym.stages import register_program
 
     reg = _open_registry(registry, create=True)
     refused = 0

@@ -18,16 +18,14 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
-from annotated_types import Ge, Le, MinLen
 from gymnasium.utils import seeding
 
-from spade_gym.agent import RolloutConfig
 from spade_gym.contract import unfilled_placeholders
 from spade_gym.design_prompts import (
     DEFAULT_PROMPT,
@@ -38,7 +36,6 @@ from spade_gym.design_prompts import (
     EDIT_SEARCH,
     EDIT_TASK,
     PROMPT_VARIANTS,
-    PromptVariant,
     system_prompt,
     write_task,
 )
@@ -46,16 +43,23 @@ from spade_gym.documents import Document, DocumentSource, load_documents, make_d
 from spade_gym.fill import fill_designs
 from spade_gym.ladder import library_ladder
 from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, format_memory, pick_parent, read_source
-from spade_gym.options import Why, first_refusal
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
-from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, EnvProgram, Setting, knobs
+from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, EnvProgram, knobs
 from spade_gym.registry.gymnasium import open_registry
 from spade_gym.registry.store import Registry
-from spade_gym.regret import REGRET_EPISODES, RewardConfig
+from spade_gym.regret import RewardConfig
 from spade_gym.repair import repair_feedback, same_program
 from spade_gym.spaces import UnicodeText
 from spade_gym.stages import (
+    DESIGNER_TEMPERATURE,
+    EDIT_MAX_NEW_TOKENS,
+    EDIT_PROBABILITY,
+    EDIT_PROBABILITY_SMALL,
+    EDIT_TOKEN_FLOOR,
     MAX_COMPLETION_CHARS,
+    WRITE_MAX_NEW_TOKENS,
+    DesignerConfig,
+    DesignerPrompt,
     DesignOutcome,
     ExtractedProgram,
     apply_edits,
@@ -65,7 +69,7 @@ from spade_gym.stages import (
     extract_program,
     has_edits,
 )
-from spade_gym.validation import ValidationConfig, ValidationReport
+from spade_gym.validation import ValidationReport
 
 if TYPE_CHECKING:
     import numpy as np
@@ -114,67 +118,13 @@ __all__ = [
 
 #: The Designer's two modes: a new environment from the document, or a variant of a memory one.
 MODES = ("write", "edit")
-#: Default chance that a design is an edit of a memory environment (:attr:`DesignerConfig.edit_probability`).
-EDIT_PROBABILITY = 0.25
-#: The chance ``designer.edit_probability: auto`` gives a small model (see :func:`auto_edit_probability`).
-EDIT_PROBABILITY_SMALL = 0.75
 #: Parameters below which ``auto`` counts a model as small.
 SMALL_MODEL_PARAMETERS = 1.5e9
 #: The fewest new tokens of a design when no tokenizer can measure the seed programs (about the worked example's).
 DESIGN_TOKEN_FLOOR = 256
-#: New tokens of a write-mode design by default (the seed programs are 400-1,400 tokens).
-WRITE_MAX_NEW_TOKENS = 1536
-#: New tokens of an edit-mode design by default (the cold start's knob variants take 40-120).
-EDIT_MAX_NEW_TOKENS = 256
-#: The Designer's default sampling temperature: with the embedded model and its cold start 8 of 12
-#: edits are valid at 0.5 (``examples/design_rate.py``); larger models do well at 0.7-1.0.
-DESIGNER_TEMPERATURE: float = 0.5
-#: The fewest new tokens an edit-mode design may have: one short edit block.
-EDIT_TOKEN_FLOOR = 32
 #: Longest prompt in characters (a longer completion than :data:`MAX_COMPLETION_CHARS` is refused
 #: unparsed, ``TOO_LONG``).
 MAX_PROMPT_CHARS = 200_000
-
-#: The ranges of :class:`DesignerConfig`'s fields, stated once (the config's ``designer`` section
-#: uses the same types, with :data:`~spade_gym.design_prompts.PromptVariant` and
-#: :data:`~spade_gym.program.Setting`): a probability, an edit-mode token budget.
-Probability = Annotated[float, Ge(0), Le(1)]
-EditTokens = Annotated[int, Ge(EDIT_TOKEN_FLOOR), Why("one edit block")]
-
-
-@dataclass(frozen=True)
-class DesignerPrompt:
-    """One Designer prompt (system and user chat ``messages``) and what went into it.
-
-    ``setting``: the target, or ``None`` (the Designer chooses). In edit mode ``parent`` is the env
-    id to vary and ``parent_source`` the program the edit blocks apply to; else both are ``None``.
-    ``variant``: the write-mode prompt variant (:data:`~spade_gym.design_prompts.PROMPT_VARIANTS`).
-    """
-
-    messages: list[dict[str, str]]
-    mode: str
-    setting: str | None
-    document: Document | None
-    memory: tuple[MemoryItem, ...] = ()
-    parent: str | None = None
-    parent_source: str | None = None
-    variant: str = DEFAULT_PROMPT
-
-    @property
-    def text(self) -> str:
-        """The system message, a blank line, the user message."""
-        return "\n\n".join(m["content"] for m in self.messages)
-
-    def provenance(self) -> dict[str, Any]:
-        """What the registry stores about this prompt."""
-        return {
-            "mode": self.mode,
-            "setting": self.setting,
-            "document": self.document.source if self.document is not None else None,
-            "memory": [item.record.env_id for item in self.memory],
-            "parent": self.parent,
-            "prompt": self.variant,
-        }
 
 
 def build_prompt(
@@ -281,49 +231,6 @@ def generate_designs(policy: Policy, prompts: Sequence[DesignerPrompt], sampling
 
 
 # -- Settings of a design --
-
-
-@dataclass(frozen=True)
-class DesignerConfig:
-    """Settings of a design step (everything but the policies, registry and documents).
-
-    ``k``: regret episodes per arm. ``regret_seeds``: the first of ``k`` fixed regret seeds, or
-    ``None``: drawn per design, so a program cannot tell regret episodes from others. ``rollout``:
-    the Agent's regret rollout (temperature > 0). ``sampling``: the Designer's in write mode.
-    ``memory``: the environments shown (``memory.include_source``: with their source). ``prompt``:
-    the write-mode prompt variant. ``feedback``: what a repair round of :func:`design` is told
-    (``"precise"``: :func:`~spade_gym.repair.repair_feedback`; ``"report"``: the gate's report).
-    Raises ValueError naming the field for a value out of its type's range.
-    """
-
-    k: Annotated[int, Ge(1)] = REGRET_EPISODES
-    regret_seeds: int | None = None
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    sampling: SamplingParams = field(
-        default_factory=lambda: SamplingParams(temperature=DESIGNER_TEMPERATURE, max_new_tokens=WRITE_MAX_NEW_TOKENS)
-    )
-    reward: RewardConfig = field(default_factory=RewardConfig)
-    validation: ValidationConfig = field(default_factory=ValidationConfig)
-    memory: MemoryConfig = field(default_factory=MemoryConfig)
-    settings: Annotated[tuple[Setting, ...], MinLen(1)] = SETTINGS
-    edit_probability: Probability = EDIT_PROBABILITY
-    edit_max_new_tokens: EditTokens = EDIT_MAX_NEW_TOKENS
-    prompt: PromptVariant = DEFAULT_PROMPT
-    feedback: Literal["precise", "report"] = "precise"
-
-    def __post_init__(self) -> None:
-        refused = first_refusal(self)
-        if refused is not None:
-            name, value, expected = refused
-            raise ValueError(f"DesignerConfig.{name} must be {expected}, got {value!r}")
-        if self.rollout.sampling.greedy:
-            raise ValueError("DesignerConfig.rollout.sampling.temperature must be > 0: regret needs sampling")
-
-    def sampling_for(self, mode: str) -> SamplingParams:
-        """``sampling``, with ``edit_max_new_tokens`` new tokens in edit mode."""
-        if mode == "edit":
-            return replace(self.sampling, max_new_tokens=self.edit_max_new_tokens)
-        return self.sampling
 
 
 def design(

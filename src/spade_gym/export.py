@@ -187,7 +187,8 @@ def import_registry(
         ValueError: ``source`` cannot be read (see :func:`iter_rows`); nothing is added then.
         RegistryError: ``registry`` cannot be written.
     """
-    from spade_gym.registry.gymnasium import register_program, register_record
+    from spade_gym.registry.gymnasium import register_record
+    from spade_gym.stages import register_program
 
     rows: Iterable[Mapping[str, Any]]
     if isinstance(source, str | os.PathLike):

@@ -20,7 +20,7 @@ reward     the Designer's reward                                     -
 =========  ========================================================  ==============================
 
 :func:`evaluate_completion` runs them in order. :func:`admit` is also how
-:func:`~spade_gym.registry.gymnasium.register_program` (``spade envs add``, imports) adds a program.
+:func:`register_program` (``spade envs add``, imports) adds a program.
 """
 
 from __future__ import annotations
@@ -30,31 +30,53 @@ import re
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from annotated_types import Ge, Le, MinLen
 
 from spade_gym.agent import RolloutConfig
 from spade_gym.audit import audit as audit_env
 from spade_gym.chance import swapped_success
 from spade_gym.contract import rename_env_class, unfilled_placeholders
 from spade_gym.design_novelty import copies_prompt_example
-from spade_gym.design_prompts import EDIT_DIVIDER, EDIT_REPLACE, EDIT_SEARCH
+from spade_gym.design_prompts import DEFAULT_PROMPT, EDIT_DIVIDER, EDIT_REPLACE, EDIT_SEARCH, PromptVariant
+from spade_gym.documents import Document
 from spade_gym.errors import Category, DuplicateEnvironment
+from spade_gym.memory import MemoryConfig, MemoryItem
 from spade_gym.novelty import check_novelty
-from spade_gym.program import EnvProgram
+from spade_gym.options import Why, first_refusal
+from spade_gym.policies.base import SamplingParams
+from spade_gym.program import SETTINGS, EnvProgram, Setting
 from spade_gym.registry.gymnasium import register_record
 from spade_gym.registry.records import EnvRecord, EnvStats
-from spade_gym.regret import DesignerReward, RegretEstimate, designer_reward, estimate_regret
-from spade_gym.validation import CHECKS, CheckResult, ValidationReport, validate
+from spade_gym.regret import (
+    REGRET_EPISODES,
+    DesignerReward,
+    RegretEstimate,
+    RewardConfig,
+    designer_reward,
+    estimate_regret,
+)
+from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport, validate
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from spade_gym.designer import DesignerConfig, DesignerPrompt
     from spade_gym.executor import Executor
     from spade_gym.policies.base import Policy
     from spade_gym.registry.store import Registry
 
 __all__ = [
+    "DesignerPrompt",
+    "DESIGNER_TEMPERATURE",
+    "EDIT_MAX_NEW_TOKENS",
+    "EDIT_PROBABILITY",
+    "EDIT_PROBABILITY_SMALL",
+    "EDIT_TOKEN_FLOOR",
+    "WRITE_MAX_NEW_TOKENS",
+    "DesignerConfig",
+    "EditTokens",
+    "Probability",
     "MAX_COMPLETION_CHARS",
     "Audited",
     "Design",
@@ -75,12 +97,111 @@ __all__ = [
     "has_edits",
     "provenance",
     "refuse",
+    "register_program",
     "regret",
     "reward",
 ]
 
 #: Longest completion in characters; a longer one is refused (``TOO_LONG``) unparsed.
 MAX_COMPLETION_CHARS = 1_000_000
+
+
+#: Default chance that a design is an edit of a memory environment (:attr:`DesignerConfig.edit_probability`).
+EDIT_PROBABILITY = 0.25
+#: The chance ``designer.edit_probability: auto`` gives a small model (see :func:`auto_edit_probability`).
+EDIT_PROBABILITY_SMALL = 0.75
+#: New tokens of a write-mode design by default (the seed programs are 400-1,400 tokens).
+WRITE_MAX_NEW_TOKENS = 1536
+#: New tokens of an edit-mode design by default (the cold start's knob variants take 40-120).
+EDIT_MAX_NEW_TOKENS = 256
+#: The Designer's default sampling temperature: with the embedded model and its cold start 8 of 12
+#: edits are valid at 0.5 (``examples/design_rate.py``); larger models do well at 0.7-1.0.
+DESIGNER_TEMPERATURE: float = 0.5
+#: The fewest new tokens an edit-mode design may have: one short edit block.
+EDIT_TOKEN_FLOOR = 32
+#: The ranges of :class:`DesignerConfig`'s fields, stated once (the config's ``designer`` section
+#: uses the same types, with :data:`~spade_gym.design_prompts.PromptVariant` and
+#: :data:`~spade_gym.program.Setting`): a probability, an edit-mode token budget.
+Probability = Annotated[float, Ge(0), Le(1)]
+EditTokens = Annotated[int, Ge(EDIT_TOKEN_FLOOR), Why("one edit block")]
+
+
+@dataclass(frozen=True)
+class DesignerConfig:
+    """Settings of a design step (everything but the policies, registry and documents).
+
+    ``k``: regret episodes per arm. ``regret_seeds``: the first of ``k`` fixed regret seeds, or
+    ``None``: drawn per design, so a program cannot tell regret episodes from others. ``rollout``:
+    the Agent's regret rollout (temperature > 0). ``sampling``: the Designer's in write mode.
+    ``memory``: the environments shown (``memory.include_source``: with their source). ``prompt``:
+    the write-mode prompt variant. ``feedback``: what a repair round of :func:`design` is told
+    (``"precise"``: :func:`~spade_gym.repair.repair_feedback`; ``"report"``: the gate's report).
+    Raises ValueError naming the field for a value out of its type's range.
+    """
+
+    k: Annotated[int, Ge(1)] = REGRET_EPISODES
+    regret_seeds: int | None = None
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    sampling: SamplingParams = field(
+        default_factory=lambda: SamplingParams(temperature=DESIGNER_TEMPERATURE, max_new_tokens=WRITE_MAX_NEW_TOKENS)
+    )
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    settings: Annotated[tuple[Setting, ...], MinLen(1)] = SETTINGS
+    edit_probability: Probability = EDIT_PROBABILITY
+    edit_max_new_tokens: EditTokens = EDIT_MAX_NEW_TOKENS
+    prompt: PromptVariant = DEFAULT_PROMPT
+    feedback: Literal["precise", "report"] = "precise"
+
+    def __post_init__(self) -> None:
+        refused = first_refusal(self)
+        if refused is not None:
+            name, value, expected = refused
+            raise ValueError(f"DesignerConfig.{name} must be {expected}, got {value!r}")
+        if self.rollout.sampling.greedy:
+            raise ValueError("DesignerConfig.rollout.sampling.temperature must be > 0: regret needs sampling")
+
+    def sampling_for(self, mode: str) -> SamplingParams:
+        """``sampling``, with ``edit_max_new_tokens`` new tokens in edit mode."""
+        if mode == "edit":
+            return replace(self.sampling, max_new_tokens=self.edit_max_new_tokens)
+        return self.sampling
+
+
+@dataclass(frozen=True)
+class DesignerPrompt:
+    """One Designer prompt (system and user chat ``messages``) and what went into it.
+
+    ``setting``: the target, or ``None`` (the Designer chooses). In edit mode ``parent`` is the env
+    id to vary and ``parent_source`` the program the edit blocks apply to; else both are ``None``.
+    ``variant``: the write-mode prompt variant (:data:`~spade_gym.design_prompts.PROMPT_VARIANTS`).
+    """
+
+    messages: list[dict[str, str]]
+    mode: str
+    setting: str | None
+    document: Document | None
+    memory: tuple[MemoryItem, ...] = ()
+    parent: str | None = None
+    parent_source: str | None = None
+    variant: str = DEFAULT_PROMPT
+
+    @property
+    def text(self) -> str:
+        """The system message, a blank line, the user message."""
+        return "\n\n".join(m["content"] for m in self.messages)
+
+    def provenance(self) -> dict[str, Any]:
+        """What the registry stores about this prompt."""
+        return {
+            "mode": self.mode,
+            "setting": self.setting,
+            "document": self.document.source if self.document is not None else None,
+            "memory": [item.record.env_id for item in self.memory],
+            "parent": self.parent,
+            "prompt": self.variant,
+        }
 
 
 @dataclass(frozen=True)
@@ -649,8 +770,6 @@ def evaluate_completion(
     sandbox worker can start and PolicyError when the Agent policy fails (neither the program's fault).
     """
     if config is None:
-        from spade_gym.designer import DesignerConfig
-
         config = DesignerConfig()
     design = Design(completion, prompt, registry, agent, config, sampling_seed, validated, executor)
     extracted = extract(design)
@@ -678,3 +797,27 @@ def evaluate_completion(
     if record is None:  # a copy of a program added since the gate
         return outcome(reward(design, duplicate=True))
     return outcome(reward(design, gated.program, measured))
+
+
+def register_program(
+    program: EnvProgram | str,
+    registry: Registry,
+    *,
+    config: ValidationConfig | None = None,
+    tags: Sequence[str] = (),
+    document: dict[str, Any] | None = None,
+    parents: Sequence[str] = (),
+) -> tuple[ValidationReport, EnvRecord | None]:
+    """Validate ``program`` (or its source) against ``registry``; if it passes, admit it
+    (:func:`admit`, as the Designer's programs are): add it with the provenance
+    ``tags``, ``document`` and ``parents`` and register it with Gymnasium.
+
+    Returns:
+        ``(report, record)``: ``record`` is ``None`` when the program was refused (``report`` says why).
+    """
+    if isinstance(program, str):
+        program = EnvProgram(program)
+    report = validate(program, config, registry=registry)
+    if not report.accepted:
+        return report, None
+    return report, admit(program, report, registry, tags=tags, document=document, parents=parents)

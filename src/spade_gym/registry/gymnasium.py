@@ -1,10 +1,9 @@
-"""Gymnasium registration of registered environments, and admission of new programs.
+"""Gymnasium registration of registered environments.
 
 Every environment of a registry becomes the Gymnasium id ``spade/<Name>-v<k>`` with a string entry
 point and JSON-able keyword arguments (the path of its ``env.py``), so ``spec.to_json()`` round-trips
 and specs reach subprocesses. ``spade/Generated-v0`` draws from a registry at every reset.
-:func:`register_program` is the path of a newly written program: validate, then admit (add and
-register at once, :func:`spade_gym.stages.admit`).
+A newly written program is added and registered at once by :func:`spade_gym.stages.admit`.
 """
 
 from __future__ import annotations
@@ -20,12 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium
 
-from spade_gym.program import EnvProgram
-
 if TYPE_CHECKING:
     from spade_gym.registry.records import EnvRecord
     from spade_gym.registry.store import Registry
-    from spade_gym.validation import ValidationConfig, ValidationReport
 
 __all__ = [
     "ENTRY_POINT",
@@ -33,7 +29,6 @@ __all__ = [
     "bundled_registry_path",
     "register_record",
     "register_registry",
-    "register_program",
     "register_builtin_ids",
     "open_registry",
     "resolve_env_ids",
@@ -150,33 +145,6 @@ def register_registry(path: str | os.PathLike[str] | None = None) -> list[str]:
 
     registry = Registry(Path(path or os.environ.get("SPADE_REGISTRY") or bundled_registry_path()))
     return [register_record(record) for record in registry]
-
-
-def register_program(
-    program: EnvProgram | str,
-    registry: Registry,
-    *,
-    config: ValidationConfig | None = None,
-    tags: Sequence[str] = (),
-    document: dict[str, Any] | None = None,
-    parents: Sequence[str] = (),
-) -> tuple[ValidationReport, EnvRecord | None]:
-    """Validate ``program`` (or its source) against ``registry``; if it passes, admit it
-    (:func:`spade_gym.stages.admit`, as the Designer's programs are): add it with the provenance
-    ``tags``, ``document`` and ``parents`` and register it with Gymnasium.
-
-    Returns:
-        ``(report, record)``: ``record`` is ``None`` when the program was refused (``report`` says why).
-    """
-    from spade_gym.stages import admit
-    from spade_gym.validation import validate
-
-    if isinstance(program, str):
-        program = EnvProgram(program)
-    report = validate(program, config, registry=registry)
-    if not report.accepted:
-        return report, None
-    return report, admit(program, report, registry, tags=tags, document=document, parents=parents)
 
 
 def register_builtin_ids() -> None:

@@ -36,13 +36,6 @@ from annotated_types import Ge, Gt, Le
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.design_prompts import PromptVariant
-from spade_gym.designer import (
-    DESIGNER_TEMPERATURE,
-    EDIT_MAX_NEW_TOKENS,
-    WRITE_MAX_NEW_TOKENS,
-    EditTokens,
-    Probability,
-)
 from spade_gym.errors import ConfigError, install_hint
 from spade_gym.evaluation.heldout import EvalSection
 from spade_gym.memory import MemoryConfig
@@ -51,6 +44,7 @@ from spade_gym.program import Setting
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.regret import REGRET_EPISODES, RewardConfig
 from spade_gym.sandbox import MAX_EPISODE_TURNS
+from spade_gym.stages import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, WRITE_MAX_NEW_TOKENS, EditTokens, Probability
 from spade_gym.trainer.grpo import GRPOConfig
 
 __all__ = [
