@@ -26,7 +26,7 @@ the case without checkpointing is left out.
 
 Asserted: the gradients agree (relative difference below 1e-3) and the update takes at most
 ``MAX_RATIO`` (0.6) of the baseline's time, a guard that fails if the speedup regresses (measured:
-0.3-0.45 on 2 shared cores; the issue's target, 1/3, is reported as met or missed, not asserted).
+0.3-0.45 on 2 shared cores; the target, 1/3, is reported as met or missed, not asserted).
 """
 
 from __future__ import annotations

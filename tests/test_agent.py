@@ -6,10 +6,10 @@ fixed texts so that the runner's rules can be checked exactly."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from doubles import ScriptedPolicy, by_turn
 from programs import program
 
 from spade_gym.agent import (
@@ -26,7 +26,7 @@ from spade_gym.agent import (
     system_prompt,
     tool_signature,
 )
-from spade_gym.policies import Completion, SamplingParams
+from spade_gym.policies import SamplingParams
 
 ECHO = program(
     reset='return "task " + str(seed), {}',
@@ -54,29 +54,6 @@ TOOLS = program(
     setting="tool_use",
     max_turns=3,
 )
-
-
-class ScriptedPolicy:
-    """Answers every prompt with ``texts[turn]`` (the turn is the number of assistant messages so far)."""
-
-    name = "scripted"
-    context_window = None
-
-    def __init__(self, texts: Sequence[str]) -> None:
-        self.texts = list(texts)
-        self.calls: list[int] = []
-        self.prompts: list[list[dict[str, str]]] = []
-
-    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-        self.calls.append(len(prompts))
-        self.prompts.extend(list(p) for p in prompts)
-        out = []
-        for i, prompt in enumerate(prompts):
-            # prompt[1:3] is the worked example exchange (agent_prompt), not one of the episode's turns
-            turn = sum(1 for m in prompt[3:] if m["role"] == "assistant")
-            text = self.texts[min(turn, len(self.texts) - 1)]
-            out.append(Completion(text, None, None, None, "stop", i))
-        return out
 
 
 @pytest.mark.parametrize(
@@ -170,7 +147,7 @@ def test_each_setting_shows_one_worked_example_whose_reply_parses(setting: str) 
 
 
 def test_the_policy_sees_the_worked_example_before_the_first_observation() -> None:
-    policy = ScriptedPolicy(["<answer>1</answer>", "<answer>7</answer>"])
+    policy = ScriptedPolicy(by_turn(["<answer>1</answer>", "<answer>7</answer>"]))
     (trajectory,), _ = rollout([Episode(SOLVE, 0)], policy)
     first, second = policy.prompts
     assert first[:3] == agent_prompt("reasoning", trajectory.messages[0]["content"].split("Environment: ")[1])
@@ -181,13 +158,13 @@ def test_the_policy_sees_the_worked_example_before_the_first_observation() -> No
 
 
 def test_format_compliance_is_the_share_of_turns_with_a_parsable_action() -> None:
-    policy = ScriptedPolicy(["<answer>1</answer>", "no tags here", "<answer>3</answer>"])
+    policy = ScriptedPolicy(by_turn(["<answer>1</answer>", "no tags here", "<answer>3</answer>"]))
     (one, two), stats = rollout([Episode(ECHO, 0), Episode(ECHO, 1)], policy)
     assert [t.format_ok for t in one.turns] == [True, False, True]
     assert one.format_ok_turns == 2 and one.format_compliance == pytest.approx(2 / 3)
     assert stats.turns == 6 and stats.format_ok_turns == 4 and stats.format_compliance == pytest.approx(2 / 3)
     assert format_compliance([one, two]) == pytest.approx(2 / 3) and format_compliance([]) is None
-    (tools,), tool_stats = rollout([Episode(TOOLS, 0)], ScriptedPolicy(["<tool_call>{bad}</tool_call>"]))
+    (tools,), tool_stats = rollout([Episode(TOOLS, 0)], ScriptedPolicy("<tool_call>{bad}</tool_call>"))
     assert tools.format_compliance == 0.0 and tool_stats.format_compliance == 0.0  # malformed calls count
 
 
@@ -200,8 +177,10 @@ def test_self_play_reports_the_format_compliance_of_regret_and_replayed_episodes
         def __init__(self, estimate: Any) -> None:
             self.estimate = estimate
 
-    regret, _ = rollout(regret_episodes(SOLVE, [0, 1]), ScriptedPolicy(["<answer>1</answer>", "no tag"]))
-    replayed, _ = rollout([Episode(ECHO, 0)], ScriptedPolicy(["<answer>1</answer>", "none", "<answer>2</answer>"]))
+    regret, _ = rollout(regret_episodes(SOLVE, [0, 1]), ScriptedPolicy(by_turn(["<answer>1</answer>", "no tag"])))
+    replayed, _ = rollout(
+        [Episode(ECHO, 0)], ScriptedPolicy(by_turn(["<answer>1</answer>", "none", "<answer>2</answer>"]))
+    )
     metrics = _agent_metrics([Outcome(summarise(regret)), Outcome(None)], replayed)  # type: ignore[list-item]
     assert metrics["agent/format_compliance"] == pytest.approx(format_compliance(regret + replayed))
     assert metrics["agent/format_compliance"] == pytest.approx((4 + 2) / (8 + 3))  # SayEnv: 2 turns each
@@ -253,7 +232,7 @@ def test_the_regret_episode_count_and_memory_size_live_in_one_place() -> None:
 
 
 def test_the_hint_is_appended_to_the_first_observation_only_when_asked() -> None:
-    policy = ScriptedPolicy(["<answer>x</answer>"])
+    policy = ScriptedPolicy("<answer>x</answer>")
     (plain, hinted), _ = rollout([Episode(ECHO, 3), Episode(ECHO, 3, hint=True)], policy)
     assert plain.messages[1]["content"] == "task 3"
     assert hinted.messages[1]["content"] == "task 3\n\nHint: the answer is 7"
@@ -261,10 +240,14 @@ def test_the_hint_is_appended_to_the_first_observation_only_when_asked() -> None
 
 
 def test_one_generate_call_per_turn_across_every_running_episode() -> None:
-    policy = ScriptedPolicy(["<answer>1</answer>", "<answer>7</answer>"])
+    policy = ScriptedPolicy(by_turn(["<answer>1</answer>", "<answer>7</answer>"]))
     episodes = [Episode(SOLVE, s) for s in range(3)] + [Episode(ECHO, s) for s in range(3)]
     trajectories, stats = rollout(episodes, policy)
-    assert policy.calls == [6, 6, 3]  # SayEnv episodes end at turn 2, EchoEnv ones run 3 turns
+    assert [len(batch) for batch in policy.batches] == [
+        6,
+        6,
+        3,
+    ]  # SayEnv episodes end at turn 2, EchoEnv ones run 3 turns
     assert stats.generate_calls == 3 and stats.turns == 15 and stats.episodes == 6
     solved = trajectories[0]
     assert solved.rewards == [0.0, 1.0] and solved.episode_return == 1.0 and solved.success and solved.terminated
@@ -275,7 +258,7 @@ def test_one_generate_call_per_turn_across_every_running_episode() -> None:
 
 
 def test_a_crash_mid_episode_ends_that_episode_with_return_zero_and_the_batch_goes_on() -> None:
-    policy = ScriptedPolicy(["<answer>a</answer>"])
+    policy = ScriptedPolicy("<answer>a</answer>")
     crashed, echo = rollout([Episode(CRASH, 0), Episode(ECHO, 0)], policy)[0]
     assert (
         crashed.error is not None
@@ -287,7 +270,9 @@ def test_a_crash_mid_episode_ends_that_episode_with_return_zero_and_the_batch_go
 
 
 def test_a_malformed_tool_call_comes_back_as_an_error_observation() -> None:
-    policy = ScriptedPolicy(["<tool_call>{oops}</tool_call>", '<tool_call>{"name": "f", "arguments": {}}</tool_call>'])
+    policy = ScriptedPolicy(
+        by_turn(["<tool_call>{oops}</tool_call>", '<tool_call>{"name": "f", "arguments": {}}</tool_call>'])
+    )
     (trajectory,), _ = rollout([Episode(TOOLS, 0)], policy)
     first, second = trajectory.turns[:2]
     assert first.action is None and first.observation.startswith("Error: the tool call is not valid JSON")
@@ -297,7 +282,7 @@ def test_a_malformed_tool_call_comes_back_as_an_error_observation() -> None:
 
 
 def test_max_turns_of_the_config_caps_episodes() -> None:
-    policy = ScriptedPolicy(["<answer>1</answer>"])
+    policy = ScriptedPolicy("<answer>1</answer>")
     (trajectory,), stats = rollout([Episode(ECHO, 0)], policy, RolloutConfig(max_turns=1))
     assert trajectory.num_turns == 1 and trajectory.truncated and stats.generate_calls == 1
 
@@ -319,7 +304,7 @@ def test_the_rollout_and_the_integrations_episode_play_by_the_same_rules(source:
     env_id = "spade/RulesCheck-v0"
     gymnasium.register(id=env_id, entry_point="spade_gym.env:SandboxedEnv", kwargs={"program": source})
     try:
-        (batched,), _ = rollout([Episode(env_id, 3)], ScriptedPolicy(texts))
+        (batched,), _ = rollout([Episode(env_id, 3)], ScriptedPolicy(by_turn(texts)))
         episode = SpadeEpisode(env_id, 3)
         first = episode.start()
         assert episode.first_observation == first  # read by adapters (OpenRLHF's `.episode`)
@@ -365,7 +350,7 @@ def test_the_episode_rules() -> None:
 
 def test_config_is_checked() -> None:
     with pytest.raises(ValueError, match="n must be 1"):
-        rollout([Episode(ECHO, 0)], ScriptedPolicy(["x"]), RolloutConfig(sampling=SamplingParams(n=2)))
+        rollout([Episode(ECHO, 0)], ScriptedPolicy("x"), RolloutConfig(sampling=SamplingParams(n=2)))
     with pytest.raises(ValueError, match="max_episodes"):
         RolloutConfig(max_episodes=0)
 
@@ -405,4 +390,4 @@ def test_a_conversation_longer_than_the_window_is_shortened_not_refused(embedded
 @pytest.mark.parametrize("gym_id", ["spade/Generated-v0", "spade/Designer-v0"])
 def test_rollout_refuses_environments_that_are_not_programs(gym_id: str) -> None:
     with pytest.raises(ValueError, match="not an environment program"):
-        rollout([Episode(gym_id, 0)], ScriptedPolicy(["<answer>1</answer>"]), RolloutConfig())
+        rollout([Episode(gym_id, 0)], ScriptedPolicy("<answer>1</answer>"), RolloutConfig())

@@ -9,7 +9,8 @@ import random
 from pathlib import Path
 
 import pytest
-from test_designer import FAST, HintReader
+from doubles import ScriptedPolicy
+from test_designer import FAST, hint_reader
 
 from spade_gym.design_prompts import WORKED_EXAMPLE as _EXAMPLE  # the program the edit example applies to
 from spade_gym.designer import (
@@ -27,7 +28,6 @@ from spade_gym.designer import (
     has_edits,
 )
 from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, verdict
-from spade_gym.policies.base import Completion, SamplingParams
 from spade_gym.registry import Registry
 from spade_gym.registry.gymnasium import open_registry
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig
@@ -137,7 +137,7 @@ def test_an_edit_completion_registers_the_variant_with_its_parent(registry: Regi
     assert source is not None
     variant = variants(source, random.Random(3))
     completion = "Harder: more items.\n" + edit_blocks(source, variant)
-    outcome = evaluate_completion(completion, prompt, registry=registry, agent=HintReader(), config=FAST)
+    outcome = evaluate_completion(completion, prompt, registry=registry, agent=hint_reader(), config=FAST)
     assert outcome.accepted, outcome.report.feedback()
     assert outcome.source == variant.strip("\n") + "\n"
     assert outcome.record is not None and outcome.record.parents == ("CountListItems-v0",)
@@ -153,7 +153,7 @@ def test_an_edit_keeps_its_parents_setting_whatever_setting_was_drawn(registry: 
     source = parent.source
     assert source is not None
     completion = edit_blocks(source, variants(source, random.Random(3)))
-    outcome = evaluate_completion(completion, prompt, registry=registry, agent=HintReader(), config=FAST)
+    outcome = evaluate_completion(completion, prompt, registry=registry, agent=hint_reader(), config=FAST)
     assert outcome.accepted, outcome.report.feedback()
 
 
@@ -161,7 +161,7 @@ def test_a_rename_only_edit_is_refused_as_a_duplicate(registry: Registry) -> Non
     parent = parent_item(registry, "CountListItems")
     prompt = build_prompt(None, [parent], mode="edit")
     rename = block('    name = "CountListItems"', '    name = "CountListItemsTwo"')
-    outcome = evaluate_completion(rename, prompt, registry=registry, agent=HintReader(), config=FAST)
+    outcome = evaluate_completion(rename, prompt, registry=registry, agent=hint_reader(), config=FAST)
     assert not outcome.accepted and outcome.report.category == "DUPLICATE"
 
 
@@ -174,7 +174,7 @@ def test_an_edit_that_pads_the_parent_with_dead_data_is_refused_as_a_duplicate(r
         + "\n"
         + block('    name = "CountListItems"', '    name = "CountListItemsPlus"')
     )
-    outcome = evaluate_completion(padding, prompt, registry=registry, agent=HintReader(), config=FAST)
+    outcome = evaluate_completion(padding, prompt, registry=registry, agent=hint_reader(), config=FAST)
     assert outcome.source is not None and unused in outcome.source
     assert not outcome.accepted and outcome.report.category == "DUPLICATE", outcome.report.feedback()
     assert "behaves like the registered CountListItems-v0" in outcome.report.feedback()
@@ -186,27 +186,13 @@ def test_design_repairs_an_edit_against_the_parent(registry: Registry) -> None:
     prompt = build_prompt(None, [parent], mode="edit")
     assert parent.source is not None
     good = edit_blocks(parent.source, variants(parent.source, random.Random(5)))
-
-    class Recording:
-        name, context_window = "recording", None
-
-        def __init__(self) -> None:
-            self.calls: list[tuple[list[dict[str, str]], SamplingParams | None]] = []
-
-        def generate(
-            self, prompts: list[list[dict[str, str]]], sampling: SamplingParams | None = None
-        ) -> list[Completion]:
-            self.calls.append((prompts[0], sampling))
-            text = block("    nothing = 1", "    nothing = 2") if len(self.calls) == 1 else good
-            return [Completion(text, None, None, None, "stop", 0)]
-
-    policy = Recording()
-    outcome = design(policy, prompt, registry=registry, agent=HintReader(), config=FAST, repairs=1)
+    policy = ScriptedPolicy([block("    nothing = 1", "    nothing = 2"), good])  # a bad edit first
+    outcome = design(policy, prompt, registry=registry, agent=hint_reader(), config=FAST, repairs=1)
     assert outcome.accepted and outcome.rounds == 2
     assert outcome.attempts[0]["category"] == "NO_CODE" and "not in the program" in outcome.attempts[0]["feedback"]
-    repair = policy.calls[1][0][-1]["content"]
+    repair = policy.batches[1][0][-1]["content"]
     assert "edit blocks against the program of CountListItems-v0" in repair
-    assert all(s is not None and s.max_new_tokens == FAST.edit_max_new_tokens for _, s in policy.calls)
+    assert all(s is not None and s.max_new_tokens == FAST.edit_max_new_tokens for s in policy.samplings)
 
 
 # ---- budgets ----------------------------------------------------------------------------------------

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import gymnasium
 import pytest
+from doubles import ScriptedPolicy
 from gymnasium.utils import seeding
 from gymnasium.utils.env_checker import check_env
 from readme import readme_example
@@ -36,14 +36,14 @@ from spade_gym.designer import (
 )
 from spade_gym.documents import Document
 from spade_gym.memory import EnvironmentMemory, MemoryConfig
-from spade_gym.policies.base import Completion, SamplingParams
+from spade_gym.policies.base import SamplingParams
 from spade_gym.program import EnvProgram
 from spade_gym.registry import Registry
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path, open_registry
 from spade_gym.regret import RewardConfig
 from spade_gym.validation import ValidationConfig, validate
 
-# A program the gate accepts, whose hint helps a reader of the hint (HintReader below) only together
+# A program the gate accepts, whose hint helps a reader of the hint (hint_reader below) only together
 # with the observation: regret 1 for that Agent, exactly (the hint alone, a shift, names no word).
 SECRET_WORD = '''import random
 
@@ -75,45 +75,21 @@ class Env:
 '''
 
 
-class HintReader:
-    """An Agent that reads the hint: with ``word xyz`` and ``back by N`` in its prompt it answers the
-    word shifted back, else ``nothing``. Returns 1 with the hint, 0 without (and 0 with the hint
+def read_hint(prompt: list[dict[str, str]]) -> str:
+    """An Agent's reply that reads the hint: with ``word xyz`` and ``back by N`` in the last message,
+    the word shifted back, else ``nothing``. It earns 1 with the hint, 0 without (and 0 with the hint
     alone) on SECRET_WORD."""
-
-    name = "hint-reader"
-    context_window = None
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-        self.calls += 1
-        out = []
-        for i, prompt in enumerate(prompts):
-            text = prompt[-1]["content"]
-            coded, shift = re.search(r"word ([a-z]+)", text), re.search(r"back by (\d+)", text)
-            answer = "nothing"
-            if coded and shift:
-                answer = "".join(chr((ord(c) - 97 - int(shift.group(1))) % 26 + 97) for c in coded.group(1))
-            out.append(Completion(f"<answer>{answer}</answer>", None, None, None, "stop", i))
-        return out
+    text = prompt[-1]["content"]
+    coded, shift = re.search(r"word ([a-z]+)", text), re.search(r"back by (\d+)", text)
+    answer = "nothing"
+    if coded and shift:
+        answer = "".join(chr((ord(c) - 97 - int(shift.group(1))) % 26 + 97) for c in coded.group(1))
+    return f"<answer>{answer}</answer>"
 
 
-class Scripted:
-    """Answers every prompt of its i-th call with ``texts[i]`` (the last one repeated); as a Designer
-    it records the prompts it got."""
-
-    name = "scripted-designer"
-    context_window = None
-
-    def __init__(self, texts: Sequence[str]) -> None:
-        self.texts = list(texts)
-        self.prompts: list[list[dict[str, str]]] = []
-
-    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-        self.prompts.append(list(prompts[0]))
-        text = self.texts[min(len(self.prompts) - 1, len(self.texts) - 1)]
-        return [Completion(text, None, None, None, "stop", i) for i in range(len(prompts))]
+def hint_reader() -> ScriptedPolicy:
+    """The Agent that reads the hint (:func:`read_hint`)."""
+    return ScriptedPolicy(read_hint, name="hint-reader")
 
 
 FAST = DesignerConfig(
@@ -254,7 +230,7 @@ def test_a_document_in_another_script_is_kept() -> None:
 def test_accepted_program_is_measured_registered_and_rewarded_with_regret(empty_registry: Registry) -> None:
     doc = Document(text="Spelling words backwards.", source={"kind": "test", "id": "spelling"})
     prompt = build_prompt(doc, [], setting="reasoning")
-    agent = HintReader()
+    agent = hint_reader()
     outcome = evaluate_completion(fenced(SECRET_WORD), prompt, registry=empty_registry, agent=agent, config=FAST)
     assert outcome.report.accepted and outcome.accepted
     assert outcome.estimate is not None
@@ -277,7 +253,7 @@ def test_accepted_program_is_measured_registered_and_rewarded_with_regret(empty_
 
 
 def test_reward_outcomes_for_trivial_and_out_of_reach(tmp_path: Path) -> None:
-    agent = Scripted(["<answer>nothing</answer>"])  # never right: out of reach even with the hint
+    agent = ScriptedPolicy("<answer>nothing</answer>")  # never right: out of reach even with the hint
     reg = open_registry(tmp_path / "a", seed_library=False)
     outcome = evaluate_completion(fenced(SECRET_WORD), None, registry=reg, agent=agent, config=FAST)
     assert (outcome.reward.reward, outcome.reward.outcome) == (0.0, "out_of_reach") and outcome.accepted
@@ -322,9 +298,9 @@ def test_a_copy_of_a_memory_environment_gets_the_duplicate_penalty(seeded_regist
 
 def test_design_repairs_with_the_report_fed_back(empty_registry: Registry) -> None:
     broken = SECRET_WORD.replace("import random\n", "import os\nimport random\n")
-    designer = Scripted([fenced(broken), fenced(SECRET_WORD)])
+    designer = ScriptedPolicy([fenced(broken), fenced(SECRET_WORD)])
     prompt = build_prompt("Words spelled backwards.", [], setting="reasoning")
-    outcome = design(designer, prompt, registry=empty_registry, agent=HintReader(), config=FAST, seed=3, repairs=1)
+    outcome = design(designer, prompt, registry=empty_registry, agent=hint_reader(), config=FAST, seed=3, repairs=1)
     assert outcome.accepted and outcome.rounds == 2 and outcome.reward.outcome == "regret"
     assert [a["category"] for a in outcome.attempts] == ["COMPILE_REJECTED"]
     repair = designer.prompts[1]
@@ -333,7 +309,7 @@ def test_design_repairs_with_the_report_fed_back(empty_registry: Registry) -> No
 
 
 def test_design_gives_up_after_the_repair_rounds(empty_registry: Registry) -> None:
-    designer = Scripted(["no code, sorry"])
+    designer = ScriptedPolicy("no code, sorry")
     prompt = build_prompt("Words.", [])
     outcome = design(designer, prompt, registry=empty_registry, config=FAST, repairs=1)
     assert not outcome.accepted and outcome.rounds == 2 and len(designer.prompts) == 2
@@ -346,13 +322,13 @@ def test_design_gives_up_after_the_repair_rounds(empty_registry: Registry) -> No
 
 
 def test_designer_env_passes_check_env(tmp_path: Path) -> None:
-    env = SpadeDesignerEnv(agent=HintReader(), registry=tmp_path / "registry")
+    env = SpadeDesignerEnv(agent=hint_reader(), registry=tmp_path / "registry")
     check_env(env, skip_render_check=True)
     env.close()
 
 
 def test_designer_env_by_hand_through_gymnasium_make(tmp_path: Path) -> None:
-    env = gymnasium.make("spade/Designer-v0", agent=HintReader(), registry=str(tmp_path / "registry"), config=FAST)
+    env = gymnasium.make("spade/Designer-v0", agent=hint_reader(), registry=str(tmp_path / "registry"), config=FAST)
     obs, info = env.reset(seed=0, options={"setting": "reasoning", "mode": "write"})
     assert isinstance(obs, str) and obs.startswith(system_prompt("write"))
     assert info["messages"][1]["content"] in obs and info["provenance"]["setting"] == "reasoning"
@@ -386,7 +362,7 @@ def test_designer_env_memory_and_reward_kwargs(tmp_path: Path) -> None:
 
 
 def test_designer_env_seeded_reset_is_reproducible(tmp_path: Path) -> None:
-    env = SpadeDesignerEnv(agent=HintReader(), registry=tmp_path / "registry")
+    env = SpadeDesignerEnv(agent=hint_reader(), registry=tmp_path / "registry")
     first = [env.reset(seed=s)[0] for s in (5, 6)]
     again = [env.reset(seed=s)[0] for s in (5, 6)]
     assert first == again and first[0] != first[1]
@@ -461,7 +437,7 @@ def test_designer_env_grounds_on_a_local_corpus(tmp_path: Path) -> None:
 def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     code = readme_example("## The Environment Designer and `spade/Designer-v0`", doc="docs/selfplay.md")
     monkeypatch.chdir(tmp_path)
-    namespace: dict[str, Any] = {"gym": gymnasium, "policy": Scripted([fenced(SECRET_WORD)])}
+    namespace: dict[str, Any] = {"gym": gymnasium, "policy": ScriptedPolicy(fenced(SECRET_WORD))}
     exec(compile(code, "docs/selfplay.md", "exec"), namespace)
     assert namespace["outcome"].accepted and namespace["terminated"]
     assert namespace["info"]["category"] == "DUPLICATE" and namespace["reward"] == -0.5
@@ -469,7 +445,9 @@ def test_the_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_an_environment_of_another_setting_than_asked_is_refused(empty_registry: Registry) -> None:
     prompt = build_prompt("Board games.", [], setting="game")
-    outcome = evaluate_completion(fenced(SECRET_WORD), prompt, registry=empty_registry, agent=HintReader(), config=FAST)
+    outcome = evaluate_completion(
+        fenced(SECRET_WORD), prompt, registry=empty_registry, agent=hint_reader(), config=FAST
+    )
     assert outcome.report.category == "WRONG_SETTING" and not outcome.accepted and len(empty_registry) == 0
     assert "asked for a game environment" in outcome.report.feedback()
     assert outcome.reward.outcome == "invalid"
@@ -482,7 +460,7 @@ def test_a_program_that_breaks_on_the_agents_seeds_is_not_registered(empty_regis
         "        if seed < 1000:\n            raise ValueError('low seed')\n        rng = random.Random(seed)\n",
     )
     config = replace(FAST, validation=KNOWN_GATE)
-    outcome = evaluate_completion(fenced(crashing), None, registry=empty_registry, agent=HintReader(), config=config)
+    outcome = evaluate_completion(fenced(crashing), None, registry=empty_registry, agent=hint_reader(), config=config)
     # the audit on the regret seeds finds it before any Agent episode is spent
     assert outcome.estimate is None
     assert not outcome.accepted and len(empty_registry) == 0 and outcome.reward.outcome == "invalid"

@@ -111,7 +111,7 @@ def test_unicode_text_space() -> None:
     assert not space.contains(b"bytes") and not space.contains(None)
     for _ in range(20):
         sample = space.sample()
-        assert space.contains(sample) and sample.isprintable() or "\n" in sample
+        assert space.contains(sample) and (sample.isprintable() or "\n" in sample)
     assert gym.spaces.Text(5).contains("ñ") is False  # the reason UnicodeText exists
 
 

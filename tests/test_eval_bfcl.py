@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doubles import ScriptedPolicy
 
 from spade_gym.evaluation import BFCLSuite
 from spade_gym.evaluation.bfcl import RECORDED, load_function_docs, parse_call, to_openai_tool
-from spade_gym.policies.base import Completion, SamplingParams
+from spade_gym.policies.base import SamplingParams
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "benchmarks" / "bfcl_multi_turn_sample.jsonl"
 DONE = "All done."
@@ -48,31 +49,20 @@ MV = call("mv", source="report.pdf", destination="temp")
 RIGHT = [CD, MKDIR, DONE, MV, DONE]
 
 
-class Scripted:
-    """Answers each conversation from the script of its first user message: the ``k``-th
-    assistant message is ``script[k]`` (``DONE`` past its end). Raises for a batch holding a
-    conversation whose first user message contains ``"boom"``."""
+def scripted(scripts: dict[str, list[str]]) -> ScriptedPolicy:
+    """A policy that answers each conversation from the script of its first user message: the
+    ``k``-th assistant message is ``script[k]`` (``DONE`` past its end). It raises for a batch
+    holding a conversation whose first user message contains ``"boom"``."""
 
-    name = "scripted"
-    context_window = None
+    def reply(prompt: list[dict[str, str]]) -> str:
+        first = next(m["content"] for m in prompt if m["role"] == "user")
+        if "boom" in first:
+            raise RuntimeError("boom")
+        script = scripts[first]
+        step = sum(m["role"] == "assistant" for m in prompt)
+        return script[step] if step < len(script) else DONE
 
-    def __init__(self, scripts: dict[str, list[str]]) -> None:
-        self.scripts = scripts
-        self.batches: list[list[list[dict[str, str]]]] = []
-        self.samplings: list[SamplingParams | None] = []
-
-    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-        self.batches.append([list(p) for p in prompts])
-        self.samplings.append(sampling)
-        out = []
-        for i, prompt in enumerate(prompts):
-            first = next(m["content"] for m in prompt if m["role"] == "user")
-            if "boom" in first:
-                raise RuntimeError("boom")
-            script = self.scripts[first]
-            step = sum(m["role"] == "assistant" for m in prompt)
-            out.append(Completion(script[step] if step < len(script) else DONE, None, None, None, "stop", i))
-        return out
+    return ScriptedPolicy(reply)
 
 
 def write_jsonl(path: Path, rows: Sequence[Any]) -> Path:
@@ -82,7 +72,7 @@ def write_jsonl(path: Path, rows: Sequence[Any]) -> Path:
 
 def run_one(tmp_path: Path, item: dict[str, Any], script: list[str], **kwargs: Any) -> Any:
     suite = BFCLSuite(write_jsonl(tmp_path / "items.jsonl", [item]), **kwargs)
-    policy = Scripted({item["question"][0][0]["content"]: script})
+    policy = scripted({item["question"][0][0]["content"]: script})
     result = suite.run(policy)
     assert result.n == 1
     return result.items[0], policy
@@ -219,7 +209,7 @@ def test_calls_past_the_limit_end_the_turn(tmp_path: Path) -> None:
 def test_one_generate_call_per_step_over_every_item_still_playing(tmp_path: Path) -> None:
     items = [dict(FS_ITEM, id=f"fs-{i}", question=[user(f"Task {i}."), user(f"Next {i}.")]) for i in range(3)]
     path = write_jsonl(tmp_path / "items.jsonl", items)
-    policy = Scripted({"Task 0.": RIGHT, "Task 1.": [DONE, DONE], "Task 2.": [CD, MKDIR, DONE, DONE]})
+    policy = scripted({"Task 0.": RIGHT, "Task 1.": [DONE, DONE], "Task 2.": [CD, MKDIR, DONE, DONE]})
     seen: list[tuple[int, int]] = []
     result = BFCLSuite(path, sampling=SamplingParams(temperature=0.0, seed=7)).run(
         policy, progress=lambda *a: seen.append(a)
@@ -240,7 +230,7 @@ def test_a_failing_batch_is_retried_item_by_item(tmp_path: Path) -> None:
         dict(FS_ITEM, id="b", question=[user("boom"), user("B2.")]),
         dict(FS_ITEM, id="c", question=[user("C."), user("C2.")]),
     ]
-    policy = Scripted({"A.": RIGHT, "C.": [CD, MKDIR, DONE, DONE]})
+    policy = scripted({"A.": RIGHT, "C.": [CD, MKDIR, DONE, DONE]})
     result = BFCLSuite(write_jsonl(tmp_path / "items.jsonl", items)).run(policy)
     assert [r.score for r in result.items] == [1.0, 0.0, 0.5]
     assert result.items[1].error == "generation failed: RuntimeError: boom" and result.errors == 1
@@ -273,7 +263,7 @@ def test_tools_and_answers_from_separate_files(tmp_path: Path) -> None:
         ],
     )
     suite = BFCLSuite(write_jsonl(tmp_path / "items.jsonl", items), answers=answers, functions=docs)
-    policy = Scripted({"Go to document and make temp.": RIGHT, "Send it.": [call("send", to="Ana"), DONE]})
+    policy = scripted({"Go to document and make temp.": RIGHT, "Send it.": [call("send", to="Ana"), DONE]})
     result = suite.run(policy)
     assert [r.score for r in result.items] == [1.0, 1.0, 0.0]
     assert result.items[2].error == (
@@ -304,10 +294,10 @@ def test_a_duplicated_answer_id_is_an_error(tmp_path: Path) -> None:
 def test_ids_default_to_the_line_number_and_limit_reads_the_first_lines(tmp_path: Path) -> None:
     rows = [FS_ITEM, "", {k: v for k, v in FS_ITEM.items() if k != "id"}, "{bad"]
     path = write_jsonl(tmp_path / "items.jsonl", rows)
-    result = BFCLSuite(path).run(Scripted({"Go to document and make temp.": RIGHT}))
+    result = BFCLSuite(path).run(scripted({"Go to document and make temp.": RIGHT}))
     assert [r.item_id for r in result.items] == ["fs-0", "line-3", "line-4"]
     assert [r.score for r in result.items] == [1.0, 1.0, 0.0]
-    assert len(BFCLSuite(path, limit=2)) == 2 and BFCLSuite(path, limit=0).run(Scripted({})).n == 0
+    assert len(BFCLSuite(path, limit=2)) == 2 and BFCLSuite(path, limit=0).run(scripted({})).n == 0
 
 
 def test_withheld_and_excluded_tools(tmp_path: Path) -> None:
@@ -377,7 +367,7 @@ GOOD = dict(FS_ITEM, id="good")
 )
 def test_a_malformed_line_scores_zero_and_says_why(tmp_path: Path, line: Any, error: str) -> None:
     suite = BFCLSuite(write_jsonl(tmp_path / "items.jsonl", [GOOD, line]))
-    result = suite.run(Scripted({"Go to document and make temp.": RIGHT}))
+    result = suite.run(scripted({"Go to document and make temp.": RIGHT}))
     assert result.n == 2 and [r.score for r in result.items] == [1.0, 0.0] and result.errors == 1
     assert error in (result.items[1].error or "")
     assert result.items[1].error.startswith("items.jsonl line 2")  # type: ignore[union-attr]
@@ -476,8 +466,8 @@ def test_tool_docs_are_shown_in_openai_format(tmp_path: Path) -> None:
 # The example file
 
 
-def oracle_for(path: Path) -> Scripted:
-    """A policy that makes exactly the ground truth's calls, turn by turn."""
+def oracle_scripts(path: Path) -> dict[str, list[str]]:
+    """The scripts of a policy that makes exactly the ground truth's calls, turn by turn."""
     scripts = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
@@ -485,16 +475,16 @@ def oracle_for(path: Path) -> Scripted:
         for turn in row["ground_truth"]:
             script += [call(name, **arguments) for name, arguments in map(parse_call, turn)] + [DONE]
         scripts[row["question"][0][0]["content"]] = script
-    return Scripted(scripts)
+    return scripts
 
 
 def test_the_example_file_loads_and_the_right_calls_score_one() -> None:
     suite = BFCLSuite(EXAMPLE)
     assert suite.name == "bfcl:bfcl_multi_turn_sample.jsonl" and len(suite) == 4
-    result = suite.run(oracle_for(EXAMPLE))
+    result = suite.run(scripted(oracle_scripts(EXAMPLE)))
     assert result.score == 1.0 and result.errors == 0 and result.n == 4
     assert [r.metadata["turns_total"] for r in result.items] == [3, 3, 2, 2]
     assert result.interval()[1] == 1.0
     # a policy that never calls a tool gets only the turns that expect no call
-    lazy = BFCLSuite(EXAMPLE).run(Scripted({k: [DONE] * 9 for k in oracle_for(EXAMPLE).scripts}))
+    lazy = BFCLSuite(EXAMPLE).run(scripted({k: [DONE] * 9 for k in oracle_scripts(EXAMPLE)}))
     assert [r.score for r in lazy.items] == [0.0, pytest.approx(1 / 3), 0.0, 0.5]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doubles import ScriptedPolicy
 
 from spade_gym import SandboxConfig
 from spade_gym.agent import agent_prompt
@@ -25,33 +26,23 @@ from spade_gym.evaluation import (
     load_results,
     save_results,
 )
-from spade_gym.policies.base import Completion, SamplingParams
+from spade_gym.policies.base import SamplingParams
 
 pytest.importorskip("math_verify")
 
 
-class Scripted:
-    """Answers each prompt with the reply of the longest key in its last message ("" when none is);
-    raises for prompts containing ``BOOM``."""
+def scripted(replies: dict[str, str]) -> ScriptedPolicy:
+    """A policy that answers each prompt with the reply of the longest key in its last message ("" when
+    none is); it raises for prompts containing ``BOOM``, as a model server that fell over."""
 
-    name = "scripted"
-    context_window = None
+    def reply(prompt: list[dict[str, str]]) -> str:
+        text = prompt[-1]["content"]
+        if "BOOM" in text:
+            raise RuntimeError("the model server fell over")
+        keys = [key for key in replies if key in text]
+        return replies[max(keys, key=len)] if keys else ""
 
-    def __init__(self, replies: dict[str, str]) -> None:
-        self.replies = replies
-        self.seen: list[list[dict[str, str]]] = []
-
-    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-        out = []
-        for i, prompt in enumerate(prompts):
-            text = prompt[-1]["content"]
-            if "BOOM" in text:
-                raise RuntimeError("the model server fell over")
-            self.seen.append(list(prompt))
-            keys = [key for key in self.replies if key in text]
-            reply = self.replies[max(keys, key=len)] if keys else ""
-            out.append(Completion(reply, None, None, None, "stop", i))
-        return out
+    return ScriptedPolicy(reply)
 
 
 def write_lines(path: Path, rows: Sequence[dict[str, Any] | str]) -> Path:
@@ -85,7 +76,7 @@ def test_gsm8k_answers_right_wrong_empty_and_malformed(tmp_path: Path) -> None:
             {"question": "Q-numeric: how many?", "answer": 0.5},
         ],
     )
-    policy = Scripted(
+    policy = scripted(
         {
             "Q-tag": "6 * 12 = 72. <answer>72</answer>",
             "Q-commas:": "<answer>1234</answer>",
@@ -120,8 +111,8 @@ def test_gsm8k_answers_right_wrong_empty_and_malformed(tmp_path: Path) -> None:
     assert result.items[4].metadata == {"answer": "73", "read": "73"}  # the last answer block counts
     assert result.items[3].metadata["answer"].startswith("She earns")  # no tag: the whole completion
     assert result.n == 12 and result.errors == 6 and result.score == pytest.approx(5 / 12)
-    assert policy.seen[0][:3] == agent_prompt("reasoning")  # the instruction and the worked format example
-    assert policy.seen[0][3] == {"role": "user", "content": "Q-tag: 6 boxes of 12?"}
+    assert policy.prompts[0][:3] == agent_prompt("reasoning")  # the instruction and the worked format example
+    assert policy.prompts[0][3] == {"role": "user", "content": "Q-tag: 6 boxes of 12?"}
     assert progress[-1] == (12, 12)
 
 
@@ -141,7 +132,7 @@ def test_math_answers_from_boxed_solutions(tmp_path: Path) -> None:
             {"prompt": "P-wrong-fraction", "solution": r"$\boxed{\frac{1}{3}}$"},
         ],
     )
-    policy = Scripted(
+    policy = scripted(
         {
             "P-half": "<answer>0.5</answer>",
             "P-boxed-pred": r"The total is $\boxed{3}$.",
@@ -186,7 +177,7 @@ def test_math_verify_runs_off_the_main_thread_and_a_runaway_answer_times_out(tmp
             {"question": "Q-fine", "answer": "#### 72"},
         ],
     )
-    policy = Scripted({"Q-huge": "<answer>10^{10^{10}}</answer>", "Q-fine": "<answer>72</answer>"})
+    policy = scripted({"Q-huge": "<answer>10^{10^{10}}</answer>", "Q-fine": "<answer>72</answer>"})
     results: list[SuiteResult] = []
     thread = threading.Thread(target=lambda: results.append(MathFileSuite(path, timeout_s=1).run(policy)))
     start = time.monotonic()
@@ -216,7 +207,7 @@ def test_a_math_verify_process_that_hangs_is_killed_and_replaced() -> None:
 def test_math_settings_limit_and_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write_lines(tmp_path / "g.jsonl", [{"question": f"Q{i}", "answer": f"#### {i}"} for i in range(5)])
     suite = MathFileSuite(path, limit=2, sampling=SamplingParams(temperature=0.0, max_new_tokens=64, stop=("\n\n",)))
-    result = suite.run(Scripted({"Q0": "<answer>0</answer>", "Q1": "<answer>2</answer>"}))
+    result = suite.run(scripted({"Q0": "<answer>0</answer>", "Q1": "<answer>2</answer>"}))
     assert summary(result) == [("line-1", 1.0, None), ("line-2", 0.0, None)]
     config = json.loads(json.dumps(result.config))
     assert config["path"] == str(path) and config["limit"] == 2 and config["batch_size"] == 16
@@ -271,7 +262,7 @@ def test_multiple_choice_labels_indices_texts_and_tolerated_answers(tmp_path: Pa
             {"question": "M-answer-type", "choices": colours, "answer": None},
         ],
     )
-    policy = Scripted(
+    policy = scripted(
         {
             "M-plain": "<answer>B</answer>",
             "M-parens": "<answer>(B)</answer>",
@@ -319,7 +310,7 @@ def test_multiple_choice_labels_indices_texts_and_tolerated_answers(tmp_path: Pa
     ]
     assert [r.metadata["prediction"] for r in result.items[7:10]] == ["C", "A", None]
     assert [r.reference for r in result.items[:4]] == ["B", "B", "B", "B"]
-    prompt = policy.seen[0][-1]["content"]
+    prompt = policy.prompts[0][-1]["content"]
     assert prompt.startswith("M-plain\n\nA. red\nB. green\nC. blue\nD. yellow\n\n")
     assert "letter of the correct choice inside <answer></answer>" in prompt
 
@@ -382,7 +373,7 @@ def test_code_right_wrong_empty_and_humaneval_style(tmp_path: Path, fast_config:
         "    for ch in s:\n        out.insert(0, ch)\n    return ''.join(out)\n\n\n"
         "if __name__ == '__main__':\n    print(flip('abc'))\n"
     )
-    policy = Scripted(
+    policy = scripted(
         {
             "C-right": ADD_RIGHT,
             "C-half": fenced("def add(a, b):\n    return a * b"),  # right for 2 + 2 only
@@ -418,8 +409,8 @@ def test_code_right_wrong_empty_and_humaneval_style(tmp_path: Path, fast_config:
     assert half["failures"] == [[0, "AssertionError()"]]
     assert result.items[0].metadata == {"tests_passed": 2, "tests_total": 2, "failures": [], "failure": None}
     assert result.items[5].metadata["tests_total"] == 1  # one string of test code is one test
-    assert "must define `flip`" in policy.seen[3][1]["content"]
-    assert "may import only math, random" in policy.seen[0][0]["content"]
+    assert "must define `flip`" in policy.prompts[3][1]["content"]
+    assert "may import only math, random" in policy.prompts[0][0]["content"]
     assert result.config["call_timeout_s"] == 0.5
 
 
@@ -442,7 +433,7 @@ HOSTILE = {
 
 def test_hostile_code_scores_zero_with_the_sandbox_reason(tmp_path: Path, fast_config: SandboxConfig) -> None:
     path = code_file(tmp_path / "code.jsonl", list(HOSTILE))
-    policy = Scripted({key: fenced(code) for key, code in HOSTILE.items()})
+    policy = scripted({key: fenced(code) for key, code in HOSTILE.items()})
     start = time.monotonic()
     result = CodeFileSuite(path, sandbox_config=fast_config).run(policy)
     assert time.monotonic() - start < 30
@@ -486,7 +477,7 @@ def test_code_cannot_fake_passing_tests(tmp_path: Path, fast_config: SandboxConf
         "T-exception": "Exception = BaseException\n\ndef add(a, b):\n    return -1",
     }
     path = code_file(tmp_path / "tricks.jsonl", list(tricks))
-    result = CodeFileSuite(path, sandbox_config=fast_config).run(Scripted({k: fenced(c) for k, c in tricks.items()}))
+    result = CodeFileSuite(path, sandbox_config=fast_config).run(scripted({k: fenced(c) for k, c in tricks.items()}))
     assert [(r.score, r.metadata["tests_passed"]) for r in result.items] == [(0.0, 0), (0.0, 0), (0.0, 0)]
 
 
@@ -512,4 +503,4 @@ def test_bad_settings_are_named(tmp_path: Path) -> None:
         CodeFileSuite(path, batch_size=0)
     with pytest.raises(ValueError, match="sandbox_config"):
         CodeFileSuite(path, sandbox_config={"call_timeout_s": 1})  # type: ignore[arg-type]
-    assert MultipleChoiceFileSuite(path, limit=0).run(Scripted({})).n == 0
+    assert MultipleChoiceFileSuite(path, limit=0).run(scripted({})).n == 0

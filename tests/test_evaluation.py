@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from doubles import ScriptedPolicy
 from typer.testing import CliRunner
 
 from spade_gym.cli import app
@@ -25,7 +26,7 @@ from spade_gym.evaluation import (
 )
 from spade_gym.evaluation.environments import HELD_OUT_SEED_BASE, HELD_OUT_TASKS, ProgramSuite, ReasoningGymSuite
 from spade_gym.evaluation.suites import SuiteOptions, load_suite
-from spade_gym.policies.base import Completion, SamplingParams
+from spade_gym.policies.base import Completion
 
 runner = CliRunner()
 
@@ -35,23 +36,14 @@ def cli(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-class Scripted:
-    """Answers each prompt with ``answer(last user message)`` inside answer tags ("" for nothing)."""
+def answering(answer: Callable[[str], str]) -> ScriptedPolicy:
+    """A policy that answers each prompt with ``answer(last message)`` inside answer tags ("" for nothing)."""
 
-    name = "scripted"
-    context_window = None
+    def reply(prompt: list[dict[str, str]]) -> str:
+        text = answer(prompt[-1]["content"])
+        return text and f"<answer>{text}</answer>"
 
-    def __init__(self, answer: Any) -> None:
-        self.answer = answer
-        self.calls = 0
-
-    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-        self.calls += 1
-        out = []
-        for i, prompt in enumerate(prompts):
-            text = self.answer(prompt[-1]["content"])
-            out.append(Completion(text and f"<answer>{text}</answer>", None, None, None, "stop", i))
-        return out
+    return ScriptedPolicy(reply)
 
 
 def result(scores: Sequence[float], suite: str = "s", prefix: str = "i") -> SuiteResult:
@@ -123,14 +115,13 @@ def test_bad_lines_are_kept_as_errors(tmp_path: Path) -> None:
 
 
 def test_a_failing_item_is_an_error_and_the_rest_are_answered() -> None:
-    class FailsOnBoom(Scripted):
-        def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-            if any("boom" in p[-1]["content"] for p in prompts):
-                raise RuntimeError("cannot answer boom")
-            return super().generate(prompts, sampling)
+    def upper_unless_boom(question: str) -> str:
+        if "boom" in question:
+            raise RuntimeError("cannot answer boom")
+        return question.upper()
 
     conversations = [[{"role": "user", "content": c}] for c in ("a", "boom", "c")]
-    out = generate_answers(FailsOnBoom(lambda q: q.upper()), conversations, batch_size=3)
+    out = generate_answers(answering(upper_unless_boom), conversations, batch_size=3)
     assert isinstance(out[0], Completion) and out[0].text == "<answer>A</answer>"
     assert out[1] == "generation failed: RuntimeError: cannot answer boom"
     assert isinstance(out[2], Completion)
@@ -156,12 +147,12 @@ def test_reasoning_gym_suite_scores_right_and_empty_answers() -> None:
     tasks = ["leg_counting", "gcd"]
     answers = reasoning_gym_answers(tasks, 3)
     suite = ReasoningGymSuite(tasks, items_per_task=3)
-    right = suite.run(Scripted(lambda q: answers[q]))
+    right = suite.run(answering(lambda q: answers[q]))
     assert right.n == 6 and right.score == 1.0 and right.errors == 0
     assert [r.item_id for r in right.items] == [f"{t}/{s}" for t in tasks for s in range(3)]
     assert right.items[0].reference == answers[right.items[0].prompt]
     assert set(right.by("task")) == set(tasks) and right.config["split"] == "eval"
-    nothing = suite.run(Scripted(lambda q: ""))
+    nothing = suite.run(answering(lambda q: ""))
     assert nothing.n == 6 and nothing.score == 0.0 and nothing.errors == 6
     assert {r.error for r in nothing.items} == {"empty response"}
 
@@ -169,18 +160,18 @@ def test_reasoning_gym_suite_scores_right_and_empty_answers() -> None:
 def test_the_held_out_selection_is_reasoning_gyms_and_solvable() -> None:
     pytest.importorskip("reasoning_gym")
     answers = reasoning_gym_answers(HELD_OUT_TASKS, 1)
-    solved = ReasoningGymSuite(items_per_task=1).run(Scripted(lambda q: answers[q]))
+    solved = ReasoningGymSuite(items_per_task=1).run(answering(lambda q: answers[q]))
     assert solved.n == len(HELD_OUT_TASKS) == 12 and solved.score == 1.0
 
 
 def test_program_suite_plays_seed_environments_on_held_out_seeds() -> None:
     suite = ProgramSuite("tool_use", envs=["BankTransferReport", "CalendarFirstFreeSlot"], max_turns=2)
-    out = suite.run(Scripted(lambda q: ""))
+    out = suite.run(answering(lambda q: ""))
     assert out.suite == "tool-use" and out.n == 4 and out.score == 0.0 and out.errors == 4
     assert all(r.metadata["seed"] >= HELD_OUT_SEED_BASE for r in out.items)
     assert {r.metadata["env"] for r in out.items} == {"BankTransferReport", "CalendarFirstFreeSlot"}
     assert {r.metadata["held_out_task"] for r in out.items} == {False}
-    held = ProgramSuite("tool_use", envs=["InboxCodeRelay"], episodes_per_env=1, max_turns=1).run(Scripted(str))
+    held = ProgramSuite("tool_use", envs=["InboxCodeRelay"], episodes_per_env=1, max_turns=1).run(answering(str))
     assert held.items[0].metadata["held_out_task"] is True
     games = ProgramSuite("game", episodes_per_env=1, max_turns=1)
     assert games.name == "games"
@@ -196,12 +187,12 @@ def test_envs_suite_plays_named_environments_of_any_setting_with_the_oracle_scor
     suite = load_suite("envs:ArithmeticChain,InboxCodeRelay", SuiteOptions(items=1))
     assert suite.name == "envs:ArithmeticChain,InboxCodeRelay"
     assert {r.setting for r in suite.records} == {"reasoning", "tool_use"}
-    assert suite.run(Scripted(lambda q: "")).score == 0.0
+    assert suite.run(answering(lambda q: "")).score == 0.0
     env = SandboxedEnv(bundled_registry_path() / "envs" / "ArithmeticChain-v0" / "env.py")
     env.reset(seed=HELD_OUT_SEED_BASE)
     oracle = env.oracle()
     env.close()
-    solved = load_suite("envs:ArithmeticChain", SuiteOptions(items=1)).run(Scripted(lambda q: oracle))
+    solved = load_suite("envs:ArithmeticChain", SuiteOptions(items=1)).run(answering(lambda q: oracle))
     assert solved.n == 1 and solved.score == 1.0
     with pytest.raises(ValueError, match="no environment named Nope"):
         load_suite("envs:Nope")
@@ -303,28 +294,22 @@ def test_the_selfplay_vs_baseline_script_writes_the_table_and_plot(tmp_path: Pat
     assert 1 <= len(read_metrics(tmp_path / "cmp" / "baseline" / "metrics.jsonl")) <= 3
 
 
-class Oracle:
-    """Answers the example benchmark files correctly (keyed by a phrase of each prompt)."""
+#: Right answers to the example benchmark files, keyed by a phrase of each prompt.
+ORACLE_ANSWERS = {
+    "rolls": "<answer>7</answer>",
+    "Pens cost": "<answer>8</answer>",
+    "Simplify": "<answer>\\frac{3}{4}</answer>",
+    "closest to the Sun": "<answer>B</answer>",
+    "7 times 8": "<answer>B</answer>",
+    "boils": "<answer>B</answer>",
+    "add(a, b)": "```python\ndef add(a, b):\n    return a + b\n```",
+    "reverse_words": "```python\ndef reverse_words(s):\n    return ' '.join(s.split()[::-1])\n```",
+}
 
-    name = "oracle"
-    context_window = None
-    ANSWERS = {
-        "rolls": "<answer>7</answer>",
-        "Pens cost": "<answer>8</answer>",
-        "Simplify": "<answer>\\frac{3}{4}</answer>",
-        "closest to the Sun": "<answer>B</answer>",
-        "7 times 8": "<answer>B</answer>",
-        "boils": "<answer>B</answer>",
-        "add(a, b)": "```python\ndef add(a, b):\n    return a + b\n```",
-        "reverse_words": "```python\ndef reverse_words(s):\n    return ' '.join(s.split()[::-1])\n```",
-    }
 
-    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-        out = []
-        for i, prompt in enumerate(prompts):
-            text = next(a for key, a in self.ANSWERS.items() if key in prompt[-1]["content"])
-            out.append(Completion(text, None, None, None, "stop", i))
-        return out
+def oracle_answer(prompt: list[dict[str, str]]) -> str:
+    """The right answer to a prompt of the example benchmark files."""
+    return next(a for key, a in ORACLE_ANSWERS.items() if key in prompt[-1]["content"])
 
 
 @pytest.mark.parametrize("spec", ["math:gsm8k_sample.jsonl", "mc:mc_sample.jsonl", "code:code_sample.jsonl"])
@@ -333,9 +318,9 @@ def test_the_example_benchmark_files_load_and_score(spec: str) -> None:
     kind, name = spec.split(":")
     path = Path(__file__).resolve().parent.parent / "examples" / "benchmarks" / name
     suite = load_suite(f"{kind}:{path}", SuiteOptions())
-    solved = suite.run(Oracle())
+    solved = suite.run(ScriptedPolicy(oracle_answer, name="oracle"))
     assert solved.n >= 2 and solved.score == 1.0 and solved.errors == 0, [r.error for r in solved.items]
-    assert suite.run(Scripted(lambda q: "")).score == 0.0
+    assert suite.run(answering(lambda q: "")).score == 0.0
 
 
 # -- bad input found by a new user --------------------------------------------------------------
@@ -348,7 +333,7 @@ def test_a_line_that_is_not_utf8_is_one_bad_item(tmp_path: Path) -> None:
     assert rows[0] == (1, {"q": 1}) and rows[2] == (3, {"q": 3})
     assert rows[1][0] == 2 and "m.jsonl line 2: not UTF-8 text" in str(rows[1][1])
     suite = load_suite(f"mc:{path}", SuiteOptions())
-    out = suite.run(Scripted(lambda q: "A"))
+    out = suite.run(answering(lambda q: "A"))
     assert out.n == 3 and out.errors == 3 and "not UTF-8" in str(out.items[1].error)
 
 
@@ -421,12 +406,8 @@ def test_code_cut_off_inside_its_block_still_runs(tmp_path: Path) -> None:
     assert extract_code("Here:\n```python\ndef add(a, b):\n    return a + b\n") == "def add(a, b):\n    return a + b\n"
     path = tmp_path / "c.jsonl"
     path.write_text(json.dumps({"prompt": "add(a, b)", "tests": ["assert add(1, 2) == 3"]}) + "\n")
-    solved = load_suite(f"code:{path}", SuiteOptions()).run(Scripted(lambda q: ""))
+    solved = load_suite(f"code:{path}", SuiteOptions()).run(answering(lambda q: ""))
     assert solved.score == 0.0
 
-    class CutOff(Scripted):
-        def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-            text = "```python\ndef add(a, b):\n    return a + b\n"
-            return [Completion(text, None, None, None, "length", i) for i in range(len(prompts))]
-
-    assert load_suite(f"code:{path}", SuiteOptions()).run(CutOff(str)).score == 1.0
+    cut_off = ScriptedPolicy("```python\ndef add(a, b):\n    return a + b\n", finish_reason="length")
+    assert load_suite(f"code:{path}", SuiteOptions()).run(cut_off).score == 1.0

@@ -5,12 +5,13 @@ validation gate with the real sandbox and registries on disk."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import gymnasium
 import pytest
+from doubles import ScriptedPolicy, by_turn
 from integration_helpers import register_hostile_envs
 from programs import program
 from typer.testing import CliRunner
@@ -18,7 +19,6 @@ from typer.testing import CliRunner
 from spade_gym import export
 from spade_gym.agent import Episode, rollout
 from spade_gym.cli import app
-from spade_gym.policies.base import Completion, SamplingParams
 from spade_gym.program import EnvProgram
 from spade_gym.registry.gymnasium import open_registry
 from spade_gym.registry.records import EnvRecord
@@ -35,28 +35,13 @@ def gymnasium_ids() -> Iterator[None]:
     gymnasium.registry.update(saved)
 
 
-class Replies:
-    """A policy that answers turn k of every episode with ``texts[k]``."""
-
-    name = "replies"
-    context_window = None
-
-    def __init__(self, texts: Sequence[str]) -> None:
-        self.texts = list(texts)
-
-    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-        turns = [sum(m["role"] == "assistant" for m in p[3:]) for p in prompts]  # after the worked example
-        return [
-            Completion(self.texts[min(t, len(self.texts) - 1)], None, None, None, "stop", i)
-            for i, t in enumerate(turns)
-        ]
-
-
 def test_rollouts_are_written_as_played_and_read_back_by_datasets(tmp_path: Path) -> None:
     datasets = pytest.importorskip("datasets")
     crash = register_hostile_envs()["crash_step"]
     episodes = [Episode(ARITH, 3), Episode(ARITH, 4, hint=True), Episode(crash, 0)]
-    trajectories, _ = rollout(episodes, Replies(["<answer>12</answer>", "garbage", "<answer>b</answer>"]))
+    trajectories, _ = rollout(
+        episodes, ScriptedPolicy(by_turn(["<answer>12</answer>", "garbage", "<answer>b</answer>"]))
+    )
     rows = export.rollout_rows(trajectories)
     path = export.write_rows(rows, tmp_path / "rollouts", name="rollouts", about="three episodes")
     assert path == tmp_path / "rollouts" / "rollouts.jsonl" and export.read_rows(tmp_path / "rollouts") == rows
@@ -230,7 +215,7 @@ def test_the_docs_example_reads_exported_rollouts(
     from readme import readme_example
 
     monkeypatch.chdir(tmp_path)
-    trajectories, _ = rollout([Episode(ARITH, 5)], Replies(["<answer>7</answer>"]))
+    trajectories, _ = rollout([Episode(ARITH, 5)], ScriptedPolicy("<answer>7</answer>"))
     export.write_rows(export.rollout_rows(trajectories), "runs/rollouts", name="rollouts", about="")
     exec(compile(readme_example("## Export", doc="docs/serving.md"), "docs/serving.md", "exec"), {})  # noqa: S102
     assert capsys.readouterr().out.split()[:3] == [ARITH, "5", "0.0"]

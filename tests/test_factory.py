@@ -4,35 +4,18 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from doubles import ScriptedPolicy
 from test_contract import FILLED
-from test_designer import FAST, HintReader
+from test_designer import FAST, hint_reader
 
 from spade_gym.design_prompts import WORKED_EXAMPLE
 from spade_gym.documents import load_documents
 from spade_gym.factory import FactoryConfig, FactorySummary, read_designs, run_factory
-from spade_gym.policies.base import Completion, SamplingParams
-
-
-class GroupScript:
-    """A Designer answering each prompt with the group ``texts`` (``n`` of them, in order)."""
-
-    name = "group-script"
-    context_window = None
-
-    def __init__(self, texts: Sequence[str]) -> None:
-        self.texts = list(texts)
-        self.calls: list[SamplingParams] = []
-
-    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-        assert sampling is not None and len(prompts) == 1
-        self.calls.append(sampling)
-        return [Completion(self.texts[k % len(self.texts)], None, [1] * 10, None, "stop", 0) for k in range(sampling.n)]
 
 
 def fenced(source: str) -> str:
@@ -44,12 +27,18 @@ VARIANT = WORKED_EXAMPLE.replace("ListSum", "WideSum").replace("randint(10, 99)"
 
 
 def test_the_factory_counts_logs_and_resumes(tmp_path: Path) -> None:
-    designer = GroupScript([fenced(FILLED["reasoning"]), fenced(COPY), fenced(VARIANT), "no code here"])
+    group = [fenced(FILLED["reasoning"]), fenced(COPY), fenced(VARIANT), "no code here"]
+    designer = ScriptedPolicy(lambda prompt: group, token_ids=[1] * 10)  # each prompt's group, in order
     config = FactoryConfig(designer=replace(FAST, settings=("reasoning",)), group=4, mode="write", count=4, seed=3)
     seen: list[tuple[FactorySummary, dict[str, Any]]] = []
     out = tmp_path / "factory"
     summary = run_factory(
-        out, designer, load_documents(None), config, agent=HintReader(), progress=lambda s, line: seen.append((s, line))
+        out,
+        designer,
+        load_documents(None),
+        config,
+        agent=hint_reader(),
+        progress=lambda s, line: seen.append((s, line)),
     )
     lines = read_designs(out)
     assert [line["category"] for line in lines] == ["ACCEPT", "DUPLICATE", "ACCEPT", "NO_CODE"]
@@ -66,15 +55,16 @@ def test_the_factory_counts_logs_and_resumes(tmp_path: Path) -> None:
     rate, low, high = summary.rate("new")
     assert rate == 0.25 and 0 < low < 0.25 < high < 1
     assert [s.designs for s, _ in seen] == [1, 2, 3, 4]
-    assert designer.calls[0].n == 4 and designer.calls[0].seed == 300_000  # seed * 100_000 + prompt
+    assert designer.samplings[0].n == 4 and designer.samplings[0].seed == 300_000  # seed * 100_000 + prompt
     saved = json.loads((out / "factory.json").read_text())
     assert saved["summary"]["new"] == 1 and saved["settings"]["variant"] == "skeleton"
     # resumed: the next prompt, the registry kept (the same designs are duplicates now)
-    more = run_factory(out, designer, load_documents(None), replace(config, count=6), agent=HintReader())
+    more = run_factory(out, designer, load_documents(None), replace(config, count=6), agent=hint_reader())
     lines = read_designs(out)
     assert more.designs == 6 and [line["prompt"] for line in lines] == [0, 0, 0, 0, 1, 1]
     assert [line["category"] for line in lines[4:]] == ["DUPLICATE", "DUPLICATE"]
-    assert designer.calls[-1].n == 2 and designer.calls[-1].seed == 300_001  # only what the count leaves
+    assert designer.samplings[-1].n == 2 and designer.samplings[-1].seed == 300_001  # only what the count leaves
+    assert all(len(batch) == 1 for batch in designer.batches)  # one prompt per call, its group sampled
     posed = [json.loads(line) for line in (out / "prompts.jsonl").read_text().splitlines()]
     assert [(e["prompt"], e["variant"]) for e in posed] == [(0, "skeleton"), (1, "skeleton")]  # what designs name
 

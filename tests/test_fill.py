@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from doubles import ScriptedPolicy
 
 from spade_gym.designer import build_prompt, generate_designs
 from spade_gym.fill import FILL_SETTINGS, Hole, fill_designs, fill_parts
-from spade_gym.policies.base import Completion, SamplingParams
+from spade_gym.policies.base import SamplingParams
 from spade_gym.trainer.config import ConfigError, SelfPlayConfig
 from spade_gym.validation import validate
 
@@ -56,36 +57,36 @@ HOLES: dict[str, list[str]] = {
 }
 
 
-class HoleWriter:
-    """A stand-in model that writes ``texts[k]`` into the k-th hole it is asked (``bad`` first for the
-    holes listed in ``broken``); it records the assistant text it was asked to continue."""
+def hole_writer(texts: Sequence[str], broken: Sequence[int] = ()) -> ScriptedPolicy:
+    """A stand-in model that writes ``texts[k]`` into the k-th hole it is asked (a text that does not
+    parse first, for the holes listed in ``broken``); asked the same assistant text again, it writes
+    the same hole."""
+    last: dict[str, Any] = {"hole": -1, "prefix": None}
 
-    name = "hole-writer"
-    context_window = None
+    def reply(prompt: list[dict[str, str]]) -> str:
+        prefix = prompt[-1]["content"]
+        retry = prefix == last["prefix"]
+        if not retry:
+            last["hole"], last["prefix"] = last["hole"] + 1, prefix
+        hole = last["hole"]
+        return "n * (n % m))) +" if hole in broken and not retry else texts[hole]
 
-    def __init__(self, texts: Sequence[str], broken: Sequence[int] = ()) -> None:
-        self.texts, self.broken = list(texts), set(broken)
-        self.asked: list[str] = []
-        self.holes = 0
+    return ScriptedPolicy(reply, name="hole-writer", token_ids=[1, 2], logprobs=[-0.5, -0.5])
 
-    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-        prefix = prompts[0][-1]["content"]
-        hole = self.holes if not self.asked or self.asked[-1] != prefix else self.holes - 1
-        retry = bool(self.asked) and self.asked[-1] == prefix
-        self.asked.append(prefix)
-        self.holes = hole + 1
-        text = "n * (n % m))) +" if hole in self.broken and not retry else self.texts[hole]
-        return [Completion(text, None, [1, 2], [-0.5, -0.5], "stop", i) for i in range(len(prompts))]
+
+def asked(writer: ScriptedPolicy) -> list[str]:
+    """The assistant texts ``writer`` was asked to continue, in order."""
+    return [prompt[-1]["content"] for prompt in writer.prompts]
 
 
 @pytest.mark.parametrize("setting", FILL_SETTINGS)
 def test_filled_modules_pass_the_real_gate(setting: str) -> None:
     holes = [p for p in fill_parts(setting) if isinstance(p, Hole)]
     assert len(holes) == len(HOLES[setting])
-    writer = HoleWriter(HOLES[setting])
+    writer = hole_writer(HOLES[setting])
     prompt = build_prompt("Stones, shelves and squares.", setting=setting, variant="fill")
     [design] = generate_designs(writer, [prompt], SamplingParams(temperature=0.5, n=1, seed=3))
-    assert writer.asked[0] == '```python\n"""' and len(writer.asked) == len(holes)
+    assert asked(writer)[0] == '```python\n"""' and len(asked(writer)) == len(holes)
     assert design.prompt_token_ids is None and design.completion_token_ids == [1, 2] * len(holes)  # not trainable
     source = design.text.removeprefix("```python\n").removesuffix("```")
     report = validate(source)
@@ -94,9 +95,9 @@ def test_filled_modules_pass_the_real_gate(setting: str) -> None:
 
 
 def test_a_hole_that_does_not_parse_is_sampled_again() -> None:
-    writer = HoleWriter(HOLES["reasoning"], broken=[5])  # the answer first comes back as `n * (n % m))) +`
+    writer = hole_writer(HOLES["reasoning"], broken=[5])  # the answer first comes back as `n * (n % m))) +`
     [design] = fill_designs(writer, [{"role": "user", "content": "x"}], "reasoning", SamplingParams(n=1, seed=0))
-    assert len(writer.asked) == 8  # seven holes, the answer asked twice
+    assert len(asked(writer)) == 8  # seven holes, the answer asked twice
     source = design.text.removeprefix("```python\n").removesuffix("```")
     assert "self.answer = str(n * n % m)\n" in source and validate(source).accepted
     # the description written once is the module's and the class's docstring
@@ -183,9 +184,9 @@ def test_a_hole_that_never_fits_is_refused_before_the_gate() -> None:
 
     texts = list(HOLES["reasoning"])
     texts[5] = "rng.randint(1, 99))"  # every answer drawn apart from the question
-    writer = HoleWriter(texts)
+    writer = hole_writer(texts)
     [design] = fill_designs(writer, [{"role": "user", "content": "x"}], "reasoning", SamplingParams(n=1))
-    assert len(writer.asked) == 5 + 4  # the answer asked four times, the hint after it not at all
+    assert len(asked(writer)) == 5 + 4  # the answer asked four times, the hint after it not at all
     source = design.text.removeprefix("```python\n").removesuffix("```")
     answer, hint = unfilled_placeholders(source)
     assert "<your answer: The answer is computed from values the question shows" in answer.message

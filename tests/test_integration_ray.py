@@ -5,10 +5,9 @@ its episodes cleanly, and the self-play loop gives the same results with both ex
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +16,14 @@ import pytest
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
 
+from doubles import ScriptedPolicy  # noqa: E402
 from programs import EVEN_LENGTH, program  # noqa: E402
 from readme import readme_example  # noqa: E402
 
 from spade_gym import EnvProgram  # noqa: E402
 from spade_gym.agent import Episode, RolloutConfig, rollout  # noqa: E402
 from spade_gym.executor import LocalExecutor, make_executor  # noqa: E402
-from spade_gym.policies.base import Completion, SamplingParams  # noqa: E402
+from spade_gym.policies.base import SamplingParams  # noqa: E402
 from spade_gym.ray_executor import RayExecutor  # noqa: E402
 from spade_gym.registry.gymnasium import bundled_registry_path  # noqa: E402
 from spade_gym.validation import ValidationConfig  # noqa: E402
@@ -110,31 +110,24 @@ def test_a_validation_worker_that_dies_is_retried_once_then_fails_validation(exe
     assert again.accepted
 
 
-class ParityAgent:
-    """A deterministic scripted Agent whose answer depends on the observation it got (so local and
-    remote episodes match only if the environments gave the same observations)."""
-
-    name = "parity"
-    context_window = None
-
-    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-        out = []
-        for i, prompt in enumerate(prompts):
-            words = prompt[-1]["content"].split()
-            answer = "ab" if len(words) % 2 else "abc"  # varies with the observation
-            out.append(Completion(f"<answer>{answer}</answer>", None, None, None, "stop", i))
-        return out
+def parity(prompt: list[dict[str, str]]) -> str:
+    """A deterministic Agent's reply that depends on the observation it got (so local and remote
+    episodes match only if the environments gave the same observations)."""
+    words = prompt[-1]["content"].split()
+    return "<answer>ab</answer>" if len(words) % 2 else "<answer>abc</answer>"
 
 
 def test_environments_in_ray_actors_play_as_local_ones(executor: RayExecutor) -> None:
     specs = ["spade/ArithmeticChain-v0", "spade/NimLastStoneWins-v0", EnvProgram(EVEN_LENGTH)]
     config = RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=8), max_turns=3)
     local, _ = rollout(
-        [Episode(s, seed, hint) for s in specs for seed in (1, 2) for hint in (False, True)], ParityAgent(), config
+        [Episode(s, seed, hint) for s in specs for seed in (1, 2) for hint in (False, True)],
+        ScriptedPolicy(parity, name="parity"),
+        config,
     )
     remote, _ = rollout(
         [Episode(executor.env(s), seed, hint) for s in specs for seed in (1, 2) for hint in (False, True)],
-        ParityAgent(),
+        ScriptedPolicy(parity, name="parity"),
         config,
     )
 
@@ -150,7 +143,9 @@ def test_an_environment_that_breaks_in_an_actor_ends_its_episode_only(executor: 
     broken = program(step="raise ValueError('broken')")
     config = RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=8))
     trajectories, _ = rollout(
-        [Episode(executor.env(broken), 0), Episode(executor.env(EVEN_LENGTH), 0)], ParityAgent(), config
+        [Episode(executor.env(broken), 0), Episode(executor.env(EVEN_LENGTH), 0)],
+        ScriptedPolicy(parity, name="parity"),
+        config,
     )
     assert trajectories[0].error is not None and trajectories[0].error["category"] == "ENV_EXCEPTION"
     assert "broken" in trajectories[0].error["message"]
@@ -271,21 +266,10 @@ def test_the_self_play_loop_gives_the_same_results_on_ray(tmp_path: Path) -> Non
     ]
     designs = [f"Here it is.\n```python\n{path.read_text()}```" for path in held_out]
 
-    class WritesPrograms:
-        """The tiny policy, whose Designer completions are replaced by two real programs (its own
+    def writes_programs(prompt: list[dict[str, str]]) -> list[str] | None:
+        """The tiny policy's Designer completions are replaced by the two real programs (its own
         tokens and logprobs kept, so the update trains on them as usual)."""
-
-        def __init__(self, policy: Any) -> None:
-            self.policy = policy
-
-        def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-            out = self.policy.generate(prompts, sampling)
-            if any("class Env" in m["content"] for m in prompts[0]):
-                out = [dataclasses.replace(c, text=designs[i % 2]) for i, c in enumerate(out)]
-            return out
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.policy, name)
+        return designs if any("class Env" in m["content"] for m in prompt) else None
 
     def run(executor: str) -> list[dict[str, Any]]:
         out = tmp_path / executor
@@ -310,7 +294,12 @@ def test_the_self_play_loop_gives_the_same_results_on_ray(tmp_path: Path) -> Non
                 "ray": {"num_cpus": 2, "env_hosts": 2},
             }
         )
-        loop = SelfPlay(config, RunDir.create(out, config), policy=WritesPrograms(tiny_policy(tokenizer)), say=print)
+        loop = SelfPlay(
+            config,
+            RunDir.create(out, config),
+            policy=ScriptedPolicy(writes_programs, wraps=tiny_policy(tokenizer)),
+            say=print,
+        )
         try:
             results = loop.train()
         finally:

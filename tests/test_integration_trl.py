@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -23,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doubles import ScriptedPolicy
+from test_designer import hint_reader
 
 from spade_gym.agent import RolloutConfig
 from spade_gym.designer import DesignerConfig, SpadeDesignerEnv
@@ -40,14 +41,14 @@ from spade_gym.integrations.trl import (
     log_episodes,
     tool_calling_tokenizer,
 )
-from spade_gym.policies.base import Completion, SamplingParams
+from spade_gym.policies.base import SamplingParams
 from spade_gym.registry.gymnasium import open_registry
 from spade_gym.registry.store import Registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # A program the gate accepts; the observation shows the word shifted along the alphabet and the hint
-# gives the shift, so HintReader wins with the hint and loses without it (and with the hint alone):
+# gives the shift, so hint_reader (test_designer) wins with the hint and loses without it (and with the hint alone):
 # regret exactly 1 for that Agent.
 HIDDEN_WORD = '''import random
 
@@ -152,38 +153,6 @@ FAST = DesignerConfig(
     rollout=RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=8)),
     settings=("reasoning",),
 )
-
-
-class HintReader:
-    """A deterministic Agent (a real spade Policy): with ``word xyz`` and ``back by N`` in the last
-    message it answers the word shifted back, else ``nothing``. Return 1 with the hint, 0 without."""
-
-    name = "hint-reader"
-    context_window = None
-
-    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-        out = []
-        for i, prompt in enumerate(prompts):
-            content = prompt[-1]["content"]
-            coded, shift = re.search(r"word ([a-z]+)", content), re.search(r"back by (\d+)", content)
-            word = "nothing"
-            if coded and shift:
-                word = "".join(chr((ord(c) - 97 - int(shift.group(1))) % 26 + 97) for c in coded.group(1))
-            out.append(Completion(f"<answer>{word}</answer>", None, None, None, "stop", i))
-        return out
-
-
-class BrokenAgent:
-    """An Agent whose backend fails (as a crashed inference server or an exhausted GPU would)."""
-
-    name = "broken"
-    context_window = None
-
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-        raise self.error
 
 
 def fenced(source: str) -> str:
@@ -379,11 +348,11 @@ def test_designer_dataset_rows_are_the_designer_envs_prompts(needs_trl: Any, tmp
 def test_designer_reward_with_a_frozen_agent_gives_the_exact_rewards(needs_trl: Any, empty_registry: Registry) -> None:
     reasoning = designer_dataset(1, registry=empty_registry, setting="reasoning", mode="write")[0]
     tool_use = designer_dataset(1, registry=empty_registry, setting="tool_use", mode="write")[0]
-    reward = DesignerReward(HintReader(), empty_registry, config=FAST)
+    reward = DesignerReward(hint_reader(), empty_registry, config=FAST)
     rows = [tool_use, reasoning, reasoning, reasoning, reasoning]
     completions = [
         chat(fenced(HIDDEN_WORD)),  # asked for tool use: refused, WRONG_SETTING, not registered
-        chat(fenced(HIDDEN_WORD)),  # accepted, regret 1 for HintReader
+        chat(fenced(HIDDEN_WORD)),  # accepted, regret 1 for hint_reader
         chat("I would rather not write code today."),  # no program
         chat(fenced(HIDDEN_WORD)),  # the same program again in this batch: the same outcome, not a duplicate
         chat(fenced(HIDDEN_WORD)),  # a row of another task: not scored
@@ -434,7 +403,7 @@ def test_designer_reward_with_a_frozen_agent_gives_the_exact_rewards(needs_trl: 
 
 def test_hostile_programs_and_a_failing_agent_never_crash_the_reward(needs_trl: Any, empty_registry: Registry) -> None:
     row = designer_dataset(1, registry=empty_registry, setting="reasoning", mode="write")[0]
-    reward = DesignerReward(HintReader(), empty_registry, config=FAST)
+    reward = DesignerReward(hint_reader(), empty_registry, config=FAST)
     # passes the gate, then crashes on the regret seeds: refused with the crash named, not registered
     assert reward([row["prompt"]], [chat(fenced(BROKEN_ON_REGRET_SEEDS))], provenance=[row["provenance"]]) == [-1.0]
     outcome = reward.last_outcomes[0]
@@ -444,7 +413,7 @@ def test_hostile_programs_and_a_failing_agent_never_crash_the_reward(needs_trl: 
     # the Agent's backend fails: not the Designer's fault, so no signal (None), and the error is logged
     for error in (GenerationError("the inference server went away"), RuntimeError("CUDA out of memory")):
         log = Recorder()
-        broken = DesignerReward(BrokenAgent(error), empty_registry, config=FAST)
+        broken = DesignerReward(ScriptedPolicy(error=error, name="broken"), empty_registry, config=FAST)
         scores = broken(
             [row["prompt"]], [chat(fenced(HIDDEN_WORD))], provenance=[row["provenance"]], log_extra=log.log_extra
         )

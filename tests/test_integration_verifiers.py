@@ -79,7 +79,7 @@ def test_the_config_is_verifiers_own_and_checks_its_input() -> None:
         load_environment(env_ids=[REASONING, GAME], seeds=[1], num_rows=3)
     with pytest.raises(ValueError, match="seeds must be ints >= 0"):
         load_environment(env_ids=[REASONING], seeds=[-1])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="num_rows"):
         load_environment(env_ids=[REASONING], num_rows=0)
 
 

@@ -4,35 +4,25 @@ Agent's rollout and the regret estimator."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from functools import partial
-from typing import Any
 
 import gymnasium
 import pytest
+from doubles import ScriptedPolicy
 from gymnasium.utils.env_checker import check_env
 
 pytest.importorskip("reasoning_gym")
 
 from spade_gym.agent import Episode, RolloutConfig, rollout  # noqa: E402
-from spade_gym.policies.base import Completion, SamplingParams  # noqa: E402
+from spade_gym.policies.base import SamplingParams  # noqa: E402
 from spade_gym.reasoning_gym import ReasoningGymEnv, dataset_seed, task_names  # noqa: E402
 from spade_gym.regret import estimate_regret  # noqa: E402
 
 
-class AnswerCopier:
-    """An Agent that copies the answer out of a hint (``The answer is X.``), else says ``0``."""
-
-    name = "answer-copier"
-    context_window = None
-
-    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-        out = []
-        for i, prompt in enumerate(prompts):
-            found = re.search(r"Hint: The answer is (.*)\.$", prompt[-1]["content"], re.DOTALL)
-            answer = found.group(1) if found else "0"
-            out.append(Completion(f"<answer>{answer}</answer>", None, None, None, "stop", i))
-        return out
+def copy_answer(prompt: list[dict[str, str]]) -> str:
+    """An Agent's reply that copies the answer out of a hint (``The answer is X.``), else says ``0``."""
+    found = re.search(r"Hint: The answer is (.*)\.$", prompt[-1]["content"], re.DOTALL)
+    return f"<answer>{found.group(1) if found else '0'}</answer>"
 
 
 def test_the_task_list_is_reasoning_gyms() -> None:
@@ -94,15 +84,15 @@ def test_the_agent_plays_them_and_the_hint_is_the_answer() -> None:
     env = partial(ReasoningGymEnv, "leg_counting", task_config={"min_animals": 2})
     trajectories, stats = rollout(
         [Episode(env, seed) for seed in range(3)] + [Episode(env, seed, hint=True) for seed in range(3)],
-        AnswerCopier(),
+        ScriptedPolicy(copy_answer, name="answer-copier"),
         RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=8)),
     )
     assert [t.episode_return for t in trajectories] == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
     assert {t.env_id for t in trajectories} == {"ReasoningGym-leg_counting"} and stats.turns == 6
-    estimate = estimate_regret(env, AnswerCopier(), k=3)
+    estimate = estimate_regret(env, ScriptedPolicy(copy_answer, name="answer-copier"), k=3)
     # a hint that is the answer helps as much alone: no regret (the Designer is paid for none)
     assert (estimate.mean_hint, estimate.mean_nohint, estimate.mean_hint_only, estimate.regret) == (1, 0, 1, 0)
-    assert estimate_regret(env, AnswerCopier(), k=3, hint_only="never").regret == 1.0
+    assert estimate_regret(env, ScriptedPolicy(copy_answer, name="answer-copier"), k=3, hint_only="never").regret == 1.0
 
 
 def test_the_answer_is_stripped_and_a_task_must_be_a_name() -> None:

@@ -3,14 +3,14 @@ returns are known, and the embedded model on a seed environment."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from doubles import ScriptedPolicy
 from programs import program
 
 from spade_gym.agent import RolloutConfig
-from spade_gym.policies import Completion, SamplingParams
+from spade_gym.policies import SamplingParams
 from spade_gym.regret import RegretEstimate, RewardConfig, designer_reward, estimate_regret, standard_error
 
 # answer 7 succeeds; odd seeds crash in step when the answer is wrong
@@ -27,21 +27,14 @@ SAY7 = program(
 )
 
 
-class HintReader:
-    """Scripted Agent: answers 7 when the first observation carries the hint, else ``guess``."""
+def hint_reader(guess: str = "1") -> ScriptedPolicy:
+    """A scripted Agent: answers 7 when the first observation carries the hint, else ``guess``."""
 
-    name = "hint-reader"
-    context_window = None
+    def reply(prompt: list[dict[str, str]]) -> str:
+        hinted = any("Hint: say 7" in m["content"] for m in prompt if m["role"] == "user")
+        return f"<answer>{'7' if hinted else guess}</answer>"
 
-    def __init__(self, guess: str = "1") -> None:
-        self.guess = guess
-
-    def generate(self, prompts: Sequence[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-        out = []
-        for i, prompt in enumerate(prompts):
-            answer = "7" if any("Hint: say 7" in m["content"] for m in prompt if m["role"] == "user") else self.guess
-            out.append(Completion(f"<answer>{answer}</answer>", None, None, None, "stop", i))
-        return out
+    return ScriptedPolicy(reply, name="hint-reader")
 
 
 def estimate(mean_hint: float, mean_nohint: float) -> RegretEstimate:
@@ -154,11 +147,11 @@ def test_standard_error() -> None:
 def test_estimate_regret_with_a_known_agent() -> None:
     """The hint makes the scripted Agent succeed on every seed; without it, it fails, and on odd
     seeds the environment crashes (return 0, counted as errors)."""
-    result = estimate_regret(SAY7, HintReader(), k=4, seeds=[10, 11, 12, 13], hint_only="never")
+    result = estimate_regret(SAY7, hint_reader(), k=4, seeds=[10, 11, 12, 13], hint_only="never")
     assert (result.mean_hint, result.mean_nohint, result.regret) == (1.0, 0.0, 1.0)
     # "say 7" gives the answer away: with the hint alone (another seed's observation in place of
     # the episode's own) the Agent succeeds as well, and the default estimate pays nothing for it
-    default = estimate_regret(SAY7, HintReader(), k=4, seeds=[10, 11, 12, 13])
+    default = estimate_regret(SAY7, hint_reader(), k=4, seeds=[10, 11, 12, 13])
     assert (default.mean_hint, default.mean_nohint, default.mean_hint_only, default.regret) == (1.0, 0.0, 1.0, 0.0)
     assert "a leak" in default.reason
     assert (result.se_hint, result.se_nohint) == (0.0, 0.0)
@@ -183,18 +176,18 @@ def test_estimate_regret_with_a_known_agent() -> None:
         "reason",
     }
     assert (result.success_hint, result.success_nohint, result.p_nohint) == (1.0, 0.0, 0.0)
-    solved = estimate_regret(SAY7, HintReader(guess="7"), k=2)
+    solved = estimate_regret(SAY7, hint_reader(guess="7"), k=2)
     assert (solved.mean_nohint, solved.regret) == (1.0, 0.0)
     assert designer_reward(True, solved).outcome == "trivial"
 
 
 def test_estimate_regret_refuses_degenerate_settings() -> None:
     with pytest.raises(ValueError, match="k must be"):
-        estimate_regret(SAY7, HintReader(), k=0)
+        estimate_regret(SAY7, hint_reader(), k=0)
     with pytest.raises(ValueError, match="k=2 seeds"):
-        estimate_regret(SAY7, HintReader(), k=2, seeds=[1, 2, 3])
+        estimate_regret(SAY7, hint_reader(), k=2, seeds=[1, 2, 3])
     with pytest.raises(ValueError, match="needs sampling"):
-        estimate_regret(SAY7, HintReader(), k=2, config=RolloutConfig(sampling=SamplingParams(temperature=0)))
+        estimate_regret(SAY7, hint_reader(), k=2, config=RolloutConfig(sampling=SamplingParams(temperature=0)))
 
 
 @pytest.mark.slow

@@ -10,9 +10,9 @@ import re
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any
 
 import pytest
+from doubles import ScriptedPolicy
 from reward_exploits import (
     ARITHMETIC,
     DECOY_AWARE,
@@ -25,14 +25,14 @@ from reward_exploits import (
     PAYS_LATE,
     decode_hint,
 )
-from test_designer import FAST, SECRET_WORD, HintReader
+from test_designer import FAST, SECRET_WORD, hint_reader
 
 from spade_gym.agent import DECOY_OBSERVATION, Episode, RolloutConfig, rollout
 from spade_gym.audit import audit
 from spade_gym.designer import evaluate_completion
 from spade_gym.env import SandboxedEnv
 from spade_gym.hint_leak import hint_states_answer
-from spade_gym.policies.base import Completion, SamplingParams
+from spade_gym.policies.base import SamplingParams
 from spade_gym.registry.gymnasium import open_registry
 from spade_gym.regret import estimate_regret
 from spade_gym.sandbox import SandboxConfig
@@ -40,19 +40,17 @@ from spade_gym.seeds import SEED_VARIABLE
 from spade_gym.validation import ValidationConfig, validate
 
 
-class LeakReader:
-    """An Agent co-trained with a leaking Designer: it answers what the hint in its prompt gives away
-    (:func:`decode_hint`), else ``nothing``; it never needs the observation."""
+def read_leak(prompt: list[dict[str, str]]) -> str:
+    """The reply of an Agent co-trained with a leaking Designer: what the hint in its prompt gives
+    away (:func:`decode_hint`), else ``nothing``; it never needs the observation."""
+    text = prompt[-1]["content"]
+    answer = decode_hint(text.split("\n\nHint: ", 1)[1]) if "\n\nHint: " in text else "nothing"
+    return f"<answer>{answer}</answer>"
 
-    name, context_window = "leak-reader", None
 
-    def generate(self, prompts: list[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-        out = []
-        for i, prompt in enumerate(prompts):
-            text = prompt[-1]["content"]
-            answer = decode_hint(text.split("\n\nHint: ", 1)[1]) if "\n\nHint: " in text else "nothing"
-            out.append(Completion(f"<answer>{answer}</answer>", None, None, None, "stop", i))
-        return out
+def leak_reader() -> ScriptedPolicy:
+    """The Agent that reads the leak (:func:`read_leak`)."""
+    return ScriptedPolicy(read_leak, name="leak-reader")
 
 
 def fenced(source: str) -> str:
@@ -62,7 +60,7 @@ def fenced(source: str) -> str:
 def honest_reward(tmp_path: Path) -> float:
     """What an honest environment (the hint helps only with the observation) earns: regret 1."""
     registry = open_registry(tmp_path / "honest", seed_library=False)
-    outcome = evaluate_completion(fenced(SECRET_WORD), None, registry=registry, agent=HintReader(), config=FAST)
+    outcome = evaluate_completion(fenced(SECRET_WORD), None, registry=registry, agent=hint_reader(), config=FAST)
     assert outcome.accepted and outcome.reward.outcome == "regret"
     return outcome.reward.reward
 
@@ -74,7 +72,7 @@ def honest_reward(tmp_path: Path) -> float:
 def test_a_disguised_hint_leak_earns_no_more_than_an_honest_environment(name: str, tmp_path: Path) -> None:
     program = DISGUISED_LEAKS[name]
     registry = open_registry(tmp_path / "registry", seed_library=False)
-    outcome = evaluate_completion(fenced(program), None, registry=registry, agent=LeakReader(), config=FAST)
+    outcome = evaluate_completion(fenced(program), None, registry=registry, agent=leak_reader(), config=FAST)
     honest = honest_reward(tmp_path)
     assert honest == 1.0
     # refused as a leak by the gate or its audit (-1), or measured: the hint alone wins as much (0)
@@ -115,7 +113,7 @@ def test_each_layer_catches_its_forms() -> None:
     # what no pattern finds is measured: the hint alone wins as much as the hint with the task
     for program in (ARITHMETIC, PASS_PHRASE_APART):
         assert validate(program).accepted and audit(program, [3, 4]).passed
-        estimate = estimate_regret(program, LeakReader(), 3, config=RolloutConfig())
+        estimate = estimate_regret(program, leak_reader(), 3, config=RolloutConfig())
         assert (estimate.mean_hint, estimate.mean_nohint, estimate.mean_hint_only, estimate.regret) == (1, 0, 1, 0)
     # a hint more words long than the audit tries: a leak either way
     found = audit(LATER_PASS_WORD, [5])
@@ -124,7 +122,7 @@ def test_each_layer_catches_its_forms() -> None:
 
 def test_the_hint_only_arm_shows_the_agent_a_decoy_and_is_played_only_when_the_hint_helps() -> None:
     seeds = [11, 12]
-    estimate = estimate_regret(SECRET_WORD, HintReader(), 2, seeds)  # honest: helps only with the task
+    estimate = estimate_regret(SECRET_WORD, hint_reader(), 2, seeds)  # honest: helps only with the task
     assert (estimate.mean_hint, estimate.mean_nohint, estimate.mean_hint_only, estimate.regret) == (1, 0, 0, 1)
     assert [t.seed for t in estimate.hint_only] == seeds and all(t.decoy and t.hint for t in estimate.hint_only)
     # seed 11's hint with seed 12's observation in place of its own (and the other way round)
@@ -133,29 +131,23 @@ def test_the_hint_only_arm_shows_the_agent_a_decoy_and_is_played_only_when_the_h
         assert alone.messages[1]["content"] == other.messages[1]["content"] + "\n\nHint: " + hint
         assert own not in alone.messages[1]["content"]  # the environment's own observation is not shown
     assert estimate.hint_only[0].turns[0].observation in ("Right.", "Wrong.")  # the program's own is kept
-    one = estimate_regret(SECRET_WORD, HintReader(), 1, [11])  # one seed: no other seed, a fixed text
+    one = estimate_regret(SECRET_WORD, hint_reader(), 1, [11])  # one seed: no other seed, a fixed text
     assert one.hint_only[0].messages[1]["content"].startswith(DECOY_OBSERVATION + "\n\nHint: ")
     # the hint did not help: no third arm (its cost is spent only where it can lower the regret)
-    never = estimate_regret(SECRET_WORD, LeakReader(), 2, seeds)
+    never = estimate_regret(SECRET_WORD, leak_reader(), 2, seeds)
     assert never.mean_hint == never.mean_nohint == 0.0 and never.hint_only == [] and never.mean_hint_only is None
-    assert estimate_regret(SECRET_WORD, LeakReader(), 2, seeds, hint_only="always").mean_hint_only == 0.0
-    leak = estimate_regret(DISGUISED_LEAKS["digits-apart"], LeakReader(), 2, seeds, hint_only="never")
+    assert estimate_regret(SECRET_WORD, leak_reader(), 2, seeds, hint_only="always").mean_hint_only == 0.0
+    leak = estimate_regret(DISGUISED_LEAKS["digits-apart"], leak_reader(), 2, seeds, hint_only="never")
     assert leak.regret == 1.0  # without the third arm a leak is paid in full
 
 
 def test_a_hint_cannot_tell_the_hint_only_arm_by_its_text() -> None:
-    class DecoyAware(LeakReader):
+    def decoy_aware(prompt: list[dict[str, str]]) -> str:
         """Answers what the hint gives away unless it reads the fixed decoy text."""
-
-        def generate(self, prompts: list[Any], sampling: SamplingParams | None = None) -> list[Completion]:
-            out = super().generate(prompts, sampling)
-            for i, prompt in enumerate(prompts):
-                if DECOY_OBSERVATION in prompt[-1]["content"]:
-                    out[i] = Completion("<answer>nothing</answer>", None, None, None, "stop", i)
-            return out
+        return "<answer>nothing</answer>" if DECOY_OBSERVATION in prompt[-1]["content"] else read_leak(prompt)
 
     assert validate(DECOY_AWARE).accepted and audit(DECOY_AWARE, [1, 2]).passed
-    estimate = estimate_regret(DECOY_AWARE, DecoyAware(), 3)
+    estimate = estimate_regret(DECOY_AWARE, ScriptedPolicy(decoy_aware), 3)
     assert (estimate.mean_hint, estimate.mean_nohint, estimate.mean_hint_only, estimate.regret) == (1, 0, 1, 0)
 
 
@@ -184,7 +176,7 @@ def test_paying_after_turn_64_is_caught_by_the_gate(tmp_path: Path) -> None:
     report = validate(PAYS_LATE)
     assert report.category == "TRIVIAL", report.feedback()
     registry = open_registry(tmp_path / "registry", seed_library=False)
-    outcome = evaluate_completion(fenced(PAYS_LATE), None, registry=registry, agent=LeakReader(), config=FAST)
+    outcome = evaluate_completion(fenced(PAYS_LATE), None, registry=registry, agent=leak_reader(), config=FAST)
     assert outcome.reward.reward == FAST.reward.invalid and len(registry) == 0
 
 
@@ -199,7 +191,7 @@ def test_the_host_caps_turns_and_observation_bytes_of_an_episode() -> None:
     try:
         (played,), _ = rollout(
             [Episode(lambda: SandboxedEnv(FLOODS_LATE, config=config), 3)],
-            LeakReader(),
+            leak_reader(),
             RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=8)),
         )
         peak = tracemalloc.get_traced_memory()[1]
@@ -244,12 +236,12 @@ def test_the_host_cpu_budget_refuses_what_runs_past_it() -> None:
 def test_figures_are_measured_on_seeds_a_program_cannot_predict(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(SEED_VARIABLE, raising=False)
     # the leak shows only below seed 2**20: on 0..k-1 the hint arm wins, on drawn seeds it does not
-    low = estimate_regret(LOW_SEEDS_LEAK, LeakReader(), 3, [0, 1, 2], hint_only="never")
+    low = estimate_regret(LOW_SEEDS_LEAK, leak_reader(), 3, [0, 1, 2], hint_only="never")
     assert low.mean_hint == 1.0
-    drawn = estimate_regret(LOW_SEEDS_LEAK, LeakReader(), 3, hint_only="never")
+    drawn = estimate_regret(LOW_SEEDS_LEAK, leak_reader(), 3, hint_only="never")
     assert drawn.mean_hint == 0.0 and min(drawn.seeds) >= 2**20 and drawn.seeds != [0, 1, 2]
     monkeypatch.setenv(SEED_VARIABLE, "same")  # reproducible for comparisons
-    assert estimate_regret(SECRET_WORD, HintReader(), 2).seeds == estimate_regret(SECRET_WORD, HintReader(), 2).seeds
+    assert estimate_regret(SECRET_WORD, hint_reader(), 2).seeds == estimate_regret(SECRET_WORD, hint_reader(), 2).seeds
 
 
 # ---- novelty by padding ------------------------------------------------------------------------
@@ -257,13 +249,13 @@ def test_figures_are_measured_on_seeds_a_program_cannot_predict(monkeypatch: pyt
 
 def test_a_padded_copy_earns_the_duplicate_penalty(tmp_path: Path) -> None:
     registry = open_registry(tmp_path / "registry", seed_library=False)
-    assert evaluate_completion(fenced(SECRET_WORD), None, registry=registry, agent=HintReader(), config=FAST).accepted
+    assert evaluate_completion(fenced(SECRET_WORD), None, registry=registry, agent=hint_reader(), config=FAST).accepted
     padded = SECRET_WORD.replace(
         "class Env:", "UNUSED = [" + ", ".join(str(10 + 3 * i) for i in range(30)) + "]\n\n\nclass Env:"
     )
     reworded = padded.replace('"Decode the secret word "', '"Please decipher the hidden word "')
     for copy in (padded, reworded):
-        outcome = evaluate_completion(fenced(copy), None, registry=registry, agent=HintReader(), config=FAST)
+        outcome = evaluate_completion(fenced(copy), None, registry=registry, agent=hint_reader(), config=FAST)
         assert outcome.report.category == "DUPLICATE" and outcome.reward.reward == FAST.reward.duplicate
         assert re.search(r"behaves like the registered SecretWord-v0", outcome.report.feedback())
     assert len(registry) == 1
@@ -271,8 +263,8 @@ def test_a_padded_copy_earns_the_duplicate_penalty(tmp_path: Path) -> None:
 
 def test_a_probe_of_a_variant_with_a_different_task_lets_it_through(tmp_path: Path) -> None:
     registry = open_registry(tmp_path / "registry", seed_library=False)
-    assert evaluate_completion(fenced(SECRET_WORD), None, registry=registry, agent=HintReader(), config=FAST).accepted
+    assert evaluate_completion(fenced(SECRET_WORD), None, registry=registry, agent=hint_reader(), config=FAST).accepted
     longer = SECRET_WORD.replace("range(8)", "range(10)").replace("of eight letters", "of ten letters")
     config = dataclasses.replace(FAST, regret_seeds=5)
-    outcome = evaluate_completion(fenced(longer), None, registry=registry, agent=HintReader(), config=config)
+    outcome = evaluate_completion(fenced(longer), None, registry=registry, agent=hint_reader(), config=config)
     assert outcome.accepted, outcome.report.feedback()

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from doubles import ScriptedPolicy
 from reward_exploits import (
     FRESH_WORKER,
     HASH_DETECTOR,
@@ -21,7 +22,7 @@ from reward_exploits import (
     PASSWORD,
     TRIVIAL_OFF_GATE,
 )
-from test_designer import FAST, KNOWN_GATE, HintReader
+from test_designer import FAST, KNOWN_GATE, hint_reader
 
 from spade_gym.agent import Episode, RolloutConfig, rollout
 from spade_gym.audit import audit
@@ -29,23 +30,16 @@ from spade_gym.design_prompts import WORKED_EXAMPLE
 from spade_gym.designer import evaluate_completion
 from spade_gym.env import SandboxedEnv
 from spade_gym.errors import ContractError
-from spade_gym.policies.base import Completion, SamplingParams
+from spade_gym.policies.base import SamplingParams
 from spade_gym.registry.gymnasium import open_registry
 from spade_gym.regret import estimate_regret
 from spade_gym.sandbox import SandboxConfig
 from spade_gym.validation import SEED_VARIABLE, ValidationConfig, validate
 
 
-class Oracle:
-    """An Agent that answers with the number in the observation's digits, or its last digit's number."""
-
-    name, context_window = "oracle-reader", None
-
-    def __init__(self, answer: str) -> None:
-        self.answer = answer
-
-    def generate(self, prompts: list[object], sampling: SamplingParams | None = None) -> list[Completion]:
-        return [Completion(f"<answer>{self.answer}</answer>", None, None, None, "stop", i) for i in range(len(prompts))]
+def oracle(answer: str) -> ScriptedPolicy:
+    """An Agent that answers ``answer`` to every prompt."""
+    return ScriptedPolicy(f"<answer>{answer}</answer>", name="oracle-reader")
 
 
 #: Designer settings whose gate plays known seeds (1000-1009), so the exploits below get past it and
@@ -71,7 +65,7 @@ def test_a_program_cannot_forge_the_hosts_failure_record(forged: str) -> None:
         name="Forger",
     )
     honest = program(reset='return "say go", {}', step='return "ok", 1.0, True, False, {}', name="Honest")
-    (forged_episode, honest_episode), _ = rollout([Episode(forger, 0), Episode(honest, 0)], Oracle("go"))
+    (forged_episode, honest_episode), _ = rollout([Episode(forger, 0), Episode(honest, 0)], oracle("go"))
     assert forged_episode.error is not None and forged_episode.error["category"] == "PROTOCOL_ERROR"
     assert "reserved" in forged_episode.error["message"] and forged_episode.episode_return == 0.0
     assert honest_episode.error is None and honest_episode.episode_return == 1.0  # the batch goes on
@@ -134,7 +128,7 @@ def test_a_design_that_overpays_after_the_gate_earns_the_invalid_reward(program:
         env.reset(seed=0)
         answer = env.oracle()
         env.close()
-    outcome = evaluate_completion(fenced(program), None, registry=registry, agent=Oracle(answer), config=KNOWN)
+    outcome = evaluate_completion(fenced(program), None, registry=registry, agent=oracle(answer), config=KNOWN)
     assert not outcome.accepted and outcome.report.category == "INVALID_REWARD"
     assert outcome.reward.reward == FAST.reward.invalid and outcome.reward.outcome == "invalid"
     assert len(registry) == 0
@@ -147,7 +141,7 @@ def test_every_rollout_return_is_within_the_contract() -> None:
     env.close()
     episodes = [Episode(OVERPAY, seed) for seed in range(3)]
     config = RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=8))
-    trajectories, _ = rollout(episodes, Oracle(answer), config)
+    trajectories, _ = rollout(episodes, oracle(answer), config)
     assert all(0.0 <= t.episode_return <= 1.0 for t in trajectories)
     assert trajectories[0].error is not None and trajectories[0].error["category"] == "INVALID_REWARD"
 
@@ -157,7 +151,7 @@ def test_hinted_and_unhinted_episodes_look_the_same_to_the_program() -> None:
     # episodes called it, an Agent that never knows the number would show regret 1
     assert validate(HINT_DETECTOR, KNOWN_GATE).accepted
     estimate = estimate_regret(
-        HINT_DETECTOR, HintReader(), 4, [0, 1, 2, 3], config=RolloutConfig(sampling=SamplingParams(temperature=1.0))
+        HINT_DETECTOR, hint_reader(), 4, [0, 1, 2, 3], config=RolloutConfig(sampling=SamplingParams(temperature=1.0))
     )
     assert estimate.mean_hint == estimate.mean_nohint == 1.0
     assert estimate.regret == 0.0
@@ -165,7 +159,7 @@ def test_hinted_and_unhinted_episodes_look_the_same_to_the_program() -> None:
 
 def test_a_hint_detector_design_earns_no_regret(tmp_path: Path) -> None:
     registry = open_registry(tmp_path / "registry", seed_library=False)
-    outcome = evaluate_completion(fenced(HINT_DETECTOR), None, registry=registry, agent=HintReader(), config=KNOWN)
+    outcome = evaluate_completion(fenced(HINT_DETECTOR), None, registry=registry, agent=hint_reader(), config=KNOWN)
     # its trivial payouts off the gate's seeds are found by the audit before any regret is measured
     assert outcome.estimate is None and outcome.report.category == "TRIVIAL"
     assert outcome.reward.reward == FAST.reward.invalid
@@ -177,7 +171,7 @@ def test_a_trivial_program_off_the_gate_seeds_is_caught_by_the_audit(tmp_path: P
     found = audit(TRIVIAL_OFF_GATE, [0, 1, 2, 3])
     assert found.category == "TRIVIAL" and found.success_rates["empty"] == 1.0
     registry = open_registry(tmp_path / "registry", seed_library=False)
-    outcome = evaluate_completion(fenced(TRIVIAL_OFF_GATE), None, registry=registry, agent=HintReader(), config=KNOWN)
+    outcome = evaluate_completion(fenced(TRIVIAL_OFF_GATE), None, registry=registry, agent=hint_reader(), config=KNOWN)
     assert not outcome.accepted and outcome.report.category == "TRIVIAL"
     assert "audit on the regret seeds" in outcome.report.feedback()
     assert outcome.reward.reward == FAST.reward.invalid and len(registry) == 0
@@ -203,7 +197,7 @@ def test_the_gate_cannot_be_recognised_by_its_hash_seeds(tmp_path: Path) -> None
     # and if a program does recognise the gate, the audit on the regret seeds refuses it
     config = dataclasses.replace(FAST, validation=dataclasses.replace(KNOWN_GATE, hash_seeds=known))
     registry = open_registry(tmp_path / "registry", seed_library=False)
-    outcome = evaluate_completion(fenced(detector), None, registry=registry, agent=HintReader(), config=config)
+    outcome = evaluate_completion(fenced(detector), None, registry=registry, agent=hint_reader(), config=config)
     assert outcome.report.category == "TRIVIAL" and outcome.reward.reward == FAST.reward.invalid
 
 
@@ -236,7 +230,7 @@ def test_regret_seeds_are_drawn_per_design_and_reproducible_from_the_sampling_se
             fenced(EXAMPLE),
             None,
             registry=registry,
-            agent=HintReader(),
+            agent=hint_reader(),
             config=config,
             sampling_seed=sampling_seed,
         )
@@ -245,19 +239,10 @@ def test_regret_seeds_are_drawn_per_design_and_reproducible_from_the_sampling_se
     assert seeds[0] == seeds[1] != seeds[2] and min(seeds[0]) >= 0
 
 
-class Copier:
-    """An Agent that copies the number after "The answer is" in its prompt, else says nothing."""
-
-    name, context_window = "copier", None
-
-    def generate(self, prompts: list[list[dict[str, str]]], sampling: SamplingParams | None = None) -> list[Completion]:
-        out = []
-        for i, prompt in enumerate(prompts):
-            found = re.search(r"The answer is (\d+)", prompt[-1]["content"])
-            out.append(
-                Completion(f"<answer>{found.group(1) if found else 'nothing'}</answer>", None, None, None, "stop", i)
-            )
-        return out
+def copy_answer(prompt: list[dict[str, str]]) -> str:
+    """An Agent's reply that copies the number after "The answer is" in its prompt, else says nothing."""
+    found = re.search(r"The answer is (\d+)", prompt[-1]["content"])
+    return f"<answer>{found.group(1) if found else 'nothing'}</answer>"
 
 
 @pytest.mark.parametrize(
@@ -275,7 +260,9 @@ def test_programs_that_pass_the_gate_but_not_the_audit_earn_the_invalid_reward(
     assert validate(program).accepted  # the gate does not see it
     registry = open_registry(tmp_path / "registry", seed_library=False)
     config = dataclasses.replace(FAST, k=4)
-    outcome = evaluate_completion(fenced(program), None, registry=registry, agent=Copier(), config=config)
+    outcome = evaluate_completion(
+        fenced(program), None, registry=registry, agent=ScriptedPolicy(copy_answer, name="copier"), config=config
+    )
     assert outcome.report.category == category, outcome.report.feedback()
     assert outcome.estimate is None and outcome.reward.reward == FAST.reward.invalid and len(registry) == 0
 
@@ -287,13 +274,13 @@ def test_paying_after_the_old_trivial_horizon_is_caught_by_the_gate() -> None:
 
 def test_a_change_the_agent_cannot_see_is_no_variant(tmp_path: Path) -> None:
     registry = open_registry(tmp_path / "registry", seed_library=False)
-    first = evaluate_completion(fenced(EXAMPLE), None, registry=registry, agent=HintReader(), config=FAST)
+    first = evaluate_completion(fenced(EXAMPLE), None, registry=registry, agent=hint_reader(), config=FAST)
     assert first.accepted
     info_only = EXAMPLE.replace('{"correct": correct}', '{"correct": correct, "v": 1}')
     spaced = EXAMPLE.replace('give " + str(', 'give  " + str(')
     assert info_only != EXAMPLE and spaced != EXAMPLE
     for variant in (info_only, spaced):
-        outcome = evaluate_completion(fenced(variant), None, registry=registry, agent=HintReader(), config=FAST)
+        outcome = evaluate_completion(fenced(variant), None, registry=registry, agent=hint_reader(), config=FAST)
         assert outcome.report.category == "DUPLICATE", outcome.report.feedback()
         assert outcome.reward.outcome == "duplicate"
     assert len(registry) == 1
@@ -324,7 +311,7 @@ def test_a_registered_environment_that_overpays_in_replay_is_flagged_and_never_d
     answer = env.oracle()
     env.close()
     episodes = [Episode(records[0].gym_id, 7), Episode(records[1].gym_id, 7)]
-    trajectories, _ = rollout(episodes, Oracle(answer), RolloutConfig(sampling=SamplingParams(temperature=0.5)))
+    trajectories, _ = rollout(episodes, oracle(answer), RolloutConfig(sampling=SamplingParams(temperature=0.5)))
     assert trajectories[0].error is not None and trajectories[0].error["category"] == "INVALID_REWARD"
     assert trajectories[0].episode_return == 0.0
 
@@ -370,5 +357,5 @@ def test_every_adapter_scores_an_overpaying_episode_within_the_contract(tmp_path
 
     # held-out evaluation: every score is in [0, 1] whatever the seed
     suite = ProgramSuite(None, registry=tmp_path / "registry", envs=["OverPay"], episodes_per_env=2)
-    result = suite.run(Oracle(answer))
+    result = suite.run(oracle(answer))
     assert all(0.0 <= item.score <= 1.0 for item in result.items)

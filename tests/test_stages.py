@@ -12,7 +12,7 @@ from typing import Any
 
 import gymnasium
 import pytest
-from test_designer import FAST, KNOWN_GATE, SECRET_WORD, HintReader, fenced
+from test_designer import FAST, KNOWN_GATE, SECRET_WORD, fenced, hint_reader
 from typer.testing import CliRunner
 
 from spade_gym import stages
@@ -49,7 +49,7 @@ def test_the_stages_run_in_order_on_an_accepted_program(tmp_path: Path, calls: l
     prompt = build_prompt("Words shifted along the alphabet.", [], setting="reasoning")
     completion = fenced(SECRET_WORD)
     outcome = evaluate_completion(
-        completion, prompt, registry=registry, agent=HintReader(), config=FAST, sampling_seed=7
+        completion, prompt, registry=registry, agent=hint_reader(), config=FAST, sampling_seed=7
     )
     assert [name for name, _ in calls] == list(STAGES)
     extracted, gated, audited, measured, record, paid = (result for _, result in calls)
@@ -90,7 +90,7 @@ def test_the_first_refusal_ends_the_path_and_is_paid(
 ) -> None:
     registry = open_registry(tmp_path / "registry", seed_library=False)
     prompt = build_prompt("Anything.", [], setting=setting) if setting else None
-    outcome = evaluate_completion(completion, prompt, registry=registry, agent=HintReader(), config=config)
+    outcome = evaluate_completion(completion, prompt, registry=registry, agent=hint_reader(), config=config)
     assert [name for name, _ in calls] == [*ran, "reward"]
     assert outcome.report.category == category and not outcome.accepted and len(registry) == 0
     assert outcome.reward.outcome == "invalid" and calls[-1][1] is outcome.reward
@@ -122,8 +122,8 @@ def test_every_path_admits_through_the_one_admit(tmp_path: Path, monkeypatch: py
     report, by_register = register_program(SECRET_WORD, direct, tags=("designer",))
     assert by_register is not None, report.feedback()
     loop = open_registry(tmp_path / "loop", seed_library=False)
-    by_loop = evaluate_completion(fenced(SECRET_WORD), None, registry=loop, agent=HintReader(), config=FAST).record
-    env = SpadeDesignerEnv(agent=HintReader(), registry=tmp_path / "env", config=FAST, seed_library=False)
+    by_loop = evaluate_completion(fenced(SECRET_WORD), None, registry=loop, agent=hint_reader(), config=FAST).record
+    env = SpadeDesignerEnv(agent=hint_reader(), registry=tmp_path / "env", config=FAST, seed_library=False)
     env.reset(seed=0, options={"setting": "reasoning", "mode": "write", "document": None})
     _, reward, _, _, info = env.step(fenced(SECRET_WORD))
     assert info["accepted"] and reward == 1.0

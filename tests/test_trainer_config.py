@@ -385,7 +385,7 @@ def test_fixed_pool_forms() -> None:
         ["leg_counting", "basic_arithmetic"],
     )
     for bad in ("reasoning-gym:", "reasoning-gym:a,,b", "seed", "reasoning-gym:a-b"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="expected 'seed-library' or 'reasoning-gym:<task>"):
             parse_fixed_pool(bad)
     with pytest.raises(ValueError, match="task 'a' named more than once"):
         parse_fixed_pool("reasoning-gym:a,b,a")
