@@ -139,10 +139,10 @@ def test_envs_show_points_at_the_design_that_wrote_a_run_environment(tmp_path: P
 
 
 def test_design_help_names_where_its_registry_is_written() -> None:
-    from spade_gym.cli import _default_work_registry
+    from spade_gym.cli import default_work_registry
 
     code, out = run("design", "--help")
-    assert code == 0 and str(_default_work_registry()) in out.replace("\n", "").replace(" ", "")
+    assert code == 0 and str(default_work_registry()) in out.replace("\n", "").replace(" ", "")
 
 
 def test_phase_progress_logs_long_phases_when_not_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,7 +151,7 @@ def test_phase_progress_logs_long_phases_when_not_on_a_terminal(monkeypatch: pyt
 
     from rich.console import Console
 
-    import spade_gym.cli as cli
+    import spade_gym.cli_common as cli
 
     monkeypatch.setattr(cli, "console", Console(file=io.StringIO()))  # a file, not a terminal
     lines: list[str] = []

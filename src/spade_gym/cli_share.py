@@ -1,5 +1,5 @@
 """The commands that share environments and data: `spade export rollouts|registry|designs` and
-`spade envs import`. Registered on :data:`spade_gym.cli.app` when :mod:`spade_gym.cli` imports this
+`spade envs import`. Registered on :data:`spade_gym.cli_common.app` when :mod:`spade_gym.cli` imports this
 module; the work is done by :mod:`spade_gym.export`. (`spade serve` is in
 :mod:`spade_gym.integrations.commands`.)"""
 
@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from spade_gym.cli import RegistryOption, app, console, envs_app, fail, open_registry, safe, say
+from spade_gym.cli_common import RegistryOption, app, console, envs_app, fail, open_registry, safe, say
 from spade_gym.errors import SpadeError
 
 export_app = typer.Typer(

@@ -1,4 +1,4 @@
-"""`spade serve`: the command of the OpenEnv integration, added to :data:`spade_gym.cli.app` through
+"""`spade serve`: the command of the OpenEnv integration, added to :data:`spade_gym.cli_common.app` through
 the entry point group ``spade_gym.commands`` (pyproject.toml), so the core never imports an
 integration; openenv-core is imported when the command runs."""
 
@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from spade_gym.cli import RegistryOption, app, fail, safe, say
+from spade_gym.cli_common import RegistryOption, app, fail, safe, say
 from spade_gym.errors import SpadeError
 
 

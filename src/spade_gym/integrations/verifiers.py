@@ -56,6 +56,21 @@ def verifiers_classes() -> dict[str, type]:
     runtimes: Any = require("verifiers.v1.runtimes", "verifiers", _FEATURE)
     dialects: Any = require("verifiers.v1.dialects.chat", "verifiers", _FEATURE)
     openai: Any = require("openai", "verifiers", _FEATURE)
+    classes = {**_taskset_classes(vf, pydantic), **_env_classes(vf, runtimes, dialects, openai)}
+    module = types.ModuleType(TASKSET_ID, f"The verifiers taskset of {_FEATURE} (generated).")
+    for name, cls in classes.items():
+        cls.__module__ = TASKSET_ID
+        cls.__qualname__ = name
+        setattr(module, name, cls)
+    # verifiers finds the taskset, env and harness as the one subclass of each exported here
+    module.__all__ = ["SpadeTaskset", "SpadeEnv", "SpadeChatHarness"]  # type: ignore[attr-defined]
+    sys.modules.setdefault(TASKSET_ID, module)
+    _CLASSES = classes
+    return classes
+
+
+def _taskset_classes(vf: Any, pydantic: Any) -> dict[str, type]:
+    """``SpadeTasksetConfig``, ``SpadeTaskData``, ``SpadeTask`` and ``SpadeTaskset`` on verifiers ``vf``."""
 
     class SpadeTasksetConfig(vf.TasksetConfig):
         """Which spade episodes the taskset holds (``--env.taskset.*``)."""
@@ -128,6 +143,17 @@ def verifiers_classes() -> dict[str, type]:
                     config.task,
                 )
 
+    return {
+        "SpadeTasksetConfig": SpadeTasksetConfig,
+        "SpadeTaskData": SpadeTaskData,
+        "SpadeTask": SpadeTask,
+        "SpadeTaskset": SpadeTaskset,
+    }
+
+
+def _env_classes(vf: Any, runtimes: Any, dialects: Any, openai: Any) -> dict[str, type]:
+    """``SpadeEnvConfig``, ``SpadeEnv``, ``SpadeChatHarnessConfig`` and ``SpadeChatHarness`` on verifiers ``vf``."""
+
     class SpadeChatHarnessConfig(vf.HarnessConfig):
         """No settings: the harness sends the conversation and returns the reply."""
 
@@ -198,26 +224,12 @@ def verifiers_classes() -> dict[str, type]:
             finally:
                 await asyncio.to_thread(episode.close)
 
-    classes: dict[str, type] = {
-        "SpadeTasksetConfig": SpadeTasksetConfig,
-        "SpadeTaskData": SpadeTaskData,
-        "SpadeTask": SpadeTask,
-        "SpadeTaskset": SpadeTaskset,
+    return {
         "SpadeEnvConfig": SpadeEnvConfig,
         "SpadeEnv": SpadeEnv,
         "SpadeChatHarnessConfig": SpadeChatHarnessConfig,
         "SpadeChatHarness": SpadeChatHarness,
     }
-    module = types.ModuleType(TASKSET_ID, f"The verifiers taskset of {_FEATURE} (generated).")
-    for name, cls in classes.items():
-        cls.__module__ = TASKSET_ID
-        cls.__qualname__ = name
-        setattr(module, name, cls)
-    # verifiers finds the taskset, env and harness as the one subclass of each exported here
-    module.__all__ = ["SpadeTaskset", "SpadeEnv", "SpadeChatHarness"]  # type: ignore[attr-defined]
-    sys.modules.setdefault(TASKSET_ID, module)
-    _CLASSES = classes
-    return classes
 
 
 def _rows(

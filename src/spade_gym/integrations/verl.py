@@ -249,6 +249,12 @@ async def play_token_episode(
         await asyncio.to_thread(episode.close)
         result.env_s += time.perf_counter() - began
     result.response_logprobs = logprobs  # [] when no turn was played: verl concatenates every sample's list
+    _record_end(result, episode)
+    return result
+
+
+def _record_end(result: TokenEpisode, episode: SpadeEpisode) -> None:
+    """Copy the finished ``episode``'s rewards, error, return, end flags and stop reason into ``result``."""
     result.rewards, result.error = list(episode.rewards), episode.error
     result.reward = episode.episode_return
     result.terminated, result.truncated = episode.terminated, episode.truncated
@@ -262,7 +268,6 @@ async def play_token_episode(
         else:
             result.stop = "truncated"
     result.num_turns = sum(1 for m in result.messages if m["role"] != "system")
-    return result
 
 
 def make_rows(

@@ -160,6 +160,34 @@ def _hub_unreachable(timeout_s: float = 3.0) -> str | None:
     return None
 
 
+def _load_model(model: str | Path | Any, tokenizer: Any, name: str | None, dtype: torch.dtype) -> tuple[Any, Any, str]:
+    """``(model, tokenizer, name)`` for :class:`TransformersPolicy`: a path or hub id loaded (tokenizer
+    too unless given), or a loaded model with its tokenizer. ModelNotFound, ValueError as documented there."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if isinstance(model, str | Path):
+        source = str(model)
+        path = Path(source).expanduser()
+        if path.exists():
+            if not (path / "config.json").is_file():
+                raise ModelNotFound(f"{source!r} exists but is not a transformers checkpoint (no config.json in it)")
+            source = str(path)
+        elif source.startswith((".", "/", "~")) or source.count("/") > 1 or "\\" in source:  # not a hub id
+            raise ModelNotFound(f"model path {source!r} does not exist")
+        loaded = _load_pretrained(AutoModelForCausalLM, source, local=path.exists(), dtype=dtype)
+        if tokenizer is None:
+            tokenizer = source
+        name = name or source
+    else:
+        loaded = model
+        name = name or str(getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__)
+        if tokenizer is None:
+            raise ValueError("a tokenizer must be given with an already loaded model")
+    if isinstance(tokenizer, str | Path):
+        tokenizer = _load_pretrained(AutoTokenizer, str(tokenizer), local=Path(str(tokenizer)).expanduser().exists())
+    return loaded, tokenizer, name
+
+
 class TransformersPolicy:
     """A trainable chat policy on a transformers causal language model (CPU or GPU).
 
@@ -208,7 +236,7 @@ class TransformersPolicy:
         prefix_cache_mb: int = 1024,
     ) -> None:
         import_torch_stack()
-        from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, StopStringCriteria
+        from transformers import GenerationConfig, StopStringCriteria
 
         if not is_int(max_batch_size) or max_batch_size < 1:
             raise ValueError(f"max_batch_size must be an int >= 1, got {max_batch_size!r}")
@@ -217,32 +245,7 @@ class TransformersPolicy:
         if not is_int(prefix_cache_mb) or prefix_cache_mb < 0:
             raise ValueError(f"prefix_cache_mb must be an int >= 0 (MiB; 0 turns reuse off), got {prefix_cache_mb!r}")
         self.device, self.dtype = resolve_device_dtype(device, dtype)
-        if isinstance(model, str | Path):
-            source = str(model)
-            path = Path(source).expanduser()
-            if path.exists():
-                if not (path / "config.json").is_file():
-                    raise ModelNotFound(
-                        f"{source!r} exists but is not a transformers checkpoint (no config.json in it)"
-                    )
-                source = str(path)
-            elif source.startswith((".", "/", "~")) or source.count("/") > 1 or "\\" in source:  # not a hub id
-                raise ModelNotFound(f"model path {source!r} does not exist")
-            loaded = _load_pretrained(AutoModelForCausalLM, source, local=path.exists(), dtype=self.dtype)
-            if tokenizer is None:
-                tokenizer = source
-            self.name = name or source
-        else:
-            loaded = model
-            self.name = name or str(
-                getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
-            )
-            if tokenizer is None:
-                raise ValueError("a tokenizer must be given with an already loaded model")
-        if isinstance(tokenizer, str | Path):
-            tokenizer = _load_pretrained(
-                AutoTokenizer, str(tokenizer), local=Path(str(tokenizer)).expanduser().exists()
-            )
+        loaded, tokenizer, self.name = _load_model(model, tokenizer, name, self.dtype)
         self.tokenizer = tokenizer
         if chat_template is not None:
             tokenizer.chat_template = chat_template

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import re
 import reprlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -289,3 +290,70 @@ class EnvRecord:
             validation=validation,
             stats=stats,
         )
+
+
+def check_fields(
+    name: object,
+    setting: object,
+    max_turns: object,
+    description: object,
+    tags: Iterable[str],
+    parents: Iterable[str],
+    document: Mapping[str, Any] | None,
+    validation: Mapping[str, Any] | None,
+) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, Any] | None, dict[str, Any] | None]:
+    """The arguments of :meth:`~spade_gym.registry.Registry.add` checked: ``(tags, parents, document,
+    validation)`` as stored. ValueError or TypeError for a wrong type or range."""
+    _check_name(name)
+    check_setting(setting)
+    if type(max_turns) is not int or not 1 <= max_turns <= MAX_TURNS:
+        raise ValueError(f"max_turns = {max_turns!r}; expected an int from 1 to 100000")
+    if not isinstance(description, str):
+        raise TypeError(f"description is a {type(description).__name__}; expected a str")
+    return (
+        _strings("tags", tags),
+        _strings("parents", parents),
+        _json_object("document", document),
+        _json_object("validation", validation),
+    )
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise ValueError(
+            f"name = {name!r}; expected a CamelCase identifier of ASCII letters, digits and underscores "
+            "starting with a capital letter, at most 100 characters, such as 'ArithmeticChain'"
+        )
+
+
+def check_setting(setting: object) -> None:
+    if setting not in SETTINGS:
+        raise ValueError(f"setting = {setting!r}; expected one of {SETTINGS}")
+
+
+def check_threshold(threshold: object) -> None:
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < threshold <= 1.0:
+        raise ValueError(f"near-duplicate threshold = {threshold!r}; expected a number in (0, 1]")
+
+
+def _strings(what: str, values: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(values, str):
+        raise TypeError(f"{what} = {values!r} is a single str; expected an iterable of str such as ({values!r},)")
+    out = tuple(values)
+    bad = [v for v in out if not isinstance(v, str)]
+    if bad:
+        raise TypeError(f"{what} holds {bad[0]!r} ({type(bad[0]).__name__}); expected only str")
+    return out
+
+
+def _json_object(what: str, value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{what} is a {type(value).__name__}; expected a dict of JSON values or None")
+    try:
+        text = json.dumps(dict(value), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} is not JSON-serialisable ({exc}); expected a dict of JSON values") from None
+    decoded: dict[str, Any] = json.loads(text)  # a copy, as it will read back
+    return decoded

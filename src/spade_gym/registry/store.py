@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 from spade_gym.errors import DuplicateEnvironment, EnvNotFound, ProgramError, RegistryError
 from spade_gym.files import fsync_dir, locked, replace_atomically, write_durably
-from spade_gym.program import SETTINGS, EnvProgram
+from spade_gym.program import EnvProgram
 from spade_gym.registry.dedup import SIGNATURE_VERSION, IndexedNearDuplicates, minhash_to_bytes, signatures
 from spade_gym.registry.index import FLAGGED_TAG, Index, IndexRow
 from spade_gym.registry.records import (
@@ -56,11 +56,13 @@ from spade_gym.registry.records import (
     GYM_PREFIX,
     META_FILE,
     META_SCHEMA_VERSION,
-    NAME_PATTERN,
     PROGRAM_ID_PATTERN,
     SOURCE_FILE,
     EnvRecord,
     EnvStats,
+    check_fields,
+    check_setting,
+    check_threshold,
 )
 from spade_gym.registry.sampler import Population, ReplayConfig, check_strategy
 
@@ -476,18 +478,10 @@ class Registry:
         """
         if not isinstance(program, EnvProgram):
             raise TypeError(f"program is a {type(program).__name__}; expected an EnvProgram")
-        _check_name(name)
-        _check_setting(setting)
-        if type(max_turns) is not int or not 1 <= max_turns <= 100_000:
-            raise ValueError(f"max_turns = {max_turns!r}; expected an int from 1 to 100000")
-        if not isinstance(description, str):
-            raise TypeError(f"description is a {type(description).__name__}; expected a str")
-        tag_tuple = _strings("tags", tags)
-        parent_tuple = _strings("parents", parents)
-        document_dict = _json_object("document", document)
-        validation_dict = _json_object("validation", validation)
+        fields = check_fields(name, setting, max_turns, description, tags, parents, document, validation)
+        tag_tuple, parent_tuple, document_dict, validation_dict = fields
         stats = stats.normalised() if stats is not None else EnvStats()
-        _check_threshold(near_duplicate_threshold)
+        check_threshold(near_duplicate_threshold)
         self._require_writable(f"add {name}")
         try:
             source_bytes = program.source.encode("utf-8")
@@ -499,26 +493,9 @@ class Registry:
         program_id = program.id
 
         with self._locked(check=True):
-            found = self._exact_duplicate(program_id, sig.ast_hash)
-            if found is not None:
-                raise DuplicateEnvironment(
-                    f"the program is an exact duplicate of {found[0]} ({found[1]}); "
-                    "register an environment whose rules differ, not only its names, comments or layout",
-                    existing=found[0],
-                    similarity=1.0,
-                )
-            if not allow_near_duplicates:
-                near = next(iter(self._near_duplicates(sketch, near_duplicate_threshold)), None)
-                if near is not None:
-                    raise DuplicateEnvironment(
-                        f"the program is a near duplicate of {near[0]}: the estimated Jaccard similarity of "
-                        f"their token 5-shingles is {near[1]:.3f}, at least the threshold {near_duplicate_threshold}; "
-                        "register an environment whose mechanics differ, not only its names, constants or comments, "
-                        "or pass allow_near_duplicates=True (the validation gate's novelty check does so for a near "
-                        "duplicate that behaves differently: a size, rule or wording variant)",
-                        existing=near[0],
-                        similarity=near[1],
-                    )
+            self._refuse_duplicate(
+                program_id, sig.ast_hash, None if allow_near_duplicates else sketch, near_duplicate_threshold
+            )
             version = self._next_version(name)
             env_id = f"{name}-v{version}"
             record = EnvRecord(
@@ -548,6 +525,28 @@ class Registry:
                     "it will be indexed when the registry is next opened"
                 ) from exc
         return record
+
+    def _refuse_duplicate(self, program_id: str, ast_hash: str, sketch: MinHash | None, threshold: float) -> None:
+        """Raise DuplicateEnvironment for an exact duplicate, or (``sketch`` given) a near one."""
+        found = self._exact_duplicate(program_id, ast_hash)
+        if found is not None:
+            raise DuplicateEnvironment(
+                f"the program is an exact duplicate of {found[0]} ({found[1]}); "
+                "register an environment whose rules differ, not only its names, comments or layout",
+                existing=found[0],
+                similarity=1.0,
+            )
+        near = None if sketch is None else next(iter(self._near_duplicates(sketch, threshold)), None)
+        if near is not None:
+            raise DuplicateEnvironment(
+                f"the program is a near duplicate of {near[0]}: the estimated Jaccard similarity of "
+                f"their token 5-shingles is {near[1]:.3f}, at least the threshold {threshold}; "
+                "register an environment whose mechanics differ, not only its names, constants or comments, "
+                "or pass allow_near_duplicates=True (the validation gate's novelty check does so for a near "
+                "duplicate that behaves differently: a size, rule or wording variant)",
+                existing=near[0],
+                similarity=near[1],
+            )
 
     def _write_entry(self, record: EnvRecord, source: bytes) -> None:
         """Write ``env.py`` and ``meta.json`` into ``.tmp`` and rename the folder into place."""
@@ -588,7 +587,7 @@ class Registry:
     ) -> tuple[EnvRecord, float] | None:
         """``(record, similarity)`` of the registered environment most like ``program`` (an exact
         duplicate: 1.0; else as :meth:`near_duplicates`), or ``None``."""
-        _check_threshold(threshold)
+        check_threshold(threshold)
         sig = signatures(program.source)
         with self._current():
             exact = self._exact_duplicate(program.id, sig.ast_hash)
@@ -611,7 +610,7 @@ class Registry:
     ) -> list[tuple[EnvRecord, float]]:
         """``(record, similarity)`` of every registered environment at least ``threshold`` (in (0, 1], else
         ValueError) similar to ``program`` (Jaccard of token 5-shingles), most similar first, ties by env id."""
-        _check_threshold(threshold)
+        check_threshold(threshold)
         sketch = signatures(program.source).minhash()
         with self._current():
             found = self._near_duplicates(sketch, threshold)
@@ -711,7 +710,7 @@ class Registry:
     def records(self, setting: str | None = None) -> list[EnvRecord]:
         """Every environment (of ``setting``, if given; ValueError for an unknown one), in creation order."""
         if setting is not None:
-            _check_setting(setting)
+            check_setting(setting)
         with self._current():
             rows = self._index.record_rows("setting = ?", (setting,)) if setting else self._index.record_rows()
         return [self._record(row) for row in rows]
@@ -831,7 +830,7 @@ class Registry:
         """
         check_strategy(strategy)
         if setting is not None:
-            _check_setting(setting)
+            check_setting(setting)
         if type(n) is not int or n < 0:
             raise ValueError(f"n = {n!r}; expected an int >= 0")
         if n == 0:
@@ -877,44 +876,3 @@ class Registry:
             rows = self._index.record_rows(f"seq IN ({', '.join('?' for _ in chunk)})", chunk)
             out.update((row[0], self._record(row)) for row in rows)
         return out
-
-
-def _check_name(name: object) -> None:
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise ValueError(
-            f"name = {name!r}; expected a CamelCase identifier of ASCII letters, digits and underscores "
-            "starting with a capital letter, at most 100 characters, such as 'ArithmeticChain'"
-        )
-
-
-def _check_setting(setting: object) -> None:
-    if setting not in SETTINGS:
-        raise ValueError(f"setting = {setting!r}; expected one of {SETTINGS}")
-
-
-def _check_threshold(threshold: object) -> None:
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < threshold <= 1.0:
-        raise ValueError(f"near-duplicate threshold = {threshold!r}; expected a number in (0, 1]")
-
-
-def _strings(what: str, values: Iterable[str]) -> tuple[str, ...]:
-    if isinstance(values, str):
-        raise TypeError(f"{what} = {values!r} is a single str; expected an iterable of str such as ({values!r},)")
-    out = tuple(values)
-    bad = [v for v in out if not isinstance(v, str)]
-    if bad:
-        raise TypeError(f"{what} holds {bad[0]!r} ({type(bad[0]).__name__}); expected only str")
-    return out
-
-
-def _json_object(what: str, value: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise TypeError(f"{what} is a {type(value).__name__}; expected a dict of JSON values or None")
-    try:
-        text = json.dumps(dict(value), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{what} is not JSON-serialisable ({exc}); expected a dict of JSON values") from None
-    decoded: dict[str, Any] = json.loads(text)  # a copy, as it will read back
-    return decoded

@@ -260,6 +260,47 @@ def group_advantages(
     return out
 
 
+def _checked_loss_args(
+    logprobs: torch.Tensor,
+    behaviour_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    ref_logprobs: torch.Tensor | None,
+    weights: torch.Tensor | None,
+    loss_type: str,
+    clip_eps: float,
+    clip_eps_high: float | None,
+    kl_coef: float,
+) -> tuple[torch.Tensor, float]:
+    """:func:`grpo_loss`'s arguments checked (ValueError as documented there): ``(advantages as [B, 1]
+    or [B, T], the upper clip epsilon)``."""
+    if logprobs.dim() != 2:
+        raise ValueError(f"logprobs must be [B, T], got shape {tuple(logprobs.shape)}")
+    shape = logprobs.shape
+    named = {"behaviour_logprobs": behaviour_logprobs, "mask": mask, "ref_logprobs": ref_logprobs}
+    for name, tensor in named.items():
+        if tensor is not None and tensor.shape != shape:
+            raise ValueError(f"{name} must have the shape of logprobs {tuple(shape)}, got {tuple(tensor.shape)}")
+    if advantages.shape == shape[:1]:
+        advantages = advantages.unsqueeze(1)
+    elif advantages.shape != shape:
+        raise ValueError(f"advantages must be [B] = {tuple(shape[:1])} or [B, T], got {tuple(advantages.shape)}")
+    if weights is not None and weights.shape != shape[:1]:
+        raise ValueError(f"weights must be [B] = {tuple(shape[:1])}, got {tuple(weights.shape)}")
+    if loss_type not in ("token", "sequence"):
+        raise ValueError(f"loss_type must be 'token' or 'sequence', got {loss_type!r}")
+    if not 0 < clip_eps < 1:
+        raise ValueError(f"clip_eps must be in (0, 1), got {clip_eps!r}")
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    if not high > 0:
+        raise ValueError(f"clip_eps_high must be > 0 or None, got {clip_eps_high!r}")
+    if not kl_coef >= 0:
+        raise ValueError(f"kl_coef must be >= 0, got {kl_coef!r}")
+    if kl_coef > 0 and ref_logprobs is None:
+        raise ValueError("kl_coef > 0 needs ref_logprobs (the frozen reference's log-probabilities)")
+    return advantages, high
+
+
 def grpo_loss(
     logprobs: torch.Tensor,
     behaviour_logprobs: torch.Tensor,
@@ -309,31 +350,18 @@ def grpo_loss(
     """
     import torch
 
-    if logprobs.dim() != 2:
-        raise ValueError(f"logprobs must be [B, T], got shape {tuple(logprobs.shape)}")
-    shape = logprobs.shape
-    named = {"behaviour_logprobs": behaviour_logprobs, "mask": mask, "ref_logprobs": ref_logprobs}
-    for name, tensor in named.items():
-        if tensor is not None and tensor.shape != shape:
-            raise ValueError(f"{name} must have the shape of logprobs {tuple(shape)}, got {tuple(tensor.shape)}")
-    if advantages.shape == shape[:1]:
-        advantages = advantages.unsqueeze(1)
-    elif advantages.shape != shape:
-        raise ValueError(f"advantages must be [B] = {tuple(shape[:1])} or [B, T], got {tuple(advantages.shape)}")
-    if weights is not None and weights.shape != shape[:1]:
-        raise ValueError(f"weights must be [B] = {tuple(shape[:1])}, got {tuple(weights.shape)}")
-    if loss_type not in ("token", "sequence"):
-        raise ValueError(f"loss_type must be 'token' or 'sequence', got {loss_type!r}")
-    if not 0 < clip_eps < 1:
-        raise ValueError(f"clip_eps must be in (0, 1), got {clip_eps!r}")
-    high = clip_eps if clip_eps_high is None else clip_eps_high
-    if not high > 0:
-        raise ValueError(f"clip_eps_high must be > 0 or None, got {clip_eps_high!r}")
-    if not kl_coef >= 0:
-        raise ValueError(f"kl_coef must be >= 0, got {kl_coef!r}")
-    if kl_coef > 0 and ref_logprobs is None:
-        raise ValueError("kl_coef > 0 needs ref_logprobs (the frozen reference's log-probabilities)")
-
+    advantages, high = _checked_loss_args(
+        logprobs,
+        behaviour_logprobs,
+        advantages,
+        mask,
+        ref_logprobs,
+        weights,
+        loss_type,
+        clip_eps,
+        clip_eps_high,
+        kl_coef,
+    )
     on = mask.bool()
     zero = torch.zeros((), dtype=logprobs.dtype, device=logprobs.device)
     advantages = advantages.to(logprobs.dtype)

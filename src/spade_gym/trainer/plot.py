@@ -157,22 +157,9 @@ def _finish(fig: Any, axes: list[Any], title: str, path: Path) -> Path:
     return path
 
 
-def plot_run(run_dir: str | Path | RunDir) -> list[Path]:
-    """Draw the curves of a run (:data:`PLOTS`, from its ``metrics.jsonl`` only) into
-    ``run_dir/plots/``; returns the PNG files written, ``[]`` with a warning without metrics.
-    RunDirError when ``run_dir`` is not a folder or its metrics cannot be read."""
-    path = run_dir.path if isinstance(run_dir, RunDir) else Path(run_dir)
-    if not path.is_dir():
-        raise RunDirError(f"run folder {path} does not exist")
-    records = read_metrics(path / METRICS_FILE)
-    if not records:
-        warnings.warn(f"{path / METRICS_FILE} holds no metrics yet: nothing to plot", RuntimeWarning, stacklevel=2)
-        return []
-    out = path / PLOTS_DIR
-    out.mkdir(parents=True, exist_ok=True)
-    s = _Series(records)
+def _designer_plots(s: _Series, out: Path) -> list[Path]:
+    """The Designer's figures of :func:`plot_run` (reward, acceptance, regret) that ``s`` has data for."""
     written: list[Path] = []
-
     if s.has("designer/reward_mean"):
         fig, (ax,) = _figure()
         _line(ax, s, "designer/reward_mean", "mean")
@@ -209,6 +196,24 @@ def plot_run(run_dir: str | Path | RunDir) -> list[Path]:
         _line(ax, s, "regret/max", "max", linestyle="--")
         ax.set_ylabel("regret")
         written.append(_finish(fig, [ax], "Regret", out / "regret.png"))
+    return written
+
+
+def plot_run(run_dir: str | Path | RunDir) -> list[Path]:
+    """Draw the curves of a run (:data:`PLOTS`, from its ``metrics.jsonl`` only) into
+    ``run_dir/plots/``; returns the PNG files written, ``[]`` with a warning without metrics.
+    RunDirError when ``run_dir`` is not a folder or its metrics cannot be read."""
+    path = run_dir.path if isinstance(run_dir, RunDir) else Path(run_dir)
+    if not path.is_dir():
+        raise RunDirError(f"run folder {path} does not exist")
+    records = read_metrics(path / METRICS_FILE)
+    if not records:
+        warnings.warn(f"{path / METRICS_FILE} holds no metrics yet: nothing to plot", RuntimeWarning, stacklevel=2)
+        return []
+    out = path / PLOTS_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    s = _Series(records)
+    written = _designer_plots(s, out)
 
     agent = [
         ("agent/return_hint", "with hint"),
