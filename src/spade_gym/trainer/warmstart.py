@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import hashlib
 import io
 import json
@@ -555,10 +556,9 @@ def run_warmstart(
 ) -> WarmstartResult:
     """Train (or load from the cache) the cold-start adapters into ``policy``, a trainable
     transformers policy; on return it holds its LoRA adapters or, without adapters, the weights with
-    :data:`WARMSTART_LORA` merged in. ``warmstart.enabled`` is not read.
-
-    ``progress(phase, done, total)`` gets phases ``"data"`` and ``"train"``; ``stop_after`` stops
-    (state saved) after that many steps in all, as an interruption would.
+    :data:`WARMSTART_LORA` merged in. ``warmstart.enabled`` is not read. ``progress(phase, done,
+    total)`` gets phases ``"data"`` and ``"train"``; ``stop_after`` stops (state saved) after that
+    many steps in all, as an interruption would.
 
     Raises:
         ConfigError: an empty pool or one without successful oracle episodes, a designer-off
@@ -567,8 +567,7 @@ def run_warmstart(
     """
     import torch
 
-    say = say or (lambda line: None)
-    report = progress or (lambda phase, done, total: None)
+    say, report = say or (lambda line: None), progress or (lambda phase, done, total: None)
     if not hasattr(policy, "sequence_logprobs"):
         raise ValueError(f"the cold start trains a transformers policy, got a {type(policy).__name__}")
     if registry is None:
@@ -585,31 +584,18 @@ def run_warmstart(
     schedule = _schedule(data, config)
     result_path, adapter_path, state_path = entry / _RESULT, entry / _ADAPTER, entry / _STATE
     if result_path.is_file() and adapter_path.is_file():
-        load_trainable_state(policy, torch.load(adapter_path, map_location="cpu", weights_only=True))
-        saved = json.loads(result_path.read_text(encoding="utf-8"))
-        _finish(policy, merged)
         report("train", len(schedule), len(schedule))
-        say(f"cold start: loaded the cached adapters {adapter_path} (hash {digest[:12]})")
-        saved.update(path=entry, adapter_path=adapter_path, cached=True, steps_run=0, merged=merged, hash=digest)
-        return WarmstartResult(**saved)
-
+        return _load_cached(policy, entry, digest, merged, say)
     samples = [[s.role, s.env, s.kind] for s in data.samples]
-    text = json.dumps({"envs": data.envs, "skipped": data.skipped, "samples": samples}, indent=1)
-    replace_atomically(entry / _DATA, text)
+    replace_atomically(
+        entry / _DATA, json.dumps({"envs": data.envs, "skipped": data.skipped, "samples": samples}, indent=1)
+    )
     params = [p for p in policy.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.warmstart.learning_rate, weight_decay=0.0)
-    start, losses, loss_before = 0, [], None
-    step_s: list[float] = []
-    if state_path.is_file():
-        state = torch.load(state_path, map_location="cpu", weights_only=False)
-        load_trainable_state(policy, state["adapter"])
-        optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng"]["torch"])  # the data order is a function of warmstart.seed
-        start, losses, loss_before = int(state["step"]), list(state["losses"]), state["loss_before"]
-        step_s = list(state.get("step_s", []))
+    resumed = state_path.is_file()
+    start, losses, loss_before, step_s = _resume(policy, optimizer, state_path, config.warmstart.seed)
+    if resumed:
         say(f"cold start: resuming at step {start} of {len(schedule)} from {state_path}")
-    else:  # a fresh start: the stage's own initial adapters, whatever the policy held before
-        _reset_adapters(policy, config.warmstart.seed)
     say(
         f"cold start: {len(schedule) - start} of {len(schedule)} steps to train on {len(data.of('agent'))} Agent and "
         f"{len(data.of('designer'))} Designer samples from {len(data.envs)} environments (cached in {entry})"
@@ -617,19 +603,7 @@ def run_warmstart(
     if loss_before is None:
         loss_before = _eval_losses(policy, data)
 
-    def save(step: int) -> None:
-        _atomic_save(
-            {
-                "step": step,
-                "losses": losses,
-                "step_s": step_s,
-                "loss_before": loss_before,
-                "adapter": trainable_state(policy),
-                "optimizer": optimizer.state_dict(),
-                "rng": {"torch": torch.get_rng_state()},
-            },
-            state_path,
-        )
+    save = functools.partial(_save_state, state_path, policy, optimizer, losses, step_s, loss_before)
 
     was_training = policy.model.training
     policy.model.train()
@@ -646,19 +620,7 @@ def run_warmstart(
                     data.skipped, time.perf_counter() - started, merged, step_s,
                 )  # fmt: skip
             began = time.perf_counter()
-            optimizer.zero_grad(set_to_none=True)
-            batch = [data.samples[i] for i in schedule[step]]
-            tokens = sum(len(s.target_ids) for s in batch)
-            total = 0.0
-            pairs = [(list(s.prompt_ids), list(s.target_ids)) for s in batch]
-            # a backward pass per forward pass, long ones checkpointed: bounded memory
-            for _, lps in policy.score_batches(pairs, checkpoint_tokens=CHECKPOINT_TOKENS):
-                loss = -sum(lp.sum() for lp in lps) / tokens
-                loss.backward()
-                total += float(loss.detach())
-            torch.nn.utils.clip_grad_norm_(params, _MAX_GRAD_NORM)
-            optimizer.step()
-            losses.append(total)
+            losses.append(_train_step(policy, optimizer, params, [data.samples[i] for i in schedule[step]]))
             step_s.append(time.perf_counter() - began)
             steps_run += 1
             report("train", step + 1, len(schedule))
@@ -674,10 +636,7 @@ def run_warmstart(
         len(data.of("agent")), len(data.of("designer")), data.envs, data.skipped,
         time.perf_counter() - started, merged, step_s,
     )  # fmt: skip
-    saved = result.to_dict()
-    for key in ("path", "adapter_path", "cached", "steps_run", "merged", "hash"):
-        saved.pop(key)
-    replace_atomically(result_path, json.dumps(saved, indent=1))  # the entry is finished once this exists
+    _write_result(result, result_path)
     state_path.unlink(missing_ok=True)
     _finish(policy, merged)
     say(
@@ -686,6 +645,79 @@ def run_warmstart(
         f"adapters {adapter_path}"
     )
     return result
+
+
+def _load_cached(policy: Any, entry: Path, digest: str, merged: bool, say: Callable[[str], None]) -> WarmstartResult:
+    """The finished cache ``entry``'s result, its adapters loaded into ``policy``."""
+    import torch
+
+    adapter_path = entry / _ADAPTER
+    load_trainable_state(policy, torch.load(adapter_path, map_location="cpu", weights_only=True))
+    saved = json.loads((entry / _RESULT).read_text(encoding="utf-8"))
+    _finish(policy, merged)
+    say(f"cold start: loaded the cached adapters {adapter_path} (hash {digest[:12]})")
+    saved.update(path=entry, adapter_path=adapter_path, cached=True, steps_run=0, merged=merged, hash=digest)
+    return WarmstartResult(**saved)
+
+
+def _write_result(result: WarmstartResult, path: Path) -> None:
+    """Write ``result`` without its per-run fields: the cache entry is finished once this file exists."""
+    saved = result.to_dict()
+    for key in ("path", "adapter_path", "cached", "steps_run", "merged", "hash"):
+        saved.pop(key)
+    replace_atomically(path, json.dumps(saved, indent=1))
+
+
+def _save_state(
+    path: Path, policy: Any, optimizer: Any, losses: list[float], step_s: list[float], loss_before: Any, step: int
+) -> None:
+    """Save an interrupted cold start at ``step``: adapters, optimizer, losses and torch RNG."""
+    import torch
+
+    state = {
+        "step": step,
+        "losses": losses,
+        "step_s": step_s,
+        "loss_before": loss_before,
+        "adapter": trainable_state(policy),
+        "optimizer": optimizer.state_dict(),
+        "rng": {"torch": torch.get_rng_state()},
+    }
+    _atomic_save(state, path)
+
+
+def _train_step(policy: Any, optimizer: Any, params: list[Any], batch: list[Any]) -> float:
+    """One supervised step on ``batch`` (samples): the mean token loss, summed over passes."""
+    import torch
+
+    optimizer.zero_grad(set_to_none=True)
+    tokens = sum(len(s.target_ids) for s in batch)
+    total = 0.0
+    pairs = [(list(s.prompt_ids), list(s.target_ids)) for s in batch]
+    # a backward pass per forward pass, long ones checkpointed: bounded memory
+    for _, lps in policy.score_batches(pairs, checkpoint_tokens=CHECKPOINT_TOKENS):
+        loss = -sum(lp.sum() for lp in lps) / tokens
+        loss.backward()
+        total += float(loss.detach())
+    torch.nn.utils.clip_grad_norm_(params, _MAX_GRAD_NORM)
+    optimizer.step()
+    return total
+
+
+def _resume(policy: Any, optimizer: Any, state_path: Path, seed: int) -> tuple[int, list[float], Any, list[float]]:
+    """``(step, losses, loss_before, step_s)`` of an interrupted cold start, its adapters, optimizer
+    and torch RNG restored; a fresh start (the stage's own initial adapters, whatever the policy held
+    before) when ``state_path`` is missing."""
+    import torch
+
+    if not state_path.is_file():
+        _reset_adapters(policy, seed)
+        return 0, [], None, []
+    state = torch.load(state_path, map_location="cpu", weights_only=False)
+    load_trainable_state(policy, state["adapter"])
+    optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["rng"]["torch"])  # the data order is a function of warmstart.seed
+    return int(state["step"]), list(state["losses"]), state["loss_before"], list(state.get("step_s", []))
 
 
 def _reset_adapters(policy: Any, seed: int) -> None:
