@@ -39,7 +39,7 @@ from spade_gym.program import EnvProgram
 from spade_gym.sandbox import Budget, HostBudget, SandboxClient
 from spade_gym.seeds import draw_seeds
 from spade_gym.trivial import garbage_action
-from spade_gym.validation import ValidationConfig, ValidationReport, conclude
+from spade_gym.verdict import ValidationConfig, ValidationReport, conclude
 
 if TYPE_CHECKING:
     from spade_gym.registry import EnvRecord, Registry
