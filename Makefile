@@ -50,7 +50,7 @@ demo: $(STAMP)  ## the main job: a short SPADE self-play run with the embedded m
 sandbox-demo: $(STAMP)  ## check, load and play the example programs in the sandbox
 	$(BIN)/spade demo
 
-test: $(STAMP)  ## the test suite (about 5 minutes on 2 cores); the end-to-end runs are `make test-slow`
+test: $(STAMP)  ## the test suite (about 8 minutes on 2 cores); the end-to-end runs are `make test-slow`
 	$(BIN)/python -m pytest -q -m "not slow" --durations=10
 
 test-slow: $(STAMP)  ## end-to-end runs with the embedded model: the examples, the documentation snippets, cold start (about 30 minutes)
