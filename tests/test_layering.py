@@ -152,3 +152,23 @@ def test_no_module_reads_another_modules_private_name() -> None:
                 if node.attr in elsewhere:
                     found.append(f"{name}:{node.lineno}: {ast.unparse(node)} (defined in {elsewhere[node.attr]})")
     assert found == []
+
+
+#: Size limits a reader can hold: lines of a module, lines of a function (its signature and docstring too).
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 900, 100
+
+
+def test_no_module_or_function_is_over_its_size_limit() -> None:
+    package = SRC / "spade_gym"
+    over = [
+        f"{path.relative_to(package)}: {n} lines"
+        for path in sorted(package.rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    for name, tree in MODULES.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                if lines > MAX_FUNCTION_LINES:
+                    over.append(f"{name}.{node.name}: {lines} lines")
+    assert over == []
