@@ -35,7 +35,8 @@ def _config() -> DesignerConfig:
     return DesignerConfig(
         k=K,
         rollout=RolloutConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=AGENT_TOKENS)),
-        sampling=SamplingParams(temperature=0.3, max_new_tokens=DESIGNER_TOKENS),
+        temperature=0.3,
+        max_new_tokens=DESIGNER_TOKENS,
     )
 
 

@@ -80,12 +80,11 @@ try:
 except (ConfigError, ValueError) as exc:
     parser.error(str(exc))
 designer_config = config.designer_config()
-sampling = designer_config.sampling
 if args.temperature is not None:
-    sampling = replace(sampling, temperature=args.temperature)
+    designer_config = replace(designer_config, temperature=args.temperature)
 if args.max_new_tokens is not None:
-    sampling = replace(sampling, max_new_tokens=args.max_new_tokens)
-designer_config = replace(designer_config, sampling=sampling, feedback=args.feedback)
+    designer_config = replace(designer_config, max_new_tokens=args.max_new_tokens)
+designer_config = replace(designer_config, feedback=args.feedback)
 documents = load_documents(
     config.designer.documents, seed=config.run.seed, max_tokens=config.designer.document_max_tokens
 )

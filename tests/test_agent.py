@@ -206,10 +206,10 @@ def test_the_designer_sampling_default_lives_in_one_place() -> None:
 
     from spade_gym.cli import design
     from spade_gym.designer import DESIGNER_TEMPERATURE, DesignerConfig
-    from spade_gym.trainer.config import DesignerSection
+    from spade_gym.trainer.config import SelfPlayConfig
 
     assert DesignerConfig().sampling.temperature == DESIGNER_TEMPERATURE
-    assert DesignerSection().temperature == DESIGNER_TEMPERATURE
+    assert SelfPlayConfig().designer_config().sampling.temperature == DESIGNER_TEMPERATURE
     assert inspect.signature(design).parameters["temperature"].default == DESIGNER_TEMPERATURE
     assert 0 < DESIGNER_TEMPERATURE <= 1
 
@@ -221,13 +221,13 @@ def test_the_regret_episode_count_and_memory_size_live_in_one_place() -> None:
     from spade_gym.designer import DesignerConfig
     from spade_gym.memory import MemoryConfig
     from spade_gym.regret import REGRET_EPISODES, estimate_regret
-    from spade_gym.trainer.config import AgentSection, DesignerSection
+    from spade_gym.trainer.config import AgentSection
 
     assert DesignerConfig().k == AgentSection().k == REGRET_EPISODES
     assert inspect.signature(estimate_regret).parameters["k"].default == REGRET_EPISODES
     for command in (design, envs_measure, regret):
         assert inspect.signature(command).parameters["k"].default == REGRET_EPISODES, command.__name__
-    assert DesignerSection().memory_k == MemoryConfig().k
+    assert DesignerConfig().memory_k == DesignerConfig().memory.k == MemoryConfig().k
     assert inspect.signature(design).parameters["memory_k"].default == MemoryConfig().k
 
 

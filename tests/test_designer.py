@@ -593,7 +593,7 @@ def test_edit_probability_auto_weights_edits_up_for_small_models() -> None:
     assert fixed.designer_config().edit_probability == 0.5
     with pytest.raises(ConfigError, match="designer.edit_probability"):
         SelfPlayConfig.from_dict({"designer": {"edit_probability": "often"}})
-    assert DesignerConfig().edit_probability == EDIT_PROBABILITY
+    assert DesignerConfig().edit_probability == "auto" and DesignerConfig().edit_chance == EDIT_PROBABILITY
 
 
 def test_the_reward_section_is_the_reward_config() -> None:
@@ -653,9 +653,8 @@ def test_validate_designs_reports_each_program_once(tmp_path: Path) -> None:
 def test_designer_defaults_are_defined_once() -> None:
     from spade_gym.agent import AGENT_TEMPERATURE
     from spade_gym.designer import WRITE_MAX_NEW_TOKENS
-    from spade_gym.trainer.config import DesignerSection
 
     config = DesignerConfig()
     # the regret episodes sample the Agent as every other rollout does (1.0 hid the answer format)
     assert config.rollout == RolloutConfig() and config.rollout.sampling.temperature == AGENT_TEMPERATURE
-    assert config.sampling.max_new_tokens == DesignerSection().max_new_tokens == WRITE_MAX_NEW_TOKENS
+    assert config.sampling.max_new_tokens == config.max_new_tokens == WRITE_MAX_NEW_TOKENS

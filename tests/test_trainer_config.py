@@ -17,7 +17,7 @@ from ranges import range_edges
 
 from spade_gym.designer import DESIGNER_TEMPERATURE
 from spade_gym.errors import SpadeError
-from spade_gym.options import type_name
+from spade_gym.options import config_fields, type_name
 from spade_gym.trainer.config import (
     SECTIONS,
     ConfigError,
@@ -32,7 +32,7 @@ from spade_gym.trainer.grpo import GRPOConfig, GRPOConfigError
 def leaf_fields(cls: type = SelfPlayConfig, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any]]]:
     hints = typing.get_type_hints(cls)
     out = []
-    for f in dataclasses.fields(cls):
+    for f in config_fields(cls):
         dotted = f"{prefix}{f.name}"
         if dataclasses.is_dataclass(hints[f.name]):
             out.extend(leaf_fields(hints[f.name], dotted + "."))
@@ -66,7 +66,7 @@ def test_defaults_are_valid_and_every_field_has_help() -> None:
 def test_settings_choices_match_the_program_contract() -> None:
     from spade_gym.program import SETTINGS
 
-    hint = typing.get_type_hints(type(SelfPlayConfig().designer))["settings"]
+    hint = typing.get_type_hints(type(SelfPlayConfig().designer))["settings"]  # a tuple of Setting, any length
     assert typing.get_args(typing.get_args(hint)[0]) == tuple(SETTINGS)
     assert tuple(SelfPlayConfig().designer.settings) == tuple(SETTINGS)
 
@@ -144,7 +144,7 @@ def test_unknown_key_in_a_yaml_file(tmp_path: Path) -> None:
         ({"train": {"learning_rate": None}}, "train.learning_rate", "= None; expected float"),
         ({"train": {"loss_type": "ppo"}}, "train.loss_type", "'ppo' (str); expected one of 'token', 'sequence'"),
         ({"run": {"designer": False}}, "run.designer", "False (bool); expected one of 'on', 'off'"),
-        ({"designer": {"settings": "game"}}, "designer.settings", "expected a list of one of"),
+        ({"designer": {"settings": "game"}}, "designer.settings", "expected a non-empty list of one of"),
         (
             {"designer": {"settings": ["game", "games"]}},
             "designer.settings[1]",
@@ -209,7 +209,7 @@ def test_validate_checks_types_of_a_config_built_in_python() -> None:
         ({"designer": {"edit_probability": 1.5}}, "designer.edit_probability", "expected a number in [0, 1]"),
         ({"designer": {"temperature": 0.0}}, "designer.temperature", "greedy samples is degenerate"),
         ({"designer": {"group_size": 1}}, "designer.group_size", "expected an int >= 2"),
-        ({"designer": {"settings": []}}, "designer.settings", "non-empty list of distinct settings"),
+        ({"designer": {"settings": []}}, "designer.settings", "expected a non-empty list of one of"),
         ({"designer": {"settings": ["game", "game"]}}, "designer.settings", "distinct"),
         ({"designer": {"top_p": 0.0}}, "designer.top_p", "(0, 1]"),
         ({"designer": {"reward": {"trivial_at": 2.0}}}, "designer.reward.trivial_at", "[0, 1]"),
@@ -255,14 +255,14 @@ def ranged_keys(cls: type = SelfPlayConfig, prefix: str = "") -> list[tuple[str,
     ``slot``: the element of a tuple key (``train.adam_betas``) the range is of, else ``None``."""
     hints = typing.get_type_hints(cls, include_extras=True)
     out = []
-    for f in dataclasses.fields(cls):
+    for f in config_fields(cls):
         tp, dotted = hints[f.name], f"{prefix}{f.name}"
         if dataclasses.is_dataclass(tp):
             out.extend(ranged_keys(tp, dotted + "."))
         tuple_key = typing.get_origin(tp) is tuple
         for n, arm in enumerate((tp, *typing.get_args(tp))):
-            if typing.get_origin(arm) is typing.Annotated:
-                slot = n - 1 if tuple_key else None
+            if typing.get_origin(arm) is typing.Annotated and typing.get_origin(arm.__origin__) is not tuple:
+                slot = n - 1 if tuple_key else None  # (a list's length, designer.settings, is tested on its own)
                 out.append((dotted, arm.__origin__, list(arm.__metadata__), f.metadata["help"], slot))
     return out
 
@@ -365,17 +365,35 @@ def test_designer_config_ranges_are_its_field_types() -> None:
 
 
 def test_validate_refuses_a_range_set_in_python() -> None:
+    from spade_gym.designer import DesignerConfig
     from spade_gym.regret import RewardConfig
-    from spade_gym.trainer.config import DesignerSection, RunSection
+    from spade_gym.trainer.config import RunSection
 
     for config, key in (
         (SelfPlayConfig(run=RunSection(iterations=0)), "run.iterations"),
-        (SelfPlayConfig(designer=DesignerSection(reward=RewardConfig(trivial_at=2.0))), "designer.reward.trivial_at"),
-        (SelfPlayConfig(designer=DesignerSection(temperature=math.nan)), "designer.temperature"),
+        (SelfPlayConfig(designer=DesignerConfig(reward=RewardConfig(trivial_at=2.0))), "designer.reward.trivial_at"),
     ):
         with pytest.raises(ConfigError) as info:
             config.validate()
         assert info.value.key == key
+    for temperature in (math.nan, 0.0):  # the section itself refuses a value out of its type's range
+        with pytest.raises(ValueError, match=r"DesignerConfig.temperature must be a finite number > 0 \(a group"):
+            DesignerConfig(temperature=temperature)
+
+
+def test_the_designer_section_is_the_designer_config() -> None:
+    from spade_gym.designer import DesignerConfig
+
+    config = SelfPlayConfig.from_dict({"designer": {"temperature": 0.7, "memory_k": 3, "settings": ["game"]}})
+    assert isinstance(config.designer, DesignerConfig) and config.designer.settings == ("game",)
+    step = config.designer_config()  # the section, with the Agent's rollout and k, and the edit chance resolved
+    assert step.sampling.temperature == 0.7 and step.memory.k == 3 and step.k == config.agent.k
+    assert step.rollout.sampling.temperature == config.agent.temperature
+    assert isinstance(step.edit_probability, float)
+    for key in ("k", "rollout", "validation", "regret_seeds", "feedback"):  # set by the run: no config keys
+        with pytest.raises(ConfigError, match=f"unknown config key 'designer.{key}'"):
+            SelfPlayConfig.from_dict({"designer": {key: 1}})
+        assert f"designer.{key}:" not in describe_config()
 
 
 def test_fixed_pool_forms() -> None:
@@ -516,7 +534,7 @@ def test_overrides() -> None:
     assert config.train.learning_rate == 1e-4
     assert config.run.iterations == 7
     assert config.run.designer == "off"
-    assert config.designer.settings == ["reasoning", "game"]
+    assert config.designer.settings == ("reasoning", "game")
     assert config.train.max_grad_norm is None
     assert config.policy.lora == {"r": 8}
     assert config.policy.spec == "1.5"  # a string field takes the text as it is

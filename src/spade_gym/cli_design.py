@@ -294,6 +294,7 @@ def _design_one(
     from spade_gym.documents import Document, load_documents, make_document
     from spade_gym.memory import EnvironmentMemory, pick_parent
     from spade_gym.policies import SamplingParams, load_policy
+    from spade_gym.policies.base import GREEDY_BELOW
     from spade_gym.program import SETTINGS
     from spade_gym.registry.gymnasium import open_registry as open_work_registry
 
@@ -314,9 +315,10 @@ def _design_one(
             rollout=RolloutConfig(
                 sampling=SamplingParams(temperature=agent_temperature, max_new_tokens=agent_max_new_tokens)
             ),
-            sampling=SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens),
+            temperature=temperature or GREEDY_BELOW / 2,  # 0: greedy, as every temperature below GREEDY_BELOW
+            max_new_tokens=max_new_tokens,
             edit_max_new_tokens=max_new_tokens if mode == "edit" else EDIT_MAX_NEW_TOKENS,
-            memory=MemoryConfig(k=memory_k),
+            memory_k=memory_k,
             prompt=cast("PromptVariant", prompt_variant),  # DesignerConfig refuses another
         )
         doc: Document | str
@@ -416,6 +418,7 @@ def design_factory(
     from spade_gym.documents import load_documents
     from spade_gym.factory import FactoryConfig, FactorySummary, run_factory
     from spade_gym.policies import SamplingParams, load_policy
+    from spade_gym.policies.base import GREEDY_BELOW
     from spade_gym.program import SETTINGS
 
     if registry is not None:
@@ -431,9 +434,10 @@ def design_factory(
             rollout=RolloutConfig(
                 sampling=SamplingParams(temperature=agent_temperature, max_new_tokens=agent_max_new_tokens)
             ),
-            sampling=SamplingParams(temperature=temperature, max_new_tokens=tokens),
+            temperature=temperature or GREEDY_BELOW / 2,  # 0: greedy, as every temperature below GREEDY_BELOW
+            max_new_tokens=tokens,
             edit_max_new_tokens=tokens if mode == "edit" else EDIT_MAX_NEW_TOKENS,
-            memory=MemoryConfig(k=memory_k),
+            memory_k=memory_k,
             settings=(setting,) if setting else SETTINGS,
             prompt=cast("PromptVariant", prompt_variant),  # DesignerConfig refuses another
         )

@@ -479,7 +479,7 @@ def propose(
     Raises ValueError for an unknown mode."""
     setting = setting if setting is not None else rng.choice(config.settings)
     if mode is None:
-        mode = "edit" if rng.random() < config.edit_probability else "write"
+        mode = "edit" if rng.random() < config.edit_chance else "write"
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     items = memory.select(rng, setting=setting)
@@ -552,8 +552,8 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         self.config = config or DesignerConfig()
         self.executor = executor
         self._validated: dict[str, ValidationReport] = {}
-        if memory is not None:
-            self.config = replace(self.config, memory=memory)
+        if memory is not None:  # the whole memory config (its mix too); the prompt reads k and include_source
+            self.config = replace(self.config, memory_k=memory.k, include_source=memory.include_source)
         if reward is not None:
             self.config = replace(self.config, reward=reward)
         self._agent_spec = agent if isinstance(agent, str) else "default"
@@ -568,7 +568,7 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         self.documents = (
             documents if documents is not None and not isinstance(documents, str) else load_documents(documents)
         )
-        self.memory = EnvironmentMemory(self.registry, self.config.memory)
+        self.memory = EnvironmentMemory(self.registry, memory or self.config.memory)
         self.observation_space = UnicodeText(max_length=MAX_PROMPT_CHARS)
         self.action_space = UnicodeText(max_length=MAX_COMPLETION_CHARS)
         self._prompt: DesignerPrompt | None = None

@@ -19,12 +19,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from annotated_types import Ge, Gt, Le, Lt, Predicate
+from annotated_types import Ge, Gt, Le, Lt, MinLen, Predicate
 
 __all__ = [
     "FINITE",
     "Why",
     "adapter",
+    "config_fields",
     "first_refusal",
     "option",
     "option_factory",
@@ -43,6 +44,12 @@ class Why:
     """``Annotated`` metadata: why a field's range is what it is, shown after the range."""
 
     text: str
+
+
+def config_fields(cls: Any) -> list[dataclasses.Field[Any]]:
+    """The fields of dataclass ``cls`` that are config keys: those with a help text. A field without
+    one is set by the code that uses the dataclass (from other sections), never by a config file."""
+    return [f for f in dataclasses.fields(cls) if "help" in f.metadata]
 
 
 def option(default: Any, help: str) -> Any:
@@ -65,7 +72,10 @@ def type_name(tp: Any, ranges: bool = True, none: str = "null") -> str:
     ``a finite number > 0 (why)``, ``two numbers in [0, 1)``. ``none`` names ``None`` (``null`` in
     YAML, ``None`` for Python callers)."""
     if get_origin(tp) is Annotated:
-        return range_name(tp.__origin__, tp.__metadata__) if ranges else type_name(tp.__origin__, none=none)
+        inner, metadata = tp.__origin__, tp.__metadata__
+        if get_origin(inner) in (list, tuple) and metadata == (MinLen(1),):  # a non-empty list
+            return "a non-empty " + type_name(inner, ranges, none).removeprefix("a ")
+        return range_name(inner, metadata) if ranges else type_name(inner, none=none)
     if tp is Any:
         return "any value"
     if dataclasses.is_dataclass(tp):
@@ -79,6 +89,8 @@ def type_name(tp: Any, ranges: bool = True, none: str = "null") -> str:
         return f"{names} or {none}" if len(arms) < len(get_args(tp)) else names
     if origin is tuple:
         args = get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:  # any length
+            return f"a list of {type_name(args[0], none=none)}"
         if ranges and len(set(args)) == 1 and get_origin(args[0]) is Annotated:  # two numbers in [0, 1)
             return range_name(args[0].__origin__, args[0].__metadata__, count=len(args))
         return f"a list of {len(args)} " + " and ".join(dict.fromkeys(type_name(a, ranges, none) for a in args))

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from annotated_types import Ge, Le, MinLen
+from annotated_types import Ge, Gt, Le, MinLen
 
 from spade_gym.agent import RolloutConfig
 from spade_gym.audit import audit as audit_env
@@ -44,7 +44,7 @@ from spade_gym.documents import Document
 from spade_gym.errors import Category, DuplicateEnvironment
 from spade_gym.memory import MemoryConfig, MemoryItem
 from spade_gym.novelty import check_novelty
-from spade_gym.options import Why, first_refusal
+from spade_gym.options import FINITE, Why, first_refusal, option, option_factory
 from spade_gym.policies.base import SamplingParams
 from spade_gym.program import SETTINGS, EnvProgram, Setting
 from spade_gym.registry.gymnasium import register_record
@@ -128,30 +128,79 @@ EditTokens = Annotated[int, Ge(EDIT_TOKEN_FLOOR), Why("one edit block")]
 
 @dataclass(frozen=True)
 class DesignerConfig:
-    """Settings of a design step (everything but the policies, registry and documents).
+    """The Environment Designer: the ``designer`` section of a self-play config, and the settings of
+    a design step (everything but the policies, registry and documents).
 
-    ``k``: regret episodes per arm. ``regret_seeds``: the first of ``k`` fixed regret seeds, or
-    ``None``: drawn per design, so a program cannot tell regret episodes from others. ``rollout``:
-    the Agent's regret rollout (temperature > 0). ``sampling``: the Designer's in write mode.
-    ``memory``: the environments shown (``memory.include_source``: with their source). ``prompt``:
-    the write-mode prompt variant. ``feedback``: what a repair round of :func:`design` is told
-    (``"precise"``: :func:`~spade_gym.repair.repair_feedback`; ``"report"``: the gate's report).
+    The fields with a help text are the config's keys (``spade selfplay --help-config``). The others
+    are set from the rest of a run's config (:meth:`~spade_gym.trainer.config.SelfPlayConfig.designer_config`)
+    or in Python: ``k``, regret episodes per arm; ``regret_seeds``, the first of ``k`` fixed regret
+    seeds, or ``None``: drawn per design, so a program cannot tell regret episodes from others;
+    ``rollout``, the Agent's regret rollout (temperature > 0); ``validation``, the gate's limits;
+    ``feedback``, what a repair round of :func:`~spade_gym.designer.design` is told (``"precise"``:
+    :func:`~spade_gym.repair.repair_feedback`; ``"report"``: the gate's report). ``edit_probability``
+    ``"auto"`` is resolved for the policy by a run; elsewhere it is :data:`EDIT_PROBABILITY`.
     Raises ValueError naming the field for a value out of its type's range.
     """
 
+    policy: str | None = option(
+        None,
+        "a Designer model of its own, frozen (inference only; its designs are not trained): a policy spec such as "
+        "'llamacpp:qwen2.5-coder-1.5b'; null: policy.spec plays both roles (the paper)",
+    )
+    prompt: PromptVariant = option(
+        DEFAULT_PROMPT,
+        "write-mode prompt: 'skeleton' (the setting's Env class to fill), 'example' (one worked example), "
+        "'examples' (a worked example of the target setting) or 'fill' (the host writes the skeleton, the model "
+        "its holes; needs designer.policy); see docs/designer.md",
+    )
+    documents: str = option(
+        "builtin",
+        "document source the designs are grounded on: 'builtin', a .jsonl/.parquet/.txt file or folder, "
+        "or 'hf:<dataset>[:<config>]'",
+    )
+    document_max_tokens: Annotated[int, Ge(1)] = option(1024, "token budget per document shown in the prompt")
+    prompts_per_iteration: Annotated[int, Ge(1)] = option(2, "Designer prompts (documents) per iteration")
+    group_size: Annotated[int, Ge(2), Why("a group of one design has no relative advantage")] = option(
+        4, "designs sampled per prompt, G: one GRPO group, advantages are relative within it"
+    )
+    max_new_tokens: Annotated[int, Ge(1)] = option(
+        WRITE_MAX_NEW_TOKENS,
+        "most tokens per design (a whole program): a run refuses a value below the token length of the shortest "
+        "seed program under the policy's tokenizer (256 when that tokenizer is not on the machine) before the "
+        "model loads",
+    )
+    edit_max_new_tokens: EditTokens = option(
+        EDIT_MAX_NEW_TOKENS,
+        "most tokens per edit-mode design: edit blocks against the parent program, not a whole module",
+    )
+    temperature: Annotated[float, Gt(0), FINITE, Why("a group of greedy samples is degenerate")] = option(
+        DESIGNER_TEMPERATURE,
+        "sampling temperature of designs (default measured with the embedded model, see docs/learning.md; larger models "
+        "do well at 0.7-1.0)",
+    )
+    top_p: Annotated[float, Gt(0), Le(1)] = option(1.0, "nucleus sampling mass of designs")
+    settings: Annotated[tuple[Setting, ...], MinLen(1)] = option(
+        SETTINGS, "target settings, drawn uniformly per prompt"
+    )
+    edit_probability: Probability | Literal["auto"] = option(
+        "auto",
+        "chance that a prompt asks to edit a memory environment instead of writing a new one; 'auto': "
+        "0.75 for a small model (under 1.5B parameters by its name, the embedded default, or policy.device cpu), "
+        "whose whole programs from a document are rarely valid while a variant of a shown program is a few tokens "
+        "away, else 0.25 (spade_gym.designer.auto_edit_probability)",
+    )
+    memory_k: Annotated[int, Ge(0)] = option(
+        MemoryConfig.k, "earlier environments shown in the prompt (the environment memory; 0: off)"
+    )
+    include_source: bool = option(False, "show the source of every memory environment (longer prompts)")
+    reward: RewardConfig = option_factory(
+        RewardConfig, "the Designer's reward: penalties, thresholds and shaping (spade_gym.regret.RewardConfig)"
+    )
+    # set from the rest of a run's config, or in Python (no help text: not config keys)
     k: Annotated[int, Ge(1)] = REGRET_EPISODES
     regret_seeds: int | None = None
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    sampling: SamplingParams = field(
-        default_factory=lambda: SamplingParams(temperature=DESIGNER_TEMPERATURE, max_new_tokens=WRITE_MAX_NEW_TOKENS)
-    )
-    reward: RewardConfig = field(default_factory=RewardConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
-    memory: MemoryConfig = field(default_factory=MemoryConfig)
-    settings: Annotated[tuple[Setting, ...], MinLen(1)] = SETTINGS
-    edit_probability: Probability = EDIT_PROBABILITY
-    edit_max_new_tokens: EditTokens = EDIT_MAX_NEW_TOKENS
-    prompt: PromptVariant = DEFAULT_PROMPT
     feedback: Literal["precise", "report"] = "precise"
 
     def __post_init__(self) -> None:
@@ -161,6 +210,21 @@ class DesignerConfig:
             raise ValueError(f"DesignerConfig.{name} must be {expected}, got {value!r}")
         if self.rollout.sampling.greedy:
             raise ValueError("DesignerConfig.rollout.sampling.temperature must be > 0: regret needs sampling")
+
+    @property
+    def sampling(self) -> SamplingParams:
+        """The Designer's sampling in write mode: ``temperature``, ``top_p``, ``max_new_tokens``."""
+        return SamplingParams(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens)
+
+    @property
+    def memory(self) -> MemoryConfig:
+        """The environment memory shown in a prompt: ``memory_k`` environments, ``include_source``."""
+        return MemoryConfig(k=self.memory_k, include_source=self.include_source)
+
+    @property
+    def edit_chance(self) -> float:
+        """``edit_probability`` as a number: ``"auto"`` not resolved for a policy is :data:`EDIT_PROBABILITY`."""
+        return EDIT_PROBABILITY if self.edit_probability == "auto" else float(self.edit_probability)
 
     def sampling_for(self, mode: str) -> SamplingParams:
         """``sampling``, with ``edit_max_new_tokens`` new tokens in edit mode."""

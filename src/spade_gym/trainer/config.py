@@ -35,23 +35,29 @@ from typing import Annotated, Any, Literal, NoReturn, TypeVar, Union, get_args, 
 from annotated_types import Ge, Gt, Le
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
-from spade_gym.design_prompts import PromptVariant
 from spade_gym.errors import ConfigError, install_hint
 from spade_gym.evaluation.heldout import EvalSection
-from spade_gym.memory import MemoryConfig
-from spade_gym.options import FINITE, Why, adapter, option, option_factory, refusal, strict_yaml_loader, type_name
-from spade_gym.program import Setting
+from spade_gym.options import (
+    FINITE,
+    Why,
+    adapter,
+    config_fields,
+    option,
+    option_factory,
+    refusal,
+    strict_yaml_loader,
+    type_name,
+)
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.regret import REGRET_EPISODES, RewardConfig
 from spade_gym.sandbox import MAX_EPISODE_TURNS
-from spade_gym.stages import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, WRITE_MAX_NEW_TOKENS, EditTokens, Probability
+from spade_gym.stages import DesignerConfig
 from spade_gym.trainer.grpo import GRPOConfig
 
 __all__ = [
     "AgentSection",
     "ConfigError",
     "DesignerRewardSection",
-    "DesignerSection",
     "PolicySection",
     "RunSection",
     "SECTIONS",
@@ -93,67 +99,6 @@ class PolicySection:
 
 #: The ``designer.reward`` section: :class:`spade_gym.regret.RewardConfig` itself (one definition).
 DesignerRewardSection = RewardConfig
-
-
-@dataclass
-class DesignerSection:
-    """The Environment Designer: how many programs it writes per iteration and how."""
-
-    policy: str | None = option(
-        None,
-        "a Designer model of its own, frozen (inference only; its designs are not trained): a policy spec such as "
-        "'llamacpp:qwen2.5-coder-1.5b'; null: policy.spec plays both roles (the paper)",
-    )
-    prompt: PromptVariant = option(
-        "skeleton",
-        "write-mode prompt: 'skeleton' (the setting's Env class to fill), 'example' (one worked example), "
-        "'examples' (a worked example of the target setting) or 'fill' (the host writes the skeleton, the model "
-        "its holes; needs designer.policy); see docs/designer.md",
-    )
-    documents: str = option(
-        "builtin",
-        "document source the designs are grounded on: 'builtin', a .jsonl/.parquet/.txt file or folder, "
-        "or 'hf:<dataset>[:<config>]'",
-    )
-    document_max_tokens: Annotated[int, Ge(1)] = option(1024, "token budget per document shown in the prompt")
-    prompts_per_iteration: Annotated[int, Ge(1)] = option(2, "Designer prompts (documents) per iteration")
-    group_size: Annotated[int, Ge(2), Why("a group of one design has no relative advantage")] = option(
-        4, "designs sampled per prompt, G: one GRPO group, advantages are relative within it"
-    )
-    max_new_tokens: Annotated[int, Ge(1)] = option(
-        WRITE_MAX_NEW_TOKENS,
-        "most tokens per design (a whole program): a run refuses a value below the token length of the shortest "
-        "seed program under the policy's tokenizer (256 when that tokenizer is not on the machine) before the "
-        "model loads",
-    )
-    edit_max_new_tokens: EditTokens = option(
-        EDIT_MAX_NEW_TOKENS,
-        "most tokens per edit-mode design: edit blocks against the parent program, not a whole module",
-    )
-    temperature: Annotated[float, Gt(0), FINITE, Why("a group of greedy samples is degenerate")] = option(
-        DESIGNER_TEMPERATURE,
-        "sampling temperature of designs (default measured with the embedded model, see docs/learning.md; larger models "
-        "do well at 0.7-1.0)",
-    )
-    top_p: Annotated[float, Gt(0), Le(1)] = option(1.0, "nucleus sampling mass of designs")
-    settings: list[Setting] = option_factory(
-        lambda: ["reasoning", "tool_use", "game"],
-        "target settings, drawn uniformly per prompt (a non-empty subset of reasoning, tool_use, game)",
-    )
-    edit_probability: Probability | Literal["auto"] = option(
-        "auto",
-        "chance that a prompt asks to edit a memory environment instead of writing a new one; 'auto': "
-        "0.75 for a small model (under 1.5B parameters by its name, the embedded default, or policy.device cpu), "
-        "whose whole programs from a document are rarely valid while a variant of a shown program is a few tokens "
-        "away, else 0.25 (spade_gym.designer.auto_edit_probability)",
-    )
-    memory_k: Annotated[int, Ge(0)] = option(
-        MemoryConfig.k, "earlier environments shown in the prompt (the environment memory; 0: off)"
-    )
-    include_source: bool = option(False, "show the source of every memory environment (longer prompts)")
-    reward: RewardConfig = option_factory(
-        RewardConfig, "the Designer's reward: penalties, thresholds and shaping (spade_gym.regret.RewardConfig)"
-    )
 
 
 @dataclass
@@ -357,7 +302,9 @@ class SelfPlayConfig:
     the constructors check every key, :meth:`validate` checks a config built in Python."""
 
     policy: PolicySection = option_factory(PolicySection, PolicySection.__doc__ or "")
-    designer: DesignerSection = option_factory(DesignerSection, DesignerSection.__doc__ or "")
+    designer: DesignerConfig = option_factory(
+        DesignerConfig, "The Environment Designer: how many programs it writes per iteration and how."
+    )
     agent: AgentSection = option_factory(AgentSection, AgentSection.__doc__ or "")
     train: GRPOConfig = option_factory(
         GRPOConfig,
@@ -436,7 +383,7 @@ class SelfPlayConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """``{section: {key: value}}``, as :meth:`from_dict` takes it."""
-        return dataclasses.asdict(self)
+        return _as_dict(self)
 
     def to_yaml(self, path: str | Path | None = None) -> str:
         """The config as YAML, every field's help as a comment; also written to ``path`` if given."""
@@ -454,10 +401,14 @@ class SelfPlayConfig:
         if not p.spec.strip():
             _range("policy.spec", p.spec, "a policy spec such as 'default'")
 
+        if d.temperature == 0:
+            _range(
+                "designer.temperature", d.temperature, "a finite number > 0 (a group of greedy samples is degenerate)"
+            )
         if not d.documents.strip():
             _range("designer.documents", d.documents, "'builtin', a file or folder, or 'hf:<dataset>'")
         if not d.settings or len(set(d.settings)) != len(d.settings):
-            _range("designer.settings", d.settings, "a non-empty list of distinct settings")
+            _range("designer.settings", d.settings, "a list of distinct settings")
 
         if a.replay_seeds > a.episodes_per_env:
             _range("agent.replay_seeds", a.replay_seeds, f"at most agent.episodes_per_env ({a.episodes_per_env})")
@@ -534,27 +485,22 @@ class SelfPlayConfig:
         options.pop("generation_gpus")  # the vLLM actor's, not the executor's
         return make_executor("ray", **options)
 
-    def designer_config(self) -> Any:
-        """The :class:`spade_gym.designer.DesignerConfig` these settings describe."""
+    def designer_config(self) -> DesignerConfig:
+        """The ``designer`` section for a design step: the Agent's regret rollout and ``k`` from the
+        ``agent`` section, ``edit_probability`` resolved (:meth:`edit_probability`)."""
         from spade_gym.agent import RolloutConfig
-        from spade_gym.designer import DesignerConfig
         from spade_gym.policies.base import SamplingParams
 
-        d, a = self.designer, self.agent
-        return DesignerConfig(
+        a = self.agent
+        return dataclasses.replace(
+            self.designer,
             k=a.k,
             rollout=RolloutConfig(
                 sampling=SamplingParams(temperature=a.temperature, top_p=a.top_p, max_new_tokens=a.max_new_tokens),
                 max_episodes=a.max_episodes,
                 max_turns=a.max_turns,
             ),
-            sampling=SamplingParams(temperature=d.temperature, top_p=d.top_p, max_new_tokens=d.max_new_tokens),
-            reward=d.reward,
-            memory=MemoryConfig(k=d.memory_k, include_source=d.include_source),
-            settings=tuple(d.settings),
             edit_probability=self.edit_probability(),
-            edit_max_new_tokens=d.edit_max_new_tokens,
-            prompt=d.prompt,
         )
 
     def edit_probability(self) -> float:
@@ -689,9 +635,10 @@ def _check(value: Any, tp: Any, key: str) -> Any:
             raise _wrong(key, value, tp)
         return _build(tp, value, key)
     given = value
-    if isinstance(value, tuple) and get_origin(tp) is not tuple:  # a Python caller's tuple for a list
+    bare = get_origin(tp.__origin__ if get_origin(tp) is Annotated else tp)
+    if isinstance(value, tuple) and bare is not tuple:  # a Python caller's tuple for a list
         value = list(value)
-    elif isinstance(value, list) and get_origin(tp) is tuple:  # a YAML list for a tuple (adam_betas)
+    elif isinstance(value, list) and bare is tuple:  # a YAML list for a tuple (adam_betas, designer.settings)
         value = tuple(value)
     try:
         return adapter(tp).validate_python(value)
@@ -706,10 +653,12 @@ def _check(value: Any, tp: Any, key: str) -> Any:
                 [a for a in get_args(tp) if a is not type(None)] if get_origin(tp) in (Union, types.UnionType) else []
             )
             tp = inner[0] if len(inner) == 1 else tp
+            tp = tp.__origin__ if get_origin(tp) is Annotated and get_origin(tp.__origin__) in (list, tuple) else tp
             if get_origin(tp) is list and isinstance(part, int):
                 key, value, tp = f"{key}[{part}]", value[part], get_args(tp)[0]
             elif get_origin(tp) is tuple and isinstance(part, int) and errors[0]["type"] not in _TUPLE_RANGE_ERRORS:
-                key, value, tp = f"{key}[{part}]", value[part], get_args(tp)[part]
+                args = get_args(tp)
+                key, value, tp = f"{key}[{part}]", value[part], args[0] if args[-1] is Ellipsis else args[part]
             elif get_origin(tp) is dict and path[n + 1 : n + 2] == ("[key]",) and isinstance(value, Mapping):
                 # the path holds the key as text: name the key itself
                 key_type = get_args(tp)[0]
@@ -731,7 +680,7 @@ def _leaf_keys(cls: type, prefix: str = "") -> list[str]:
     """Every dotted key under a dataclass (sections expanded)."""
     hints = get_type_hints(cls)
     keys = []
-    for f in dataclasses.fields(cls):
+    for f in config_fields(cls):
         dotted = f"{prefix}{f.name}"
         tp = hints[f.name]
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
@@ -742,7 +691,7 @@ def _leaf_keys(cls: type, prefix: str = "") -> list[str]:
 
 
 def _unknown(cls: type, key: Any, prefix: str) -> ConfigError:
-    names = [f.name for f in dataclasses.fields(cls)]
+    names = [f.name for f in config_fields(cls)]
     dotted = f"{prefix}.{key}" if prefix else str(key)
     close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
     suggestion = f"{prefix}.{close[0]}" if prefix and close else (close[0] if close else "")
@@ -754,12 +703,26 @@ def _unknown(cls: type, key: Any, prefix: str) -> ConfigError:
     return ConfigError(f"unknown config key {dotted!r}{hint} Known keys {where}: {', '.join(names)}", key=dotted)
 
 
+def _as_dict(obj: Any) -> dict[str, Any]:
+    """The config keys of dataclass ``obj`` and their values, sections as nested dicts (copies, as
+    ``dataclasses.asdict`` makes them: a value that holds itself raises RecursionError)."""
+    return _keys(obj, dataclasses.asdict(obj))
+
+
+def _keys(obj: Any, data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        f.name: _keys(value, data[f.name]) if dataclasses.is_dataclass(value) else data[f.name]
+        for f in config_fields(obj)
+        for value in [getattr(obj, f.name)]
+    }
+
+
 def _build(cls: type[_T], data: Mapping[str, Any], prefix: str) -> _T:
     """An instance of dataclass ``cls`` from ``data``, every key and value checked."""
     if not isinstance(data, Mapping):
         raise _wrong(prefix, data, cls)
     hints = get_type_hints(cls, include_extras=True)
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    names = {f.name for f in config_fields(cls)}
     kwargs = {}
     for key, value in data.items():
         if not isinstance(key, str) or key not in names:
@@ -824,7 +787,7 @@ def _comment(text: str, indent: str) -> list[str]:
 def _render_section(obj: Any, indent: str) -> list[str]:
     hints = get_type_hints(type(obj), include_extras=True)
     lines: list[str] = []
-    for f in dataclasses.fields(obj):
+    for f in config_fields(obj):
         value = getattr(obj, f.name)
         tp = hints[f.name]
         ranged = any(get_origin(a) is Annotated for a in (tp, *get_args(tp)))  # its range follows its help
@@ -855,7 +818,7 @@ def _render_yaml(config: SelfPlayConfig) -> str:
 def _describe(cls: type, prefix: str, lines: list[str]) -> None:
     hints = get_type_hints(cls, include_extras=True)
     defaults = cls()
-    for f in dataclasses.fields(cls):
+    for f in config_fields(cls):
         dotted = f"{prefix}.{f.name}"
         tp = hints[f.name]
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
