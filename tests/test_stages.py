@@ -152,3 +152,47 @@ def test_every_path_admits_through_the_one_admit(tmp_path: Path, monkeypatch: py
         (False, None),
     ]
     env.close()
+
+
+#: Pays any action in the first episode of a worker process: the gate plays many episodes a worker,
+#: the Agent (and the audit) one episode in a fresh worker.
+FIRST_EPISODE_PAYS = '''import random
+
+class Env:
+    """Triple a and add b."""
+
+    name = "TripleAddFirst"
+    setting = "reasoning"
+    max_turns = 1
+
+    def reset(self, seed):
+        rng = random.Random(seed)
+        Env.resets = getattr(Env, "resets", 0) + 1
+        self.free = Env.resets == 1
+        self.a, self.b = rng.randint(10, 99), rng.randint(10, 99)
+        self.answer = self.a * 3 + self.b
+        return f"What is {self.a} times three plus {self.b}?", {"difficulty": 1}
+
+    def step(self, action):
+        correct = self.free or action.strip() == str(self.answer)
+        return ("Correct." if correct else "Wrong."), float(correct), True, False, {}
+
+    def hint(self):
+        return f"Triple {self.a} first, then add {self.b}."
+
+    def oracle(self):
+        return str(self.answer)
+'''
+
+
+def test_register_program_audits_a_program_the_gate_accepts(tmp_path: Path) -> None:
+    from spade_gym.validation import validate
+
+    assert validate(FIRST_EPISODE_PAYS).accepted  # the gate's workers play many episodes each
+    registry = Registry(tmp_path / "registry", create=True)
+    report, record = register_program(FIRST_EPISODE_PAYS, registry)
+    assert record is None and not report.accepted and report.category == "TRIVIAL"
+    assert "audit on unseen seeds" in (report.check("non_triviality").message or "")
+    assert len(registry) == 0  # `spade envs add` and `spade envs import` refuse it too
+    report, record = register_program(SECRET_WORD, registry)  # an honest program is still admitted
+    assert record is not None and report.accepted

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from annotated_types import Ge, Gt, Le, MinLen
 
 from spade_gym.agent import RolloutConfig
+from spade_gym.audit import AuditResult
 from spade_gym.audit import audit as audit_env
 from spade_gym.chance import swapped_success
 from spade_gym.contract import rename_env_class, unfilled_placeholders
@@ -97,6 +98,7 @@ __all__ = [
     "has_edits",
     "provenance",
     "refuse",
+    "refuse_audited",
     "register_program",
     "regret",
     "reward",
@@ -673,16 +675,23 @@ def audit(design: Design, gated: Gated) -> Audited:
         seeds = (draw or random.SystemRandom()).sample(range(2**31), config.k)
     env = gated.program if design.executor is None else design.executor.env(gated.program)
     checked = audit_env(env, seeds, config.validation, max_turns=rollout.max_turns)
-    if not checked.passed:
-        assert checked.category is not None
-        checks: dict[str, str] = {
-            Category.TRIVIAL: "non_triviality",
-            Category.HINT_LEAK: "non_triviality",
-            Category.ORACLE_FAILED: "feasibility",
-        }
-        check = checks.get(checked.category, "contract")
-        refuse(gated.report, check, checked.category, f"audit on the regret seeds: {checked.message}")
+    refuse_audited(gated.report, checked, "the regret seeds")
     return Audited(env, tuple(seeds), rollout, started, time.perf_counter() - started)
+
+
+def refuse_audited(report: ValidationReport, checked: AuditResult, seeds: str) -> None:
+    """Turn ``report`` into the refusal of a failed audit on ``seeds`` (words for the message); a
+    passed audit leaves it as it is."""
+    if checked.passed:
+        return
+    assert checked.category is not None
+    checks: dict[str, str] = {
+        Category.TRIVIAL: "non_triviality",
+        Category.HINT_LEAK: "non_triviality",
+        Category.ORACLE_FAILED: "feasibility",
+    }
+    check = checks.get(checked.category, "contract")
+    refuse(report, check, checked.category, f"audit on {seeds}: {checked.message}")
 
 
 # -- Stage 4: regret --
@@ -872,9 +881,11 @@ def register_program(
     document: dict[str, Any] | None = None,
     parents: Sequence[str] = (),
 ) -> tuple[ValidationReport, EnvRecord | None]:
-    """Validate ``program`` (or its source) against ``registry``; if it passes, admit it
-    (:func:`admit`, as the Designer's programs are): add it with the provenance
-    ``tags``, ``document`` and ``parents`` and register it with Gymnasium.
+    """Validate ``program`` (or its source) against ``registry`` and audit it on
+    :data:`~spade_gym.regret.REGRET_EPISODES` seeds the gate did not play, each episode in a fresh
+    worker as the Agent's (:func:`~spade_gym.audit.audit`: a program that behaves only while
+    validated is refused); if both pass, admit it (:func:`admit`, as the Designer's programs are):
+    add it with the provenance ``tags``, ``document`` and ``parents`` and register it with Gymnasium.
 
     Returns:
         ``(report, record)``: ``record`` is ``None`` when the program was refused (``report`` says why).
@@ -882,6 +893,10 @@ def register_program(
     if isinstance(program, str):
         program = EnvProgram(program)
     report = validate(program, config, registry=registry)
+    if not report.accepted:
+        return report, None
+    seeds = random.SystemRandom().sample(range(2**31), REGRET_EPISODES)
+    refuse_audited(report, audit_env(program, seeds, config), "unseen seeds")
     if not report.accepted:
         return report, None
     return report, admit(program, report, registry, tags=tags, document=document, parents=parents)
