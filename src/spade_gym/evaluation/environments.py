@@ -7,7 +7,7 @@ empty response).
   never draws from.
 - :class:`ProgramSuite` (``"tool-use"``, ``"games"``): the environment programs of one setting
   (default: the seed library) played to the end on seeds from :data:`HELD_OUT_SEED_BASE` up
-  (self-play seeds are below ``2**31``, the gate's 1000-1009). The seed environments in
+  (self-play seeds, the gate's and the audit's included, are below ``2**31``). The seed environments in
   :data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS` are held out of training by default;
   their items carry ``metadata["held_out_task"] = True`` (``result.by("held_out_task")``).
 """
