@@ -67,7 +67,10 @@ with torch.no_grad():
     for name, p in policy.model.named_parameters():
         if "lora_B" in name:
             p.normal_(0.0, 0.02)
-grpo = config.train
+if hasattr(config, "grpo_config"):  # the baseline: its train section was copied into a GRPOConfig with the seed
+    grpo, seeded = config.grpo_config(), {}
+else:  # the train section is the GRPOConfig; the trainer takes the run's seed
+    grpo, seeded = config.train, {"seed": config.run.seed}
 if setting == "no-checkpointing":
     import dataclasses
     grpo = dataclasses.replace(grpo, checkpoint_tokens=None)
@@ -76,7 +79,7 @@ with gzip.open(batch_file, "rt") as f:
 samples = [TrainSample(**s) for s in update if role in ("both", s["role"])]
 for k, s in enumerate(samples):
     s.advantage = s.advantage if s.advantage else (1.0 if k % 2 else -1.0)
-trainer = GRPOTrainer(policy, grpo, seed=config.run.seed)
+trainer = GRPOTrainer(policy, grpo, **seeded)
 step = trainer.optimizer.step
 def keep(*a, **kw):
     torch.save([p.grad.detach().clone() for p in trainer.parameters], grads_out)
