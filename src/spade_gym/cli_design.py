@@ -30,7 +30,8 @@ from spade_gym.regret import REGRET_EPISODES
 
 if TYPE_CHECKING:
     from spade_gym.design_prompts import PromptVariant
-    from spade_gym.designer import DesignerPrompt, DesignOutcome
+    from spade_gym.designer import DesignerConfig, DesignerPrompt, DesignOutcome
+    from spade_gym.program import Setting
     from spade_gym.regret import RegretEstimate
 
 
@@ -267,6 +268,36 @@ def design(
     _design_one(*roles, k, memory_k, *sampling, seed, out, prompt_variant)
 
 
+def _designer_config(
+    mode: str,
+    k: int,
+    memory_k: int,
+    prompt_variant: str,
+    sampling: tuple[float, int, float, int],
+    setting: str | None = None,
+) -> DesignerConfig:
+    """The design step of `spade design` and its factory: ``sampling`` is the Designer's temperature
+    (0: greedy, as every temperature below GREEDY_BELOW) and new tokens, then the Agent's; edit mode
+    takes its token budget for edit blocks."""
+    from spade_gym.agent import RolloutConfig
+    from spade_gym.designer import DesignerConfig
+    from spade_gym.policies import SamplingParams
+    from spade_gym.policies.base import GREEDY_BELOW
+    from spade_gym.program import SETTINGS
+
+    temperature, tokens, agent_temperature, agent_tokens = sampling
+    return DesignerConfig(
+        k=k,
+        rollout=RolloutConfig(sampling=SamplingParams(temperature=agent_temperature, max_new_tokens=agent_tokens)),
+        temperature=temperature or GREEDY_BELOW / 2,
+        max_new_tokens=tokens,
+        edit_max_new_tokens=tokens if mode == "edit" else EDIT_MAX_NEW_TOKENS,
+        memory_k=memory_k,
+        settings=(cast("Setting", setting),) if setting else SETTINGS,
+        prompt=cast("PromptVariant", prompt_variant),  # DesignerConfig refuses another
+    )
+
+
 def _design_one(
     policy: str,
     agent: str | None,
@@ -288,13 +319,11 @@ def _design_one(
     """`spade design` without --count/--hours: one design, printed in full (and written to ``out``)."""
     import random
 
-    from spade_gym.agent import RolloutConfig
-    from spade_gym.designer import MODES, DesignerConfig, auto_edit_probability, build_prompt
+    from spade_gym.designer import MODES, auto_edit_probability, build_prompt
     from spade_gym.designer import design as run_design
     from spade_gym.documents import Document, load_documents, make_document
     from spade_gym.memory import EnvironmentMemory, pick_parent
-    from spade_gym.policies import SamplingParams, load_policy
-    from spade_gym.policies.base import GREEDY_BELOW
+    from spade_gym.policies import load_policy
     from spade_gym.program import SETTINGS
     from spade_gym.registry.gymnasium import open_registry as open_work_registry
 
@@ -310,16 +339,8 @@ def _design_one(
             max_new_tokens = EDIT_MAX_NEW_TOKENS if mode == "edit" else WRITE_MAX_NEW_TOKENS
         if setting is not None and setting not in SETTINGS:
             raise ValueError(f"--setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
-        config = DesignerConfig(
-            k=k,
-            rollout=RolloutConfig(
-                sampling=SamplingParams(temperature=agent_temperature, max_new_tokens=agent_max_new_tokens)
-            ),
-            temperature=temperature or GREEDY_BELOW / 2,  # 0: greedy, as every temperature below GREEDY_BELOW
-            max_new_tokens=max_new_tokens,
-            edit_max_new_tokens=max_new_tokens if mode == "edit" else EDIT_MAX_NEW_TOKENS,
-            memory_k=memory_k,
-            prompt=cast("PromptVariant", prompt_variant),  # DesignerConfig refuses another
+        config = _designer_config(
+            mode, k, memory_k, prompt_variant, (temperature, max_new_tokens, agent_temperature, agent_max_new_tokens)
         )
         doc: Document | str
         if document is None or document.is_dir() or document.suffix.lower() in (".jsonl", ".parquet"):
@@ -413,12 +434,10 @@ def design_factory(
     seed: int,
 ) -> None:
     """`spade design --count/--hours`: the environment factory (spade_gym.factory), one progress line per design."""
-    from spade_gym.agent import RolloutConfig
-    from spade_gym.designer import DesignerConfig, auto_edit_probability
+    from spade_gym.designer import auto_edit_probability
     from spade_gym.documents import load_documents
     from spade_gym.factory import FactoryConfig, FactorySummary, run_factory
-    from spade_gym.policies import SamplingParams, load_policy
-    from spade_gym.policies.base import GREEDY_BELOW
+    from spade_gym.policies import load_policy
     from spade_gym.program import SETTINGS
 
     if registry is not None:
@@ -429,17 +448,8 @@ def design_factory(
         if setting is not None and setting not in SETTINGS:
             raise ValueError(f"--setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
         tokens = max_new_tokens or (EDIT_MAX_NEW_TOKENS if mode == "edit" else WRITE_MAX_NEW_TOKENS)
-        designer_config = DesignerConfig(
-            k=k,
-            rollout=RolloutConfig(
-                sampling=SamplingParams(temperature=agent_temperature, max_new_tokens=agent_max_new_tokens)
-            ),
-            temperature=temperature or GREEDY_BELOW / 2,  # 0: greedy, as every temperature below GREEDY_BELOW
-            max_new_tokens=tokens,
-            edit_max_new_tokens=tokens if mode == "edit" else EDIT_MAX_NEW_TOKENS,
-            memory_k=memory_k,
-            settings=(setting,) if setting else SETTINGS,
-            prompt=cast("PromptVariant", prompt_variant),  # DesignerConfig refuses another
+        designer_config = _designer_config(
+            mode, k, memory_k, prompt_variant, (temperature, tokens, agent_temperature, agent_max_new_tokens), setting
         )
         config = FactoryConfig(
             designer=designer_config,

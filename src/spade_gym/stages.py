@@ -680,8 +680,7 @@ def audit(design: Design, gated: Gated) -> Audited:
 
 
 def refuse_audited(report: ValidationReport, checked: AuditResult, seeds: str) -> None:
-    """Turn ``report`` into the refusal of a failed audit on ``seeds`` (words for the message); a
-    passed audit leaves it as it is."""
+    """Refuse ``report`` for a failed audit on ``seeds`` (words for the message); a passed one is a no-op."""
     if checked.passed:
         return
     assert checked.category is not None
@@ -881,15 +880,10 @@ def register_program(
     document: dict[str, Any] | None = None,
     parents: Sequence[str] = (),
 ) -> tuple[ValidationReport, EnvRecord | None]:
-    """Validate ``program`` (or its source) against ``registry`` and audit it on
-    :data:`~spade_gym.regret.REGRET_EPISODES` seeds the gate did not play, each episode in a fresh
-    worker as the Agent's (:func:`~spade_gym.audit.audit`: a program that behaves only while
-    validated is refused); if both pass, admit it (:func:`admit`, as the Designer's programs are):
-    add it with the provenance ``tags``, ``document`` and ``parents`` and register it with Gymnasium.
-
-    Returns:
-        ``(report, record)``: ``record`` is ``None`` when the program was refused (``report`` says why).
-    """
+    """Validate ``program`` (or its source) against ``registry``, audit it on ``REGRET_EPISODES``
+    unseen seeds (:func:`~spade_gym.audit.audit`), and admit it if both pass (:func:`admit`, with the
+    provenance ``tags``, ``document`` and ``parents``). Returns ``(report, record)``: ``record`` is
+    ``None`` when the program was refused (``report`` says why)."""
     if isinstance(program, str):
         program = EnvProgram(program)
     report = validate(program, config, registry=registry)
