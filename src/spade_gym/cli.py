@@ -8,20 +8,12 @@ import importlib.metadata
 import statistics
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.panel import Panel
 from rich.progress import track
 from rich.table import Table
-
-from spade_gym.env import SandboxedEnv
-from spade_gym.errors import SpadeError, install_hint
-from spade_gym.program import SUCCESS_RETURN
-from spade_gym.sandbox import LAYERS, SandboxClient, SandboxConfig
-
-if TYPE_CHECKING:
-    pass
 
 from spade_gym.cli_common import (  # noqa: F401 - the app and helpers, as attributes of spade_gym.cli too
     PROGRESS_LINE_EVERY_S,
@@ -39,6 +31,10 @@ from spade_gym.cli_common import (  # noqa: F401 - the app and helpers, as attri
     safe,
     say,
 )
+from spade_gym.env import SandboxedEnv
+from spade_gym.errors import SpadeError, install_hint
+from spade_gym.program import SUCCESS_RETURN
+from spade_gym.sandbox import LAYERS, SandboxClient, SandboxConfig
 
 _LAYER_DOC = {
     "private_fds": "protocol on private descriptors; stdin/stdout/stderr are /dev/null",

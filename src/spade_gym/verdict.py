@@ -9,15 +9,12 @@ import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from spade_gym.errors import Category
 from spade_gym.program import RETURN_TOLERANCE, SUCCESS_RETURN
 from spade_gym.sandbox import SandboxConfig
 from spade_gym.seeds import SEED_VARIABLE, seed_source
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["CHECKS", "CheckResult", "ValidationConfig", "ValidationReport", "clip", "conclude"]
 
