@@ -24,8 +24,8 @@ def _run(code: str, name: str) -> tuple[dict[str, Any], str]:
 
 
 def test_the_ten_line_environment_runs_and_prints_what_the_readme_shows() -> None:
-    namespace, printed = _run(readme_example("## An environment in ten lines"), "README.md")
-    shown = readme_example("## An environment in ten lines", language="text")
+    namespace, printed = _run(readme_example("## An environment in sixteen lines"), "README.md")
+    shown = readme_example("## An environment in sixteen lines", language="text")
     assert printed == shown
     assert namespace["reward"] == 1.0 and namespace["terminated"]
 
