@@ -12,16 +12,14 @@
 * ``excluded_function`` (optional): tools not shown; ``missed_function`` (optional):
   ``{"<turn>": [name or doc, ...]}``, tools withheld until that turn and then announced.
 
-**Playing.** The Agent sees the tool-use system prompt with the tools, then the turns in order.
-Within a turn it makes up to ``max_calls_per_turn`` tool calls, one per message; a message without
-a tool call ends the turn. Each step is one batched ``policy.generate`` over every item still playing.
+**Playing.** Within a turn the Agent makes up to ``max_calls_per_turn`` tool calls, one per
+message; a message without a tool call ends the turn.
 
-**Scoring (a simplification of BFCL).** Calls are matched, *not executed* (BFCL's AST-style check
-per turn, not its state-based one): every well-formed call gets :data:`RECORDED`, and a turn is
-correct when the multiset of calls made equals the ground truth's. Arguments compare as JSON values
-(``1 == 1.0``, ``True != 1``, lists and tuples alike). A malformed call or an empty completion makes
-the turn wrong. The item's score is the fraction of correct turns; a bad line scores 0 with an
-``error`` naming the file, line, id and fault (``"empty response"`` when every completion was empty).
+**Scoring (a simplification of BFCL).** Calls are matched, *not executed* (BFCL's AST-style check,
+not its state-based one): every well-formed call gets :data:`RECORDED`, and a turn is correct when
+the multiset of calls made equals the ground truth's, arguments compared as JSON values (``1 ==
+1.0``, ``True != 1``). A malformed call or an empty completion makes the turn wrong. The score is
+the fraction of correct turns; a bad line scores 0 with an ``error`` naming the file, line and fault.
 """
 
 from __future__ import annotations
@@ -419,15 +417,8 @@ class _Play:
             "turns_total": len(turns),
             "completions": self.completions,
         }
-        return ItemRecord(
-            item.item_id,
-            score,
-            prompt=item.prompt,
-            response=self.last_text,
-            reference=json.dumps(item.expected, ensure_ascii=False),
-            error=error,
-            metadata=metadata,
-        )
+        reference = json.dumps(item.expected, ensure_ascii=False)
+        return ItemRecord(item.item_id, score, item.prompt, self.last_text, reference, error, metadata)
 
 
 class BFCLSuite(Suite):
