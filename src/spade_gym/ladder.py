@@ -1,19 +1,13 @@
-"""Difficulty ladders: one knob of an environment program, the range it works over, and the
-Agent's no-hint success measured at each value.
-
-A *knob* is a module-level ``UPPERCASE = <int>`` constant of the program
-(:func:`spade_gym.program.knobs`); the graded seed environments each state one in their
+"""Difficulty ladders: one knob (a module-level ``UPPERCASE = <int>`` constant,
+:func:`spade_gym.program.knobs`) of an environment program, the range it works over, and the
+Agent's no-hint success measured at each value, stated in the graded seed environments'
 ``meta.json`` under ``"ladder"``::
 
     "ladder": {"knob": "N_ITEMS", "low": 1, "high": 9, "held_out": 4,
                "measured": {"policy": "...", "episodes": 16, "temperature": 0.5, "seeds_from": 0,
                             "success": {"1": 0.94, "2": 0.5, ...}}}
 
-``low``..``high`` is the range the program is correct for (a larger value breaks it or runs out
-of words); ``held_out`` is the level of the held-out evaluation's *unseen difficulty* part: a
-value no environment of the seed pool has, harder than the pool's. ``spade envs measure --ladder``
-fills ``measured`` (:func:`measure_ladders`), so the user and the Designer's edit prompt see where
-the edge of the Agent's ability lies. :func:`knob_variant` writes the program at another value.
+``spade envs measure --ladder`` fills ``measured`` (:func:`measure_ladders`).
 """
 
 from __future__ import annotations
@@ -49,8 +43,9 @@ class Ladder:
 
     Attributes:
         knob: the program's knob constant, e.g. ``"N_ITEMS"``.
-        low, high: the range of values the program is correct for (ints, ``low <= high``).
-        held_out: the unseen-difficulty level of the held-out evaluation, in ``[low, high]``.
+        low, high: the range of values the program is correct for (a larger value breaks it).
+        held_out: the level of the held-out evaluation's *unseen difficulty* part, harder than the
+            seed pool's, in ``[low, high]``.
         measured: ``{"policy", "episodes", "temperature", "seeds_from", "success": {value: rate}}``
             from :func:`measure_ladders`, or ``{}`` before any measurement.
 

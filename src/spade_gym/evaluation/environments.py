@@ -1,15 +1,8 @@
-"""Held-out suites played as episodes; an item's score is the episode's return clipped to [0, 1]
-(0 with :attr:`~spade_gym.evaluation.base.ItemRecord.error` set for a failed environment or an
-empty response).
-
-- :class:`ReasoningGymSuite` (``"reasoning-gym"``): :data:`HELD_OUT_TASKS` (12 tasks) on the
-  ``"eval"`` seed split of :class:`~spade_gym.reasoning_gym.ReasoningGymEnv`, which training
-  never draws from.
-- :class:`ProgramSuite` (``"tool-use"``, ``"games"``): the environment programs of one setting
-  (default: the seed library) played to the end on seeds from :data:`HELD_OUT_SEED_BASE` up
-  (self-play seeds, the gate's and the audit's included, are below ``2**31``). The seed environments in
-  :data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS` are held out of training by default;
-  their items carry ``metadata["held_out_task"] = True`` (``result.by("held_out_task")``).
+"""Held-out suites played as episodes (:func:`episode_record` scores one): :class:`ReasoningGymSuite`
+on the ``"eval"`` seed split of :class:`~spade_gym.reasoning_gym.ReasoningGymEnv`, and
+:class:`ProgramSuite`, environment programs on seeds from :data:`HELD_OUT_SEED_BASE` up (self-play
+seeds are below ``2**31``). Items of the seed environments held out of training
+(:data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS`) carry ``metadata["held_out_task"] = True``.
 """
 
 from __future__ import annotations

@@ -368,13 +368,8 @@ def plot_learning(result: LearningResult, path: str | Path) -> Path:
     ax.legend(frameon=False)
     ax.set_title("held-out success (95% interval)")
     ax = axes[1]
-    rows = []
-    for part, what in PARTS.items():
-        for label, group in (("gain", result.selfplay.gains), ("vs steps", result.difference_steps)):
-            if part in group:
-                rows.append((f"{what}\n{label}", group[part]))
-        if part in result.difference_tokens:
-            rows.append((f"{what}\nvs tokens", result.difference_tokens[part]))
+    groups = {"gain": result.selfplay.gains, "vs steps": result.difference_steps, "vs tokens": result.difference_tokens}
+    rows = [(f"{what}\n{label}", g[part]) for part, what in PARTS.items() for label, g in groups.items() if part in g]
     for y, (_, c) in enumerate(rows):
         ax.errorbar([c.difference], [y], xerr=[[c.difference - c.low], [c.high - c.difference]], fmt="o", capsize=3)
     ax.axvline(0, color="grey", linewidth=0.8)

@@ -1,17 +1,8 @@
-"""Suites by name: what ``spade eval --suite NAME`` accepts.
-
-=============================  ================================================================
-``reasoning-gym[:t1,t2,...]``  :class:`~spade_gym.evaluation.environments.ReasoningGymSuite`
-                               (default tasks: the held-out selection)
-``tool-use``                   :class:`~spade_gym.evaluation.environments.ProgramSuite`, tool use
-``games``                      :class:`~spade_gym.evaluation.environments.ProgramSuite`, games
-``envs:Name1,Name2,...``       :class:`~spade_gym.evaluation.environments.ProgramSuite`, the named
-                               environments of any setting (e.g. those held out of training)
-``math:FILE``                  :class:`~spade_gym.evaluation.files.MathFileSuite` (GSM8K/MATH JSONL)
-``mc:FILE``                    :class:`~spade_gym.evaluation.files.MultipleChoiceFileSuite`
-``code:FILE``                  :class:`~spade_gym.evaluation.files.CodeFileSuite` (tests in the sandbox)
-``bfcl:FILE``                  :class:`~spade_gym.evaluation.bfcl.BFCLSuite` (BFCL-style multi-turn)
-=============================  ================================================================
+"""Suites by name (:data:`SUITE_FORMS`): what ``spade eval --suite NAME`` accepts. ``reasoning-gym``
+is a :class:`~spade_gym.evaluation.environments.ReasoningGymSuite`; ``tool-use``, ``games`` and
+``envs:`` (named environments of any setting) are :class:`~spade_gym.evaluation.environments.ProgramSuite`;
+``math:``, ``mc:`` and ``code:`` are the suites of :mod:`spade_gym.evaluation.files`, ``bfcl:`` a
+:class:`~spade_gym.evaluation.bfcl.BFCLSuite`.
 """
 
 from __future__ import annotations
@@ -46,7 +37,7 @@ class SuiteOptions:
     """Settings shared by every suite ``load_suite`` builds.
 
     Attributes:
-        sampling: the policy's sampling (default greedy, 512 new tokens).
+        sampling: the policy's sampling.
         items: items per task (reasoning-gym) or episodes per environment (``None``: the suite's default).
         limit: first N items of a file suite (``None``: all).
         seed: first seed of episode suites.
