@@ -19,8 +19,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from spade_gym.agent import Episode, RolloutConfig, rollout
 from spade_gym.files import replace_atomically
 from spade_gym.program import knob_nodes, knobs
+from spade_gym.registry.gymnasium import bundled_registry_path
 
 __all__ = [
     "LADDER_KEY",
@@ -133,8 +135,6 @@ def knob_variant(source: str, knob: str, value: int) -> str:
 def library_ladder(name: str) -> Ladder | None:
     """The ladder the bundled seed library states for the environment named ``name`` (a
     Designer's variant shares its parent's name), or ``None``."""
-    from spade_gym.registry.gymnasium import bundled_registry_path
-
     for folder in sorted((bundled_registry_path() / "envs").glob(f"{name}-v*")):
         if (folder / "meta.json").is_file():
             ladder = read_ladder(folder)
@@ -168,8 +168,6 @@ def measure_ladders(
     Returns the updated ladders by folder (folders without a ladder are skipped). ValueError for
     ``episodes < 1`` or a ladder whose knob the program lacks.
     """
-    from spade_gym.agent import Episode, RolloutConfig, rollout
-
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     plan: list[tuple[Path, Ladder, int]] = []

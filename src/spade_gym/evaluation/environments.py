@@ -17,6 +17,9 @@ from typing import Any
 from spade_gym.agent import Episode, RolloutConfig, Trajectory, rollout
 from spade_gym.evaluation.base import DEFAULT_SAMPLING, ItemRecord, Suite, SuiteResult
 from spade_gym.policies.base import SamplingParams
+from spade_gym.reasoning_gym import ReasoningGymEnv, check_task
+from spade_gym.registry import Registry
+from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 
 __all__ = ["HELD_OUT_SEED_BASE", "HELD_OUT_TASKS", "ProgramSuite", "ReasoningGymSuite", "episode_record"]
 
@@ -77,8 +80,6 @@ class ReasoningGymSuite(Suite):
         sampling: SamplingParams = DEFAULT_SAMPLING,
         max_episodes: int = 64,
     ) -> None:
-        from spade_gym.reasoning_gym import check_task
-
         if items_per_task < 1:
             raise ValueError(f"items_per_task must be >= 1, got {items_per_task}")
         self.tasks = [check_task(t) for t in (tasks or HELD_OUT_TASKS)]
@@ -99,8 +100,6 @@ class ReasoningGymSuite(Suite):
 
     def run(self, policy: Any, *, progress: Callable[[int, int], None] | None = None) -> SuiteResult:
         """Play every (task, seed) once; returns one record per problem (``metadata["task"]``)."""
-        from spade_gym.reasoning_gym import ReasoningGymEnv
-
         began = time.perf_counter()
         keys = [(t, self.seed + i) for t in self.tasks for i in range(self.items_per_task)]
         envs = {t: partial(ReasoningGymEnv, t, split="eval") for t in self.tasks}
@@ -145,9 +144,6 @@ class ProgramSuite(Suite):
         max_turns: int | None = None,
         max_episodes: int = 64,
     ) -> None:
-        from spade_gym.registry import Registry
-        from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
-
         names = {"tool_use": "tool-use", "game": "games"}
         if setting is None:
             if not envs:

@@ -18,8 +18,14 @@ from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Gt, Le
 
-from spade_gym.evaluation.base import Z95, Comparison, ItemRecord, SuiteResult, compare_results
+from spade_gym.agent import Episode, RolloutConfig, rollout
+from spade_gym.evaluation.base import Z95, Comparison, ItemRecord, SuiteResult, compare_results, load_results
+from spade_gym.evaluation.environments import HELD_OUT_SEED_BASE, episode_record
+from spade_gym.ladder import knob_variant, library_ladder
 from spade_gym.options import option, option_factory
+from spade_gym.program import knobs
+from spade_gym.registry.gymnasium import bundled_registry_path
+from spade_gym.registry.store import Registry
 
 __all__ = [
     "PARTS",
@@ -103,10 +109,6 @@ def heldout_items(
         ladders: :class:`~spade_gym.ladder.Ladder` by environment name, for part ``"levels"``;
             a ladder whose ``held_out`` is not above the pool program's knob value is skipped.
     """
-    from spade_gym.evaluation.environments import HELD_OUT_SEED_BASE
-    from spade_gym.ladder import knob_variant
-    from spade_gym.program import knobs
-
     n = part_size(section.half_width)
     base = HELD_OUT_SEED_BASE + section.seed
     envs: dict[str, list[tuple[str, str]]] = {"seeds": [], "levels": [], "envs": []}
@@ -173,9 +175,6 @@ def evaluate_heldout(
     """Play every item once at ``sampling`` (and once greedily with ``greedy``), all parts in one
     batched rollout each; an item scores 1 for a success (return >= 0.99), else 0 (its return is in
     ``metadata["return"]``, a failure's reason in ``error``)."""
-    from spade_gym.agent import Episode, RolloutConfig, rollout
-    from spade_gym.evaluation.environments import episode_record
-
     began = time.perf_counter()
     flat = [item for part in items.values() for item in part]
     settings = [("", sampling)] + ([("-greedy", replace(sampling, temperature=0.0, top_p=1.0))] if greedy else [])
@@ -207,8 +206,6 @@ def gain_line(before: SuiteResult, after: SuiteResult, what: str = "unseen seeds
 def seen_levels(items: Sequence[HeldOutItem], records: Sequence[Any]) -> list[str]:
     """The labels of difficulty-level items (``"Name@KNOB=v"``) that a registered environment of the
     same name has at that knob value (a Designer's variant reached it): no longer unseen."""
-    from spade_gym.program import knobs
-
     out = []
     for label in sorted({i.label for i in items}):
         name, _, knob = label.partition("@")
@@ -241,16 +238,11 @@ def graded(names: Sequence[str]) -> list[str]:
 
 def ladders_of(names: Sequence[str]) -> dict[str, Any]:
     """The bundled seed library's ladders of ``names`` (by name; environments without one left out)."""
-    from spade_gym.ladder import library_ladder
-
     return {name: ladder for name in names if (ladder := library_ladder(name)) is not None}
 
 
 def seed_records(names: Sequence[str]) -> list[Any]:
     """The bundled seed library's records named ``names``."""
-    from spade_gym.registry.gymnasium import bundled_registry_path
-    from spade_gym.registry.store import Registry
-
     with Registry(bundled_registry_path()) as library:
         return [r for r in library.records() if r.name in set(names)]
 
@@ -264,8 +256,6 @@ def heldout_report(run_dir: str | Path) -> list[str]:
     """The summary lines of a run's held-out evaluation (``[]`` when it has none): per part, sampled
     before -> after with 95% intervals and the paired gain (the ``"seeds"`` line is exactly
     :func:`gain_line`'s form, for scripts), then the greedy figures."""
-    from spade_gym.evaluation.base import load_results
-
     paths = save_path(run_dir, "before"), save_path(run_dir, "after")
     if not all(p.is_file() for p in paths):
         return []
