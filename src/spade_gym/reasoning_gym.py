@@ -71,11 +71,8 @@ class ReasoningGymEnv(gym.Env[str, str]):
         split: ``"train"`` or ``"eval"``.
         task_config: keyword arguments for ``reasoning_gym.create_dataset`` (e.g. ``min_digits``).
 
-    ``entry`` is the current problem (reasoning-gym's dict); ``name`` is ``"ReasoningGym-<task>"``.
-
-    Raises:
-        ImportError: reasoning-gym is not installed. ValueError: an unknown task or split, or a
-        ``task_config`` the task rejects.
+    ``entry`` is the current problem (reasoning-gym's dict). Raises ImportError without
+    reasoning-gym, ValueError for an unknown task or split or a ``task_config`` the task rejects.
     """
 
     metadata = {"render_modes": []}

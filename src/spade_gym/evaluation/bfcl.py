@@ -422,16 +422,12 @@ class _Play:
 
 
 class BFCLSuite(Suite):
-    """BFCL-style multi-turn function calling, checked per turn (see the module docstring); named
-    ``"bfcl:<file name>"``.
+    """BFCL-style multi-turn function calling over the JSON-lines file ``path`` (the module
+    docstring), named ``"bfcl:<file name>"``; ``limit``: the first items only.
 
     Args:
-        path: the items, a JSON-lines file.
         answers: JSON lines ``{"id", "ground_truth"}`` (BFCL's ``possible_answer`` file).
         functions: a file or folder of function docs (BFCL's ``multi_turn_func_doc``).
-        sampling: ``n`` must be 1 (greedy by default).
-        max_calls_per_turn: most tool calls in one turn, ``>= 1``.
-        limit: read only the first ``limit`` items; ``None`` for all.
 
     Raises FileNotFoundError (``path``, ``answers`` or ``functions`` does not exist) or ValueError (a
     setting out of range, a file that is not UTF-8, a malformed ``functions`` file). Malformed
