@@ -543,8 +543,6 @@ class ChainSolverAgent(Policy):
             raise ValueError(f"capacity must be an int >= 0, got {capacity!r}")
         self.capacity = capacity
         self.name = f"chain-solver-{capacity}"
-        #: Prompts answered so far (all ``generate`` calls together).
-        self.prompts_seen = 0
 
     def answer(self, observation: str) -> int | None:
         """The chain's value if within reach from the first ``observation`` (hint or not), else ``None``."""
@@ -573,5 +571,4 @@ class ChainSolverAgent(Policy):
             value = self.answer(first)
             text = f"<answer>{value}</answer>" if value is not None else "Too long for me. <answer>0</answer>"
             out.extend(Completion(text, None, None, None, "stop", i) for _ in range(sampling.n))
-        self.prompts_seen += len(prompts)
         return out
