@@ -125,11 +125,8 @@ class _StreamSource:
         self.tokenizer = tokenizer
         self.shuffle_buffer = shuffle_buffer
         self._raw_limit = max_tokens * RAW_CHARS_PER_TOKEN + 4096
-        self._epoch = 0
-        self._emitted = 0
-        self._epoch_accepted = 0
+        self._epoch = self._emitted = self._epoch_accepted = self._consecutive_rejects = 0
         self._partial_epoch = False
-        self._consecutive_rejects = 0
         self._it: Iterator[Any] | None = None
         self._counts = _Counts()
         self._first_problem: str | None = None
@@ -643,10 +640,8 @@ class HFDocuments(_StreamSource):
         if not isinstance(text, str):
             self._problem(f"{self._name()}: record {index} of epoch {self._epoch}: {self.text_field!r} is not a string")
             return None
-        source: dict[str, Any] = dict(
-            kind="hf", dataset=self.dataset, config=self.config, split=self.split, seed=self.seed, epoch=self._epoch
-        )
-        source["index"] = index
+        source: dict[str, Any] = {"kind": "hf", "dataset": self.dataset, "config": self.config, "split": self.split}
+        source.update(seed=self.seed, epoch=self._epoch, index=index)
         if (url := one_line(record.get("url"), 512)) is not None:
             source["url"] = url
         return self._finish(text, source, record.get("title"), record.get("id"))
