@@ -328,9 +328,7 @@ class _Play:
             {"role": "system", "content": system_prompt("tool_use", DESCRIPTION, item.tools)}
         ]
         self.turn = -1
-        self.calls_in_turn = 0
         self.calls: list[list[dict[str, Any]]] = []  # per turn: as recorded in metadata
-        self.keys: list[list[_Key]] = []  # per turn: what the calls are compared by
         self.empty_turns: set[int] = set()
         self.completions = 0
         self.empty_completions = 0
@@ -341,12 +339,10 @@ class _Play:
 
     def _next_turn(self) -> None:
         self.turn += 1
-        self.calls_in_turn = 0
         if self.turn >= len(self.item.turns):
             self.done = True
             return
         self.calls.append([])
-        self.keys.append([])
         new_tools = self.item.added.get(self.turn)
         if new_tools:
             listing = "\n".join(json.dumps(t, sort_keys=True) for t in new_tools)
@@ -373,15 +369,13 @@ class _Play:
             return
         self.calls[-1].append(recorded)
         self.messages.append({"role": "user", "content": result})
-        self.calls_in_turn += 1
-        if self.calls_in_turn >= self.max_calls:
+        if len(self.calls[-1]) >= self.max_calls:
             self._next_turn()
 
     def _record(self, action: str | None, error: str | None) -> tuple[str, dict[str, Any]]:
         """The tool result for the Agent and the call as recorded; a malformed call never matches."""
         if action is None:  # extract_action found a <tool_call> block it could not read
             message = error or "Error: malformed tool call."
-            self.keys[-1].append(("malformed", len(self.keys[-1])))
             return message, {"malformed": message}
         call = json.loads(action)
         name, arguments = call["name"], call.get("arguments", {})
@@ -392,19 +386,20 @@ class _Play:
                 pass
         if not isinstance(arguments, dict):
             message = 'Error: "arguments" must be a JSON object of argument names to values.'
-            self.keys[-1].append(("malformed", len(self.keys[-1])))
             return message, {"malformed": message, "name": name}
-        self.keys[-1].append(_call_key(name, arguments))
         return RECORDED, {"name": name, "arguments": arguments}
 
     def record(self) -> ItemRecord:
         item = self.item
         turns, right = [], 0
         for t, expected in enumerate(item.expected_keys):
-            made = self.keys[t] if t < len(self.keys) else None
-            correct = made is not None and t not in self.empty_turns and Counter(made) == Counter(expected)
-            made_calls = self.calls[t] if t < len(self.calls) else []
-            turns.append({"correct": correct, "calls": made_calls, "expected": item.expected[t]})
+            made = self.calls[t] if t < len(self.calls) else None
+            keys = [
+                ("malformed", i) if "malformed" in c else _call_key(c["name"], c["arguments"])
+                for i, c in enumerate(made or [])
+            ]
+            correct = made is not None and t not in self.empty_turns and Counter(keys) == Counter(expected)
+            turns.append({"correct": correct, "calls": made or [], "expected": item.expected[t]})
             right += correct
         error = self.error
         if error is None and self.completions and self.empty_completions == self.completions:
