@@ -125,8 +125,7 @@ def knob_variant(source: str, knob: str, value: int) -> str:
         raise ValueError(f"the program has no knob {knob!r} (its knobs: {', '.join(knobs(source)) or 'none'})")
     node = nodes[knob]
     lines = source.splitlines(keepends=True)
-    row = lines[node.lineno - 1]
-    line = row.encode("utf-8")
+    line = lines[node.lineno - 1].encode("utf-8")
     start, end = node.col_offset, node.end_col_offset
     lines[node.lineno - 1] = (line[:start] + str(int(value)).encode() + line[end:]).decode("utf-8")
     return "".join(lines)
