@@ -1,11 +1,9 @@
 """Document sources: the text the Environment Designer grounds each new environment on.
 
 A :class:`DocumentSource` (:class:`BuiltinDocuments`, :class:`LocalDocuments`, :class:`HFDocuments`,
-or one built by :func:`load_documents` from a spec string) is an endless, shuffled, resumable stream
-of cleaned (:func:`clean_text`), token-capped (:func:`cap_tokens`: each source's ``max_tokens`` and
-``tokenizer`` are its arguments) :class:`Document` objects. Junk, too short texts and malformed records
-are skipped and counted; a source with no usable document raises :class:`DocumentError`, as do a
-missing path or optional dependency (``datasets``, ``pyarrow``).
+or one :func:`load_documents` builds from a spec string) streams cleaned, token-capped
+:class:`Document` objects (:mod:`spade_gym.document_text`); junk, too short texts and malformed
+records are skipped and counted.
 """
 
 from __future__ import annotations
@@ -127,11 +125,8 @@ class _StreamSource:
         self.tokenizer = tokenizer
         self.shuffle_buffer = shuffle_buffer
         self._raw_limit = max_tokens * RAW_CHARS_PER_TOKEN + 4096
-        self._epoch = 0
-        self._emitted = 0
-        self._epoch_accepted = 0
+        self._epoch = self._emitted = self._epoch_accepted = self._consecutive_rejects = 0
         self._partial_epoch = False
-        self._consecutive_rejects = 0
         self._it: Iterator[Any] | None = None
         self._counts = _Counts()
         self._first_problem: str | None = None
@@ -176,12 +171,9 @@ class _StreamSource:
         return doc
 
     def sample(self, n: int = 1) -> list[Document]:
-        """The next ``n >= 0`` documents of the stream (ValueError for ``n < 0``).
-
-        Raises:
-            DocumentError: a full epoch gave no usable document, :data:`MAX_CONSECUTIVE_REJECTS`
-                records in a row were rejected, or reading failed (a later call retries there).
-        """
+        """The next ``n >= 0`` documents (ValueError for ``n < 0``); DocumentError when a full epoch
+        gave none, :data:`MAX_CONSECUTIVE_REJECTS` in a row were rejected, or reading failed (a later
+        call retries there)."""
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
         out: list[Document] = []
@@ -319,7 +311,6 @@ class _StreamSource:
             records.close()
 
     def describe(self) -> str:
-        """One line for logs: the source, its seed and position, and its counters."""
         c = self._counts
         return (
             f"{self._name()} seed={self.seed} max_tokens={self.max_tokens}: epoch {self._epoch}, "
@@ -649,10 +640,8 @@ class HFDocuments(_StreamSource):
         if not isinstance(text, str):
             self._problem(f"{self._name()}: record {index} of epoch {self._epoch}: {self.text_field!r} is not a string")
             return None
-        source: dict[str, Any] = dict(
-            kind="hf", dataset=self.dataset, config=self.config, split=self.split, seed=self.seed, epoch=self._epoch
-        )
-        source["index"] = index
+        source: dict[str, Any] = {"kind": "hf", "dataset": self.dataset, "config": self.config, "split": self.split}
+        source.update(seed=self.seed, epoch=self._epoch, index=index)
         if (url := one_line(record.get("url"), 512)) is not None:
             source["url"] = url
         return self._finish(text, source, record.get("title"), record.get("id"))

@@ -1,14 +1,8 @@
-"""Parametric environment families: program templates with named numeric difficulty knobs.
-
-An :class:`EnvFamily` is an ordinary environment program whose difficulty is set by module-level
-integer constants, its **knobs** (``STEPS = 4``). :meth:`EnvFamily.instantiate` rewrites only those
-constants; :func:`validate_instance` runs the validation gate once per program and gate
-configuration per process. These are the environment parameters a PAIRED adversary chooses
-(Dennis et al. 2020, NeurIPS, sec. 3-4), with regret as the Agent's hint gap.
-
-Built-in families (:data:`FAMILIES`): ``arithmetic`` (``ParamArithmeticChain``) and ``maze``
-(``ParamGridMaze``). Knobs are ordered easy to hard. :class:`ChainSolverAgent` is a scripted Agent
-with a known regret landscape on ``arithmetic``, for smoke tests and demos.
+"""Parametric environment families: environment programs whose difficulty is set by module-level
+int constants, their **knobs** (``STEPS = 4``), ordered easy to hard: the environment parameters a
+PAIRED adversary chooses (Dennis et al. 2020, NeurIPS, sec. 3-4), regret being the Agent's hint gap.
+Built in (:data:`FAMILIES`): ``arithmetic`` and ``maze``; :class:`ChainSolverAgent` is a scripted
+Agent with a known regret landscape on ``arithmetic``.
 """
 
 from __future__ import annotations
@@ -77,12 +71,10 @@ class Knob:
 
 @dataclass(frozen=True)
 class EnvFamily:
-    """A parametric environment family: a program ``template`` and its difficulty ``knobs``.
-
-    The template must pass the static check as it stands and assign each knob an int literal
-    exactly once at the top level. Source: the environment parameters of PAIRED (Dennis et al.
-    2020, sec. 3). ``ValueError``: no knobs or duplicate names; the template fails the static
-    check; a knob not assigned exactly once to an int literal, or outside its range.
+    """A program ``template`` and its difficulty ``knobs``; the template must pass the static check
+    and assign each knob an int literal exactly once at the top level. ``ValueError``: no knobs or
+    duplicate names; the template fails the static check; a knob not assigned exactly once to an
+    int literal, or outside its range.
     """
 
     name: str
@@ -551,8 +543,6 @@ class ChainSolverAgent(Policy):
             raise ValueError(f"capacity must be an int >= 0, got {capacity!r}")
         self.capacity = capacity
         self.name = f"chain-solver-{capacity}"
-        #: Prompts answered so far (all ``generate`` calls together).
-        self.prompts_seen = 0
 
     def answer(self, observation: str) -> int | None:
         """The chain's value if within reach from the first ``observation`` (hint or not), else ``None``."""
@@ -581,5 +571,4 @@ class ChainSolverAgent(Policy):
             value = self.answer(first)
             text = f"<answer>{value}</answer>" if value is not None else "Too long for me. <answer>0</answer>"
             out.extend(Completion(text, None, None, None, "stop", i) for _ in range(sampling.n))
-        self.prompts_seen += len(prompts)
         return out

@@ -1,19 +1,13 @@
-"""Difficulty ladders: one knob of an environment program, the range it works over, and the
-Agent's no-hint success measured at each value.
-
-A *knob* is a module-level ``UPPERCASE = <int>`` constant of the program
-(:func:`spade_gym.program.knobs`); the graded seed environments each state one in their
+"""Difficulty ladders: one knob (a module-level ``UPPERCASE = <int>`` constant,
+:func:`spade_gym.program.knobs`) of an environment program, the range it works over, and the
+Agent's no-hint success measured at each value, stated in the graded seed environments'
 ``meta.json`` under ``"ladder"``::
 
     "ladder": {"knob": "N_ITEMS", "low": 1, "high": 9, "held_out": 4,
                "measured": {"policy": "...", "episodes": 16, "temperature": 0.5, "seeds_from": 0,
                             "success": {"1": 0.94, "2": 0.5, ...}}}
 
-``low``..``high`` is the range the program is correct for (a larger value breaks it or runs out
-of words); ``held_out`` is the level of the held-out evaluation's *unseen difficulty* part: a
-value no environment of the seed pool has, harder than the pool's. ``spade envs measure --ladder``
-fills ``measured`` (:func:`measure_ladders`), so the user and the Designer's edit prompt see where
-the edge of the Agent's ability lies. :func:`knob_variant` writes the program at another value.
+``spade envs measure --ladder`` fills ``measured`` (:func:`measure_ladders`).
 """
 
 from __future__ import annotations
@@ -25,8 +19,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from spade_gym.agent import Episode, RolloutConfig, rollout
 from spade_gym.files import replace_atomically
 from spade_gym.program import knob_nodes, knobs
+from spade_gym.registry.gymnasium import bundled_registry_path
 
 __all__ = [
     "LADDER_KEY",
@@ -49,8 +45,9 @@ class Ladder:
 
     Attributes:
         knob: the program's knob constant, e.g. ``"N_ITEMS"``.
-        low, high: the range of values the program is correct for (ints, ``low <= high``).
-        held_out: the unseen-difficulty level of the held-out evaluation, in ``[low, high]``.
+        low, high: the range of values the program is correct for (a larger value breaks it).
+        held_out: the level of the held-out evaluation's *unseen difficulty* part, harder than the
+            seed pool's, in ``[low, high]``.
         measured: ``{"policy", "episodes", "temperature", "seeds_from", "success": {value: rate}}``
             from :func:`measure_ladders`, or ``{}`` before any measurement.
 
@@ -128,8 +125,7 @@ def knob_variant(source: str, knob: str, value: int) -> str:
         raise ValueError(f"the program has no knob {knob!r} (its knobs: {', '.join(knobs(source)) or 'none'})")
     node = nodes[knob]
     lines = source.splitlines(keepends=True)
-    row = lines[node.lineno - 1]
-    line = row.encode("utf-8")
+    line = lines[node.lineno - 1].encode("utf-8")
     start, end = node.col_offset, node.end_col_offset
     lines[node.lineno - 1] = (line[:start] + str(int(value)).encode() + line[end:]).decode("utf-8")
     return "".join(lines)
@@ -138,8 +134,6 @@ def knob_variant(source: str, knob: str, value: int) -> str:
 def library_ladder(name: str) -> Ladder | None:
     """The ladder the bundled seed library states for the environment named ``name`` (a
     Designer's variant shares its parent's name), or ``None``."""
-    from spade_gym.registry.gymnasium import bundled_registry_path
-
     for folder in sorted((bundled_registry_path() / "envs").glob(f"{name}-v*")):
         if (folder / "meta.json").is_file():
             ladder = read_ladder(folder)
@@ -173,8 +167,6 @@ def measure_ladders(
     Returns the updated ladders by folder (folders without a ladder are skipped). ValueError for
     ``episodes < 1`` or a ladder whose knob the program lacks.
     """
-    from spade_gym.agent import Episode, RolloutConfig, rollout
-
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     plan: list[tuple[Path, Ladder, int]] = []

@@ -1,15 +1,10 @@
 """``ReasoningGymEnv``: one `reasoning-gym <https://github.com/open-thought/reasoning-gym>`_ task as a
-single-turn text environment, registered as ``spade/ReasoningGym-v0``.
+single-turn text environment with an environment program's interface, registered as
+``spade/ReasoningGym-v0``; trusted code, run in-process (the ``reasoning`` extra).
 
-reasoning-gym generates procedural problems with exact scorers, offline. The environment has an
-environment program's interface (``name``, ``setting``, ``max_turns``, ``reset``, ``step``, ``hint``,
-``oracle``), so rollouts, the designer-off baseline (``run.fixed_pool: reasoning-gym:<task>,...``) and
-held-out evaluation play it like any spade environment; it is trusted code, run in-process.
-
-Seeds: ``reset(seed=s)`` uses dataset seed ``2 * s`` on the ``"train"`` split and ``2 * s + 1`` on
-``"eval"``, so evaluation on ``"eval"`` is held out whatever seeds training draws. The one turn is
-scored by the task's ``score_answer`` (in [0, 1]). The hint is the reference answer, so these
-environments are a fixed baseline pool, not a regret curriculum. Needs the ``reasoning`` extra.
+``reset(seed=s)`` uses dataset seed ``2 * s`` on the ``"train"`` split and ``2 * s + 1`` on ``"eval"``,
+so ``"eval"`` is held out whatever seeds training draws. The turn is scored by the task's
+``score_answer`` in [0, 1]; the hint is the reference answer (a fixed baseline pool, not a curriculum).
 """
 
 from __future__ import annotations
@@ -69,18 +64,15 @@ def dataset_seed(seed: int, split: Split) -> int:
 
 
 class ReasoningGymEnv(gym.Env[str, str]):
-    """One reasoning-gym task as a single-turn text environment (see the module docstring).
+    """One reasoning-gym task as a single-turn text environment.
 
     Args:
         task: a reasoning-gym task name (:func:`task_names`); required.
         split: ``"train"`` or ``"eval"``.
         task_config: keyword arguments for ``reasoning_gym.create_dataset`` (e.g. ``min_digits``).
 
-    ``entry`` is the current problem (reasoning-gym's dict); ``name`` is ``"ReasoningGym-<task>"``.
-
-    Raises:
-        ImportError: reasoning-gym is not installed. ValueError: an unknown task or split, or a
-        ``task_config`` the task rejects.
+    ``entry`` is the current problem (reasoning-gym's dict). Raises ImportError without
+    reasoning-gym, ValueError for an unknown task or split or a ``task_config`` the task rejects.
     """
 
     metadata = {"render_modes": []}

@@ -91,6 +91,11 @@ class SuiteResult:
         """The score's confidence interval ``(low, high)`` (see the module docstring)."""
         return confidence_interval([r.score for r in self.items], z)
 
+    def score_text(self) -> str:
+        """``"0.620 [0.540, 0.700]"``: the score and its 95% interval."""
+        low, high = self.interval()
+        return f"{self.score:.3f} [{low:.3f}, {high:.3f}]"
+
     def by(self, key: str) -> dict[str, SuiteResult]:
         """One result per value of ``metadata[key]`` (e.g. ``"task"``), named ``suite/value``; KeyError
         when no item has ``key``."""
@@ -224,6 +229,10 @@ class Comparison:
     paired: bool
     n: int
     config_differences: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        """``"+0.120 [-0.010, +0.250]"``: the difference and its interval."""
+        return f"{self.difference:+.3f} [{self.low:+.3f}, {self.high:+.3f}]"
 
 
 def compare_results(a: SuiteResult, b: SuiteResult, z: float = Z95) -> Comparison:

@@ -12,16 +12,14 @@
 * ``excluded_function`` (optional): tools not shown; ``missed_function`` (optional):
   ``{"<turn>": [name or doc, ...]}``, tools withheld until that turn and then announced.
 
-**Playing.** The Agent sees the tool-use system prompt with the tools, then the turns in order.
-Within a turn it makes up to ``max_calls_per_turn`` tool calls, one per message; a message without
-a tool call ends the turn. Each step is one batched ``policy.generate`` over every item still playing.
+**Playing.** Within a turn the Agent makes up to ``max_calls_per_turn`` tool calls, one per
+message; a message without a tool call ends the turn.
 
-**Scoring (a simplification of BFCL).** Calls are matched, *not executed* (BFCL's AST-style check
-per turn, not its state-based one): every well-formed call gets :data:`RECORDED`, and a turn is
-correct when the multiset of calls made equals the ground truth's. Arguments compare as JSON values
-(``1 == 1.0``, ``True != 1``, lists and tuples alike). A malformed call or an empty completion makes
-the turn wrong. The item's score is the fraction of correct turns; a bad line scores 0 with an
-``error`` naming the file, line, id and fault (``"empty response"`` when every completion was empty).
+**Scoring (a simplification of BFCL).** Calls are matched, *not executed* (BFCL's AST-style check,
+not its state-based one): every well-formed call gets :data:`RECORDED`, and a turn is correct when
+the multiset of calls made equals the ground truth's, arguments compared as JSON values (``1 ==
+1.0``, ``True != 1``). A malformed call or an empty completion makes the turn wrong. The score is
+the fraction of correct turns; a bad line scores 0 with an ``error`` naming the file, line and fault.
 """
 
 from __future__ import annotations
@@ -330,9 +328,7 @@ class _Play:
             {"role": "system", "content": system_prompt("tool_use", DESCRIPTION, item.tools)}
         ]
         self.turn = -1
-        self.calls_in_turn = 0
         self.calls: list[list[dict[str, Any]]] = []  # per turn: as recorded in metadata
-        self.keys: list[list[_Key]] = []  # per turn: what the calls are compared by
         self.empty_turns: set[int] = set()
         self.completions = 0
         self.empty_completions = 0
@@ -343,12 +339,10 @@ class _Play:
 
     def _next_turn(self) -> None:
         self.turn += 1
-        self.calls_in_turn = 0
         if self.turn >= len(self.item.turns):
             self.done = True
             return
         self.calls.append([])
-        self.keys.append([])
         new_tools = self.item.added.get(self.turn)
         if new_tools:
             listing = "\n".join(json.dumps(t, sort_keys=True) for t in new_tools)
@@ -375,15 +369,13 @@ class _Play:
             return
         self.calls[-1].append(recorded)
         self.messages.append({"role": "user", "content": result})
-        self.calls_in_turn += 1
-        if self.calls_in_turn >= self.max_calls:
+        if len(self.calls[-1]) >= self.max_calls:
             self._next_turn()
 
     def _record(self, action: str | None, error: str | None) -> tuple[str, dict[str, Any]]:
         """The tool result for the Agent and the call as recorded; a malformed call never matches."""
         if action is None:  # extract_action found a <tool_call> block it could not read
             message = error or "Error: malformed tool call."
-            self.keys[-1].append(("malformed", len(self.keys[-1])))
             return message, {"malformed": message}
         call = json.loads(action)
         name, arguments = call["name"], call.get("arguments", {})
@@ -394,19 +386,20 @@ class _Play:
                 pass
         if not isinstance(arguments, dict):
             message = 'Error: "arguments" must be a JSON object of argument names to values.'
-            self.keys[-1].append(("malformed", len(self.keys[-1])))
             return message, {"malformed": message, "name": name}
-        self.keys[-1].append(_call_key(name, arguments))
         return RECORDED, {"name": name, "arguments": arguments}
 
     def record(self) -> ItemRecord:
         item = self.item
         turns, right = [], 0
         for t, expected in enumerate(item.expected_keys):
-            made = self.keys[t] if t < len(self.keys) else None
-            correct = made is not None and t not in self.empty_turns and Counter(made) == Counter(expected)
-            made_calls = self.calls[t] if t < len(self.calls) else []
-            turns.append({"correct": correct, "calls": made_calls, "expected": item.expected[t]})
+            made = self.calls[t] if t < len(self.calls) else None
+            keys = [
+                ("malformed", i) if "malformed" in c else _call_key(c["name"], c["arguments"])
+                for i, c in enumerate(made or [])
+            ]
+            correct = made is not None and t not in self.empty_turns and Counter(keys) == Counter(expected)
+            turns.append({"correct": correct, "calls": made or [], "expected": item.expected[t]})
             right += correct
         error = self.error
         if error is None and self.completions and self.empty_completions == self.completions:
@@ -419,28 +412,17 @@ class _Play:
             "turns_total": len(turns),
             "completions": self.completions,
         }
-        return ItemRecord(
-            item.item_id,
-            score,
-            prompt=item.prompt,
-            response=self.last_text,
-            reference=json.dumps(item.expected, ensure_ascii=False),
-            error=error,
-            metadata=metadata,
-        )
+        reference = json.dumps(item.expected, ensure_ascii=False)
+        return ItemRecord(item.item_id, score, item.prompt, self.last_text, reference, error, metadata)
 
 
 class BFCLSuite(Suite):
-    """BFCL-style multi-turn function calling, checked per turn (see the module docstring); named
-    ``"bfcl:<file name>"``.
+    """BFCL-style multi-turn function calling over the JSON-lines file ``path`` (the module
+    docstring), named ``"bfcl:<file name>"``; ``limit``: the first items only.
 
     Args:
-        path: the items, a JSON-lines file.
         answers: JSON lines ``{"id", "ground_truth"}`` (BFCL's ``possible_answer`` file).
         functions: a file or folder of function docs (BFCL's ``multi_turn_func_doc``).
-        sampling: ``n`` must be 1 (greedy by default).
-        max_calls_per_turn: most tool calls in one turn, ``>= 1``.
-        limit: read only the first ``limit`` items; ``None`` for all.
 
     Raises FileNotFoundError (``path``, ``answers`` or ``functions`` does not exist) or ValueError (a
     setting out of range, a file that is not UTF-8, a malformed ``functions`` file). Malformed

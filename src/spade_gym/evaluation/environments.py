@@ -1,15 +1,8 @@
-"""Held-out suites played as episodes; an item's score is the episode's return clipped to [0, 1]
-(0 with :attr:`~spade_gym.evaluation.base.ItemRecord.error` set for a failed environment or an
-empty response).
-
-- :class:`ReasoningGymSuite` (``"reasoning-gym"``): :data:`HELD_OUT_TASKS` (12 tasks) on the
-  ``"eval"`` seed split of :class:`~spade_gym.reasoning_gym.ReasoningGymEnv`, which training
-  never draws from.
-- :class:`ProgramSuite` (``"tool-use"``, ``"games"``): the environment programs of one setting
-  (default: the seed library) played to the end on seeds from :data:`HELD_OUT_SEED_BASE` up
-  (self-play seeds, the gate's and the audit's included, are below ``2**31``). The seed environments in
-  :data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS` are held out of training by default;
-  their items carry ``metadata["held_out_task"] = True`` (``result.by("held_out_task")``).
+"""Held-out suites played as episodes (:func:`episode_record` scores one): :class:`ReasoningGymSuite`
+on the ``"eval"`` seed split of :class:`~spade_gym.reasoning_gym.ReasoningGymEnv`, and
+:class:`ProgramSuite`, environment programs on seeds from :data:`HELD_OUT_SEED_BASE` up (self-play
+seeds are below ``2**31``). Items of the seed environments held out of training
+(:data:`~spade_gym.registry.gymnasium.HELD_OUT_SEED_ENVS`) carry ``metadata["held_out_task"] = True``.
 """
 
 from __future__ import annotations
@@ -24,6 +17,9 @@ from typing import Any
 from spade_gym.agent import Episode, RolloutConfig, Trajectory, rollout
 from spade_gym.evaluation.base import DEFAULT_SAMPLING, ItemRecord, Suite, SuiteResult
 from spade_gym.policies.base import SamplingParams
+from spade_gym.reasoning_gym import ReasoningGymEnv, check_task
+from spade_gym.registry import Registry
+from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 
 __all__ = ["HELD_OUT_SEED_BASE", "HELD_OUT_TASKS", "ProgramSuite", "ReasoningGymSuite", "episode_record"]
 
@@ -84,8 +80,6 @@ class ReasoningGymSuite(Suite):
         sampling: SamplingParams = DEFAULT_SAMPLING,
         max_episodes: int = 64,
     ) -> None:
-        from spade_gym.reasoning_gym import check_task
-
         if items_per_task < 1:
             raise ValueError(f"items_per_task must be >= 1, got {items_per_task}")
         self.tasks = [check_task(t) for t in (tasks or HELD_OUT_TASKS)]
@@ -106,8 +100,6 @@ class ReasoningGymSuite(Suite):
 
     def run(self, policy: Any, *, progress: Callable[[int, int], None] | None = None) -> SuiteResult:
         """Play every (task, seed) once; returns one record per problem (``metadata["task"]``)."""
-        from spade_gym.reasoning_gym import ReasoningGymEnv
-
         began = time.perf_counter()
         keys = [(t, self.seed + i) for t in self.tasks for i in range(self.items_per_task)]
         envs = {t: partial(ReasoningGymEnv, t, split="eval") for t in self.tasks}
@@ -152,9 +144,6 @@ class ProgramSuite(Suite):
         max_turns: int | None = None,
         max_episodes: int = 64,
     ) -> None:
-        from spade_gym.registry import Registry
-        from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
-
         names = {"tool_use": "tool-use", "game": "games"}
         if setting is None:
             if not envs:

@@ -332,28 +332,22 @@ def _read_line(fd: int, deadline: float) -> bytes | None:
 
 
 class MathFileSuite(_FileSuite):
-    """GSM8K- and MATH-style problems, scored 1 or 0 by math-verify (the ``eval`` extra), which runs
-    in a helper process with a deadline, so an answer that keeps sympy busy scores 0.
+    """GSM8K- and MATH-style problems, scored 1 or 0 by math-verify (the ``eval`` extra) in a helper
+    process with a deadline, so an answer that keeps sympy busy scores 0.
 
     A line has the problem in ``question``, ``problem`` or ``prompt`` and the reference in ``answer``
     (a string or number; GSM8K's ``"... #### 1,234"`` gives ``1234``) or else the last
-    ``\\boxed{...}`` of ``solution`` (MATH). The policy gets the reasoning prompt
-    (:func:`~spade_gym.agent.agent_prompt`); its answer is the last ``<answer>`` block, else the
-    whole completion.
+    ``\\boxed{...}`` of ``solution`` (MATH). The answer read is the completion's last ``<answer>``
+    block, else the whole completion.
 
     Args:
-        path: the JSON-lines file.
-        sampling: ``n`` must be 1 (greedy by default).
-        batch_size: prompts per ``generate`` call.
-        limit: score only the first ``limit`` items; ``None`` for all.
-        timeout_s: math-verify's timeout per parse or comparison, seconds (int >= 1).
+        path, sampling (``n`` must be 1), batch_size (prompts per ``generate`` call), limit (the
+            first items only; ``None``: all): as every file suite.
+        timeout_s: math-verify's timeout per parse or comparison, seconds.
         memory_bytes: memory the helper process may use beyond its start-up size.
 
     Records: ``metadata`` has ``answer`` (the text checked, 200 characters) and ``read`` (what
-    math-verify read). An unreadable reference, or math-verify timing out or failing, sets ``error``.
-
-    Raises ImportError (math-verify is not installed), FileNotFoundError (no file at ``path``) or
-    ValueError (a setting out of range).
+    math-verify read). Raises ImportError without math-verify, FileNotFoundError or ValueError.
     """
 
     prefix = "math"
@@ -475,11 +469,8 @@ class MultipleChoiceFileSuite(_FileSuite):
     exact text). The prediction is the label named in the last ``<answer>`` block (``B``, ``(b)``,
     ``B) text``, a choice's text), else the completion's last standalone capital label.
 
-    Args:
-        path, sampling, batch_size, limit: as :class:`MathFileSuite`.
-
-    Records: ``metadata["prediction"]`` is the label read, or ``None``. Raises FileNotFoundError (no
-    file at ``path``) or ValueError (a setting out of range).
+    Records: ``metadata["prediction"]`` is the label read, or ``None``. Arguments as
+    :class:`MathFileSuite`'s first four.
     """
 
     prefix = "mc"
@@ -729,15 +720,10 @@ class CodeFileSuite(_FileSuite):
     :class:`SandboxedEnv`. Code that does not parse, is refused by the sandbox, or runs out of time
     or memory scores 0 with ``metadata["failure"]`` set and ``error`` left ``None``.
 
-    Args:
-        path, sampling, batch_size, limit: as :class:`MathFileSuite`.
-        sandbox_config: the sandbox's limits (default :class:`SandboxConfig()`).
-
+    Arguments as :class:`MathFileSuite`'s first four, and ``sandbox_config`` (the sandbox's limits).
     Records: ``metadata`` has ``tests_passed``, ``tests_total``, ``failures`` (``[test index,
-    exception]`` for the first failed tests) and ``failure``.
-
-    Raises FileNotFoundError (no file at ``path``), ValueError (a setting out of range) or, from
-    ``run``, SandboxSetupError (the sandbox cannot start workers on this machine).
+    exception]`` for the first failed tests) and ``failure``. ``run`` raises SandboxSetupError when
+    the sandbox cannot start workers on this machine.
     """
 
     prefix = "code"

@@ -1,17 +1,9 @@
-"""Held-out evaluation of a self-play run's Agent, in three parts reported separately:
-
-- ``"seeds"``: unseen seeds (from :data:`~spade_gym.evaluation.environments.HELD_OUT_SEED_BASE`
-  up; training draws seeds below ``2**31``) of the run's training environments, the seed
-  environments its registry started with;
-- ``"levels"``: unseen difficulty levels: each training environment with a difficulty ladder
-  (:mod:`spade_gym.ladder`) at its ladder's ``held_out`` knob value, harder than the pool's;
-- ``"envs"``: whole unseen environments (``eval.envs``, held out of training by ``run.held_out_envs``).
-
-Each part is played at the Agent's sampling temperature (its score has a 95% Wilson interval;
-:func:`~spade_gym.evaluation.base.compare_results` pairs two evaluations by item) and, with
-``eval.greedy``, greedily on the same episodes as a second figure. A part's size follows from the
-interval it needs: ``n = ceil(z^2 / (4 h^2))`` episodes for half-width ``h`` at the worst case
-``p = 1/2`` (97 for ``h = 0.1``), spread evenly over its environments.
+"""Held-out evaluation of a self-play run's Agent in three parts (:data:`PARTS`): unseen seeds
+(from :data:`~spade_gym.evaluation.environments.HELD_OUT_SEED_BASE` up) of its training
+environments, their ladders' ``held_out`` difficulty levels (:mod:`spade_gym.ladder`), and whole
+unseen environments (``eval.envs``). Each part is played at the Agent's temperature and, with
+``eval.greedy``, greedily; it is sized for a 95% interval of half-width ``h`` at worst (``p = 1/2``):
+``n = ceil(z^2 / (4 h^2))`` episodes, spread evenly over its environments.
 """
 
 from __future__ import annotations
@@ -20,14 +12,20 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Gt, Le
 
-from spade_gym.evaluation.base import Z95, Comparison, ItemRecord, SuiteResult, compare_results
+from spade_gym.agent import Episode, RolloutConfig, rollout
+from spade_gym.evaluation.base import Z95, Comparison, ItemRecord, SuiteResult, compare_results, load_results
+from spade_gym.evaluation.environments import HELD_OUT_SEED_BASE, episode_record
+from spade_gym.ladder import knob_variant, library_ladder
 from spade_gym.options import option, option_factory
+from spade_gym.program import knobs
+from spade_gym.registry.gymnasium import bundled_registry_path
+from spade_gym.registry.store import Registry
 
 __all__ = [
     "PARTS",
@@ -40,6 +38,7 @@ __all__ = [
     "heldout_items",
     "heldout_report",
     "ladders_of",
+    "paired_gains",
     "part_size",
     "save_path",
     "seed_records",
@@ -110,10 +109,6 @@ def heldout_items(
         ladders: :class:`~spade_gym.ladder.Ladder` by environment name, for part ``"levels"``;
             a ladder whose ``held_out`` is not above the pool program's knob value is skipped.
     """
-    from spade_gym.evaluation.environments import HELD_OUT_SEED_BASE
-    from spade_gym.ladder import knob_variant
-    from spade_gym.program import knobs
-
     n = part_size(section.half_width)
     base = HELD_OUT_SEED_BASE + section.seed
     envs: dict[str, list[tuple[str, str]]] = {"seeds": [], "levels": [], "envs": []}
@@ -180,11 +175,6 @@ def evaluate_heldout(
     """Play every item once at ``sampling`` (and once greedily with ``greedy``), all parts in one
     batched rollout each; an item scores 1 for a success (return >= 0.99), else 0 (its return is in
     ``metadata["return"]``, a failure's reason in ``error``)."""
-    from dataclasses import replace
-
-    from spade_gym.agent import Episode, RolloutConfig, rollout
-    from spade_gym.evaluation.environments import episode_record
-
     began = time.perf_counter()
     flat = [item for part in items.values() for item in part]
     settings = [("", sampling)] + ([("-greedy", replace(sampling, temperature=0.0, top_p=1.0))] if greedy else [])
@@ -209,19 +199,13 @@ def evaluate_heldout(
 def gain_line(before: SuiteResult, after: SuiteResult, what: str = "unseen seeds") -> str:
     """``held-out success (unseen seeds): B [lo, hi] -> A [lo, hi], gain G [lo, hi]`` (95%
     intervals; the gain is paired by item)."""
-    gain: Comparison = compare_results(after, before)
-    (bl, bh), (al, ah) = before.interval(), after.interval()
-    return (
-        f"held-out success ({what}): {before.score:.3f} [{bl:.3f}, {bh:.3f}] -> {after.score:.3f} [{al:.3f}, "
-        f"{ah:.3f}], gain {gain.difference:+.3f} [{gain.low:+.3f}, {gain.high:+.3f}]"
-    )
+    gain = compare_results(after, before).text()
+    return f"held-out success ({what}): {before.score_text()} -> {after.score_text()}, gain {gain}"
 
 
 def seen_levels(items: Sequence[HeldOutItem], records: Sequence[Any]) -> list[str]:
     """The labels of difficulty-level items (``"Name@KNOB=v"``) that a registered environment of the
     same name has at that knob value (a Designer's variant reached it): no longer unseen."""
-    from spade_gym.program import knobs
-
     out = []
     for label in sorted({i.label for i in items}):
         name, _, knob = label.partition("@")
@@ -233,14 +217,17 @@ def seen_levels(items: Sequence[HeldOutItem], records: Sequence[Any]) -> list[st
     return out
 
 
+def paired_gains(after: HeldOut, before: HeldOut) -> dict[str, Comparison]:
+    """``after - before`` per part both have (sampled), paired by item."""
+    return {p: compare_results(r, before.sampled[p]) for p, r in after.sampled.items() if p in before.sampled}
+
+
 def gain_metrics(after: HeldOut, before: HeldOut, prefix: str = "eval") -> dict[str, float]:
     """Per part, the paired gain over ``before`` and its 95% interval: ``eval/seeds/gain``, ``.._low``, ``.._high``."""
     out: dict[str, float] = {}
-    for part, result in after.sampled.items():
-        if part in before.sampled:
-            gain = compare_results(result, before.sampled[part])
-            out[f"{prefix}/{part}/gain"] = gain.difference
-            out[f"{prefix}/{part}/gain_low"], out[f"{prefix}/{part}/gain_high"] = gain.low, gain.high
+    for part, gain in paired_gains(after, before).items():
+        out[f"{prefix}/{part}/gain"] = gain.difference
+        out[f"{prefix}/{part}/gain_low"], out[f"{prefix}/{part}/gain_high"] = gain.low, gain.high
     return out
 
 
@@ -251,16 +238,11 @@ def graded(names: Sequence[str]) -> list[str]:
 
 def ladders_of(names: Sequence[str]) -> dict[str, Any]:
     """The bundled seed library's ladders of ``names`` (by name; environments without one left out)."""
-    from spade_gym.ladder import library_ladder
-
     return {name: ladder for name in names if (ladder := library_ladder(name)) is not None}
 
 
 def seed_records(names: Sequence[str]) -> list[Any]:
     """The bundled seed library's records named ``names``."""
-    from spade_gym.registry.gymnasium import bundled_registry_path
-    from spade_gym.registry.store import Registry
-
     with Registry(bundled_registry_path()) as library:
         return [r for r in library.records() if r.name in set(names)]
 
@@ -274,8 +256,6 @@ def heldout_report(run_dir: str | Path) -> list[str]:
     """The summary lines of a run's held-out evaluation (``[]`` when it has none): per part, sampled
     before -> after with 95% intervals and the paired gain (the ``"seeds"`` line is exactly
     :func:`gain_line`'s form, for scripts), then the greedy figures."""
-    from spade_gym.evaluation.base import load_results
-
     paths = save_path(run_dir, "before"), save_path(run_dir, "after")
     if not all(p.is_file() for p in paths):
         return []
@@ -292,9 +272,8 @@ def heldout_report(run_dir: str | Path) -> list[str]:
                 lines.append(f"  (the Designer registered variants at {', '.join(seen)}: not unseen by the end)")
     for part, what in PARTS.items():
         if part in before.greedy and part in after.greedy:
-            gain = compare_results(after.greedy[part], before.greedy[part])
+            gain = compare_results(after.greedy[part], before.greedy[part]).text()
             lines.append(
-                f"  greedy, {what}: {before.greedy[part].score:.3f} -> {after.greedy[part].score:.3f}, gain "
-                f"{gain.difference:+.3f} [{gain.low:+.3f}, {gain.high:+.3f}]"
+                f"  greedy, {what}: {before.greedy[part].score:.3f} -> {after.greedy[part].score:.3f}, gain {gain}"
             )
     return lines

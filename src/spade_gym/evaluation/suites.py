@@ -1,17 +1,8 @@
-"""Suites by name: what ``spade eval --suite NAME`` accepts.
-
-=============================  ================================================================
-``reasoning-gym[:t1,t2,...]``  :class:`~spade_gym.evaluation.environments.ReasoningGymSuite`
-                               (default tasks: the held-out selection)
-``tool-use``                   :class:`~spade_gym.evaluation.environments.ProgramSuite`, tool use
-``games``                      :class:`~spade_gym.evaluation.environments.ProgramSuite`, games
-``envs:Name1,Name2,...``       :class:`~spade_gym.evaluation.environments.ProgramSuite`, the named
-                               environments of any setting (e.g. those held out of training)
-``math:FILE``                  :class:`~spade_gym.evaluation.files.MathFileSuite` (GSM8K/MATH JSONL)
-``mc:FILE``                    :class:`~spade_gym.evaluation.files.MultipleChoiceFileSuite`
-``code:FILE``                  :class:`~spade_gym.evaluation.files.CodeFileSuite` (tests in the sandbox)
-``bfcl:FILE``                  :class:`~spade_gym.evaluation.bfcl.BFCLSuite` (BFCL-style multi-turn)
-=============================  ================================================================
+"""Suites by name (:data:`SUITE_FORMS`): what ``spade eval --suite NAME`` accepts. ``reasoning-gym``
+is a :class:`~spade_gym.evaluation.environments.ReasoningGymSuite`; ``tool-use``, ``games`` and
+``envs:`` (named environments of any setting) are :class:`~spade_gym.evaluation.environments.ProgramSuite`;
+``math:``, ``mc:`` and ``code:`` are the suites of :mod:`spade_gym.evaluation.files`, ``bfcl:`` a
+:class:`~spade_gym.evaluation.bfcl.BFCLSuite`.
 """
 
 from __future__ import annotations
@@ -23,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from spade_gym.evaluation.base import DEFAULT_SAMPLING, Suite
+from spade_gym.evaluation.bfcl import BFCLSuite
+from spade_gym.evaluation.environments import ProgramSuite, ReasoningGymSuite
+from spade_gym.evaluation.files import CodeFileSuite, MathFileSuite, MultipleChoiceFileSuite
 from spade_gym.policies.base import SamplingParams
 
 __all__ = ["SUITE_FORMS", "SuiteOptions", "load_suite"]
@@ -46,7 +40,7 @@ class SuiteOptions:
     """Settings shared by every suite ``load_suite`` builds.
 
     Attributes:
-        sampling: the policy's sampling (default greedy, 512 new tokens).
+        sampling: the policy's sampling.
         items: items per task (reasoning-gym) or episodes per environment (``None``: the suite's default).
         limit: first N items of a file suite (``None``: all).
         seed: first seed of episode suites.
@@ -78,19 +72,13 @@ def load_suite(spec: str, options: SuiteOptions | None = None) -> Suite:
             raise ValueError(f"SuiteOptions.{name} must be None or an int >= 1, got {value!r}")
     kind, sep, rest = spec.partition(":")
     if kind == "reasoning-gym":
-        from spade_gym.evaluation.environments import ReasoningGymSuite
-
         tasks = [t.strip() for t in rest.split(",") if t.strip()] if sep else None
         if sep and not tasks:
             raise ValueError(f"suite {spec!r}: name at least one task after 'reasoning-gym:'")
         return ReasoningGymSuite(tasks, items_per_task=o.items or 4, seed=o.seed, sampling=o.sampling)
     if kind in ("tool-use", "games") and not sep:
-        from spade_gym.evaluation.environments import ProgramSuite
-
         return ProgramSuite("tool_use" if kind == "tool-use" else "game", **_program_options(o))
     if kind == "envs":
-        from spade_gym.evaluation.environments import ProgramSuite
-
         # names as the registry shows them (Name, Name-v0, spade/Name-v0) all mean the environment Name
         names = [re.sub(r"-v\d+$", "", n.strip().removeprefix("spade/")) for n in rest.split(",") if n.strip()]
         if not names:
@@ -106,12 +94,8 @@ def load_suite(spec: str, options: SuiteOptions | None = None) -> Suite:
         if not path.read_bytes().strip():
             raise ValueError(f"suite {spec!r}: {path} is empty: no item to score")
         if kind == "bfcl":
-            from spade_gym.evaluation.bfcl import BFCLSuite
-
             return BFCLSuite(path, sampling=o.sampling, limit=o.limit)
-        from spade_gym.evaluation import files
-
-        suite_class = {"math": files.MathFileSuite, "mc": files.MultipleChoiceFileSuite, "code": files.CodeFileSuite}
+        suite_class = {"math": MathFileSuite, "mc": MultipleChoiceFileSuite, "code": CodeFileSuite}
         return suite_class[kind](path, sampling=o.sampling, limit=o.limit)
     close = difflib.get_close_matches(kind, ["reasoning-gym", "tool-use", "games", "envs", *_FILE_KINDS], n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
