@@ -1,14 +1,6 @@
-"""The environment contract as the Designer meets it: a skeleton to fill per setting, a static
-lint of a program's form, and the one repair of form made on the host.
-
-:func:`skeleton` is the ``Env`` class of a setting with the exact signatures, return shapes and
-required members (``tools`` for tool use), and ``# TODO:`` comment lines where the task goes (a
-code model completes a comment with code; a copied ``...`` line it would only repeat); copied
-unfilled it does not even compile. :func:`contract_problems` reads a program's tree (without
-running it) for the slips small models make: the class not named ``Env``, a method missing or with
-other parameters, ``reset``/``step`` returning tuples of the wrong length, a tool-use environment
-without ``tools``; each problem names its line. :func:`rename_env_class` renames a module's one
-class to ``Env`` when it is clearly the environment (it defines ``reset`` and ``step``).
+"""The environment contract as the Designer meets it: a skeleton to fill per setting
+(:func:`skeleton`), a static lint of a program's form (:func:`contract_problems`, each problem naming
+its line), and the one repair of form made on the host (:func:`rename_env_class`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,4 @@
-"""Repair feedback for the Designer: what failed, on which line, the shape expected, what changed.
-
-A repair round answers a refused design with :func:`repair_feedback`: the gate's report (each failing
-check, its category, its message and how to fix it), then every line the report or the contract
-lint (:func:`spade_gym.contract.contract_problems`) points at, quoted with its number and the form
-the contract expects there, then a diff against the previous attempt; a resubmitted program is
-told so in one line, so that the next round changes something.
-"""
+"""Repair feedback for the Designer: what failed, on which line, the shape expected, what changed."""
 
 from __future__ import annotations
 
