@@ -18,11 +18,8 @@ __all__ = ["above_chance", "swapped_success"]
 
 def swapped_success(program: Any, trajectories: Sequence[Any], *, max_turns: int | None = None) -> float:
     """The success rate of each trajectory's actions replayed on the next trajectory's seed
-    (cyclically) in a fresh episode of ``program`` (a program, path or source); one trajectory is
-    replayed on its own seed plus one. Returns 0.0 for no trajectories. A failed episode scores 0.
-
-    Raises SandboxError or ProgramError when the program cannot load.
-    """
+    (cyclically; a lone one on its seed plus one) in ``program`` (a program, path or source); 0.0
+    for none. Raises SandboxError or ProgramError when the program cannot load."""
     from spade_gym.env import SandboxedEnv
 
     if not trajectories:

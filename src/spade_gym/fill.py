@@ -16,6 +16,7 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from spade_gym.contract import parse_module
 from spade_gym.policies.base import Completion, Message, Policy, SamplingParams
 
 __all__ = ["FILL_SETTINGS", "Copy", "Hole", "fill_designs", "fill_parts"]
@@ -145,9 +146,8 @@ _BUILTINS = frozenset(dir(builtins)) | {"TOOL", "TOOLS", "TOOL_DESCRIPTION"}
 
 def _names(code: str) -> set[str]:
     """The local names and ``self`` attributes ``code`` (statements or an expression) reads or sets."""
-    try:
-        tree = ast.parse(textwrap.dedent(code).strip() or "pass")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse_module(textwrap.dedent(code).strip() or "pass")
+    if tree is None:
         return set()
     found: set[str] = set()
     for node in ast.walk(tree):

@@ -21,7 +21,7 @@ from spade_gym.agent import RolloutConfig
 from spade_gym.audit import AuditResult
 from spade_gym.audit import audit as audit_env
 from spade_gym.chance import swapped_success
-from spade_gym.contract import rename_env_class, unfilled_placeholders
+from spade_gym.contract import parse_module, rename_env_class, unfilled_placeholders
 from spade_gym.design_novelty import copies_prompt_example
 from spade_gym.design_prompts import DEFAULT_PROMPT, EDIT_DIVIDER, EDIT_REPLACE, EDIT_SEARCH, PromptVariant
 from spade_gym.documents import Document
@@ -379,7 +379,7 @@ def extract_program(completion: str) -> ExtractedProgram:
         else:
             break
     lines = text[begin:].splitlines()
-    while lines and not _parses("\n".join(lines)):
+    while lines and parse_module("\n".join(lines)) is None:
         lines.pop()
     if not lines:
         lines = text[begin:].splitlines()  # unparsable: let the gate name the syntax error
@@ -513,16 +513,6 @@ def _looks_like_code(line: str) -> bool:
     return (
         line.startswith((" ", "\t", "#")) or bool(_CODE_START.match(line)) or "=" in line or line.rstrip().endswith(":")
     )
-
-
-def _parses(source: str) -> bool:
-    import ast
-
-    try:
-        ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return True
 
 
 @dataclass(frozen=True)
