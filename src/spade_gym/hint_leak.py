@@ -47,17 +47,9 @@ def normalised(text: str) -> str:
 
 def contains(hint: str, answer: str) -> bool:
     """Whether the normalised ``answer`` occurs in the normalised ``hint`` as a whole token."""
-    start = hint.find(answer)
-    while start >= 0:
-        end = start + len(answer)
-        before = hint[start - 1] if start else ""
-        after = hint[end] if end < len(hint) else ""
-        if not (_WORD.fullmatch(before) and _WORD.fullmatch(answer[0])) and not (
-            _WORD.fullmatch(after) and _WORD.fullmatch(answer[-1])
-        ):
-            return True
-        start = hint.find(answer, start + 1)
-    return False
+    before = "(?<![0-9a-z])" if _WORD.fullmatch(answer[0]) else ""
+    after = "(?![0-9a-z])" if _WORD.fullmatch(answer[-1]) else ""
+    return re.search(before + re.escape(answer) + after, hint) is not None
 
 
 def secrets(action: str, observation: str) -> list[str]:
