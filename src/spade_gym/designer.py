@@ -224,9 +224,6 @@ def generate_designs(policy: Policy, prompts: Sequence[DesignerPrompt], sampling
     return out
 
 
-# -- Settings of a design --
-
-
 def design(
     policy: Policy,
     prompt: DesignerPrompt,
