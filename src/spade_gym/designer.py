@@ -218,9 +218,9 @@ def generate_designs(policy: Policy, prompts: Sequence[DesignerPrompt], sampling
         if prompt.variant == "fill" and prompt.mode == "write":
             seed = None if sampling.seed is None else sampling.seed + index * sampling.n
             done = fill_designs(policy, prompt.messages, prompt.setting or "reasoning", replace(sampling, seed=seed))
-            out += [replace(c, prompt_index=index) for c in done]
         else:
-            out += [replace(c, prompt_index=index) for c in policy.generate([prompt.messages], sampling)]
+            done = policy.generate([prompt.messages], sampling)
+        out += [replace(c, prompt_index=index) for c in done]
     return out
 
 
