@@ -178,10 +178,8 @@ def build_prompt(
         parent = replace(parent, source=parent_source)
         setting = parent.record.setting  # a variant keeps its parent's setting (a knob edit cannot change it)
         sections.append("The environment to vary:\n" + format_memory([parent], include_source=True))
-        stats = parent.record.stats
-        direction = "harder"
-        if stats.mean_return_hint is not None and stats.mean_return_hint < OUT_OF_REACH_BELOW:
-            direction = "easier"
+        hinted = parent.record.stats.mean_return_hint
+        direction = "easier" if hinted is not None and hinted < OUT_OF_REACH_BELOW else "harder"
         found = ", ".join(f"{k} = {v}" for k, v in knobs(parent_source).items())
         moves = f": move a difficulty knob ({found}) or change a rule" if found else ""
         ladder = library_ladder(parent.record.name)
