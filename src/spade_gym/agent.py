@@ -1,25 +1,10 @@
 """The Reasoning Agent: prompts, action extraction and batched multi-turn rollouts.
 
-A rollout steps many episodes at once through the Gymnasium API and makes **one** batched
-``policy.generate`` call per turn across every running episode; the environments' workers step in
-parallel (``send_step`` to all, then collect). Rules (tested in ``tests/test_agent.py``):
-
-* **Prompt** (:func:`agent_prompt`). System prompt, then ONE worked example as an earlier
-  exchange; every observation is a user message, the first with the hint when ``hint=True``.
-* **Sampling.** :data:`AGENT_TEMPERATURE` and :data:`AGENT_TOP_P`, chosen by measurement.
-* **Action extraction** (:func:`extract_action`). The last ``<answer>...</answer>`` block; with
-  none, the last non-empty line (``format_ok=False``); an empty completion is ``""``. Tool use:
-  the last ``<tool_call>{...}</tool_call>`` JSON object, sent as compact JSON; malformed JSON or
-  a call without ``name`` is not sent: the agent gets an error observation and the turn counts
-  (reward 0). Without ``<tool_call>`` the answer is parsed as for reasoning.
-* **Turns.** An episode ends when the environment terminates or truncates, or after its
-  ``max_turns`` agent turns (error turns included).
-* **Context.** A conversation that outgrows the window loses its oldest (agent, observation)
-  exchanges after the first observation; if still too long, the prompt is left-truncated. Never
-  an exception.
-* **Failures.** An environment that crashes, times out or breaks the contract ends that episode
-  with ``error`` recorded and return 0; the others go on. Endless text is cut at
-  ``max_new_tokens`` and its action extracted as usual.
+A rollout makes one batched ``policy.generate`` call per turn across every running episode and steps
+the environments' workers in parallel. An episode ends when its environment terminates or truncates,
+after ``max_turns`` agent turns (error turns included), or when the environment fails (``error``
+recorded, return 0; the other episodes go on). A conversation that outgrows the context window loses
+its oldest exchanges after the first observation, then is left-truncated; never an exception.
 """
 
 from __future__ import annotations
@@ -71,12 +56,8 @@ SYSTEM_PROMPTS: dict[str, str] = {
     ),
 }
 
-#: ONE worked example per setting, ``(user message, the exact reply)``, shown as an earlier
-#: exchange (:func:`agent_prompt`). Measured with SmolLM2-135M-Instruct: replies with an
-#: ``<answer>`` tag were 0/9 with the instruction alone or the example inside the system prompt,
-#: 1/9 with an example reply that reasons first, 9/9 with a bare-tag reply. Answers are words no
-#: seed task asks for, since the model copies them; 0.70 of 126 agent turns on the five graded seed
-#: environments then held a parsable action (``spade envs measure -k 8``, temperature 0.5).
+#: ONE worked example per setting, ``(user message, the exact reply)``, shown as an earlier exchange:
+#: a bare-tag reply is what makes a small model use the tag (docs/learning.md, "The Agent's prompt").
 PROMPT_EXAMPLES: dict[str, tuple[str, str]] = {
     "reasoning": ("What is the opposite of hot?", "<answer>cold</answer>"),
     "game": ("You see a closed chest. Moves: open, leave.", "<answer>open</answer>"),
@@ -86,21 +67,7 @@ PROMPT_EXAMPLES: dict[str, tuple[str, str]] = {
     ),
 }
 
-# The Agent's default decoding, measured with SmolLM2-135M-Instruct on the five graded seed
-# environments, seeds 0-3 with and without the hint, 48 new tokens per turn (successes: return
-# >= 0.99 out of 20; compliance: share of ~60 turns with a parsable action):
-#
-#   temperature  top_p   success hint   success no hint   format compliance
-#   0.3          1.0     6/20           7/20              0.73
-#   0.5          1.0     4/20           3/20              0.67
-#   0.5          0.9     4/20           3/20              0.68
-#   0.7          1.0     4/20           6/20              0.52
-#   1.0          1.0     4/20           1/20              0.21
-#   1.0          0.9     2/20           2/20              0.33
-#
-# Compliance falls steeply above 0.5; 0.3 and 0.5 are within noise, so the more exploratory one is
-# the default. top_p 0.9 changed nothing and would truncate the sampled distribution.
-#: The Agent's default sampling temperature and nucleus mass (table above), used by every default.
+#: The Agent's default sampling temperature and nucleus mass, measured (docs/learning.md, "The Agent's prompt").
 AGENT_TEMPERATURE: float = 0.5
 AGENT_TOP_P: float = 1.0
 #: Most new tokens per Agent turn by default.
@@ -112,8 +79,7 @@ _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL | re.IGNORECA
 
 def _tagged(pattern: re.Pattern[str], text: str) -> list[str]:
     """``pattern.findall(text)`` in linear time: only the text up to the last closing tag is searched
-    (an opening tag with no closing tag after it matches nothing, but costs a scan to the end: a
-    completion of many opening tags took quadratic time, 35 s for 256 KB)."""
+    (an unclosed opening tag would cost a scan to the end each)."""
     close = pattern.pattern.split("(.*?)")[1]
     end = max((m.end() for m in re.finditer(re.escape(close), text, re.IGNORECASE)), default=0)
     return pattern.findall(text, 0, end) if end else []
@@ -127,12 +93,9 @@ DECOY_OBSERVATION = "The task is not shown in this episode. Act on the hint alon
 
 
 def start_episode(env: PlayableEnv, seed: int | None, hinted: bool, decoy: str | None = None) -> str:
-    """Reset ``env`` and return the first observation the Agent reads: the environment's (or
-    ``decoy`` in its place), with ``HINT_PREFIX + hint`` when ``hinted``.
-
-    ``hint()`` is called in **every** episode, so the program sees the same calls in every arm
-    of the regret estimate and cannot pay more when hinted. Raises what the program raised.
-    """
+    """Reset ``env`` and return the first observation the Agent reads (or ``decoy``), with
+    ``HINT_PREFIX + hint`` when ``hinted``. ``hint()`` is called in every episode, so the program
+    cannot tell the regret arms apart. Raises what the program raised."""
     observation, _info = env.reset(seed=seed)
     hint = env.hint()
     shown = observation if decoy is None else decoy
@@ -157,9 +120,8 @@ def system_prompt(
 
 
 def tool_signature(tool: Mapping[str, Any]) -> str:
-    """One line for a tool: ``name(arg, ...): description`` (a small model shown JSON schemas
-    copies them). ``tool`` is an OpenAI-style function schema or the bare function object;
-    anything else is shown as compact JSON."""
+    """One line for a tool (an OpenAI-style schema or its function): ``name(arg, ...): description``;
+    anything else as compact JSON (a small model shown JSON schemas copies them)."""
     function = tool.get("function", tool) if isinstance(tool, Mapping) else tool
     if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
         return json.dumps(tool, sort_keys=True, separators=(",", ":"), default=str)
@@ -181,20 +143,13 @@ def example_messages(setting: str) -> list[dict[str, str]]:
 
 def environment_summary(description: str) -> str:
     """What the Agent is told of its environment: the description up to its first ``:``, ``;`` or
-    sentence end (observations state the task; the rest of a docstring is for the Designer).
-
-    Measured with the embedded model (``benchmarks/agent_prompt_variants.py``, 5 graded seed
-    environments x 32 held-out seeds, temperature 0.5, the Agent's cold start per variant): success
-    0.381 [0.310, 0.458] with the whole description and the same with its first clause (paired
-    difference +0.000 [-0.058, +0.058]), 0.356 without any; format compliance 0.996-1.000 in all
-    three. The first clause cuts a first turn's prompt from 206 to 131 tokens."""
+    sentence end (measured in docs/learning.md, "The Agent's prompt")."""
     return re.split(r"[:;]|\.\s", description.strip(), maxsplit=1)[0].strip()
 
 
 def agent_prompt(setting: str, description: str = "", tools: Sequence[dict[str, Any]] = ()) -> list[dict[str, str]]:
-    """System prompt (the :func:`environment_summary` of ``description``, one line per tool) and
-    worked example exchange: the three messages the Agent sees before the first observation;
-    ValueError for an unknown setting."""
+    """The three messages the Agent sees before the first observation: system prompt (with the
+    :func:`environment_summary`, one line per tool) and worked example; ValueError for an unknown setting."""
     system = system_prompt(setting, environment_summary(description), tools, compact_tools=True)
     return [{"role": "system", "content": system}, *example_messages(setting)]
 
@@ -210,7 +165,9 @@ class ParsedAction:
 
 
 def extract_action(text: str, setting: str) -> ParsedAction:
-    """Extract the action from a completion by the rules of the module docstring."""
+    """The action of a completion: the last ``<answer>`` block, else its last non-empty line
+    (``format_ok=False``). Tool use: the last ``<tool_call>`` JSON object, sent as compact JSON; a
+    malformed one is not sent (an ``error`` for the Agent); without one, parsed as for reasoning."""
     if setting == "tool_use":
         calls = _tagged(_TOOL_CALL, text)
         if calls:
@@ -236,10 +193,8 @@ NO_ACTION = "Error: no action found."
 
 @dataclass
 class Turn:
-    """One agent turn: the policy's token ids and logprobs (``None`` for backends that report no
-    tokens; one training sample, :meth:`Trajectory.samples`), the completion ``text`` and
-    ``finish_reason``, the ``action`` sent (``None``: a malformed tool call, not sent), whether
-    the expected tag was used, the next ``observation`` and the turn's ``reward``."""
+    """One agent turn (one training sample): token ids and logprobs (``None`` for backends without
+    tokens), the ``action`` sent (``None``: a malformed tool call, not sent), the next ``observation``."""
 
     prompt_token_ids: list[int] | None
     completion_token_ids: list[int] | None
@@ -254,20 +209,11 @@ class Turn:
 
 @dataclass
 class Trajectory:
-    """One episode played by the Agent.
-
-    Attributes:
-        messages: the whole conversation, untruncated, without the worked example exchange the
-            policy sees after the system prompt.
-        rewards: per-turn rewards; ``episode_return``: their sum clipped to [0, 1], or 0 when
-            ``error`` is set.
-        error: ``{"type", "category", "message", ...}`` when the environment failed.
-        generation_s, env_s: seconds in ``policy.generate`` (this episode's share of each batched
-            call, by completion tokens) and in the environment.
-        temperature: the temperature its turns' logprobs are taken at (``Completion.temperature``).
-        decoy: the Agent read decoys in place of the observations (``messages`` hold what it
-            read; each :class:`Turn` the environment's own observation).
-    """
+    """One episode played by the Agent: ``messages``, the whole conversation without the worked
+    example; ``rewards`` per turn and ``episode_return``, their sum clipped to [0, 1] (0 with an
+    ``error`` record); seconds in ``policy.generate`` (this episode's share) and in the environment;
+    the ``temperature`` of its logprobs; ``decoy``: the Agent read decoys (each :class:`Turn` holds
+    the environment's own observation)."""
 
     env_id: str
     seed: int
@@ -322,14 +268,9 @@ class Trajectory:
         error: BaseException | Mapping[str, Any] | None = None,
         turn_limit: int | None = None,
     ) -> None:
-        """Record one agent turn's reward and apply the episode rules.
-
-        Args:
-            info: ``step``'s info; a ``"sandbox_error"`` record in it (the host's) is a failure.
-            error: a failure of ``step`` itself (an exception or an error record).
-            turn_limit: agent turns after which the episode is truncated (``None``: no cap),
-                counted in :attr:`turns` or, for callers that keep no :class:`Turn`, :attr:`rewards`.
-        """
+        """Record one agent turn's reward and apply the episode rules: a ``"sandbox_error"`` record
+        in ``info`` or an ``error`` of ``step`` itself is a failure; after ``turn_limit`` turns
+        (counted in :attr:`turns`, or :attr:`rewards` for callers that keep no turns) it truncates."""
         self.rewards.append(float(reward))
         failure = error if error is not None else (info or {}).get(RESERVED_INFO_KEY)
         if failure is not None:
@@ -390,14 +331,9 @@ class Episode:
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    """Settings of :func:`rollout`.
-
-    Attributes:
-        sampling: the Agent's sampling; with a ``seed``, the ``i``-th ``generate`` call of the
-            rollout uses ``seed + i``.
-        max_episodes: most episodes (environment workers) alive at once; more are played in waves.
-        max_turns: cap on agent turns per episode (``None``: the environment's ``max_turns``).
-    """
+    """Settings of :func:`rollout`: the Agent's ``sampling`` (with a ``seed``, the ``i``-th
+    ``generate`` call uses ``seed + i``); ``max_episodes`` alive at once (more play in waves);
+    ``max_turns``, a cap on agent turns per episode (``None``: the environment's)."""
 
     sampling: SamplingParams = field(
         default_factory=lambda: SamplingParams(
@@ -416,9 +352,7 @@ class RolloutConfig:
 
 @dataclass
 class RolloutStats:
-    """Figures of one :func:`rollout` call: ``generate_calls``, ``episodes``, ``turns`` (agent
-    turns in all), ``format_ok_turns`` (those whose completion held a parsable action), and
-    seconds in ``generation_s``, ``env_s`` and ``total_s`` (wall)."""
+    """Figures of one :func:`rollout` call; ``format_ok_turns``: turns with a parsable action."""
 
     generate_calls: int = 0
     episodes: int = 0
@@ -441,8 +375,7 @@ class RolloutStats:
 
 @runtime_checkable
 class PlayableEnv(Protocol):
-    """What the Agent plays: a text environment (sandboxed program, reasoning-gym task, or either on
-    Ray) with a setting, tools, a turn limit and a privileged hint, that can start a step without waiting."""
+    """What the Agent plays: a text environment with a hint that can start a step without waiting."""
 
     name: str
     setting: str
@@ -506,14 +439,12 @@ class _Running:
         return self.decoys[min(len(self.trajectory.turns), len(self.decoys) - 1)]
 
 
-def _fit_messages(
-    messages: list[dict[str, str]], fits: Callable[[list[dict[str, str]]], bool], head: int = 2
-) -> list[dict[str, str]]:
-    """Drop the oldest (assistant, user) exchanges after the first ``head`` messages (the system
-    prompt, the worked example and the first observation) until ``fits``."""
+def _fit_messages(messages: list[dict[str, str]], fits: Callable[[list[dict[str, str]]], bool]) -> list[dict[str, str]]:
+    """Drop the oldest (assistant, user) exchanges after the system prompt, the worked example and
+    the first observation until ``fits``; the last exchange is kept."""
     kept = list(messages)
-    while not fits(kept) and len(kept) > head + 2:  # the head and at least the last exchange
-        del kept[head : head + 2]
+    while not fits(kept) and len(kept) > 6:
+        del kept[4:6]
     return kept
 
 
@@ -529,15 +460,9 @@ def rollout(
     *,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[Trajectory], RolloutStats]:
-    """Play ``episodes`` with ``policy``: one batched ``generate`` per turn over every running episode.
-
-    Returns ``(trajectories, stats)``, trajectories in the order of ``episodes``. ``progress`` is
-    called with ``(0, total)`` first, then after every turn with ``(finished, total)``.
-
-    Raises:
-        ValueError: ``sampling.n != 1``.
-        SpadeError: an environment cannot be created; failures *during* an episode never raise.
-    """
+    """Play ``episodes`` with ``policy``: ``(trajectories, stats)``, in the order of ``episodes``.
+    ``progress`` gets ``(0, total)``, then ``(finished, total)`` after every turn. Raises ValueError
+    for ``sampling.n != 1``, SpadeError when an environment cannot be created (never during one)."""
     config = config or RolloutConfig()
     if config.sampling.n != 1:
         raise ValueError("RolloutConfig.sampling.n must be 1: each episode samples one completion per turn")
@@ -603,7 +528,7 @@ def _play_wave(
             if not active:
                 break
             fits = _fits(policy, config.sampling)
-            prompts = [_fit_messages(_prompt(r.trajectory, r.env.setting), fits, head=4) for r in active]
+            prompts = [_fit_messages(_prompt(r.trajectory, r.env.setting), fits) for r in active]
             seed = config.sampling.seed
             sampling = replace(
                 config.sampling, truncate_prompt=True, seed=None if seed is None else seed + stats.generate_calls

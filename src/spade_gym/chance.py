@@ -1,17 +1,9 @@
 """Success by chance: how often an environment pays answers that were given to another instance.
 
-Learnability ``4 p (1 - p)`` (:mod:`spade_gym.regret`) is largest at ``p = 1/2``, and an environment
-that pays at random (a coin flip keyed on the seed, or on a hash of the answer) reaches it without
-teaching anything. The test here is behavioural: each no-hint episode's actions are replayed, in
-order, on the *next* episode's seed (:func:`swapped_success`). An environment whose payment depends
-on answering its own instance pays such swapped answers about as often as guessing would (a
-four-digit code from another list: never; a count from another list: sometimes), one that pays at
-random pays them as often as the Agent's own. :func:`above_chance` is the success rate above that
-chance rate, ``p' = max(p - q, 0) / (1 - q)``, what the shaped rewards use.
-
-Not caught: an environment whose answer is hidden from the Agent (a guess among options of its own
-instance) pays swapped answers never and its own ones at the guessing rate, like an honest one at
-that success rate; only training on it shows it cannot be learned.
+An environment that pays at random reaches the largest learnability, ``4 p (1 - p)`` at ``p = 1/2``,
+without teaching anything. :func:`swapped_success` replays each no-hint episode's actions on the
+next episode's seed: an honest environment pays them about as often as guessing would, a random one
+as often as the Agent's own. :func:`above_chance` is the success rate above that chance rate.
 """
 
 from __future__ import annotations
@@ -26,11 +18,8 @@ __all__ = ["above_chance", "swapped_success"]
 
 def swapped_success(program: Any, trajectories: Sequence[Any], *, max_turns: int | None = None) -> float:
     """The success rate of each trajectory's actions replayed on the next trajectory's seed
-    (cyclically) in a fresh episode of ``program`` (a program, path or source); one trajectory is
-    replayed on its own seed plus one. Returns 0.0 for no trajectories. A failed episode scores 0.
-
-    Raises SandboxError or ProgramError when the program cannot load.
-    """
+    (cyclically; a lone one on its seed plus one) in ``program`` (a program, path or source); 0.0
+    for none. Raises SandboxError or ProgramError when the program cannot load."""
     from spade_gym.env import SandboxedEnv
 
     if not trajectories:

@@ -1,14 +1,6 @@
-"""The environment contract as the Designer meets it: a skeleton to fill per setting, a static
-lint of a program's form, and the one repair of form made on the host.
-
-:func:`skeleton` is the ``Env`` class of a setting with the exact signatures, return shapes and
-required members (``tools`` for tool use), and ``# TODO:`` comment lines where the task goes (a
-code model completes a comment with code; a copied ``...`` line it would only repeat); copied
-unfilled it does not even compile. :func:`contract_problems` reads a program's tree (without
-running it) for the slips small models make: the class not named ``Env``, a method missing or with
-other parameters, ``reset``/``step`` returning tuples of the wrong length, a tool-use environment
-without ``tools``; each problem names its line. :func:`rename_env_class` renames a module's one
-class to ``Env`` when it is clearly the environment (it defines ``reset`` and ``step``).
+"""The environment contract as the Designer meets it: a skeleton to fill per setting
+(:func:`skeleton`), a static lint of a program's form (:func:`contract_problems`, each problem naming
+its line), and the one repair of form made on the host (:func:`rename_env_class`).
 """
 
 from __future__ import annotations
@@ -21,6 +13,7 @@ __all__ = [
     "ContractProblem",
     "SKELETON_SETTINGS",
     "contract_problems",
+    "parse_module",
     "rename_env_class",
     "skeleton",
     "unfilled_placeholders",
@@ -157,6 +150,14 @@ def skeleton(setting: str) -> str:
     return _SKELETONS[setting]
 
 
+def parse_module(source: str) -> ast.Module | None:
+    """``ast.parse(source)``, or ``None`` for a module that does not parse (a hostile one included)."""
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 @dataclass(frozen=True)
 class ContractProblem:
     """One slip of form: ``line`` (1-based, 0 for the whole module), ``message``, and ``expected``
@@ -219,13 +220,10 @@ def _setting(cls: ast.ClassDef) -> str | None:
 
 
 def contract_problems(source: str) -> list[ContractProblem]:
-    """The contract's slips of form in ``source``, found without running it, in line order.
-
-    Checks: one class, named ``Env``; ``name``, ``setting``, ``max_turns`` (and ``tools`` for
-    tool use) set in it; ``reset``, ``step``, ``hint``, ``oracle`` defined with the contract's
-    parameters; every ``return`` of ``reset`` a 2-tuple and of ``step`` a 5-tuple (a returned
-    name or call is not judged). A module that does not parse gives one problem at its line.
-    """
+    """The contract's slips of form in ``source``, found without running it, in line order: one class,
+    named ``Env``, setting its members and defining its methods with the contract's parameters; every
+    ``return`` of ``reset`` a 2-tuple and of ``step`` a 5-tuple. A module that does not parse gives
+    one problem at its line."""
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
@@ -310,11 +308,9 @@ def unfilled_placeholders(source: str, tree: ast.Module | None = None) -> list[C
         ContractProblem(source.count("\n", 0, m.start()) + 1, "the skeleton's TODO is still here: write its code")
         for m in _TODO.finditer(source)
     ]
+    tree = tree or parse_module(source)
     if tree is None:
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return todo
+        return todo
     lines: dict[int, str] = {p.line: p.message for p in todo}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Constant):
@@ -331,12 +327,9 @@ _CLASS_LINE = re.compile(r"^class[ \t]+(\w+)\b", re.MULTILINE)
 
 def rename_env_class(source: str) -> tuple[str, str | None]:
     """``(source, note)``: a module with no ``class Env`` whose only class defines ``reset`` and
-    ``step`` gets that class renamed ``Env`` (the ``class`` line and every code reference to the old
-    name; strings are left alone), with a note saying so; any other module comes back unchanged
-    with ``None``."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    ``step`` gets that class renamed ``Env`` in code (not in strings); any other comes back with ``None``."""
+    tree = parse_module(source)
+    if tree is None:
         return source, None
     classes = _classes(tree)
     if len(classes) != 1 or classes[0].name == "Env" or not {"reset", "step"} <= set(_methods(classes[0])):

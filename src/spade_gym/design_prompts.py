@@ -1,18 +1,7 @@
 """The Designer's prompts: the contract in words, the write-mode prompt variants, the edit format.
 
-Two write-mode variants (:data:`PROMPT_VARIANTS`), measured against each other by
-``examples/design_rate.py`` (docs/designer.md):
-
-- ``"skeleton"`` (the default): the contract, then in the task the ``Env`` class of the target
-  setting to fill (:func:`spade_gym.contract.skeleton`): exact signatures, return shapes and required
-  members, ``...`` where the task goes. No whole program is shown, so none can be copied.
-- ``"example"``: the contract and one complete worked example (:data:`WORKED_EXAMPLE`, ``ListSum``).
-- ``"examples"``: the contract and, in the task, a complete worked example of the target setting
-  (:data:`WORKED_EXAMPLES`: ``ListSum``, ``PriceTotal`` with its ``tools``, ``GuessInRange``).
-
 Every program a prompt shows whole is in :data:`PROMPT_EXAMPLES`: the novelty check counts them as
-registered (:func:`spade_gym.design_novelty.copies_prompt_example`), so the example is never a new
-environment.
+registered, so the example is never a new environment (docs/designer.md compares the variants).
 """
 
 from __future__ import annotations

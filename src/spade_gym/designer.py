@@ -1,12 +1,9 @@
 """The Environment Designer: prompts, the draws of a design, repair rounds, and ``SpadeDesignerEnv``.
 
-One design (docs/DESIGN.md, "The data flow"): :func:`build_prompt` in ``"write"`` mode (a new
-environment) or ``"edit"`` mode (a variant of a memory environment, ACCEL's level editing,
-Parker-Holder et al. 2022, section 3) -> ``policy.generate`` -> :func:`evaluate_completion`, the
-stages of :mod:`spade_gym.stages` (extract, gate, audit, regret, admit, reward; their names are
-importable from here too). :func:`design` adds repair rounds; :class:`SpadeDesignerEnv`
-(``spade/Designer-v0``) is the one-step gymnasium form; :func:`draw_design` is the random draws of
-both it and the self-play loop.
+One design: :func:`build_prompt` (``"write"`` a new environment, or ``"edit"`` a memory one, ACCEL's
+level editing, Parker-Holder et al. 2022) -> ``policy.generate`` -> :func:`evaluate_completion`, the
+stages of :mod:`spade_gym.stages`. :func:`design` adds repair rounds; :class:`SpadeDesignerEnv`
+(``spade/Designer-v0``) is the one-step gymnasium form.
 """
 
 from __future__ import annotations
@@ -140,11 +137,8 @@ def build_prompt(
     """Build the Designer prompt from a document (a ``Document``, text or ``None``) and memory.
 
     In edit mode ``parent`` (default: :func:`~spade_gym.memory.pick_parent`) is shown with its
-    source and its setting wins. ``include_source`` shows every memory environment's source.
-    ``variant``: the write-mode prompt (``"skeleton"``: the setting's ``Env`` to fill; ``"example"``:
-    a worked example). Raises ValueError for an unknown ``mode``, ``setting`` or ``variant``, or
-    edit mode with an empty memory; TypeError for a ``document`` that is not a ``Document``,
-    ``str`` or ``None``.
+    source and its setting wins. Raises ValueError for an unknown ``mode``, ``setting`` or
+    ``variant``, or edit mode with an empty memory; TypeError for another type of ``document``.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -184,10 +178,8 @@ def build_prompt(
         parent = replace(parent, source=parent_source)
         setting = parent.record.setting  # a variant keeps its parent's setting (a knob edit cannot change it)
         sections.append("The environment to vary:\n" + format_memory([parent], include_source=True))
-        stats = parent.record.stats
-        direction = "harder"
-        if stats.mean_return_hint is not None and stats.mean_return_hint < OUT_OF_REACH_BELOW:
-            direction = "easier"
+        hinted = parent.record.stats.mean_return_hint
+        direction = "easier" if hinted is not None and hinted < OUT_OF_REACH_BELOW else "harder"
         found = ", ".join(f"{k} = {v}" for k, v in knobs(parent_source).items())
         moves = f": move a difficulty knob ({found}) or change a rule" if found else ""
         ladder = library_ladder(parent.record.name)
@@ -224,13 +216,10 @@ def generate_designs(policy: Policy, prompts: Sequence[DesignerPrompt], sampling
         if prompt.variant == "fill" and prompt.mode == "write":
             seed = None if sampling.seed is None else sampling.seed + index * sampling.n
             done = fill_designs(policy, prompt.messages, prompt.setting or "reasoning", replace(sampling, seed=seed))
-            out += [replace(c, prompt_index=index) for c in done]
         else:
-            out += [replace(c, prompt_index=index) for c in policy.generate([prompt.messages], sampling)]
+            done = policy.generate([prompt.messages], sampling)
+        out += [replace(c, prompt_index=index) for c in done]
     return out
-
-
-# -- Settings of a design --
 
 
 def design(
@@ -245,14 +234,10 @@ def design(
 ) -> DesignOutcome:
     """Write one environment with ``policy``: generate, evaluate, and repair up to ``repairs`` times.
 
-    A rejected attempt is answered with its feedback (only the latest attempt stays in the
-    conversation): :func:`~spade_gym.repair.repair_feedback` with ``config.feedback == "precise"``
-    (the failing check, the lines, the expected shapes, a diff against the previous attempt), the
-    gate's report alone with ``"report"``. ``agent`` defaults to ``policy``. Returns the last
-    attempt's outcome; each failed attempt is in ``attempts`` (its category, the feedback sent,
-    and ``"same": "yes"`` when it resubmitted the previous attempt's program). Raises PolicyError
-    when a policy fails, SandboxSetupError when no sandbox worker can start; ValueError for
-    ``repairs < 0``.
+    A rejected attempt is answered with its feedback (``config.feedback``; only the latest attempt
+    stays in the conversation). ``agent`` defaults to ``policy``. Returns the last attempt's outcome,
+    each failed attempt in ``attempts`` (category, feedback, ``"same"``: a resubmitted program).
+    Raises PolicyError, SandboxSetupError; ValueError for ``repairs < 0``.
     """
     if repairs < 0:
         raise ValueError(f"repairs must be >= 0, got {repairs}")
@@ -311,8 +296,7 @@ _SIZE = re.compile(r"(?<![0-9A-Za-z.])(\d+(?:\.\d+)?)\s*([MmBb])(?![A-Za-z])")
 
 def model_parameters(spec: str) -> float | None:
     """The parameter count a policy spec states, or ``None``: a ``llamacpp:`` alias's own count, else
-    the last size in the model's name (``"Qwen2.5-0.5B"``; for ``openai:<model>@<url>`` the model
-    name, never the URL), 1.35e8 for the embedded default."""
+    the last size in the model's name (``"Qwen2.5-0.5B"``, never the URL), 1.35e8 for the embedded one."""
     from spade_gym.policies import DEFAULT_NAMES, parse_policy_spec
     from spade_gym.policies.gguf import GGUF_MODELS
 
@@ -333,9 +317,8 @@ def model_parameters(spec: str) -> float | None:
 
 
 def auto_edit_probability(spec: str, device: str | None = None) -> float:
-    """The edit probability of ``designer.edit_probability: auto``: :data:`EDIT_PROBABILITY_SMALL` for a
-    model under :data:`SMALL_MODEL_PARAMETERS` or on ``device="cpu"`` (a small model rarely writes a
-    whole valid program, but a one-knob edit is a few tokens away), else :data:`EDIT_PROBABILITY`."""
+    """``designer.edit_probability: auto``: :data:`EDIT_PROBABILITY_SMALL` for a model under
+    :data:`SMALL_MODEL_PARAMETERS` or on ``device="cpu"``, else :data:`EDIT_PROBABILITY`."""
     parameters = model_parameters(spec)
     small = device == "cpu" or (parameters is not None and parameters < SMALL_MODEL_PARAMETERS)
     return EDIT_PROBABILITY_SMALL if small else EDIT_PROBABILITY
@@ -364,10 +347,9 @@ def _tokenizer_file(spec: str) -> Path | None:
 
 
 def design_token_floor(spec: str, registry: Registry | None = None) -> tuple[int, str]:
-    """``(tokens, why)``: the fewest new tokens a design needs, the token length of the shortest seed
-    program (``registry``, default the bundled library) under the policy's tokenizer, or
-    :data:`DESIGN_TOKEN_FLOOR` when that tokenizer is not on this machine. Raises the SpadeError of
-    converting the embedded model, as loading it would."""
+    """``(tokens, why)``: the token length of the shortest seed program (``registry``, default the
+    bundled library) under the policy's tokenizer, or :data:`DESIGN_TOKEN_FLOOR` when that tokenizer
+    is not on this machine. Raises the SpadeError of converting the embedded model."""
     try:
         from tokenizers import Tokenizer
     except ImportError:  # the train extra is not installed
@@ -391,17 +373,15 @@ def design_token_floor(spec: str, registry: Registry | None = None) -> tuple[int
     return tokens, f"the shortest seed program, {env_id}, under the tokenizer of {spec!r}"
 
 
-# -- The draws of a design; one design group as plain calls: draw_group -> (policy.generate) ->
-# validate_designs -> evaluate_completion (extract -> gate -> audit -> regret -> admit -> reward) --
+# -- The draws of a design --
 
 _DRAW: Any = object()  # propose(document=...) not given: draw one from the documents
 
 
 @dataclass(frozen=True)
 class DesignDraw:
-    """What one design episode draws: the ``prompt`` (its setting, mode, memory, parent and document
-    drawn unless given, or a prompt posed again) and ``agent_seed``, the Agent's sampling seed for
-    the regret episodes of the design that answers it."""
+    """What one design episode draws: the ``prompt`` and ``agent_seed``, the Agent's sampling seed
+    for the regret episodes of the design that answers it."""
 
     prompt: DesignerPrompt
     agent_seed: int
@@ -419,10 +399,8 @@ def draw_design(
     document: Document | str | None = _DRAW,
 ) -> DesignDraw:
     """One design episode's draws, in this order: from ``np_random`` the seed of a ``random.Random``;
-    from that the Agent's seed, then (unless ``prompt`` is posed again) :func:`propose`'s setting,
-    mode, memory and parent, with the document from ``documents``. :meth:`SpadeDesignerEnv.reset`
-    draws each episode with it and :func:`draw_group` each group, so both make the same draws.
-    ValueError as :func:`propose`."""
+    from that the Agent's seed, then (unless ``prompt`` is posed again) :func:`propose`'s. Both
+    :meth:`SpadeDesignerEnv.reset` and :func:`draw_group` draw with it. ValueError as :func:`propose`."""
     rng = random.Random(int(np_random.integers(2**63)))
     agent_seed = rng.randrange(2**62)
     if prompt is None:
@@ -434,8 +412,7 @@ def draw_design(
 
 @dataclass(frozen=True)
 class GroupDraws:
-    """What one design group draws from its ``seed``: the ``prompt`` its designs answer and one
-    Agent seed per design (``agent_seeds[g]`` for design ``g``)."""
+    """What one design group draws from its ``seed``: the ``prompt`` and one Agent seed per design."""
 
     seed: int
     prompt: DesignerPrompt
@@ -452,11 +429,9 @@ def draw_group(
     mode: str | None = None,
     setting: str | None = None,
 ) -> GroupDraws:
-    """The draws of ``size`` designs of one prompt from ``seed``, as :class:`SpadeDesignerEnv` makes
-    them for ``reset(seed=seed)`` (the prompt) and then ``reset(options={"prompt": prompt})`` per
-    design: ``documents`` reseeded with ``seed`` and a generator seeded as gymnasium's
-    ``reset(seed=seed)`` seeds the env's, then :func:`draw_design` once to pose the prompt
-    (``setting`` and ``mode``: given, else drawn) and once per design. ValueError as :func:`propose`."""
+    """The draws of ``size`` designs of one prompt from ``seed``, the same as :class:`SpadeDesignerEnv`
+    makes for ``reset(seed=seed)`` and then ``reset(options={"prompt": prompt})`` per design.
+    ValueError as :func:`propose`."""
     documents.reseed(seed)
     np_random, _ = seeding.np_random(seed)
     draw = partial(draw_design, np_random, documents=documents, memory=memory, config=config)
@@ -475,8 +450,8 @@ def propose(
     document: Document | str | None = _DRAW,
 ) -> DesignerPrompt:
     """Pose one design prompt, drawing from ``rng`` the setting, mode, memory and parent, and from
-    ``documents`` the document, unless given (edit mode falls back to write with an empty memory).
-    Raises ValueError for an unknown mode."""
+    ``documents`` the document, unless given (edit mode with an empty memory writes). ValueError for
+    an unknown mode."""
     setting = setting if setting is not None else rng.choice(config.settings)
     if mode is None:
         mode = "edit" if rng.random() < config.edit_chance else "write"
@@ -502,11 +477,8 @@ def propose(
 def validate_designs(
     completions: Sequence[str], prompt: DesignerPrompt | None, config: DesignerConfig, executor: Executor | None = None
 ) -> dict[str, ValidationReport]:
-    """Validate a group's programs at once on ``executor``, without the registry (novelty runs later
-    in :func:`evaluate_completion`): a report per completion text that holds a program.
-
-    Raises SandboxSetupError when no sandbox worker can start.
-    """
+    """Validate a group's programs at once on ``executor``, without the registry (novelty runs later):
+    a report per completion text that holds a program. Raises SandboxSetupError."""
     from spade_gym.executor import LocalExecutor
 
     programs: dict[str, EnvProgram] = {}
@@ -525,14 +497,12 @@ def validate_designs(
 
 class SpadeDesignerEnv(gymnasium.Env[str, str]):
     """The Environment Designer as a one-step gymnasium environment whose reward is regret
-    (``spade/Designer-v0``): ``reset`` poses the prompt (``info``: ``messages``, ``provenance``),
-    ``step(completion)`` runs :func:`evaluate_completion` and ends the episode.
+    (``spade/Designer-v0``): ``reset`` poses the prompt, ``step(completion)`` judges it.
 
     ``agent``: a policy or a spec loaded on the first accepted program. ``registry``: a registry or
-    folder (created with the seed library if ``seed_library``), ``None``: a temporary one.
-    ``documents``: a source or :func:`~spade_gym.documents.load_documents` spec. ``memory`` and
-    ``reward`` replace those of ``config``. ``executor``: where validation and regret run.
-    Raises DocumentError when the document source holds no usable document.
+    folder, ``None``: a temporary one. ``documents``: a source or a
+    :func:`~spade_gym.documents.load_documents` spec. ``memory`` and ``reward`` replace those of
+    ``config``. Raises DocumentError when the document source holds no usable document.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -591,12 +561,9 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         return self._prompt
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """Start a design episode; ``(prompt_text, info)``.
-
-        ``options``: ``"document"`` (text, a ``Document`` or ``None``), ``"setting"``, ``"mode"``, or
-        alone ``"prompt"``: a :class:`DesignerPrompt` to pose again (the G episodes of a GRPO group).
-        Raises ValueError for an unknown option, setting or mode.
-        """
+        """Start a design episode; ``(prompt_text, info)``. ``options``: ``"document"``, ``"setting"``,
+        ``"mode"``, or alone ``"prompt"``: a :class:`DesignerPrompt` to pose again (a GRPO group).
+        Raises ValueError for an unknown option, setting or mode."""
         super().reset(seed=seed)
         options = dict(options or {})
         unknown = sorted(set(options) - {"document", "setting", "mode", "prompt"})
@@ -612,18 +579,15 @@ class SpadeDesignerEnv(gymnasium.Env[str, str]):
         return self._prompt.text[:MAX_PROMPT_CHARS], copy.deepcopy(info)
 
     def prevalidate(self, completions: Sequence[str]) -> float:
-        """Validate several completions at once (:func:`validate_designs`); their later ``step`` runs
-        only the novelty check. Returns the wall seconds; SandboxSetupError as there."""
+        """Validate several completions at once (:func:`validate_designs`); returns the wall seconds."""
         started = time.perf_counter()
         todo = [text for text in completions if isinstance(text, str) and text not in self._validated]
         self._validated.update(validate_designs(todo, self._prompt, self.config, self.executor))
         return time.perf_counter() - started
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Judge the Designer's completion (:func:`evaluate_completion`): ``(feedback, reward, True, False, info)``.
-
-        Raises gymnasium.error.ResetNeeded outside an episode, TypeError for a non-``str`` action.
-        """
+        """Judge the Designer's completion: ``(feedback, reward, True, False, info)``. Raises
+        gymnasium.error.ResetNeeded outside an episode, TypeError for a non-``str`` action."""
         if self._prompt is None:
             raise gymnasium.error.ResetNeeded("call reset() before step(): a design episode is one step")
         if not isinstance(action, str):

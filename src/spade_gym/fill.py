@@ -1,17 +1,10 @@
 """The ``fill`` write-mode prompt: the host writes a setting's skeleton and the model fills its holes.
 
-A small code model told to fill a skeleton returns it unfilled or breaks its form (docs/designer.md).
-Here the model never holds the pen for the contract: the Designer's answer is generated part by part,
-each part a continuation of the answer so far (the prompt's last message is the assistant's,
-:func:`~spade_gym.policies.base.continued`). The host writes the fixed parts (``class Env``, the
-members, ``step``'s parsing and scoring, ``oracle``) and the model writes the task: its difficulty
-knobs, description, name, the episode drawn in ``reset`` (``self.answer`` and the observation),
-``hint``, and for tool use its look-up tool and for a game its position, moves and rules. Each hole
-stops at its stop strings or its token budget, and is trimmed to its place (a method body keeps its
-indented lines); the assembled module is judged by the gate like any other.
-
-A filled design carries no prompt token ids: its text is not one sample of the model, so it is not
-trained on (the ``fill`` prompt needs a frozen Designer of its own, ``designer.policy``).
+The Designer's answer is generated part by part, each a continuation of the answer so far: the host
+writes the contract's fixed parts, the model the task (knobs, description, name, the episode drawn
+in ``reset``, ``hint``, a tool or a game's rules). Each hole stops at its stop strings or token
+budget and is trimmed to its place. A filled design carries no prompt token ids: it is not one
+sample of the model, so it is not trained on (``fill`` needs a frozen ``designer.policy``).
 """
 
 from __future__ import annotations
@@ -23,6 +16,7 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from spade_gym.contract import parse_module
 from spade_gym.policies.base import Completion, Message, Policy, SamplingParams
 
 __all__ = ["FILL_SETTINGS", "Copy", "Hole", "fill_designs", "fill_parts"]
@@ -152,9 +146,8 @@ _BUILTINS = frozenset(dir(builtins)) | {"TOOL", "TOOLS", "TOOL_DESCRIPTION"}
 
 def _names(code: str) -> set[str]:
     """The local names and ``self`` attributes ``code`` (statements or an expression) reads or sets."""
-    try:
-        tree = ast.parse(textwrap.dedent(code).strip() or "pass")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse_module(textwrap.dedent(code).strip() or "pass")
+    if tree is None:
         return set()
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -174,12 +167,15 @@ def _values(text: str) -> str:
     return body
 
 
+def _knob_names(filled: Mapping[str, str]) -> set[str]:
+    return set(re.findall(r"^([A-Z][A-Z0-9_]*)\s*=", filled.get("knobs", ""), re.MULTILINE))
+
+
 def _drawn_with_knobs(part: str, filled: Mapping[str, str]) -> bool:
     """The values are drawn from ``rng`` into names, and every UPPERCASE name they read is a knob."""
-    knobs = set(re.findall(r"^([A-Z][A-Z0-9_]*)\s*=", filled.get("knobs", ""), re.MULTILINE))
     names = _names(part)
     used = {n for n in names if re.fullmatch(r"[A-Z][A-Z0-9_]*", n)}
-    return "rng." in part and bool(names - used) and used <= knobs
+    return "rng." in part and bool(names - used) and used <= _knob_names(filled)
 
 
 def _records(part: str, filled: Mapping[str, str]) -> bool:
@@ -202,8 +198,7 @@ def _renamed(part: str, filled: Mapping[str, str]) -> str:
 
 def _known(code: str, filled: Mapping[str, str]) -> bool:
     """Every name ``code`` reads is a value drawn, a knob or a builtin."""
-    knobs = set(re.findall(r"^([A-Z][A-Z0-9_]*)\s*=", filled.get("knobs", ""), re.MULTILINE))
-    return _names(code) <= _drawn(filled) | knobs | _BUILTINS
+    return _names(code) <= _drawn(filled) | _knob_names(filled) | _BUILTINS
 
 
 def _shows_values(part: str, filled: Mapping[str, str]) -> bool:
@@ -391,17 +386,12 @@ def fill_designs(
     *,
     retries: int = 3,
 ) -> list[Completion]:
-    """``sampling.n`` designs for one prompt, each a filled skeleton of ``setting``.
+    """``sampling.n`` designs for one prompt, each a filled skeleton of ``setting`` in a ```python block.
 
-    Design ``k``'s holes are ``generate`` calls in turn (its answer so far as the last, assistant
-    message, so that each call extends the one before; seeds ``sampling.seed + k + 1000 * hole``),
-    at ``sampling``'s temperature and top-p with the hole's own token budget and stops; a hole that
-    does not fit (:meth:`Hole.fits`) is sampled again, up to ``retries`` times; after that it and
-    every hole after it are ``<your ...>`` placeholders (not asked for), and the design is refused
-    as ``UNFILLED`` before the gate. Returns ``n`` completions whose text is the module in a ```python block, with the
-    tokens the model sampled for it (every attempt) and no prompt token ids: the text is not one
-    sample of the model, so it is not trained on. Raises ValueError for an unknown setting, and
-    whatever ``policy.generate`` raises.
+    Each hole is a ``generate`` call extending the answer so far (the last, assistant message) with
+    the hole's token budget and stops; one that does not fit (:meth:`Hole.fits`) is sampled again up
+    to ``retries`` times, then it and every later hole are ``<your ...>`` placeholders (refused as
+    ``UNFILLED``). Raises ValueError for an unknown setting, and whatever ``policy.generate`` raises.
     """
     parts = fill_parts(setting)
     out: list[Completion] = []

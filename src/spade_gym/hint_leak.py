@@ -1,22 +1,10 @@
 """The static hint-leak check: does a hint, read at the start of an episode, state the answer?
 
-A cheap first filter, run by the validation gate and its audit on the host (nothing of the program
-runs here). It reads the hint in several views, so that the answer is found however it is written:
-
-* as a whole token of the normalised hint (``"7"`` is in ``"the answer is 7."``, not in ``"17"``);
-* with its digits or letters apart or in short chunks (``"4, 1, 9, 2"``, ``"l-e-m-o-n"``, ``"le / mo / n"``,
-  ``"four one nine two"``): runs of tokens of at most two characters, of digit tokens and of number
-  words are joined;
-* in other Unicode forms of the same text: the hint is NFKC-normalised (fullwidth ``"４２"`` is ``"42"``)
-  and invisible format characters (zero-width spaces and joiners, Unicode category Cf) are dropped;
-* reversed, in any of those views;
-* as several words, each a token of the hint, in order (``"say open, then sesame"``);
-* singled out by its place in a list of the possible answers (``"it is pear; not apple, fig, ..."``):
-  the answer holds the same rank among the known answers in most hints while the lists differ.
-
-The behavioural test is regret's hint-only arm (:mod:`spade_gym.regret`): no list of forms can be
-complete, so this check only has to be cheap and to have few false alarms. Its cost is linear in the
-length of the hints and observations, which the gate bounds (``ValidationConfig.max_hint_bytes``).
+A cheap first filter on the host, with few false alarms (regret's hint-only arm is the behavioural
+test). The answer is looked for as a whole token of the NFKC-normalised hint (format characters
+dropped), with its digits, letters or number words written apart or in short chunks, reversed, as
+several words in order, and by its rank in a list of the possible answers shared by most seeds.
+Linear in the length of the hints and observations.
 """
 
 from __future__ import annotations
@@ -26,6 +14,8 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from itertools import groupby
+from operator import itemgetter
 
 __all__ = ["COMMON_IN_HINTS", "SHORT_ANSWER", "hint_states_answer", "secrets", "stated_in"]
 
@@ -57,17 +47,9 @@ def normalised(text: str) -> str:
 
 def contains(hint: str, answer: str) -> bool:
     """Whether the normalised ``answer`` occurs in the normalised ``hint`` as a whole token."""
-    start = hint.find(answer)
-    while start >= 0:
-        end = start + len(answer)
-        before = hint[start - 1] if start else ""
-        after = hint[end] if end < len(hint) else ""
-        if not (_WORD.fullmatch(before) and _WORD.fullmatch(answer[0])) and not (
-            _WORD.fullmatch(after) and _WORD.fullmatch(answer[-1])
-        ):
-            return True
-        start = hint.find(answer, start + 1)
-    return False
+    before = "(?<![0-9a-z])" if _WORD.fullmatch(answer[0]) else ""
+    after = "(?![0-9a-z])" if _WORD.fullmatch(answer[-1]) else ""
+    return re.search(before + re.escape(answer) + after, hint) is not None
 
 
 def secrets(action: str, observation: str) -> list[str]:
@@ -87,20 +69,12 @@ def secrets(action: str, observation: str) -> list[str]:
     return [secret for secret in dict.fromkeys(out) if secret]
 
 
-def _joined(tokens: list[str], joins: bool | list[bool]) -> str:
+def _joined(tokens: list[str], joins: list[bool]) -> str:
     """``tokens`` with each run of neighbours that may join (``joins[i]``: token ``i`` may) written as one."""
     out: list[str] = []
-    run = ""
-    for i, token in enumerate(tokens):
-        if joins if isinstance(joins, bool) else joins[i]:
-            run += token
-            continue
-        if run:
-            out.append(run)
-            run = ""
-        out.append(token)
-    if run:
-        out.append(run)
+    for joined, run in groupby(zip(tokens, joins, strict=True), key=itemgetter(1)):
+        words = [token for token, _ in run]
+        out += ["".join(words)] if joined else words
     return " ".join(out)
 
 
@@ -170,12 +144,9 @@ def hint_states_answer(firsts: Mapping[int, tuple[str, str, str]], steps: Iterab
     """The seeds (ascending) whose hint, read at the start of the episode, states the answer.
 
     ``firsts``: ``{seed: (hint, the oracle's last action, first observation)}``; ``steps``: the
-    oracle's other actions. The answer (for a tool call, also its argument values the observation
-    does not name) is stated when :func:`stated_in` finds it in the hint, unless it is one of
-    ``steps`` or in the hints of at least :data:`COMMON_IN_HINTS` of the other seeds (boilerplate)
-    without a rank that gives it away. What may be chance (an answer of at most
-    :data:`SHORT_ANSWER` characters, a disguised form, a rank: a partial result may well be the answer
-    reversed) counts only when more than :data:`COMMON_IN_HINTS` of all the hints state theirs.
+    oracle's other actions, never counted. An answer in the hints of at least :data:`COMMON_IN_HINTS`
+    of the other seeds is boilerplate unless its rank gives it away; what may be chance (a short
+    answer, a disguised form, a rank) counts only when more than that share of all hints state theirs.
     """
     hints = {seed: normalised(hint) for seed, (hint, _, _) in firsts.items()}
     found = {seed: secrets(action, observation) for seed, (_, action, observation) in firsts.items()}

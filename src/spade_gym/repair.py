@@ -1,11 +1,4 @@
-"""Repair feedback for the Designer: what failed, on which line, the shape expected, what changed.
-
-A repair round answers a refused design with :func:`repair_feedback`: the gate's report (each failing
-check, its category, its message and how to fix it), then every line the report or the contract
-lint (:func:`spade_gym.contract.contract_problems`) points at, quoted with its number and the form
-the contract expects there, then a diff against the previous attempt; a resubmitted program is
-told so in one line, so that the next round changes something.
-"""
+"""Repair feedback for the Designer: what failed, on which line, the shape expected, what changed."""
 
 from __future__ import annotations
 
@@ -44,19 +37,10 @@ def repair_feedback(
     problem: str | None = None,
     setting: str | None = None,
 ) -> str:
-    """The feedback of one refused design, for the Designer's next round.
-
-    Args:
-        report: the gate's report of this attempt (``NO_CODE`` when no program was found).
-        source: the program of this attempt, or ``None`` when none was found.
-        previous_source: the program of the attempt before it, if any.
-        problem: why no program was found (the extraction's words), when ``source`` is ``None``.
-        setting: the target setting; without a program, its skeleton is shown again.
-
-    Returns:
-        Plain text: the report's feedback, ``Where:`` lines quoting the program with the expected
-        form, and ``Since your previous attempt:`` with a unified diff or the note that nothing changed.
-    """
+    """The feedback of one refused design for the Designer's next round: the ``report``'s feedback (or
+    the ``problem`` and the ``setting``'s skeleton when no program was found), ``Where:`` lines
+    quoting the lines the report and the contract lint name with the form expected there, and a
+    diff against ``previous_source`` (or the note that nothing changed)."""
     parts = [report.feedback() if source is not None or problem is None else f"No program was found: {problem}."]
     if source is None:
         shown = setting or "reasoning"

@@ -1,11 +1,6 @@
-"""Seeds no environment program can predict: every figure the host writes (the gate's verdict, a
-regret estimate, ``spade envs measure``, the adapters' datasets) is measured on seeds drawn here
-unless the user passes seeds. A program that behaves only below some seed, or only on ``0 .. k-1``,
-is then measured where it misbehaves.
-
-Seeds are drawn in ``[0, 2**31)`` by :class:`random.SystemRandom` (the operating system's random
-source), or, when the environment variable :data:`SEED_VARIABLE` is set (``SPADE_VALIDATION_SEED=same``,
-for comparisons), from a generator seeded by its value and a tag, so the same tag gives the same seeds.
+"""Seeds no environment program can predict, for every figure the host writes unless the user passes
+seeds: drawn in ``[0, 2**31)`` by :class:`random.SystemRandom`, or, when :data:`SEED_VARIABLE` is
+set, from a generator seeded by its value and a tag (reproducible, for comparisons).
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """The Designer's design path as named stages: extract -> gate -> audit -> regret -> admit -> reward.
 
-One Designer completion is judged stage by stage (docs/DESIGN.md, "The data flow"). Each stage is a
-plain function of the frozen :class:`Design` (what is judged, and where) and of the frozen result of
-the stage before; a stage that refuses the program says why in the report (its category and the
-failing check) and the path ends there:
-
-=========  ========================================================  ==============================
-stage      does                                                      refuses
-=========  ========================================================  ==============================
-extract    the program of the completion: a whole module, or edit    TOO_LONG, NO_CODE, UNFILLED
-           blocks applied to the parent (:func:`extract_design`)
-gate       validation (novelty alone on a report of                  the gate's categories,
-           :func:`~spade_gym.designer.validate_designs`), a copy of  DUPLICATE, WRONG_SETTING
-           the prompt's example, the setting asked for
-audit      the gate's checks again on the regret seeds               the audit's category
-regret     the Agent's episodes with and without the hint            a failed Agent episode
-admit      registry add, then the gymnasium id                       DUPLICATE (added since)
-reward     the Designer's reward                                     -
-=========  ========================================================  ==============================
-
-:func:`evaluate_completion` runs them in order. :func:`admit` is also how
-:func:`register_program` (``spade envs add``, imports) adds a program.
+Each stage is a plain function of the frozen :class:`Design` and of the frozen result of the stage
+before; a stage that refuses the program says why in the report and the path ends there
+(docs/DESIGN.md, "The data flow"). :func:`evaluate_completion` runs them in order; :func:`admit` is
+also how :func:`register_program` (``spade envs add``, imports) adds a program.
 """
 
 from __future__ import annotations
@@ -38,7 +21,7 @@ from spade_gym.agent import RolloutConfig
 from spade_gym.audit import AuditResult
 from spade_gym.audit import audit as audit_env
 from spade_gym.chance import swapped_success
-from spade_gym.contract import rename_env_class, unfilled_placeholders
+from spade_gym.contract import parse_module, rename_env_class, unfilled_placeholders
 from spade_gym.design_novelty import copies_prompt_example
 from spade_gym.design_prompts import DEFAULT_PROMPT, EDIT_DIVIDER, EDIT_REPLACE, EDIT_SEARCH, PromptVariant
 from spade_gym.documents import Document
@@ -121,27 +104,19 @@ EDIT_MAX_NEW_TOKENS = 256
 DESIGNER_TEMPERATURE: float = 0.5
 #: The fewest new tokens an edit-mode design may have: one short edit block.
 EDIT_TOKEN_FLOOR = 32
-#: The ranges of :class:`DesignerConfig`'s fields, stated once (the config's ``designer`` section
-#: uses the same types, with :data:`~spade_gym.design_prompts.PromptVariant` and
-#: :data:`~spade_gym.program.Setting`): a probability, an edit-mode token budget.
+#: The ranges of :class:`DesignerConfig`'s fields, stated once: a probability, an edit-mode token budget.
 Probability = Annotated[float, Ge(0), Le(1)]
 EditTokens = Annotated[int, Ge(EDIT_TOKEN_FLOOR), Why("one edit block")]
 
 
 @dataclass(frozen=True)
 class DesignerConfig:
-    """The Environment Designer: the ``designer`` section of a self-play config, and the settings of
-    a design step (everything but the policies, registry and documents).
-
-    The fields with a help text are the config's keys (``spade selfplay --help-config``). The others
-    are set from the rest of a run's config (:meth:`~spade_gym.trainer.config.SelfPlayConfig.designer_config`)
-    or in Python: ``k``, regret episodes per arm; ``regret_seeds``, the first of ``k`` fixed regret
-    seeds, or ``None``: drawn per design, so a program cannot tell regret episodes from others;
-    ``rollout``, the Agent's regret rollout (temperature > 0); ``validation``, the gate's limits;
-    ``feedback``, what a repair round of :func:`~spade_gym.designer.design` is told (``"precise"``:
-    :func:`~spade_gym.repair.repair_feedback`; ``"report"``: the gate's report). ``edit_probability``
-    ``"auto"`` is resolved for the policy by a run; elsewhere it is :data:`EDIT_PROBABILITY`.
-    Raises ValueError naming the field for a value out of its type's range.
+    """The Environment Designer's settings: the ``designer`` section of a self-play config (the fields
+    with a help text) and, set from the rest of a run's config or in Python: ``k``, regret episodes
+    per arm; ``regret_seeds``, the first of ``k`` fixed regret seeds (``None``: drawn per design);
+    ``rollout``, the Agent's regret rollout; ``validation``, the gate's limits; ``feedback``, what a
+    repair round is told (``"precise"``: :func:`~spade_gym.repair.repair_feedback`; ``"report"``:
+    the gate's report). Raises ValueError naming the field for a value out of its type's range.
     """
 
     policy: str | None = option(
@@ -237,12 +212,9 @@ class DesignerConfig:
 
 @dataclass(frozen=True)
 class DesignerPrompt:
-    """One Designer prompt (system and user chat ``messages``) and what went into it.
-
-    ``setting``: the target, or ``None`` (the Designer chooses). In edit mode ``parent`` is the env
-    id to vary and ``parent_source`` the program the edit blocks apply to; else both are ``None``.
-    ``variant``: the write-mode prompt variant (:data:`~spade_gym.design_prompts.PROMPT_VARIANTS`).
-    """
+    """One Designer prompt (system and user chat ``messages``) and what went into it: the target
+    ``setting`` (``None``: the Designer chooses); in edit mode the ``parent`` env id and
+    ``parent_source``, the program the edit blocks apply to."""
 
     messages: list[dict[str, str]]
     mode: str
@@ -272,8 +244,7 @@ class DesignerPrompt:
 
 @dataclass(frozen=True)
 class Design:
-    """One Designer completion to judge, and where: what every stage reads (the arguments of
-    :func:`evaluate_completion`)."""
+    """One Designer completion to judge, and where: the arguments of :func:`evaluate_completion`."""
 
     completion: str
     prompt: DesignerPrompt | None
@@ -287,9 +258,9 @@ class Design:
 
 @dataclass
 class DesignOutcome:
-    """Everything one design produced: the (last) completion, its program, report (``NO_CODE`` when
-    none) and reward; for an accepted program the regret ``estimate`` and registry ``record``;
-    :func:`~spade_gym.designer.design`'s ``rounds`` and failed ``attempts``; wall seconds per stage."""
+    """Everything one design produced: the (last) completion, its program, report and reward; for an
+    accepted program the regret ``estimate`` and ``record``; repair ``rounds`` and failed ``attempts``;
+    wall seconds per stage."""
 
     completion: str
     source: str | None
@@ -368,14 +339,10 @@ class ExtractedProgram:
 
 
 def extract_program(completion: str) -> ExtractedProgram:
-    """Find the environment program in a Designer completion.
-
-    The **last** fenced block defining ``class Env`` (an unclosed last fence runs to the end);
-    else unfenced code from the first code-like line before ``class Env`` to the end, dropping
-    trailing lines that do not parse; else the last block (or the whole text) whose one class
-    defines ``reset`` and ``step``, that class renamed ``Env`` (:func:`~spade_gym.contract.rename_env_class`,
-    said in ``note``); else no program.
-    """
+    """The environment program of a completion: the last fenced block defining ``class Env`` (an
+    unclosed last fence runs to the end); else unfenced code from the first code-like line before
+    ``class Env``, less trailing lines that do not parse; else the last block (or the whole text)
+    whose one class defines ``reset`` and ``step``, renamed ``Env``; else no program."""
     if not isinstance(completion, str):
         return ExtractedProgram(None, f"the completion is a {type(completion).__name__}, expected text")
     text = completion.replace("\r\n", "\n")
@@ -412,7 +379,7 @@ def extract_program(completion: str) -> ExtractedProgram:
         else:
             break
     lines = text[begin:].splitlines()
-    while lines and not _parses("\n".join(lines)):
+    while lines and parse_module("\n".join(lines)) is None:
         lines.pop()
     if not lines:
         lines = text[begin:].splitlines()  # unparsable: let the gate name the syntax error
@@ -461,13 +428,10 @@ def _find_lines(haystack: list[str], needle: list[str]) -> int | None:
 
 
 def apply_edits(parent: str, completion: str) -> ExtractedProgram:
-    """Apply the edit blocks (aider's SEARCH/REPLACE format) of a completion to the ``parent`` program.
-
-    Blocks apply in order; the first occurrence of the SEARCH lines is replaced, matched exactly or
-    else line by line up to surrounding whitespace (the replacement then re-indented). Returns
-    ``source=None`` and the problem for no block, a malformed or unclosed one, an empty or missing
-    SEARCH, or edits that change nothing.
-    """
+    """Apply the edit blocks (aider's SEARCH/REPLACE format) of a completion to ``parent``, in order:
+    the first occurrence of the SEARCH lines, matched exactly or else line by line up to surrounding
+    whitespace (the replacement re-indented), is replaced. Returns ``source=None`` and the problem for
+    no block, a malformed or unclosed one, an empty or missing SEARCH, or edits that change nothing."""
     text = completion.replace("\r\n", "\n")
     source = parent.replace("\r\n", "\n")
     markers = list(_EDIT_MARKER.finditer(text))
@@ -551,21 +515,9 @@ def _looks_like_code(line: str) -> bool:
     )
 
 
-def _parses(source: str) -> bool:
-    import ast
-
-    try:
-        ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return True
-
-
 @dataclass(frozen=True)
 class Extracted:
-    """What :func:`extract` found: the program ``source``, how (``note``; ``edited``: edit blocks
-    applied to the prompt's parent), or the ``refusal`` (``source`` then ``None``, or the source of
-    an unfilled skeleton)."""
+    """What :func:`extract` found: the program ``source``, how (``note``, ``edited``), or the ``refusal``."""
 
     source: str | None
     note: str | None = None
@@ -574,9 +526,8 @@ class Extracted:
 
 
 def extract(design: Design) -> Extracted:
-    """Stage 1: the program a completion designs (:func:`extract_design`); refused unparsed when
-    longer than :data:`MAX_COMPLETION_CHARS` (``TOO_LONG``), when it holds none (``NO_CODE``), and
-    when the skeleton's placeholders are left in it (``UNFILLED``), all before the gate runs."""
+    """Stage 1: the program a completion designs (:func:`extract_design`); refused as ``TOO_LONG``,
+    ``NO_CODE`` or ``UNFILLED`` (the skeleton's placeholders left in it)."""
     completion, prompt = design.completion, design.prompt
     if isinstance(completion, str) and len(completion) > MAX_COMPLETION_CHARS:
         problem = f"the completion has {len(completion):,} characters; at most {MAX_COMPLETION_CHARS:,} are read"
@@ -608,8 +559,7 @@ def _refusal(program_id: str, category: str, message: str) -> ValidationReport:
 
 @dataclass(frozen=True)
 class Gated:
-    """What :func:`gate` judged: the ``program``, its ``report`` (refused or accepted; later stages
-    refuse in it) and the gate's wall ``seconds``."""
+    """What :func:`gate` judged: the ``program``, its ``report`` (later stages refuse in it), wall ``seconds``."""
 
     program: EnvProgram
     report: ValidationReport
@@ -617,9 +567,9 @@ class Gated:
 
 
 def gate(design: Design, extracted: Extracted) -> Gated:
-    """Stage 2: the validation gate against the registry (only the novelty check when
-    ``design.validated`` is the program's report), then a copy of a program the prompt showed
-    (``DUPLICATE``: those count as registered) and a setting other than the prompt's (``WRONG_SETTING``)."""
+    """Stage 2: the validation gate against the registry (only novelty when ``design.validated`` is the
+    program's report); a copy of a program the prompt showed is ``DUPLICATE``, a setting other than
+    the prompt's ``WRONG_SETTING``."""
     assert extracted.source is not None
     config, started = design.config, time.perf_counter()
     program = EnvProgram(extracted.source, origin="designer")
@@ -649,8 +599,7 @@ def gate(design: Design, extracted: Extracted) -> Gated:
 
 @dataclass(frozen=True)
 class Audited:
-    """What :func:`audit` played on: the ``env`` (the program, or its executor's), the regret
-    ``seeds``, the Agent's ``rollout`` (seeded), when the stage ``started`` and its wall ``seconds``."""
+    """What :func:`audit` played on (``env``, the regret ``seeds``, the seeded ``rollout``) and when."""
 
     env: Any
     seeds: tuple[int, ...]
@@ -660,10 +609,8 @@ class Audited:
 
 
 def audit(design: Design, gated: Gated) -> Audited:
-    """Stage 3: the gate's checks again on the regret seeds and in the Agent's kind of episode
-    (:func:`~spade_gym.audit.audit`): a program that behaves only while validated, or only on the
-    gate's seeds, is refused here. The seeds: ``config.regret_seeds`` on, else ``k`` drawn from
-    ``design.sampling_seed`` (or the system's randomness when there is none)."""
+    """Stage 3: the gate's checks again on the regret seeds (:func:`~spade_gym.audit.audit`):
+    ``config.regret_seeds`` on, else ``k`` drawn from ``design.sampling_seed`` (or the system's randomness)."""
     config, started = design.config, time.perf_counter()
     rollout = config.rollout
     if rollout.sampling.seed is None and design.sampling_seed is not None:
@@ -705,24 +652,21 @@ class Measured:
 
 
 def regret(design: Design, gated: Gated, audited: Audited) -> Measured:
-    """Stage 4: the Agent's ``k`` episodes with and without the hint (and with the hint alone) on the
-    audited seeds (:func:`~spade_gym.regret.estimate_regret`); a program that breaks in one of them
-    is refused. Raises ValueError without an Agent."""
+    """Stage 4: the Agent's episodes on the audited seeds (:func:`~spade_gym.regret.estimate_regret`);
+    a program that breaks in one of them is refused. Raises ValueError without an Agent."""
     if design.agent is None:
         raise ValueError("an accepted program needs an Agent policy to estimate its regret")
     estimate = estimate_regret(audited.env, design.agent, design.config.k, audited.seeds, config=audited.rollout)
     measured = Measured(estimate, time.perf_counter() - audited.started)
     played = (*estimate.hint, *estimate.nohint, *estimate.hint_only)
-    failed = [t for t in played if t.error is not None]
+    failed = [(t.seed, t.error) for t in played if t.error is not None]
     if failed:  # a program that breaks on seeds the gate did not play is not registered
-        first = failed[0]
-        refuse(
-            gated.report,
-            "contract",
-            str(first.error.get("category") or Category.ENV_EXCEPTION) if first.error else Category.ENV_EXCEPTION,
-            f"{len(failed)} of {len(played)} Agent episodes failed (seed {first.seed}: "
-            f"{(first.error or {}).get('message', '')[:300]})",
+        seed, error = failed[0]
+        category = str(error.get("category") or Category.ENV_EXCEPTION)
+        message = (
+            f"{len(failed)} of {len(played)} Agent episodes failed (seed {seed}: {error.get('message', '')[:300]})"
         )
+        refuse(gated.report, "contract", category, message)
     return measured
 
 
@@ -739,14 +683,10 @@ def admit(
     parents: Sequence[str] = (),
     estimate: RegretEstimate | None = None,
 ) -> EnvRecord | None:
-    """Stage 5, and the one way an accepted program enters a registry: add it (name, setting, turns
-    and description from ``report``, the provenance ``tags``, ``document`` and ``parents``; with an
-    ``estimate``, its regret and statistics) and register it with Gymnasium as ``spade/<Name>-v<k>``.
-
-    Near duplicates are allowed (the gate judged them by behaviour; a variant passes); an exact one,
-    registered by another writer since the novelty check, is refused in ``report`` (``DUPLICATE``)
-    and ``None`` returned. Raises ValueError for a report that is not accepted, RegistryError when
-    the entry cannot be written.
+    """Stage 5, the one way an accepted program enters a registry: add it with its provenance (and an
+    ``estimate``'s regret) and register it with Gymnasium as ``spade/<Name>-v<k>``. An exact duplicate
+    added since the novelty check is refused in ``report`` (``DUPLICATE``) and ``None`` returned.
+    Raises ValueError for a report that is not accepted, RegistryError when the entry cannot be written.
     """
     if not report.accepted:
         raise ValueError(f"only an accepted program is admitted; this report says {report.category}")
@@ -782,9 +722,8 @@ def admit(
 
 
 def provenance(design: Design, extracted: Extracted) -> dict[str, Any]:
-    """What :func:`admit` stores of a design's origin: the tags ``designer`` and ``write`` or
-    ``edit``, the prompt's provenance, and the parent of a variant (edit blocks applied to it; a
-    whole module is new even when the prompt showed a parent)."""
+    """What :func:`admit` stores of a design's origin: tags, the prompt's provenance, and the parent
+    of a variant (only when edit blocks were applied to it)."""
     prompt = design.prompt
     if prompt is None:
         return {"tags": ("designer",), "document": None, "parents": ()}
@@ -802,11 +741,9 @@ def provenance(design: Design, extracted: Extracted) -> dict[str, Any]:
 def reward(
     design: Design, program: EnvProgram | None = None, measured: Measured | None = None, *, duplicate: bool = False
 ) -> DesignerReward:
-    """Stage 6: the Designer's reward (:func:`~spade_gym.regret.designer_reward`): for a refused
-    program ``duplicate`` (refused as a copy, by the gate or by :func:`admit`) or ``invalid``; for an
-    admitted ``program``, from its regret estimate, with the success rate of swapped answers
-    (:func:`~spade_gym.chance.swapped_success`) as the chance level when ``config.reward.above_chance``
-    (and a shaping) asks for it."""
+    """Stage 6: the Designer's reward (:func:`~spade_gym.regret.designer_reward`): ``duplicate`` or
+    ``invalid`` for a refused program; for an admitted ``program`` from its regret, with the success
+    of swapped answers (:func:`~spade_gym.chance.swapped_success`) as chance level when asked for."""
     config = design.config.reward
     if program is None or measured is None:
         return designer_reward(False, duplicate=duplicate, config=config)
@@ -830,16 +767,12 @@ def evaluate_completion(
     validated: ValidationReport | None = None,
     executor: Executor | None = None,
 ) -> DesignOutcome:
-    """Judge one Designer completion: :func:`extract`, :func:`gate`, :func:`audit`, :func:`regret`,
-    :func:`admit`, :func:`reward`, in order; the first refusal ends it.
-
-    An accepted program (trivial and out-of-reach ones too) is registered, also with gymnasium as
-    ``spade/<Name>-v<k>``. ``validated``: its report from :func:`~spade_gym.designer.validate_designs`
-    (only novelty then runs here). ``sampling_seed``: the Agent's, when ``config.rollout`` has none.
-    Bad completions get a report and the ``invalid`` or ``duplicate`` reward, never an exception.
+    """Judge one Designer completion, stage by stage; the first refusal ends it. ``validated``: its
+    report from :func:`~spade_gym.designer.validate_designs`; ``sampling_seed``: the Agent's, when
+    ``config.rollout`` has none. A bad completion gets a report and a reward, never an exception.
 
     Raises ValueError for an accepted program and ``agent is None``; SandboxSetupError when no
-    sandbox worker can start and PolicyError when the Agent policy fails (neither the program's fault).
+    sandbox worker can start and PolicyError when the Agent policy fails.
     """
     if config is None:
         config = DesignerConfig()
@@ -881,9 +814,8 @@ def register_program(
     parents: Sequence[str] = (),
 ) -> tuple[ValidationReport, EnvRecord | None]:
     """Validate ``program`` (or its source) against ``registry``, audit it on ``REGRET_EPISODES``
-    unseen seeds (:func:`~spade_gym.audit.audit`), and admit it if both pass (:func:`admit`, with the
-    provenance ``tags``, ``document`` and ``parents``). Returns ``(report, record)``: ``record`` is
-    ``None`` when the program was refused (``report`` says why)."""
+    unseen seeds and :func:`admit` it if both pass. Returns ``(report, record)``, ``record`` ``None``
+    when refused."""
     if isinstance(program, str):
         program = EnvProgram(program)
     report = validate(program, config, registry=registry)
