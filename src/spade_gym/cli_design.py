@@ -262,38 +262,56 @@ def design(
     """
     sampling = (temperature, max_new_tokens, agent_temperature, agent_max_new_tokens)
     if count is not None or hours is not None:
-        args = (policy, agent, factory, registry, setting, mode, *sampling, k, memory_k, prompt_variant)
+        args = (policy, agent, factory, registry, setting, mode, sampling, k, memory_k, prompt_variant)
         return design_factory(*args, count, hours, group, seed)
     roles = (policy, agent, document, registry, setting, mode, repairs)
-    _design_one(*roles, k, memory_k, *sampling, seed, out, prompt_variant)
+    _design_one(*roles, k, memory_k, prompt_variant, sampling, seed, out)
+
+
+def _is_small(policy: str) -> bool:
+    """Whether `--mode auto` edits (and repairs default to 0) for this Designer."""
+    from spade_gym.designer import auto_edit_probability
+
+    return auto_edit_probability(policy) >= 0.5
 
 
 def _designer_config(
+    policy: str,
     mode: str,
+    setting: str | None,
     k: int,
     memory_k: int,
     prompt_variant: str,
-    sampling: tuple[float, int, float, int],
-    setting: str | None = None,
-) -> DesignerConfig:
-    """The design step of `spade design` and its factory: ``sampling`` is the Designer's temperature
-    (0: greedy, as every temperature below GREEDY_BELOW) and new tokens, then the Agent's; edit mode
-    takes its token budget for edit blocks."""
+    sampling: tuple[float, int | None, float, int],
+    *,
+    factory: bool,
+) -> tuple[str, DesignerConfig]:
+    """The mode (auto resolved) and the design step of `spade design` and its factory; ValueError
+    for a bad option. ``sampling``: the Designer's temperature (0: greedy) and new tokens (None: the
+    mode's default), then the Agent's. Only the factory restricts the settings to ``setting``."""
     from spade_gym.agent import RolloutConfig
-    from spade_gym.designer import DesignerConfig
+    from spade_gym.designer import MODES, DesignerConfig
     from spade_gym.policies import SamplingParams
     from spade_gym.policies.base import GREEDY_BELOW
     from spade_gym.program import SETTINGS
 
+    if mode == "auto":
+        mode = "edit" if _is_small(policy) else "write"
+    if mode not in MODES:
+        raise ValueError(f"--mode must be one of auto, {', '.join(MODES)}, got {mode!r}")
+    if setting is not None and setting not in SETTINGS:
+        raise ValueError(f"--setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
     temperature, tokens, agent_temperature, agent_tokens = sampling
-    return DesignerConfig(
+    if tokens is None:
+        tokens = EDIT_MAX_NEW_TOKENS if mode == "edit" else WRITE_MAX_NEW_TOKENS
+    return mode, DesignerConfig(
         k=k,
         rollout=RolloutConfig(sampling=SamplingParams(temperature=agent_temperature, max_new_tokens=agent_tokens)),
         temperature=temperature or GREEDY_BELOW / 2,
         max_new_tokens=tokens,
         edit_max_new_tokens=tokens if mode == "edit" else EDIT_MAX_NEW_TOKENS,
         memory_k=memory_k,
-        settings=(cast("Setting", setting),) if setting else SETTINGS,
+        settings=(cast("Setting", setting),) if setting and factory else SETTINGS,
         prompt=cast("PromptVariant", prompt_variant),  # DesignerConfig refuses another
     )
 
@@ -308,40 +326,25 @@ def _design_one(
     repairs: int | None,
     k: int,
     memory_k: int,
-    temperature: float,
-    max_new_tokens: int | None,
-    agent_temperature: float,
-    agent_max_new_tokens: int,
+    prompt_variant: str,
+    sampling: tuple[float, int | None, float, int],
     seed: int,
     out: Path | None,
-    prompt_variant: str,
 ) -> None:
     """`spade design` without --count/--hours: one design, printed in full (and written to ``out``)."""
     import random
 
-    from spade_gym.designer import MODES, auto_edit_probability, build_prompt
+    from spade_gym.designer import build_prompt
     from spade_gym.designer import design as run_design
     from spade_gym.documents import Document, load_documents, make_document
     from spade_gym.memory import EnvironmentMemory, pick_parent
     from spade_gym.policies import load_policy
-    from spade_gym.program import SETTINGS
     from spade_gym.registry.gymnasium import open_registry as open_work_registry
 
     try:
-        small = auto_edit_probability(policy) >= 0.5
-        if mode == "auto":
-            mode = "edit" if small else "write"
-        if mode not in MODES:
-            raise ValueError(f"--mode must be one of auto, {', '.join(MODES)}, got {mode!r}")
+        mode, config = _designer_config(policy, mode, setting, k, memory_k, prompt_variant, sampling, factory=False)
         if repairs is None:
-            repairs = 0 if small else 2
-        if max_new_tokens is None:
-            max_new_tokens = EDIT_MAX_NEW_TOKENS if mode == "edit" else WRITE_MAX_NEW_TOKENS
-        if setting is not None and setting not in SETTINGS:
-            raise ValueError(f"--setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
-        config = _designer_config(
-            mode, k, memory_k, prompt_variant, (temperature, max_new_tokens, agent_temperature, agent_max_new_tokens)
-        )
+            repairs = 0 if _is_small(policy) else 2
         doc: Document | str
         if document is None or document.is_dir() or document.suffix.lower() in (".jsonl", ".parquet"):
             doc = load_documents(None if document is None else str(document), seed=seed).sample(1)[0]
@@ -361,7 +364,7 @@ def _design_one(
             setting=setting,
             mode=mode,
             parent=pick_parent(items, rng) if mode == "edit" else None,
-            variant=prompt_variant,
+            variant=config.prompt,
         )
         with console.status(f"loading {safe(policy)}", spinner="dots"):
             designer = load_policy(policy)
@@ -421,10 +424,7 @@ def design_factory(
     registry: Path | None,
     setting: str | None,
     mode: str,
-    temperature: float,
-    max_new_tokens: int | None,
-    agent_temperature: float,
-    agent_max_new_tokens: int,
+    sampling: tuple[float, int | None, float, int],
     k: int,
     memory_k: int,
     prompt_variant: str,
@@ -434,22 +434,15 @@ def design_factory(
     seed: int,
 ) -> None:
     """`spade design --count/--hours`: the environment factory (spade_gym.factory), one progress line per design."""
-    from spade_gym.designer import auto_edit_probability
     from spade_gym.documents import load_documents
     from spade_gym.factory import FactoryConfig, FactorySummary, run_factory
     from spade_gym.policies import load_policy
-    from spade_gym.program import SETTINGS
 
     if registry is not None:
         fail("--registry does not apply to the factory: its registry is <--factory>/registry", 2)
     try:
-        if mode == "auto":
-            mode = "edit" if auto_edit_probability(policy) >= 0.5 else "write"
-        if setting is not None and setting not in SETTINGS:
-            raise ValueError(f"--setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
-        tokens = max_new_tokens or (EDIT_MAX_NEW_TOKENS if mode == "edit" else WRITE_MAX_NEW_TOKENS)
-        designer_config = _designer_config(
-            mode, k, memory_k, prompt_variant, (temperature, tokens, agent_temperature, agent_max_new_tokens), setting
+        mode, designer_config = _designer_config(
+            policy, mode, setting, k, memory_k, prompt_variant, sampling, factory=True
         )
         config = FactoryConfig(
             designer=designer_config,

@@ -1,29 +1,26 @@
 """The environment factory: a Designer writing environments unattended, the gate as the verifier.
 
-Best-of-N at its simplest: pose a prompt, sample a group of ``group`` designs, keep those the gate
-accepts (and that are new to the registry, the prompt's examples included), measure their regret,
-register them; again, for ``count`` designs or ``seconds`` of wall time. Everything goes to a
-folder, so a stopped run resumes where it stopped::
+Best-of-N: pose a prompt (prompt ``p`` targets setting ``p mod len(settings)``), sample ``group``
+designs, keep those the gate accepts, measure their regret and register them; again, for ``count``
+designs or ``seconds`` of wall time. A stopped run resumes from its folder: ``registry/``,
+``designs.jsonl`` (one line per design), ``prompts.jsonl`` (one line per prompt: its chat messages)
+and ``factory.json`` (settings and :class:`FactorySummary`).
 
-    out/registry/       the seed library and every accepted environment (spade/<Name>-v<k>)
-    out/designs.jsonl   one line per design: verdict, program, timings, regret, provenance
-    out/prompts.jsonl   one line per prompt: its chat messages (what a repair round continues)
-    out/factory.json    the settings and the running summary (:class:`FactorySummary`)
-
-Prompt ``p`` targets setting ``p mod len(settings)`` (reasoning, tool use, game in turn). A design is *valid* when it passes every check of the gate but novelty, *accepted* when it also is
-new to the registry and registered, and *new* when accepted and not a variant of a program the
-Designer was shown or of a seed (similarity below ``near_duplicate_threshold`` to each, see
-:func:`spade_gym.design_novelty.closest_reference`). Rates come with 95% Wilson intervals, and
-the factory's yield as new environments per hour of wall time and per CPU-hour (the CPU seconds of
-this process and its sandbox workers).
+A design is *valid* when it passes every check but novelty, *accepted* when it is also new to the
+registry and registered, and *new* when accepted and not a variant of a program the Designer was
+shown or of a seed (:func:`spade_gym.design_novelty.closest_reference` below
+``near_duplicate_threshold``). Rates come with 95% Wilson intervals; the yield is new environments
+per hour of wall time and per CPU-hour (this process and its sandbox workers).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -130,9 +127,7 @@ class FactorySummary:
     @classmethod
     def of(cls, lines: list[dict[str, Any]]) -> FactorySummary:
         """The summary of designs.jsonl lines."""
-        categories: dict[str, int] = {}
-        for line in lines:
-            categories[line["category"]] = categories.get(line["category"], 0) + 1
+        categories = Counter(line["category"] for line in lines)
         return cls(
             designs=len(lines),
             prompts=len({line["prompt"] for line in lines}),
@@ -192,10 +187,8 @@ def read_designs(out: Path) -> list[dict[str, Any]]:
         return []
     lines = []
     for raw in path.read_text(encoding="utf-8").splitlines():
-        try:
+        with contextlib.suppress(ValueError):
             lines.append(json.loads(raw))
-        except ValueError:
-            continue
     return lines
 
 
