@@ -13,16 +13,7 @@ from rich.panel import Panel
 from rich.progress import Progress
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE
-from spade_gym.cli_common import (
-    app,
-    console,
-    default_work_registry,
-    fail,
-    new_table,
-    open_registry,
-    report_table,
-    safe,
-)
+from spade_gym.cli_common import app, console, default_work_registry, fail, new_table, open_registry, report_table, safe
 from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, WRITE_MAX_NEW_TOKENS
 from spade_gym.errors import SpadeError
 from spade_gym.memory import MemoryConfig

@@ -41,7 +41,7 @@ from spade_gym.errors import Category
 from spade_gym.evaluation import confidence_interval
 from spade_gym.files import replace_atomically
 from spade_gym.memory import EnvironmentMemory
-from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
+from spade_gym.policies.base import Completion, Policy
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, open_registry
 from spade_gym.registry.store import Registry
 
@@ -211,18 +211,7 @@ class _LazyAgent:
                 self._loaded = self._make()
         return self._loaded
 
-    @property
-    def name(self) -> str:
-        return self.get().name
-
-    @property
-    def context_window(self) -> int | None:
-        return self.get().context_window
-
-    def generate(self, prompts: list[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
-        return self.get().generate(prompts, sampling)
-
-    def __getattr__(self, name: str) -> Any:  # backend extras (encode, ...)
+    def __getattr__(self, name: str) -> Any:  # the policy's attributes: name, generate, encode, ...
         return getattr(self.get(), name)
 
 
@@ -294,9 +283,8 @@ def _design_group(
     prompt = draws.prompt
     provenance = prompt.provenance()  # its "prompt" is the variant: the line's "prompt" is the index designs name
     posed.write(
-        json.dumps({**provenance, "variant": provenance.get("prompt"), "prompt": p, "messages": prompt.messages})
+        json.dumps({**provenance, "variant": provenance.get("prompt"), "prompt": p, "messages": prompt.messages}) + "\n"
     )
-    posed.write("\n")
     posed.flush()
     sampling = replace(config.designer.sampling_for(prompt.mode), n=size, seed=group_seed)
     completions = generate_designs(designer, [prompt], sampling)
@@ -310,7 +298,7 @@ def _design_group(
             completion.text,
             prompt,
             registry=registry,
-            agent=agent,  # type: ignore[arg-type]
+            agent=agent,
             config=config.designer,
             sampling_seed=draws.agent_seeds[g],
             validated=reports.pop(completion.text, None),
