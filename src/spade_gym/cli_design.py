@@ -145,7 +145,7 @@ def _show_regret(result: RegretEstimate, agent_name: str, k: int) -> None:
             raise typer.Exit(1)
 
 
-# The factory's options of `spade design`
+# Options of `spade design`
 FactoryCount = Annotated[
     int | None, typer.Option(help="Factory: write environments unattended until this many designs.")
 ]
@@ -154,6 +154,17 @@ FactoryGroup = Annotated[int, typer.Option(help="Factory: designs sampled per pr
 FactoryFolder = Annotated[
     Path,
     typer.Option(help="Factory folder (its registry, designs.jsonl and factory.json); an existing one is resumed."),
+]
+DesignRegistry = Annotated[
+    Path | None,
+    typer.Option(
+        "--registry",
+        "-r",
+        help="Where accepted environments go, and the memory and novelty reference (created with the seed "
+        "library, less the held-out environments, if new). Default: $SPADE_REGISTRY, else "
+        f"{default_work_registry()}.",
+        envvar="SPADE_REGISTRY",
+    ),
 ]
 
 
@@ -174,17 +185,7 @@ def design(
     agent: Annotated[
         str | None, typer.Option(help="The Agent whose regret is measured (default: the Designer's policy).")
     ] = None,
-    registry: Annotated[
-        Path | None,
-        typer.Option(
-            "--registry",
-            "-r",
-            help="Where accepted environments go, and the memory and novelty reference (created with the seed "
-            "library, less the held-out environments, if new). Default: $SPADE_REGISTRY, else "
-            f"{default_work_registry()}.",
-            envvar="SPADE_REGISTRY",
-        ),
-    ] = None,
+    registry: DesignRegistry = None,
     setting: Annotated[
         str | None, typer.Option(help="Target setting: reasoning, tool_use or game (default: the Designer's choice).")
     ] = None,
@@ -251,12 +252,18 @@ def design(
     (new to the registry and to the prompt's examples), measures and registers it, prints a progress
     line per design and the validated new environments per hour; it resumes a stopped --factory folder.
     """
+    factory_run = count is not None or hours is not None
+    if factory_run and registry is not None:
+        fail("--registry does not apply to the factory: its registry is <--factory>/registry", 2)
     sampling = (temperature, max_new_tokens, agent_temperature, agent_max_new_tokens)
-    if count is not None or hours is not None:
-        args = (policy, agent, factory, registry, setting, mode, sampling, k, memory_k, prompt_variant)
-        return design_factory(*args, count, hours, group, seed)
-    roles = (policy, agent, document, registry, setting, mode, repairs)
-    _design_one(*roles, k, memory_k, prompt_variant, sampling, seed, out)
+    try:
+        mode, config = _designer_config(policy, mode, setting, k, memory_k, prompt_variant, sampling, factory_run)
+        if factory_run:
+            return design_factory(policy, agent, factory, mode, config, count, hours, group, seed)
+        outcome, prompt, root = _design_one(policy, agent, document, registry, setting, mode, repairs, config, seed)
+    except (SpadeError, ValueError, OSError) as exc:
+        fail(f"{type(exc).__name__}: {safe(str(exc))}", 2)
+    _show_design(outcome, prompt, root, out)
 
 
 def _is_small(policy: str) -> bool:
@@ -274,7 +281,6 @@ def _designer_config(
     memory_k: int,
     prompt_variant: str,
     sampling: tuple[float, int | None, float, int],
-    *,
     factory: bool,
 ) -> tuple[str, DesignerConfig]:
     """The mode (auto resolved) and the design step of `spade design` and its factory; ValueError
@@ -315,14 +321,10 @@ def _design_one(
     setting: str | None,
     mode: str,
     repairs: int | None,
-    k: int,
-    memory_k: int,
-    prompt_variant: str,
-    sampling: tuple[float, int | None, float, int],
+    config: DesignerConfig,
     seed: int,
-    out: Path | None,
-) -> None:
-    """`spade design` without --count/--hours: one design, printed in full (and written to ``out``)."""
+) -> tuple[DesignOutcome, DesignerPrompt, Path]:
+    """`spade design` without --count/--hours: one design, its prompt and the registry folder."""
     import random
 
     from spade_gym.designer import build_prompt
@@ -332,47 +334,43 @@ def _design_one(
     from spade_gym.policies import load_policy
     from spade_gym.registry.gymnasium import open_registry as open_work_registry
 
-    try:
-        mode, config = _designer_config(policy, mode, setting, k, memory_k, prompt_variant, sampling, factory=False)
-        if repairs is None:
-            repairs = 0 if _is_small(policy) else 2
-        doc: Document | str
-        if document is None or document.is_dir() or document.suffix.lower() in (".jsonl", ".parquet"):
-            doc = load_documents(None if document is None else str(document), seed=seed).sample(1)[0]
-        else:
-            with open(document, "rb") as f:  # a document is capped at about 1024 tokens: 1 MB is plenty
-                text = f.read(1 << 20).decode("utf-8", errors="replace")
-            made = make_document(text, {"kind": "file", "path": str(document.resolve())}, title=document.name)
-            if made is None:
-                raise ValueError(f"{document}: no usable text in the document (empty, too short or binary)")
-            doc = made
-        reg = open_work_registry(registry or default_work_registry(), seed_library=True)
-        rng = random.Random(seed)
-        items = EnvironmentMemory(reg, config.memory).select(rng, setting=setting)
-        prompt = build_prompt(
-            doc,
-            items,
-            setting=setting,
-            mode=mode,
-            parent=pick_parent(items, rng) if mode == "edit" else None,
-            variant=config.prompt,
+    if repairs is None:
+        repairs = 0 if _is_small(policy) else 2
+    doc: Document | str
+    if document is None or document.is_dir() or document.suffix.lower() in (".jsonl", ".parquet"):
+        doc = load_documents(None if document is None else str(document), seed=seed).sample(1)[0]
+    else:
+        with open(document, "rb") as f:  # a document is capped at about 1024 tokens: 1 MB is plenty
+            text = f.read(1 << 20).decode("utf-8", errors="replace")
+        made = make_document(text, {"kind": "file", "path": str(document.resolve())}, title=document.name)
+        if made is None:
+            raise ValueError(f"{document}: no usable text in the document (empty, too short or binary)")
+        doc = made
+    reg = open_work_registry(registry or default_work_registry(), seed_library=True)
+    rng = random.Random(seed)
+    items = EnvironmentMemory(reg, config.memory).select(rng, setting=setting)
+    prompt = build_prompt(
+        doc,
+        items,
+        setting=setting,
+        mode=mode,
+        parent=pick_parent(items, rng) if mode == "edit" else None,
+        variant=config.prompt,
+    )
+    with console.status(f"loading {safe(policy)}", spinner="dots"):
+        designer = load_policy(policy)
+        agent_policy = designer if agent in (None, policy) else load_policy(agent)
+    source = prompt.document.source if prompt.document else None
+    console.print(
+        f"Designing an environment ({mode} mode, setting: {safe(prompt.setting or 'any')}) from "
+        f"{safe(json.dumps(source) if source else 'no document')}; memory: "
+        f"{safe(', '.join(i.record.env_id for i in prompt.memory) or 'empty')}; registry {safe(str(reg.root))}"
+    )
+    with console.status("the Designer is writing (each round: generate, validate, measure regret)", spinner="dots"):
+        outcome = run_design(
+            designer, prompt, registry=reg, agent=agent_policy, config=config, seed=seed, repairs=repairs
         )
-        with console.status(f"loading {safe(policy)}", spinner="dots"):
-            designer = load_policy(policy)
-            agent_policy = designer if agent in (None, policy) else load_policy(agent)
-        source = prompt.document.source if prompt.document else None
-        console.print(
-            f"Designing an environment ({mode} mode, setting: {safe(prompt.setting or 'any')}) from "
-            f"{safe(json.dumps(source) if source else 'no document')}; memory: "
-            f"{safe(', '.join(i.record.env_id for i in prompt.memory) or 'empty')}; registry {safe(str(reg.root))}"
-        )
-        with console.status("the Designer is writing (each round: generate, validate, measure regret)", spinner="dots"):
-            outcome = run_design(
-                designer, prompt, registry=reg, agent=agent_policy, config=config, seed=seed, repairs=repairs
-            )
-    except (SpadeError, ValueError, OSError) as exc:
-        fail(f"{type(exc).__name__}: {safe(str(exc))}", 2)
-    _show_design(outcome, prompt, reg.root, out)
+    return outcome, prompt, reg.root
 
 
 def _show_design(outcome: DesignOutcome, prompt: DesignerPrompt, root: Path, out: Path | None) -> None:
@@ -412,13 +410,8 @@ def design_factory(
     policy: str,
     agent: str | None,
     folder: Path,
-    registry: Path | None,
-    setting: str | None,
     mode: str,
-    sampling: tuple[float, int | None, float, int],
-    k: int,
-    memory_k: int,
-    prompt_variant: str,
+    designer_config: DesignerConfig,
     count: int | None,
     hours: float | None,
     group: int,
@@ -429,35 +422,22 @@ def design_factory(
     from spade_gym.factory import FactoryConfig, FactorySummary, run_factory
     from spade_gym.policies import load_policy
 
-    if registry is not None:
-        fail("--registry does not apply to the factory: its registry is <--factory>/registry", 2)
-    try:
-        mode, designer_config = _designer_config(
-            policy, mode, setting, k, memory_k, prompt_variant, sampling, factory=True
-        )
-        config = FactoryConfig(
-            designer=designer_config,
-            group=group,
-            mode=mode,
-            count=count,
-            seconds=hours * 3600 if hours is not None else None,
-            seed=seed,
-        )
-        documents = load_documents(None, seed=seed)
-        with console.status(f"loading {safe(policy)}", spinner="dots"):
-            designer = load_policy(policy)
+    seconds = hours * 3600 if hours is not None else None
+    config = FactoryConfig(designer=designer_config, group=group, mode=mode, count=count, seconds=seconds, seed=seed)
+    documents = load_documents(None, seed=seed)
+    with console.status(f"loading {safe(policy)}", spinner="dots"):
+        designer = load_policy(policy)
 
-        def progress(summary: FactorySummary, line: dict[str, object]) -> None:
-            console.print(
-                f"{safe(summary.line())}; last: {safe(str(line['category']))} {safe(str(line['name'] or '-'))}",
-                soft_wrap=True,
-                highlight=False,
-            )
+    def progress(summary: FactorySummary, line: dict[str, object]) -> None:
+        console.print(
+            f"{safe(summary.line())}; last: {safe(str(line['category']))} {safe(str(line['name'] or '-'))}",
+            soft_wrap=True,
+            highlight=False,
+        )
 
-        console.print(f"factory {safe(str(folder))}: {mode} mode, {prompt_variant} prompt, {group} designs per prompt")
-        summary = run_factory(folder, designer, documents, config, agent=agent or "default", progress=progress)
-    except (SpadeError, ValueError, OSError) as exc:
-        fail(f"{type(exc).__name__}: {safe(str(exc))}", 2)
+    prompts = f"{designer_config.prompt} prompt, {group} designs per prompt"
+    console.print(f"factory {safe(str(folder))}: {mode} mode, {prompts}")
+    summary = run_factory(folder, designer, documents, config, agent=agent or "default", progress=progress)
     for what in ("valid", "accepted", "new"):
         rate, low, high = summary.rate(what)
         console.print(

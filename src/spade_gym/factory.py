@@ -329,10 +329,8 @@ def run_factory(
         out: the factory folder (created; an existing one is resumed: its registry and its designs
             count, the next prompt is the one after its last).
         designer: the Designer's policy (any backend; inference only).
-        documents: the documents designs are grounded on.
-        config: see :class:`FactoryConfig`.
-        agent: the Agent whose regret is measured on each accepted design (a policy, a spec, or a
-            function making one), loaded on the first accepted design.
+        agent: the Agent whose regret is measured (a policy, a spec, or a function making one),
+            loaded on the first accepted design.
         progress: called after each design with the summary so far and the design's line.
 
     Raises:
