@@ -198,11 +198,10 @@ def _show_measured(reg: Any, records: list[Any], estimates: list[Any], title: st
             regret=result.regret,
             format_compliance=compliance,
         )
-        hinted, plain = result.hint, result.nohint
         table.add_row(
             record.env_id,
             f"{result.mean_hint:.2f} / {result.mean_nohint:.2f}",
-            f"{sum(t.success for t in hinted) / k:.2f} / {sum(t.success for t in plain) / k:.2f}",
+            f"{sum(t.success for t in result.hint) / k:.2f} / {sum(t.success for t in result.nohint) / k:.2f}",
             f"{result.regret:.2f}",
             _fmt(compliance),
             str(result.errors),
