@@ -4,9 +4,8 @@ import os as _os
 import sys as _sys
 
 if "torch" not in _sys.modules:  # read once, when torch loads its OpenMP runtime
-    # OpenMP threads that spin while they wait burn the core a competing process needs: beside one
-    # other busy process on 2 cores, generation took 2.4-7x longer (benchmarks/test_bench_threads.py).
-    # A value the user set is kept.
+    # OpenMP threads spinning while they wait burn the core a competing process needs: beside another
+    # busy process on 2 cores, generation took 2.4-7x longer (benchmarks/test_bench_threads.py).
     _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from spade_gym.env import SandboxedEnv, escape_text

@@ -15,22 +15,8 @@ from rich.panel import Panel
 from rich.progress import track
 from rich.table import Table
 
-from spade_gym.cli_common import (  # noqa: F401 - the app and helpers, as attributes of spade_gym.cli too
-    PROGRESS_LINE_EVERY_S,
-    PhaseProgress,
-    RegistryOption,
-    app,
-    console,
-    default_work_registry,
-    envs_app,
-    fail,
-    load_eval_policy,
-    new_table,
-    open_registry,
-    report_table,
-    safe,
-    say,
-)
+from spade_gym import cli_common
+from spade_gym.cli_common import app, console, fail, new_table, safe
 from spade_gym.env import SandboxedEnv
 from spade_gym.errors import SpadeError, install_hint
 from spade_gym.program import SUCCESS_RETURN
@@ -170,8 +156,6 @@ def doctor(
 
 def _backends_table() -> Table:
     """Which language-model backends this machine can run, without loading a model."""
-    import importlib.metadata
-    import importlib.util
 
     def version(dist: str) -> str | None:
         try:
@@ -259,13 +243,6 @@ def generate(
     console.print(f"{safe(loaded.name)}: {len(completions)} completion(s) in {seconds:.1f} s")
 
 
-def _load_command_plugins() -> None:
-    """Import the modules of the entry point group ``spade_gym.commands`` (pyproject.toml), which add
-    their commands to :data:`app`: `spade serve` lives with its integration, outside the core."""
-    for entry in importlib.metadata.entry_points(group="spade_gym.commands"):
-        entry.load()
-
-
 if __name__ == "__main__":  # pragma: no cover - `python -m spade_gym.cli`: the module proper registers the commands
     from spade_gym.cli import app as spade_app
 
@@ -275,15 +252,18 @@ if __name__ == "__main__":  # pragma: no cover - `python -m spade_gym.cli`: the 
 # imported as modules, so that importing one of them first works too
 from spade_gym import cli_design, cli_train, cli_eval, cli_envs, cli_share  # noqa: E402,I001
 
-_COMMAND_MODULES = (cli_design, cli_train, cli_eval, cli_envs, cli_share)
+_COMMAND_MODULES = (cli_common, cli_design, cli_train, cli_eval, cli_envs, cli_share)
 
 
 def __getattr__(name: str) -> Any:
-    """The command modules' functions as attributes of this module (``from spade_gym.cli import design``)."""
+    """The shared helpers and the command modules' functions as attributes of this module
+    (``from spade_gym.cli import design``)."""
     for module in _COMMAND_MODULES:
         if not name.startswith("_") and hasattr(module, name):
             return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-_load_command_plugins()
+# The plugins of the entry point group spade_gym.commands (pyproject.toml) add theirs: `spade serve`
+for _entry in importlib.metadata.entry_points(group="spade_gym.commands"):
+    _entry.load()

@@ -1,7 +1,5 @@
 """What the ``spade`` command modules share: the typer ``app`` and ``envs_app`` they register on, the
-console, :class:`PhaseProgress`, and helpers (:func:`safe`, :func:`fail`, :func:`say`,
-:func:`new_table`, :func:`open_registry`, :func:`report_table`, :func:`load_eval_policy`).
-:mod:`spade_gym.cli` imports every command module; nothing here imports one."""
+console, :class:`PhaseProgress` and helpers. Nothing here imports a command module."""
 
 from __future__ import annotations
 

@@ -13,16 +13,7 @@ from rich.panel import Panel
 from rich.progress import Progress
 
 from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE
-from spade_gym.cli_common import (
-    app,
-    console,
-    default_work_registry,
-    fail,
-    new_table,
-    open_registry,
-    report_table,
-    safe,
-)
+from spade_gym.cli_common import app, console, default_work_registry, fail, new_table, open_registry, report_table, safe
 from spade_gym.designer import DESIGNER_TEMPERATURE, EDIT_MAX_NEW_TOKENS, WRITE_MAX_NEW_TOKENS
 from spade_gym.errors import SpadeError
 from spade_gym.memory import MemoryConfig
@@ -154,7 +145,7 @@ def _show_regret(result: RegretEstimate, agent_name: str, k: int) -> None:
             raise typer.Exit(1)
 
 
-# The factory's options of `spade design`
+# Options of `spade design`
 FactoryCount = Annotated[
     int | None, typer.Option(help="Factory: write environments unattended until this many designs.")
 ]
@@ -163,6 +154,17 @@ FactoryGroup = Annotated[int, typer.Option(help="Factory: designs sampled per pr
 FactoryFolder = Annotated[
     Path,
     typer.Option(help="Factory folder (its registry, designs.jsonl and factory.json); an existing one is resumed."),
+]
+DesignRegistry = Annotated[
+    Path | None,
+    typer.Option(
+        "--registry",
+        "-r",
+        help="Where accepted environments go, and the memory and novelty reference (created with the seed "
+        "library, less the held-out environments, if new). Default: $SPADE_REGISTRY, else "
+        f"{default_work_registry()}.",
+        envvar="SPADE_REGISTRY",
+    ),
 ]
 
 
@@ -183,17 +185,7 @@ def design(
     agent: Annotated[
         str | None, typer.Option(help="The Agent whose regret is measured (default: the Designer's policy).")
     ] = None,
-    registry: Annotated[
-        Path | None,
-        typer.Option(
-            "--registry",
-            "-r",
-            help="Where accepted environments go, and the memory and novelty reference (created with the seed "
-            "library, less the held-out environments, if new). Default: $SPADE_REGISTRY, else "
-            f"{default_work_registry()}.",
-            envvar="SPADE_REGISTRY",
-        ),
-    ] = None,
+    registry: DesignRegistry = None,
     setting: Annotated[
         str | None, typer.Option(help="Target setting: reasoning, tool_use or game (default: the Designer's choice).")
     ] = None,
@@ -260,40 +252,63 @@ def design(
     (new to the registry and to the prompt's examples), measures and registers it, prints a progress
     line per design and the validated new environments per hour; it resumes a stopped --factory folder.
     """
+    factory_run = count is not None or hours is not None
+    if factory_run and registry is not None:
+        fail("--registry does not apply to the factory: its registry is <--factory>/registry", 2)
     sampling = (temperature, max_new_tokens, agent_temperature, agent_max_new_tokens)
-    if count is not None or hours is not None:
-        args = (policy, agent, factory, registry, setting, mode, *sampling, k, memory_k, prompt_variant)
-        return design_factory(*args, count, hours, group, seed)
-    roles = (policy, agent, document, registry, setting, mode, repairs)
-    _design_one(*roles, k, memory_k, *sampling, seed, out, prompt_variant)
+    try:
+        mode, config = _designer_config(policy, mode, setting, k, memory_k, prompt_variant, sampling, factory_run)
+        if factory_run:
+            return design_factory(policy, agent, factory, mode, config, count, hours, group, seed)
+        outcome, prompt, root = _design_one(policy, agent, document, registry, setting, mode, repairs, config, seed)
+    except (SpadeError, ValueError, OSError) as exc:
+        fail(f"{type(exc).__name__}: {safe(str(exc))}", 2)
+    _show_design(outcome, prompt, root, out)
+
+
+def _is_small(policy: str) -> bool:
+    """Whether `--mode auto` edits (and repairs default to 0) for this Designer."""
+    from spade_gym.designer import auto_edit_probability
+
+    return auto_edit_probability(policy) >= 0.5
 
 
 def _designer_config(
+    policy: str,
     mode: str,
+    setting: str | None,
     k: int,
     memory_k: int,
     prompt_variant: str,
-    sampling: tuple[float, int, float, int],
-    setting: str | None = None,
-) -> DesignerConfig:
-    """The design step of `spade design` and its factory: ``sampling`` is the Designer's temperature
-    (0: greedy, as every temperature below GREEDY_BELOW) and new tokens, then the Agent's; edit mode
-    takes its token budget for edit blocks."""
+    sampling: tuple[float, int | None, float, int],
+    factory: bool,
+) -> tuple[str, DesignerConfig]:
+    """The mode (auto resolved) and the design step of `spade design` and its factory; ValueError
+    for a bad option. ``sampling``: the Designer's temperature (0: greedy) and new tokens (None: the
+    mode's default), then the Agent's. Only the factory restricts the settings to ``setting``."""
     from spade_gym.agent import RolloutConfig
-    from spade_gym.designer import DesignerConfig
+    from spade_gym.designer import MODES, DesignerConfig
     from spade_gym.policies import SamplingParams
     from spade_gym.policies.base import GREEDY_BELOW
     from spade_gym.program import SETTINGS
 
+    if mode == "auto":
+        mode = "edit" if _is_small(policy) else "write"
+    if mode not in MODES:
+        raise ValueError(f"--mode must be one of auto, {', '.join(MODES)}, got {mode!r}")
+    if setting is not None and setting not in SETTINGS:
+        raise ValueError(f"--setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
     temperature, tokens, agent_temperature, agent_tokens = sampling
-    return DesignerConfig(
+    if tokens is None:
+        tokens = EDIT_MAX_NEW_TOKENS if mode == "edit" else WRITE_MAX_NEW_TOKENS
+    return mode, DesignerConfig(
         k=k,
         rollout=RolloutConfig(sampling=SamplingParams(temperature=agent_temperature, max_new_tokens=agent_tokens)),
         temperature=temperature or GREEDY_BELOW / 2,
         max_new_tokens=tokens,
         edit_max_new_tokens=tokens if mode == "edit" else EDIT_MAX_NEW_TOKENS,
         memory_k=memory_k,
-        settings=(cast("Setting", setting),) if setting else SETTINGS,
+        settings=(cast("Setting", setting),) if setting and factory else SETTINGS,
         prompt=cast("PromptVariant", prompt_variant),  # DesignerConfig refuses another
     )
 
@@ -306,79 +321,56 @@ def _design_one(
     setting: str | None,
     mode: str,
     repairs: int | None,
-    k: int,
-    memory_k: int,
-    temperature: float,
-    max_new_tokens: int | None,
-    agent_temperature: float,
-    agent_max_new_tokens: int,
+    config: DesignerConfig,
     seed: int,
-    out: Path | None,
-    prompt_variant: str,
-) -> None:
-    """`spade design` without --count/--hours: one design, printed in full (and written to ``out``)."""
+) -> tuple[DesignOutcome, DesignerPrompt, Path]:
+    """`spade design` without --count/--hours: one design, its prompt and the registry folder."""
     import random
 
-    from spade_gym.designer import MODES, auto_edit_probability, build_prompt
+    from spade_gym.designer import build_prompt
     from spade_gym.designer import design as run_design
     from spade_gym.documents import Document, load_documents, make_document
     from spade_gym.memory import EnvironmentMemory, pick_parent
     from spade_gym.policies import load_policy
-    from spade_gym.program import SETTINGS
     from spade_gym.registry.gymnasium import open_registry as open_work_registry
 
-    try:
-        small = auto_edit_probability(policy) >= 0.5
-        if mode == "auto":
-            mode = "edit" if small else "write"
-        if mode not in MODES:
-            raise ValueError(f"--mode must be one of auto, {', '.join(MODES)}, got {mode!r}")
-        if repairs is None:
-            repairs = 0 if small else 2
-        if max_new_tokens is None:
-            max_new_tokens = EDIT_MAX_NEW_TOKENS if mode == "edit" else WRITE_MAX_NEW_TOKENS
-        if setting is not None and setting not in SETTINGS:
-            raise ValueError(f"--setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
-        config = _designer_config(
-            mode, k, memory_k, prompt_variant, (temperature, max_new_tokens, agent_temperature, agent_max_new_tokens)
+    if repairs is None:
+        repairs = 0 if _is_small(policy) else 2
+    doc: Document | str
+    if document is None or document.is_dir() or document.suffix.lower() in (".jsonl", ".parquet"):
+        doc = load_documents(None if document is None else str(document), seed=seed).sample(1)[0]
+    else:
+        with open(document, "rb") as f:  # a document is capped at about 1024 tokens: 1 MB is plenty
+            text = f.read(1 << 20).decode("utf-8", errors="replace")
+        made = make_document(text, {"kind": "file", "path": str(document.resolve())}, title=document.name)
+        if made is None:
+            raise ValueError(f"{document}: no usable text in the document (empty, too short or binary)")
+        doc = made
+    reg = open_work_registry(registry or default_work_registry(), seed_library=True)
+    rng = random.Random(seed)
+    items = EnvironmentMemory(reg, config.memory).select(rng, setting=setting)
+    prompt = build_prompt(
+        doc,
+        items,
+        setting=setting,
+        mode=mode,
+        parent=pick_parent(items, rng) if mode == "edit" else None,
+        variant=config.prompt,
+    )
+    with console.status(f"loading {safe(policy)}", spinner="dots"):
+        designer = load_policy(policy)
+        agent_policy = designer if agent in (None, policy) else load_policy(agent)
+    source = prompt.document.source if prompt.document else None
+    console.print(
+        f"Designing an environment ({mode} mode, setting: {safe(prompt.setting or 'any')}) from "
+        f"{safe(json.dumps(source) if source else 'no document')}; memory: "
+        f"{safe(', '.join(i.record.env_id for i in prompt.memory) or 'empty')}; registry {safe(str(reg.root))}"
+    )
+    with console.status("the Designer is writing (each round: generate, validate, measure regret)", spinner="dots"):
+        outcome = run_design(
+            designer, prompt, registry=reg, agent=agent_policy, config=config, seed=seed, repairs=repairs
         )
-        doc: Document | str
-        if document is None or document.is_dir() or document.suffix.lower() in (".jsonl", ".parquet"):
-            doc = load_documents(None if document is None else str(document), seed=seed).sample(1)[0]
-        else:
-            with open(document, "rb") as f:  # a document is capped at about 1024 tokens: 1 MB is plenty
-                text = f.read(1 << 20).decode("utf-8", errors="replace")
-            made = make_document(text, {"kind": "file", "path": str(document.resolve())}, title=document.name)
-            if made is None:
-                raise ValueError(f"{document}: no usable text in the document (empty, too short or binary)")
-            doc = made
-        reg = open_work_registry(registry or default_work_registry(), seed_library=True)
-        rng = random.Random(seed)
-        items = EnvironmentMemory(reg, config.memory).select(rng, setting=setting)
-        prompt = build_prompt(
-            doc,
-            items,
-            setting=setting,
-            mode=mode,
-            parent=pick_parent(items, rng) if mode == "edit" else None,
-            variant=prompt_variant,
-        )
-        with console.status(f"loading {safe(policy)}", spinner="dots"):
-            designer = load_policy(policy)
-            agent_policy = designer if agent in (None, policy) else load_policy(agent)
-        source = prompt.document.source if prompt.document else None
-        console.print(
-            f"Designing an environment ({mode} mode, setting: {safe(prompt.setting or 'any')}) from "
-            f"{safe(json.dumps(source) if source else 'no document')}; memory: "
-            f"{safe(', '.join(i.record.env_id for i in prompt.memory) or 'empty')}; registry {safe(str(reg.root))}"
-        )
-        with console.status("the Designer is writing (each round: generate, validate, measure regret)", spinner="dots"):
-            outcome = run_design(
-                designer, prompt, registry=reg, agent=agent_policy, config=config, seed=seed, repairs=repairs
-            )
-    except (SpadeError, ValueError, OSError) as exc:
-        fail(f"{type(exc).__name__}: {safe(str(exc))}", 2)
-    _show_design(outcome, prompt, reg.root, out)
+    return outcome, prompt, reg.root
 
 
 def _show_design(outcome: DesignOutcome, prompt: DesignerPrompt, root: Path, out: Path | None) -> None:
@@ -418,62 +410,34 @@ def design_factory(
     policy: str,
     agent: str | None,
     folder: Path,
-    registry: Path | None,
-    setting: str | None,
     mode: str,
-    temperature: float,
-    max_new_tokens: int | None,
-    agent_temperature: float,
-    agent_max_new_tokens: int,
-    k: int,
-    memory_k: int,
-    prompt_variant: str,
+    designer_config: DesignerConfig,
     count: int | None,
     hours: float | None,
     group: int,
     seed: int,
 ) -> None:
     """`spade design --count/--hours`: the environment factory (spade_gym.factory), one progress line per design."""
-    from spade_gym.designer import auto_edit_probability
     from spade_gym.documents import load_documents
     from spade_gym.factory import FactoryConfig, FactorySummary, run_factory
     from spade_gym.policies import load_policy
-    from spade_gym.program import SETTINGS
 
-    if registry is not None:
-        fail("--registry does not apply to the factory: its registry is <--factory>/registry", 2)
-    try:
-        if mode == "auto":
-            mode = "edit" if auto_edit_probability(policy) >= 0.5 else "write"
-        if setting is not None and setting not in SETTINGS:
-            raise ValueError(f"--setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
-        tokens = max_new_tokens or (EDIT_MAX_NEW_TOKENS if mode == "edit" else WRITE_MAX_NEW_TOKENS)
-        designer_config = _designer_config(
-            mode, k, memory_k, prompt_variant, (temperature, tokens, agent_temperature, agent_max_new_tokens), setting
+    seconds = hours * 3600 if hours is not None else None
+    config = FactoryConfig(designer=designer_config, group=group, mode=mode, count=count, seconds=seconds, seed=seed)
+    documents = load_documents(None, seed=seed)
+    with console.status(f"loading {safe(policy)}", spinner="dots"):
+        designer = load_policy(policy)
+
+    def progress(summary: FactorySummary, line: dict[str, object]) -> None:
+        console.print(
+            f"{safe(summary.line())}; last: {safe(str(line['category']))} {safe(str(line['name'] or '-'))}",
+            soft_wrap=True,
+            highlight=False,
         )
-        config = FactoryConfig(
-            designer=designer_config,
-            group=group,
-            mode=mode,
-            count=count,
-            seconds=hours * 3600 if hours is not None else None,
-            seed=seed,
-        )
-        documents = load_documents(None, seed=seed)
-        with console.status(f"loading {safe(policy)}", spinner="dots"):
-            designer = load_policy(policy)
 
-        def progress(summary: FactorySummary, line: dict[str, object]) -> None:
-            console.print(
-                f"{safe(summary.line())}; last: {safe(str(line['category']))} {safe(str(line['name'] or '-'))}",
-                soft_wrap=True,
-                highlight=False,
-            )
-
-        console.print(f"factory {safe(str(folder))}: {mode} mode, {prompt_variant} prompt, {group} designs per prompt")
-        summary = run_factory(folder, designer, documents, config, agent=agent or "default", progress=progress)
-    except (SpadeError, ValueError, OSError) as exc:
-        fail(f"{type(exc).__name__}: {safe(str(exc))}", 2)
+    prompts = f"{designer_config.prompt} prompt, {group} designs per prompt"
+    console.print(f"factory {safe(str(folder))}: {mode} mode, {prompts}")
+    summary = run_factory(folder, designer, documents, config, agent=agent or "default", progress=progress)
     for what in ("valid", "accepted", "new"):
         rate, low, high = summary.rate(what)
         console.print(

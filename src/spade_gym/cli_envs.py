@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.panel import Panel
 from rich.progress import Progress, TimeElapsedColumn, track
-from rich.table import Table
+from rich.table import Column, Table
 
 from spade_gym.agent import AGENT_TEMPERATURE, AGENT_TOP_P
 from spade_gym.cli_common import (
@@ -45,6 +45,16 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _returns(record: EnvRecord) -> str:
+    """``"hint / no hint"``: the measured mean returns of ``record``."""
+    return f"{_fmt(record.stats.mean_return_hint)} / {_fmt(record.stats.mean_return_nohint)}"
+
+
+def _print_problems(reg: Registry) -> None:
+    for directory, message in reg.problems():
+        console.print(f"[yellow]skipped {safe(directory)}: {safe(message)}[/yellow]")
+
+
 @envs_app.command("list")
 def envs_list(
     registry: RegistryOption = None,
@@ -63,30 +73,20 @@ def envs_list(
         for record in reg.records(setting=setting):
             about = escape_text(record.description.split("; ")[0].split(". ")[0].rstrip("."))
             about = (about if len(about) <= 110 else about[:107].rsplit(" ", 1)[0] + "...").replace("|", "\\|")
-            stats = record.stats
-            returns = f"{_fmt(stats.mean_return_hint)} / {_fmt(stats.mean_return_nohint)}"
             print(
-                f"| `{record.gym_id}` | {record.setting} | {record.max_turns} | {returns} | {_fmt(stats.regret)} | {about} |"
+                f"| `{record.gym_id}` | {record.setting} | {record.max_turns} | {_returns(record)} "
+                f"| {_fmt(record.stats.regret)} | {about} |"
             )
         return
     columns = ("id", "setting", "turns", "return hint / no hint", "regret", "episodes", "tags")
     table = new_table(f"Environments in {reg.root}", columns, overflow="fold")
     records = reg.records(setting=setting)
-    for record in records:
-        stats = record.stats
-        table.add_row(
-            record.env_id,
-            record.setting,
-            str(record.max_turns),
-            f"{_fmt(stats.mean_return_hint)} / {_fmt(stats.mean_return_nohint)}",
-            _fmt(stats.regret),
-            str(stats.episodes),
-            ", ".join(record.tags),
-        )
+    for r in records:
+        row = (r.env_id, r.setting, str(r.max_turns), _returns(r), _fmt(r.stats.regret), str(r.stats.episodes))
+        table.add_row(*row, ", ".join(r.tags))
     console.print(table)
     console.print(f"{len(records)} environment(s); Gymnasium ids are spade/<id>.")
-    for directory, message in reg.problems():
-        console.print(f"[yellow]skipped {safe(directory)}: {safe(message)}[/yellow]")
+    _print_problems(reg)
 
 
 @envs_app.command("measure")
@@ -198,11 +198,10 @@ def _show_measured(reg: Any, records: list[Any], estimates: list[Any], title: st
             regret=result.regret,
             format_compliance=compliance,
         )
-        hinted, plain = result.hint, result.nohint
         table.add_row(
             record.env_id,
             f"{result.mean_hint:.2f} / {result.mean_nohint:.2f}",
-            f"{sum(t.success for t in hinted) / k:.2f} / {sum(t.success for t in plain) / k:.2f}",
+            f"{sum(t.success for t in result.hint) / k:.2f} / {sum(t.success for t in result.nohint) / k:.2f}",
             f"{result.regret:.2f}",
             _fmt(compliance),
             str(result.errors),
@@ -251,9 +250,6 @@ def envs_show(
 
     opened = open_registry(registry)
     record = _get_record(opened, env_id)
-    meta = Table(show_header=False, title=record.gym_id)
-    meta.add_column("field")
-    meta.add_column("value", overflow="fold")
     rows = {
         "name": record.name,
         "version": str(record.version),
@@ -264,7 +260,7 @@ def envs_show(
         "parents": ", ".join(record.parents) or "-",
         "document": safe(str(record.document), 200) if record.document else "-",
         "episodes": str(record.stats.episodes),
-        "return with / without hint": f"{_fmt(record.stats.mean_return_hint)} / {_fmt(record.stats.mean_return_nohint)}",
+        "return with / without hint": _returns(record),
         "regret": _fmt(record.stats.regret),
         "validation": (record.validation or {}).get("category", "-"),
         "description": safe(record.description),
@@ -273,6 +269,7 @@ def envs_show(
     design = _design_line_of(opened.root, record.env_id)
     if design is not None:
         rows["design"] = design
+    meta = Table("field", Column("value", overflow="fold"), show_header=False, title=record.gym_id)
     for key, value in rows.items():
         meta.add_row(key, value)
     console.print(meta)
@@ -413,5 +410,4 @@ def envs_rebuild_index(registry: RegistryOption = None) -> None:
     reg = open_registry(registry)
     count = reg.rebuild_index()
     console.print(f"re-indexed {count} environment(s) in {reg.root}")
-    for directory, message in reg.problems():
-        console.print(f"[yellow]skipped {safe(directory)}: {safe(message)}[/yellow]")
+    _print_problems(reg)

@@ -10,14 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.progress import Progress, TimeElapsedColumn
 
-from spade_gym.cli_common import (
-    app,
-    console,
-    fail,
-    load_eval_policy,
-    new_table,
-    safe,
-)
+from spade_gym.cli_common import app, console, fail, load_eval_policy, new_table, safe
 from spade_gym.errors import SpadeError
 
 if TYPE_CHECKING:

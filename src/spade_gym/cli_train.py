@@ -9,14 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from spade_gym.cli_common import (
-    PhaseProgress,
-    app,
-    console,
-    fail,
-    safe,
-    say,
-)
+from spade_gym.cli_common import PhaseProgress, app, console, fail, safe, say
 from spade_gym.errors import SpadeError
 
 
@@ -181,7 +174,10 @@ def _existing_folder(path: Path) -> Path:
 
 
 def _run_selfplay(make: Any) -> None:
+    """Make the loop with ``make(say, progress)``, train it, and print where its outputs are."""
+    from spade_gym.evaluation.heldout import heldout_report
     from spade_gym.trainer.plot import plot_run
+    from spade_gym.trainer.selfplay import designer_summary, what_moved
 
     progress = PhaseProgress(say)
     loop = None
@@ -206,12 +202,11 @@ def _run_selfplay(make: Any) -> None:
                 f"`spade resume {safe(str(loop.run.path))}`[/yellow]"
             )
         raise typer.Exit(130) from None
-    from spade_gym.trainer.selfplay import what_moved
-
     plots = plot_run(loop.run.path)
     accepted = [env_id for r in results for env_id in r.accepted]
+    metrics = loop.run.read_metrics()
     console.print("what moved (first -> last iteration):")
-    for line in what_moved(loop.run.read_metrics()):
+    for line in what_moved(metrics):
         console.print(f"  {safe(line)}")
     console.print(f"run folder: {safe(str(loop.run.path))}")
     console.print(f"metrics: {safe(str(loop.run.metrics_path))}; checkpoints: {safe(str(loop.run.checkpoints_dir))}")
@@ -222,11 +217,7 @@ def _run_selfplay(make: Any) -> None:
         f"newly accepted environments ({len(accepted)}): {safe(', '.join(accepted) or 'none')} "
         f"(`spade envs list -r {safe(str(loop.run.registry_dir))}`)"
     )
-    from spade_gym.evaluation.heldout import heldout_report
-    from spade_gym.trainer.selfplay import designer_summary
-
-    console.print(safe(designer_summary(loop.run.read_metrics())), soft_wrap=True)
-
+    console.print(safe(designer_summary(metrics)), soft_wrap=True)
     for line in heldout_report(loop.run.path):  # the last lines, for scripts: "held-out success (unseen seeds): ..."
         console.print(safe(line), soft_wrap=True)
 

@@ -46,12 +46,8 @@ __all__ = [
 
 
 class Category(StrEnum):
-    """Every outcome category: of an error, of a validation check or report, of a refused design.
-
-    A member is its name as a string (``Category.DUPLICATE == "DUPLICATE"``), so JSON, reports and
-    messages show the plain name; ``repr`` does too, so a message listing categories reads the same
-    as when they were plain strings.
-    """
+    """Every outcome category: of an error, of a validation check or report, of a refused design. A
+    member is its name as a string (``Category.DUPLICATE == "DUPLICATE"``), in JSON, reports and ``repr``."""
 
     # an error of a program run in the sandbox (the worker sends these, see CATEGORIES)
     COMPILE_REJECTED = "COMPILE_REJECTED"
@@ -233,8 +229,6 @@ class MissingDependency(SpadeError, ImportError):
     """An optional integration's library is not installed (an :class:`ImportError` too); the message
     names the extra and how to install it (:func:`install_hint`)."""
 
-    default_category = Category.ENV_EXCEPTION
-
 
 class DocumentError(SpadeError):
     """A document source cannot give documents (missing path or dependency, unsupported type, no usable document)."""
@@ -293,10 +287,8 @@ _BY_NAME: dict[str, type[SpadeError]] = {
 
 def error_from_payload(payload: object) -> SpadeError:
     """Rebuild (not raise) an error from the worker's ``{"type", "category", "message", "traceback"}``.
-
     The payload is untrusted: only names in a fixed table are honoured, text is truncated, and
-    anything malformed becomes a :class:`WorkerCrash`.
-    """
+    anything malformed becomes a :class:`WorkerCrash`."""
     if not isinstance(payload, dict):
         return WorkerCrash(f"worker sent a malformed error record: {type(payload).__name__}")
     cls = _BY_NAME.get(str(payload.get("type")), WorkerCrash)
@@ -313,26 +305,19 @@ def first_line(exc: BaseException) -> str:
 
 
 def install_hint(extra: str | None = None) -> str:
-    """How to install spade-gym, with its optional ``extra`` (e.g. ``"sb3"``), as one line for a message.
-
-    spade-gym is not on PyPI yet (installing it by name fails), so the instruction installs
-    it from a clone of its repository: ``pip install -e '.[sb3]'`` in the clone's root folder.
-    """
+    """How to install spade-gym with its optional ``extra`` (e.g. ``"sb3"``), as one line for a message:
+    from a clone of its repository, as it is not on PyPI yet."""
     target = f".[{extra}]" if extra else "."
     return f"pip install -e '{target}' in a clone of the spade_gym repository (spade-gym is not on PyPI yet)"
 
 
 def require(module: str, extra: str, feature: str) -> ModuleType:
-    """Import ``module`` for ``feature``, or say in one line which extra installs it.
-
-    Args:
-        module: the module to import, e.g. ``"trl"``.
-        extra: the spade-gym extra that installs it, or a full pip requirement (``"verl"``).
-        feature: what needs it, e.g. ``"spade_gym.integrations.trl"``.
+    """Import ``module`` (``"trl"``) for ``feature`` (``"spade_gym.integrations.trl"``).
 
     Raises:
-        MissingDependency: ``"<feature> needs <module>: <install_hint(extra)>"``, naming the missing
-            dependency when the library is installed but one of its own is not.
+        MissingDependency: ``"<feature> needs <module>: <install_hint(extra)>"`` (``extra``: the
+            spade-gym extra, or a full pip requirement), naming the missing dependency when the
+            library is installed but one of its own is not.
     """
     try:
         return importlib.import_module(module)

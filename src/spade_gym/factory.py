@@ -1,29 +1,26 @@
 """The environment factory: a Designer writing environments unattended, the gate as the verifier.
 
-Best-of-N at its simplest: pose a prompt, sample a group of ``group`` designs, keep those the gate
-accepts (and that are new to the registry, the prompt's examples included), measure their regret,
-register them; again, for ``count`` designs or ``seconds`` of wall time. Everything goes to a
-folder, so a stopped run resumes where it stopped::
+Best-of-N: pose a prompt (prompt ``p`` targets setting ``p mod len(settings)``), sample ``group``
+designs, keep those the gate accepts, measure their regret and register them; again, for ``count``
+designs or ``seconds`` of wall time. A stopped run resumes from its folder: ``registry/``,
+``designs.jsonl`` (one line per design), ``prompts.jsonl`` (one line per prompt: its chat messages)
+and ``factory.json`` (settings and :class:`FactorySummary`).
 
-    out/registry/       the seed library and every accepted environment (spade/<Name>-v<k>)
-    out/designs.jsonl   one line per design: verdict, program, timings, regret, provenance
-    out/prompts.jsonl   one line per prompt: its chat messages (what a repair round continues)
-    out/factory.json    the settings and the running summary (:class:`FactorySummary`)
-
-Prompt ``p`` targets setting ``p mod len(settings)`` (reasoning, tool use, game in turn). A design is *valid* when it passes every check of the gate but novelty, *accepted* when it also is
-new to the registry and registered, and *new* when accepted and not a variant of a program the
-Designer was shown or of a seed (similarity below ``near_duplicate_threshold`` to each, see
-:func:`spade_gym.design_novelty.closest_reference`). Rates come with 95% Wilson intervals, and
-the factory's yield as new environments per hour of wall time and per CPU-hour (the CPU seconds of
-this process and its sandbox workers).
+A design is *valid* when it passes every check but novelty, *accepted* when it is also new to the
+registry and registered, and *new* when accepted and not a variant of a program the Designer was
+shown or of a seed (:func:`spade_gym.design_novelty.closest_reference` below
+``near_duplicate_threshold``). Rates come with 95% Wilson intervals; the yield is new environments
+per hour of wall time and per CPU-hour (this process and its sandbox workers).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -44,7 +41,7 @@ from spade_gym.errors import Category
 from spade_gym.evaluation import confidence_interval
 from spade_gym.files import replace_atomically
 from spade_gym.memory import EnvironmentMemory
-from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams
+from spade_gym.policies.base import Completion, Policy
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, open_registry
 from spade_gym.registry.store import Registry
 
@@ -130,9 +127,7 @@ class FactorySummary:
     @classmethod
     def of(cls, lines: list[dict[str, Any]]) -> FactorySummary:
         """The summary of designs.jsonl lines."""
-        categories: dict[str, int] = {}
-        for line in lines:
-            categories[line["category"]] = categories.get(line["category"], 0) + 1
+        categories = Counter(line["category"] for line in lines)
         return cls(
             designs=len(lines),
             prompts=len({line["prompt"] for line in lines}),
@@ -192,10 +187,8 @@ def read_designs(out: Path) -> list[dict[str, Any]]:
         return []
     lines = []
     for raw in path.read_text(encoding="utf-8").splitlines():
-        try:
+        with contextlib.suppress(ValueError):
             lines.append(json.loads(raw))
-        except ValueError:
-            continue
     return lines
 
 
@@ -218,18 +211,7 @@ class _LazyAgent:
                 self._loaded = self._make()
         return self._loaded
 
-    @property
-    def name(self) -> str:
-        return self.get().name
-
-    @property
-    def context_window(self) -> int | None:
-        return self.get().context_window
-
-    def generate(self, prompts: list[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
-        return self.get().generate(prompts, sampling)
-
-    def __getattr__(self, name: str) -> Any:  # backend extras (encode, ...)
+    def __getattr__(self, name: str) -> Any:  # the policy's attributes: name, generate, encode, ...
         return getattr(self.get(), name)
 
 
@@ -301,9 +283,8 @@ def _design_group(
     prompt = draws.prompt
     provenance = prompt.provenance()  # its "prompt" is the variant: the line's "prompt" is the index designs name
     posed.write(
-        json.dumps({**provenance, "variant": provenance.get("prompt"), "prompt": p, "messages": prompt.messages})
+        json.dumps({**provenance, "variant": provenance.get("prompt"), "prompt": p, "messages": prompt.messages}) + "\n"
     )
-    posed.write("\n")
     posed.flush()
     sampling = replace(config.designer.sampling_for(prompt.mode), n=size, seed=group_seed)
     completions = generate_designs(designer, [prompt], sampling)
@@ -317,7 +298,7 @@ def _design_group(
             completion.text,
             prompt,
             registry=registry,
-            agent=agent,  # type: ignore[arg-type]
+            agent=agent,
             config=config.designer,
             sampling_seed=draws.agent_seeds[g],
             validated=reports.pop(completion.text, None),
@@ -348,10 +329,8 @@ def run_factory(
         out: the factory folder (created; an existing one is resumed: its registry and its designs
             count, the next prompt is the one after its last).
         designer: the Designer's policy (any backend; inference only).
-        documents: the documents designs are grounded on.
-        config: see :class:`FactoryConfig`.
-        agent: the Agent whose regret is measured on each accepted design (a policy, a spec, or a
-            function making one), loaded on the first accepted design.
+        agent: the Agent whose regret is measured (a policy, a spec, or a function making one),
+            loaded on the first accepted design.
         progress: called after each design with the summary so far and the design's line.
 
     Raises:

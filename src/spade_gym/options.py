@@ -1,11 +1,7 @@
-"""Config fields, defined one way for every config dataclass (the sections of
-:class:`~spade_gym.trainer.config.SelfPlayConfig`, :class:`~spade_gym.trainer.grpo.GRPOConfig`,
-:class:`~spade_gym.regret.RewardConfig`): a field's help text is its ``metadata["help"]``, its range
-is ``Annotated`` constraints on its type (``Ge(1)``, ``Gt(0)``, ``Le(1)``, ``Lt(1)``, :data:`FINITE`,
-a :class:`Why`) that pydantic checks, in a config and (:func:`refusal`) in a dataclass built in
-Python (:func:`first_refusal`: every field of one); :func:`type_name` renders the same text for
-``--help-config``, the YAML comments and the errors (:mod:`spade_gym.trainer.config`), whose files
-:func:`strict_yaml_loader` reads."""
+"""Config fields, defined one way for every config dataclass: a field's help text is its
+``metadata["help"]``, its range ``Annotated`` constraints on its type (``Ge(1)``, ``Gt(0)``, ``Le(1)``,
+``Lt(1)``, :data:`FINITE`, a :class:`Why`) that pydantic checks, in a config file and in a dataclass
+built in Python (:func:`first_refusal`); :func:`type_name` renders them for help and errors."""
 
 from __future__ import annotations
 
@@ -128,8 +124,7 @@ def adapter(tp: Any) -> Any:
 
 def refusal(value: Any, tp: Any) -> str | None:
     """``None`` when pydantic (:func:`adapter`) accepts ``value`` as a ``tp`` within its ``Annotated``
-    range, else what is expected (:func:`type_name`, ``None`` for null): the check of a dataclass
-    built in Python, as a config's keys are checked."""
+    range, else what is expected (:func:`type_name`, ``None`` for null)."""
     from pydantic import ValidationError
 
     try:
@@ -154,8 +149,7 @@ def _checked_fields(cls: type) -> list[tuple[str, Any]]:
 
 def first_refusal(obj: object) -> tuple[str, Any, str] | None:
     """``(field, value, expected)`` of the first field of dataclass ``obj`` whose value its type (its
-    ``Annotated`` range) refuses (:func:`refusal`), or ``None``: the one range check of a config
-    dataclass built in Python, as the config file's keys are checked against the same types."""
+    ``Annotated`` range) refuses (:func:`refusal`), or ``None``."""
     for name, tp in _checked_fields(type(obj)):
         value = getattr(obj, name)
         expected = refusal(value, tp)
