@@ -367,7 +367,7 @@ def duplicate_of(program: EnvProgram, registry: Registry | None, config: Validat
         except SandboxSetupError:
             raise
         except SpadeError as exc:
-            return exc.category, f"the program could not be compared with the registered environments: {exc.message}"
+            return _not_compared(exc)
         max_turns, tools = min(spec.max_turns, config.sandbox.max_turns), _tool_names(spec.tools)
         seeds = probe_seeds(registry)
         needed = math.ceil(DUPLICATE_SHARE * len(seeds))
@@ -382,10 +382,7 @@ def duplicate_of(program: EnvProgram, registry: Registry | None, config: Validat
                 if mine is None:
                     mine = first_views(client, seeds, budget)
             except SpadeError as exc:
-                return (
-                    exc.category,
-                    f"the program could not be compared with the registered environments: {exc.message}",
-                )
+                return _not_compared(exc)
             theirs = {e.seed: e.views[0] for e in probe.episodes}
             if sum(mine.get(seed) == view for seed, view in theirs.items()) < needed:
                 continue  # another task from the first observation on: no replay
@@ -404,6 +401,10 @@ def duplicate_of(program: EnvProgram, registry: Registry | None, config: Validat
                     "it accepts the same answers, pays the same rewards and shows the Agent the same task"
                 )
     return None
+
+
+def _not_compared(exc: SpadeError) -> tuple[str, str]:
+    return exc.category, f"the program could not be compared with the registered environments: {exc.message}"
 
 
 def check_novelty(
