@@ -472,12 +472,9 @@ class Registry:
             raise ValueError(f"the program source cannot be encoded as UTF-8 ({exc})") from None
         sig = signatures(program.source)
         sketch = sig.minhash()
-        signature = minhash_to_bytes(sketch)
-        program_id = program.id
-
         with self._locked(check=True):
             self._refuse_duplicate(
-                program_id, sig.ast_hash, None if allow_near_duplicates else sketch, near_duplicate_threshold
+                program.id, sig.ast_hash, None if allow_near_duplicates else sketch, near_duplicate_threshold
             )
             version = self._next_version(name)
             env_id = f"{name}-v{version}"
@@ -485,7 +482,7 @@ class Registry:
                 env_id=env_id,
                 name=name,
                 version=version,
-                program_id=program_id,
+                program_id=program.id,
                 setting=setting,
                 max_turns=max_turns,
                 description=description,
@@ -498,10 +495,11 @@ class Registry:
                 stats=stats,
             )
             self._write_entry(record, source_bytes)
-            row = _row(record, sig.ast_hash, signature)
             try:
                 with self._index.write():
-                    self._index.insert_rows([row], [_fingerprint(record.path)])
+                    self._index.insert_rows(
+                        [_row(record, sig.ast_hash, minhash_to_bytes(sketch))], [_fingerprint(record.path)]
+                    )
             except sqlite3.DatabaseError as exc:
                 raise RegistryError(
                     f"{env_id} was written to {record.path} but could not be added to {INDEX_FILE} ({exc}); "
