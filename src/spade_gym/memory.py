@@ -23,7 +23,7 @@ from typing import Literal
 
 from spade_gym.errors import EnvNotFound, SpadeError
 from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, TOO_EASY_AT
-from spade_gym.registry.records import GYM_PREFIX, EnvRecord, EnvStats
+from spade_gym.registry.records import GYM_PREFIX, EnvRecord, EnvStats, check_strings
 from spade_gym.registry.store import Registry
 
 __all__ = [
@@ -376,15 +376,7 @@ class EnvironmentMemory:
         config = self.config
         if setting is not None and setting not in SETTINGS:
             raise ValueError(f"setting = {setting!r}; expected None or one of {SETTINGS}")
-        if isinstance(exclude, str):
-            raise TypeError(
-                f"exclude = {exclude!r} is a single str; expected a collection of ids such as [{exclude!r}]"
-            )
-        excluded = set()
-        for key in exclude:
-            if not isinstance(key, str):
-                raise TypeError(f"exclude holds {key!r} ({type(key).__name__}); expected only str ids")
-            excluded.add(key.removeprefix(GYM_PREFIX))
+        excluded = {key.removeprefix(GYM_PREFIX) for key in check_strings("exclude", exclude)}
         generator = _as_rng(rng)
         preferred = setting if setting is not None else config.setting
         if config.k == 0:

@@ -297,8 +297,8 @@ def check_fields(
     if not isinstance(description, str):
         raise TypeError(f"description is a {type(description).__name__}; expected a str")
     return (
-        _strings("tags", tags),
-        _strings("parents", parents),
+        check_strings("tags", tags),
+        check_strings("parents", parents),
         _json_object("document", document),
         _json_object("validation", validation),
     )
@@ -314,7 +314,8 @@ def check_threshold(threshold: object) -> None:
         raise ValueError(f"near-duplicate threshold = {threshold!r}; expected a number in (0, 1]")
 
 
-def _strings(what: str, values: Iterable[str]) -> tuple[str, ...]:
+def check_strings(what: str, values: Iterable[str]) -> tuple[str, ...]:
+    """``values`` as a tuple; TypeError for a single str or an item that is not a str."""
     if isinstance(values, str):
         raise TypeError(f"{what} = {values!r} is a single str; expected an iterable of str such as ({values!r},)")
     out = tuple(values)
