@@ -656,12 +656,10 @@ class Registry:
         names = self._index.names()
         close = difflib.get_close_matches(match["name"] if match else k, names, n=3, cutoff=0.6)
         if close:
-            suggestions = []
-            for close_name in close:
-                versions = self._index.versions(close_name)
-                wanted = int(match["version"]) if match else -1
-                suggestions.append(f"'{close_name}-v{wanted if wanted in versions else versions[-1]}'")
-            return f"{head}; did you mean {' or '.join(suggestions)}?"
+            wanted = int(match["version"]) if match else -1
+            known = {close_name: self._index.versions(close_name) for close_name in close}
+            suggestions = " or ".join(f"'{n}-v{wanted if wanted in v else v[-1]}'" for n, v in known.items())
+            return f"{head}; did you mean {suggestions}?"
         return f"{head}; ids look like 'Name-v0', 'spade/Name-v0' or a 64-character program id"
 
     def __contains__(self, key: object) -> bool:
