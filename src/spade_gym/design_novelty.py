@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from spade_gym.design_prompts import PROMPT_EXAMPLES
 from spade_gym.program import EnvProgram
-from spade_gym.registry.dedup import ast_hash, jaccard, signatures
+from spade_gym.registry.dedup import jaccard, minhash_to_bytes, signatures
 from spade_gym.registry.store import NEAR_DUPLICATE_THRESHOLD
 from spade_gym.validation import ValidationConfig
 
@@ -44,12 +44,10 @@ class Reference:
 
 
 def _reference(label: str, source: str) -> Reference:
-    from spade_gym.registry.dedup import minhash_to_bytes
-
     sig = signatures(source)
     found = _NAME.search(source)
     name = found.group(1) if found else ""
-    return Reference(f"{label} {name}".strip(), name, source, ast_hash(source), minhash_to_bytes(sig.minhash()))
+    return Reference(f"{label} {name}".strip(), name, source, sig.ast_hash, minhash_to_bytes(sig.minhash()))
 
 
 @lru_cache(maxsize=1)

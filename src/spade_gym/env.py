@@ -31,13 +31,10 @@ def escape_text(text: str, limit: int | None = None) -> str:
     most this many characters, marking the cut."""
     if limit is not None and len(text) > limit:
         text = text[:limit] + f"... [{len(text) - limit} more characters]"
-    out = []
-    for ch in text:
-        if ch in "\n\t" or unicodedata.category(ch)[0] != "C":
-            out.append(ch)
-        else:
-            out.append(ch.encode("unicode_escape").decode("ascii"))
-    return "".join(out)
+    return "".join(
+        ch if ch in "\n\t" or unicodedata.category(ch)[0] != "C" else ch.encode("unicode_escape").decode("ascii")
+        for ch in text
+    )
 
 
 def _as_program(program: EnvProgram | str | os.PathLike[str]) -> EnvProgram:
@@ -164,30 +161,20 @@ class SandboxedEnv(gym.Env[str, str]):
             else:
                 self._drain()
                 obs, reward, terminated, truncated, info = self.client.step(action, self._budget)
+            self._turn += 1
+            self._held(obs, f"step() on turn {self._turn}")
+            partial = self.episode_return + reward
+            if not -RETURN_TOLERANCE <= partial <= 1 + RETURN_TOLERANCE:  # the contract, on every episode
+                raise ContractError(
+                    f"seed {self.episode_seed}: the return reached {partial:g} on turn {self._turn}; the sum of "
+                    "rewards must stay within [0, 1]",
+                    category=Category.INVALID_REWARD,
+                )
         except SandboxError as exc:
             self._done = True
             if self.on_error == "raise":
                 raise
             return self._truncated(exc.to_dict())
-        self._turn += 1
-        try:
-            self._held(obs, f"step() on turn {self._turn}")
-        except ResourceLimitExceeded as exc:
-            self._done = True
-            if self.on_error == "raise":
-                raise
-            return self._truncated(exc.to_dict())
-        partial = self.episode_return + reward
-        if not -RETURN_TOLERANCE <= partial <= 1 + RETURN_TOLERANCE:  # the contract, on every episode
-            self._done = True
-            error = ContractError(
-                f"seed {self.episode_seed}: the return reached {partial:g} on turn {self._turn}; the sum of rewards "
-                "must stay within [0, 1]",
-                category=Category.INVALID_REWARD,
-            )
-            if self.on_error == "raise":
-                raise error
-            return self._truncated(error.to_dict())
         if not terminated and self._turn >= self.max_turns:
             truncated = True
         self._done = terminated or truncated

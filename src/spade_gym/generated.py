@@ -103,14 +103,8 @@ class GeneratedEnv(gym.Env[str, str]):
         env = self._load(record)
         obs, info = env.reset(seed=program_seed)
         self.current, self.record = env, record
-        info = dict(info)
-        info["spade"] = {
-            "env_id": record.env_id,
-            "gym_id": record.gym_id,
-            "setting": record.setting,
-            "seed": program_seed,
-        }
-        return obs, info
+        spade = {"env_id": record.env_id, "gym_id": record.gym_id, "setting": record.setting, "seed": program_seed}
+        return obs, {**info, "spade": spade}
 
     def draw(self, seed: int | None = None) -> tuple[EnvRecord, int]:
         """The environment and program seed the next :meth:`reset` would play, drawn without loading it

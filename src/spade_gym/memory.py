@@ -1,18 +1,13 @@
 """The environment memory: which earlier environments the Environment Designer sees, and how.
 
-:class:`EnvironmentMemory` picks a few registry environments (docs/DESIGN.md, "The data flow") and
-:func:`format_memory` turns them into prompt text::
+:class:`EnvironmentMemory` picks a few registry environments (docs/DESIGN.md, "The data flow"), each
+for a reason (:data:`REASONS`, rules in :class:`MemoryConfig`), and :func:`format_memory` turns them
+into prompt text::
 
     memory = EnvironmentMemory(registry, MemoryConfig(k=4))
     items = memory.select(rng=7, setting="reasoning", exclude=["ArithmeticChain-v0"])
     prompt_part = memory.format(items)
     parent = memory.pick_parent(items, rng=7)  # edit mode: the environment to make a variant of
-
-Each pick has a reason (:data:`REASONS`): ``high_regret`` (highest regret above 0 among
-environments neither too easy nor too hard, ties at random), ``recent`` (newest in the index,
-measured or not), ``too_easy`` (random among no-hint mean return ``>= too_easy_at``), ``too_hard``
-(random among hint mean return ``< too_hard_below``) or ``random`` (backfill). Unmeasured
-environments are candidates only for ``recent`` and ``random``.
 """
 
 from __future__ import annotations
@@ -28,7 +23,7 @@ from typing import Literal
 
 from spade_gym.errors import EnvNotFound, SpadeError
 from spade_gym.program import OUT_OF_REACH_BELOW, SETTINGS, TOO_EASY_AT
-from spade_gym.registry.records import EnvRecord, EnvStats
+from spade_gym.registry.records import GYM_PREFIX, EnvRecord, EnvStats, check_strings
 from spade_gym.registry.store import Registry
 
 __all__ = [
@@ -66,7 +61,6 @@ VERDICT_TOO_HARD = "too hard: failed even with the hint"
 VERDICT_GOOD = "good difficulty (high regret)"
 VERDICT_LOW_REGRET = "low regret: the hint barely helps"
 
-_GYM_PREFIX = "spade/"
 _SOURCE_UNAVAILABLE = "(source unavailable: the registry entry is damaged)"
 
 
@@ -82,7 +76,9 @@ class MemoryConfig:
     largest-remainder rule (ties at random). The defaults give, for ``k = 4``, two high-regret, the
     newest, and one too-easy *or* too-hard environment.
 
-    **Backfill.** Quotas are filled in :data:`CATEGORIES` order, never picking twice. A short
+    **Picks.** ``high_regret``: highest regret above 0 among environments neither too easy nor too
+    hard (ties at random); ``recent``: newest, measured or not; ``too_easy`` / ``too_hard``: random
+    among those. Quotas are filled in :data:`CATEGORIES` order, never picking twice. A short
     category's slots go round robin to ``high_regret``, ``too_easy`` and ``too_hard`` (weight > 0,
     candidates left), then to ``"random"`` picks. With every weight 0 the memory is ``k`` random
     environments.
@@ -380,15 +376,7 @@ class EnvironmentMemory:
         config = self.config
         if setting is not None and setting not in SETTINGS:
             raise ValueError(f"setting = {setting!r}; expected None or one of {SETTINGS}")
-        if isinstance(exclude, str):
-            raise TypeError(
-                f"exclude = {exclude!r} is a single str; expected a collection of ids such as [{exclude!r}]"
-            )
-        excluded = set()
-        for key in exclude:
-            if not isinstance(key, str):
-                raise TypeError(f"exclude holds {key!r} ({type(key).__name__}); expected only str ids")
-            excluded.add(key[len(_GYM_PREFIX) :] if key.startswith(_GYM_PREFIX) else key)
+        excluded = {key.removeprefix(GYM_PREFIX) for key in check_strings("exclude", exclude)}
         generator = _as_rng(rng)
         preferred = setting if setting is not None else config.setting
         if config.k == 0:

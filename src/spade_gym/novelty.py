@@ -1,25 +1,20 @@
 """The novelty check: is a program a copy of a registered environment, judged by what it does?
 
-Text similarity is no test (a copy padded with dead data, or with its task statement reworded, has
-new text and the old behaviour), so every candidate is compared by behaviour with every registered
-environment of its setting and ``max_turns``, whatever their text similarity:
+Text similarity is no test (a copy padded with dead data, or with its task statement reworded, keeps
+the old behaviour), so a candidate is compared by behaviour with every registered environment of its
+setting and ``max_turns``:
 
-1. Each registered environment has a **probe** (``probe.json`` in its folder, made the first time it
-   is needed): on the registry's :data:`PROBE_SEEDS` probe seeds (drawn once per registry so no
-   program can know them, kept in ``probe_seeds.json``), the actions of its
-   ``oracle()``, of near misses of it and of malformed answers (:data:`KINDS`, at most
-   :data:`PROBE_TURNS` each), the reward and flags each
-   returned, and a **view** of each observation: a hash of its tokens in order, less the
-   *template* (the tokens every seed's first observation shares: the fixed wording of the task
-   statement), so the task's data and the feedback's words count and the statement's wording does not.
-2. The candidate's first observations on the probe seeds are read once and their views compared
-   with every probe's (a lookup, however large the registry); each environment whose first views
-   match on at least :data:`DUPLICATE_SHARE` of the seeds has its probe's actions replayed on the
-   candidate, in a worker of its own, which **duplicates** it when on at least that share of the
-   seeds every step gives the same reward, flags and view.
+1. Each registered environment has a **probe** (``probe.json`` in its folder, made when first needed):
+   on the registry's secret :data:`PROBE_SEEDS` seeds (``probe_seeds.json``), the actions of
+   :data:`KINDS` episodes (at most :data:`PROBE_TURNS` turns), the reward and flags each returned, and
+   a **view** of each observation: a hash of its tokens less the *template* (the tokens every seed's
+   first observation shares: the task statement's fixed wording).
+2. The candidate's first views are compared with every probe's; each environment matching on at
+   least :data:`DUPLICATE_SHARE` of the seeds has its probe replayed on the candidate, which
+   **duplicates** it when on that share of the seeds every step gives the same reward, flags and view.
 
-A program is also an exact duplicate when its :func:`~spade_gym.registry.dedup.ast_hash` is that of
-a registered one (a renamed copy), without running it.
+A program with the :func:`~spade_gym.registry.dedup.ast_hash` of a registered one (a renamed copy) is
+an exact duplicate, without running it.
 """
 
 from __future__ import annotations
@@ -367,7 +362,7 @@ def duplicate_of(program: EnvProgram, registry: Registry | None, config: Validat
         except SandboxSetupError:
             raise
         except SpadeError as exc:
-            return exc.category, f"the program could not be compared with the registered environments: {exc.message}"
+            return _not_compared(exc)
         max_turns, tools = min(spec.max_turns, config.sandbox.max_turns), _tool_names(spec.tools)
         seeds = probe_seeds(registry)
         needed = math.ceil(DUPLICATE_SHARE * len(seeds))
@@ -382,10 +377,7 @@ def duplicate_of(program: EnvProgram, registry: Registry | None, config: Validat
                 if mine is None:
                     mine = first_views(client, seeds, budget)
             except SpadeError as exc:
-                return (
-                    exc.category,
-                    f"the program could not be compared with the registered environments: {exc.message}",
-                )
+                return _not_compared(exc)
             theirs = {e.seed: e.views[0] for e in probe.episodes}
             if sum(mine.get(seed) == view for seed, view in theirs.items()) < needed:
                 continue  # another task from the first observation on: no replay
@@ -404,6 +396,10 @@ def duplicate_of(program: EnvProgram, registry: Registry | None, config: Validat
                     "it accepts the same answers, pays the same rewards and shows the Agent the same task"
                 )
     return None
+
+
+def _not_compared(exc: SpadeError) -> tuple[str, str]:
+    return exc.category, f"the program could not be compared with the registered environments: {exc.message}"
 
 
 def check_novelty(

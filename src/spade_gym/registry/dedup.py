@@ -8,7 +8,7 @@ Two signatures of a program's source, neither of which runs it:
    order of first appearance: equal hashes mean a renamed copy.
 2. :func:`minhash`: a MinHash sketch (Broder, "On the resemblance and containment of documents",
    1997) of the :data:`SHINGLE_SIZE`-token shingles of the same tree unparsed, every identifier not a
-   keyword or builtin as ``$`` ("type-2" code-clone detection); :class:`NearDuplicateIndex` finds
+   keyword or builtin as ``$`` ("type-2" code-clone detection); :class:`IndexedNearDuplicates` finds
    the candidates above a Jaccard threshold with ``datasketch.MinHashLSH``.
 
 Signatures are stored as bytes (:func:`minhash_to_bytes`) in the format :data:`SIGNATURE_VERSION`.
@@ -21,7 +21,7 @@ import builtins
 import hashlib
 import keyword
 import re
-from collections.abc import Iterable, Sequence, Set
+from collections.abc import Set
 from dataclasses import dataclass
 from importlib.metadata import version as _version
 from typing import TYPE_CHECKING, Any
@@ -38,16 +38,14 @@ __all__ = [
     "IndexedNearDuplicates",
     "SHINGLE_SIZE",
     "SIGNATURE_VERSION",
-    "NearDuplicateIndex",
     "Signatures",
     "ast_hash",
     "jaccard",
+    "lsh_params",
     "minhash",
     "minhash_from_bytes",
     "minhash_to_bytes",
-    "shingles",
     "signatures",
-    "tokens",
 ]
 
 #: Number of MinHash permutations (the signature is ``NUM_PERM`` unsigned 64-bit values).
@@ -169,100 +167,70 @@ def _rename(nodes: list[ast.AST], bound: set[str], self_nodes: Set[int], attribu
     ``self_nodes`` attributes in ``attributes`` or ``bound`` from the same counter in their own namespace."""
     mapping: dict[str, str] = {}
 
-    def new(name: str) -> str:
-        if name not in bound:
-            return name
-        if name not in mapping:
-            mapping[name] = f"_{len(mapping)}"
-        return mapping[name]
-
-    def new_attribute(name: str) -> str:
-        if name not in attributes and name not in bound:
-            return name
-        key = "." + name  # no identifier starts with a dot: the attributes' own namespace
-        if key not in mapping:
-            mapping[key] = f"_{len(mapping)}"
-        return mapping[key]
+    def new(key: str) -> str:
+        return mapping.setdefault(key, f"_{len(mapping)}")
 
     for node in nodes:
         if isinstance(node, ast.Attribute):
-            if id(node) in self_nodes:
-                node.attr = new_attribute(node.attr)
+            if id(node) in self_nodes and (node.attr in attributes or node.attr in bound):
+                node.attr = new("." + node.attr)  # no identifier starts with a dot: the attributes' own namespace
         elif (field := _name_field(node)) is not None and (value := getattr(node, field)):
-            setattr(node, field, [new(n) for n in value] if isinstance(value, list) else new(value))
-
-
-def _source_hash(source: str) -> str:
-    return "src:" + hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+            renamed = [new(n) if n in bound else n for n in (value if isinstance(value, list) else [value])]
+            setattr(node, field, renamed if isinstance(value, list) else renamed[0])
 
 
 def _lex(text: str) -> list[str]:
-    out = []
-    for tok in _LEXEME.findall(text):
-        if tok[0].isalpha() or tok[0] == "_":
-            if not keyword.iskeyword(tok) and tok not in _BUILTINS:
-                tok = IDENTIFIER_TOKEN
-        out.append(tok)
-    return out
+    """The lexemes of ``text``, identifiers that are not keywords or builtins as :data:`IDENTIFIER_TOKEN`."""
+    return [
+        IDENTIFIER_TOKEN if (t[0].isalpha() or t[0] == "_") and not keyword.iskeyword(t) and t not in _BUILTINS else t
+        for t in _LEXEME.findall(text)
+    ]
 
 
 @dataclass(frozen=True)
 class Signatures:
-    """Both signatures of one program: :func:`ast_hash` and :func:`tokens`."""
+    """Both signatures of one program: :func:`ast_hash`, and the tokens of its shingles (the source without
+    docstrings after an ``ast.unparse`` round trip, identifiers as :data:`IDENTIFIER_TOKEN`; source that
+    does not parse is split on whitespace)."""
 
     ast_hash: str
     tokens: tuple[str, ...]
 
     def minhash(self) -> MinHash:
-        """MinHash sketch of the token shingles; see :func:`minhash`."""
+        """MinHash sketch of the set of :data:`SHINGLE_SIZE`-token shingles (fewer tokens: one shingle)."""
         sketch = _new_minhash()
-        items = _shingles_of(self.tokens, SHINGLE_SIZE)
-        if items:
-            sketch.update_batch(list(items))
+        toks, k = self.tokens, SHINGLE_SIZE
+        count = max(len(toks) - k + 1, 1) if toks else 0
+        shingles = {"\x1f".join(toks[i : i + k]).encode("utf-8", "surrogatepass") for i in range(count)}
+        if shingles:
+            sketch.update_batch(list(shingles))
         return sketch
 
 
 def signatures(source: str) -> Signatures:
-    """:func:`ast_hash` and :func:`tokens` of any text, with one parse; never raises."""
+    """:func:`ast_hash` and the tokens of any text, with one parse; never raises."""
     parsed = _parse_without_docstrings(source)
-    if parsed is None:
-        return Signatures(_source_hash(source), tuple(source.split()))
-    tree, nodes = parsed
-    try:
-        _normalise_env_name(tree, nodes)
-        toks = tuple(_lex(ast.unparse(tree)))  # before renaming: the tokens keep no names anyway
-        self_nodes, self_attributes = _self_attributes(nodes)
-        _rename(nodes, _bound_names(nodes), self_nodes, self_attributes)
-        dump = ast.dump(tree)
-    except (RecursionError, ValueError):
-        return Signatures(_source_hash(source), tuple(source.split()))
-    return Signatures("ast:" + hashlib.sha256(dump.encode("utf-8", "surrogatepass")).hexdigest(), toks)
+    if parsed is not None:
+        tree, nodes = parsed
+        try:
+            _normalise_env_name(tree, nodes)
+            toks = tuple(_lex(ast.unparse(tree)))  # before renaming: the tokens keep no names anyway
+            self_nodes, self_attributes = _self_attributes(nodes)
+            _rename(nodes, _bound_names(nodes), self_nodes, self_attributes)
+            return Signatures(
+                "ast:" + hashlib.sha256(ast.dump(tree).encode("utf-8", "surrogatepass")).hexdigest(), toks
+            )
+        except (RecursionError, ValueError):
+            pass
+    return Signatures(
+        "src:" + hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), tuple(source.split())
+    )
 
 
 def ast_hash(source: str) -> str:
     """Structural hash, equal for renamed copies (see the module docstring): ``"ast:"`` and the SHA-256
     hex of the normalised tree's ``ast.dump``, or for source that does not parse ``"src:"`` and that of the text."""
     return signatures(source).ast_hash
-
-
-def tokens(source: str) -> list[str]:
-    """The tokens :func:`shingles` is built from: the source without docstrings after an ``ast.unparse``
-    round trip, identifiers (not keywords or builtins) as :data:`IDENTIFIER_TOKEN`; source that does
-    not parse is split on whitespace."""
-    return list(signatures(source).tokens)
-
-
-def shingles(source: str, k: int = SHINGLE_SIZE) -> set[bytes]:
-    """The set of ``k``-token (``k >= 1``, else ValueError) shingles of :func:`tokens`, as UTF-8 bytes;
-    fewer than ``k`` tokens make one shingle, none make none."""
-    if k < 1:
-        raise ValueError(f"shingle size k={k}; expected an int >= 1")
-    return _shingles_of(tokens(source), k)
-
-
-def _shingles_of(toks: Sequence[str], k: int) -> set[bytes]:
-    count = max(len(toks) - k + 1, 1) if toks else 0  # fewer than k tokens: one shingle
-    return {"\x1f".join(toks[i : i + k]).encode("utf-8", "surrogatepass") for i in range(count)}
 
 
 def _new_minhash(hashvalues: np.ndarray | None = None) -> MinHash:
@@ -277,7 +245,7 @@ def _new_minhash(hashvalues: np.ndarray | None = None) -> MinHash:
 
 
 def minhash(source: str) -> MinHash:
-    """``datasketch.MinHash`` (:data:`NUM_PERM` permutations, seed :data:`MINHASH_SEED`) of :func:`shingles`;
+    """``datasketch.MinHash`` (:data:`NUM_PERM` permutations, seed :data:`MINHASH_SEED`) of the shingles of :class:`Signatures`;
     ``a.jaccard(b)`` estimates the Jaccard similarity J with standard error ``sqrt(J (1 - J) / 128)``."""
     return signatures(source).minhash()
 
@@ -301,7 +269,7 @@ def jaccard(a: MinHash | bytes, b: MinHash | bytes) -> float:
     return float(first.jaccard(second))
 
 
-#: Probability with which :class:`NearDuplicateIndex` finds a pair exactly at its threshold.
+#: Probability with which :class:`IndexedNearDuplicates` finds a pair exactly at its threshold.
 LSH_RECALL = 0.999
 
 
@@ -320,39 +288,34 @@ def lsh_params(threshold: float, recall: float = LSH_RECALL) -> tuple[int, int]:
     return best
 
 
-class NearDuplicateIndex:
-    """``datasketch.MinHashLSH`` over many programs' sketches, for pairs at Jaccard ``threshold`` in
-    (0, 1] (else ValueError; bands by :func:`lsh_params`)."""
+class IndexedNearDuplicates:
+    """``datasketch.MinHashLSH`` over the sketches of a registry's ``index.sqlite``, for pairs at Jaccard
+    ``threshold`` (bands by :func:`lsh_params`): the registry's cache, valid for one index ``epoch`` and
+    filled up to index sequence number ``last_seq``."""
 
-    def __init__(self, threshold: float) -> None:
-        if not 0.0 < threshold <= 1.0:
-            raise ValueError(f"near-duplicate threshold {threshold!r}; expected a number in (0, 1]")
-        self.threshold = float(threshold)
+    def __init__(self, threshold: float, epoch: int) -> None:
         from datasketch import MinHashLSH
 
+        self.threshold = float(threshold)
+        self.epoch = epoch
+        self.last_seq = 0
         self._lsh: Any = MinHashLSH(num_perm=NUM_PERM, params=lsh_params(self.threshold))
         self._sketches: dict[str, bytes] = {}
 
-    def __len__(self) -> int:
-        return len(self._sketches)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._sketches
-
-    def insert(self, key: str, signature: bytes) -> None:
-        """Add a :func:`minhash_to_bytes` signature under a new ``key`` (a known key is left as it is)."""
-        if key in self._sketches:
-            return
-        self._lsh.insert(key, minhash_from_bytes(signature))
-        self._sketches[key] = signature
-
-    def insert_many(self, items: Iterable[tuple[str, bytes]]) -> None:
-        """:meth:`insert` for each ``(key, signature)``."""
-        for key, signature in items:
-            self.insert(key, signature)
+    @classmethod
+    def current(cls, cached: IndexedNearDuplicates | None, index: Index, threshold: float) -> IndexedNearDuplicates:
+        """``cached`` (a new one if ``None`` or of an older epoch) with the index's newer sketches added."""
+        epoch = index.state().epoch
+        lsh = cached if cached is not None and cached.epoch == epoch else cls(threshold, epoch)
+        for seq, env_id, blob in index.signatures_after(lsh.last_seq):
+            if env_id not in lsh._sketches:
+                lsh._lsh.insert(env_id, minhash_from_bytes(bytes(blob)))
+                lsh._sketches[env_id] = bytes(blob)
+            lsh.last_seq = seq
+        return lsh
 
     def query(self, sketch: MinHash) -> list[tuple[str, float]]:
-        """``(key, similarity)`` of the keys at least the threshold similar, most similar first, ties by key."""
+        """``(env_id, similarity)`` of the sketches at least the threshold similar, most similar first, ties by id."""
         found = []
         for key in self._lsh.query(sketch):
             similarity = jaccard(sketch, self._sketches[key])
@@ -360,24 +323,3 @@ class NearDuplicateIndex:
                 found.append((key, similarity))
         found.sort(key=lambda item: (-item[1], item[0]))
         return found
-
-
-class IndexedNearDuplicates(NearDuplicateIndex):
-    """A :class:`NearDuplicateIndex` over the sketches of a registry's ``index.sqlite``, valid for one
-    index ``epoch`` and filled up to index sequence number ``last_seq`` (the registry's cache)."""
-
-    def __init__(self, threshold: float, epoch: int) -> None:
-        super().__init__(threshold)
-        self.epoch = epoch
-        self.last_seq = 0
-
-    @classmethod
-    def current(cls, cached: IndexedNearDuplicates | None, index: Index, threshold: float) -> IndexedNearDuplicates:
-        """``cached`` (a new one if ``None`` or of an older epoch) with the index's newer sketches added."""
-        epoch = index.state().epoch
-        lsh = cached if cached is not None and cached.epoch == epoch else cls(threshold, epoch)
-        fresh = index.signatures_after(lsh.last_seq)
-        if fresh:
-            lsh.insert_many((env_id, bytes(blob)) for _seq, env_id, blob in fresh)
-            lsh.last_seq = fresh[-1][0]
-        return lsh

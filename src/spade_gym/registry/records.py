@@ -9,7 +9,7 @@ import math
 import os
 import re
 import reprlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,17 +123,9 @@ class EnvStats:
     def normalised(self) -> EnvStats:
         """A validated (ValueError as :meth:`validate`) copy with the measured values as ``float``."""
         self.validate()
-
-        def real(value: float | None) -> float | None:
-            return None if value is None else float(value)
-
-        return dataclasses.replace(
-            self,
-            mean_return_hint=real(self.mean_return_hint),
-            mean_return_nohint=real(self.mean_return_nohint),
-            regret=real(self.regret),
-            format_compliance=real(self.format_compliance),
-        )
+        measured = ("mean_return_hint", "mean_return_nohint", "regret", "format_compliance")
+        floats: dict[str, Any] = {k: float(v) for k in measured if (v := getattr(self, k)) is not None}
+        return dataclasses.replace(self, **floats)
 
 
 @dataclass(frozen=True)
@@ -220,11 +212,13 @@ class EnvRecord:
         if not isinstance(meta, Mapping):
             raise RegistryError(f"{META_FILE} holds a JSON {type(meta).__name__}; expected a JSON object")
 
-        def get(key: str, kinds: type | tuple[type, ...], expected: str) -> Any:
+        def get(
+            key: str, kinds: type | tuple[type, ...], expected: str, ok: Callable[[Any], object] | None = None
+        ) -> Any:
             if key not in meta:
                 raise RegistryError(f"{META_FILE} lacks the field {key!r}; expected {expected}")
             value = meta[key]
-            if not isinstance(value, kinds) or isinstance(value, bool):  # no field is a bool
+            if not isinstance(value, kinds) or isinstance(value, bool) or (ok is not None and not ok(value)):
                 raise RegistryError(f"{META_FILE}: field {key!r} is {shown(value)}; expected {expected}")
             return value
 
@@ -242,27 +236,15 @@ class EnvRecord:
                 f"{META_FILE}: env_id {shown(env_id)} does not match name {shown(name)} and version {shown(version)}; "
                 "expected env_id == f'{name}-v{version}'"
             )
-        program_id = get("program_id", str, "a 64-character SHA-256 hex digest")
-        if not PROGRAM_ID_PATTERN.fullmatch(program_id):
-            raise RegistryError(
-                f"{META_FILE}: field 'program_id' is {shown(program_id)}; expected a 64-character hex digest"
-            )
-        setting = get("setting", str, f"one of {SETTINGS}")
-        if setting not in SETTINGS:
-            raise RegistryError(f"{META_FILE}: field 'setting' is {shown(setting)}; expected one of {SETTINGS}")
-        max_turns = get("max_turns", int, f"an int in [1, {MAX_TURNS:,}]")
-        if not 1 <= max_turns <= MAX_TURNS:
-            raise RegistryError(
-                f"{META_FILE}: field 'max_turns' is {shown(max_turns)}; expected an int in [1, {MAX_TURNS:,}]"
-            )
-        tags = get("tags", list, "a list of strings")
-        parents = get("parents", list, "a list of strings")
-        for key, values in (("tags", tags), ("parents", parents)):
-            if not all(isinstance(v, str) and len(v) <= MAX_TAG_CHARS for v in values):
-                raise RegistryError(
-                    f"{META_FILE}: field {key!r} is {shown(values)}; expected a list of strings of at most "
-                    f"{MAX_TAG_CHARS} characters"
-                )
+        program_id = get("program_id", str, "a 64-character SHA-256 hex digest", PROGRAM_ID_PATTERN.fullmatch)
+        setting = get("setting", str, f"one of {SETTINGS}", lambda v: v in SETTINGS)
+        max_turns = get("max_turns", int, f"an int in [1, {MAX_TURNS:,}]", lambda v: 1 <= v <= MAX_TURNS)
+
+        def strings(key: str) -> list[str]:
+            expected = f"a list of strings of at most {MAX_TAG_CHARS} characters"
+            return get(key, list, expected, lambda v: all(isinstance(s, str) and len(s) <= MAX_TAG_CHARS for s in v))
+
+        tags, parents = strings("tags"), strings("parents")
         document = get("document", (dict, type(None)), "a JSON object or null")
         validation = get("validation", (dict, type(None)), "a JSON object or null")
         try:
@@ -304,26 +286,22 @@ def check_fields(
 ) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, Any] | None, dict[str, Any] | None]:
     """The arguments of :meth:`~spade_gym.registry.Registry.add` checked: ``(tags, parents, document,
     validation)`` as stored. ValueError or TypeError for a wrong type or range."""
-    _check_name(name)
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise ValueError(
+            f"name = {name!r}; expected a CamelCase identifier of ASCII letters, digits and underscores "
+            "starting with a capital letter, at most 100 characters, such as 'ArithmeticChain'"
+        )
     check_setting(setting)
     if type(max_turns) is not int or not 1 <= max_turns <= MAX_TURNS:
         raise ValueError(f"max_turns = {max_turns!r}; expected an int from 1 to 100000")
     if not isinstance(description, str):
         raise TypeError(f"description is a {type(description).__name__}; expected a str")
     return (
-        _strings("tags", tags),
-        _strings("parents", parents),
+        check_strings("tags", tags),
+        check_strings("parents", parents),
         _json_object("document", document),
         _json_object("validation", validation),
     )
-
-
-def _check_name(name: object) -> None:
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise ValueError(
-            f"name = {name!r}; expected a CamelCase identifier of ASCII letters, digits and underscores "
-            "starting with a capital letter, at most 100 characters, such as 'ArithmeticChain'"
-        )
 
 
 def check_setting(setting: object) -> None:
@@ -336,7 +314,8 @@ def check_threshold(threshold: object) -> None:
         raise ValueError(f"near-duplicate threshold = {threshold!r}; expected a number in (0, 1]")
 
 
-def _strings(what: str, values: Iterable[str]) -> tuple[str, ...]:
+def check_strings(what: str, values: Iterable[str]) -> tuple[str, ...]:
+    """``values`` as a tuple; TypeError for a single str or an item that is not a str."""
     if isinstance(values, str):
         raise TypeError(f"{what} = {values!r} is a single str; expected an iterable of str such as ({values!r},)")
     out = tuple(values)

@@ -9,15 +9,10 @@ Layout of a registry rooted at ``root`` (docs/DESIGN.md, "Registry")::
     root/.tmp/                     files being written; anything left there is a dead writer's, and removed
 
 The folders are the source of truth. A new entry is written (fsync'ed) into ``.tmp/<uuid>/`` and
-renamed onto ``envs/<env_id>/``, under a ``flock`` on ``.lock`` that also covers version allocation
-and the index insert: readers see a whole entry or none, and a killed writer leaves at most a
-``.tmp`` leftover or a folder the next open indexes. Opening rebuilds a bad index and re-reads
-changed folders (with a ``RuntimeWarning``); unreadable entries are listed by :meth:`Registry.problems`.
-Sampling counts live in the index and reach ``meta.json`` when the entry is rewritten.
-
-Two cases the tests keep: a registry this process cannot write (the seed library of an installation
-owned by another user) is read and sampled with ``mark=False``; and a handle reconnects when another
-process replaced ``index.sqlite`` (rebuilt after damage), so that what it writes later is not lost.
+renamed onto ``envs/<env_id>/`` under the ``flock``, which also covers version allocation and the
+index insert: readers see a whole entry or none. Opening rebuilds a bad index and re-reads changed
+folders (with a ``RuntimeWarning``). Sampling counts live in the index and reach ``meta.json`` when
+the entry is rewritten. A registry this process cannot write is read and sampled with ``mark=False``.
 """
 
 from __future__ import annotations
@@ -36,7 +31,6 @@ import warnings
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -85,8 +79,8 @@ def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def _meta_bytes(record: EnvRecord) -> bytes:
-    return (json.dumps(record.to_meta(), ensure_ascii=False, allow_nan=False, indent=2) + "\n").encode("utf-8")
+def _meta_bytes(meta: Mapping[str, Any]) -> bytes:
+    return (json.dumps(meta, ensure_ascii=False, allow_nan=False, indent=2) + "\n").encode("utf-8")
 
 
 def _row(record: EnvRecord, ast_hash: str, minhash: bytes) -> IndexRow:
@@ -113,63 +107,49 @@ def _fingerprint(directory: Path) -> str:
     return f"{_stat_print(directory / META_FILE)}|{_stat_print(directory / SOURCE_FILE)}"
 
 
-@dataclass
-class _Entry:
-    """One folder as read from disk: a row to index, or the reason it cannot be."""
-
-    directory: str
-    fingerprint: str
-    row: IndexRow | None = None
-    problem: str | None = None
-
-
-def _read_entry(directory: Path, fingerprint: str) -> _Entry:
-    """Read and check one environment folder; never raises for a damaged entry."""
+def _read_entry(directory: Path) -> IndexRow | str:
+    """Read and check one environment folder: its index row, or what is wrong with it (never raises)."""
     name = directory.name
-
-    def bad(problem: str) -> _Entry:
-        return _Entry(name, fingerprint, problem=problem)
-
     if not directory.is_dir():
-        return bad("not a folder; expected a folder holding env.py and meta.json")
+        return "not a folder; expected a folder holding env.py and meta.json"
     meta_path, source_path = directory / META_FILE, directory / SOURCE_FILE
     try:
         size = meta_path.stat().st_size
         if size > MAX_META_BYTES:
-            return bad(f"{META_FILE} is {size:,} bytes; at most {MAX_META_BYTES:,} are read")
+            return f"{META_FILE} is {size:,} bytes; at most {MAX_META_BYTES:,} are read"
         text = meta_path.read_bytes().decode("utf-8")
     except FileNotFoundError:
-        return bad(f"{META_FILE} is missing; expected the JSON file Registry.add writes")
+        return f"{META_FILE} is missing; expected the JSON file Registry.add writes"
     except (OSError, UnicodeDecodeError) as exc:
-        return bad(f"{META_FILE} cannot be read ({exc})")
+        return f"{META_FILE} cannot be read ({exc})"
     try:
         meta = json.loads(text)
     except json.JSONDecodeError as exc:
-        return bad(f"{META_FILE} is not valid JSON ({exc}); expected the JSON object Registry.add writes")
+        return f"{META_FILE} is not valid JSON ({exc}); expected the JSON object Registry.add writes"
     except RecursionError:
-        return bad(f"{META_FILE} is nested too deeply to read")
+        return f"{META_FILE} is nested too deeply to read"
     try:
         record = EnvRecord.from_meta(meta, directory)
         json.dumps(record.to_meta())  # what the index stores must encode back
     except RegistryError as exc:
-        return bad(exc.message)
+        return exc.message
     except (RecursionError, ValueError, TypeError) as exc:
-        return bad(f"{META_FILE} cannot be indexed ({type(exc).__name__}: {exc})"[:300])
+        return f"{META_FILE} cannot be indexed ({type(exc).__name__}: {exc})"[:300]
     if record.env_id != name:
-        return bad(f"{META_FILE} says env_id {record.env_id!r} but the folder is named {name!r}")
+        return f"{META_FILE} says env_id {record.env_id!r} but the folder is named {name!r}"
     try:
         program = EnvProgram.from_file(source_path)
     except FileNotFoundError:
-        return bad(f"{SOURCE_FILE} is missing; expected the environment's program")
+        return f"{SOURCE_FILE} is missing; expected the environment's program"
     except (OSError, ProgramError) as exc:
-        return bad(f"{SOURCE_FILE} cannot be read ({exc})")
+        return f"{SOURCE_FILE} cannot be read ({exc})"
     if program.id != record.program_id:
-        return bad(
+        return (
             f"{SOURCE_FILE} does not match {META_FILE}: its program id is {program.id}, "
             f"{META_FILE} records {record.program_id}"
         )
     sig = signatures(program.source)
-    return _Entry(name, fingerprint, row=_row(record, sig.ast_hash, minhash_to_bytes(sig.minhash())))
+    return _row(record, sig.ast_hash, minhash_to_bytes(sig.minhash()))
 
 
 class Registry:
@@ -364,12 +344,15 @@ class Registry:
         self, names: Iterable[str], disk: Mapping[str, str]
     ) -> tuple[list[IndexRow], list[str], list[tuple[str, str, str]]]:
         """Read folders: their rows and fingerprints in creation order, and ``(dir, fingerprint, problem)``."""
-        entries = [_read_entry(self.envs_dir / name, disk[name]) for name in names]
-        rows = sorted(
-            ((e.row, e.fingerprint) for e in entries if e.row is not None),
-            key=lambda item: (item[0].created, item[0].env_id),
-        )
-        problems = [(e.directory, e.fingerprint, e.problem) for e in entries if e.problem]
+        rows: list[tuple[IndexRow, str]] = []
+        problems = []
+        for name in names:
+            found = _read_entry(self.envs_dir / name)
+            if isinstance(found, str):
+                problems.append((name, disk[name], found))
+            else:
+                rows.append((found, disk[name]))
+        rows.sort(key=lambda item: (item[0].created, item[0].env_id))
         return [row for row, _ in rows], [fingerprint for _, fingerprint in rows], problems
 
     def _sync(self) -> None:
@@ -489,12 +472,9 @@ class Registry:
             raise ValueError(f"the program source cannot be encoded as UTF-8 ({exc})") from None
         sig = signatures(program.source)
         sketch = sig.minhash()
-        signature = minhash_to_bytes(sketch)
-        program_id = program.id
-
         with self._locked(check=True):
             self._refuse_duplicate(
-                program_id, sig.ast_hash, None if allow_near_duplicates else sketch, near_duplicate_threshold
+                program.id, sig.ast_hash, None if allow_near_duplicates else sketch, near_duplicate_threshold
             )
             version = self._next_version(name)
             env_id = f"{name}-v{version}"
@@ -502,7 +482,7 @@ class Registry:
                 env_id=env_id,
                 name=name,
                 version=version,
-                program_id=program_id,
+                program_id=program.id,
                 setting=setting,
                 max_turns=max_turns,
                 description=description,
@@ -515,10 +495,11 @@ class Registry:
                 stats=stats,
             )
             self._write_entry(record, source_bytes)
-            row = _row(record, sig.ast_hash, signature)
             try:
                 with self._index.write():
-                    self._index.insert_rows([row], [_fingerprint(record.path)])
+                    self._index.insert_rows(
+                        [_row(record, sig.ast_hash, minhash_to_bytes(sketch))], [_fingerprint(record.path)]
+                    )
             except sqlite3.DatabaseError as exc:
                 raise RegistryError(
                     f"{env_id} was written to {record.path} but could not be added to {INDEX_FILE} ({exc}); "
@@ -554,7 +535,7 @@ class Registry:
         try:
             tmp.mkdir()
             write_durably(tmp / SOURCE_FILE, source, exclusive=True)
-            write_durably(tmp / META_FILE, _meta_bytes(record), exclusive=True)
+            write_durably(tmp / META_FILE, _meta_bytes(record.to_meta()), exclusive=True)
             fsync_dir(tmp)
             os.rename(tmp, record.path)
             fsync_dir(self.envs_dir)
@@ -588,13 +569,11 @@ class Registry:
         """``(record, similarity)`` of the registered environment most like ``program`` (an exact
         duplicate: 1.0; else as :meth:`near_duplicates`), or ``None``."""
         check_threshold(threshold)
-        sig = signatures(program.source)
-        with self._current():
-            exact = self._exact_duplicate(program.id, sig.ast_hash)
-            if exact is not None:
-                return self.get(exact[0]), 1.0
-            near = self._near_duplicates(sig.minhash(), threshold)
-            return (self.get(near[0][0]), near[0][1]) if near else None
+        exact = self.exact_duplicate(program)
+        if exact is not None:
+            return exact, 1.0
+        near = self.near_duplicates(program, threshold)
+        return near[0] if near else None
 
     def exact_duplicate(self, program: EnvProgram) -> EnvRecord | None:
         """The registered environment that ``program`` exactly duplicates (the same program id, or
@@ -677,12 +656,10 @@ class Registry:
         names = self._index.names()
         close = difflib.get_close_matches(match["name"] if match else k, names, n=3, cutoff=0.6)
         if close:
-            suggestions = []
-            for close_name in close:
-                versions = self._index.versions(close_name)
-                wanted = int(match["version"]) if match else -1
-                suggestions.append(f"'{close_name}-v{wanted if wanted in versions else versions[-1]}'")
-            return f"{head}; did you mean {' or '.join(suggestions)}?"
+            wanted = int(match["version"]) if match else -1
+            known = {close_name: self._index.versions(close_name) for close_name in close}
+            suggestions = " or ".join(f"'{n}-v{wanted if wanted in v else v[-1]}'" for n, v in known.items())
+            return f"{head}; did you mean {suggestions}?"
         return f"{head}; ids look like 'Name-v0', 'spade/Name-v0' or a 64-character program id"
 
     def __contains__(self, key: object) -> bool:
@@ -757,7 +734,6 @@ class Registry:
             record = dataclasses.replace(current, stats=stats)
             self._rewrite_meta(record)
             self._index.update_stats(seq, record.setting, **stats.to_dict())
-            self._index.set_fingerprint(record.env_id, _fingerprint(record.path))
         return record
 
     def flag(self, env_id: str, reason: str) -> EnvRecord:
@@ -772,7 +748,6 @@ class Registry:
             record = dataclasses.replace(current, tags=(*current.tags, FLAGGED_TAG), validation=validation)
             self._rewrite_meta(record)
             self._index.flag(seq, _json(list(record.tags)), _json(validation))
-            self._index.set_fingerprint(record.env_id, _fingerprint(record.path))
         return record
 
     @contextmanager
@@ -787,21 +762,20 @@ class Registry:
             yield row[0], self._record(row)
 
     def _rewrite_meta(self, record: EnvRecord) -> None:
-        """Rewrite ``meta.json``; keys the record does not hold (a difficulty ladder) are kept."""
+        """Rewrite ``meta.json`` (keeping keys the record does not hold: a difficulty ladder) and its
+        fingerprint in the index (inside an index write transaction)."""
+        meta = record.to_meta()
         try:
             old = json.loads(record.meta_path.read_bytes())
         except (OSError, ValueError):
             old = None
-        data = _meta_bytes(record)
-        if isinstance(old, dict) and set(old) - set(record.to_meta()):
-            kept = {k: v for k, v in old.items() if k not in record.to_meta()}
-            data = (
-                json.dumps({**record.to_meta(), **kept}, ensure_ascii=False, allow_nan=False, indent=2) + "\n"
-            ).encode()
+        if isinstance(old, dict):
+            meta.update((k, v) for k, v in old.items() if k not in meta)
         try:
-            replace_atomically(record.meta_path, data, tmp_dir=self.tmp_dir)
+            replace_atomically(record.meta_path, _meta_bytes(meta), tmp_dir=self.tmp_dir)
         except OSError as exc:
             raise RegistryError(f"could not rewrite {record.meta_path}: {exc}") from exc
+        self._index.set_fingerprint(record.env_id, _fingerprint(record.path))
 
     def sample(
         self,
