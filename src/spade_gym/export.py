@@ -263,10 +263,7 @@ def designer_sft_rows(
             {
                 "messages": [*prompt, {"role": "assistant", "content": design["completion"]}],
                 "env_id": design["env_id"],
-                "reward": design.get("reward"),
-                "mode": design.get("mode"),
-                "setting": design.get("setting"),
-                "iteration": design.get("iteration"),
+                **{key: design.get(key) for key in ("reward", "mode", "setting", "iteration")},
             }
         )
     return rows, skipped

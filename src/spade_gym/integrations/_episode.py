@@ -62,18 +62,13 @@ def episode_spec(row: Mapping[str, Any], *, where: str = "row") -> tuple[str, in
     for key in ("extra_info", "label"):
         value = row.get(key)
         if isinstance(value, str) and value.lstrip().startswith("{"):
-            try:
+            with contextlib.suppress(ValueError):
                 value = json.loads(value)
-            except ValueError:
-                value = None
         if isinstance(value, Mapping):
             sources.append(value)
 
     def get(name: str) -> Any:
-        for source in sources:
-            if name in source and source[name] is not None:
-                return source[name]
-        return None
+        return next((source[name] for source in sources if source.get(name) is not None), None)
 
     env_id, seed, hint = get("env_id"), get("seed"), get("hint")
     if not isinstance(env_id, str) or not env_id:
@@ -294,11 +289,9 @@ def first_observations(env_id: str, seeds: Sequence[int], *, hint: bool = False)
         prompt = system_prompt(env.setting, env.description, env.tools)
         for seed in seeds:
             try:
-                observation = start_episode(env, seed, hint)
+                out.append(StartedEpisode(env_id, seed, env.setting, prompt, start_episode(env, seed, hint)))
             except Exception as exc:  # the program failed in reset or hint at this seed
                 out.append(StartedEpisode(env_id, seed, env.setting, prompt, "", error_record(exc)))
-            else:
-                out.append(StartedEpisode(env_id, seed, env.setting, prompt, observation))
     finally:
         env.close()
     return out

@@ -26,12 +26,7 @@ from spade_gym.agent import Trajectory, env_id_of, start_episode
 from spade_gym.env import SandboxedEnv, escape_text
 from spade_gym.errors import SandboxSetupError
 from spade_gym.integrations import require
-from spade_gym.integrations.trl_designer import (
-    DESIGNER_ROLE,
-    DesignerReward,
-    TrainerPolicy,
-    designer_dataset,
-)
+from spade_gym.integrations.trl_designer import DESIGNER_ROLE, DesignerReward, TrainerPolicy, designer_dataset
 from spade_gym.program import EnvProgram
 from spade_gym.reasoning_gym import ReasoningGymEnv
 from spade_gym.sandbox import SandboxConfig
@@ -409,10 +404,7 @@ def _last_content(prompt: Any) -> str:
 
 
 def environment_factory(
-    env: Any,
-    *,
-    sandbox: SandboxConfig | None = None,
-    check_schemas: bool = True,
+    env: Any, *, sandbox: SandboxConfig | None = None, check_schemas: bool = True
 ) -> type[SpadeEnvironment]:
     """A TRL ``environment_factory`` class for one spade environment.
 
@@ -494,11 +486,7 @@ def environment_factories(
 
 
 def agent_dataset(
-    envs: Any,
-    seeds: int | Iterable[int],
-    *,
-    hint: bool = False,
-    sandbox: SandboxConfig | None = None,
+    envs: Any, seeds: int | Iterable[int], *, hint: bool = False, sandbox: SandboxConfig | None = None
 ) -> Dataset:
     """A ``datasets.Dataset`` of Agent episodes for :func:`environment_factory`, one row per (env, seed).
 

@@ -18,12 +18,7 @@ from spade_gym.integrations import require
 from spade_gym.integrations._episode import SpadeEpisode, failed_start_text, first_observations, resolve_env_ids
 from spade_gym.seeds import draw_seeds
 
-__all__ = [
-    "TASKSET_ID",
-    "env_config",
-    "load_environment",
-    "verifiers_classes",
-]
+__all__ = ["TASKSET_ID", "env_config", "load_environment", "verifiers_classes"]
 
 #: The verifiers id of the spade taskset, env and harness: their module's name in ``sys.modules``.
 TASKSET_ID = "spade_gym_verifiers"
