@@ -77,9 +77,6 @@ AGENT_SYSTEM_PROMPTS: dict[str, str] = {
 EPISODE_OVER = "The episode is over; no further tool calls are accepted."
 
 
-# -- The Agent: environment_factory
-
-
 class _Missing:
     """Default of optional tool arguments the model left out (they are not sent to the environment)."""
 
@@ -406,7 +403,7 @@ def _last_content(prompt: Any) -> str:
 def environment_factory(
     env: Any, *, sandbox: SandboxConfig | None = None, check_schemas: bool = True
 ) -> type[SpadeEnvironment]:
-    """A TRL ``environment_factory`` class for one spade environment.
+    """A TRL ``environment_factory`` class (a :class:`SpadeEnvironment` named after it) for one spade environment.
 
     Tools: ``reasoning``: ``answer(answer)``; ``game``: ``act(move)``; ``tool_use``: one method per
     tool (hints from the JSON schema; left-out optional arguments are not sent; names that are not
@@ -417,9 +414,6 @@ def environment_factory(
             returning a SandboxedEnv or ReasoningGymEnv.
         sandbox: sandbox limits (``None``: the defaults).
         check_schemas: build each tool's schema now with transformers' ``get_json_schema``.
-
-    Returns:
-        A :class:`SpadeEnvironment` subclass named after the environment.
 
     Raises:
         ValueError: an unknown id, something that is not one environment program, or a ``tool_use``

@@ -34,10 +34,6 @@ _FEATURE = "spade_gym.integrations.trl"
 DESIGNER_ROLE = "designer"
 
 
-def _import(module: str) -> Any:
-    return require(module, "trl", _FEATURE)
-
-
 @dataclass(frozen=True)
 class _RowPrompt(DesignerPrompt):
     """A :class:`DesignerPrompt` rebuilt from a dataset row: its provenance is the stored one."""
@@ -118,7 +114,7 @@ def designer_dataset(
         DocumentError: no usable document.
         MissingDependency: ``datasets`` is not installed.
     """
-    datasets = _import("datasets")
+    datasets = require("datasets", "trl", _FEATURE)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an int >= 1, got {n!r}")
     options = {key: value for key, value in (("setting", setting), ("mode", mode)) if value is not None}
