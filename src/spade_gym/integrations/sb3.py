@@ -417,12 +417,8 @@ def train(
 ) -> PPO:
     """Train SB3's PPO as the Designer on ``env`` (PAIRED's adversary, Dennis et al. 2020, sec. 5).
 
-    Defaults for one-step episodes: ``policy="MlpPolicy", n_steps=64, batch_size=64, n_epochs=10,
-    learning_rate=3e-3, gamma=0.99``; ``ppo_kwargs`` override them. ``seed`` seeds PPO and the
-    environment (``None``: unseeded); ``callback`` is passed to ``learn``.
-
-    Returns:
-        The trained ``stable_baselines3.PPO`` model.
+    ``ppo_kwargs`` override the settings below (chosen for one-step episodes); ``seed`` seeds PPO and
+    the environment (``None``: unseeded); ``callback`` is passed to ``learn``.
 
     Raises:
         MissingDependency: Stable-Baselines3 is not installed.
