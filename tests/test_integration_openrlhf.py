@@ -11,6 +11,7 @@ import json
 import sys
 import types
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from copy import deepcopy
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,14 @@ def tok() -> Any:
 @pytest.fixture(scope="module")
 def hostile() -> dict[str, str]:
     return register_hostile_envs()
+
+
+@pytest.fixture
+def fresh_classes() -> Iterator[None]:
+    """agent_classes() defined anew against this test's (fake) OpenRLHF, and forgotten after it."""
+    agent_mod.agent_classes.cache_clear()
+    yield
+    agent_mod.agent_classes.cache_clear()
 
 
 async def play(session: SpadeAgentSession, env_id: str, seed: int, *, garbage: bool = False) -> tuple[list[dict], str]:
@@ -254,12 +263,11 @@ def load_like_openrlhf(path: str) -> Any:
 
 
 def test_openrlhf_loads_the_file_and_its_executor_plays_episodes(
-    tok: Any, hostile: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    tok: Any, hostile: dict[str, str], monkeypatch: pytest.MonkeyPatch, fresh_classes: None
 ) -> None:
     pytest.importorskip("torch")
     for name, module in fake_openrlhf().items():
         monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.setattr(agent_mod, "_CLASSES", None)
     executor_cls = load_like_openrlhf(agent_mod.__file__)
     executor = executor_cls()
     row = make_rows([TOOL_USE], seeds=[3])[0]
@@ -315,9 +323,8 @@ def test_openrlhf_loads_the_file_and_its_executor_plays_episodes(
     assert short["reward"] == 0.0
 
 
-def test_without_openrlhf_the_classes_are_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_openrlhf_the_classes_are_one_clear_line(monkeypatch: pytest.MonkeyPatch, fresh_classes: None) -> None:
     monkeypatch.setitem(sys.modules, "openrlhf", None)
-    monkeypatch.setattr(agent_mod, "_CLASSES", None)
     with pytest.raises(MissingDependency) as info:
         agent_mod.AgentExecutor  # noqa: B018
     assert (

@@ -160,7 +160,6 @@ def test_episodes_through_verifiers_score_the_episode_return(
 def test_without_verifiers_it_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "verifiers", None)
     monkeypatch.setitem(sys.modules, "verifiers.v1", None)
-    monkeypatch.setattr(vf_mod, "_CLASSES", None)
     with pytest.raises(MissingDependency) as info:
         load_environment(env_ids=[REASONING])
     assert (

@@ -14,6 +14,7 @@ import sys
 import textwrap
 import types
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,14 @@ def tok() -> Any:
 @pytest.fixture(scope="module")
 def hostile() -> dict[str, str]:
     return register_hostile_envs()
+
+
+@pytest.fixture
+def fresh_loop() -> Iterator[None]:
+    """agent_loop_class() defined anew against this test's (fake) verl, and forgotten after it."""
+    verl_mod.agent_loop_class.cache_clear()
+    yield
+    verl_mod.agent_loop_class.cache_clear()
 
 
 def scripted(tok: Any, env_id: str, seed: int, *, garbage: bool = False, logprob: float | None = None) -> Any:
@@ -363,10 +372,11 @@ class ScriptedServerManager:
         return types.SimpleNamespace(token_ids=ids, log_probs=[-0.5] * len(ids))
 
 
-def test_the_agent_loop_plays_a_sample_through_verls_api(tok: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_agent_loop_plays_a_sample_through_verls_api(
+    tok: Any, monkeypatch: pytest.MonkeyPatch, fresh_loop: None
+) -> None:
     for name, module in fake_verl().items():
         monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.setattr(verl_mod, "_AGENT_LOOP", None)
     leaf = sys.modules["verl.experimental.agent_loop.agent_loop"]
     # the agent loop config file names the class; verl instantiates the _target_ with hydra
     import yaml
@@ -413,9 +423,8 @@ def test_the_agent_loop_plays_a_sample_through_verls_api(tok: Any, monkeypatch: 
         asyncio.run(short.run({}, prompt=[], extra_info={"index": 0}))
 
 
-def test_without_verl_the_class_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_verl_the_class_is_one_clear_line(monkeypatch: pytest.MonkeyPatch, fresh_loop: None) -> None:
     monkeypatch.setitem(sys.modules, "verl", None)
-    monkeypatch.setattr(verl_mod, "_AGENT_LOOP", None)
     with pytest.raises(MissingDependency) as info:
         verl_mod.SpadeAgentLoop  # noqa: B018
     assert (

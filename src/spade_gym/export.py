@@ -1,23 +1,14 @@
 """Share what spade_gym makes: rollouts, registries and designs as JSONL files or dataset folders.
 
-A *dataset folder* is one JSONL file and a ``README.md`` dataset card, so
-``datasets.load_dataset(folder)`` reads it and ``hf upload <name> <folder>
---repo-type dataset`` publishes it; a ``.jsonl`` path writes the file alone. Rows hold JSON values only; nested
-records whose keys vary (errors, documents, validation reports) are JSON text, so every row has one
-schema.
-
-* :func:`rollout_rows`: episodes (:class:`~spade_gym.agent.Trajectory`) with their messages, actions,
-  rewards and return, environment id and seed.
-* :func:`registry_rows` / :func:`import_registry`: a registry's programs and ``meta.json`` to and from
-  rows; imported programs pass the validation gate by default (a shared pool is untrusted code).
-* :func:`designer_sft_rows`: a self-play run's ``designs.jsonl`` as chat SFT data for the Designer.
+A *dataset folder* is one JSONL file and a ``README.md`` dataset card, which ``datasets.load_dataset``
+reads and ``hf upload --repo-type dataset`` publishes. Rows hold JSON values only; nested records
+whose keys vary (errors, meta) are JSON text, so every row has one schema.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,6 +16,7 @@ from typing import Any
 
 from spade_gym.agent import Trajectory
 from spade_gym.errors import Category, DuplicateEnvironment, ProgramError, RegistryError
+from spade_gym.files import replace_atomically
 from spade_gym.program import EnvProgram
 from spade_gym.registry import FLAGGED_TAG, Registry
 from spade_gym.registry.records import EnvRecord
@@ -64,14 +56,13 @@ def write_rows(rows: Iterable[Mapping[str, Any]], out: str | os.PathLike[str], *
     path = folder / f"{name}.jsonl" if folder is not None else target
     path.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(dict(row), ensure_ascii=False, allow_nan=False) + "\n" for row in rows)
-    _write_atomic(path, text)
+    replace_atomically(path, text)
     if folder is not None:
-        _write_atomic(folder / "README.md", _CARD.format(file=path.name, title=name, about=about))
+        replace_atomically(folder / "README.md", _CARD.format(file=path.name, title=name, about=about))
     return path
 
 
-#: Longest row :func:`iter_rows` reads (bytes): a program is at most 100 KB and its meta about as much;
-#: a longer line is refused unread, so a hostile file cannot fill memory with one row.
+#: Longest row :func:`iter_rows` reads (bytes); a longer line is refused unread (a program is at most 100 KB).
 MAX_ROW_BYTES = 8 * 2**20
 
 
@@ -113,11 +104,8 @@ def read_rows(source: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 def rollout_rows(trajectories: Iterable[Trajectory]) -> list[dict[str, Any]]:
-    """One row per episode: ``env_id``, ``seed``, ``hint``, ``messages`` (chat: system prompt,
-    observations as user turns, completions as assistant turns), per-turn ``actions`` (``None``:
-    a malformed tool call, not sent), ``rewards`` and ``format_ok``, ``episode_return`` (in [0, 1];
-    0 when the program failed), ``success``, ``turns``, ``terminated``, ``truncated`` and ``error``
-    (the failure record as JSON text, or ``None``)."""
+    """One row per episode: its chat ``messages``, per-turn ``actions`` (``None``: a malformed tool
+    call, not sent), ``rewards`` and ``format_ok``, the outcome, and ``error`` as JSON text."""
     return [
         {
             "env_id": t.env_id,
@@ -139,9 +127,8 @@ def rollout_rows(trajectories: Iterable[Trajectory]) -> list[dict[str, Any]]:
 
 
 def registry_rows(registry: Registry, *, include_flagged: bool = False) -> list[dict[str, Any]]:
-    """One row per environment, in creation order: ``env_id``, ``setting``, ``description``,
-    ``program`` (the source) and ``meta`` (its ``meta.json`` as JSON text). Environments flagged for
-    breaking the contract are left out unless ``include_flagged``."""
+    """One row per environment, in creation order, with its ``program`` source and ``meta.json`` as
+    JSON text; flagged environments are left out unless ``include_flagged``."""
     return [
         {
             "env_id": record.env_id,
@@ -176,12 +163,10 @@ def import_registry(
 ) -> list[ImportOutcome]:
     """Add the environments of a dataset folder, JSONL file or rows (:func:`registry_rows`) to ``registry``.
 
-    Each row's ``meta`` must be a valid ``meta.json`` whose ``program_id`` is the program's. With
-    ``validate`` (default) every program passes the validation gate (``config``: its
-    :class:`~spade_gym.validation.ValidationConfig`) against ``registry`` as a new design would; else
-    only the static check runs and the exporter's validation report is kept. Names, tags, document
-    provenance, parents and measured statistics are kept; the version is the next free one in
-    ``registry``, and sampling counts start at 0.
+    With ``validate`` (default) every program passes the validation gate (``config``: its
+    :class:`~spade_gym.validation.ValidationConfig`) as a new design would (a shared pool is untrusted
+    code); else only the static check runs. Provenance and measured statistics are kept; sampling
+    counts start at 0.
 
     Raises:
         ValueError: ``source`` cannot be read (see :func:`iter_rows`); nothing is added then.
@@ -249,10 +234,8 @@ def import_registry(
 def designer_sft_rows(
     designs: str | os.PathLike[str], *, min_reward: float | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Chat SFT rows for the Designer from a run's ``designs.jsonl`` (or its run folder): every
-    accepted design (it was registered) with a reward of at least ``min_reward``, as ``messages``
-    (the Designer prompt it was shown, then its completion) with ``env_id``, ``reward``, ``mode``,
-    ``setting`` and ``iteration``. Returns ``(rows, skipped)``: counts of the designs left out, by reason.
+    """Chat SFT rows for the Designer from a run's ``designs.jsonl`` (or its run folder): every accepted
+    design with a reward of at least ``min_reward``. Returns ``(rows, skipped)``: the designs left out, by reason.
 
     Raises:
         ValueError: no ``designs.jsonl`` there, or a line that is not a JSON object.
@@ -280,16 +263,7 @@ def designer_sft_rows(
             {
                 "messages": [*prompt, {"role": "assistant", "content": design["completion"]}],
                 "env_id": design["env_id"],
-                "reward": design.get("reward"),
-                "mode": design.get("mode"),
-                "setting": design.get("setting"),
-                "iteration": design.get("iteration"),
+                **{key: design.get(key) for key in ("reward", "mode", "setting", "iteration")},
             }
         )
     return rows, skipped
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, delete=False, suffix=".tmp") as fh:
-        fh.write(text)
-    os.replace(fh.name, path)

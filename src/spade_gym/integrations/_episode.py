@@ -1,13 +1,9 @@
-"""The episode logic the trainer integrations share (verl, OpenRLHF, verifiers); no trainer imports.
-
-The rules are the Agent's (:mod:`spade_gym.agent`): its system prompt and action extraction, the
-environment's ``max_turns``, and a return of 0 for an episode whose program failed
-(:meth:`~spade_gym.agent.Trajectory.end_turn` / :meth:`~spade_gym.agent.Trajectory.fail`).
-"""
+"""The episode logic the trainer integrations share, under the Agent's rules (:mod:`spade_gym.agent`)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +29,7 @@ __all__ = [
     "StepResult",
     "encode_text",
     "episode_spec",
+    "register_once",
     "error_record",
     "first_observations",
     "observation_text",
@@ -55,10 +52,8 @@ class ChatTokenizer(Protocol):
 
 
 def episode_spec(row: Mapping[str, Any], *, where: str = "row") -> tuple[str, int, bool]:
-    """``(env_id, seed, hint)`` of a dataset row.
-
-    Keys are looked up at the top level, then in ``extra_info`` (verl), then in ``label`` (OpenRLHF;
-    a JSON object or its text). ``where`` names the row in errors.
+    """``(env_id, seed, hint)`` of a dataset row, from its top level, ``extra_info`` (verl) or ``label``
+    (OpenRLHF; a JSON object or its text). ``where`` names the row in errors.
 
     Raises:
         ValueError: ``env_id`` or ``seed`` is missing or of the wrong type.
@@ -67,18 +62,13 @@ def episode_spec(row: Mapping[str, Any], *, where: str = "row") -> tuple[str, in
     for key in ("extra_info", "label"):
         value = row.get(key)
         if isinstance(value, str) and value.lstrip().startswith("{"):
-            try:
+            with contextlib.suppress(ValueError):
                 value = json.loads(value)
-            except ValueError:
-                value = None
         if isinstance(value, Mapping):
             sources.append(value)
 
     def get(name: str) -> Any:
-        for source in sources:
-            if name in source and source[name] is not None:
-                return source[name]
-        return None
+        return next((source[name] for source in sources if source.get(name) is not None), None)
 
     env_id, seed, hint = get("env_id"), get("seed"), get("hint")
     if not isinstance(env_id, str) or not env_id:
@@ -91,6 +81,12 @@ def episode_spec(row: Mapping[str, Any], *, where: str = "row") -> tuple[str, in
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"{where}: seed must be an int >= 0, got {seed!r}")
     return env_id, seed, bool(hint)
+
+
+@functools.cache
+def register_once(registry: str) -> None:
+    """Register the environments of the registry folder ``registry`` with Gymnasium, once per process."""
+    resolve_env_ids(None, registry)
 
 
 @dataclass(frozen=True)
@@ -112,11 +108,9 @@ class StepResult:
 class SpadeEpisode:
     """One episode of the Gymnasium id ``env_id`` at ``seed``, played one completion at a time (blocking).
 
-    ``start()`` makes and resets the environment (or resets one given, whose worker it then reuses and
-    never closes); ``act(text)`` steps it with the completion's action; ``close()`` reaps the worker.
-    A program failure ends the episode with :attr:`error` set and a return of 0; only an unknown id raises. ``hint`` appends the privileged hint to the first
-    observation; ``max_turns`` caps the environment's own. ``setting``, ``description``, ``tools``
-    and ``first_observation`` are the environment's once made; ``trajectory`` holds one Turn per :meth:`act`.
+    A program failure ends the episode with :attr:`error` set and a return of 0; only an unknown id
+    raises. ``hint`` appends the privileged hint to the first observation; ``max_turns`` caps the
+    environment's own; ``trajectory`` holds one Turn per :meth:`act`.
     """
 
     env_id: str
@@ -194,8 +188,8 @@ class SpadeEpisode:
         return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": first}]
 
     def start(self, env: PlayableEnv | None = None) -> str:
-        """Make and reset the environment, or reset ``env`` (an open environment of ``env_id``, left
-        open by :meth:`close`); the first observation (``""`` on failure).
+        """Make and reset the environment, or reset ``env`` (left open by :meth:`close`); the first
+        observation (``""`` on failure).
 
         Raises:
             EnvNotFound / ValueError: ``env_id`` is unknown or not playable.
@@ -214,11 +208,8 @@ class SpadeEpisode:
         return self.first_observation
 
     def act(self, completion: str, *, raw: bool = False) -> StepResult:
-        """One agent turn on ``completion``; after the end, ``done=True`` and nothing is stepped.
-
-        ``raw``: ``completion`` is the action itself (e.g. a tool call's argument), sent as it is;
-        else the Agent's rules extract it (:func:`~spade_gym.agent.extract_action`).
-        """
+        """One agent turn on ``completion`` (with ``raw``: the action itself, else extracted by the
+        Agent's rules); after the end, ``done=True`` and nothing is stepped."""
         t = self.trajectory
         if t.done or self._env is None:
             return StepResult(None, False, "", 0.0, True, t.error)
@@ -246,7 +237,7 @@ class SpadeEpisode:
                 env.close()
 
     def summary(self) -> dict[str, Any]:
-        """The outcome as JSON values (``env_id``, ``seed``, ``hint``, ``return``, ``success``, ``turns``, ...)."""
+        """The outcome as JSON values."""
         return {
             "env_id": self.env_id,
             "seed": self.seed,
@@ -279,9 +270,7 @@ class StartedEpisode:
 
 
 def first_observations(env_id: str, seeds: Sequence[int], *, hint: bool = False) -> list[StartedEpisode]:
-    """One :class:`StartedEpisode` per seed: ``env_id`` reset at each (one environment for all).
-
-    Failures to load or reset are recorded in ``error``, not raised.
+    """One :class:`StartedEpisode` per seed, from one environment; load or reset failures are recorded.
 
     Raises:
         EnvNotFound / ValueError: ``env_id`` is unknown or not playable, or a seed is not an int >= 0.
@@ -300,11 +289,9 @@ def first_observations(env_id: str, seeds: Sequence[int], *, hint: bool = False)
         prompt = system_prompt(env.setting, env.description, env.tools)
         for seed in seeds:
             try:
-                observation = start_episode(env, seed, hint)
+                out.append(StartedEpisode(env_id, seed, env.setting, prompt, start_episode(env, seed, hint)))
             except Exception as exc:  # the program failed in reset or hint at this seed
                 out.append(StartedEpisode(env_id, seed, env.setting, prompt, "", error_record(exc)))
-            else:
-                out.append(StartedEpisode(env_id, seed, env.setting, prompt, observation))
     finally:
         env.close()
     return out
@@ -352,11 +339,8 @@ _BASE = ({"role": "system", "content": "S"}, {"role": "user", "content": "U"}, {
 def observation_text(
     tokenizer: ChatTokenizer, observation: str, *, chat_template_kwargs: Mapping[str, Any] | None = None
 ) -> str:
-    """The text that adds ``observation`` as the next user turn and opens the next assistant turn.
-
-    It is what the template adds to a fixed (system, user, assistant) conversation; a template whose
-    shorter rendering is not a prefix of the longer gets the user turn rendered alone.
-    """
+    """The text that adds ``observation`` as the next user turn and opens the next assistant turn:
+    what the template adds to :data:`_BASE` (or the user turn alone when that is not a prefix)."""
     user = {"role": "user", "content": observation}
     base = render_chat(tokenizer, _BASE, add_generation_prompt=False, chat_template_kwargs=chat_template_kwargs)
     full = render_chat(tokenizer, [*_BASE, user], add_generation_prompt=True, chat_template_kwargs=chat_template_kwargs)

@@ -1,11 +1,7 @@
 """Episodes of a fixed set of environments, one after another: what ``spade serve`` (OpenEnv) and GEM play.
 
-An :class:`EpisodeSession` plays the Gymnasium ids it was given: environment programs, reasoning-gym
-tasks, or ``spade/Generated-v0``, which draws a registry environment and a program seed at every
-reset (:meth:`~spade_gym.generated.GeneratedEnv.draw`). Each reset starts a
-:class:`~spade_gym.integrations._episode.SpadeEpisode`, so the Agent's rules hold (action
-extraction, the turn limit, return 0 when the program fails) and the episode's workers are reused
-across resets (a few environments per session stay loaded).
+Each reset starts a :class:`~spade_gym.integrations._episode.SpadeEpisode` (the Agent's rules); a few
+environments per session stay loaded, their workers reused across resets.
 """
 
 from __future__ import annotations
@@ -86,9 +82,9 @@ class EpisodeSession:
     def reset(self, seed: int | None = None, env_id: str | None = None, hint: bool = False) -> SpadeEpisode:
         """Start an episode of ``env_id`` (default: the first id) at ``seed`` (default: drawn).
 
-        For ``spade/Generated-v0`` the seed seeds the draw; the episode's ``env_id`` and ``seed`` are
-        the drawn environment's id and program seed. A program that fails to load or reset gives an
-        episode that is already over (its ``error`` set, return 0).
+        For ``spade/Generated-v0`` the seed seeds the draw (:meth:`~spade_gym.generated.GeneratedEnv.draw`)
+        and the episode has the drawn id and program seed. A program that fails to start gives an
+        episode already over (``error`` set, return 0).
 
         Raises:
             ValueError: ``env_id`` is not one of this session's, or ``seed`` is not an int in [0, 2**63).
@@ -111,9 +107,8 @@ class EpisodeSession:
         return episode
 
     def step(self, text: str, *, raw: bool = False) -> StepResult:
-        """One agent turn of the current episode (see :meth:`SpadeEpisode.act`). The episode's
-        trajectory keeps no completion text and at most :data:`KEPT_ACTION_CHARS` of each action: a
-        client may send a megabyte a turn for a thousand turns.
+        """One agent turn (see :meth:`SpadeEpisode.act`); the trajectory keeps no completion text and
+        at most :data:`KEPT_ACTION_CHARS` of each action (a client may send megabytes).
 
         Raises:
             RuntimeError: no episode was started.
@@ -137,8 +132,7 @@ class EpisodeSession:
             self._generated.close()
 
     def _loaded(self, env_id: str) -> PlayableEnv | None:
-        """The open environment of ``env_id`` (opened now if need be); ``None`` when it fails to open,
-        so that the episode records the failure."""
+        """The open environment of ``env_id`` (opened now if need be); ``None`` when it fails to open."""
         env = self._envs.pop(env_id, None)
         if env is None:
             try:

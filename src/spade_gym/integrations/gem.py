@@ -1,12 +1,8 @@
-"""GEM: spade environments as ``gem.Env``s under GEM ids, for GEM's trainers (``gem.make``, ``gem.make_vec``).
+"""GEM (gem-llm >= 0.1, https://github.com/axon-rl/gem): spade environments as ``gem.Env``s under
+GEM ids ``spade:<Name>-v<k>``, for ``gem.make`` and ``gem.make_vec``.
 
-For gem-llm >= 0.1 (https://github.com/axon-rl/gem). :func:`register_gem` registers every spade
-environment of a registry as ``spade:<Name>-v<k>`` (GEM's ``<family>:<Name>`` ids, as in
-``game:GuessTheNumber-v0-easy``), and ``spade:Generated-v0``, which draws a registry environment at
-every reset. As in GEM, the agent's text is the action and the environment parses it: the Agent's
-rules extract it (the last ``<answer>`` or ``<tool_call>``); ``info["parsed_action"]`` is what was
-sent, as GEM's observation wrappers expect. The first observation carries the Agent's instructions
-(its system prompt), so a trainer that shows only observations shows the action format too.
+As in GEM, the agent's text is the action and the Agent's rules extract it; the first observation
+carries the Agent's system prompt, so a trainer that shows only observations shows the action format.
 """
 
 from __future__ import annotations
@@ -38,18 +34,12 @@ class SpadeGemEnv(gem.Env):
 
     Args:
         spade_id: the Gymnasium id to play (GEM's ``register`` keeps ``env_id`` for the GEM id).
-        registry: a registry folder (registered first; the pool of ``spade/Generated-v0``).
+        registry, max_turns, seed: as :class:`~spade_gym.integrations._session.EpisodeSession`.
         hint: append the privileged hint to every first observation.
-        max_turns: cap on agent turns (``None``: the environment's own).
-        seed: seeds the program seed of every ``reset()`` without one (``gem.make_vec`` passes
-            ``seed + index``).
 
-    ``reset`` returns ``(instructions + first observation, info)``; ``step(text)`` returns the
-    environment's observation (or a note naming a program failure, which ends the episode with
-    return 0), the turn's reward, ``terminated``, ``truncated`` and ``info`` with ``parsed_action``
-    (absent when nothing was sent: a malformed tool call), ``format_ok``, ``episode_return``, ``success`` and ``error``. ``info`` after ``reset`` holds
-    ``env_id`` and ``seed`` played (the drawn ones for ``spade/Generated-v0``), ``setting``,
-    ``system_prompt``, ``observation`` and ``tools``.
+    ``step`` ends the episode with return 0 on a program failure (the observation names it); its
+    ``info`` has ``parsed_action`` (absent for a malformed tool call, not sent), ``format_ok``,
+    ``episode_return``, ``success`` and ``error``.
     """
 
     def __init__(
@@ -71,7 +61,7 @@ class SpadeGemEnv(gem.Env):
         return self.session.episode
 
     def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
-        """Start an episode at ``seed`` (``None``: the next seed of this environment's generator)."""
+        """Start an episode at ``seed`` (``None``: drawn); ``(system prompt + first observation, info)``."""
         episode = self.session.reset(seed, hint=self.hinted)
         first = episode_text(episode, episode.first_observation)
         info = {
@@ -113,16 +103,10 @@ class SpadeGemEnv(gem.Env):
 
 
 def register_gem(env_ids: Sequence[str] | None = None, *, registry: str | os.PathLike[str] | None = None) -> list[str]:
-    """Register spade environments with GEM; return their GEM ids.
+    """Register spade environments with GEM (again if already there); return their GEM ids.
 
-    Args:
-        env_ids: Gymnasium ids (default: every environment of ``registry`` except the held-out
-            ones, and ``spade/Generated-v0``).
-        registry: a registry folder (default: ``$SPADE_REGISTRY``, else the seed library); its
-            environments are registered with Gymnasium too.
-
-    An id already registered with GEM is re-registered (GEM's ``register`` refuses repeats), so a
-    second call with another registry points the ids there.
+    ``env_ids`` and ``registry`` are as :func:`~spade_gym.registry.gymnasium.resolve_env_ids` takes
+    them; the default ids include ``spade/Generated-v0``.
 
     Raises:
         EnvNotFound / ValueError / RegistryError: as :func:`~spade_gym.registry.gymnasium.resolve_env_ids`.

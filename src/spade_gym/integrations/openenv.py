@@ -1,15 +1,9 @@
-"""Serve spade environments as OpenEnv environments (``spade serve``), with OpenEnv's own server, client and types.
+"""Serve spade environments as OpenEnv environments (``spade serve``; openenv-core >= 0.3,
+https://github.com/meta-pytorch/OpenEnv).
 
-For openenv-core >= 0.3 (https://github.com/meta-pytorch/OpenEnv). :func:`create_app` builds
-OpenEnv's FastAPI app (``openenv.core.env_server.create_app``) over :class:`SpadeOpenEnv`; each
-WebSocket session (``/ws``, what :class:`SpadeEnvClient` and TRL's OpenEnv path use) gets its own
-:class:`~spade_gym.integrations._session.EpisodeSession`, so an episode lasts across steps. OpenEnv's
-HTTP ``/reset`` and ``/step`` make a fresh environment per request, so they cannot play an episode:
-``/step`` is answered with an error naming the WebSocket endpoint.
-
-The rules are the Agent's: an action is extracted from the completion (``SpadeAction(text=...)``;
-``raw=True`` sends the text as the action itself), episodes end at the environment's turn limit,
-and a program that fails ends its episode with return 0 and ``error`` set, never the session.
+Each WebSocket session (``/ws``) gets its own :class:`~spade_gym.integrations._session.EpisodeSession`,
+so an episode lasts across steps; OpenEnv's HTTP ``/step`` makes a fresh environment per request and
+is answered with an error naming ``/ws``. A failing program ends its episode with return 0, never the session.
 """
 
 from __future__ import annotations
@@ -47,29 +41,25 @@ __all__ = [
 #: Longest action text accepted (characters); the sandbox caps what reaches the program far lower.
 MAX_ACTION_TEXT = 1_000_000
 #: OpenEnv's HTTP endpoints that make (and close) an environment per request; at most
-#: :data:`HTTP_AT_ONCE` run at a time, the rest wait, so a flood of requests cannot start a worker
-#: process each (40 at once started 22 workers), whatever ``max_sessions`` allows over WebSockets.
+#: :data:`HTTP_AT_ONCE` run at a time, so a flood of requests cannot start a worker process each.
 HTTP_PER_REQUEST = frozenset({"/reset", "/step", "/state", "/metadata"})
 HTTP_AT_ONCE = 2
 _RESET_KEYS = {"env_id", "hint"}
 
 
 class SpadeAction(Action):
-    """One agent turn: the completion the Agent wrote (its action is extracted by the Agent's rules),
-    or with ``raw`` the action itself, sent unchanged (a tool call's argument; for tool use the
-    ``{"name": ..., "arguments": {...}}`` JSON)."""
+    """One agent turn: the completion (its action extracted by the Agent's rules), or with ``raw`` the
+    action itself (for tool use the ``{"name": ..., "arguments": {...}}`` JSON)."""
 
     text: str = Field(..., max_length=MAX_ACTION_TEXT, description="the completion, or the action with raw=true")
     raw: bool = Field(default=False, description="send text as the action itself, without extracting it")
 
 
 class SpadeObservation(Observation):
-    """What the agent sees after a reset or a step (``reward`` is the step's; ``None`` after a reset).
+    """What the agent sees after a reset or a step (``reward``: the step's, ``None`` after a reset).
 
-    ``text``: the environment's observation (after a reset: the first one, with the hint when asked),
-    or a note naming the failure when the program failed. ``system_prompt`` and ``tools``: the
-    Agent's instructions for this environment. ``action``: what was sent (``None``: a malformed tool
-    call, not sent). ``episode_return``: the sum of rewards in [0, 1] (0 after a failure).
+    ``text``: the observation, or a note naming the program's failure. ``action``: what was sent
+    (``None``: a malformed tool call). ``episode_return``: in [0, 1], 0 after a failure.
     """
 
     text: str = ""
@@ -88,8 +78,7 @@ class SpadeObservation(Observation):
 
 
 class SpadeState(State):
-    """The session's episode: ``env_id`` and ``seed`` played (for ``spade/Generated-v0``, the drawn
-    ones), ``hint``, the return so far, whether it is over, and the ids this server plays."""
+    """The session's episode (for ``spade/Generated-v0`` the drawn id and seed) and the ids served."""
 
     env_id: str = ""
     seed: int = 0
@@ -120,11 +109,7 @@ def _observation(episode: SpadeEpisode, text: str, step: StepResult | None = Non
 
 
 class SpadeOpenEnv(Environment[SpadeAction, SpadeObservation, SpadeState]):
-    """The OpenEnv server environment of one session: episodes of ``env_ids`` (see :class:`EpisodeSession`).
-
-    ``reset(seed=None, env_id=None, hint=False)``: ``env_id`` one of ``env_ids`` (default: the first);
-    ``step(SpadeAction)``; ``state``. Thread use is OpenEnv's: one executor thread per session.
-    """
+    """The OpenEnv server environment of one session: episodes of ``env_ids`` (see :class:`EpisodeSession`)."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True  # each session has its own workers
 
@@ -158,8 +143,7 @@ class SpadeOpenEnv(Environment[SpadeAction, SpadeObservation, SpadeState]):
         return _observation(episode, episode.first_observation)
 
     def step(self, action: SpadeAction, timeout_s: float | None = None, **kwargs: Any) -> SpadeObservation:
-        """One agent turn. RuntimeError before a reset: over OpenEnv's HTTP ``/step`` (a fresh
-        environment per request) there never is one; episodes are played over the WebSocket ``/ws``."""
+        """One agent turn. RuntimeError before a reset (always over OpenEnv's HTTP ``/step``)."""
         if self.session.episode is None:
             raise RuntimeError(
                 "no episode: reset starts one first; OpenEnv's HTTP /step makes a fresh environment per request, "
@@ -192,11 +176,7 @@ class SpadeOpenEnv(Environment[SpadeAction, SpadeObservation, SpadeState]):
 
 
 class SpadeEnvClient(EnvClient[SpadeAction, SpadeObservation, SpadeState]):
-    """OpenEnv's WebSocket client for ``spade serve`` (async; ``.sync()`` for blocking calls).
-
-    ``reset(seed=..., env_id=..., hint=...)`` and ``step(SpadeAction(text=...))`` return OpenEnv's
-    ``StepResult`` whose ``observation`` is a :class:`SpadeObservation`.
-    """
+    """OpenEnv's WebSocket client for ``spade serve`` (async; ``.sync()`` for blocking calls)."""
 
     def _step_payload(self, action: SpadeAction) -> dict[str, Any]:
         return action.model_dump(exclude={"metadata"})
@@ -221,8 +201,7 @@ def create_app(
     """OpenEnv's FastAPI app serving ``env_ids`` (see :class:`EpisodeSession`).
 
     Args:
-        max_sessions: WebSocket sessions at once (each holds up to 4 worker processes); the HTTP
-            endpoints of :data:`HTTP_PER_REQUEST` serve :data:`HTTP_AT_ONCE` requests at a time.
+        max_sessions: WebSocket sessions at once (each holds up to 4 worker processes).
         session_timeout_s: idle sessions are closed after this many seconds (``None``: never).
 
     Raises:
@@ -253,9 +232,8 @@ def serve(app: Any, host: str = "127.0.0.1", port: int = 8000) -> None:
 
 
 class _QuietClose:
-    """ASGI wrapper: OpenEnv 0.3's WebSocket endpoint closes the socket again after the client has
-    closed it, and the ``WebSocketDisconnect`` that raises was logged as a server error (a traceback
-    per finished session). A session that ended is not an error; every other exception passes."""
+    """ASGI wrapper that drops the ``WebSocketDisconnect`` OpenEnv 0.3 raises by closing a socket the
+    client already closed (logged as a server error per finished session otherwise)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app

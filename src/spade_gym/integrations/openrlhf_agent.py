@@ -4,21 +4,18 @@ Give this file to ``--train.agent_func_path`` (``--agent_func_path`` before 0.10
 
     python -c "import spade_gym.integrations.openrlhf_agent as m; print(m.__file__)"
 
-Each prompt plays the episode its JSON ``label`` names (``{"env_id", "seed", "hint"}``,
-:func:`make_rows`): ``reset`` returns the chat-template prompt, each ``step`` plays one completion
-and returns the next observation as the template's user turn (loss mask 0). A failing program ends
-the episode with a total of 0 and ``extra_logs["spade_error"] = 1``, never an exception. API:
-OpenRLHF 0.10 (``openrlhf/utils/agent.py``: ``AgentInstanceBase``, ``MultiTurnAgentExecutor``).
-
+Each prompt plays the episode its JSON ``label`` names (:func:`make_rows`); a failing program ends it
+with a total of 0 and ``extra_logs["spade_error"] = 1``. API: OpenRLHF 0.10 (``openrlhf/utils/agent.py``).
 Settings from the process environment: ``SPADE_REGISTRY`` (a registry folder to register) and
-``SPADE_OPENRLHF_MAX_TURNS`` (cap on agent turns). ``AgentInstance``/``AgentExecutor`` are defined
-on first access (they need OpenRLHF and torch).
+``SPADE_OPENRLHF_MAX_TURNS`` (cap on agent turns).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import functools
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,28 +27,24 @@ from spade_gym.integrations._episode import (
     SpadeEpisode,
     episode_spec,
     observation_text,
+    register_once,
     render_chat,
-    resolve_env_ids,
 )
 
 __all__ = ["SpadeAgentSession", "agent_classes", "make_rows"]
 
 # The tokenizer of the executor's current ``execute`` call, for the instances it makes.
 _TOKENIZER: contextvars.ContextVar[Any] = contextvars.ContextVar("spade_openrlhf_tokenizer", default=None)
-_REGISTERED: set[str] = set()
 
 
 def _max_turns_setting() -> int | None:
     raw = os.environ.get("SPADE_OPENRLHF_MAX_TURNS", "").strip()
     if not raw:
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"SPADE_OPENRLHF_MAX_TURNS must be an int >= 1, got {raw!r}") from None
-    if value < 1:
-        raise ValueError(f"SPADE_OPENRLHF_MAX_TURNS must be an int >= 1, got {raw!r}")
-    return value
+    with contextlib.suppress(ValueError):
+        if int(raw) >= 1:
+            return int(raw)
+    raise ValueError(f"SPADE_OPENRLHF_MAX_TURNS must be an int >= 1, got {raw!r}")
 
 
 class SpadeAgentSession:
@@ -77,9 +70,8 @@ class SpadeAgentSession:
         self._paid = 0.0  # rewards handed to OpenRLHF so far
 
     async def reset(self, states: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
-        """Start the episode ``states["label"]`` names; ``{"observation": prompt text}``.
-
-        A program that fails to start gets a prompt saying so; the first ``step`` then ends with 0.
+        """Start the episode ``states["label"]`` names; ``{"observation": prompt text}`` (a failure
+        note when the program fails to start: the first ``step`` then ends with 0).
 
         Raises:
             ValueError: the label has no ``env_id`` or ``seed``.
@@ -178,20 +170,13 @@ def make_rows(
     ]
 
 
-_CLASSES: tuple[type, type] | None = None
-
-
+@functools.cache
 def agent_classes() -> tuple[type, type]:
-    """``(AgentInstance, AgentExecutor)`` over :class:`SpadeAgentSession`, defined on first call.
-
-    The executor passes OpenRLHF's ``hf_tokenizer`` to its instances; ``step`` returns tensors.
+    """``(AgentInstance, AgentExecutor)`` over :class:`SpadeAgentSession` (defined once; ``step`` returns tensors).
 
     Raises:
         MissingDependency: OpenRLHF or torch is missing, or OpenRLHF is older than 0.10.
     """
-    global _CLASSES
-    if _CLASSES is not None:
-        return _CLASSES
     feature = "spade_gym.integrations.openrlhf_agent"
     agent: Any = require("openrlhf.utils.agent", "openrlhf", feature)
     torch: Any = require("torch", "train", feature)
@@ -200,9 +185,8 @@ def agent_classes() -> tuple[type, type]:
         raise MissingDependency(
             f"{feature} needs OpenRLHF's MultiTurnAgentExecutor (OpenRLHF >= 0.10): pip install -U openrlhf"
         )
-    if os.environ.get("SPADE_REGISTRY") and os.environ["SPADE_REGISTRY"] not in _REGISTERED:
-        resolve_env_ids(None, os.environ["SPADE_REGISTRY"])
-        _REGISTERED.add(os.environ["SPADE_REGISTRY"])
+    if os.environ.get("SPADE_REGISTRY"):
+        register_once(os.environ["SPADE_REGISTRY"])
 
     class AgentInstance(agent.AgentInstanceBase):
         """One spade episode per prompt (see :class:`SpadeAgentSession`)."""
@@ -238,8 +222,7 @@ def agent_classes() -> tuple[type, type]:
 
     for cls in (AgentInstance, AgentExecutor):
         cls.__module__ = __name__
-    _CLASSES = (AgentInstance, AgentExecutor)
-    return _CLASSES
+    return AgentInstance, AgentExecutor
 
 
 def __getattr__(name: str) -> Any:

@@ -2,14 +2,8 @@
 
 PAIRED (Dennis et al. 2020, "Emergent Complexity and Zero-shot Transfer via Unsupervised
 Environment Design", NeurIPS, sec. 3-4) pays an adversary that picks an environment's parameters
-the agent's regret; :class:`DesignerParamsEnv` is that adversary's environment, with SPADE's hint
-regret played in the sandbox and curriculum statistics in [0, 1] as observation.
-
-The environment imports neither SB3 nor torch; :func:`check`, :func:`train` and
-:func:`action_probabilities` do (``pip install -e '.[sb3]'`` in a clone of the repository)::
-
-    env = gymnasium.make("spade/DesignerParams-v0", agent=ChainSolverAgent(3), families=["arithmetic"])
-    model = train(env, total_timesteps=256)
+the agent's regret. The environment imports neither SB3 nor torch; :func:`check`, :func:`train`
+and :func:`action_probabilities` do (docs/integrations.md).
 """
 
 from __future__ import annotations
@@ -79,10 +73,8 @@ class _Pool:
 
 @dataclass
 class StepRecord:
-    """What one ``step`` of :class:`DesignerParamsEnv` did (``env.last``), beyond ``info``: ``estimate``
-    is ``None`` when the gate refused the instance or it failed to start; ``outcome`` is ``"invalid"``,
-    ``"trivial"``, ``"out_of_reach"`` or ``"regret"``.
-    """
+    """What one ``step`` of :class:`DesignerParamsEnv` did (``env.last``): ``estimate`` is ``None`` for
+    a refused instance or one that failed to start; ``outcome`` as :func:`~spade_gym.regret.designer_reward`'s."""
 
     instance: FamilyInstance
     estimate: RegretEstimate | None
@@ -93,9 +85,8 @@ class StepRecord:
 class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
     """A PAIRED-style numeric Environment Designer: choose a family and its knobs, be paid the Agent's regret.
 
-    One-step episodes, registered as ``spade/DesignerParams-v0``. ``step(action)`` decodes the action
-    (:meth:`decode`), validates the instance once per knob tuple, plays ``k`` episodes with the hint
-    and ``k`` without in the sandbox, and updates the statistics (names in :attr:`observation_names`).
+    One-step episodes: ``step(action)`` validates the chosen instance once per knob tuple, plays ``k``
+    episodes with the hint and ``k`` without, and updates the statistics (:attr:`observation_names`).
 
     Args:
         agent: the Agent, a Policy or a ``load_policy`` spec such as ``"default"`` (loaded at first use).
@@ -119,9 +110,8 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         ValueError: no agent; an unknown, duplicate or missing family; a parameter out of its range;
             greedy sampling.
 
-    Seeding: ``reset(seed=s)`` clears the statistics and reseeds the episode and sampling seeds, so
-    the same actions reproduce the same results for a seeded Agent; ``reset()`` keeps the statistics,
-    and ``options={"keep_stats": True}`` keeps them when reseeding.
+    ``reset(seed=s)`` clears the statistics (unless ``options={"keep_stats": True}``) and reseeds, so
+    the same actions reproduce the same results for a seeded Agent.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -285,10 +275,8 @@ class DesignerParamsEnv(gymnasium.Env[np.ndarray, np.ndarray]):
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Choose an environment, play it with and without the hint; ``(obs, reward, True, False, info)``.
 
-        ``info`` holds ``family``, ``knobs``, ``difficulty``, ``bucket``, ``program_id``, ``accepted``,
-        ``validation``, ``outcome``, ``regret``, ``mean_hint``, ``mean_nohint``, ``seeds``, ``errors`` and,
-        when refused, ``feedback``; no timings, so seeded runs compare equal. A refused instance, or one
-        that fails to start, gets ``RewardConfig.invalid``.
+        ``info`` holds no timings, so seeded runs compare equal. A refused instance, or one that fails
+        to start, gets ``RewardConfig.invalid``.
 
         Raises:
             ValueError: an action outside the action space.
@@ -399,10 +387,8 @@ def _check_int(name: str, value: object, low: int) -> None:
 
 
 def check(env: gymnasium.Env[Any, Any] | None = None, **kwargs: Any) -> None:
-    """Run SB3's and Gymnasium's environment checkers on a ``DesignerParamsEnv`` (a few seconds).
-
-    ``env`` is checked unwrapped (its statistics end cleared); ``None``: one built from ``kwargs``
-    and closed afterwards.
+    """Run SB3's and Gymnasium's environment checkers on ``env`` unwrapped, or on a ``DesignerParamsEnv``
+    built from ``kwargs`` (and closed).
 
     Raises:
         MissingDependency: Stable-Baselines3 is not installed.
@@ -431,12 +417,8 @@ def train(
 ) -> PPO:
     """Train SB3's PPO as the Designer on ``env`` (PAIRED's adversary, Dennis et al. 2020, sec. 5).
 
-    Defaults for one-step episodes: ``policy="MlpPolicy", n_steps=64, batch_size=64, n_epochs=10,
-    learning_rate=3e-3, gamma=0.99``; ``ppo_kwargs`` override them. ``seed`` seeds PPO and the
-    environment (``None``: unseeded); ``callback`` is passed to ``learn``.
-
-    Returns:
-        The trained ``stable_baselines3.PPO`` model.
+    ``ppo_kwargs`` override the settings below (chosen for one-step episodes); ``seed`` seeds PPO and
+    the environment (``None``: unseeded); ``callback`` is passed to ``learn``.
 
     Raises:
         MissingDependency: Stable-Baselines3 is not installed.

@@ -1,18 +1,9 @@
-"""TRL integration: train the Environment Designer and the Reasoning Agent with TRL's ``GRPOTrainer``.
+"""TRL integration (TRL >= 1.0): train the Environment Designer and the Reasoning Agent with TRL's ``GRPOTrainer``.
 
-For TRL >= 1.0 (written against TRL 1.16, https://huggingface.co/docs/trl/main/en/grpo_trainer).
-
-* Designer: :class:`DesignerReward` scores each completion with
-  :func:`~spade_gym.designer.evaluate_completion` (gate -> regret -> registry -> reward) on the prompts
-  of :func:`designer_dataset`; the Agent is frozen (a ``Policy``) or co-trained (:class:`TrainerPolicy`)
-  (these live in :mod:`spade_gym.integrations.trl_designer`).
-* Agent: :func:`environment_factory` / :func:`environment_factories` build TRL ``environment_factory``
-  classes whose methods are the environment's tools; :func:`agent_dataset` writes the matching rows.
-
-A ``None`` reward means "not mine" (not a ``"designer"`` row, or an Agent failure); every program
-outcome, crashes included, is a number; a failing environment ends its episode with return 0; only
-setup errors raise. Identical programs in one batch share one evaluation. trl, torch, transformers
-and datasets are imported when first needed (:class:`~spade_gym.errors.MissingDependency`).
+Designer: :class:`DesignerReward` on the prompts of :func:`designer_dataset` (from
+:mod:`spade_gym.integrations.trl_designer`). Agent: :func:`environment_factory` builds TRL
+``environment_factory`` classes whose methods are the environment's tools; :func:`agent_dataset`
+writes the matching rows. A failing environment ends its episode with return 0; only setup errors raise.
 """
 
 from __future__ import annotations
@@ -35,12 +26,7 @@ from spade_gym.agent import Trajectory, env_id_of, start_episode
 from spade_gym.env import SandboxedEnv, escape_text
 from spade_gym.errors import SandboxSetupError
 from spade_gym.integrations import require
-from spade_gym.integrations.trl_designer import (
-    DESIGNER_ROLE,
-    DesignerReward,
-    TrainerPolicy,
-    designer_dataset,
-)
+from spade_gym.integrations.trl_designer import DESIGNER_ROLE, DesignerReward, TrainerPolicy, designer_dataset
 from spade_gym.program import EnvProgram
 from spade_gym.reasoning_gym import ReasoningGymEnv
 from spade_gym.sandbox import SandboxConfig
@@ -91,9 +77,6 @@ AGENT_SYSTEM_PROMPTS: dict[str, str] = {
 EPISODE_OVER = "The episode is over; no further tool calls are accepted."
 
 
-# -- The Agent: environment_factory
-
-
 class _Missing:
     """Default of optional tool arguments the model left out (they are not sent to the environment)."""
 
@@ -109,7 +92,7 @@ _CHOICES = re.compile(r"\(\s*choices\s*:", re.IGNORECASE)
 
 
 def _one_line(text: Any, limit: int = 1000) -> str:
-    """Untrusted schema text as one docstring-safe line."""
+    """Untrusted schema text as one line that cannot open a docstring section."""
     line = " ".join(str(text).split())[:limit]
     line = _SECTION.sub(lambda m: m.group(1) + " -", line)
     return _CHOICES.sub("(choices -", line)
@@ -262,12 +245,9 @@ def _open_env(spec: Any, sandbox: SandboxConfig | None) -> SandboxedEnv | Reason
 class SpadeEnvironment:
     """Base class of the classes :func:`environment_factory` builds: one spade episode per TRL rollout.
 
-    TRL creates instances with ``cls()`` (pooled), calls ``reset(**row)`` before each rollout, exposes
-    every other public method as a tool and scores with ``get_reward()``. The sandbox worker starts at
-    the first ``reset`` and is reused until the instance is garbage collected.
-
-    Class attributes: ``env_id`` (gymnasium id, or the program's name), ``setting``, ``max_turns``,
-    ``description`` and ``tool_names`` (``{method name: tool name}``).
+    TRL calls ``reset(**row)`` before each rollout, exposes every other public method as a tool and
+    scores with ``get_reward()``. The sandbox worker starts at the first ``reset`` and lives as long
+    as the instance. ``tool_names`` maps method names to tool names.
     """
 
     env_id: ClassVar[str] = ""
@@ -286,13 +266,11 @@ class SpadeEnvironment:
         self._trajectory: Trajectory | None = None  # the episode's rules and record; None before reset
 
     def reset(self, **kwargs: Any) -> str | None:
-        """Start an episode from a dataset row (TRL passes the row's columns as keywords).
-
-        Reads ``seed`` (required), ``env_id`` (optional, must be this class's), ``hint`` and ``prompt``.
+        """Start an episode from a dataset row's ``seed``, ``env_id`` (optional), ``hint`` and ``prompt``.
 
         Returns:
-            ``None`` when the prompt already ends with the first observation (:func:`agent_dataset`
-            rows); else the observation for TRL to append (or a note that the environment failed).
+            ``None`` when the prompt already ends with the first observation; else the observation
+            for TRL to append (or a note that the environment failed).
 
         Raises:
             ValueError: no ``seed``, a seed not an int in ``[0, 2**63)``, or an ``env_id`` for another
@@ -423,28 +401,19 @@ def _last_content(prompt: Any) -> str:
 
 
 def environment_factory(
-    env: Any,
-    *,
-    sandbox: SandboxConfig | None = None,
-    check_schemas: bool = True,
+    env: Any, *, sandbox: SandboxConfig | None = None, check_schemas: bool = True
 ) -> type[SpadeEnvironment]:
-    """A TRL ``environment_factory`` class for one spade environment.
+    """A TRL ``environment_factory`` class (a :class:`SpadeEnvironment` named after it) for one spade environment.
 
-    The environment is opened once to read its setting, tools and description; each instance opens
-    its own worker. Tools: ``reasoning``: ``answer(answer)``; ``game``: ``act(move)``; ``tool_use``:
-    one method per tool, stepping with ``{"name": <tool>, "arguments": {...}}`` (hints from the JSON
-    schema, nested objects as ``dict``; left-out optional arguments are not sent; names that are not
-    identifiers or clash are renamed, e.g. ``class_``: :attr:`SpadeEnvironment.tool_names`). Each
-    returns the observation, plus an "episode is over" note at the end.
+    Tools: ``reasoning``: ``answer(answer)``; ``game``: ``act(move)``; ``tool_use``: one method per
+    tool (hints from the JSON schema; left-out optional arguments are not sent; names that are not
+    identifiers or clash are renamed, e.g. ``class_``). Each returns the observation.
 
     Args:
         env: a gymnasium id, a program (path, source or EnvProgram), or a zero-argument callable
             returning a SandboxedEnv or ReasoningGymEnv.
         sandbox: sandbox limits (``None``: the defaults).
         check_schemas: build each tool's schema now with transformers' ``get_json_schema``.
-
-    Returns:
-        A :class:`SpadeEnvironment` subclass named after the environment.
 
     Raises:
         ValueError: an unknown id, something that is not one environment program, or a ``tool_use``
@@ -511,21 +480,13 @@ def environment_factories(
 
 
 def agent_dataset(
-    envs: Any,
-    seeds: int | Iterable[int],
-    *,
-    hint: bool = False,
-    sandbox: SandboxConfig | None = None,
+    envs: Any, seeds: int | Iterable[int], *, hint: bool = False, sandbox: SandboxConfig | None = None
 ) -> Dataset:
     """A ``datasets.Dataset`` of Agent episodes for :func:`environment_factory`, one row per (env, seed).
 
-    The prompt is :data:`AGENT_SYSTEM_PROMPTS` plus the description, then the first observation of
-    ``reset(seed)`` (with the hint when ``hint``). ``envs``: one or a list, as
-    :func:`environment_factory` takes them; ``seeds``: reset seeds, or a count ``n`` of seeds drawn
-    as the validation gate draws them (:func:`~spade_gym.seeds.draw_seeds`: no program can predict them).
-
-    Returns:
-        Columns ``prompt``, ``environment`` and ``env_id`` (the env key), ``seed`` and ``hint``.
+    The prompt is :data:`AGENT_SYSTEM_PROMPTS` plus the description, then the first observation.
+    ``envs``: one or a list, as :func:`environment_factory` takes them; ``seeds``: reset seeds, or a
+    count of seeds drawn by :func:`~spade_gym.seeds.draw_seeds`.
 
     Raises:
         ValueError: no seeds, a negative seed, or see :func:`environment_factory`.
@@ -574,14 +535,10 @@ def log_episodes(
     log_metric: Callable[[str, float], None] | None = None,
     **kwargs: Any,
 ) -> list[float | None]:
-    """A logging-only TRL reward function: returns ``[None] * len(completions)``.
-
-    Logs per completion ``spade/env_id``, ``spade/seed``, ``spade/tool_calls``, ``spade/return``
-    and ``spade/error`` (``log_extra``), and the batch's ``spade/episode_return``,
-    ``spade/tool_calls`` and ``spade/env_errors`` (``log_metric``), from TRL's ``environments``.
-    """
+    """A logging-only TRL reward function (returns ``None`` each): logs the ``spade/*`` episode
+    statistics of TRL's ``environments`` per completion and per batch."""
     envs = [e for e in environments or () if isinstance(e, SpadeEnvironment)]
-    if environments is not None and envs and len(envs) == len(completions):
+    if envs and len(envs) == len(completions):
         if callable(log_extra):
             log_extra("spade/env_id", [e.env_id for e in envs])
             log_extra("spade/seed", [e.seed for e in envs])
@@ -596,10 +553,7 @@ def log_episodes(
 
 
 def tool_calling_tokenizer(tokenizer: Any) -> Any:
-    """Make a ChatML tokenizer render tool calls, for TRL's tool loop; returns the same tokenizer.
-
-    A template that already supports tools is kept; a ChatML one without (e.g. SmolLM2) gets TRL's
-    Qwen2.5 template (``<tool_call>`` JSON, spade's own Agent format).
+    """``tokenizer``, given TRL's Qwen2.5 template (``<tool_call>`` JSON) when it is ChatML without tool support.
 
     Raises:
         ValueError: no tool support and not ChatML.

@@ -1,7 +1,5 @@
-"""TRL integration, the Designer's side: :class:`DesignerReward` scores each completion with
-:func:`~spade_gym.designer.evaluate_completion` on the prompts of :func:`designer_dataset`; the Agent is
-frozen (a ``Policy``) or co-trained (:class:`TrainerPolicy`). Imported from :mod:`spade_gym.integrations.trl`.
-"""
+"""TRL integration, the Designer's side (imported from :mod:`spade_gym.integrations.trl`): :class:`DesignerReward`
+on the prompts of :func:`designer_dataset`, against a frozen or co-trained (:class:`TrainerPolicy`) Agent."""
 
 from __future__ import annotations
 
@@ -34,10 +32,6 @@ _FEATURE = "spade_gym.integrations.trl"
 
 #: The ``spade_role`` of Designer rows; :class:`DesignerReward` returns ``None`` for other rows.
 DESIGNER_ROLE = "designer"
-
-
-def _import(module: str) -> Any:
-    return require(module, "trl", _FEATURE)
 
 
 @dataclass(frozen=True)
@@ -105,10 +99,8 @@ def designer_dataset(
     mode: str | None = None,
     seed_library: bool = True,
 ) -> Dataset:
-    """A ``datasets.Dataset`` of ``n`` Designer prompts for ``GRPOTrainer``.
-
-    Row ``i`` is what ``spade/Designer-v0`` poses at ``reset(seed=seed + i)``: a document and a
-    memory of the registry's environments (a snapshot: rebuild the dataset to show new ones).
+    """A ``datasets.Dataset`` of ``n`` Designer prompts for ``GRPOTrainer``: row ``i`` is what
+    ``spade/Designer-v0`` poses at ``reset(seed=seed + i)`` (a snapshot of the registry's memory).
 
     Args:
         n: number of prompts, ``>= 1``.
@@ -117,15 +109,12 @@ def designer_dataset(
         documents: a DocumentSource or a ``load_documents`` spec (``None``: the built-in corpus).
         setting, mode: force every prompt's target setting / mode (``"write"`` or ``"edit"``).
 
-    Returns:
-        Columns ``prompt`` (messages), ``spade_role`` (``"designer"``) and ``provenance`` (JSON).
-
     Raises:
         ValueError: ``n < 1``, or an unknown setting or mode.
         DocumentError: no usable document.
         MissingDependency: ``datasets`` is not installed.
     """
-    datasets = _import("datasets")
+    datasets = require("datasets", "trl", _FEATURE)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an int >= 1, got {n!r}")
     options = {key: value for key, value in (("setting", setting), ("mode", mode)) if value is not None}
@@ -151,10 +140,8 @@ def designer_dataset(
 
 
 class TrainerPolicy:
-    """A spade ``Policy`` that samples from the model a TRL trainer is training (the co-trained Agent).
-
-    Generation runs :class:`~spade_gym.policies.transformers.TransformersPolicy` on the trainer's own
-    model object, restoring its training mode and ``generation_config`` after each call.
+    """A spade ``Policy`` that samples from the model a TRL trainer is training (the co-trained Agent),
+    through :class:`~spade_gym.policies.transformers.TransformersPolicy`.
 
     Args:
         trainer: a ``trl.GRPOTrainer`` (``model``, ``processing_class``, ``accelerator``), or ``None``
@@ -261,7 +248,7 @@ class TrainerPolicy:
             return ids
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
-        """Sample ``B * n`` completions (grouped by prompt) from the trainer's current weights.
+        """Sample completions (grouped by prompt) from the trainer's current weights.
 
         Raises:
             RuntimeError: no trainer is bound.
@@ -336,11 +323,9 @@ class _Scored:
 class DesignerReward:
     """The Designer's reward as a TRL reward function: completion -> gate -> regret -> registry -> reward.
 
-    Use as ``GRPOTrainer(reward_funcs=DesignerReward(...), train_dataset=designer_dataset(...))``
-    (TRL's name: ``spade_designer``). Each prompt is rebuilt from the row's ``provenance``; accepted
-    programs are registered; the reward is :func:`~spade_gym.regret.designer_reward`. ``log_extra``
-    gets ``spade/category``, ``outcome``, ``regret``, ``env_id``, ``error`` per completion;
-    ``log_metric`` the fractions ``spade/accepted``, ``invalid``, ``duplicate`` and mean ``regret``.
+    Use as ``GRPOTrainer(reward_funcs=DesignerReward(...), train_dataset=designer_dataset(...))``.
+    A ``None`` reward means not scored (not a Designer row, or the Agent failed); identical programs
+    in one batch share one evaluation.
 
     Args:
         agent: a ``Policy`` (frozen), a ``load_policy`` spec (loaded on the first accepted program),
@@ -404,10 +389,8 @@ class DesignerReward:
         completion_ids: Sequence[Sequence[int]] | None = None,
         **kwargs: Any,
     ) -> list[float | None]:
-        """Score one batch of Designer completions (messages or text): one reward each, ``None``: not scored.
-
-        ``kwargs``: dataset columns (``provenance``, ``spade_role``, optional) and TRL's
-        ``trainer_state``, ``log_extra``, ``log_metric``.
+        """Score one batch of Designer completions (messages or text); ``kwargs``: dataset columns and
+        TRL's ``trainer_state``, ``log_extra``, ``log_metric``.
 
         Raises:
             ValueError: a column whose length differs from ``completions``, or a malformed ``provenance``.

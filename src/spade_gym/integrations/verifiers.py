@@ -1,20 +1,13 @@
-"""verifiers environment: spade environments as a verifiers taskset, for evaluation and prime-rl.
+"""verifiers environment (verifiers 0.4, ``verifiers.v1``): spade episodes as a taskset, for evaluation and prime-rl.
 
-:func:`load_environment` returns a verifiers ``Env`` whose tasks are (environment id, seed)
-episodes, prompted with the first observation under the Agent's system prompt. Each assistant
-reply is an action; the observation comes back as the next user message. The reward
-``episode_return`` is the episode return (0 when the program failed; ``trace.info["spade"]``
-says why); metrics ``success`` and ``turns``. A failing program ends its episode only.
-
-API: verifiers 0.4.0 (``verifiers.v1``: ``Taskset``/``Task``/``Env.run(task, agents)``, the
-pattern of its TextArena taskset). The classes are registered as the module :data:`TASKSET_ID` in
-``sys.modules``; the agent seat's default harness is :class:`SpadeChatHarness`, an in-process
-chat loop calling the model through verifiers' interception endpoint. For ``vf-eval``/prime-rl
-spade-gym ships the top-level module ``spade_gym_verifiers``, e.g. ``vf-eval spade_gym_verifiers
---env.taskset.env-ids '["spade/ArithmeticChain-v0"]' --env.taskset.num-rows 8 -m MODEL ...``.
+Tasks are (environment id, seed) episodes; each assistant reply is an action and the observation
+comes back as the next user message. Reward ``episode_return`` (0 when the program failed;
+``trace.info["spade"]`` says why), metrics ``success`` and ``turns``. ``vf-eval`` and prime-rl
+import the taskset as the top-level module ``spade_gym_verifiers``.
 """
 
 import asyncio
+import functools
 import math
 import sys
 import types
@@ -25,32 +18,20 @@ from spade_gym.integrations import require
 from spade_gym.integrations._episode import SpadeEpisode, failed_start_text, first_observations, resolve_env_ids
 from spade_gym.seeds import draw_seeds
 
-__all__ = [
-    "TASKSET_ID",
-    "env_config",
-    "load_environment",
-    "verifiers_classes",
-]
+__all__ = ["TASKSET_ID", "env_config", "load_environment", "verifiers_classes"]
 
-#: The verifiers id of the spade taskset (and of its env and harness): the name of the module
-#: registered in ``sys.modules`` (``spade_gym_verifiers``).
+#: The verifiers id of the spade taskset, env and harness: their module's name in ``sys.modules``.
 TASKSET_ID = "spade_gym_verifiers"
 _FEATURE = "spade_gym.integrations.verifiers"
-_CLASSES: dict[str, type] | None = None
 
 
+@functools.cache
 def verifiers_classes() -> dict[str, type]:
     """The verifiers classes of the spade taskset, by name; defined once, registered as :data:`TASKSET_ID`.
-
-    ``SpadeTasksetConfig`` (fields as :func:`env_config`'s keywords), ``SpadeTaskData``, ``SpadeTask``,
-    ``SpadeTaskset``, ``SpadeEnvConfig``, ``SpadeEnv``, ``SpadeChatHarnessConfig``, ``SpadeChatHarness``.
 
     Raises:
         MissingDependency: verifiers is not installed.
     """
-    global _CLASSES
-    if _CLASSES is not None:
-        return _CLASSES
     vf: Any = require("verifiers.v1", "verifiers", _FEATURE)
     pydantic: Any = require("pydantic", "verifiers", _FEATURE)
     runtimes: Any = require("verifiers.v1.runtimes", "verifiers", _FEATURE)
@@ -65,7 +46,6 @@ def verifiers_classes() -> dict[str, type]:
     # verifiers finds the taskset, env and harness as the one subclass of each exported here
     module.__all__ = ["SpadeTaskset", "SpadeEnv", "SpadeChatHarness"]  # type: ignore[attr-defined]
     sys.modules.setdefault(TASKSET_ID, module)
-    _CLASSES = classes
     return classes
 
 
@@ -261,13 +241,13 @@ def env_config(
     max_turns: int | None = None,
     agent: Mapping[str, Any] | None = None,
 ) -> Any:
-    """The verifiers ``EnvConfig`` (``SpadeEnvConfig``, ``taskset.id = TASKSET_ID``) of spade environments.
+    """The verifiers ``EnvConfig`` (``SpadeEnvConfig``) of spade environments.
 
     Args:
         env_ids, registry: as :func:`~spade_gym.integrations._episode.resolve_env_ids` takes them.
         num_rows: number of tasks; ``None``: every (environment, seed) pair.
         seeds: reset seeds; ``None``: as many as ``num_rows`` needs (8 per env), from ``seed`` on, or
-            with ``seed=None`` drawn as the validation gate draws them (no program can predict them).
+            with ``seed=None`` drawn by :func:`~spade_gym.seeds.draw_seeds`.
         hint, max_turns: as :class:`~spade_gym.integrations._episode.SpadeEpisode`.
         agent: overrides of the agent seat's ``vf.AgentConfig``.
 
@@ -298,9 +278,6 @@ def env_config(
 def load_environment(**kwargs: Any) -> Any:
     """The ``SpadeEnv`` for :func:`env_config`'s keywords, built through ``vf.load_environment``.
 
-    Run episodes inside ``async with env.serving():`` with ``await env.run_episode(task, ctx)``, or
-    hand it to ``vf eval`` / prime-rl.
-
     Raises:
         TypeError: an unknown keyword.
         EnvNotFound / ValueError / MissingDependency: as :func:`env_config`.
@@ -310,5 +287,4 @@ def load_environment(**kwargs: Any) -> Any:
     if unknown:
         raise TypeError(f"load_environment got unknown keyword(s) {unknown}; it takes {sorted(known)}")
     config = env_config(**kwargs)
-    vf: Any = require("verifiers.v1", "verifiers", _FEATURE)
-    return vf.load_environment(config)
+    return require("verifiers.v1", "verifiers", _FEATURE).load_environment(config)

@@ -1,22 +1,15 @@
 """verl agent loop: train the Reasoning Agent on spade environments with verl's multi-turn rollouts.
 
-* :func:`play_token_episode`: one episode token-in-token-out given an async ``generate`` and a
-  tokenizer (framework-independent); a failing program ends it with return 0, never an exception.
-* ``SpadeAgentLoop`` (defined when verl imports): the ``AgentLoopBase`` subclass registered as
-  ``"spade_agent"``, playing the sample's ``extra_info.env_id``/``seed`` with verl's server manager.
-* :func:`make_rows` and :func:`write_parquet`: the dataset, one row per (environment, seed).
-
-API: verl's agent loop (stable since 0.5; sources ``verl/experimental/agent_loop/agent_loop.py``,
-``tool_agent_loop.py``, ``verl/workers/rollout/llm_server.py``, ``docs/advance/agent_loop.rst``).
-Configuration: ``examples/integrations/verl_spade.yaml`` and ``verl_agent_loop.yaml``. Token
-accounting follows verl's ToolAgentLoop (see :class:`TokenEpisode`): each later observation is appended
-as the template's user-turn text, except the final one and one that would overflow ``response_length``
-(which ends the episode, truncated).
+:func:`play_token_episode` plays one episode token-in-token-out (framework-independent);
+``SpadeAgentLoop`` is the ``AgentLoopBase`` registered as ``"spade_agent"``; :func:`make_rows` and
+:func:`write_parquet` write the dataset. API: verl's agent loop (since 0.5,
+``verl/experimental/agent_loop/agent_loop.py``); configuration: ``examples/integrations/verl_spade.yaml``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import sys
 import time
@@ -35,6 +28,7 @@ from spade_gym.integrations._episode import (
     episode_spec,
     first_observations,
     observation_text,
+    register_once,
     render_chat,
     resolve_env_ids,
 )
@@ -67,9 +61,8 @@ class GenerateOutput:
     log_probs: list[float] | None = None
 
 
-#: ``await generate(token_ids, sampling_params)``: the completion of a prompt given as token ids.
-#: It may return a :class:`GenerateOutput`, anything with ``token_ids`` (and ``log_probs``)
-#: attributes such as verl's ``TokenOutput``, a mapping with those keys, or a plain list of ids.
+#: ``await generate(token_ids, sampling_params)``: a :class:`GenerateOutput`, anything with its
+#: attributes (verl's ``TokenOutput``) or keys, or a plain list of token ids.
 GenerateFn = Callable[[list[int], dict[str, Any]], Awaitable[Any]]
 
 
@@ -94,7 +87,7 @@ def _as_output(out: Any) -> GenerateOutput:
 
 @dataclass
 class TokenEpisode:
-    """One episode as token ids, in verl's ``AgentLoopOutput`` layout.
+    """One episode as token ids, in verl's ``AgentLoopOutput`` layout (its ToolAgentLoop's accounting).
 
     Attributes:
         prompt_ids: chat-template tokens of the system prompt and first observation.
@@ -133,7 +126,7 @@ class TokenEpisode:
         return self.reward >= SUCCESS_RETURN
 
     def extra_fields(self) -> dict[str, Any]:
-        """verl's ``extra_fields``: the ``spade_*`` summary (``spade_error``: message or ``""``) and ``turn_scores``."""
+        """verl's ``extra_fields``: the ``spade_*`` summary and ``turn_scores``."""
         return {
             "spade_env_id": self.env_id,
             "spade_seed": self.seed,
@@ -173,18 +166,18 @@ async def play_token_episode(
     budget_key: str | None = None,
     chat_template_kwargs: Mapping[str, Any] | None = None,
 ) -> TokenEpisode:
-    """Play one episode of ``env_id`` token-in-token-out.
+    """Play one episode of ``env_id`` token-in-token-out; each observation but the last is appended
+    as the template's user turn.
 
     Args:
-        generate: see :data:`GenerateFn`; called with the whole conversation's tokens. Its
-            exceptions propagate (a dead server is the trainer's failure).
-        tokenizer: a Hugging Face tokenizer with a chat template.
+        generate: see :data:`GenerateFn`; called with the whole conversation's tokens (its
+            exceptions propagate).
         sampling_params: passed to ``generate`` (a copy per turn).
         hint, max_turns: as :class:`~spade_gym.integrations._episode.SpadeEpisode`.
         response_length: response budget in tokens (``None``: unlimited); an observation that
             would overflow it ends the episode.
         budget_key: when set (e.g. ``"max_tokens"``), ``sampling_params[budget_key]`` gets the
-            tokens left each turn (verl's vLLM server sets it itself: ``None``).
+            tokens left each turn.
         chat_template_kwargs: extra keywords for ``apply_chat_template``.
 
     Raises:
@@ -281,13 +274,8 @@ def make_rows(
 ) -> list[dict[str, Any]]:
     """Dataset rows for verl (plain dicts): one per (environment, seed), environments outermost.
 
-    Columns: ``data_source``, ``agent_name``, ``prompt`` (system prompt and first observation),
-    ``ability`` (the setting), ``reward_model`` (unused) and ``extra_info`` (``split``, ``index``,
-    ``env_id``, ``seed``, ``hint``).
-
     ``env_ids`` and ``registry`` are as :func:`~spade_gym.integrations._episode.resolve_env_ids`
-    takes them; ``seeds``: reset seeds, or a count ``n`` of seeds drawn as the validation gate draws
-    them (:func:`~spade_gym.seeds.draw_seeds`: no program can predict them).
+    takes them; ``seeds``: reset seeds, or a count of seeds drawn by :func:`~spade_gym.seeds.draw_seeds`.
 
     Raises:
         EnvNotFound / ValueError: an unknown or unplayable id, or a bad seed.
@@ -349,23 +337,16 @@ def write_parquet(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str
     return out
 
 
-_AGENT_LOOP: type | None = None
-_REGISTERED: set[str] = set()
-
-
+@functools.cache
 def agent_loop_class() -> type:
     """``SpadeAgentLoop``, verl's ``AgentLoopBase`` registered as ``"spade_agent"`` (defined once).
 
-    It plays each sample with :func:`play_token_episode` through ``server_manager.generate`` (one
-    request id per episode, for prefix-cache reuse); ``reward_score`` is the return. Config keywords:
-    ``max_turns`` and ``registry`` (a folder to register in each worker).
+    It plays each sample with :func:`play_token_episode` (one request id per episode, for prefix-cache
+    reuse). Config keywords: ``max_turns`` and ``registry`` (a folder to register in each worker).
 
     Raises:
         MissingDependency: verl is not installed.
     """
-    global _AGENT_LOOP
-    if _AGENT_LOOP is not None:
-        return _AGENT_LOOP
     agent_loop: Any = require("verl.experimental.agent_loop.agent_loop", "verl", "spade_gym.integrations.verl")
     base: Any = agent_loop.AgentLoopBase
     output_cls: Any = agent_loop.AgentLoopOutput
@@ -380,9 +361,8 @@ def agent_loop_class() -> type:
             super().__init__(*args, **kwargs)
             self.response_length = int(self.config.actor_rollout_ref.rollout.response_length)
             self.spade_max_turns = max_turns
-            if registry and str(registry) not in _REGISTERED:
-                resolve_env_ids(None, registry)
-                _REGISTERED.add(str(registry))
+            if registry:
+                register_once(str(registry))
 
         async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
             """Play the sample's episode; return its ``AgentLoopOutput``."""
@@ -415,7 +395,6 @@ def agent_loop_class() -> type:
     SpadeAgentLoop.__module__ = __name__
     SpadeAgentLoop.__qualname__ = SpadeAgentLoop.__name__ = "SpadeAgentLoop"
     agent_loop.register(AGENT_NAME)(SpadeAgentLoop)
-    _AGENT_LOOP = SpadeAgentLoop
     return SpadeAgentLoop
 
 
