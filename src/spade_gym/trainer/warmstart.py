@@ -1,28 +1,16 @@
 """The cold start: a short supervised stage that teaches a small model the formats before self-play.
 
-Self-play only carries a signal once the policy produces what the loop parses (the Agent's
-``<answer>``/``<tool_call>`` actions, the Designer's fenced program); as in DeepSeek-R1's cold-start
-SFT (DeepSeek-AI 2025, section 2.3.1), Absolute Zero (Zhao et al. 2025) and R-Zero (Huang et al.
-2025), a small supervised stage on formatted examples comes first (docs/DESIGN.md, "Learning at
-small scale").
+Self-play carries a signal only once the policy writes what the loop parses (the Agent's actions,
+the Designer's fenced program), so a small supervised stage on formatted examples comes first, as in
+DeepSeek-R1's cold-start SFT (DeepSeek-AI 2025, section 2.3.1), Absolute Zero (Zhao et al. 2025) and
+R-Zero (Huang et al. 2025); see docs/DESIGN.md, "Learning at small scale".
 
-Data (:func:`build_dataset`), from the seed library minus ``run.held_out_envs``:
-
-* **Agent.** Each environment's ``oracle()`` plays ``warmstart.agent_seeds`` episodes in the
-  sandbox (every other one with the hint); each turn is a sample: the prompt exactly as
-  :func:`spade_gym.agent.rollout` shows it, the target the action in the exact format
-  (:func:`format_action`). Episodes the oracle does not solve are left out.
-* **Designer.** Prompts by :func:`spade_gym.designer.build_prompt` (a built-in document, a memory of
-  the pool), the shortest seed programs first. Write mode: the target is a seed program, fenced.
-  Edit mode: the target is the edit blocks to a :func:`variants` of the parent that the gate accepts.
-
-Samples longer than ``warmstart.max_seq_tokens`` are skipped.
-
-Training (:func:`run_warmstart`): LoRA adapters (``policy.lora``, or :data:`WARMSTART_LORA` merged
-afterwards), AdamW, token-mean NLL of the target tokens only, in a seeded order. The stage is
-cached under ``<cache>/warmstart/<hash>`` by the SHA-256 of the model, LoRA config, ``warmstart``
-section and tokenized dataset (:func:`warmstart_hash`), and resumable: every ``save_every`` steps
-its state is saved atomically and a rerun continues from there.
+Data (:func:`build_dataset`), from the seed library minus ``run.held_out_envs``: the turns of the
+episodes each environment's ``oracle()`` solves, prompted as a rollout prompts the Agent; Designer
+prompts whose target is a seed program (write mode) or the edit blocks to a :func:`variants` of it
+that the gate accepts (edit mode). Training (:func:`run_warmstart`): LoRA adapters (``policy.lora``,
+or :data:`WARMSTART_LORA` merged afterwards), AdamW on the token-mean NLL of the targets, cached by
+content hash (:func:`warmstart_hash`) and resumable every ``warmstart.save_every`` steps.
 """
 
 from __future__ import annotations
@@ -32,6 +20,7 @@ import dataclasses
 import functools
 import hashlib
 import io
+import itertools
 import json
 import math
 import random
@@ -194,6 +183,8 @@ def _encode(policy: Any, messages: list[dict[str, str]], target: str) -> tuple[t
 def _agent_samples(
     config: SelfPlayConfig, policy: Any, pool: Sequence[EnvRecord], skipped: dict[str, int], tick: Callable[[], None]
 ) -> list[SFTSample]:
+    """One sample per turn of the oracle's solved episodes (every other one hinted), drawn
+    round-robin over the environments, first turns first."""
     from spade_gym.env import SandboxedEnv
 
     ws = config.warmstart
@@ -291,23 +282,13 @@ def variants(source: str, rng: random.Random) -> str:
         if value >= 1 and new < 1:
             new = value + step
         edits.append((node, str(new)))
-    lines = source.splitlines(keepends=True)
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
-    out = source
+    out = source.encode("utf-8")  # ast offsets are UTF-8 byte columns
+    starts = [0, *itertools.accumulate(len(line) for line in out.splitlines(keepends=True))]
     for node, text in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
         assert node.end_lineno is not None and node.end_col_offset is not None
-        # ast offsets are UTF-8 byte columns: convert through the line's bytes
-        lo = _offset(lines, starts, node.lineno, node.col_offset)
-        hi = _offset(lines, starts, node.end_lineno, node.end_col_offset)
-        out = out[:lo] + text + out[hi:]
-    return out
-
-
-def _offset(lines: list[str], starts: list[int], lineno: int, col: int) -> int:
-    line = lines[lineno - 1]
-    return starts[lineno - 1] + len(line.encode("utf-8")[:col].decode("utf-8", "ignore"))
+        lo, hi = starts[node.lineno - 1] + node.col_offset, starts[node.end_lineno - 1] + node.end_col_offset
+        out = out[:lo] + text.encode() + out[hi:]
+    return out.decode("utf-8")
 
 
 def _normalise(source: str) -> str:
@@ -326,6 +307,7 @@ def _designer_samples(
     skipped: dict[str, int],
     tick: Callable[[], None],
 ) -> list[SFTSample]:
+    """Write-mode and edit-mode samples, the shortest seed programs first."""
     from spade_gym.documents import load_documents
     from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, verdict
     from spade_gym.validation import validate
@@ -605,6 +587,13 @@ def run_warmstart(
 
     save = functools.partial(_save_state, state_path, policy, optimizer, losses, step_s, loss_before)
 
+    def result(steps_run: int, loss_after: dict[str, float | None]) -> WarmstartResult:
+        return WarmstartResult(
+            digest, entry, adapter_path, False, len(schedule), steps_run, start, losses, loss_before, loss_after,
+            len(data.of("agent")), len(data.of("designer")), data.envs, data.skipped,
+            time.perf_counter() - started, merged, step_s,
+        )  # fmt: skip
+
     was_training = policy.model.training
     policy.model.train()
     report("train", start, len(schedule))
@@ -614,11 +603,7 @@ def run_warmstart(
             if stop_after is not None and step >= stop_after:
                 save(step)
                 say(f"cold start: stopped after step {step} of {len(schedule)} (state in {state_path})")
-                return WarmstartResult(
-                    digest, entry, adapter_path, False, len(schedule), steps_run, start, losses,
-                    loss_before, {}, len(data.of("agent")), len(data.of("designer")), data.envs,
-                    data.skipped, time.perf_counter() - started, merged, step_s,
-                )  # fmt: skip
+                return result(steps_run, {})
             began = time.perf_counter()
             losses.append(_train_step(policy, optimizer, params, [data.samples[i] for i in schedule[step]]))
             step_s.append(time.perf_counter() - began)
@@ -631,20 +616,16 @@ def run_warmstart(
         optimizer.zero_grad(set_to_none=True)
     loss_after = _eval_losses(policy, data)
     _atomic_save(trainable_state(policy), adapter_path)
-    result = WarmstartResult(
-        digest, entry, adapter_path, False, len(schedule), steps_run, start, losses, loss_before, loss_after,
-        len(data.of("agent")), len(data.of("designer")), data.envs, data.skipped,
-        time.perf_counter() - started, merged, step_s,
-    )  # fmt: skip
-    _write_result(result, result_path)
+    done = result(steps_run, loss_after)
+    _write_result(done, result_path)
     state_path.unlink(missing_ok=True)
     _finish(policy, merged)
     say(
-        f"cold start: {len(schedule)} steps in {result.wall_s:.0f} s, loss agent {_fmt(loss_before['agent'])} -> "
+        f"cold start: {len(schedule)} steps in {done.wall_s:.0f} s, loss agent {_fmt(loss_before['agent'])} -> "
         f"{_fmt(loss_after['agent'])}, designer {_fmt(loss_before['designer'])} -> {_fmt(loss_after['designer'])}; "
         f"adapters {adapter_path}"
     )
-    return result
+    return done
 
 
 def _load_cached(policy: Any, entry: Path, digest: str, merged: bool, say: Callable[[str], None]) -> WarmstartResult:
