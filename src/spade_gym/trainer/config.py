@@ -1,14 +1,12 @@
 """The self-play run configuration: one YAML file, checked strictly before any work starts.
 
-:class:`SelfPlayConfig` is a tree of dataclasses, one per section; every field carries
-``metadata={"help": ...}`` and a number its range as ``Annotated`` constraints (``Ge(1)``,
-``Gt(0)``, :data:`FINITE`, a :class:`Why`) that pydantic checks, so :meth:`SelfPlayConfig.to_yaml`,
-:func:`describe_config` (``spade selfplay --help-config``), the errors and the code say the same thing.
-
-Loading raises :class:`ConfigError` naming the dotted key for an unknown key (with a "did you mean"),
-a value of the wrong type (pydantic strict mode: no coercion, except an int for a float) or out of
-range. YAML is read with YAML 1.2 scalars (only ``true``/``false`` are booleans, ``1e-4`` is a float,
-``010`` is ten). Every key is optional: an empty file is the default run.
+:class:`SelfPlayConfig` is a tree of dataclasses, one per section, whose fields carry their help and
+range (:mod:`spade_gym.options`), so :meth:`SelfPlayConfig.to_yaml`, :func:`describe_config`
+(``spade selfplay --help-config``), the errors and the code say the same thing. Loading raises
+:class:`ConfigError` naming the dotted key of an unknown key (with a "did you mean"), a wrong type
+(pydantic strict mode: no coercion, except an int for a float) or a value out of range. YAML 1.2
+scalars: only ``true``/``false`` are booleans, ``1e-4`` is a float, ``010`` is ten. Every key is
+optional: an empty file is the default run.
 
 Example::
 
@@ -382,8 +380,9 @@ class SelfPlayConfig:
         return type(self).from_dict(data)
 
     def to_dict(self) -> dict[str, Any]:
-        """``{section: {key: value}}``, as :meth:`from_dict` takes it."""
-        return _as_dict(self)
+        """``{section: {key: value}}``, as :meth:`from_dict` takes it (copies, as ``dataclasses.asdict``
+        makes them: a value that holds itself raises RecursionError)."""
+        return _keys(self, dataclasses.asdict(self))
 
     def to_yaml(self, path: str | Path | None = None) -> str:
         """The config as YAML, every field's help as a comment; also written to ``path`` if given."""
@@ -701,12 +700,6 @@ def _unknown(cls: type, key: Any, prefix: str) -> ConfigError:
     hint = f"; did you mean {suggestion!r}?" if suggestion else "."
     where = f"of section {prefix!r}" if prefix else "(top-level sections)"
     return ConfigError(f"unknown config key {dotted!r}{hint} Known keys {where}: {', '.join(names)}", key=dotted)
-
-
-def _as_dict(obj: Any) -> dict[str, Any]:
-    """The config keys of dataclass ``obj`` and their values, sections as nested dicts (copies, as
-    ``dataclasses.asdict`` makes them: a value that holds itself raises RecursionError)."""
-    return _keys(obj, dataclasses.asdict(obj))
 
 
 def _keys(obj: Any, data: dict[str, Any]) -> dict[str, Any]:
