@@ -258,10 +258,10 @@ class SelfPlay:
                 except (ImportError, ValueError) as exc:
                     raise ConfigError(f"config key 'run.fixed_pool': {exc}", key="run.fixed_pool") from None
         # the cheap settings first, so that a mistake fails before the model loads
-        if policy is None and config.policy.lora is not None:
-            check_lora(config.policy.lora)
-        if policy is None:  # a design budget too small for any program (a policy passed in is the caller's)
-            config.check_design_budget()
+        if policy is None:  # (a policy passed in is the caller's)
+            if config.policy.lora is not None:
+                check_lora(config.policy.lora)
+            config.check_design_budget()  # a design budget too small for any program
         check_budget(config)  # run.budget_minutes, before any work
         warm = config.warmstart.enabled and apply_warmstart
         if warm:
