@@ -34,6 +34,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -284,7 +285,7 @@ def _config_diff(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -
     return out
 
 
-class RunDir:
+class RunDir(AbstractContextManager["RunDir"]):
     """A self-play run folder (see the module docstring): :meth:`create` a new one or :meth:`open`
     an existing one; :meth:`close` it (or use it as a context manager) to flush TensorBoard."""
 
@@ -460,9 +461,6 @@ class RunDir:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing the descriptor releases the flock
             self._lock_fd = None
-
-    def __enter__(self) -> RunDir:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

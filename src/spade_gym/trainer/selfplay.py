@@ -444,12 +444,8 @@ class SelfPlay:
         cfg = self.config
         seed = cfg.run.seed * 1_000_003 + i
         before = len(self.registry)
-        # 1. Design: G designs per prompt, validated at once, then judged and rewarded one by one
         design = self.design(i, seed) if cfg.run.designer == "on" else DesignPhase()
-        # 2. The Designer's group update, once per design phase
         designer_update, designer_s = self._update(list(design.samples))
-        # 3. Agent steps, each on environments drawn by prioritised replay (the first also on the
-        #    accepted designs' no-hint regret episodes), each followed by one update and a sync
         steps = [
             self.agent_step((seed << 8) + u, design.regret_episodes if u == 0 else (), u)
             for u in range(cfg.agent.updates_per_iteration)
