@@ -400,13 +400,9 @@ class SelfPlayConfig:
         if not p.spec.strip():
             _range("policy.spec", p.spec, "a policy spec such as 'default'")
 
-        if d.temperature == 0:
-            _range(
-                "designer.temperature", d.temperature, "a finite number > 0 (a group of greedy samples is degenerate)"
-            )
         if not d.documents.strip():
             _range("designer.documents", d.documents, "'builtin', a file or folder, or 'hf:<dataset>'")
-        if not d.settings or len(set(d.settings)) != len(d.settings):
+        if len(set(d.settings)) != len(d.settings):
             _range("designer.settings", d.settings, "a list of distinct settings")
 
         if a.replay_seeds > a.episodes_per_env:
