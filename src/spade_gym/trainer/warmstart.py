@@ -20,7 +20,6 @@ import dataclasses
 import functools
 import hashlib
 import io
-import itertools
 import json
 import math
 import random
@@ -35,6 +34,7 @@ from spade_gym.agent import agent_prompt, extract_action, start_episode
 from spade_gym.designer import build_prompt, edit_blocks, extract_design
 from spade_gym.errors import SpadeError
 from spade_gym.files import replace_atomically
+from spade_gym.ladder import knob_variant
 from spade_gym.policies.scoring import CHECKPOINT_TOKENS
 from spade_gym.program import SUCCESS_RETURN, knob_nodes, knobs
 from spade_gym.registry.gymnasium import bundled_registry_path
@@ -268,12 +268,12 @@ def variants(source: str, rng: random.Random) -> str:
         tree = ast.parse(source)
     except SyntaxError as exc:
         raise ValueError(f"the program does not parse: {exc}") from exc
-    nodes = [node for _, node in knob_nodes(tree)]
+    nodes = knob_nodes(tree)
     if not nodes:
         raise ValueError("the program has no difficulty knob (module-level UPPERCASE integer constant)")
-    edits: list[tuple[ast.Constant, str]] = []
+    out = source
     changed = rng.randrange(len(nodes))  # this one always changes
-    for k, node in enumerate(nodes):
+    for k, (name, node) in enumerate(nodes):
         value = cast(int, node.value)
         if k != changed and rng.random() < 0.5:
             continue
@@ -281,14 +281,8 @@ def variants(source: str, rng: random.Random) -> str:
         new = value + step if value <= 0 or rng.random() < 0.5 else value - step
         if value >= 1 and new < 1:
             new = value + step
-        edits.append((node, str(new)))
-    out = source.encode("utf-8")  # ast offsets are UTF-8 byte columns
-    starts = [0, *itertools.accumulate(len(line) for line in out.splitlines(keepends=True))]
-    for node, text in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
-        assert node.end_lineno is not None and node.end_col_offset is not None
-        lo, hi = starts[node.lineno - 1] + node.col_offset, starts[node.end_lineno - 1] + node.end_col_offset
-        out = out[:lo] + text.encode() + out[hi:]
-    return out.decode("utf-8")
+        out = knob_variant(out, name, new)
+    return out
 
 
 def _normalise(source: str) -> str:
