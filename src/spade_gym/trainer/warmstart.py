@@ -197,7 +197,7 @@ def _agent_samples(
             skipped["env_failed"] = skipped.get("env_failed", 0) + 1
             continue
         got: list[SFTSample] = []
-        try:
+        with env:
             limit = min(env.max_turns, config.agent.max_turns or env.max_turns)
             head = agent_prompt(env.setting, env.description, env.tools)  # as a rollout sends it
             for j in range(ws.agent_seeds):
@@ -231,8 +231,6 @@ def _agent_samples(
                     skipped["oracle_failed"] = skipped.get("oracle_failed", 0) + 1
                     continue
                 got.extend(episode)
-        finally:
-            env.close()
         if got:
             per_env[record.name] = got
     # round robin over the environments (first turns first), so a small budget still covers the pool
