@@ -32,7 +32,7 @@ from typing import Annotated, Any, Literal, NoReturn, TypeVar, Union, get_args, 
 
 from annotated_types import Ge, Gt, Le
 
-from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
+from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P, RolloutConfig
 from spade_gym.errors import ConfigError, install_hint
 from spade_gym.evaluation.heldout import EvalSection
 from spade_gym.options import (
@@ -46,6 +46,7 @@ from spade_gym.options import (
     strict_yaml_loader,
     type_name,
 )
+from spade_gym.policies.base import SamplingParams
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.regret import REGRET_EPISODES, RewardConfig
 from spade_gym.sandbox import MAX_EPISODE_TURNS
@@ -155,6 +156,13 @@ class AgentSection:
     replay_unmeasured_first: bool = option(
         True, "rank environments without a regret estimate above every measured one (so they get measured)"
     )
+
+    def rollout(self, seed: int | None = None) -> RolloutConfig:
+        """The Agent's :class:`~spade_gym.agent.RolloutConfig`; ``seed``: its sampling seed."""
+        sampling = SamplingParams(
+            temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens, seed=seed
+        )
+        return RolloutConfig(sampling=sampling, max_episodes=self.max_episodes, max_turns=self.max_turns)
 
 
 @dataclass
@@ -483,19 +491,8 @@ class SelfPlayConfig:
     def designer_config(self) -> DesignerConfig:
         """The ``designer`` section for a design step: the Agent's regret rollout and ``k`` from the
         ``agent`` section, ``edit_probability`` resolved (:meth:`edit_probability`)."""
-        from spade_gym.agent import RolloutConfig
-        from spade_gym.policies.base import SamplingParams
-
-        a = self.agent
         return dataclasses.replace(
-            self.designer,
-            k=a.k,
-            rollout=RolloutConfig(
-                sampling=SamplingParams(temperature=a.temperature, top_p=a.top_p, max_new_tokens=a.max_new_tokens),
-                max_episodes=a.max_episodes,
-                max_turns=a.max_turns,
-            ),
-            edit_probability=self.edit_probability(),
+            self.designer, k=self.agent.k, rollout=self.agent.rollout(), edit_probability=self.edit_probability()
         )
 
     def edit_probability(self) -> float:

@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from spade_gym.agent import Episode, RolloutConfig, Trajectory, format_compliance, rollout
+from spade_gym.agent import Episode, Trajectory, format_compliance, rollout
 from spade_gym.designer import (
     DesignerPrompt,
     DesignOutcome,
@@ -560,8 +560,8 @@ class SelfPlay:
                 self.progress("design", p * group_size + g + 1, designs)
                 if outcome.record is not None and outcome.estimate is not None and cfg.agent.train_on_regret_episodes:
                     regret_episodes.extend(outcome.estimate.nohint)
-            rewards = [float(o.reward.reward) for o in group]
             if self.designer_policy is self.generator:  # a frozen Designer of its own is not trained
+                rewards = [float(o.reward.reward) for o in group]
                 samples += samples_from_completions(completions, rewards, group=f"designer:{i}:{p}")
             self.run.log_designs(i, [_design_line(p, prompt, o) for o in group])
             outcomes += group
@@ -576,9 +576,7 @@ class SelfPlay:
         if path.is_file():
             return HeldOut.from_results(load_results(path))
         a = self.config.agent
-        sampling = SamplingParams(
-            temperature=a.temperature, top_p=a.top_p, max_new_tokens=a.max_new_tokens, seed=self.config.eval.seed
-        )
+        sampling = a.rollout(self.config.eval.seed).sampling
         items = {p: v for p, v in self.heldout.items() if p == "seeds"} if curve else self.heldout
         greedy = self.config.eval.greedy and not curve
         self.say(f"held-out evaluation '{tag}': {sum(map(len, items.values())) * (1 + greedy)} episodes")
@@ -647,10 +645,7 @@ class SelfPlay:
             episodes += [Episode(env, seeds[j % cfg.replay_seeds]) for j in range(cfg.episodes_per_env)]
         if not episodes:
             return []
-        sampling = SamplingParams(
-            temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=seed
-        )
-        config = RolloutConfig(sampling=sampling, max_episodes=cfg.max_episodes, max_turns=cfg.max_turns)
+        config = cfg.rollout(seed)
         trajectories, _ = rollout(
             episodes, self.generator, config, progress=lambda done, total: self.progress("rollout", done, total)
         )
