@@ -1,11 +1,8 @@
 """The time a self-play run will take, estimated before any work starts, and the refusal of a
-config that cannot fit its stated budget (``run.budget_minutes``).
-
-The unit costs (:data:`CPU_COSTS`) are wall seconds measured with the embedded SmolLM2-135M on 2 CPU
-cores (benchmarks/README.md, "Self-play schedule"); on other hardware or models leave
-``run.budget_minutes`` null. The estimate counts the phases of one iteration (design, the
-Designer's update, ``agent.updates_per_iteration`` Agent steps of rollout and update), the
-held-out evaluations and, when it is not cached, the cold start.
+config that cannot fit its stated budget (``run.budget_minutes``; leave it null on other hardware
+or models than :data:`CPU_COSTS` were measured on). The estimate counts the phases of one iteration
+(design, the Designer's update, the Agent steps), the held-out evaluations and, when it is not
+cached, the cold start.
 """
 
 from __future__ import annotations
@@ -38,12 +35,11 @@ class Costs:
     warmstart_step: float
 
 
-#: Measured with the embedded model on 2 CPU cores under the shared lock, on the learning benchmark's
-#: run of 2026-12-05 (benchmarks/README.md): an Agent step of 16 two-turn episodes at 48 tokens took
-#: 8-13 s of rollout and 5.5-7 s of update (per-turn credit); 268 held-out episodes 147-160 s; a
-#: design phase of 4 edit designs 11-13 s and its Designer update 14-19 s; the demo's cold start
-#: 211 s for 28 steps. The estimate of that run was 27 + 43 min with the costs before the cheaper
-#: update, for 21 min measured.
+#: Measured with the embedded SmolLM2-135M on 2 CPU cores under the shared lock, on the learning
+#: benchmark's run of 2026-12-05 (benchmarks/README.md, "Self-play schedule"): an Agent step of 16
+#: two-turn episodes at 48 tokens took 8-13 s of rollout and 5.5-7 s of update (per-turn credit);
+#: 268 held-out episodes 147-160 s; a design phase of 4 edit designs 11-13 s and its Designer update
+#: 14-19 s; the demo's cold start 211 s for 28 steps.
 CPU_COSTS = Costs(
     load=25.0,
     episode_token=0.0080,

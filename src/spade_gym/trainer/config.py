@@ -1,14 +1,12 @@
 """The self-play run configuration: one YAML file, checked strictly before any work starts.
 
-:class:`SelfPlayConfig` is a tree of dataclasses, one per section; every field carries
-``metadata={"help": ...}`` and a number its range as ``Annotated`` constraints (``Ge(1)``,
-``Gt(0)``, :data:`FINITE`, a :class:`Why`) that pydantic checks, so :meth:`SelfPlayConfig.to_yaml`,
-:func:`describe_config` (``spade selfplay --help-config``), the errors and the code say the same thing.
-
-Loading raises :class:`ConfigError` naming the dotted key for an unknown key (with a "did you mean"),
-a value of the wrong type (pydantic strict mode: no coercion, except an int for a float) or out of
-range. YAML is read with YAML 1.2 scalars (only ``true``/``false`` are booleans, ``1e-4`` is a float,
-``010`` is ten). Every key is optional: an empty file is the default run.
+:class:`SelfPlayConfig` is a tree of dataclasses, one per section, whose fields carry their help and
+range (:mod:`spade_gym.options`), so :meth:`SelfPlayConfig.to_yaml`, :func:`describe_config`
+(``spade selfplay --help-config``), the errors and the code say the same thing. Loading raises
+:class:`ConfigError` naming the dotted key of an unknown key (with a "did you mean"), a wrong type
+(pydantic strict mode: no coercion, except an int for a float) or a value out of range. YAML 1.2
+scalars: only ``true``/``false`` are booleans, ``1e-4`` is a float, ``010`` is ten. Every key is
+optional: an empty file is the default run.
 
 Example::
 
@@ -34,7 +32,7 @@ from typing import Annotated, Any, Literal, NoReturn, TypeVar, Union, get_args, 
 
 from annotated_types import Ge, Gt, Le
 
-from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P
+from spade_gym.agent import AGENT_MAX_NEW_TOKENS, AGENT_TEMPERATURE, AGENT_TOP_P, RolloutConfig
 from spade_gym.errors import ConfigError, install_hint
 from spade_gym.evaluation.heldout import EvalSection
 from spade_gym.options import (
@@ -48,6 +46,7 @@ from spade_gym.options import (
     strict_yaml_loader,
     type_name,
 )
+from spade_gym.policies.base import SamplingParams
 from spade_gym.registry.gymnasium import HELD_OUT_SEED_ENVS, bundled_registry_path
 from spade_gym.regret import REGRET_EPISODES, RewardConfig
 from spade_gym.sandbox import MAX_EPISODE_TURNS
@@ -157,6 +156,13 @@ class AgentSection:
     replay_unmeasured_first: bool = option(
         True, "rank environments without a regret estimate above every measured one (so they get measured)"
     )
+
+    def rollout(self, seed: int | None = None) -> RolloutConfig:
+        """The Agent's :class:`~spade_gym.agent.RolloutConfig`; ``seed``: its sampling seed."""
+        sampling = SamplingParams(
+            temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens, seed=seed
+        )
+        return RolloutConfig(sampling=sampling, max_episodes=self.max_episodes, max_turns=self.max_turns)
 
 
 @dataclass
@@ -382,8 +388,9 @@ class SelfPlayConfig:
         return type(self).from_dict(data)
 
     def to_dict(self) -> dict[str, Any]:
-        """``{section: {key: value}}``, as :meth:`from_dict` takes it."""
-        return _as_dict(self)
+        """``{section: {key: value}}``, as :meth:`from_dict` takes it (copies, as ``dataclasses.asdict``
+        makes them: a value that holds itself raises RecursionError)."""
+        return _keys(self, dataclasses.asdict(self))
 
     def to_yaml(self, path: str | Path | None = None) -> str:
         """The config as YAML, every field's help as a comment; also written to ``path`` if given."""
@@ -401,13 +408,9 @@ class SelfPlayConfig:
         if not p.spec.strip():
             _range("policy.spec", p.spec, "a policy spec such as 'default'")
 
-        if d.temperature == 0:
-            _range(
-                "designer.temperature", d.temperature, "a finite number > 0 (a group of greedy samples is degenerate)"
-            )
         if not d.documents.strip():
             _range("designer.documents", d.documents, "'builtin', a file or folder, or 'hf:<dataset>'")
-        if not d.settings or len(set(d.settings)) != len(d.settings):
+        if len(set(d.settings)) != len(d.settings):
             _range("designer.settings", d.settings, "a list of distinct settings")
 
         if a.replay_seeds > a.episodes_per_env:
@@ -488,19 +491,8 @@ class SelfPlayConfig:
     def designer_config(self) -> DesignerConfig:
         """The ``designer`` section for a design step: the Agent's regret rollout and ``k`` from the
         ``agent`` section, ``edit_probability`` resolved (:meth:`edit_probability`)."""
-        from spade_gym.agent import RolloutConfig
-        from spade_gym.policies.base import SamplingParams
-
-        a = self.agent
         return dataclasses.replace(
-            self.designer,
-            k=a.k,
-            rollout=RolloutConfig(
-                sampling=SamplingParams(temperature=a.temperature, top_p=a.top_p, max_new_tokens=a.max_new_tokens),
-                max_episodes=a.max_episodes,
-                max_turns=a.max_turns,
-            ),
-            edit_probability=self.edit_probability(),
+            self.designer, k=self.agent.k, rollout=self.agent.rollout(), edit_probability=self.edit_probability()
         )
 
     def edit_probability(self) -> float:
@@ -701,12 +693,6 @@ def _unknown(cls: type, key: Any, prefix: str) -> ConfigError:
     hint = f"; did you mean {suggestion!r}?" if suggestion else "."
     where = f"of section {prefix!r}" if prefix else "(top-level sections)"
     return ConfigError(f"unknown config key {dotted!r}{hint} Known keys {where}: {', '.join(names)}", key=dotted)
-
-
-def _as_dict(obj: Any) -> dict[str, Any]:
-    """The config keys of dataclass ``obj`` and their values, sections as nested dicts (copies, as
-    ``dataclasses.asdict`` makes them: a value that holds itself raises RecursionError)."""
-    return _keys(obj, dataclasses.asdict(obj))
 
 
 def _keys(obj: Any, data: dict[str, Any]) -> dict[str, Any]:

@@ -68,15 +68,11 @@ def merge_updates(updates: Sequence[UpdateStats]) -> UpdateStats | None:
         kls = [(u.kl, u.tokens) for u in updates if u.kl is not None]
         out.kl = math.fsum(k * n for k, n in kls) / tokens if kls else None
     for u in updates:
-        out.tokens += u.tokens
-        out.optimizer_steps += u.optimizer_steps
-        out.skipped_nan += u.skipped_nan
-        for name in ("forward_s", "backward_s", "optimizer_s", "total_s"):
+        for name in ("tokens", "optimizer_steps", "skipped_nan", "forward_s", "backward_s", "optimizer_s", "total_s"):
             setattr(out, name, getattr(out, name) + getattr(u, name))
-        for key, count in u.dropped.items():
-            out.dropped[key] = out.dropped.get(key, 0) + count
-        for role, count in u.trained_samples.items():
-            out.trained_samples[role] = out.trained_samples.get(role, 0) + count
+        for counts, more in ((out.dropped, u.dropped), (out.trained_samples, u.trained_samples)):
+            for key, count in more.items():
+                counts[key] = counts.get(key, 0) + count
     for role in {r for u in updates for r in u.samples}:
         weights = [(u, u.samples.get(role, 0)) for u in updates if u.samples.get(role, 0)]
         total = sum(n for _, n in weights)

@@ -728,8 +728,8 @@ class GRPOTrainer:
         loss_sum, what, mine = 0.0, "", {"tokens": 0.0, "clip": 0.0, "ratio": 0.0, "kl": 0.0}
         pairs = [(s.prompt_ids, s.completion_ids) for s in batch]
         temperatures = [s.temperature for s in batch]
-        autocast = functools.partial(torch.autocast, device_type="cuda", dtype=torch.bfloat16)
-        with autocast() if bf16 else contextlib.nullcontext():
+        precision = functools.partial(torch.autocast, "cuda", torch.bfloat16) if bf16 else contextlib.nullcontext
+        with precision():
             reference = self._reference_logprobs(pairs, temperatures) if self._has_reference else None
         passes = self.policy.score_batches(
             pairs,
@@ -741,7 +741,7 @@ class GRPOTrainer:
         with contextlib.closing(passes):  # the passes switch checkpointing off as they close, also on an error
             while True:
                 started = time.perf_counter()
-                with autocast() if bf16 else contextlib.nullcontext():  # the forward pass runs in next()
+                with precision():  # the forward pass runs in next()
                     scored = next(passes, None)
                 if scored is None:
                     break
@@ -777,8 +777,7 @@ class GRPOTrainer:
         started = time.perf_counter()
         norm = math.nan
         if not what:
-            max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else math.inf
-            norm = float(torch.nn.utils.clip_grad_norm_(self.parameters, max_norm))
+            norm = float(torch.nn.utils.clip_grad_norm_(self.parameters, cfg.max_grad_norm or math.inf))
             what = "" if math.isfinite(norm) else "gradient norm"
         if what:
             self.optimizer.zero_grad(set_to_none=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from spade_gym.files import replace_atomically
-from spade_gym.trainer.run import METRICS_FILE, PLOTS_DIR, RunDir, RunDirError, read_metrics
+from spade_gym.trainer.run import METRICS_FILE, PLOTS_DIR, RunDir, RunDirError, flatten_record, read_metrics
 
 __all__ = ["METRICS", "PLOTS", "flatten_record", "plot_run"]
 
@@ -56,18 +56,6 @@ PLOTS: dict[str, str] = {
     "tokens.png": "generated tokens by role",
     "train.png": "update statistics",
 }
-
-
-def flatten_record(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A metrics record with nested mappings joined into ``a/b`` keys (leaves kept as they are)."""
-    out: dict[str, Any] = {}
-    for key, value in record.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(flatten_record(value, name + "/"))
-        else:
-            out[name] = value
-    return out
 
 
 def _number(value: Any) -> float:

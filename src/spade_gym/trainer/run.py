@@ -15,12 +15,10 @@ Layout::
       plots/                 PNGs of ``spade plot``
       .lock                  the PID of the process running the run
 
-**Ordering.** Iteration ``i`` does its work, then (when due) ``save_checkpoint`` (written in
-``checkpoints/.tmp-*``, renamed to ``iter_<i>``), then ``log_metrics`` appends one fsync'ed line.
+Iteration ``i`` saves its checkpoint (when due) before it appends its ``metrics.jsonl`` line.
 :meth:`RunDir.prepare_resume` goes back to the newest complete checkpoint ``c`` (newer ones deleted,
-``metrics.jsonl`` cut to iterations ``<= c``, later TensorBoard events hidden); the loop continues
-at ``c + 1``, so a kill loses at most ``run.checkpoint_every`` iterations. Environments registered
-by a killed iteration stay registered.
+``metrics.jsonl`` cut to iterations ``<= c``, later TensorBoard events hidden), so a kill loses at
+most ``run.checkpoint_every`` iterations; environments a killed iteration registered stay.
 """
 
 from __future__ import annotations
@@ -35,7 +33,8 @@ import shutil
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -51,6 +50,7 @@ __all__ = [
     "RunDir",
     "RunDirError",
     "capture_rng_state",
+    "flatten_record",
     "read_metrics",
     "restore_rng_state",
 ]
@@ -262,14 +262,15 @@ def _checkpoint_name(iteration: int) -> str:
     return f"iter_{iteration:06d}"
 
 
-def _flatten_numbers(metrics: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, float]]:
-    """``(tag, value)`` for every finite number in ``metrics``; nested mappings join with ``/``."""
-    for key, value in metrics.items():
-        tag = f"{prefix}{key}"
+def flatten_record(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A metrics record with nested mappings joined into ``a/b`` keys (leaves kept as they are)."""
+    out: dict[str, Any] = {}
+    for key, value in record.items():
         if isinstance(value, Mapping):
-            yield from _flatten_numbers(value, tag + "/")
-        elif isinstance(value, bool | int | float) and math.isfinite(float(value)):
-            yield tag, float(value)
+            out.update(flatten_record(value, f"{prefix}{key}/"))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def _config_diff(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -284,20 +285,18 @@ def _config_diff(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -
     return out
 
 
-class RunDir:
+class RunDir(AbstractContextManager["RunDir"]):
     """A self-play run folder (see the module docstring): :meth:`create` a new one or :meth:`open`
     an existing one; :meth:`close` it (or use it as a context manager) to flush TensorBoard."""
 
     def __init__(self, path: str | Path, config: SelfPlayConfig) -> None:
         self.path = Path(path)
         self.config = config
-        self.config_path = self.path / CONFIG_FILE
         self.registry_dir = self.path / REGISTRY_DIR
         self.metrics_path = self.path / METRICS_FILE
         self.designs_path = self.path / DESIGNS_FILE
         self.tb_dir = self.path / TB_DIR
         self.checkpoints_dir = self.path / CHECKPOINTS_DIR
-        self.plots_dir = self.path / PLOTS_DIR
         self._writer: Any = None
         self._tb_failed = False
         self._purge_step: int | None = None
@@ -382,8 +381,9 @@ class RunDir:
             os.fsync(fh.fileno())
         writer = self._tensorboard()
         if writer is not None:
-            for tag, value in _flatten_numbers(metrics):
-                writer.add_scalar(tag, value, iteration)
+            for tag, value in flatten_record(metrics).items():
+                if isinstance(value, bool | int | float) and math.isfinite(value):
+                    writer.add_scalar(tag, float(value), iteration)
             writer.flush()
         return json.loads(line)
 
@@ -461,9 +461,6 @@ class RunDir:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing the descriptor releases the flock
             self._lock_fd = None
-
-    def __enter__(self) -> RunDir:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

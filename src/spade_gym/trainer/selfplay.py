@@ -1,26 +1,21 @@
 """The self-play loop: one model designs environments and learns to solve them (SPADE).
 
-One iteration follows docs/DESIGN.md's data flow, scheduled as ACCEL/PLR (Parker-Holder et al.
-2022; Jiang et al. 2021), phase by phase:
+One iteration, scheduled as ACCEL/PLR (Parker-Holder et al. 2022; Jiang et al. 2021; the data flow
+of docs/DESIGN.md):
 
-1. **Design.** ``draw_group`` per prompt (the prompt and an Agent seed per design), one
-   ``generate`` call for all of them (G designs each, one GRPO group per prompt), then
-   ``validate_designs`` per group and ``evaluate_completion`` per design, the stages of
-   :mod:`spade_gym.stages` (extract, gate, audit, regret, admit, reward): the calls and random
-   draws of :class:`~spade_gym.designer.SpadeDesignerEnv`.
-2. **The Designer's update**, once per design phase, on its groups (advantages within each group;
-   Shao et al. 2024), while its samples are on-policy.
-3. **Agent steps**, ``agent.updates_per_iteration`` of them: environments drawn from the registry by
-   prioritised replay are played (the first step adds the accepted designs' no-hint regret
-   episodes), one GRPO update, the sync of the new weights to a separate generation backend
-   (``policy.spec = "vllm:<id>"``, TRL's colocated sync), and the replayed environments' replay
-   scores refreshed with their new returns (:func:`refresh_scores`).
-4. **Held-out evaluation** (``eval``, :mod:`spade_gym.evaluation.heldout`): before iteration 0, every
+1. **Design** (:meth:`SelfPlay.design`): G designs per prompt, one GRPO group each, judged by the
+   stages of :mod:`spade_gym.stages` with the calls and random draws of
+   :class:`~spade_gym.designer.SpadeDesignerEnv`.
+2. **The Designer's update**, once per design phase, while its samples are on-policy.
+3. **Agent steps**, ``agent.updates_per_iteration`` of them: environments drawn by prioritised
+   replay are played (the first step adds the accepted designs' no-hint regret episodes), one GRPO
+   update, the weights synced to a separate generation backend (``policy.spec = "vllm:<id>"``), the
+   replay scores refreshed (:func:`refresh_scores`).
+4. **Held-out evaluation** (:mod:`spade_gym.evaluation.heldout`): before iteration 0, every
    ``eval.every`` iterations and after the last.
 5. **Checkpoint, then log**, so that a killed run loses at most the current iteration.
 
-``run.designer = "off"`` skips phases 1 and 2: the baseline Agent trains on a fixed pool (the seed
-library, or reasoning-gym tasks from ``run.fixed_pool``).
+``run.designer = "off"`` skips phases 1 and 2: the baseline Agent trains on ``run.fixed_pool``.
 """
 
 from __future__ import annotations
@@ -40,7 +35,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from spade_gym.agent import Episode, RolloutConfig, Trajectory, format_compliance, rollout
+from spade_gym.agent import Episode, Trajectory, format_compliance, rollout
 from spade_gym.designer import (
     DesignerPrompt,
     DesignOutcome,
@@ -264,10 +259,10 @@ class SelfPlay:
                 except (ImportError, ValueError) as exc:
                     raise ConfigError(f"config key 'run.fixed_pool': {exc}", key="run.fixed_pool") from None
         # the cheap settings first, so that a mistake fails before the model loads
-        if policy is None and config.policy.lora is not None:
-            check_lora(config.policy.lora)
-        if policy is None:  # a design budget too small for any program (a policy passed in is the caller's)
-            config.check_design_budget()
+        if policy is None:  # (a policy passed in is the caller's)
+            if config.policy.lora is not None:
+                check_lora(config.policy.lora)
+            config.check_design_budget()  # a design budget too small for any program
         check_budget(config)  # run.budget_minutes, before any work
         warm = config.warmstart.enabled and apply_warmstart
         if warm:
@@ -450,24 +445,14 @@ class SelfPlay:
         cfg = self.config
         seed = cfg.run.seed * 1_000_003 + i
         before = len(self.registry)
-        # 1. Design: G designs per prompt, validated at once, then judged and rewarded one by one
         design = self.design(i, seed) if cfg.run.designer == "on" else DesignPhase()
-        # 2. The Designer's group update, once per design phase
         designer_update, designer_s = self._update(list(design.samples))
-        # 3. Agent steps, each on environments drawn by prioritised replay (the first also on the
-        #    accepted designs' no-hint regret episodes), each followed by one update and a sync
         steps = [
             self.agent_step((seed << 8) + u, design.regret_episodes if u == 0 else (), u)
             for u in range(cfg.agent.updates_per_iteration)
         ]
-        agent = AgentPhase(
-            tuple(t for s in steps for t in s.phase.replayed),
-            tuple(dict.fromkeys(e for s in steps for e in s.phase.flagged)),
-            (),
-            sum(s.phase.tokens for s in steps),
-            sum(s.phase.seconds for s in steps),
-        )
-        agent_updates = [s.update for s in steps if s.update is not None]
+        replayed = tuple(t for s in steps for t in s.phase.replayed)
+        flagged = tuple(dict.fromkeys(e for s in steps for e in s.phase.flagged))
         # a step is a rollout and its update (none of whose optimizer steps may be taken when every
         # group's returns are equal: train/optimizer_steps counts those)
         self.designer_steps += int(designer_update is not None)
@@ -475,12 +460,10 @@ class SelfPlay:
 
         outcomes = list(design.outcomes)
         accepted = tuple(o.record.env_id for o in outcomes if o.record is not None)
-        metrics: dict[str, Any] = {}
-        metrics.update(self._design_metrics(outcomes, len(self.registry) - before))
-        metrics.update(_agent_metrics(outcomes, list(agent.replayed)))
+        metrics = {**self._design_metrics(outcomes, len(self.registry) - before), **_agent_metrics(outcomes, replayed)}
         metrics["agent/return_steps"] = [s.phase.mean_return for s in steps]
-        metrics["tokens/designer"], metrics["tokens/agent"] = design.tokens, agent.tokens
-        update = merge_updates([u for u in (designer_update, *agent_updates) if u is not None])
+        metrics["tokens/designer"], metrics["tokens/agent"] = design.tokens, sum(s.phase.tokens for s in steps)
+        update = merge_updates([u for u in (designer_update, *(s.update for s in steps)) if u is not None])
         if update is not None:
             metrics["tokens/train"] = update.tokens
             metrics.update({f"train/{k}": v for k, v in update.as_dict().items()})
@@ -495,13 +478,13 @@ class SelfPlay:
         metrics["time/design"] = max(design.seconds - validate_s - regret_s, 0.0)
         metrics["time/validate"], metrics["time/regret"] = validate_s, regret_s
         metrics["time/designer_update"] = designer_s
-        metrics["time/rollout"] = agent.seconds
+        metrics["time/rollout"] = sum(s.phase.seconds for s in steps)
         metrics["time/update"] = sum(s.update_s for s in steps)
         messages = []
-        if agent.flagged:
+        if flagged:
             messages.append(
-                f"flagged {len(agent.flagged)} registered environment(s) whose episodes paid a return outside "
-                f"[0, 1] (never replayed again): {', '.join(agent.flagged)}"
+                f"flagged {len(flagged)} registered environment(s) whose episodes paid a return outside "
+                f"[0, 1] (never replayed again): {', '.join(flagged)}"
             )
         if cfg.run.designer == "on":
             self.stalled = 0 if accepted else self.stalled + 1
@@ -511,7 +494,7 @@ class SelfPlay:
                     f"warning: no design accepted for {self.stalled} iterations in a row (the last refusals: "
                     f"{', '.join(sorted({o.report.category for o in outcomes}))}); " + training_state(update)
                 )
-        return IterationResult(i, metrics, design.outcomes, accepted, agent.replayed, tuple(messages))
+        return IterationResult(i, metrics, design.outcomes, accepted, replayed, tuple(messages))
 
     def agent_step(self, seed: int, regret_episodes: tuple[Trajectory, ...], u: int) -> AgentStep:
         """One Agent step: :meth:`play`, one update on its samples, the sync, and the replay scores
@@ -577,8 +560,8 @@ class SelfPlay:
                 self.progress("design", p * group_size + g + 1, designs)
                 if outcome.record is not None and outcome.estimate is not None and cfg.agent.train_on_regret_episodes:
                     regret_episodes.extend(outcome.estimate.nohint)
-            rewards = [float(o.reward.reward) for o in group]
             if self.designer_policy is self.generator:  # a frozen Designer of its own is not trained
+                rewards = [float(o.reward.reward) for o in group]
                 samples += samples_from_completions(completions, rewards, group=f"designer:{i}:{p}")
             self.run.log_designs(i, [_design_line(p, prompt, o) for o in group])
             outcomes += group
@@ -593,9 +576,7 @@ class SelfPlay:
         if path.is_file():
             return HeldOut.from_results(load_results(path))
         a = self.config.agent
-        sampling = SamplingParams(
-            temperature=a.temperature, top_p=a.top_p, max_new_tokens=a.max_new_tokens, seed=self.config.eval.seed
-        )
+        sampling = a.rollout(self.config.eval.seed).sampling
         items = {p: v for p, v in self.heldout.items() if p == "seeds"} if curve else self.heldout
         greedy = self.config.eval.greedy and not curve
         self.say(f"held-out evaluation '{tag}': {sum(map(len, items.values())) * (1 + greedy)} episodes")
@@ -664,10 +645,7 @@ class SelfPlay:
             episodes += [Episode(env, seeds[j % cfg.replay_seeds]) for j in range(cfg.episodes_per_env)]
         if not episodes:
             return []
-        sampling = SamplingParams(
-            temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=seed
-        )
-        config = RolloutConfig(sampling=sampling, max_episodes=cfg.max_episodes, max_turns=cfg.max_turns)
+        config = cfg.rollout(seed)
         trajectories, _ = rollout(
             episodes, self.generator, config, progress=lambda done, total: self.progress("rollout", done, total)
         )
@@ -738,11 +716,6 @@ class SelfPlay:
         self.run.close()
 
 
-# ------------------------------------------------------------------------------------------------
-# helpers
-# ------------------------------------------------------------------------------------------------
-
-
 def load_run_policy(path: str | Path, which: str | int = "latest") -> Any:
     """The policy a run folder trained, at checkpoint ``which`` (``"latest"`` or an iteration): a
     ``TransformersPolicy`` named ``"<run folder name>@<iteration>"``.
@@ -800,7 +773,7 @@ def _first_failed(outcome: DesignOutcome) -> str:
     return failed[0].name if failed else outcome.report.category.lower()
 
 
-def _agent_metrics(outcomes: list[DesignOutcome], replayed: list[Trajectory]) -> dict[str, Any]:
+def _agent_metrics(outcomes: list[DesignOutcome], replayed: Sequence[Trajectory]) -> dict[str, Any]:
     estimates = [o.estimate for o in outcomes if o.estimate is not None]
     out: dict[str, Any] = {
         "agent/return_hint": statistics.fmean(e.mean_hint for e in estimates) if estimates else None,

@@ -1,8 +1,5 @@
-"""The weights a trainer changes, as a state dict to save, hash and load back.
-
-Shared by the self-play loop (checkpoints), the cold start (its cached adapters) and the learning
-evaluation (a digest of the trained weights). torch and peft are imported on first call.
-"""
+"""The weights a trainer changes, as a state dict to save, hash and load back (checkpoints, the cold
+start's cached adapters, the learning evaluation's digest); torch and peft are imported on first call."""
 
 from __future__ import annotations
 

@@ -1,28 +1,16 @@
 """The cold start: a short supervised stage that teaches a small model the formats before self-play.
 
-Self-play only carries a signal once the policy produces what the loop parses (the Agent's
-``<answer>``/``<tool_call>`` actions, the Designer's fenced program); as in DeepSeek-R1's cold-start
-SFT (DeepSeek-AI 2025, section 2.3.1), Absolute Zero (Zhao et al. 2025) and R-Zero (Huang et al.
-2025), a small supervised stage on formatted examples comes first (docs/DESIGN.md, "Learning at
-small scale").
+Self-play carries a signal only once the policy writes what the loop parses (the Agent's actions,
+the Designer's fenced program), so a small supervised stage on formatted examples comes first, as in
+DeepSeek-R1's cold-start SFT (DeepSeek-AI 2025, section 2.3.1), Absolute Zero (Zhao et al. 2025) and
+R-Zero (Huang et al. 2025); see docs/DESIGN.md, "Learning at small scale".
 
-Data (:func:`build_dataset`), from the seed library minus ``run.held_out_envs``:
-
-* **Agent.** Each environment's ``oracle()`` plays ``warmstart.agent_seeds`` episodes in the
-  sandbox (every other one with the hint); each turn is a sample: the prompt exactly as
-  :func:`spade_gym.agent.rollout` shows it, the target the action in the exact format
-  (:func:`format_action`). Episodes the oracle does not solve are left out.
-* **Designer.** Prompts by :func:`spade_gym.designer.build_prompt` (a built-in document, a memory of
-  the pool), the shortest seed programs first. Write mode: the target is a seed program, fenced.
-  Edit mode: the target is the edit blocks to a :func:`variants` of the parent that the gate accepts.
-
-Samples longer than ``warmstart.max_seq_tokens`` are skipped.
-
-Training (:func:`run_warmstart`): LoRA adapters (``policy.lora``, or :data:`WARMSTART_LORA` merged
-afterwards), AdamW, token-mean NLL of the target tokens only, in a seeded order. The stage is
-cached under ``<cache>/warmstart/<hash>`` by the SHA-256 of the model, LoRA config, ``warmstart``
-section and tokenized dataset (:func:`warmstart_hash`), and resumable: every ``save_every`` steps
-its state is saved atomically and a rerun continues from there.
+Data (:func:`build_dataset`), from the seed library minus ``run.held_out_envs``: the turns of the
+episodes each environment's ``oracle()`` solves, prompted as a rollout prompts the Agent; Designer
+prompts whose target is a seed program (write mode) or the edit blocks to a :func:`variants` of it
+that the gate accepts (edit mode). Training (:func:`run_warmstart`): LoRA adapters (``policy.lora``,
+or :data:`WARMSTART_LORA` merged afterwards), AdamW on the token-mean NLL of the targets, cached by
+content hash (:func:`warmstart_hash`) and resumable every ``warmstart.save_every`` steps.
 """
 
 from __future__ import annotations
@@ -46,6 +34,7 @@ from spade_gym.agent import agent_prompt, extract_action, start_episode
 from spade_gym.designer import build_prompt, edit_blocks, extract_design
 from spade_gym.errors import SpadeError
 from spade_gym.files import replace_atomically
+from spade_gym.ladder import knob_variant
 from spade_gym.policies.scoring import CHECKPOINT_TOKENS
 from spade_gym.program import SUCCESS_RETURN, knob_nodes, knobs
 from spade_gym.registry.gymnasium import bundled_registry_path
@@ -194,6 +183,8 @@ def _encode(policy: Any, messages: list[dict[str, str]], target: str) -> tuple[t
 def _agent_samples(
     config: SelfPlayConfig, policy: Any, pool: Sequence[EnvRecord], skipped: dict[str, int], tick: Callable[[], None]
 ) -> list[SFTSample]:
+    """One sample per turn of the oracle's solved episodes (every other one hinted), drawn
+    round-robin over the environments, first turns first."""
     from spade_gym.env import SandboxedEnv
 
     ws = config.warmstart
@@ -206,7 +197,7 @@ def _agent_samples(
             skipped["env_failed"] = skipped.get("env_failed", 0) + 1
             continue
         got: list[SFTSample] = []
-        try:
+        with env:
             limit = min(env.max_turns, config.agent.max_turns or env.max_turns)
             head = agent_prompt(env.setting, env.description, env.tools)  # as a rollout sends it
             for j in range(ws.agent_seeds):
@@ -240,8 +231,6 @@ def _agent_samples(
                     skipped["oracle_failed"] = skipped.get("oracle_failed", 0) + 1
                     continue
                 got.extend(episode)
-        finally:
-            env.close()
         if got:
             per_env[record.name] = got
     # round robin over the environments (first turns first), so a small budget still covers the pool
@@ -277,12 +266,12 @@ def variants(source: str, rng: random.Random) -> str:
         tree = ast.parse(source)
     except SyntaxError as exc:
         raise ValueError(f"the program does not parse: {exc}") from exc
-    nodes = [node for _, node in knob_nodes(tree)]
+    nodes = knob_nodes(tree)
     if not nodes:
         raise ValueError("the program has no difficulty knob (module-level UPPERCASE integer constant)")
-    edits: list[tuple[ast.Constant, str]] = []
+    out = source
     changed = rng.randrange(len(nodes))  # this one always changes
-    for k, node in enumerate(nodes):
+    for k, (name, node) in enumerate(nodes):
         value = cast(int, node.value)
         if k != changed and rng.random() < 0.5:
             continue
@@ -290,24 +279,8 @@ def variants(source: str, rng: random.Random) -> str:
         new = value + step if value <= 0 or rng.random() < 0.5 else value - step
         if value >= 1 and new < 1:
             new = value + step
-        edits.append((node, str(new)))
-    lines = source.splitlines(keepends=True)
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
-    out = source
-    for node, text in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
-        assert node.end_lineno is not None and node.end_col_offset is not None
-        # ast offsets are UTF-8 byte columns: convert through the line's bytes
-        lo = _offset(lines, starts, node.lineno, node.col_offset)
-        hi = _offset(lines, starts, node.end_lineno, node.end_col_offset)
-        out = out[:lo] + text + out[hi:]
+        out = knob_variant(out, name, new)
     return out
-
-
-def _offset(lines: list[str], starts: list[int], lineno: int, col: int) -> int:
-    line = lines[lineno - 1]
-    return starts[lineno - 1] + len(line.encode("utf-8")[:col].decode("utf-8", "ignore"))
 
 
 def _normalise(source: str) -> str:
@@ -326,6 +299,7 @@ def _designer_samples(
     skipped: dict[str, int],
     tick: Callable[[], None],
 ) -> list[SFTSample]:
+    """Write-mode and edit-mode samples, the shortest seed programs first."""
     from spade_gym.documents import load_documents
     from spade_gym.memory import EnvironmentMemory, MemoryConfig, MemoryItem, verdict
     from spade_gym.validation import validate
@@ -605,6 +579,13 @@ def run_warmstart(
 
     save = functools.partial(_save_state, state_path, policy, optimizer, losses, step_s, loss_before)
 
+    def result(steps_run: int, loss_after: dict[str, float | None]) -> WarmstartResult:
+        return WarmstartResult(
+            digest, entry, adapter_path, False, len(schedule), steps_run, start, losses, loss_before, loss_after,
+            len(data.of("agent")), len(data.of("designer")), data.envs, data.skipped,
+            time.perf_counter() - started, merged, step_s,
+        )  # fmt: skip
+
     was_training = policy.model.training
     policy.model.train()
     report("train", start, len(schedule))
@@ -614,11 +595,7 @@ def run_warmstart(
             if stop_after is not None and step >= stop_after:
                 save(step)
                 say(f"cold start: stopped after step {step} of {len(schedule)} (state in {state_path})")
-                return WarmstartResult(
-                    digest, entry, adapter_path, False, len(schedule), steps_run, start, losses,
-                    loss_before, {}, len(data.of("agent")), len(data.of("designer")), data.envs,
-                    data.skipped, time.perf_counter() - started, merged, step_s,
-                )  # fmt: skip
+                return result(steps_run, {})
             began = time.perf_counter()
             losses.append(_train_step(policy, optimizer, params, [data.samples[i] for i in schedule[step]]))
             step_s.append(time.perf_counter() - began)
@@ -631,20 +608,16 @@ def run_warmstart(
         optimizer.zero_grad(set_to_none=True)
     loss_after = _eval_losses(policy, data)
     _atomic_save(trainable_state(policy), adapter_path)
-    result = WarmstartResult(
-        digest, entry, adapter_path, False, len(schedule), steps_run, start, losses, loss_before, loss_after,
-        len(data.of("agent")), len(data.of("designer")), data.envs, data.skipped,
-        time.perf_counter() - started, merged, step_s,
-    )  # fmt: skip
-    _write_result(result, result_path)
+    done = result(steps_run, loss_after)
+    _write_result(done, result_path)
     state_path.unlink(missing_ok=True)
     _finish(policy, merged)
     say(
-        f"cold start: {len(schedule)} steps in {result.wall_s:.0f} s, loss agent {_fmt(loss_before['agent'])} -> "
+        f"cold start: {len(schedule)} steps in {done.wall_s:.0f} s, loss agent {_fmt(loss_before['agent'])} -> "
         f"{_fmt(loss_after['agent'])}, designer {_fmt(loss_before['designer'])} -> {_fmt(loss_after['designer'])}; "
         f"adapters {adapter_path}"
     )
-    return result
+    return done
 
 
 def _load_cached(policy: Any, entry: Path, digest: str, merged: bool, say: Callable[[str], None]) -> WarmstartResult:
