@@ -1,11 +1,8 @@
 """Where validation and the Agent's environments run: local worker processes, or Ray.
 
-Only the executor changes between a laptop and a cluster (docs/DESIGN.md, "Scale").
-:meth:`Executor.validate_many` runs the gate without a registry (the caller then runs
-:func:`~spade_gym.novelty.check_novelty` in order before registering, which gives the same
-verdict as ``validate(p, registry=r)``); :meth:`Executor.env` turns an episode's environment into
-the zero-argument factory :func:`~spade_gym.agent.rollout` calls. ``"ray"`` is
-:class:`spade_gym.ray_executor.RayExecutor` (the ``ray`` extra, imported only when asked for).
+Only the executor changes between a laptop and a cluster (docs/DESIGN.md, "Scale"). The gate runs
+without a registry (the caller then runs :func:`~spade_gym.novelty.check_novelty` in order);
+``"ray"`` is :class:`spade_gym.ray_executor.RayExecutor` (the ``ray`` extra, imported when asked for).
 """
 
 from __future__ import annotations
@@ -46,11 +43,7 @@ class LocalExecutor:
     kind = "local"
 
     def validate_many(self, programs: Sequence[EnvProgram], config: ValidationConfig) -> list[ValidationReport]:
-        """``[validate(p, config) for p in programs]``.
-
-        Raises:
-            SandboxSetupError: no sandbox worker can start on this machine.
-        """
+        """``[validate(p, config) for p in programs]``; SandboxSetupError when no sandbox worker can start."""
         return [validate(program, config) for program in programs]
 
     def env(self, spec: Any) -> Any:
@@ -88,12 +81,8 @@ class _LocalEnvFactory:
 
 def make_executor(kind: str = "local", **options: Any) -> Executor:
     """The executor named ``kind`` (a context manager): ``"local"``, or ``"ray"`` with ``options`` for
-    :class:`~spade_gym.ray_executor.RayExecutor` (``address``, ``num_cpus``, ...).
-
-    Raises:
-        ValueError: an unknown ``kind``, or options given to ``"local"``.
-        MissingDependency: ``"ray"`` without Ray installed.
-    """
+    :class:`~spade_gym.ray_executor.RayExecutor`. ValueError for an unknown ``kind`` or options given
+    to ``"local"``; MissingDependency for ``"ray"`` without Ray installed."""
     if kind == "local":
         if options:
             raise ValueError(f"the local executor takes no options, got {sorted(options)}")

@@ -1,11 +1,9 @@
 """The Ray backend of :func:`spade_gym.executor.make_executor` (the ``ray`` extra, imported lazily).
 
-Validation runs as Ray tasks (:meth:`RayExecutor.validate_many`); a worker that dies is retried
-``max_retries`` times, then the program gets a ``WORKER_CRASH`` report. Environments live in a few
-``EnvHost`` actors (one per node by default) that step many sandboxes in parallel threads
-(:class:`RayEnv`); a host that dies ends its episodes with ``WORKER_CRASH`` (return 0), as a
-crashed sandbox does. Generation in a Ray actor is :class:`spade_gym.policies.ray.RayPolicy`.
-See docs/integrations.md, "Ray: scaling out".
+Validation runs as Ray tasks, retried ``max_retries`` times when a worker dies, then reported as
+``WORKER_CRASH``. Environments live in a few host actors (one per node by default) that step many
+sandboxes in parallel threads; a host that dies ends its episodes with ``WORKER_CRASH``, as a crashed
+sandbox does. See docs/integrations.md, "Ray: scaling out".
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from spade_gym.program import EnvProgram
 from spade_gym.sandbox import SandboxConfig
 from spade_gym.validation import CHECKS, CheckResult, ValidationConfig, ValidationReport
 
-__all__ = ["RayEnv", "RayExecutor", "crash_report", "first_line"]
+__all__ = ["RayEnv", "RayExecutor", "crash_report"]
 
 _FEATURE = "the Ray executor (spade_gym.ray_executor)"
 
@@ -43,10 +41,8 @@ def _validate_source(source: str, origin: str, config: ValidationConfig) -> Vali
 
 
 def crash_report(program: EnvProgram, config: ValidationConfig, message: str) -> ValidationReport:
-    """A rejected report, category ``WORKER_CRASH``, for a program whose validation died with its worker.
-
-    Its ``load`` check fails with ``message``; the later checks are not run.
-    """
+    """A rejected ``WORKER_CRASH`` report for a program whose validation died with its worker: its
+    ``load`` check fails with ``message``, the later checks are not run."""
     checks = [CheckResult(name) for name in CHECKS]
     load = next(c for c in checks if c.name == "load")
     load.passed, load.category, load.message = False, Category.WORKER_CRASH, message
@@ -284,9 +280,8 @@ class RayExecutor:
         self._next_host = itertools.count()
 
     def validate_many(self, programs: Sequence[EnvProgram], config: ValidationConfig) -> list[ValidationReport]:
-        """One report per program, in order, each validated as a Ray task (all submitted at once).
-
-        A program whose worker died on every attempt gets :func:`crash_report`.
+        """One report per program, in order, each validated as a Ray task (all submitted at once); a
+        program whose worker died on every attempt gets :func:`crash_report`.
 
         Raises:
             SandboxSetupError: no sandbox worker can start on the node that ran a task.
@@ -320,14 +315,9 @@ class RayExecutor:
         return reports
 
     def env(self, spec: Any) -> Any:
-        """A zero-argument factory (call it here) of a :class:`RayEnv` playing ``spec`` in a host actor.
-
-        ``spec`` is an id (sent as its program's source, so ids registered only here work everywhere), a
-        program, or a picklable factory.
-
-        Raises:
-            gymnasium.error.Error: an unknown ``spade/`` id.
-        """
+        """A zero-argument factory (call it here) of a :class:`RayEnv` playing ``spec`` in a host actor:
+        an id (sent as its program's source, so ids registered only here work everywhere), a
+        program, or a picklable factory. ``gymnasium.error.Error`` for an unknown ``spade/`` id."""
         portable, env_id = _portable(spec)
         if isinstance(portable, EnvProgram | str):
             portable = partial(_sandboxed_env, portable, self.sandbox)

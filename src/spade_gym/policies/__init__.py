@@ -119,12 +119,11 @@ def load_policy(spec: str = "default", **kwargs: Any) -> Policy:
 
         return LlamaCppPolicy(fields["model"], **kwargs)
     if backend == "vllm":
-        from spade_gym.policies.vllm import VLLMPolicy
+        from spade_gym.policies.vllm import VLLMPolicy, check_vllm_available
 
         model = fields["model"]
         if model.lower() in DEFAULT_NAMES:
             from spade_gym.policies.embedded import embedded_model_dir
-            from spade_gym.policies.vllm import check_vllm_available
 
             check_vllm_available()  # before converting the embedded model for an engine that cannot start
             model = str(embedded_model_dir())

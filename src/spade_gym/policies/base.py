@@ -1,20 +1,12 @@
 """The one interface every language-model backend implements: :class:`Policy`.
 
-One policy plays both SPADE roles (Designer and Agent)::
-
-    completions = policy.generate(prompts, SamplingParams(temperature=1.0, n=4, max_new_tokens=256))
-
-Prompts are rendered with the tokenizer's chat template (generation prompt added; a prompt that
-ends with an assistant message is continued from that message's text, see :func:`continued`); the
-``len(prompts) * n`` completions come grouped by prompt (GRPO's group layout).
-``Completion.logprobs[i]`` is the log-probability of ``completion_token_ids[i]`` under the
-distribution it was sampled from: ``log_softmax(logits / T)`` at the sampling temperature ``T``
-(``Completion.temperature``; 1 for greedy decoding), before top-p truncation. The same everywhere:
-what :class:`TransformersPolicy` records and what its ``sequence_logprobs(..., temperatures=...)``
-recomputes for the update (the TRL convention: logits divided by the sampling temperature), and
-vLLM's ``logprobs_mode="processed_logprobs"`` (equal to it whenever ``top_p == 1``; with
-``top_p < 1`` vLLM renormalises over the nucleus). An OpenAI-compatible server reports its own
-figures (OpenAI's and vLLM's default: temperature 1), with no token ids to train on.
+``policy.generate(prompts, SamplingParams(n=4))`` renders each prompt with the chat template (a
+last assistant message is continued, see :func:`continued`) and returns the ``len(prompts) * n``
+completions grouped by prompt (GRPO's group layout). ``Completion.logprobs[i]`` is
+``log_softmax(logits / T)`` of ``completion_token_ids[i]`` at the sampling temperature ``T`` (1 when
+greedy), before top-p truncation: the TRL convention, what ``sequence_logprobs`` recomputes, and
+vLLM's ``processed_logprobs`` (equal whenever ``top_p == 1``). An OpenAI-compatible server reports
+its own figures, with no token ids.
 """
 
 from __future__ import annotations
@@ -22,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeGuard, runtime_checkable
+from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
 
 from spade_gym.errors import ContextLengthExceeded
 
@@ -35,7 +27,9 @@ __all__ = [
     "Policy",
     "Prompt",
     "SamplingParams",
+    "chat_token_ids",
     "check_prompts",
+    "common_prefix_length",
     "continued",
     "cut_at_stop",
     "fit_prompt",
@@ -47,8 +41,7 @@ __all__ = [
 Message = Mapping[str, str]
 #: A conversation: the messages so far, oldest first.
 Prompt = Sequence[Message]
-#: Why generation ended: ``"stop"`` (end-of-sequence token or a stop string) or ``"length"``
-#: (``max_new_tokens`` reached).
+#: Why generation ended: ``"stop"`` (end-of-sequence or a stop string) or ``"length"`` (``max_new_tokens``).
 FinishReason = Literal["stop", "length"]
 
 #: Temperatures below this are greedy decoding (vLLM's ``_SAMPLING_EPS``).
@@ -67,14 +60,13 @@ class SamplingParams:
         top_p: nucleus mass in ``(0, 1]``.
         max_new_tokens: most tokens per completion, ``>= 1``.
         n: completions per prompt, ``>= 1``; ``n > 1`` needs ``temperature > 0``.
-        stop: strings that end a completion; the text is cut before the first one and
-            ``finish_reason`` is ``"stop"`` (the token that completed it stays in the token ids).
+        stop: strings that end a completion (``finish_reason`` ``"stop"``); the text is cut before
+            the first one, the token that completed it stays in the token ids.
         seed: sampler seed for this call, in ``[0, 2**63)``; ``None`` draws fresh randomness.
-        truncate_prompt: keep a too-long prompt's last tokens (as vLLM's
-            ``truncate_prompt_tokens``) instead of raising ``ContextLengthExceeded``.
+        truncate_prompt: keep a too-long prompt's last tokens (vLLM's ``truncate_prompt_tokens``)
+            instead of raising ``ContextLengthExceeded``.
 
-    Raises:
-        ValueError: a field out of its range, naming the field and the range.
+    Raises ValueError for a field out of its range, naming the field and the range.
     """
 
     temperature: float = 1.0
@@ -141,12 +133,11 @@ class Completion:
         text: the decoded completion, special tokens removed, cut before a stop string.
         prompt_token_ids: the prompt as the model saw it (after any truncation).
         completion_token_ids: the sampled tokens, end-of-sequence token included.
-        logprobs: one natural-log probability per completion token, at ``temperature`` (see the
-            module docstring).
+        logprobs: one natural-log probability per completion token, at ``temperature``.
         finish_reason: ``"stop"`` (end-of-sequence or a stop string) or ``"length"``.
         prompt_index: index into the ``prompts`` passed to ``generate``.
-        temperature: the temperature ``T > 0`` the logprobs are taken at: the sampling
-            temperature, or 1 for greedy decoding and for servers that report raw figures.
+        temperature: the ``T > 0`` the logprobs are taken at: the sampling temperature, or 1 for
+            greedy decoding and for servers that report raw figures.
 
     The three lists are ``None`` when the backend reports no tokens (an OpenAI server).
     """
@@ -238,10 +229,9 @@ def check_prompts(prompts: object) -> list[list[dict[str, str]]]:
 
 
 def continued(prompt: Prompt) -> tuple[list[dict[str, str]], str | None]:
-    """A prompt split for rendering: ``(messages, None)``, or, when its last message is the
-    assistant's, ``(the messages before it, that message's text)``: the policy renders the
-    messages with the generation prompt and continues the text as it stands (transformers'
-    ``continue_final_message``, with the text's trailing whitespace kept)."""
+    """``(messages, None)``, or, when the last message is the assistant's, ``(the messages before it,
+    its text)``: rendered with the generation prompt, then that text as it stands (transformers'
+    ``continue_final_message``, trailing whitespace kept)."""
     messages = [dict(m) for m in prompt]
     if len(messages) > 1 and messages[-1]["role"] == "assistant":
         return messages[:-1], messages[-1]["content"]
@@ -266,36 +256,60 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
     return (text[:cut], True) if cut >= 0 else (text, False)
 
 
+def chat_token_ids(tokenizer: Any, prompt: Prompt) -> list[int]:
+    """The token ids of one conversation under ``tokenizer``'s chat template, generation prompt added
+    (a last assistant message is continued, see :func:`~spade_gym.policies.base.continued`).
+    ValueError when the template renders it to no tokens."""
+    messages, prefix = continued(prompt)
+    if prefix is not None:
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        ids = tokenizer(str(text) + prefix, add_special_tokens=False)["input_ids"]
+    else:
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+    if len(ids) == 0:
+        raise ValueError("the chat template rendered this prompt to no tokens; check chat_template")
+    return [int(t) for t in ids]
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix (a binary search over slice comparisons, which run in C)."""
+    a, b = tuple(a), tuple(b)
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 def fit_prompt(
     prompt_token_ids: list[int], max_new_tokens: int, context_window: int | None, truncate: bool
 ) -> list[int]:
-    """Make a prompt of ``N`` tokens fit a window of ``W`` tokens with ``M = max_new_tokens`` more.
-
-    Returns:
-        A new list: the prompt unchanged when ``N + M <= W`` or ``W`` is ``None``, else (with
-        ``truncate``) its last ``W - M`` tokens, as vLLM's ``truncate_prompt_tokens``.
+    """A new list: the prompt of ``N`` tokens unchanged when ``N + M <= W`` (``M = max_new_tokens``,
+    ``W = context_window``, ``None``: no limit), else with ``truncate`` its last ``W - M`` tokens
+    (vLLM's ``truncate_prompt_tokens``).
 
     Raises:
         ContextLengthExceeded: ``N + M > W`` without ``truncate``, or ``M >= W``; ``limit=W``,
             ``needed=N + M``.
     """
     ids = list(prompt_token_ids)
-    if context_window is None:
-        return ids
     n, m, w = len(ids), max_new_tokens, context_window
-    if n + m <= w:
+    if w is None or n + m <= w:
         return ids
+    if truncate and m < w:
+        return ids[n - (w - m) :]
     if m >= w:
         message = (
             f"max_new_tokens {m} leaves no room for the prompt (of {n} tokens) in the model's context window of {w} "
             f"tokens; lower max_new_tokens below {w}"
         )
-    elif not truncate:
+    else:
         message = (
             f"prompt of {n} tokens + max_new_tokens {m} = {n + m} exceeds the model's context window of {w} tokens; "
             f"shorten the prompt, lower max_new_tokens, or pass SamplingParams(truncate_prompt=True) to keep the last "
             f"{w - m} prompt tokens"
         )
-    else:
-        return ids[n - (w - m) :]
     raise ContextLengthExceeded(message, limit=w, needed=n + m)

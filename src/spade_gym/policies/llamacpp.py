@@ -1,28 +1,21 @@
 """A :class:`~spade_gym.policies.base.Policy` run in-process by llama.cpp (``llama-cpp-python``).
 
-Decode-bound work on a CPU (whole environment programs) is llama.cpp's strength: a quantised GGUF
-model decodes several times faster there than the float32 transformers path (``benchmarks/``)::
-
-    policy = load_policy("llamacpp:qwen2.5-coder-1.5b")      # an offline alias (spade_gym.policies.gguf)
-    policy = load_policy("llamacpp:/models/model.gguf")       # any GGUF file
-    completions = policy.generate(prompts, SamplingParams(temperature=0.7, n=4, max_new_tokens=1536))
-
-Inference only (it cannot be trained). Prompts are rendered with the GGUF's own chat template
-(llama-cpp-python's ``Jinja2ChatFormatter``). A prompt reuses the KV cache of the longest prefix it
-shares with the tokens evaluated before it: the ``n`` samples of a prompt, the prompts of a group,
-the parts of a design filled part by part (``spade_gym.fill``). Sample ``k`` of prompt ``i`` of a
-call with ``seed=s`` is drawn with llama.cpp's sampler seed ``s + i * n + k`` (modulo 2**32).
-``logprobs`` are those of the unmodified distribution (a log-softmax of the sampled position's
-logits), as the module :mod:`spade_gym.policies.base` requires.
-Install: ``pip install -e '.[llamacpp]'`` in a clone, or ``make llamacpp`` (llama-cpp-python builds from source: minutes).
+A quantised GGUF model decodes several times faster on a CPU than the float32 transformers path
+(``load_policy("llamacpp:qwen2.5-coder-1.5b")``, an alias of :mod:`spade_gym.policies.gguf`, or a
+``.gguf`` path). Inference only. Prompts are rendered with the GGUF's own chat template; a prompt
+reuses the KV cache of the longest prefix it shares with the tokens evaluated before it. Sample ``k``
+of prompt ``i`` with ``seed=s`` uses llama.cpp's sampler seed ``s + i * n + k`` (modulo 2**32);
+``logprobs`` are those of the unmodified distribution (temperature 1).
+Install: ``pip install -e '.[llamacpp]'`` or ``make llamacpp`` (llama-cpp-python builds from source).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -35,12 +28,13 @@ from spade_gym.policies.base import (
     Prompt,
     SamplingParams,
     check_prompts,
+    common_prefix_length,
     continued,
     cut_at_stop,
     fit_prompt,
     resolve_sampling,
 )
-from spade_gym.policies.gguf import GGUFModel, gguf_path, read_gguf_header
+from spade_gym.policies.gguf import gguf_path, read_gguf_header
 
 __all__ = ["DEFAULT_N_CTX", "LlamaCppPolicy", "import_llama_cpp"]
 
@@ -72,9 +66,6 @@ class LlamaCppPolicy:
         n_batch: prompt tokens evaluated per llama.cpp batch.
         name: the name in logs and the registry (default: the alias's title or the file name).
 
-    Attributes:
-        path: the GGUF file. parameters: the model's parameter count (from llama.cpp).
-
     Raises:
         BackendUnavailable: llama-cpp-python is not installed.
         ModelNotFound: the alias or file cannot be had, or fails its checks (see
@@ -96,11 +87,10 @@ class LlamaCppPolicy:
     ) -> None:
         llama_cpp = import_llama_cpp()
         self.path, self.model_info = gguf_path(str(model), sha256=sha256)
-        known: GGUFModel | None = self.model_info
         threads = n_threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
-        log = _CapturedStderr()
+        log: list[str] = []
         try:
-            with log:
+            with _captured_stderr(log):
                 self._llama = llama_cpp.Llama(
                     model_path=str(self.path),
                     n_ctx=n_ctx,
@@ -113,12 +103,12 @@ class LlamaCppPolicy:
             header = read_gguf_header(self.path)  # names a truncated or foreign file precisely
             raise ModelNotFound(
                 f"llama.cpp cannot load {str(self.path)!r} (architecture {header.architecture or '?'!r}, "
-                f"{header.tensors} tensors): {exc}; llama.cpp said: {log.text[-600:].strip() or 'nothing'}"
+                f"{header.tensors} tensors): {exc}; llama.cpp said: {''.join(log)[-600:].strip() or 'nothing'}"
             ) from exc
         self._lock = threading.Lock()
         self.context_window = int(self._llama.n_ctx())
         self.parameters = float(self._llama._model.n_params())
-        self.name = name or (known.title if known else self.path.name)
+        self.name = name or (self.model_info.title if self.model_info else self.path.name)
         meta = self._llama.metadata
         template = meta.get("tokenizer.chat_template")
         if not template:
@@ -140,20 +130,15 @@ class LlamaCppPolicy:
         return f"LlamaCppPolicy({str(self.path)!r}, name={self.name!r}, n_ctx={self.context_window})"
 
     def prompt_token_ids(self, prompt: Prompt) -> list[int]:
-        """The tokens of one conversation rendered with the model's chat template (generation prompt
-        added; a last assistant message is continued, see :func:`~spade_gym.policies.base.continued`)."""
+        """The tokens of one conversation under the model's chat template (generation prompt added, a
+        last assistant message continued)."""
         messages, prefix = continued(check_prompts([prompt])[0])
         text = self._format(messages=cast(Any, messages)).prompt + (prefix or "")
         return list(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
-        """``B * n`` completions grouped by prompt; see :class:`~spade_gym.policies.base.Policy`.
-
-        Raises:
-            ValueError: malformed prompts or ``sampling``.
-            ContextLengthExceeded: a prompt too long for ``n_ctx`` without ``truncate_prompt``.
-            GenerationError: the policy was closed, or llama.cpp failed.
-        """
+        """``B * n`` completions grouped by prompt; see :class:`~spade_gym.policies.base.Policy`
+        (GenerationError also once the policy was closed)."""
         batch = check_prompts(prompts)
         sampling = resolve_sampling(sampling)
         if self._closed:
@@ -165,9 +150,7 @@ class LlamaCppPolicy:
         out: list[Completion] = []
         with self._lock:
             for index, ids in enumerate(encoded):
-                # the prompt but its last token prefilled, reusing the KV cache of the longest prefix it
-                # shares with the tokens evaluated before (the parts of a filled design, the samples of a
-                # group); every sample then evaluates that last token alone
+                # every token but the last prefilled once; each sample then evaluates that last token
                 self._prefill(ids[:-1])
                 for k in range(sampling.n):
                     seed = None if sampling.seed is None else (sampling.seed + index * sampling.n + k) % 2**32
@@ -180,12 +163,7 @@ class LlamaCppPolicy:
     def _prefill(self, ids: list[int]) -> None:
         """Evaluate ``ids`` after the longest prefix of them already in the KV cache (the caller holds the lock)."""
         llama = self._llama
-        cached = llama.input_ids[: llama.n_tokens].tolist()
-        keep = 0
-        for a, b in zip(cached, ids, strict=False):
-            if a != b:
-                break
-            keep += 1
+        keep = common_prefix_length(llama.input_ids[: llama.n_tokens].tolist(), ids)
         llama.n_tokens = keep  # eval drops the KV cache from here on
         if keep < len(ids):
             llama.eval(ids[keep:])
@@ -244,22 +222,17 @@ class LlamaCppPolicy:
         self.close()
 
 
-class _CapturedStderr:
+@contextlib.contextmanager
+def _captured_stderr(log: list[str]) -> Iterator[None]:
     """Route file descriptor 2 (llama.cpp's C-level log lines) to a temporary file inside the
-    ``with`` block; ``text`` then holds what was written (for an error message)."""
-
-    def __init__(self) -> None:
-        self.text = ""
-
-    def __enter__(self) -> _CapturedStderr:
-        self._file = tempfile.TemporaryFile()
-        self._saved = os.dup(2)
-        os.dup2(self._file.fileno(), 2)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        os.dup2(self._saved, 2)
-        os.close(self._saved)
-        self._file.seek(0)
-        self.text = self._file.read().decode("utf-8", errors="replace")
-        self._file.close()
+    ``with`` block, then append what was written to ``log``."""
+    with tempfile.TemporaryFile() as file:
+        saved = os.dup(2)
+        os.dup2(file.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            file.seek(0)
+            log.append(file.read().decode("utf-8", errors="replace"))

@@ -1,24 +1,12 @@
 """A :class:`~spade_gym.policies.base.Policy` served by any OpenAI-compatible chat-completions server.
 
-Works with vLLM (``vllm serve``), SGLang, llama.cpp's server, TGI, LM Studio, Ollama and the OpenAI
-API: anything that answers ``POST <base_url>/chat/completions``. Inference only (no token ids)::
-
-    with OpenAIPolicy("Qwen/Qwen2.5-7B-Instruct", "http://localhost:8000/v1") as policy:
-        completions = policy.generate(prompts, SamplingParams(temperature=1.0, n=4))
-
-Requests go through the ``openai`` SDK, one per prompt with ``n``. A server that ignores ``n``
-(llama.cpp's, Ollama, most hosted APIs) answers one choice: the rest of the group is then asked as
-concurrent single requests, and every later call sends single requests from the start. A request
-may take ``timeout + seconds_per_token * max_tokens * queued`` seconds (``queued``: the requests of
-the call in flight with it, which a one-slot server answers one after another); a timed-out request
-is never retried (the server is still working on it: a retry would queue behind it), while refused
-connections and HTTP 408/409/429/5xx answers are retried with backoff. Logprobs are asked for with
-``logprobs: true, top_logprobs: 1`` (llama.cpp's server reports none without ``top_logprobs``); a
-server that refuses them is asked again without, from then on.
-
-The server decides prompt truncation (a refusal is :class:`~spade_gym.errors.ContextLengthExceeded`;
-``truncate_prompt`` cannot be honoured without a tokenizer) and what ``logprobs`` mean (vLLM
-reports the unmodified distribution). Stop strings are also cut client-side.
+vLLM (``vllm serve``), SGLang, llama.cpp's server, TGI, LM Studio, Ollama, the OpenAI API: anything
+that answers ``POST <base_url>/chat/completions``. Inference only (no token ids). One request per
+prompt with ``n``; a server that ignores ``n`` gets single requests from then on. A timed-out
+request is never retried (the server is still working on it); refused connections and HTTP
+408/409/429/5xx are retried with backoff. Logprobs are asked for with ``top_logprobs: 1`` (llama.cpp's
+server reports none without it), and not asked for again after a server refused them. The server
+decides prompt truncation (``truncate_prompt`` needs a tokenizer); stop strings are also cut here.
 """
 
 from __future__ import annotations
@@ -53,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenAIPolicy"]
 
-# The backoff between retries (as the openai SDK's): 0.5 s doubled per retry, at most 8 s.
+# The backoff between retries (the openai SDK's): 0.5 s doubled per retry, at most 8 s.
 _INITIAL_RETRY_DELAY_S = 0.5
 _MAX_RETRY_DELAY_S = 8.0
 _DEADLINE_SLACK_S = 1.0  # on top of a request's budget before it counts as hung
@@ -83,17 +71,12 @@ class OpenAIPolicy:
         base_url: the ``http(s)://`` API root, usually ending in ``/v1``.
         api_key: sent as a Bearer token; defaults to ``$OPENAI_API_KEY``, else ``"EMPTY"``.
         timeout: seconds a request may take besides generating its tokens (prefill, queueing), ``> 0``.
-        seconds_per_token: seconds allowed per requested new token (``max_tokens``), ``>= 0``; the
-            budget of a request is :meth:`request_budget`.
-        connect_timeout: seconds to connect; a server that does not answer is named within it.
+        seconds_per_token: seconds allowed per requested new token, ``>= 0`` (see :meth:`request_budget`).
+        connect_timeout: seconds to connect, ``> 0``.
         max_retries: retries on refused connections and HTTP 408/409/429/5xx (never on a timeout), ``>= 0``.
         max_concurrency: most requests in flight per :meth:`generate` call, ``>= 1``.
         context_window: the served model's window in tokens, if known (not enforced here).
         name: the name in logs and the registry; defaults to ``model``.
-
-    Attributes:
-        server_n: whether the server honours ``n`` (``None``: not yet seen; ``False``: groups are
-            asked as single requests).
 
     Raises:
         ValueError: an argument out of range, naming the argument.
@@ -120,22 +103,16 @@ class OpenAIPolicy:
         if not isinstance(model, str) or not model.strip():
             raise ValueError(f"OpenAIPolicy model must be a non-empty string (the served model's name), got {model!r}")
         _check_base_url(base_url)
-        if not is_number(timeout) or not math.isfinite(timeout) or timeout <= 0:
-            raise ValueError(f"OpenAIPolicy timeout must be a finite number of seconds > 0, got {timeout!r}")
-        for what, value in (("seconds_per_token", seconds_per_token), ("connect_timeout", connect_timeout)):
-            if (
-                not is_number(value)
-                or not math.isfinite(value)
-                or value < 0
-                or (what == "connect_timeout" and value == 0)
-            ):
-                raise ValueError(
-                    f"OpenAIPolicy {what} must be a finite number of seconds >= 0 (> 0 for connect_timeout), got {value!r}"
-                )
-        if not is_int(max_retries) or max_retries < 0:
-            raise ValueError(f"OpenAIPolicy max_retries must be an int >= 0, got {max_retries!r}")
-        if not is_int(max_concurrency) or max_concurrency < 1:
-            raise ValueError(f"OpenAIPolicy max_concurrency must be an int >= 1, got {max_concurrency!r}")
+        for what, seconds, bound in (
+            ("timeout", timeout, ">"),
+            ("seconds_per_token", seconds_per_token, ">="),
+            ("connect_timeout", connect_timeout, ">"),
+        ):
+            if not is_number(seconds) or not math.isfinite(seconds) or seconds < 0 or (bound == ">" and seconds == 0):
+                raise ValueError(f"OpenAIPolicy {what} must be a finite number of seconds {bound} 0, got {seconds!r}")
+        for what, count, least in (("max_retries", max_retries, 0), ("max_concurrency", max_concurrency, 1)):
+            if not is_int(count) or count < least:
+                raise ValueError(f"OpenAIPolicy {what} must be an int >= {least}, got {count!r}")
         if context_window is not None and not (is_int(context_window) and context_window >= 1):
             raise ValueError(
                 f"OpenAIPolicy context_window must be an int >= 1 (tokens) or None, got {context_window!r}"
@@ -163,7 +140,7 @@ class OpenAIPolicy:
         self.max_concurrency = max_concurrency
         #: whether the server answers ``n`` choices per request: ``None`` until a group was asked
         self.server_n: bool | None = None
-        #: whether the server reports logprobs when asked (``False`` after it refused the request fields)
+        #: ``False`` once the server refused the logprobs request fields
         self.server_logprobs = True
         self._sdk = openai
         self._client: openai_sdk.OpenAI = openai.OpenAI(
@@ -184,22 +161,17 @@ class OpenAIPolicy:
         return f"OpenAIPolicy(model={self.model!r}, base_url={self.base_url!r}, name={self.name!r})"
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
-        """``B * n`` completions grouped by prompt (a request's choices ordered by ``index``), ``text``
-        cut before the first stop string, ``logprobs`` ``None`` when the server reported none, no
-        token ids.
-
-        One request per prompt with ``n`` (single requests for a server that ignores ``n``, seeds
-        ``seed + k``), ``max_concurrency`` at a time, from daemon threads; the first failure
-        raises, requests not yet sent are never sent and ones in flight are abandoned.
-        ``stop`` and ``seed`` are sent only when set; ``truncate_prompt`` is not sent.
+        """``B * n`` completions grouped by prompt, without token ids; ``logprobs`` ``None`` when the
+        server reported none. Requests (single ones with seeds ``seed + k`` for a server that ignores
+        ``n``) run ``max_concurrency`` at a time in daemon threads; the first failure raises, and
+        requests not yet sent are never sent.
 
         Raises:
             ValueError: malformed prompts or ``sampling``.
             ContextLengthExceeded: the server refused a prompt as too long (the error quotes it).
-            GenerationError: the policy was closed; a request passed its :meth:`request_budget`
-                (never retried); the server could not be reached within ``connect_timeout`` or
-                after the retries, answered an HTTP error, or sent something that is not a chat
-                completion.
+            GenerationError: the policy was closed; a request passed its :meth:`request_budget`;
+                the server could not be reached, answered an HTTP error, or sent something that is
+                not a chat completion.
         """
         batch = check_prompts(prompts)
         sampling = resolve_sampling(sampling)
@@ -251,11 +223,8 @@ class OpenAIPolicy:
                 now = time.monotonic()
                 for job, (begun, budget) in list(started.items()):
                     if now - begun > budget + _DEADLINE_SLACK_S:
-                        raise GenerationError(
-                            f"{self._where()}: request for prompt {job[0]} got no complete answer within {budget:g} s "
-                            f"({self._budget_words(sampling.max_new_tokens * job[2], budget)}); not retried: the "
-                            "server may still be working on it. Raise seconds_per_token or timeout for a slow server"
-                        )
+                        what = "got no complete answer within"
+                        raise self._timed_out(job[0], sampling.max_new_tokens * job[2], budget, what)
                 try:
                     job, answer = answers.get(timeout=_POLL_S)
                 except queue.Empty:
@@ -276,11 +245,12 @@ class OpenAIPolicy:
             finished.set()  # requests not yet sent are never sent
         return [completion for group in results for completion in group if completion is not None]
 
-    def _budget_words(self, max_tokens: int, budget: float) -> str:
+    def _timed_out(self, index: int, max_tokens: int, budget: float, what: str) -> GenerationError:
         queued = round((budget - self.timeout) / (self.seconds_per_token * max_tokens)) if self.seconds_per_token else 1
-        return (
-            f"timeout {self.timeout:g} s + {self.seconds_per_token:g} s per token x {max_tokens} tokens x "
-            f"{max(queued, 1)} request(s) in flight"
+        return GenerationError(
+            f"{self._where()}: request for prompt {index} {what} {budget:g} s (timeout {self.timeout:g} s + "
+            f"{self.seconds_per_token:g} s per token x {max_tokens} tokens x {max(queued, 1)} request(s) in flight); "
+            "not retried: the server may still be working on it. Raise seconds_per_token or timeout for a slow server"
         )
 
     def close(self) -> None:
@@ -332,11 +302,7 @@ class OpenAIPolicy:
                         f"{self._where()}: the server did not answer a connection within {self.connect_timeout:g} s "
                         f"(prompt {index}); is it running at {self.base_url}?"
                     ) from exc
-                raise GenerationError(
-                    f"{self._where()}: request for prompt {index} timed out after {budget:g} s "
-                    f"({self._budget_words(sampling.max_new_tokens * count, budget)}); not retried: the server may "
-                    "still be working on it. Raise seconds_per_token or timeout for a slow server"
-                ) from exc
+                raise self._timed_out(index, sampling.max_new_tokens * count, budget, "timed out after") from exc
             except sdk.APIConnectionError as exc:
                 if attempt < self.max_retries and not self._closed:
                     time.sleep(_backoff(attempt, None))
@@ -397,8 +363,8 @@ class OpenAIPolicy:
         )
 
     def _completions(self, index: int, response: object, sampling: SamplingParams, count: int) -> list[Completion]:
-        """Build up to ``count`` completions from a parsed answer, read defensively (the SDK does not
-        validate: a non-JSON body comes back as a ``str``, missing fields as missing attributes)."""
+        """Up to ``count`` completions from a parsed answer, read defensively (the SDK does not validate:
+        a non-JSON body comes back as a ``str``, missing fields as missing attributes)."""
         choices = getattr(response, "choices", None)
         if not isinstance(choices, list):
             if isinstance(response, str | bytes):
@@ -429,10 +395,8 @@ class OpenAIPolicy:
 
 
 def _check_base_url(base_url: object) -> None:
-    if not isinstance(base_url, str):
-        raise ValueError(f"OpenAIPolicy base_url must be a string such as 'http://localhost:8000/v1', got {base_url!r}")
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    parts = urlsplit(base_url) if isinstance(base_url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(
             f"OpenAIPolicy base_url must be an http:// or https:// URL with a host, such as "
             f"'http://localhost:8000/v1', got {base_url!r}"
@@ -446,8 +410,7 @@ def _choice_index(choice: object, position: int) -> int:
 
 
 def _request_fields(sampling: SamplingParams, count: int, first: int, logprobs: bool) -> dict[str, Any]:
-    """All chat-completions request fields but ``model`` and ``messages``, for ``count`` choices
-    starting at sample ``first`` of the group (its seed is ``seed + first``)."""
+    """Request fields but ``model`` and ``messages``: ``count`` choices from sample ``first`` (seeded ``+ first``)."""
     fields: dict[str, Any] = {
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
@@ -464,8 +427,7 @@ def _request_fields(sampling: SamplingParams, count: int, first: int, logprobs: 
 
 
 def _backoff(attempt: int, response: Any) -> float:
-    """Seconds before retry ``attempt + 1``: the server's ``retry-after-ms``/``retry-after`` (at most
-    60 s), else 0.5 s doubled per retry, at most 8 s."""
+    """Seconds before retry ``attempt + 1``: the server's ``retry-after[-ms]`` (at most 60 s), else the backoff."""
     headers = getattr(response, "headers", None) or {}
     for key, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
         raw = headers.get(key)
@@ -479,8 +441,8 @@ def _backoff(attempt: int, response: Any) -> float:
 
 
 def _choice_logprobs(choice: object) -> tuple[list[str] | None, list[float] | None]:
-    """``(token strings, logprobs)`` of a choice's ``logprobs.content``: tokens ``None`` when one
-    lacks its string, both ``None`` without logprobs or with a NaN or non-number."""
+    """``(token strings, logprobs)`` of a choice: tokens ``None`` when one lacks its string, both
+    ``None`` without logprobs or with a NaN or non-number."""
     content = getattr(getattr(choice, "logprobs", None), "content", None)
     if not isinstance(content, list):
         return None, None
@@ -527,7 +489,7 @@ def _server_message(exc: Any) -> str:
 
 
 def _as_data(value: object) -> object:
-    """A plain view of an SDK object for an error message: the fields the server sent, as a dict."""
+    """The fields the server sent, as a dict, for an error message."""
     dump = getattr(value, "model_dump", None)
     with contextlib.suppress(Exception):  # a half-constructed model may not dump
         if callable(dump):

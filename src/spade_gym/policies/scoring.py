@@ -1,23 +1,14 @@
 """Scoring completions for the update: shared-prefix packing, token budgets, checkpointing.
 
 :func:`score_passes` yields the completion logprobs of a batch one forward pass at a time (the
-trainer runs each pass's backward before the next, so activations are held for one pass only), a
-pass holding at most a budget of tokens. With shared prefixes, the sequences of a batch are rows of
-a prefix tree, each shared token computed once.
-
-The samples of a GRPO group share their prompt (the Designer's G designs; the Agent's episodes of
-one environment share the system prompt and the worked example, and a later turn holds the earlier
-turn whole). :func:`pack` inserts every ``prompt + completion`` into a token trie and lays each row
-out in depth-first order; a token attends to exactly the tokens on its own root path (its sequence's
-earlier tokens), and its position id is its depth, so every sequence sees what it would see alone:
-the logits, and hence the log-probabilities and their gradients, are those of encoding each sequence
-whole, while every shared token is computed once (the shared-prefix forward of Prefix Grouper,
-arXiv:2506.05433, generalised from one shared prefix to a tree).
-
-In depth-first order the descendants of token ``j`` are the tokens ``j < i < end[j]``, so the
-attention mask is ``j <= i < end[j]``: two comparisons, no walk over the tree. A row's trunk, the
-prefix every later token descends from (a Designer group's prompt), is plain causal attention: it
-runs through SDPA's causal kernel, and only the tokens after it attend under the mask
+trainer runs each pass's backward before the next), a pass holding at most a budget of tokens.
+:func:`pack` inserts every ``prompt + completion`` into a token trie and lays each row out
+depth-first: each token attends to exactly its own root path and its position id is its depth, so
+the logits (and gradients) are those of encoding each sequence whole while every shared token (a
+GRPO group's prompt, an earlier turn) is computed once: the shared-prefix forward of Prefix Grouper
+(arXiv:2506.05433), generalised from one shared prefix to a tree. In depth-first order the
+descendants of token ``j`` are the tokens ``j < i < end[j]``, so the mask is ``j <= i < end[j]``;
+a row's trunk (the prefix every later token descends from) runs through SDPA's causal kernel
 (:func:`trunk_attention`).
 """
 
@@ -111,8 +102,7 @@ class _Trie:
         self.depths: list[int] = []
         self.children: list[dict[int, int]] = []
         self.roots: dict[int, int] = {}
-        self.paths: list[tuple[int, list[int]]] = []  # (batch index, node of each token of its sequence)
-        self.prompt_lengths: list[int] = []
+        self.paths: list[tuple[int, int, list[int]]] = []  # (batch index, prompt length, node of each token)
 
     def new_tokens(self, sequence: Sequence[int]) -> int:
         """How many of ``sequence``'s tokens the trie does not hold yet."""
@@ -136,8 +126,7 @@ class _Trie:
             node = level[token]
             level = self.children[node]
             path.append(node)
-        self.paths.append((index, path))
-        self.prompt_lengths.append(prompt_length)
+        self.paths.append((index, prompt_length, path))
 
     def row(self) -> PackedRow:
         # sequences are inserted in lexicographic order, so creation order is depth-first
@@ -147,7 +136,7 @@ class _Trie:
             if parent >= 0:
                 ends[parent] = max(ends[parent], ends[node])
         members, counts, targets, predictors = [], [], [], []
-        for (index, path), prompt_length in zip(self.paths, self.prompt_lengths, strict=True):
+        for index, prompt_length, path in self.paths:
             members.append(index)
             counts.append(len(path) - prompt_length)
             targets += [self.tokens[node] for node in path[prompt_length:]]
@@ -156,15 +145,12 @@ class _Trie:
 
 
 def pack(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], max_tokens: int) -> list[PackedRow]:
-    """``(prompt_ids, completion_ids)`` pairs (each with a non-empty prompt) as prefix-tree rows of
-    at most ``max_tokens`` tokens each (a longer single sequence gets a row of its own).
+    """``(prompt_ids, completion_ids)`` pairs as prefix-tree rows of at most ``max_tokens`` tokens
+    (a longer single sequence gets a row of its own); every batch index is in exactly one row.
 
-    Sequences are taken in lexicographic order, so those sharing a prefix are neighbours. A
-    sequence joins the current row when it fits and that costs less than a row of its own, a row of
-    ``N`` tokens costing ``N + N**2 / ATTENTION_TOKENS`` (every token attends over the whole row,
-    masked): a Designer group's completions join their shared prompt, an Agent's turns join their
-    environment's row, and unrelated groups get rows of their own. A sequence the row already
-    holds whole always joins it. Every batch index is a member of exactly one row. ValueError for
+    Sequences are taken in lexicographic order. One joins the current row when it fits and that
+    costs less than a row of its own, a row of ``N`` tokens costing ``N + N**2 / ATTENTION_TOKENS``
+    (its masked attention), or when the row already holds it whole. ValueError for
     ``max_tokens < 1`` or an empty prompt.
     """
     if max_tokens < 1:
@@ -195,9 +181,8 @@ def row_logprobs(
     model: Any, row: PackedRow, device: torch.device | str | None = None, temperatures: Sequence[float] | None = None
 ) -> list[torch.Tensor]:
     """One forward pass of ``model`` (a transformers causal LM) over ``row``: the float32 logprobs
-    ``log_softmax(logits / T)`` of each member's completion tokens, in ``row.members`` order (with
-    gradients when enabled), ``T`` the member's entry of ``temperatures`` (default 1). Logits are
-    computed only at ``row.predictors`` (``logits_to_keep``), never for the prompts."""
+    ``log_softmax(logits / T)`` of each member's completion tokens, in ``row.members`` order, ``T``
+    the member's entry of ``temperatures`` (default 1); logits only at ``row.predictors``."""
     import torch
 
     ids = torch.tensor([row.tokens], device=device)
@@ -237,10 +222,9 @@ def trunk_attention(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """Attention for a packed row (a transformers attention function): given ``spade_trunk=t``,
-    queries ``[0, t)`` attend causally among themselves (SDPA's causal kernel, no mask) and queries
-    ``[t, N)`` attend under ``attention_mask`` rows ``[t, N)``; the same outputs as attending the
-    whole row under the mask, without the mask's cost over the trunk. Without ``spade_trunk`` it is
-    transformers' SDPA attention, so generation is unchanged.
+    queries ``[0, t)`` attend causally (SDPA's causal kernel, no mask) and queries ``[t, N)`` under
+    ``attention_mask`` rows ``[t, N)``: the outputs of the whole row under the mask. Without
+    ``spade_trunk`` it is transformers' SDPA attention.
 
     Shapes: ``query`` ``(1, heads, N, d)``, ``key``/``value`` ``(1, kv_heads, N, d)``, the mask
     ``(1, 1, N, N)`` bool; returns ``(1, N, heads, d)`` and no weights."""
@@ -274,8 +258,8 @@ PACKED_ATTENTION = ("sdpa", "eager", TRUNK_ATTENTION, None)
 
 
 def _trunk_attention_on(model: Any) -> bool:
-    """Switch a model that attends with SDPA to :func:`trunk_attention` (registered once; the same
-    as SDPA without a trunk). False for any other attention (eager, flash kernels): left as it is."""
+    """Switch a model that attends with SDPA to :func:`trunk_attention` (registered once); False,
+    and the model left as it is, for any other attention."""
     current = _attention(model)
     if current == TRUNK_ATTENTION:
         return True
@@ -292,10 +276,8 @@ def _trunk_attention_on(model: Any) -> bool:
 
 def checkpointing(model: Any, share: float) -> None:
     """Activation checkpointing of the first ``ceil(share * L)`` of the model's ``L`` decoder
-    layers, none for ``share <= 0`` (non-reentrant ``torch.utils.checkpoint``: it recomputes a
-    layer with the same inputs, kernels and random state, so gradients are those of the plain pass;
-    reentrant checkpointing of a frozen base under LoRA adapters would need the inputs to require
-    gradients). A model without checkpointing support is left as it is."""
+    layers, none for ``share <= 0``; non-reentrant (the gradients of the plain pass, also for a
+    frozen base under LoRA). A model without checkpointing support is left as it is."""
     if not getattr(model, "supports_gradient_checkpointing", False):
         return
     if share > 0:
@@ -329,12 +311,9 @@ def score_passes(
     ``temperatures``, one forward pass of ``model`` at a time: yields ``(members, logprobs)``.
 
     ``shared_prefix``: prefix-tree rows of at most ``micro_batch_tokens`` distinct tokens
-    (:func:`pack`, :func:`row_logprobs`); ``False``: whole sequences left-padded with
-    ``pad_token_id``, at most ``micro_batch_tokens`` tokens a pass with padding
-    (:func:`padded_logprobs`), also for a model whose attention takes no mask of a packed row
-    (not in :data:`PACKED_ATTENTION`: flash kernels). A pass of ``N`` tokens, more than
-    ``checkpoint_tokens = C``, runs with activation :func:`checkpointing` of a share ``1 - C / N``
-    of its layers, so that the activations it holds are those of a plain ``C``-token pass
+    (:func:`pack`); ``False``, or attention not in :data:`PACKED_ATTENTION`: whole sequences
+    left-padded with ``pad_token_id``, at most ``micro_batch_tokens`` tokens a pass with padding.
+    A pass of ``N > C = checkpoint_tokens`` tokens checkpoints a share ``1 - C / N`` of its layers
     (``None``: the model's setting is left as it is; otherwise the passes leave it off).
     ValueError for ``micro_batch_tokens < 1`` or ``temperatures`` not one number > 0 per pair.
     """
@@ -349,13 +328,15 @@ def score_passes(
         passes = [(row.members, len(row.tokens), row) for row in pack(pairs, micro_batch_tokens)]
     else:
         chunk: list[int] = []
-        for index in range(len(pairs)):
-            width = max(len(p) + len(c) for p, c in (pairs[k] for k in [*chunk, index]))
-            if chunk and (len(chunk) + 1) * width > micro_batch_tokens:
-                passes.append((chunk, len(chunk) * max(len(p) + len(c) for p, c in (pairs[k] for k in chunk)), None))
-                chunk = []
+        width = 0  # of the longest sequence in chunk
+        for index, (prompt, completion) in enumerate(pairs):
+            wider = max(width, len(prompt) + len(completion))
+            if chunk and (len(chunk) + 1) * wider > micro_batch_tokens:
+                passes.append((chunk, len(chunk) * width, None))
+                chunk, wider = [], len(prompt) + len(completion)
             chunk.append(index)
-        passes.append((chunk, len(chunk) * max(len(p) + len(c) for p, c in (pairs[k] for k in chunk)), None))
+            width = wider
+        passes.append((chunk, len(chunk) * width, None))
     checkpointed = 0.0
     try:
         for n, (members, tokens, row) in enumerate(passes):
@@ -377,13 +358,8 @@ def score_passes(
 
 
 def release_freed_memory() -> None:
-    """Hand the C heap's free pages back to the system (glibc ``malloc_trim``; elsewhere nothing).
-
-    A pass frees its activations, but glibc keeps the freed pages of tensors of many sizes in its
-    heap, so the process's resident memory grows pass after pass: on the demo's Designer row, a
-    checkpointed forward and backward peaked at 2.3 GiB for 0.26 GiB of saved tensors (1.2 GiB with
-    ``MALLOC_MMAP_THRESHOLD_`` = 1 MiB, which made the pass 35% slower). Trimming between passes costs
-    milliseconds."""
+    """Hand the C heap's free pages back to the system (glibc ``malloc_trim``; elsewhere nothing):
+    glibc keeps the freed activations of a pass, so resident memory would grow pass after pass."""
     global _libc
     if _libc is None:
         import ctypes
@@ -431,9 +407,8 @@ def padded_logprobs(
 
 
 def check_pairs(batch: object, vocab_size: int, context_window: int | None) -> list[tuple[list[int], list[int]]]:
-    """``batch`` (Completions or ``(prompt_ids, completion_ids)`` pairs) as checked lists of ints:
-    ValueError naming the bad item for an empty or malformed batch, missing or out-of-vocabulary
-    token ids, an empty prompt or completion, or a sequence over ``context_window``."""
+    """``batch`` (Completions or ``(prompt_ids, completion_ids)`` pairs) as checked lists of ints;
+    ValueError naming the bad item (malformed, no or out-of-vocabulary ids, empty, over ``context_window``)."""
     if isinstance(batch, Completion) or not isinstance(batch, Sequence) or isinstance(batch, str):
         raise ValueError(
             f"batch must be a list of Completions or (prompt_ids, completion_ids) pairs, got {type(batch).__name__}"

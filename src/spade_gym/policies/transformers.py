@@ -1,20 +1,12 @@
 """The transformers backend: batched chat generation with per-token logprobs, and re-scoring.
 
-:class:`TransformersPolicy` is the policy the trainer updates (CPU or GPU). ``model.generate``
-runs with left padding and a KV cache; :meth:`TransformersPolicy.sequence_logprobs` recomputes the
-same logprobs with one forward pass, with gradients under ``torch.enable_grad()`` (the
-log-probabilities of GRPO's loss, Shao et al. 2024, *DeepSeekMath*, section 4.1, eq. 3).
-
-How generation stays exact:
-
-* the checkpoint's ``generation_config`` is replaced by a neutral one (special token ids only),
-  so shipped sampling defaults (``top_k``, ``repetition_penalty``, ...) never apply;
-* a logits processor records ``log_softmax(logits / T)`` of each sampled token at the sampling
-  temperature ``T`` (1 when greedy), before top-p: the contract of ``Completion.logprobs``;
-* one stopping criterion checks end-of-sequence tokens and stop strings and records the step each
-  row finished at, so tokens, text and finish reason are cut there;
-* key/value caches are reused across prompts that share a prefix (:class:`PrefixCache`); greedy
-  outputs are the same with and without reuse (tested).
+:class:`TransformersPolicy` is the policy the trainer updates (CPU or GPU); its
+:meth:`~TransformersPolicy.sequence_logprobs` recomputes the logprobs :meth:`~TransformersPolicy.generate`
+records, with gradients (the log-probabilities of GRPO's loss, Shao et al. 2024, *DeepSeekMath*, eq. 3).
+Generation stays exact: the checkpoint's sampling defaults are replaced by a neutral
+``generation_config``, a logits processor records ``log_softmax(logits / T)`` before top-p, one
+stopping criterion records where each row ended, and key/value caches of shared prefixes are reused
+(:class:`PrefixCache`; greedy outputs are the same without it).
 """
 
 from __future__ import annotations
@@ -35,8 +27,9 @@ from spade_gym.policies.base import (
     FinishReason,
     Prompt,
     SamplingParams,
+    chat_token_ids,
     check_prompts,
-    continued,
+    common_prefix_length,
     cut_at_stop,
     fit_prompt,
     is_int,
@@ -65,12 +58,10 @@ def import_torch_stack() -> None:
 
 
 def resolve_device_dtype(device: str | None, dtype: str | torch.dtype | None) -> tuple[torch.device, torch.dtype]:
-    """``(device, dtype)``; by default the best device and bf16 on a GPU that supports it (else
-    fp16), fp32 on CPU.
-
-    ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"`` or ``None``; ``dtype``: a
-    ``torch.dtype``, ``"float32"``/``"fp32"``, ``"bfloat16"``/``"bf16"``, ``"float16"``/``"fp16"``
-    or ``None``/``"auto"``. ValueError for an unknown name, or CUDA on a machine without it.
+    """``(device, dtype)``: ``device`` ``"cpu"``, ``"cuda[:N]"``, ``"mps"`` or ``None`` (the best);
+    ``dtype`` a ``torch.dtype``, ``"float32"``/``"fp32"``, ``"bfloat16"``/``"bf16"``, ``"float16"``/``"fp16"``
+    or ``None``/``"auto"`` (bf16 on a GPU that supports it, else fp16; fp32 on CPU).
+    ValueError for an unknown name, or CUDA on a machine without it.
     """
     import torch
 
@@ -162,7 +153,7 @@ def _hub_unreachable(timeout_s: float = 3.0) -> str | None:
 
 def _load_model(model: str | Path | Any, tokenizer: Any, name: str | None, dtype: torch.dtype) -> tuple[Any, Any, str]:
     """``(model, tokenizer, name)`` for :class:`TransformersPolicy`: a path or hub id loaded (tokenizer
-    too unless given), or a loaded model with its tokenizer. ModelNotFound, ValueError as documented there."""
+    too unless given), or a loaded model with its tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if isinstance(model, str | Path):
@@ -196,23 +187,20 @@ class TransformersPolicy:
             be reached), or a loaded ``PreTrainedModel`` (then ``tokenizer`` is required).
         tokenizer: a tokenizer or its path/id; ``None`` loads it from ``model``.
         device, dtype: see :func:`resolve_device_dtype`.
-        lora: new LoRA adapters (peft): a ``peft.LoraConfig`` or a dict of its fields; only the
-            adapters are trainable afterwards.
+        lora: new LoRA adapters (a ``peft.LoraConfig`` or a dict of its fields); only they train.
         adapter: a saved peft adapter folder to load (trainable).
         max_batch_size: most sequences (prompts times ``n``) per ``model.generate`` call.
         context_window: window in tokens; default: the config's ``max_position_embeddings``.
         chat_template: a Jinja chat template to use instead of the tokenizer's own.
         name: the name reported in logs; default: ``model``.
-        prefix_cache_mb: MiB of key/value caches kept for reuse (:class:`PrefixCache`); ``0``
-            turns reuse off.
+        prefix_cache_mb: MiB of key/value caches kept for reuse; ``0`` turns reuse off.
 
     Attributes:
         model: the ``torch.nn.Module`` (a ``PeftModel`` when adapters are attached).
         last_stats: the last ``generate`` call's ``generate_calls``, ``completion_tokens``,
-            ``prompt_tokens``, ``reused_prompt_tokens`` (cached, or computed once for several rows),
-            ``wall_s``, ``prefill_s`` (seconds computing uncached prompt keys and values) and ``tokens_per_s``.
+            ``prompt_tokens``, ``reused_prompt_tokens``, ``wall_s``, ``prefill_s`` and ``tokens_per_s``.
         prefix_cache: the :class:`PrefixCache`, or ``None`` when reuse is off (also for models
-            with sliding-window or other layers that do not keep every key and value).
+            whose layers do not keep every key and value, e.g. sliding windows).
 
     Raises:
         ModelNotFound: the path does not exist, or the hub id is neither cached nor reachable.
@@ -302,9 +290,8 @@ class TransformersPolicy:
         )
 
     def attach_peft(self, lora: Any, adapter: str | Path | None) -> Any:
-        """``self.model`` wrapped in LoRA adapters: loaded from the ``adapter`` folder (trainable),
-        else new ones of ``lora`` (a ``peft.LoraConfig`` or its keyword arguments). Returns the peft
-        model; the caller assigns it to ``self.model``.
+        """``self.model`` wrapped in the LoRA adapters of the ``adapter`` folder (trainable), else new
+        ones of ``lora``; the caller assigns the result to ``self.model``.
 
         Raises:
             BackendUnavailable: peft is not installed.
@@ -324,27 +311,12 @@ class TransformersPolicy:
             return peft.get_peft_model(self.model, config)
 
     def encode(self, prompt: Prompt) -> list[int]:
-        """The token ids of one conversation under the chat template, generation prompt added (a last
-        assistant message is continued, see :func:`~spade_gym.policies.base.continued`)."""
-        messages, prefix = continued(prompt)
-        if prefix is not None:
-            text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            ids = self.tokenizer(str(text) + prefix, add_special_tokens=False)["input_ids"]
-        else:
-            ids = self.tokenizer.apply_chat_template(
-                messages, add_generation_prompt=True, tokenize=True, return_dict=False
-            )
-        if len(ids) == 0:
-            raise ValueError("the chat template rendered this prompt to no tokens; check chat_template")
-        return [int(t) for t in ids]
+        """The token ids of one conversation: :func:`chat_token_ids` with this policy's tokenizer."""
+        return chat_token_ids(self.tokenizer, prompt)
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
-        """Sample ``sampling.n`` completions for each prompt (see :class:`~spade_gym.policies.base.Policy`).
-
-        Calls from several threads are served one at a time. A ``sampling.seed`` seeds torch's
-        global generator inside ``torch.random.fork_rng`` (restored afterwards); without one the
-        global generator advances, so successive calls differ.
-        """
+        """``sampling.n`` completions per prompt (see :class:`~spade_gym.policies.base.Policy`), one call
+        at a time. A ``sampling.seed`` seeds torch's global generator inside ``torch.random.fork_rng``."""
         import torch
 
         sampling = resolve_sampling(sampling)
@@ -469,7 +441,7 @@ class TransformersPolicy:
         shared: list[list[int]] = []
         group, length = [order[0]], 0
         for previous, current in zip(order, [*order[1:], None], strict=True):
-            common = _common_length(prompts[previous], prompts[current]) if current is not None else 0
+            common = common_prefix_length(prompts[previous], prompts[current]) if current is not None else 0
             if current is not None and common >= PrefixCache.MIN_TOKENS:
                 length = common if len(group) == 1 else min(length, common)
                 group.append(current)
@@ -580,16 +552,9 @@ class TransformersPolicy:
         temperatures: Sequence[float] | None = None,
         checkpoint_tokens: int | None = None,
     ) -> list[torch.Tensor]:
-        """Log-probabilities of the completion tokens of ``B`` completions or ``(prompt_token_ids,
-        completion_token_ids)`` pairs: :meth:`score_batches` gathered in batch order.
-
-        Returns ``B`` float32 tensors on the model's device, one natural-log entry per completion
-        token: ``Completion.logprobs`` from :meth:`generate` up to rounding; under
-        ``torch.enable_grad()`` they carry gradients for the trainer's loss.
-
-        Raises:
-            ValueError: as :meth:`score_batches`.
-        """
+        """:meth:`score_batches` gathered in batch order: ``B`` float32 tensors on the model's device,
+        one natural-log entry per completion token (``Completion.logprobs`` up to rounding; with
+        gradients under ``torch.enable_grad()``). ValueError as :meth:`score_batches`."""
         out: list[torch.Tensor | None] = [None] * (len(batch) if isinstance(batch, Sequence) else 0)
         for members, logprobs in self.score_batches(
             batch,
@@ -611,23 +576,12 @@ class TransformersPolicy:
         temperatures: Sequence[float] | None = None,
         checkpoint_tokens: int | None = None,
     ) -> Generator[tuple[list[int], list[torch.Tensor]], None, None]:
-        """The completion logprobs of ``batch``, one forward pass at a time: yields ``(members,
-        logprobs)``, the batch indices of the pass and one float32 tensor per member (a trainer
-        runs each pass's backward before asking for the next, so activations are held for one
-        pass only).
-
-        ``shared_prefix``: every token shared by several sequences (a group's prompt, an earlier
-        turn) is computed once (:func:`spade_gym.policies.scoring.pack`), a pass holds at most
-        ``micro_batch_tokens`` distinct tokens; same logprobs and gradients as encoding each
-        sequence whole, up to float rounding. ``False``: each sequence whole, left-padded, a pass
-        holding at most ``micro_batch_tokens`` tokens with padding. A single longer sequence gets a
-        pass of its own. Logits are computed only where they predict a completion token.
-
-        ``temperatures``: one per item, the temperature ``T`` its logprobs are taken at
-        (``log_softmax(logits / T)``, as :meth:`generate` records them); ``None``: each
-        Completion's own ``temperature``, 1 for pairs. A pass of more than ``checkpoint_tokens``
-        tokens runs with activation checkpointing (the same gradients, a fraction of the memory;
-        :func:`~spade_gym.policies.scoring.checkpointing`); ``None``: the model's setting.
+        """The completion logprobs of ``batch`` (Completions or ``(prompt_token_ids,
+        completion_token_ids)`` pairs), one forward pass at a time: yields ``(members, logprobs)``,
+        the batch indices of the pass and one float32 tensor per member; see
+        :func:`~spade_gym.policies.scoring.score_passes` for ``micro_batch_tokens``,
+        ``shared_prefix`` and ``checkpoint_tokens``. ``temperatures``: one ``T`` per item
+        (``log_softmax(logits / T)``); ``None``: each Completion's own ``temperature``, 1 for pairs.
 
         Raises:
             ValueError: an empty or malformed batch, missing or out-of-vocabulary token ids, an
@@ -648,8 +602,8 @@ class TransformersPolicy:
         )
 
     def state_dict_for_inference(self) -> dict[str, torch.Tensor]:
-        """``{name: tensor}`` as an inference engine expects (:meth:`VLLMPolicy.load_weights`):
-        LoRA adapters merged in (a copy), names as in the base model's ``state_dict()``."""
+        """``{name: tensor}`` for an inference engine (:meth:`VLLMPolicy.load_weights`): LoRA adapters
+        merged in (a copy), names as in the base model's ``state_dict()``."""
         import torch
 
         if not is_peft(self.model):
@@ -771,19 +725,6 @@ def _similar_chunks(
     return chunks
 
 
-def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the longest common prefix (a binary search over slice comparisons, which run in C)."""
-    a, b = tuple(a), tuple(b)
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
 class PrefixCache:
     """Keys and values of sequences a :class:`TransformersPolicy` has run; a prompt reuses its
     longest common prefix (at least ``MIN_TOKENS``) with any entry. Least recently used entries go
@@ -824,7 +765,7 @@ class PrefixCache:
         for key in self._entries:
             if key[:1] != tokens[:1]:
                 continue
-            n = min(_common_length(key, tokens), limit)
+            n = min(common_prefix_length(key, tokens), limit)
             if n > best:
                 best_key, best = key, n
         if best_key is None:

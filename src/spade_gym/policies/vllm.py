@@ -1,13 +1,8 @@
 """vLLM backend: fast GPU rollouts from an engine colocated with the trainer, weights synced in place.
 
-:class:`VLLMPolicy` runs a ``vllm.LLM`` in this process, on the trainer's GPU, as TRL's
-``GRPOTrainer`` does with ``vllm_mode="colocate"`` (``trl/generation/vllm_generation.py``):
-``distributed_executor_backend="external_launcher"`` keeps the engine core and model in this
-process, and ``gpu_memory_utilization`` well below 1 leaves room for the trainer. After each
-optimizer step :meth:`VLLMPolicy.load_weights` syncs the weights in place (TRL's ``sync_weights``).
-
-The mapping helpers (:func:`to_vllm_sampling_kwargs`, :func:`to_vllm_param_name`,
-:func:`completions_from_outputs`) need neither vLLM nor torch.
+:class:`VLLMPolicy` runs a ``vllm.LLM`` in this process on the trainer's GPU, as TRL's ``GRPOTrainer``
+with ``vllm_mode="colocate"``; :meth:`VLLMPolicy.load_weights` is TRL's ``sync_weights``. The mapping
+helpers (``to_vllm_*``, :func:`completions_from_outputs`) need neither vLLM nor torch.
 """
 
 from __future__ import annotations
@@ -24,8 +19,8 @@ from spade_gym.policies.base import (
     FinishReason,
     Prompt,
     SamplingParams,
+    chat_token_ids,
     check_prompts,
-    continued,
     fit_prompt,
     logprob_temperature,
     resolve_sampling,
@@ -57,9 +52,8 @@ _INSTALL_HINT = f"install it with {install_hint('vllm')}, on a Linux machine wit
 
 
 def to_vllm_sampling_kwargs(sampling: SamplingParams) -> dict[str, Any]:
-    """The keyword arguments of ``vllm.SamplingParams`` for ``sampling``: temperature ``0.0`` when
-    greedy, ``max_tokens``, ``stop`` as a list, ``seed``, and ``logprobs=0`` (the sampled token's
-    log-probability only). Prompt truncation is done before the request (:func:`fit_prompt`)."""
+    """The keyword arguments of ``vllm.SamplingParams`` for ``sampling``, with ``logprobs=0`` (the
+    sampled token's only); prompt truncation is done before the request (:func:`fit_prompt`)."""
     return {
         "n": sampling.n,
         "temperature": 0.0 if sampling.greedy else float(sampling.temperature),
@@ -72,10 +66,9 @@ def to_vllm_sampling_kwargs(sampling: SamplingParams) -> dict[str, Any]:
 
 
 def to_vllm_param_name(name: str) -> str | None:
-    """The name vLLM's ``model.load_weights`` expects for a key of the trainer's ``state_dict()``,
-    or ``None`` for a ``lora_*`` or ``original_module`` entry, as TRL's ``_fix_param_name_to_vllm``:
-    activation-checkpointing, FSDP and PEFT (after ``merge_adapter()``) prefixes stripped;
-    architecture-specific renames are not applied."""
+    """The name vLLM's ``model.load_weights`` expects for a key of the trainer's ``state_dict()``
+    (checkpointing, FSDP and PEFT wrappers stripped), or ``None`` for a ``lora_*`` or
+    ``original_module`` entry: TRL's ``_fix_param_name_to_vllm``."""
     if ".lora_" in name or name.startswith("lora_") or "original_module" in name:
         return None
     name = name.removeprefix("base_model.model.")
@@ -87,12 +80,8 @@ def to_vllm_param_name(name: str) -> str | None:
 def completions_from_outputs(
     outputs: Sequence[Any], prompt_token_ids: Sequence[list[int]], n: int, temperature: float = 1.0
 ) -> list[Completion]:
-    """Convert ``vllm.LLM.generate``'s ``RequestOutput`` list (one per prompt, asked with
-    ``logprobs=0``) into ``B * n`` :class:`Completion` objects grouped by prompt, their logprobs
-    taken at ``temperature`` (the engine's ``processed_logprobs``).
-
-    ``logprobs[i]`` is ``output.logprobs[i][token_ids[i]].logprob``; ``finish_reason`` ``"length"``
-    stays, anything else is ``"stop"``.
+    """``vllm.LLM.generate``'s ``RequestOutput`` list (one per prompt, asked with ``logprobs=0``) as
+    ``B * n`` :class:`Completion` objects grouped by prompt, their logprobs taken at ``temperature``.
 
     Raises:
         GenerationError: a different number of requests or samples than asked for, or no
@@ -130,9 +119,8 @@ def completions_from_outputs(
 class VLLMPolicy:
     """A :class:`~spade_gym.policies.base.Policy` served by a vLLM engine in this process, on a GPU.
 
-    Reports the raw log-probability of every sampled token and takes updated weights in place
-    (:meth:`load_weights`). Construction sets the missing rendezvous variables the
-    ``external_launcher`` executor reads (:func:`ensure_distributed_env`; ``torchrun``'s are kept).
+    Construction sets the missing rendezvous variables of the ``external_launcher`` executor
+    (:func:`ensure_distributed_env`).
 
     Args:
         model: a Hugging Face hub id or a local checkpoint folder.
@@ -145,9 +133,7 @@ class VLLMPolicy:
         name: the policy's name in logs and the registry; defaults to ``model``.
         **engine_kwargs: more ``vllm.LLM`` arguments; :data:`COLOCATE_DEFAULTS` apply unless
             given. An executor in another process leaves :meth:`load_weights` unavailable;
-            ``logprobs_mode`` may only be ``"processed_logprobs"`` (the contract of
-            ``Completion.logprobs``: after temperature; with ``top_p < 1`` vLLM also renormalises
-            over the nucleus, which the trainer does not model).
+            ``logprobs_mode`` may only be ``"processed_logprobs"`` (after temperature).
 
     Raises:
         BackendUnavailable: vLLM is not installed, or torch sees no CUDA GPU.
@@ -168,8 +154,7 @@ class VLLMPolicy:
         name: str | None = None,
         **engine_kwargs: Any,
     ) -> None:
-        vllm = _import_vllm()
-        _require_cuda()
+        vllm = check_vllm_available()
         model = str(model)
         if model.startswith(("/", ".", "~")) and not Path(model).expanduser().exists():
             raise ModelNotFound(f"model path {model!r} does not exist; pass a local checkpoint folder or a hub id")
@@ -190,9 +175,7 @@ class VLLMPolicy:
         }
         if enable_sleep_mode:
             kwargs["enable_sleep_mode"] = True
-        for key, value in COLOCATE_DEFAULTS.items():
-            kwargs[key] = engine_kwargs.pop(key, value)
-        kwargs.update(engine_kwargs)
+        kwargs.update(COLOCATE_DEFAULTS | engine_kwargs)
         kwargs["logprobs_mode"] = "processed_logprobs"  # the logprobs of the distribution sampled
         if kwargs["distributed_executor_backend"] == "external_launcher":
             ensure_distributed_env()
@@ -207,15 +190,12 @@ class VLLMPolicy:
         self.context_window: int | None = _max_model_len(self._llm, max_model_len)
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[Completion]:
-        """Sample ``sampling.n`` completions for every prompt (see :class:`~spade_gym.policies.base.Policy`).
-
-        Prompts are sent as token ids, so ``prompt_token_ids`` is exactly what the model saw. A
-        sleeping engine is woken first.
+        """``sampling.n`` completions per prompt (see :class:`~spade_gym.policies.base.Policy`); prompts
+        are sent as token ids, and a sleeping engine is woken first.
 
         Raises:
             ValueError: malformed prompts.
-            ContextLengthExceeded: a prompt plus ``max_new_tokens`` over :attr:`context_window`
-                without ``sampling.truncate_prompt``.
+            ContextLengthExceeded: a prompt too long for :attr:`context_window` without ``truncate_prompt``.
             GenerationError: vLLM failed, or the engine slept at level 2 and :meth:`load_weights`
                 was not called since.
         """
@@ -223,7 +203,10 @@ class VLLMPolicy:
         conversations = check_prompts(prompts)
         prompt_ids = [
             fit_prompt(
-                self._encode(conversation), sampling.max_new_tokens, self.context_window, sampling.truncate_prompt
+                chat_token_ids(self._tokenizer, conversation),
+                sampling.max_new_tokens,
+                self.context_window,
+                sampling.truncate_prompt,
             )
             for conversation in conversations
         ]
@@ -239,15 +222,13 @@ class VLLMPolicy:
         return completions_from_outputs(outputs, prompt_ids, sampling.n, logprob_temperature(sampling))
 
     def load_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
-        """Copy the trainer's weights into the engine's model in place and reset the prefix cache.
-
-        TRL's colocated sync: ``LLM.apply_model`` runs the model's own ``load_weights`` (which maps
-        checkpoint names onto fused layers and copies with ``param.copy_``, any device or float
-        dtype). A sleeping engine's weights are woken first.
+        """Copy the trainer's weights into the engine's model in place (the model's own
+        ``load_weights``, run by ``LLM.apply_model``) and reset the prefix cache; a sleeping
+        engine's weights are woken first.
 
         Args:
             state_dict: full, unsharded tensors under the transformers model's ``state_dict()``
-                names; with PEFT, merge the adapters first. Names go through :func:`to_vllm_param_name`.
+                names (with PEFT, merge the adapters first).
 
         Raises:
             ValueError: ``state_dict`` holds no loadable parameter.
@@ -301,14 +282,6 @@ class VLLMPolicy:
             raise ValueError(f"wake_up tags must be 'weights' and/or 'kv_cache', got {sorted(unknown)}")
         self._wake(parts & self._asleep)
 
-    def _encode(self, conversation: list[dict[str, str]]) -> list[int]:
-        messages, prefix = continued(conversation)
-        if prefix is not None:
-            text = self._tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            return [int(t) for t in self._tokenizer(str(text) + prefix, add_special_tokens=False)["input_ids"]]
-        encoded = self._tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        return _as_token_ids(encoded)
-
     def _require_sleep_mode(self, method: str) -> None:
         if not self._sleep_mode:
             raise PolicyError(f"VLLMPolicy.{method} needs sleep mode: build the policy with enable_sleep_mode=True")
@@ -352,23 +325,14 @@ def ensure_distributed_env(environ: MutableMapping[str, str] | None = None) -> N
             env["MASTER_PORT"] = str(probe.getsockname()[1])
 
 
-def check_vllm_available() -> None:
-    """Raise BackendUnavailable unless vLLM is installed and torch sees a CUDA GPU."""
-    _import_vllm()
-    _require_cuda()
-
-
-def _import_vllm() -> Any:
+def check_vllm_available() -> Any:
+    """The ``vllm`` module; BackendUnavailable unless vLLM is installed and torch sees a CUDA GPU."""
     try:
         import vllm
     except ImportError as error:
         raise BackendUnavailable(
             f"the vLLM backend needs the vllm package, which is not installed; {_INSTALL_HINT}"
         ) from error
-    return vllm
-
-
-def _require_cuda() -> None:
     try:
         import torch
     except ImportError as error:
@@ -378,6 +342,7 @@ def _require_cuda() -> None:
             "the vLLM backend needs an NVIDIA GPU, and torch sees no CUDA device here; use the transformers "
             "backend (load_policy('<model>')) on CPU, or run on a machine with a GPU"
         )
+    return vllm
 
 
 def _max_model_len(llm: Any, requested: int | None) -> int | None:
@@ -389,20 +354,6 @@ def _max_model_len(llm: Any, requested: int | None) -> int | None:
         config = get_model_config()
     value = getattr(config, "max_model_len", None)
     return int(value) if value is not None else requested
-
-
-def _as_token_ids(encoded: Any) -> list[int]:
-    """Token ids from ``apply_chat_template(tokenize=True)``: a list, or (transformers 5) a ``BatchEncoding``."""
-    if isinstance(encoded, Mapping):
-        encoded = encoded["input_ids"]
-    if hasattr(encoded, "tolist"):
-        encoded = encoded.tolist()
-    ids = list(encoded)
-    if len(ids) == 1 and isinstance(ids[0], list | tuple):  # a batch of one
-        ids = list(ids[0])
-    if not ids or not all(isinstance(t, int) for t in ids):
-        raise GenerationError(f"the chat template produced no token ids (got {type(encoded).__name__})")
-    return ids
 
 
 def _load_into(model: Any, weights: Iterable[tuple[str, Any]]) -> None:
