@@ -157,6 +157,8 @@ def test_a_dead_environment_host_ends_its_episodes_with_a_worker_crash() -> None
         env = executor.env(EnvProgram(EVEN_LENGTH))()
         env.reset(seed=0)
         ray.kill(executor._hosts[0])
+        with pytest.raises(ray.exceptions.RayActorError):  # the kill is asynchronous: wait until it is done
+            ray.get(executor._hosts[0].__ray_ready__.remote(), timeout=60)
         obs, reward, terminated, truncated, info = env.step("ab")
         assert (reward, terminated, truncated) == (0.0, False, True)
         assert info["sandbox_error"]["category"] == "WORKER_CRASH"
