@@ -22,6 +22,7 @@ from typing import Any
 from spade_gym.agent import Episode, RolloutConfig, rollout
 from spade_gym.contract import replace_spans
 from spade_gym.files import replace_atomically
+from spade_gym.policies.base import policy_name
 from spade_gym.program import knob_nodes, knobs
 from spade_gym.registry.gymnasium import bundled_registry_path
 
@@ -187,7 +188,7 @@ def measure_ladders(
     for env_dir, success in rates.items():
         ladder = next(lad for d, lad, _ in plan if d == env_dir)
         measured = {
-            "policy": str(getattr(policy, "name", type(policy).__name__)),
+            "policy": policy_name(policy),
             "episodes": episodes,
             "temperature": sampling.temperature,
             "seeds_from": seed,
