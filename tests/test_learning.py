@@ -12,7 +12,7 @@ import pytest
 from spade_gym.evaluation.base import ItemRecord, SuiteResult, compare_results
 from spade_gym.evaluation.heldout import HeldOut
 from spade_gym.evaluation.learning import ArmResult, CurvePoint, LearningResult, plot_learning, policy_tokens
-from spade_gym.trainer.selfplay import MOVED_KEYS, designer_summary, what_moved
+from spade_gym.trainer.summary import MOVED_KEYS, designer_summary, what_moved
 
 
 def held(scores: dict[str, list[float]]) -> HeldOut:

@@ -16,7 +16,7 @@ from rich.progress import track
 from rich.table import Table
 
 from spade_gym import cli_common
-from spade_gym.cli_common import app, console, fail, new_table, safe
+from spade_gym.cli_common import app, console, fail, load_cli_policy, new_table, safe
 from spade_gym.env import SandboxedEnv
 from spade_gym.errors import SpadeError, install_hint
 from spade_gym.program import SUCCESS_RETURN
@@ -216,7 +216,7 @@ def generate(
     A quick check that a backend works on this machine, e.g. `spade generate "What is 2 + 3?"`
     (the embedded model, offline) or `spade generate -p openai:my-model@http://localhost:8000/v1 "hi"`.
     """
-    from spade_gym.policies import SamplingParams, load_policy
+    from spade_gym.policies import SamplingParams
 
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     try:
@@ -224,8 +224,7 @@ def generate(
     except ValueError as exc:
         fail(safe(str(exc)), 2)
     try:
-        with console.status(f"loading {safe(policy)}", spinner="dots"):
-            loaded = load_policy(policy)
+        loaded = load_cli_policy(policy)
         started = time.perf_counter()
         with console.status("generating", spinner="dots"):
             completions = loaded.generate([messages], sampling)

@@ -160,22 +160,24 @@ RegistryOption = Annotated[
 ]
 
 
-def load_eval_policy(spec: str) -> Any:
-    """A policy spec, or a self-play run folder (its newest checkpoint)."""
+def load_cli_policy(spec: str, *, run_folder: bool = False) -> Any:
+    """The policy ``spec`` names, loaded under a spinner; with ``run_folder``, ``spec`` may also be
+    a self-play run folder (its newest checkpoint)."""
     folder = Path(spec)
-    if folder.is_dir() and (folder / "config.yaml").is_file():
-        from spade_gym.trainer.selfplay import load_run_policy
+    with console.status(f"loading {safe(spec)}", spinner="dots"):
+        if run_folder and folder.is_dir() and (folder / "config.yaml").is_file():
+            from spade_gym.trainer.selfplay import load_run_policy
 
-        return load_run_policy(spec)
-    if folder.is_dir() and not (folder / "config.json").is_file():
-        runs = sorted(p.name for p in folder.iterdir() if (p / "config.yaml").is_file())
-        if runs:
-            raise ValueError(
-                f"{spec} holds run folders, not a model: pick one of {', '.join(runs)} (e.g. {folder / runs[0]})"
-            )
-    from spade_gym.policies import load_policy
+            return load_run_policy(spec)
+        if run_folder and folder.is_dir() and not (folder / "config.json").is_file():
+            runs = sorted(p.name for p in folder.iterdir() if (p / "config.yaml").is_file())
+            if runs:
+                raise ValueError(
+                    f"{spec} holds run folders, not a model: pick one of {', '.join(runs)} (e.g. {folder / runs[0]})"
+                )
+        from spade_gym.policies import load_policy
 
-    return load_policy(spec)
+        return load_policy(spec)
 
 
 def open_registry(path: Path | None, *, create: bool = False) -> Registry:

@@ -62,7 +62,8 @@ def regret(
     regret max(0, hint - max(no hint, hint alone)) and the Designer's reward for it.
     """
     from spade_gym.agent import RolloutConfig
-    from spade_gym.policies import SamplingParams, load_policy
+    from spade_gym.cli_common import load_cli_policy
+    from spade_gym.policies import SamplingParams
     from spade_gym.registry.gymnasium import register_registry
     from spade_gym.regret import estimate_regret
 
@@ -87,8 +88,7 @@ def regret(
             import gymnasium
 
             gymnasium.spec(target)  # an unknown id fails here, before the model loads
-        with console.status(f"loading {safe(policy)}", spinner="dots"):
-            agent = load_policy(policy)
+        agent = load_cli_policy(policy)
         with Progress(*Progress.get_default_columns(), console=console, transient=True) as bar:
             task = bar.add_task(f"{safe(env_id)}: {2 * k} episodes or more", total=2 * k)
             result = estimate_regret(
@@ -327,11 +327,11 @@ def _design_one(
     """`spade design` without --count/--hours: one design, its prompt and the registry folder."""
     import random
 
+    from spade_gym.cli_common import load_cli_policy
     from spade_gym.designer import build_prompt
     from spade_gym.designer import design as run_design
     from spade_gym.documents import Document, load_documents, make_document
     from spade_gym.memory import EnvironmentMemory, pick_parent
-    from spade_gym.policies import load_policy
     from spade_gym.registry.gymnasium import open_registry as open_work_registry
 
     if repairs is None:
@@ -357,9 +357,8 @@ def _design_one(
         parent=pick_parent(items, rng) if mode == "edit" else None,
         variant=config.prompt,
     )
-    with console.status(f"loading {safe(policy)}", spinner="dots"):
-        designer = load_policy(policy)
-        agent_policy = designer if agent in (None, policy) else load_policy(agent)
+    designer = load_cli_policy(policy)
+    agent_policy = designer if agent in (None, policy) else load_cli_policy(agent)
     source = prompt.document.source if prompt.document else None
     console.print(
         f"Designing an environment ({mode} mode, setting: {safe(prompt.setting or 'any')}) from "
@@ -418,15 +417,14 @@ def design_factory(
     seed: int,
 ) -> None:
     """`spade design --count/--hours`: the environment factory (spade_gym.factory), one progress line per design."""
+    from spade_gym.cli_common import load_cli_policy
     from spade_gym.documents import load_documents
     from spade_gym.factory import FactoryConfig, FactorySummary, run_factory
-    from spade_gym.policies import load_policy
 
     seconds = hours * 3600 if hours is not None else None
     config = FactoryConfig(designer=designer_config, group=group, mode=mode, count=count, seconds=seconds, seed=seed)
     documents = load_documents(None, seed=seed)
-    with console.status(f"loading {safe(policy)}", spinner="dots"):
-        designer = load_policy(policy)
+    designer = load_cli_policy(policy)
 
     def progress(summary: FactorySummary, line: dict[str, object]) -> None:
         console.print(

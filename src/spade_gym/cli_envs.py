@@ -19,7 +19,7 @@ from spade_gym.cli_common import (
     console,
     envs_app,
     fail,
-    load_eval_policy,
+    load_cli_policy,
     new_table,
     open_registry,
     report_table,
@@ -150,8 +150,7 @@ def envs_measure(
         config = RolloutConfig(sampling=sampling, max_turns=max_turns, max_episodes=max_episodes)
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        with console.status(f"loading {safe(policy)}", spinner="dots"):
-            agent = load_eval_policy(policy)  # a run folder: its newest checkpoint
+        agent = load_cli_policy(policy, run_folder=True)  # a run folder: its newest checkpoint
         seeds = draw_seeds(k, "measure") if seed is None else list(range(seed, seed + k))
         if ladder:
             _measure_ladders(records, agent, k, sampling, seeds[0], max_turns, max_episodes)

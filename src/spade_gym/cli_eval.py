@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.progress import Progress, TimeElapsedColumn
 
-from spade_gym.cli_common import app, console, fail, load_eval_policy, new_table, safe
+from spade_gym.cli_common import app, console, fail, load_cli_policy, new_table, safe
 from spade_gym.errors import SpadeError
 
 if TYPE_CHECKING:
@@ -88,8 +88,7 @@ def eval_(
     except (SpadeError, ValueError, ImportError, OSError) as exc:
         fail(safe(str(exc)), 2)
     try:
-        with console.status(f"loading {safe(policy)}", spinner="dots"):
-            agent = load_eval_policy(policy)
+        agent = load_cli_policy(policy, run_folder=True)
     except (SpadeError, ValueError, OSError) as exc:
         fail(f"{type(exc).__name__}: {safe(str(exc))}", 1)
     results, failed_suites = [], []

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from spade_gym.cli_common import RegistryOption, app, console, envs_app, fail, open_registry, safe, say
+from spade_gym.cli_common import RegistryOption, app, envs_app, fail, load_cli_policy, open_registry, safe, say
 from spade_gym.errors import SpadeError
 
 export_app = typer.Typer(
@@ -36,13 +36,11 @@ def export_rollouts(
     """Play episodes with a policy and write them: messages, actions, rewards, return, env id and seed."""
     from spade_gym import export
     from spade_gym.agent import Episode, rollout
-    from spade_gym.policies import load_policy
     from spade_gym.registry.gymnasium import resolve_env_ids
 
     try:
         ids = resolve_env_ids(env_ids, registry)
-        with console.status(f"loading {safe(policy)}", spinner="dots"):
-            loaded = load_policy(policy)
+        loaded = load_cli_policy(policy)
         episodes = [Episode(env_id, first_seed + k, hint) for env_id in ids for k in range(seeds)]
         trajectories, _ = rollout(episodes, loaded)
     except (SpadeError, ValueError) as exc:

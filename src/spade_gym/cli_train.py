@@ -177,7 +177,7 @@ def _run_selfplay(make: Any) -> None:
     """Make the loop with ``make(say, progress)``, train it, and print where its outputs are."""
     from spade_gym.evaluation.heldout import heldout_report
     from spade_gym.trainer.plot import plot_run
-    from spade_gym.trainer.selfplay import designer_summary, what_moved
+    from spade_gym.trainer.summary import designer_summary, what_moved
 
     progress = PhaseProgress(say)
     loop = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "contract_problems",
     "parse_module",
     "rename_env_class",
+    "replace_spans",
     "skeleton",
     "unfilled_placeholders",
 ]
@@ -156,6 +158,21 @@ def parse_module(source: str) -> ast.Module | None:
         return ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+#: Where ast starts a new line: after "\n", "\r\n" or a lone "\r".
+_LINE_BREAK = re.compile(r"(?<=\n)|(?<=\r)(?!\n)")
+
+
+def replace_spans(source: str, spans: Iterable[tuple[int, int, int, str]]) -> str:
+    """``source`` with each ``(line, start, end, text)`` span replaced by ``text``; ``line`` is 1-based
+    and ``start``/``end`` are UTF-8 byte columns, as ast gives them. Spans must not overlap."""
+    lines = _LINE_BREAK.split(source)
+    # right to left, so that two spans on one line keep their offsets
+    for line, start, end, text in sorted(spans, reverse=True):
+        raw = lines[line - 1].encode("utf-8")
+        lines[line - 1] = (raw[:start] + text.encode("utf-8") + raw[end:]).decode("utf-8")
+    return "".join(lines)
 
 
 @dataclass(frozen=True)
@@ -337,14 +354,11 @@ def rename_env_class(source: str) -> tuple[str, str | None]:
     old = classes[0].name
     if any(isinstance(n, ast.Name) and n.id == "Env" for n in ast.walk(tree)):
         return source, None  # the module already uses the name Env for something else
-    lines = source.split("\n")
-    spots = [(n.lineno - 1, n.col_offset) for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == old]
-    header = _CLASS_LINE.match(lines[classes[0].lineno - 1].lstrip())
+    spots = [(n.lineno, n.col_offset) for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == old]
+    class_line = _LINE_BREAK.split(source)[classes[0].lineno - 1]
+    header = _CLASS_LINE.match(class_line.lstrip())
     if header is None:  # a decorated class: its `class` line is not where the node starts
         return source, None
-    indent = len(lines[classes[0].lineno - 1]) - len(lines[classes[0].lineno - 1].lstrip())
-    spots.append((classes[0].lineno - 1, indent + header.start(1)))
-    for row, col in sorted(spots, reverse=True):
-        text = lines[row].encode("utf-8")  # col_offset counts UTF-8 bytes
-        lines[row] = (text[:col] + b"Env" + text[col + len(old.encode("utf-8")) :]).decode("utf-8")
-    return "\n".join(lines), f"renamed class {old} to Env (the contract's class name)"
+    spots.append((classes[0].lineno, len(class_line) - len(class_line.lstrip()) + header.start(1)))
+    renamed = replace_spans(source, [(row, col, col + len(old.encode("utf-8")), "Env") for row, col in spots])
+    return renamed, f"renamed class {old} to Env (the contract's class name)"

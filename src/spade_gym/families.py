@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from spade_gym.contract import replace_spans
 from spade_gym.policies.base import Completion, Policy, Prompt, SamplingParams, resolve_sampling
 from spade_gym.program import EnvProgram
 from spade_gym.validation import ValidationConfig, ValidationReport, validate
@@ -81,7 +82,8 @@ class EnvFamily:
     template: str
     knobs: tuple[Knob, ...]
     description: str = ""
-    _spans: dict[str, tuple[int, tuple[int, int]]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: ``{knob: (line, start byte, end byte, template value)}`` of each knob's literal.
+    _spans: dict[str, tuple[int, int, int, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -111,8 +113,7 @@ class EnvFamily:
 
     def defaults(self) -> dict[str, int]:
         """The knob values written in the template."""
-        lines = self.template.splitlines(keepends=True)
-        return {name: int(lines[line].encode("utf-8")[start:end]) for name, (line, (start, end)) in self._spans.items()}
+        return {name: span[3] for name, span in self._spans.items()}
 
     def resolve(self, values: Mapping[str, int] | Sequence[int] | None = None) -> dict[str, int]:
         """``{knob: value}`` for every knob in order, from ``{knob: int}`` (missing ones take the
@@ -146,13 +147,9 @@ class EnvFamily:
     def instantiate(self, values: Mapping[str, int] | Sequence[int] | None = None) -> EnvProgram:
         """The template with each knob's literal replaced (not validated); ValueError as :meth:`resolve`."""
         resolved = self.resolve(values)
-        lines = self.template.splitlines(keepends=True)
-        # right to left, so that two knobs on one line ("A = 1; B = 2") keep their offsets
-        for name, (line, (start, end)) in sorted(self._spans.items(), key=lambda item: item[1], reverse=True):
-            raw = lines[line].encode("utf-8")
-            lines[line] = (raw[:start] + repr(resolved[name]).encode("utf-8") + raw[end:]).decode("utf-8")
+        spans = [(line, start, end, repr(resolved[name])) for name, (line, start, end, _) in self._spans.items()]
         label = ",".join(f"{k}={v}" for k, v in resolved.items())
-        return EnvProgram("".join(lines), origin=f"family {self.name}[{label}]")
+        return EnvProgram(replace_spans(self.template, spans), origin=f"family {self.name}[{label}]")
 
     def difficulty(self, values: Mapping[str, int] | Sequence[int] | None = None) -> float:
         """The mean position of the knobs within their ranges, in [0, 1]; ValueError as :meth:`resolve`."""
@@ -160,15 +157,15 @@ class EnvFamily:
         return sum(k.position(resolved[k.name]) for k in self.knobs) / len(self.knobs)
 
 
-def _knob_spans(family: str, template: str, knobs: Sequence[Knob]) -> dict[str, tuple[int, tuple[int, int]]]:
-    """``{knob: (line index, (start byte, end byte))}`` of each knob's literal in the template."""
+def _knob_spans(family: str, template: str, knobs: Sequence[Knob]) -> dict[str, tuple[int, int, int, int]]:
+    """``{knob: (line, start byte, end byte, value)}`` of each knob's literal in the template."""
     tree = ast.parse(template)
     found: dict[str, list[ast.Assign]] = {k.name: [] for k in knobs}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             if node.targets[0].id in found:
                 found[node.targets[0].id].append(node)
-    spans: dict[str, tuple[int, tuple[int, int]]] = {}
+    spans: dict[str, tuple[int, int, int, int]] = {}
     for knob in knobs:
         nodes = found[knob.name]
         if len(nodes) != 1:
@@ -195,7 +192,7 @@ def _knob_spans(family: str, template: str, knobs: Sequence[Knob]) -> dict[str, 
             raise ValueError(
                 f"knob {knob.name} of family {family!r}: the template's value {literal} is outside [{knob.low}, {knob.high}]"
             )
-        spans[knob.name] = (value.lineno - 1, (value.col_offset, value.end_col_offset))
+        spans[knob.name] = (value.lineno, value.col_offset, value.end_col_offset, literal)
     return spans
 
 

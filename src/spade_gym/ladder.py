@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from spade_gym.agent import Episode, RolloutConfig, rollout
+from spade_gym.contract import replace_spans
 from spade_gym.files import replace_atomically
+from spade_gym.policies.base import policy_name
 from spade_gym.program import knob_nodes, knobs
 from spade_gym.registry.gymnasium import bundled_registry_path
 
@@ -124,11 +126,7 @@ def knob_variant(source: str, knob: str, value: int) -> str:
     if knob not in nodes:
         raise ValueError(f"the program has no knob {knob!r} (its knobs: {', '.join(knobs(source)) or 'none'})")
     node = nodes[knob]
-    lines = source.splitlines(keepends=True)
-    line = lines[node.lineno - 1].encode("utf-8")
-    start, end = node.col_offset, node.end_col_offset
-    lines[node.lineno - 1] = (line[:start] + str(int(value)).encode() + line[end:]).decode("utf-8")
-    return "".join(lines)
+    return replace_spans(source, [(node.lineno, node.col_offset, node.end_col_offset or 0, str(int(value)))])
 
 
 def library_ladder(name: str) -> Ladder | None:
@@ -190,7 +188,7 @@ def measure_ladders(
     for env_dir, success in rates.items():
         ladder = next(lad for d, lad, _ in plan if d == env_dir)
         measured = {
-            "policy": str(getattr(policy, "name", type(policy).__name__)),
+            "policy": policy_name(policy),
             "episodes": episodes,
             "temperature": sampling.temperature,
             "seeds_from": seed,

@@ -16,6 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
+from spade_gym.contract import parse_module
 from spade_gym.errors import ProgramError
 from spade_gym.sandbox.policy import ALLOWED_MODULES, compile_program
 
@@ -288,9 +289,6 @@ def knob_nodes(tree: ast.Module) -> list[tuple[str, ast.Constant]]:
 def knobs(source: str) -> dict[str, int]:
     """The difficulty knobs of a program: ``{name: value}`` of its module-level UPPERCASE int
     constants (``{}`` when it does not parse)."""
-    try:
-        with _AST_LOCK:
-            tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return {}
-    return {name: cast(int, node.value) for name, node in knob_nodes(tree)}
+    with _AST_LOCK:
+        tree = parse_module(source)
+    return {} if tree is None else {name: cast(int, node.value) for name, node in knob_nodes(tree)}

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from spade_gym.policies.base import Completion, SamplingParams
+from spade_gym.policies.base import Completion, SamplingParams, policy_name
 
 __all__ = [
     "DEFAULT_SAMPLING",
@@ -187,8 +187,7 @@ class Suite(ABC):
 
     def _result(self, policy: Any, items: list[ItemRecord], began: float) -> SuiteResult:
         """The run's result; ``began`` is its ``time.perf_counter()`` start."""
-        name = str(getattr(policy, "name", type(policy).__name__))
-        return SuiteResult(self.name, name, items, time.perf_counter() - began, self.config())
+        return SuiteResult(self.name, policy_name(policy), items, time.perf_counter() - began, self.config())
 
 
 def save_results(results: Sequence[SuiteResult], path: str | Path, *, extra: Mapping[str, Any] | None = None) -> Path:

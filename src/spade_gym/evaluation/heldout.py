@@ -23,6 +23,7 @@ from spade_gym.evaluation.base import Z95, Comparison, ItemRecord, SuiteResult, 
 from spade_gym.evaluation.environments import HELD_OUT_SEED_BASE, episode_record
 from spade_gym.ladder import knob_variant, library_ladder
 from spade_gym.options import option, option_factory
+from spade_gym.policies.base import policy_name
 from spade_gym.program import knobs
 from spade_gym.registry.gymnasium import bundled_registry_path
 from spade_gym.registry.store import Registry
@@ -182,7 +183,6 @@ def evaluate_heldout(
     for suffix, params in settings:
         config = RolloutConfig(sampling=params, max_turns=max_turns, max_episodes=max_episodes)
         trajectories, _ = rollout([Episode(i.source, i.seed) for i in flat], policy, config, progress=progress)
-        name = str(getattr(policy, "name", type(policy).__name__))
         by_part: dict[str, list[ItemRecord]] = {}
         for item, trajectory in zip(flat, trajectories, strict=True):
             record = episode_record(item.item_id, trajectory, {"env": item.label, "seed": item.seed})
@@ -190,7 +190,7 @@ def evaluate_heldout(
             by_part.setdefault(item.part, []).append(record)
         config_json = json.loads(json.dumps({"sampling": asdict(params), "max_turns": max_turns}))  # as saved
         out[suffix] = {
-            part: SuiteResult(f"heldout-{part}{suffix}", name, records, 0.0, config_json)
+            part: SuiteResult(f"heldout-{part}{suffix}", policy_name(policy), records, 0.0, config_json)
             for part, records in by_part.items()
         }
     return HeldOut(out[""], out.get("-greedy", {}), time.perf_counter() - began)

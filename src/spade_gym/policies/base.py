@@ -21,6 +21,7 @@ from spade_gym.errors import ContextLengthExceeded
 __all__ = [
     "ROLES",
     "logprob_temperature",
+    "policy_name",
     "Completion",
     "FinishReason",
     "Message",
@@ -182,6 +183,11 @@ class Policy(Protocol):
             GenerationError: the backend failed.
         """
         ...
+
+
+def policy_name(policy: object) -> str:
+    """The policy's ``name`` for logs and results, or its class name when it has none."""
+    return str(getattr(policy, "name", type(policy).__name__))
 
 
 def check_prompts(prompts: object) -> list[list[dict[str, str]]]:

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from spade_gym.contract import parse_module
+
 if TYPE_CHECKING:  # datasketch costs ~0.7 s to import: loaded only when a sketch is made
     from datasketch import MinHash
 
@@ -80,9 +82,8 @@ _PERMUTATIONS: Any = None
 
 def _parse_without_docstrings(source: str) -> tuple[ast.Module, list[ast.AST]] | None:
     """The tree without docstrings and its nodes (breadth-first), or ``None`` if it does not parse."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse_module(source)
+    if tree is None:
         return None
     nodes = list(ast.walk(tree))
     for node in nodes:
