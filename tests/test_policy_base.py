@@ -170,3 +170,29 @@ def test_a_spec_that_is_neither_a_folder_nor_a_hub_id_is_model_not_found(spec: s
 
     with pytest.raises(ModelNotFound, match="neither a folder that exists nor a Hugging Face model id"):
         load_policy(spec)
+
+
+def test_chat_token_ids_renders_with_a_real_tokenizer_and_refuses_an_empty_render() -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    transformers = pytest.importorskip("transformers")
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+
+    from spade_gym.errors import ChatTemplateError, GenerationError
+    from spade_gym.policies.base import chat_token_ids
+
+    words = tokenizers.Tokenizer(WordLevel({"?": 0, "user": 1, "hi": 2, "assistant": 3, ":": 4}, unk_token="?"))
+    words.pre_tokenizer = Whitespace()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=words, unk_token="?")
+    tokenizer.chat_template = (
+        "{% for m in messages %}{{ m.role }} : {{ m.content }} {% endfor %}"
+        "{% if add_generation_prompt %}assistant :{% endif %}"
+    )
+    user = {"role": "user", "content": "hi"}
+    assert chat_token_ids(tokenizer, [user]) == [1, 4, 2, 3, 4]
+    continued = chat_token_ids(tokenizer, [user, {"role": "assistant", "content": "hi"}])
+    assert continued[:5] == [1, 4, 2, 3, 4] and continued[-1] == 2  # the assistant's text is continued
+    tokenizer.chat_template = "{{ '' }}"
+    with pytest.raises(ChatTemplateError, match="rendered this prompt to no tokens") as raised:
+        chat_token_ids(tokenizer, [user])
+    assert isinstance(raised.value, ValueError) and isinstance(raised.value, GenerationError)

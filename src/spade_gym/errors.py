@@ -31,6 +31,7 @@ __all__ = [
     "ModelNotFound",
     "ContextLengthExceeded",
     "BackendUnavailable",
+    "ChatTemplateError",
     "GenerationError",
     "DocumentError",
     "MissingDependency",
@@ -223,6 +224,10 @@ class BackendUnavailable(PolicyError):
 
 class GenerationError(PolicyError):
     """Generation failed: a server timed out on every retry, or sent an error or no chat completion."""
+
+
+class ChatTemplateError(GenerationError, ValueError):
+    """A chat template rendered a prompt to no token ids (a ``ValueError`` too)."""
 
 
 class MissingDependency(SpadeError, ImportError):

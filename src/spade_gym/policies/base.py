@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
 
-from spade_gym.errors import ContextLengthExceeded
+from spade_gym.errors import ChatTemplateError, ContextLengthExceeded
 
 __all__ = [
     "ROLES",
@@ -265,15 +265,24 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
 def chat_token_ids(tokenizer: Any, prompt: Prompt) -> list[int]:
     """The token ids of one conversation under ``tokenizer``'s chat template, generation prompt added
     (a last assistant message is continued, see :func:`~spade_gym.policies.base.continued`).
-    ValueError when the template renders it to no tokens."""
+
+    Raises:
+        ChatTemplateError: the template renders it to no token ids (a ``ValueError`` and a
+            ``GenerationError``).
+    """
     messages, prefix = continued(prompt)
     if prefix is not None:
         text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        ids = tokenizer(str(text) + prefix, add_special_tokens=False)["input_ids"]
+        ids: Any = tokenizer(str(text) + prefix, add_special_tokens=False)["input_ids"]
     else:
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    if isinstance(ids, Mapping):  # transformers 5: a BatchEncoding
+        ids = ids["input_ids"]
+    ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
+    if len(ids) == 1 and isinstance(ids[0], list | tuple):  # a batch of one
+        ids = list(ids[0])
     if len(ids) == 0:
-        raise ValueError("the chat template rendered this prompt to no tokens; check chat_template")
+        raise ChatTemplateError("the chat template rendered this prompt to no tokens; check chat_template")
     return [int(t) for t in ids]
 
 

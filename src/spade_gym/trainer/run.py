@@ -292,11 +292,13 @@ class RunDir(AbstractContextManager["RunDir"]):
     def __init__(self, path: str | Path, config: SelfPlayConfig) -> None:
         self.path = Path(path)
         self.config = config
+        self.config_path = self.path / CONFIG_FILE
         self.registry_dir = self.path / REGISTRY_DIR
         self.metrics_path = self.path / METRICS_FILE
         self.designs_path = self.path / DESIGNS_FILE
         self.tb_dir = self.path / TB_DIR
         self.checkpoints_dir = self.path / CHECKPOINTS_DIR
+        self.plots_dir = self.path / PLOTS_DIR
         self._writer: Any = None
         self._tb_failed = False
         self._purge_step: int | None = None

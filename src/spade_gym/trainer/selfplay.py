@@ -76,10 +76,11 @@ from spade_gym.trainer.grpo import (
 )
 from spade_gym.trainer.run import DESIGN_TEXT_CHARS, Checkpoint, RunDir, capture_rng_state, restore_rng_state
 from spade_gym.trainer.state import load_trainable_state, trainable_state
-from spade_gym.trainer.summary import summary_line, training_state
+from spade_gym.trainer.summary import MOVED_KEYS, designer_summary, summary_line, training_state, what_moved
 from spade_gym.trainer.warmstart import check_warmstart_config, run_warmstart
 
 __all__ = [
+    "MOVED_KEYS",
     "AgentStep",
     "SelfPlay",
     "refresh_scores",
@@ -89,6 +90,8 @@ __all__ = [
     "IterationResult",
     "STALL_WARNING_AFTER",
     "load_run_policy",
+    "designer_summary",
+    "what_moved",
 ]
 
 #: Iterations in a row without an accepted design after which the loop warns.
