@@ -569,11 +569,13 @@ class Registry:
         """``(record, similarity)`` of the registered environment most like ``program`` (an exact
         duplicate: 1.0; else as :meth:`near_duplicates`), or ``None``."""
         check_threshold(threshold)
-        exact = self.exact_duplicate(program)
-        if exact is not None:
-            return exact, 1.0
-        near = self.near_duplicates(program, threshold)
-        return near[0] if near else None
+        sig = signatures(program.source)
+        with self._current():  # one view of the index for both lookups
+            exact = self._exact_duplicate(program.id, sig.ast_hash)
+            if exact is not None:
+                return self.get(exact[0]), 1.0
+            near = self._near_duplicates(sig.minhash(), threshold)
+            return (self.get(near[0][0]), near[0][1]) if near else None
 
     def exact_duplicate(self, program: EnvProgram) -> EnvRecord | None:
         """The registered environment that ``program`` exactly duplicates (the same program id, or
