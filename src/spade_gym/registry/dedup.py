@@ -222,7 +222,7 @@ def signatures(source: str) -> Signatures:
                 "ast:" + hashlib.sha256(ast.dump(tree).encode("utf-8", "surrogatepass")).hexdigest(), toks
             )
         except (RecursionError, ValueError):
-            pass
+            pass  # a tree ast cannot unparse: the text's hash below
     return Signatures(
         "src:" + hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), tuple(source.split())
     )
