@@ -152,13 +152,25 @@ def test_an_environment_that_breaks_in_an_actor_ends_its_episode_only(executor: 
     assert trajectories[1].error is None and trajectories[1].num_turns == 1
 
 
+def wait_until_dead(actor: Any, timeout: float = 60.0) -> None:
+    """Return once ``actor`` answers with ``RayActorError``: ``ray.kill`` is asynchronous, and a call
+    made just after it may still be served. Fails the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=timeout)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"the killed actor still answered after {timeout:.0f} s")
+
+
 def test_a_dead_environment_host_ends_its_episodes_with_a_worker_crash() -> None:
     with RayExecutor(env_hosts=1) as executor:  # joins the instance of this module or starts one
         env = executor.env(EnvProgram(EVEN_LENGTH))()
         env.reset(seed=0)
         ray.kill(executor._hosts[0])
-        with pytest.raises(ray.exceptions.RayActorError):  # the kill is asynchronous: wait until it is done
-            ray.get(executor._hosts[0].__ray_ready__.remote(), timeout=60)
+        wait_until_dead(executor._hosts[0])
         obs, reward, terminated, truncated, info = env.step("ab")
         assert (reward, terminated, truncated) == (0.0, False, True)
         assert info["sandbox_error"]["category"] == "WORKER_CRASH"
