@@ -32,8 +32,9 @@ from spade_gym.policies import SamplingParams, load_policy  # noqa: E402
 from spade_gym.policies.transformers import TransformersPolicy  # noqa: E402
 
 NEW_TOKENS = 64
-# more rounds where a round is short: batch 1's figure is the noisiest (a round is about 3 s)
-ROUNDS = {1: 7, 8: 4, 32: 3}
+# more rounds where a round is short: batch 1's figure is the noisiest (a round is about 3 s);
+# with CI set, fewer (about 75 s less), so that .ci/run fits its 40 minutes on 2 cores
+ROUNDS = {1: 4, 8: 3, 32: 2} if os.environ.get("CI") else {1: 7, 8: 4, 32: 3}
 PROMPTS = [
     [{"role": "user", "content": f"Tell me a long story about a {animal} who learns to {skill}."}]
     for animal in ("dragon", "fox", "whale", "robot", "owl", "cat", "bear", "crow")
